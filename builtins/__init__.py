@@ -1,0 +1,1 @@
+"""hookline.builtins: the default plugin (built in a later issue)."""

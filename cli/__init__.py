@@ -1,0 +1,1 @@
+"""hookline.cli: the command-line application (built in a later issue)."""

@@ -1,0 +1,35 @@
+"""hookline.kernel: a hand-rolled plugin kernel for the application-hook contract.
+
+Only the standard library (and ``typing_extensions``) is imported, always through
+relative imports, so this folder can be copied into another package and keep working.
+"""
+
+from __future__ import annotations
+
+from .errors import PluginValidationError
+from .markers import HookimplOpts, HookspecOpts, hookimpl, hookspec
+from .registry import HookImpl, Registry, UnknownImpl
+from .report import HookBinding, HookReport, ImplInfo
+from .runtime import HookRuntime
+from .specs import HOOK_SPECS, HooklineSpecs, HookSpec
+from .trace import DispatchTrace, TraceRecord
+
+__all__ = [
+    "HOOK_SPECS",
+    "DispatchTrace",
+    "HookBinding",
+    "HookImpl",
+    "HookReport",
+    "HookRuntime",
+    "HookSpec",
+    "HookimplOpts",
+    "HooklineSpecs",
+    "HookspecOpts",
+    "ImplInfo",
+    "PluginValidationError",
+    "Registry",
+    "TraceRecord",
+    "UnknownImpl",
+    "hookimpl",
+    "hookspec",
+]

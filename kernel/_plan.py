@@ -1,0 +1,136 @@
+"""Execution plans: a hook's implementations in order, compiled into direct callers.
+
+A plan is built when plugins change. Its four callers (``first``, ``many``,
+``first_sync``, ``many_sync``) are generated on first use as straight-line Python: one
+direct keyword call per implementation with only the arguments that implementation
+declares. A call therefore does no sorting, no signature inspection and no per-argument
+filtering, which keeps dispatch close to a hand-written loop. The generated source is
+kept on the plan (``plan.source(kind)``) so it can be read when debugging.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .registry import HookImpl
+
+logger = logging.getLogger(__name__.rpartition(".")[0] + ".runtime")
+
+KINDS = ("first", "many", "first_sync", "many_sync")
+
+# Results of these types are never awaitable; checking the class first skips isawaitable.
+_PLAIN = frozenset({type(None), str, int, float, bool, bytes, dict, list, tuple, set})
+
+def skip_awaitable(hook_name: str, plugin_name: str | None, value: Any) -> None:
+    """Log a skipped awaitable on a sync path and close it so no warning leaks."""
+    logger.warning(
+        "hook.async_not_supported hook=%s adapter=%s", hook_name, plugin_name or "<unknown>"
+    )
+    close = getattr(value, "close", None)
+    if callable(close):
+        close()
+
+
+class Plan:
+    """One hook's implementations in execution order, with lazily compiled callers."""
+
+    def __init__(
+        self,
+        hook_name: str,
+        impls: tuple[HookImpl, ...],
+        params: tuple[str, ...],
+        tracer: Any = None,
+    ) -> None:
+        self.hook_name = hook_name
+        self.impls = impls
+        self.tracer = tracer
+        used = {name for impl in impls for name in impl.argnames}
+        # Spec order first, then any names of an unspecified hook, sorted for stability.
+        self.params = tuple(p for p in params if p in used) + tuple(
+            sorted(used.difference(params))
+        )
+        self._sources: dict[str, str] = {}
+
+    def __getattr__(self, kind: str) -> Callable[..., Any]:
+        # Called only while the caller is not compiled yet; later lookups hit __dict__.
+        if kind not in KINDS:
+            raise AttributeError(kind)
+        caller = self._compile(kind)
+        setattr(self, kind, caller)
+        return caller
+
+    def source(self, kind: str) -> str:
+        """The generated source of one caller (compiling it if needed)."""
+        getattr(self, kind)
+        return self._sources[kind]
+
+    def _compile(self, kind: str) -> Callable[..., Any]:
+        is_async = kind in ("first", "many")
+        collect = kind.startswith("many")
+        namespace: dict[str, Any] = {
+            "_PLAIN": _PLAIN,
+            "_isawaitable": inspect.isawaitable,
+            "_skip": self._skip,
+            "_missing": self._missing,
+        }
+        # The caller takes the dispatch's keyword dict as is: no re-packing per call.
+        lines = [f"{'async ' if is_async else ''}def {kind}(kwargs):"]
+        if self.params:
+            lines.append("    try:")
+            lines += [f"        {p} = kwargs[{p!r}]" for p in self.params]
+            lines.append("    except KeyError as exc: raise _missing(exc.args[0]) from None")
+        if collect:
+            lines.append("    results = []")
+        for index, impl in enumerate(self.impls):
+            function = impl.function
+            if self.tracer is not None:
+                function = self.tracer.wrap(impl)
+            namespace[f"_f{index}"] = function
+            args = ", ".join(f"{name}={name}" for name in impl.argnames)
+            call = f"_f{index}({args})"
+            lines += _step(index, call, impl.is_async, is_async, collect)
+        lines.append("    return results" if collect else "    return None")
+        source = "\n".join(lines) + "\n"
+        self._sources[kind] = source
+        code = compile(source, f"<hookline plan {self.hook_name}.{kind}>", "exec")
+        exec(code, namespace)
+        return namespace[kind]
+
+    def _skip(self, index: int, value: Any) -> None:
+        skip_awaitable(self.hook_name, self.impls[index].plugin_name, value)
+
+    def _missing(self, name: str) -> TypeError:
+        users = [impl.describe() for impl in self.impls if name in impl.argnames]
+        return TypeError(
+            f"hook {self.hook_name!r} was called without argument {name!r}, which "
+            f"{'; '.join(users)} declares; pass {name}=... to the dispatch call"
+        )
+
+
+def _step(index: int, call: str, impl_async: bool, path_async: bool, collect: bool) -> list[str]:
+    """Source lines for one implementation: call, handle awaitables, collect or return."""
+    emit = "results.append(_v)" if collect else "return _v"
+    if path_async and impl_async:
+        if collect:
+            return [f"    results.append(await {call})"]
+        return [f"    _v = await {call}", "    if _v is not None: return _v"]
+    if path_async:
+        lines = [
+            f"    _v = {call}",
+            "    if _v.__class__ not in _PLAIN and _isawaitable(_v): _v = await _v",
+        ]
+        return [*lines, f"    {emit}" if collect else f"    if _v is not None: {emit}"]
+    # Sync path: an awaitable result is skipped with a warning, never awaited.
+    usable = "_v.__class__ in _PLAIN or not _isawaitable(_v)"
+    if collect:
+        return [f"    _v = {call}", f"    if {usable}: {emit}", f"    else: _skip({index}, _v)"]
+    return [
+        f"    _v = {call}",
+        "    if _v is not None:",
+        f"        if {usable}: {emit}",
+        f"        _skip({index}, _v)",
+    ]

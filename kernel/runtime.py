@@ -1,0 +1,90 @@
+"""``HookRuntime``: dispatch primitives over the registry's precomputed plans.
+
+Ordinary hooks propagate exceptions unchanged and stop the dispatch. ``on_error``
+observers are isolated: an observer's exception is logged and the next one runs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ._plan import _PLAIN, skip_awaitable
+from .registry import Registry
+from .report import HookReport, build_report
+from .trace import DispatchTrace
+
+logger = logging.getLogger(__name__)
+
+
+class HookRuntime:
+    """Calls hook implementations in execution order, passing each only what it declares."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+        self._plans = registry.plans  # the same dict, updated in place by the registry
+
+    async def call_first(self, hook_name: str, /, **kwargs: Any) -> Any:
+        """First non-None result in execution order; awaitable results are awaited."""
+        plan = self._plans.get(hook_name)
+        return None if plan is None else await plan.first(kwargs)
+
+    async def call_many(self, hook_name: str, /, **kwargs: Any) -> list[Any]:
+        """Every result in execution order, None included; awaitables are awaited."""
+        plan = self._plans.get(hook_name)
+        return [] if plan is None else await plan.many(kwargs)
+
+    def call_first_sync(self, hook_name: str, /, **kwargs: Any) -> Any:
+        """Like ``call_first`` without awaiting: awaitable results are skipped with a warning."""
+        plan = self._plans.get(hook_name)
+        return None if plan is None else plan.first_sync(kwargs)
+
+    def call_many_sync(self, hook_name: str, /, **kwargs: Any) -> list[Any]:
+        """Like ``call_many`` without awaiting: awaitable results are skipped with a warning."""
+        plan = self._plans.get(hook_name)
+        return [] if plan is None else plan.many_sync(kwargs)
+
+    async def notify_error(self, stage: str, error: BaseException, message: Any = None) -> None:
+        """Call every ``on_error`` observer; an observer's exception is logged and skipped."""
+        kwargs = {"stage": stage, "error": error, "message": message}
+        for impl in self.registry.hook_impls("on_error"):
+            try:
+                value = impl.call(kwargs)
+                if value.__class__ not in _PLAIN and inspect.isawaitable(value):
+                    await value
+            except Exception:
+                logger.exception(
+                    "hook.on_error_failed stage=%s adapter=%s", stage, impl.plugin_name
+                )
+
+    def notify_error_sync(self, stage: str, error: BaseException, message: Any = None) -> None:
+        """Sync ``notify_error``: awaitable results are skipped with a warning."""
+        kwargs = {"stage": stage, "error": error, "message": message}
+        for impl in self.registry.hook_impls("on_error"):
+            try:
+                value = impl.call(kwargs)
+            except Exception:
+                logger.exception(
+                    "hook.on_error_failed stage=%s adapter=%s", stage, impl.plugin_name
+                )
+                continue
+            if value.__class__ not in _PLAIN and inspect.isawaitable(value):
+                skip_awaitable("on_error", impl.plugin_name, value)
+
+    def hook_report(self) -> HookReport:
+        """Every hook with its implementations in execution and stored order."""
+        return build_report(self.registry)
+
+    @contextmanager
+    def tracing(self, trace: DispatchTrace | None = None) -> Iterator[DispatchTrace]:
+        """Record every dispatch while the block runs; plans are swapped back afterwards."""
+        previous = self.registry.tracer
+        trace = trace if trace is not None else DispatchTrace()
+        self.registry.set_tracer(trace)
+        try:
+            yield trace
+        finally:
+            self.registry.set_tracer(previous)
