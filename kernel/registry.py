@@ -124,6 +124,8 @@ class Registry:
         self.plans: dict[str, Plan] = {}
         """Hook name -> execution plan; the runtime reads this dict directly."""
         self._tracer: Any = None
+        self.generation = 0
+        """Incremented on every change, so callers can cache what they derive from plugins."""
 
     # -- specs ---------------------------------------------------------------------
 
@@ -248,6 +250,10 @@ class Registry:
         for impls in self._stored.values():
             yield from impls
 
+    def plugin_hooks(self, name: str) -> set[str]:
+        """Hook names the named plugin implements (through marked functions only)."""
+        return {impl.hook_name for impl in self.iter_impls() if impl.plugin_name == name}
+
     # -- tracing -------------------------------------------------------------------
 
     def set_tracer(self, tracer: Any) -> None:
@@ -262,6 +268,7 @@ class Registry:
     # -- internals -----------------------------------------------------------------
 
     def _rebuild(self, hook_names: Any) -> None:
+        self.generation += 1
         for hook_name in list(hook_names):
             stored = self._stored.get(hook_name)
             if not stored:

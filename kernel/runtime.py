@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ._plan import _PLAIN, skip_awaitable
-from .registry import Registry
+from .registry import HookImpl, Registry
 from .report import HookReport, build_report
 from .trace import DispatchTrace
 
@@ -46,6 +46,24 @@ class HookRuntime:
         """Like ``call_many`` without awaiting: awaitable results are skipped with a warning."""
         plan = self._plans.get(hook_name)
         return [] if plan is None else plan.many_sync(kwargs)
+
+    # Slow paths: each value paired with the implementation that returned it, for call
+    # sites that must name the plugin in an error. Not for per-call hot paths.
+
+    async def call_each(self, hook_name: str, /, **kwargs: Any) -> list[tuple[HookImpl, Any]]:
+        """``(implementation, awaited value)`` for every implementation, in execution order."""
+        pairs = []
+        for impl in self.registry.hook_impls(hook_name):
+            value = impl.call(kwargs)
+            if value.__class__ not in _PLAIN and inspect.isawaitable(value):
+                value = await value
+            pairs.append((impl, value))
+        return pairs
+
+    def call_each_sync(self, hook_name: str, /, **kwargs: Any) -> list[tuple[HookImpl, Any]]:
+        """Sync ``call_each``: awaitable values are skipped with a warning."""
+        return [(impl, value) for impl in self.registry.hook_impls(hook_name)
+                if _usable_sync(hook_name, impl, value := impl.call(kwargs))]
 
     async def notify_error(self, stage: str, error: BaseException, message: Any = None) -> None:
         """Call every ``on_error`` observer; an observer's exception is logged and skipped."""
@@ -88,3 +106,10 @@ class HookRuntime:
             yield trace
         finally:
             self.registry.set_tracer(previous)
+
+
+def _usable_sync(hook_name: str, impl: HookImpl, value: Any) -> bool:
+    if value.__class__ in _PLAIN or not inspect.isawaitable(value):
+        return True
+    skip_awaitable(hook_name, impl.plugin_name, value)
+    return False

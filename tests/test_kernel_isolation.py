@@ -13,6 +13,8 @@ from spec_support import KERNEL_DIR, SPEC_DIR
 ALLOWED_THIRD_PARTY = {"typing_extensions"}
 # Imported lazily inside the one function that needs it, never at module level.
 ALLOWED_LAZY = {"republic"}
+# Async code uses only await, so it runs on any event loop: no loop library is imported.
+FORBIDDEN = {"asyncio", "trio", "anyio", "sniffio"}
 
 
 def _imports(tree: ast.AST) -> list[tuple[ast.AST, bool]]:
@@ -45,6 +47,9 @@ def test_kernel_imports_only_stdlib_and_itself_relatively() -> None:
                 where = f"{path.relative_to(KERNEL_DIR)}:{node.lineno}"
                 if top == "hookline":
                     problems.append(f"{where}: absolute import of {name}")
+                    continue
+                if top in FORBIDDEN:
+                    problems.append(f"{where}: imports the event-loop library {name}")
                     continue
                 allowed = top in sys.stdlib_module_names or top in ALLOWED_THIRD_PARTY
                 if not (allowed or (top in ALLOWED_LAZY and not module_level)):

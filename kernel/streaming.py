@@ -1,0 +1,151 @@
+"""Stream events, the framework error type, and the closable event stream.
+
+The model stage may produce a stream instead of text. The types here are what such a
+stream carries and how it is closed, so that channels, the pipeline and the agent loop all
+agree on when resources behind a stream are released.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import TracebackType
+from typing import Any
+
+__all__ = [
+    "AsyncStreamEvents",
+    "ErrorKind",
+    "HooklineError",
+    "StreamEvent",
+    "StreamState",
+]
+
+
+class ErrorKind(StrEnum):
+    """Coarse error categories, stable enough to show to users and to models."""
+
+    invalid_input = "invalid_input"
+    config = "config"
+    provider = "provider"
+    tool = "tool"
+    temporary = "temporary"
+    not_found = "not_found"
+    unknown = "unknown"
+
+
+@dataclass(eq=False)
+class HooklineError(Exception):
+    """An error with a kind, so callers can react to the category instead of the text."""
+
+    kind: ErrorKind
+    message: str
+    details: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        # Accept plain strings for the kind, and keep `args` filled so the exception
+        # pickles and prints like any other.
+        self.kind = ErrorKind(self.kind)
+        Exception.__init__(self, self.kind, self.message, self.details)
+
+    def __str__(self) -> str:
+        return f"[{self.kind.value}] {self.message}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form, used where the error is shown to a model or recorded."""
+        data: dict[str, Any] = {"kind": self.kind.value, "message": self.message}
+        if self.details is not None:
+            data["details"] = self.details
+        return data
+
+
+@dataclass(frozen=True)
+class StreamEvent:
+    """One event of a model stream (`text`, `tool_call`, `usage`, `error`, `final`, ...)."""
+
+    kind: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class StreamState:
+    """What the producer of a stream learned while streaming (error, token usage)."""
+
+    error: HooklineError | None = None
+    usage: dict[str, Any] | None = None
+
+
+class AsyncStreamEvents:
+    """An async iterator of StreamEvent that always releases its source exactly once.
+
+    The stream closes itself when the source ends or fails (with any exception,
+    cancellation included), or when `aclose()` is called, whichever comes first.
+    Closing calls the source's `aclose` (if it has one) and then `on_close`.
+    """
+
+    def __init__(
+        self,
+        source: AsyncIterable[StreamEvent],
+        state: StreamState | None = None,
+        on_close: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self._source: AsyncIterator[StreamEvent] = aiter(source)
+        self.state: StreamState = state if state is not None else StreamState()
+        self._on_close = on_close
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """True once closing has started; iteration then ends immediately."""
+        return self._closed
+
+    @property
+    def error(self) -> HooklineError | None:
+        return self.state.error
+
+    @property
+    def usage(self) -> dict[str, Any] | None:
+        return self.state.usage
+
+    def __aiter__(self) -> AsyncStreamEvents:
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        if self._closed:
+            raise StopAsyncIteration
+        try:
+            return await anext(self._source)
+        except BaseException:
+            # Exhausted (StopAsyncIteration), failed or cancelled: release resources now,
+            # then let the original outcome propagate.
+            await self.aclose()
+            raise
+
+    async def aclose(self) -> None:
+        """Close the source and run `on_close`; later calls do nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            source_close = getattr(self._source, "aclose", None)
+            if source_close is not None:
+                result = source_close()
+                if inspect.isawaitable(result):
+                    await result
+        finally:
+            if self._on_close is not None:
+                result = self._on_close()
+                if inspect.isawaitable(result):
+                    await result
+
+    async def __aenter__(self) -> AsyncStreamEvents:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -1,0 +1,58 @@
+"""Turn state and turn result.
+
+One turn = one inbound envelope through the pipeline. The state is a plain dict shared by
+every hook of the turn; keys starting with `_runtime_` belong to the runtime, and the
+constants below name them so nobody has to type them twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+from .prompt import UserContent
+
+__all__ = [
+    "RUNTIME_AGENT",
+    "RUNTIME_ENVIRONMENT",
+    "RUNTIME_PREFIX",
+    "RUNTIME_STEERING_INBOX",
+    "RUNTIME_TAPE",
+    "RUNTIME_THREAD_ID",
+    "RUNTIME_TOOL_NAMES",
+    "RUNTIME_WORKSPACE",
+    "TurnResult",
+    "TurnState",
+]
+
+TurnState: TypeAlias = dict[str, Any]
+"""Mutable, one per turn, never persisted by the framework."""
+
+RUNTIME_PREFIX = "_runtime_"
+"""Keys with this prefix are owned by the runtime."""
+
+RUNTIME_WORKSPACE = "_runtime_workspace"
+"""Host workspace path, as a string."""
+RUNTIME_STEERING_INBOX = "_runtime_steering_inbox"
+"""The steering inbox of the current `running()` scope, or None."""
+RUNTIME_ENVIRONMENT = "_runtime_environment"
+"""The session's Environment, present only when one exists."""
+RUNTIME_AGENT = "_runtime_agent"
+"""The agent serving the turn."""
+RUNTIME_THREAD_ID = "_runtime_thread_id"
+"""Steering key when the envelope context names a thread."""
+RUNTIME_TAPE = "_runtime_tape"
+"""The run's tape, set before tool hooks run."""
+RUNTIME_TOOL_NAMES = "_runtime_tool_names"
+"""Model-facing tool names of the current step."""
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """What `process_inbound` returns: enough to inspect a turn after the fact."""
+
+    session_id: str
+    prompt: list[UserContent]
+    model_output: str
+    outbounds: list[Any] = field(default_factory=list)
+    state: TurnState = field(default_factory=dict)
