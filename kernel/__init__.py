@@ -6,7 +6,19 @@ relative imports, so this folder can be copied into another package and keep wor
 
 from __future__ import annotations
 
+from .agent_hooks import AgentPlugins, PluginAgentHooks
 from .errors import PluginValidationError
+from .events import EventBus
+from .framework import Framework
+from .interception import (
+    LLMCallDecision,
+    LLMCallRequest,
+    LLMCallResult,
+    ToolCall,
+    ToolCallDecision,
+    ToolCallResult,
+)
+from .loading import PluginLoadError, PluginStatus
 from .markers import HookimplOpts, HookspecOpts, hookimpl, hookspec
 from .registry import HookImpl, Registry, UnknownImpl
 from .report import HookBinding, HookReport, ImplInfo
@@ -16,7 +28,10 @@ from .trace import DispatchTrace, TraceRecord
 
 __all__ = [
     "HOOK_SPECS",
+    "AgentPlugins",
     "DispatchTrace",
+    "EventBus",
+    "Framework",
     "HookBinding",
     "HookImpl",
     "HookReport",
@@ -26,8 +41,17 @@ __all__ = [
     "HooklineSpecs",
     "HookspecOpts",
     "ImplInfo",
+    "LLMCallDecision",
+    "LLMCallRequest",
+    "LLMCallResult",
+    "PluginAgentHooks",
+    "PluginLoadError",
+    "PluginStatus",
     "PluginValidationError",
     "Registry",
+    "ToolCall",
+    "ToolCallDecision",
+    "ToolCallResult",
     "TraceRecord",
     "UnknownImpl",
     "hookimpl",

@@ -35,7 +35,7 @@ _MEDIA_TYPES = ("image", "audio", "video", "document")
 
 def get_field(envelope: Envelope, key: str, default: Any = None) -> Any:
     """Read a field from a mapping (`.get`) or from an attribute object (`getattr`)."""
-    if isinstance(envelope, Mapping):
+    if envelope.__class__ is dict or isinstance(envelope, Mapping):  # dict: skip the ABC check
         return envelope.get(key, default)
     return getattr(envelope, key, default)
 

@@ -15,8 +15,10 @@ import logging
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
-from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from importlib import metadata
 
 logger = logging.getLogger(__name__)
 
@@ -95,13 +97,16 @@ class PluginLoader:
         if factory is not None:
             self._initialise(BUILTIN_NAME, factory, "builtin", strict)
         if entry_points is None:
+            # Imported here: importlib.metadata is slow to import and only loading needs it.
+            from importlib import metadata
+
             entry_points = metadata.entry_points(group=self.group)
         disabled = _disabled_names()
         loaded: list[tuple[metadata.EntryPoint, Any]] = []
         for entry_point in entry_points:
             if entry_point.name in disabled:
                 self._record(PluginStatus(entry_point.name, False, "disabled",
-                                          entry_point.value), strict=False)
+                                          entry_point.value))
                 continue
             try:
                 loaded.append((entry_point, entry_point.load()))

@@ -7,6 +7,7 @@ from typing import Any
 
 import anyio
 import pytest
+
 from hookline.kernel.channels import (
     AdmitDecision,
     Channel,

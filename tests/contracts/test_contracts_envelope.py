@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from types import MappingProxyType, SimpleNamespace
 
 import pytest
+
 from hookline.kernel.envelope import (
     ChannelMessage,
     MediaItem,

@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import pytest
+
 from hookline.kernel.environment import CodeFailed, Environment, Process
 
 

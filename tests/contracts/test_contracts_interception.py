@@ -7,6 +7,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
+
 from hookline.kernel import interception
 from hookline.kernel.interception import (
     LLMCallDecision,

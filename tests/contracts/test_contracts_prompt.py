@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 import pytest
 import republic
+
 from hookline.kernel.prompt import is_media, prompt_text, to_content, to_legacy_prompt
 from hookline.kernel.streaming import ErrorKind, HooklineError
 

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 
 import anyio
 import pytest
+
 from hookline.kernel.streaming import (
     AsyncStreamEvents,
     ErrorKind,

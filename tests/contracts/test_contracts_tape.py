@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
+
 from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tape import (
     ENTRY_KINDS,

@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 import pytest
+
 from hookline.kernel._util import dedupe_by_name
 from hookline.kernel.tools import Tool, ToolContext, dedupe_tools, default_render
 

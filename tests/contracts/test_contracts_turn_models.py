@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+
 from hookline.kernel import turn
 from hookline.kernel.models import ModelChoice, ModelOptions, merge_model_options
 from hookline.kernel.turn import TurnResult

@@ -1,0 +1,227 @@
+"""The turn pipeline: one inbound envelope in, a ``TurnResult`` out, every stage a hook.
+
+resolve_session -> build_state (provide_environment, load_state) -> build_prompt ->
+model stage (run_model or run_model_stream) with save_state in its ``finally`` ->
+render_outbound -> dispatch_outbound for each outbound. Any ``Exception`` is reported
+to ``on_error`` with stage ``turn`` and re-raised.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, MutableMapping
+from typing import TYPE_CHECKING, Any
+
+from .envelope import default_session_id, envelope_content, get_field
+from .prompt import to_content, to_legacy_prompt
+from .streaming import AsyncStreamEvents, ErrorKind, HooklineError, StreamEvent
+from .turn import RUNTIME_ENVIRONMENT, RUNTIME_STEERING_INBOX, RUNTIME_WORKSPACE, TurnResult
+
+if TYPE_CHECKING:
+    from .framework import Framework
+
+logger = logging.getLogger(__name__)
+
+_UNCACHED = object()
+RUN_MODEL = "run_model"
+RUN_MODEL_STREAM = "run_model_stream"
+
+
+class TurnPipeline:
+    """The turn stages of a framework; ``Framework`` exposes them under the same names."""
+
+    def __init__(self, framework: Framework) -> None:
+        self.framework = framework
+        self.runtime = framework.runtime
+        self._model_choice: tuple[int, bool, str | None] | None = None
+
+    async def process_inbound(self, inbound: Any, stream_output: bool = False) -> TurnResult:
+        try:
+            session_id = await self.resolve_session(inbound)
+            if inbound.__class__ is dict or isinstance(inbound, MutableMapping):
+                inbound["session_id"] = session_id
+            state = await self.build_state(inbound, session_id)
+            prompt = await self.build_prompt(inbound, session_id, state)
+            model_output = ""
+            try:
+                model_output = await self.run_model_stage(
+                    inbound, prompt, session_id, state, stream_output
+                )
+            finally:
+                await self.runtime.call_many(
+                    "save_state", session_id=session_id, state=state, message=inbound,
+                    model_output=model_output,
+                )
+            outbounds = await self.render_outbound(inbound, session_id, state, model_output)
+            for outbound in outbounds:
+                await self.runtime.call_many("dispatch_outbound", message=outbound)
+            return TurnResult(session_id, prompt, model_output, outbounds, state)
+        except Exception as exc:
+            logger.warning("turn failed: %s: %s", type(exc).__name__, exc)
+            await self.runtime.notify_error("turn", exc, inbound)
+            raise
+
+    async def resolve_session(self, message: Any) -> str:
+        """First non-None result as text; a falsy one falls back to the default id."""
+        value = await self.runtime.call_first("resolve_session", message=message)
+        session_id = "" if value is None else str(value)
+        return session_id or default_session_id(message)
+
+    async def build_state(self, message: Any, session_id: str) -> dict[str, Any]:
+        """Fresh turn state: runtime keys, then load_state fragments, highest priority last."""
+        framework = self.framework
+        state: dict[str, Any] = {
+            RUNTIME_WORKSPACE: str(framework.workspace),
+            RUNTIME_STEERING_INBOX: framework.get_steering_inbox(),
+        }
+        environment = framework.cached_environment(session_id, _UNCACHED)
+        if environment is _UNCACHED:
+            environment = await framework.get_environment(session_id)
+        if environment is not None:
+            state[RUNTIME_ENVIRONMENT] = environment
+        fragments = await self.runtime.call_many(
+            "load_state", message=message, session_id=session_id
+        )
+        for fragment in reversed(fragments):
+            if isinstance(fragment, dict):
+                state.update(fragment)
+        return state
+
+    async def build_prompt(self, message: Any, session_id: str, state: dict[str, Any]) -> list:
+        """The selected prompt as content; a falsy selection falls back to the envelope text."""
+        value = await self.runtime.call_first(
+            "build_prompt", message=message, session_id=session_id, state=state
+        )
+        return to_content(value if value else envelope_content(message))
+
+    # -- model stage -------------------------------------------------------------------
+
+    def select_model_hook(self, stream_output: bool) -> str | None:
+        """Which model hook this turn dispatches, or None when no plugin offers one.
+
+        Plugins are walked newest first; the first one that implements either hook (with a
+        marked implementation) decides; a plugin implementing both uses the kind the path
+        prefers. Cached until plugins change.
+        """
+        registry = self.framework.registry
+        cached = self._model_choice
+        if cached is not None and cached[0] == registry.generation and cached[1] == stream_output:
+            return cached[2]
+        preferred = (RUN_MODEL, RUN_MODEL_STREAM)
+        if stream_output:
+            preferred = preferred[::-1]
+        choice = None
+        for name, _ in reversed(registry.list_name_plugin()):
+            hooks = registry.plugin_hooks(name)
+            choice = next((hook for hook in preferred if hook in hooks), None)
+            if choice:
+                break
+        self._model_choice = (registry.generation, stream_output, choice)
+        return choice
+
+    async def run_model_stage(
+        self, inbound: Any, prompt: list, session_id: str, state: dict[str, Any],
+        stream_output: bool,
+    ) -> str:
+        """Run the chosen model hook and return the model output text."""
+        legacy = to_legacy_prompt(prompt)
+        hook = self.select_model_hook(stream_output)
+        kwargs = {"prompt": legacy, "session_id": session_id, "state": state}
+        answered = [False]
+        output: str | None = None
+        if hook == RUN_MODEL and not stream_output:
+            output = _check_text(await self.runtime.call_first(RUN_MODEL, **kwargs))
+        elif hook is not None:
+            if hook == RUN_MODEL_STREAM:
+                stream = _check_stream(await self.runtime.call_first(RUN_MODEL_STREAM, **kwargs))
+            else:
+                stream = AsyncStreamEvents(self._text_as_stream(kwargs, answered))
+            if stream is not None:
+                output = await self._consume(inbound, stream, stream_output)
+                if hook == RUN_MODEL and not answered[0]:
+                    output = None
+        if output is None:
+            await self.runtime.notify_error(
+                "run_model", RuntimeError("no model skill returned output"), inbound
+            )
+            return legacy if isinstance(legacy, str) else envelope_content(inbound)
+        return output
+
+    async def _text_as_stream(
+        self, kwargs: dict[str, Any], answered: list[bool]
+    ) -> AsyncIterator[StreamEvent]:
+        """A run_model answer as a one-event stream, dispatched on first iteration."""
+        text = _check_text(await self.runtime.call_first(RUN_MODEL, **kwargs))
+        if text is not None:
+            answered[0] = True
+            yield StreamEvent("text", {"delta": text})
+
+    async def _consume(self, inbound: Any, stream: AsyncStreamEvents, stream_output: bool) -> str:
+        """Collect text deltas; on the stream path report error events to on_error."""
+        router = self.framework.router
+        events: Any = stream
+        if stream_output and router is not None:
+            events = router.wrap_stream(inbound, stream)
+        parts: list[str] = []
+        try:
+            async for event in events:
+                if event.kind == "text":
+                    parts.append(str(event.data.get("delta", "")))
+                elif event.kind == "error" and stream_output:
+                    await self.runtime.notify_error("run_model", _stream_error(event), inbound)
+        finally:
+            await stream.aclose()
+        return "".join(parts)
+
+    # -- outbound ----------------------------------------------------------------------
+
+    async def render_outbound(
+        self, message: Any, session_id: str, state: dict[str, Any], model_output: str
+    ) -> list[Any]:
+        """Every batch concatenated in priority order; empty means the default outbound."""
+        batches = await self.runtime.call_many(
+            "render_outbound", message=message, session_id=session_id, state=state,
+            model_output=model_output,
+        )
+        outbounds: list[Any] = []
+        for batch in batches:
+            if batch is None:
+                continue
+            if isinstance(batch, list | tuple):
+                outbounds.extend(batch)
+            else:
+                outbounds.append(batch)
+        if outbounds:
+            return outbounds
+        fallback: dict[str, Any] = {"content": model_output, "session_id": session_id}
+        for key in ("channel", "chat_id"):
+            value = get_field(message, key)
+            if value is not None:
+                fallback[key] = value
+        return [fallback]
+
+
+def _check_text(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError(
+            f"hook.run_model must return str or None, got {type(value).__name__}"
+        )
+    return value
+
+
+def _check_stream(value: Any) -> AsyncStreamEvents | None:
+    if value is not None and not isinstance(value, AsyncStreamEvents):
+        raise TypeError(
+            f"hook.run_model_stream must return AsyncStreamEvents or None, got "
+            f"{type(value).__name__}; wrap an async generator in AsyncStreamEvents(...)"
+        )
+    return value
+
+
+def _stream_error(event: StreamEvent) -> HooklineError:
+    data = event.data
+    try:
+        kind = ErrorKind(data.get("kind") or "unknown")
+    except ValueError:
+        kind = ErrorKind.unknown
+    return HooklineError(kind, str(data.get("message", "")), data.get("details"))

@@ -1,0 +1,659 @@
+"""PluginAgentHooks and AgentPlugins: chained interception, isolation, bus wiring and
+the continue_prompt trigger, run against a real Framework and its registry."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+import pytest
+
+from hookline.kernel.agent_hooks import AgentPlugins, PluginAgentHooks
+from hookline.kernel.events import (
+    EventBus,
+    LLMCallFinished,
+    LLMCallStarted,
+    RunFinished,
+    StepFinished,
+    StepStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from hookline.kernel.framework import Framework
+from hookline.kernel.interception import (
+    LLMCallDecision,
+    LLMCallRequest,
+    LLMCallResult,
+    ToolCall,
+    ToolCallDecision,
+    ToolCallResult,
+)
+from hookline.kernel.markers import hookimpl
+from hookline.kernel.tools import ToolContext
+
+LOGGER = "hookline.kernel.agent_hooks"
+
+
+@pytest.fixture
+def framework() -> Framework:
+    return Framework()
+
+
+def _request(model: str = "openai:gpt") -> LLMCallRequest:
+    return LLMCallRequest("run-1", model, [{"role": "user", "content": "hi"}])
+
+
+def _call(**arguments: Any) -> ToolCall:
+    return ToolCall("run-1", "search", dict(arguments))
+
+
+def _messages(caplog: pytest.LogCaptureFixture, prefix: str) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == LOGGER and r.getMessage().startswith(prefix)]
+
+
+def test_framework_owns_the_adapters(framework: Framework) -> None:
+    assert isinstance(framework.agent_hooks, PluginAgentHooks)
+    assert isinstance(framework.agent_plugins, AgentPlugins)
+    assert framework.agent_hooks.framework is framework
+
+
+# -- before_llm_call -------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_before_llm_call_without_plugins_returns_the_request(
+    framework: Framework,
+) -> None:
+    request = _request()
+    assert await framework.agent_hooks.before_llm_call(request, {}) is request
+
+
+@pytest.mark.anyio
+async def test_before_llm_call_chains_replacements(framework: Framework) -> None:
+    seen: list[str] = []
+
+    class Router:
+        @hookimpl(tryfirst=True)
+        def before_llm_call(self, request: LLMCallRequest) -> LLMCallRequest:
+            seen.append(request.model)
+            return dataclasses.replace(request, model="ollama:llama")
+
+    class Limiter:
+        @hookimpl
+        async def before_llm_call(self, request: LLMCallRequest, state: dict) -> Any:
+            seen.append(request.model)
+            state["limited"] = True
+            return dataclasses.replace(request, max_tokens=64)
+
+    class Watcher:
+        @hookimpl(trylast=True)
+        def before_llm_call(self, request: LLMCallRequest) -> None:
+            seen.append(f"{request.model}/{request.max_tokens}")
+
+    for plugin in (Watcher(), Limiter(), Router()):
+        framework.registry.register(plugin, name=type(plugin).__name__)
+    state: dict[str, Any] = {}
+    result = await framework.agent_hooks.before_llm_call(_request(), state)
+
+    assert isinstance(result, LLMCallRequest)
+    assert (result.model, result.max_tokens) == ("ollama:llama", 64)
+    assert seen == ["openai:gpt", "ollama:llama", "ollama:llama/64"]
+    assert state == {"limited": True}
+
+
+@pytest.mark.anyio
+async def test_finish_decision_stops_the_chain(framework: Framework) -> None:
+    called: list[str] = []
+
+    class Cache:
+        @hookimpl(tryfirst=True)
+        async def before_llm_call(self, request: LLMCallRequest) -> LLMCallDecision:
+            called.append("cache")
+            return LLMCallDecision.finish("cached answer")
+
+    class Later:
+        @hookimpl
+        def before_llm_call(self, request: LLMCallRequest) -> None:
+            called.append("later")
+
+    framework.registry.register(Later(), name="later")
+    framework.registry.register(Cache(), name="cache")
+    result = await framework.agent_hooks.before_llm_call(_request(), {})
+
+    assert result == LLMCallDecision.finish("cached answer")
+    assert called == ["cache"]
+
+
+@pytest.mark.anyio
+async def test_execution_order_tryfirst_normal_trylast(framework: Framework) -> None:
+    order: list[str] = []
+
+    def plugin(label: str, **opts: bool) -> object:
+        class Plugin:
+            @hookimpl(**opts)
+            def before_llm_call(self, request: LLMCallRequest) -> None:
+                order.append(label)
+
+        return Plugin()
+
+    framework.registry.register(plugin("normal-old"), name="normal-old")
+    framework.registry.register(plugin("first", tryfirst=True), name="first")
+    framework.registry.register(plugin("last-old", trylast=True), name="last-old")
+    framework.registry.register(plugin("normal-new"), name="normal-new")
+    framework.registry.register(plugin("last-new", trylast=True), name="last-new")
+    await framework.agent_hooks.before_llm_call(_request(), {})
+
+    assert order == ["first", "normal-new", "normal-old", "last-old", "last-new"]
+
+
+@pytest.mark.anyio
+async def test_plugins_are_read_at_call_time(framework: Framework) -> None:
+    hooks = framework.agent_hooks
+
+    class Router:
+        @hookimpl
+        def before_llm_call(self, request: LLMCallRequest) -> LLMCallRequest:
+            return dataclasses.replace(request, model="late:model")
+
+    assert (await hooks.before_llm_call(_request(), {})).model == "openai:gpt"  # type: ignore[union-attr]
+    framework.registry.register(Router(), name="router")
+    assert (await hooks.before_llm_call(_request(), {})).model == "late:model"  # type: ignore[union-attr]
+    framework.registry.unregister("router")
+    assert (await hooks.before_llm_call(_request(), {})).model == "openai:gpt"  # type: ignore[union-attr]
+
+
+@pytest.mark.anyio
+async def test_before_llm_call_bad_return_is_logged_and_ignored(
+    framework: Framework, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Confused:
+        @hookimpl(tryfirst=True)
+        def before_llm_call(self, request: LLMCallRequest) -> Any:
+            return {"model": "nope"}
+
+    class Router:
+        @hookimpl
+        def before_llm_call(self, request: LLMCallRequest) -> LLMCallRequest:
+            return dataclasses.replace(request, model="routed:model")
+
+    framework.registry.register(Router(), name="router")
+    framework.registry.register(Confused(), name="confused")
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        result = await framework.agent_hooks.before_llm_call(_request(), {})
+
+    assert isinstance(result, LLMCallRequest) and result.model == "routed:model"
+    [record] = _messages(caplog, "hook.agent_hook_bad_return")
+    assert record.levelno == logging.WARNING
+    assert record.getMessage() == (
+        "hook.agent_hook_bad_return hook=before_llm_call adapter=confused got=dict "
+        "expected=LLMCallRequest | LLMCallDecision | None"
+    )
+
+
+@pytest.mark.anyio
+async def test_exceptions_are_logged_and_the_chain_continues(
+    framework: Framework, caplog: pytest.LogCaptureFixture
+) -> None:
+    class SyncBroken:
+        @hookimpl(tryfirst=True)
+        def before_llm_call(self, request: LLMCallRequest) -> None:
+            raise ValueError("sync boom")
+
+    class AsyncBroken:
+        @hookimpl
+        async def before_llm_call(self, request: LLMCallRequest) -> None:
+            raise RuntimeError("async boom")
+
+    class Router:
+        @hookimpl(trylast=True)
+        def before_llm_call(self, request: LLMCallRequest) -> LLMCallRequest:
+            return dataclasses.replace(request, model="still:called")
+
+    framework.registry.register(Router(), name="router")
+    framework.registry.register(AsyncBroken(), name="async-broken")
+    framework.registry.register(SyncBroken(), name="sync-broken")
+    with caplog.at_level(logging.ERROR, logger=LOGGER):
+        result = await framework.agent_hooks.before_llm_call(_request(), {})
+
+    assert isinstance(result, LLMCallRequest) and result.model == "still:called"
+    records = _messages(caplog, "hook.agent_hook_failed")
+    assert [r.getMessage() for r in records] == [
+        "hook.agent_hook_failed hook=before_llm_call adapter=sync-broken",
+        "hook.agent_hook_failed hook=before_llm_call adapter=async-broken",
+    ]
+    assert [type(r.exc_info[1]) for r in records if r.exc_info] == [ValueError, RuntimeError]
+
+
+@pytest.mark.anyio
+async def test_base_exceptions_are_not_caught(framework: Framework) -> None:
+    class Interrupter:
+        @hookimpl
+        async def before_tool_call(self, call: ToolCall) -> None:
+            raise KeyboardInterrupt
+
+    framework.registry.register(Interrupter(), name="interrupter")
+    with pytest.raises(KeyboardInterrupt):
+        await framework.agent_hooks.before_tool_call(_call(), {})
+
+
+# -- after_llm_call --------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_after_llm_call_runs_every_implementation(
+    framework: Framework, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[tuple[str, Any]] = []
+    failure = ConnectionError("provider down")
+
+    class Broken:
+        @hookimpl(tryfirst=True)
+        def after_llm_call(self, result: LLMCallResult) -> None:
+            raise ValueError("observer boom")
+
+    class Recorder:
+        @hookimpl
+        async def after_llm_call(
+            self, request: LLMCallRequest, result: LLMCallResult, state: dict
+        ) -> str:
+            seen.append(("async", result.error))
+            return "ignored"
+
+    class Counter:
+        @hookimpl(trylast=True)
+        def after_llm_call(self, result: LLMCallResult) -> None:
+            seen.append(("sync", result.text))
+
+    framework.registry.register(Counter(), name="counter")
+    framework.registry.register(Recorder(), name="recorder")
+    framework.registry.register(Broken(), name="broken")
+    result = LLMCallResult("run-1", text="partial", error=failure)
+    with caplog.at_level(logging.ERROR, logger=LOGGER):
+        returned = await framework.agent_hooks.after_llm_call(_request(), result, {})
+
+    assert returned is None
+    assert seen == [("async", failure), ("sync", "partial")]
+    [record] = _messages(caplog, "hook.agent_hook_failed")
+    assert record.getMessage() == "hook.agent_hook_failed hook=after_llm_call adapter=broken"
+
+
+# -- before_tool_call ------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_proceed_arguments_fold_through_the_chain(framework: Framework) -> None:
+    seen: list[dict[str, Any]] = []
+    given = {"query": "cats", "limit": 5}
+
+    class Rewriter:
+        @hookimpl(tryfirst=True)
+        def before_tool_call(self, call: ToolCall) -> ToolCallDecision:
+            seen.append(call.arguments)
+            return ToolCallDecision.proceed(given)
+
+    class Keeper:
+        @hookimpl
+        async def before_tool_call(self, call: ToolCall) -> ToolCallDecision:
+            seen.append(call.arguments)
+            return ToolCallDecision.proceed()
+
+    class Limiter:
+        @hookimpl(trylast=True)
+        def before_tool_call(self, call: ToolCall, state: dict) -> ToolCallDecision:
+            seen.append(call.arguments)
+            return ToolCallDecision.proceed({**call.arguments, "limit": state["max"]})
+
+    framework.registry.register(Limiter(), name="limiter")
+    framework.registry.register(Keeper(), name="keeper")
+    framework.registry.register(Rewriter(), name="rewriter")
+    context = ToolContext(run_id="run-1", code_mode=True)
+    original = dataclasses.replace(_call(query="dogs"), context=context)
+    call, decision = await framework.agent_hooks.before_tool_call(original, {"max": 2})
+    given["query"] = "edited by the plugin afterwards"
+
+    assert seen == [{"query": "dogs"}, {"query": "cats", "limit": 5},
+                    {"query": "cats", "limit": 5}]
+    assert call.arguments == {"query": "cats", "limit": 2}
+    assert call.context is context and call.run_id == "run-1" and call.tool == "search"
+    assert decision.action == "proceed" and decision.arguments == {"query": "cats", "limit": 2}
+    assert seen[1] is not given  # a copy, so the plugin's later edit changed nothing
+    assert original.arguments == {"query": "dogs"}
+
+
+@pytest.mark.anyio
+async def test_without_plugins_the_call_proceeds_unchanged(framework: Framework) -> None:
+    original = _call(query="dogs")
+    call, decision = await framework.agent_hooks.before_tool_call(original, {})
+    assert call is original
+    assert decision == ToolCallDecision.proceed({"query": "dogs"})
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "stop",
+    [ToolCallDecision.replace({"cached": True}), ToolCallDecision.deny("not allowed")],
+    ids=["replace", "deny"],
+)
+async def test_replace_and_deny_stop_the_chain(
+    framework: Framework, stop: ToolCallDecision
+) -> None:
+    called: list[str] = []
+
+    class Rewriter:
+        @hookimpl(tryfirst=True)
+        def before_tool_call(self, call: ToolCall) -> ToolCallDecision:
+            called.append("rewriter")
+            return ToolCallDecision.proceed({"query": "rewritten"})
+
+    class Policy:
+        @hookimpl
+        async def before_tool_call(self, call: ToolCall) -> ToolCallDecision:
+            called.append("policy")
+            return stop
+
+    class Later:
+        @hookimpl(trylast=True)
+        def before_tool_call(self, call: ToolCall) -> None:
+            called.append("later")
+
+    framework.registry.register(Later(), name="later")
+    framework.registry.register(Policy(), name="policy")
+    framework.registry.register(Rewriter(), name="rewriter")
+    call, decision = await framework.agent_hooks.before_tool_call(_call(query="x"), {})
+
+    assert called == ["rewriter", "policy"]
+    assert decision is stop
+    assert call.arguments == {"query": "rewritten"}
+
+
+@pytest.mark.anyio
+async def test_before_tool_call_bad_return_and_failure_are_isolated(
+    framework: Framework, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Confused:
+        @hookimpl(tryfirst=True)
+        def before_tool_call(self, call: ToolCall) -> Any:
+            return "deny"
+
+    class Broken:
+        @hookimpl
+        async def before_tool_call(self, call: ToolCall) -> None:
+            raise LookupError("policy store down")
+
+    class Rewriter:
+        @hookimpl(trylast=True)
+        def before_tool_call(self, call: ToolCall) -> ToolCallDecision:
+            return ToolCallDecision.proceed({"query": "safe"})
+
+    framework.registry.register(Rewriter(), name="rewriter")
+    framework.registry.register(Broken(), name="broken")
+    framework.registry.register(Confused(), name="confused")
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        call, decision = await framework.agent_hooks.before_tool_call(_call(query="x"), {})
+
+    assert decision.action == "proceed" and call.arguments == {"query": "safe"}
+    assert [r.getMessage() for r in _messages(caplog, "hook.agent_hook_bad_return")] == [
+        "hook.agent_hook_bad_return hook=before_tool_call adapter=confused got=str "
+        "expected=ToolCallDecision | None"
+    ]
+    assert [r.getMessage() for r in _messages(caplog, "hook.agent_hook_failed")] == [
+        "hook.agent_hook_failed hook=before_tool_call adapter=broken"
+    ]
+
+
+# -- after_tool_call -------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_after_tool_call_shares_one_mutable_result(
+    framework: Framework, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[Any] = []
+    failure = TimeoutError("tool timed out")
+
+    class Explainer:
+        @hookimpl(tryfirst=True)
+        def after_tool_call(self, result: ToolCallResult) -> None:
+            seen.append(result.result)
+            result.result = f"explained: {result.error}"
+
+    class Broken:
+        @hookimpl
+        def after_tool_call(self, result: ToolCallResult) -> None:
+            result.result = "half-written"
+            raise ValueError("observer boom")
+
+    class Reader:
+        @hookimpl(trylast=True)
+        async def after_tool_call(
+            self, call: ToolCall, result: ToolCallResult, state: dict
+        ) -> str:
+            seen.append((call.tool, result.result, result.error))
+            return "ignored"
+
+    framework.registry.register(Reader(), name="reader")
+    framework.registry.register(Broken(), name="broken")
+    framework.registry.register(Explainer(), name="explainer")
+    result = ToolCallResult("run-1", "search", {"query": "x"}, error=failure)
+    with caplog.at_level(logging.ERROR, logger=LOGGER):
+        returned = await framework.agent_hooks.after_tool_call(_call(query="x"), result, {})
+
+    assert returned is None
+    assert seen == [None, ("search", "half-written", failure)]
+    assert result.result == "half-written"  # the caller sees the last assignment
+    assert result.error is failure
+    assert [r.getMessage() for r in _messages(caplog, "hook.agent_hook_failed")] == [
+        "hook.agent_hook_failed hook=after_tool_call adapter=broken"
+    ]
+
+
+# -- subscribe() -----------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_subscribe_creates_a_bus_and_routes_every_event(framework: Framework) -> None:
+    log: list[str] = []
+
+    class Plugin:
+        @hookimpl
+        def before_llm_call(self, request: LLMCallRequest) -> LLMCallRequest:
+            return dataclasses.replace(request, model="routed:model")
+
+        @hookimpl
+        def after_llm_call(self, request: LLMCallRequest, result: LLMCallResult) -> None:
+            log.append(f"after_llm {request.model} {result.text}")
+
+        @hookimpl
+        def before_tool_call(self, call: ToolCall) -> ToolCallDecision:
+            return ToolCallDecision.proceed({"query": "rewritten"})
+
+        @hookimpl
+        def after_tool_call(self, call: ToolCall, result: ToolCallResult) -> None:
+            log.append(f"after_tool {call.tool}")
+            result.result = "edited"
+
+    framework.registry.register(Plugin(), name="plugin")
+    bus = framework.agent_hooks.subscribe()
+    assert isinstance(bus, EventBus)
+
+    started = await bus.emit(LLMCallStarted(request=_request()))
+    assert started.request.model == "routed:model" and started.decision is None
+    await bus.emit(LLMCallFinished(request=started.request,
+                                   result=LLMCallResult("run-1", text="hello")))
+    tool = await bus.emit(ToolCallStarted(call=_call(query="x")))
+    assert tool.call.arguments == {"query": "rewritten"}
+    assert tool.decision == ToolCallDecision.proceed({"query": "rewritten"})
+    finished = await bus.emit(ToolCallFinished(
+        call=tool.call, result=ToolCallResult("run-1", "search", tool.call.arguments)))
+    assert finished.result.result == "edited"
+    assert log == ["after_llm routed:model hello", "after_tool search"]
+
+
+@pytest.mark.anyio
+async def test_finish_on_the_bus_stops_later_handlers(framework: Framework) -> None:
+    later: list[Any] = []
+
+    class Router:
+        @hookimpl(tryfirst=True)
+        def before_llm_call(self, request: LLMCallRequest) -> LLMCallRequest:
+            return dataclasses.replace(request, model="cheap:model")
+
+    class Cache:
+        @hookimpl
+        async def before_llm_call(self, request: LLMCallRequest) -> LLMCallDecision:
+            return LLMCallDecision.finish("from cache")
+
+    framework.registry.register(Cache(), name="cache")
+    framework.registry.register(Router(), name="router")
+    bus = EventBus()
+    assert framework.agent_hooks.subscribe(bus) is bus
+    bus.on(LLMCallStarted, later.append)
+    event = await bus.emit(LLMCallStarted(request=_request()))
+
+    assert event.decision == LLMCallDecision.finish("from cache")
+    assert event.stopped and later == []
+    assert event.request.model == "cheap:model"  # the request as the chain left it
+
+
+@pytest.mark.anyio
+async def test_deny_on_the_bus_stops_later_handlers(framework: Framework) -> None:
+    later: list[Any] = []
+
+    class Policy:
+        @hookimpl
+        def before_tool_call(self, call: ToolCall) -> ToolCallDecision:
+            return ToolCallDecision.deny("no")
+
+    framework.registry.register(Policy(), name="policy")
+    bus = framework.agent_hooks.subscribe(EventBus())
+    bus.on(ToolCallStarted, later.append)
+    event = await bus.emit(ToolCallStarted(call=_call()))
+
+    assert event.decision == ToolCallDecision.deny("no") and later == []
+
+
+@pytest.mark.anyio
+async def test_handlers_registered_on_the_bus_are_not_isolated(
+    framework: Framework,
+) -> None:
+    bus = framework.agent_hooks.subscribe()
+
+    def broken(event: LLMCallStarted) -> None:
+        raise RuntimeError("trusted handler failed")
+
+    bus.on(LLMCallStarted, broken)
+    with pytest.raises(RuntimeError, match="trusted handler failed"):
+        await bus.emit(LLMCallStarted(request=_request()))
+
+
+@pytest.mark.anyio
+async def test_unsubscribe_removes_the_handlers(framework: Framework) -> None:
+    class Cache:
+        @hookimpl
+        def before_llm_call(self, request: LLMCallRequest) -> LLMCallDecision:
+            return LLMCallDecision.finish("cached")
+
+    framework.registry.register(Cache(), name="cache")
+    bus = framework.agent_hooks.subscribe()
+    framework.agent_hooks.unsubscribe(bus)
+    event = await bus.emit(LLMCallStarted(request=_request()))
+    assert event.decision is None
+
+
+# -- AgentPlugins ----------------------------------------------------------------------
+
+
+class ContinuePlugin:
+    def __init__(self, answer: Any = "keep going") -> None:
+        self.answer = answer
+        self.calls: list[tuple[Any, Any, Any]] = []
+
+    @hookimpl
+    def continue_prompt(self, prompt: Any, tape: Any, state: Any) -> Any:
+        self.calls.append((prompt, tape, state))
+        return self.answer
+
+
+@pytest.mark.anyio
+async def test_attach_calls_continue_prompt_with_the_legacy_prompt(
+    framework: Framework,
+) -> None:
+    plugin = ContinuePlugin()
+    framework.registry.register(plugin, name="continuer")
+    bus = framework.agent_plugins.attach()
+    tape, stream_state = object(), object()
+
+    await bus.emit(StepStarted(step=1, prompt=["look at", "this"], tape=tape))
+    first = await bus.emit(
+        StepFinished(step=1, status="continue", tape=tape, stream_state=stream_state)
+    )
+    await bus.emit(StepStarted(step=2, prompt=None, tape=tape))
+    second = await bus.emit(StepFinished(step=2, status="continue", tape=tape))
+
+    assert plugin.calls == [("look at\nthis", tape, stream_state), (None, tape, None)]
+    assert first.next_prompt == "keep going" and second.next_prompt == "keep going"
+
+
+@pytest.mark.anyio
+async def test_attach_keeps_runs_apart_and_allows_none(framework: Framework) -> None:
+    plugin = ContinuePlugin(answer=None)
+    framework.registry.register(plugin, name="continuer")
+    bus = framework.agent_plugins.attach(EventBus())
+    tape_a, tape_b = object(), object()
+
+    await bus.emit(StepStarted(step=1, prompt=["from a"], tape=tape_a))
+    await bus.emit(StepStarted(step=1, prompt=["from b"], tape=tape_b))
+    event_b = await bus.emit(StepFinished(step=1, status="continue", tape=tape_b))
+    event_a = await bus.emit(StepFinished(step=1, status="continue", tape=tape_a))
+
+    assert [call[0] for call in plugin.calls] == ["from b", "from a"]
+    assert event_a.next_prompt is None and event_b.next_prompt is None
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("status", ["ok", "error", "auto_handoff"])
+async def test_other_statuses_do_not_call_continue_prompt(
+    framework: Framework, status: Any
+) -> None:
+    plugin = ContinuePlugin()
+    framework.registry.register(plugin, name="continuer")
+    bus = framework.agent_plugins.attach()
+    await bus.emit(StepStarted(step=1, prompt=["hi"]))
+    event = await bus.emit(StepFinished(step=1, status=status))
+
+    assert plugin.calls == [] and event.next_prompt is None
+    assert framework.agent_plugins._prompts == {}  # the remembered prompt was dropped
+
+
+@pytest.mark.anyio
+async def test_run_finished_drops_prompts_of_unfinished_steps(framework: Framework) -> None:
+    bus = framework.agent_plugins.attach()
+    tape = object()
+    await bus.emit(StepStarted(step=1, prompt=["cancelled mid-step"], tape=tape))
+    await bus.emit(RunFinished(status="cancelled", tape=tape))
+    assert framework.agent_plugins._prompts == {}
+
+
+@pytest.mark.anyio
+async def test_non_str_continue_prompt_raises_type_error(framework: Framework) -> None:
+    framework.registry.register(ContinuePlugin(answer=42), name="continuer")
+    bus = framework.agent_plugins.attach()
+    await bus.emit(StepStarted(step=1, prompt=["hi"]))
+    with pytest.raises(TypeError, match=r"hook\.continue_prompt must return str or None"):
+        await bus.emit(StepFinished(step=1, status="continue"))
+
+
+@pytest.mark.anyio
+async def test_attach_also_subscribes_the_interception_adapter(
+    framework: Framework,
+) -> None:
+    class Cache:
+        @hookimpl
+        def before_llm_call(self, request: LLMCallRequest) -> LLMCallDecision:
+            return LLMCallDecision.finish("cached")
+
+    framework.registry.register(Cache(), name="cache")
+    bus = framework.agent_plugins.attach()
+    event = await bus.emit(LLMCallStarted(request=_request()))
+    assert event.decision == LLMCallDecision.finish("cached")

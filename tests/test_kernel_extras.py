@@ -1,0 +1,238 @@
+"""Kernel behaviour beyond the conformance fixtures: tracing, reports, foreign markers,
+custom specs, generated plans, error messages."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from hookline.kernel import (
+    DispatchTrace,
+    HookRuntime,
+    PluginValidationError,
+    Registry,
+    hookimpl,
+    hookspec,
+)
+
+
+def make_runtime() -> tuple[Registry, HookRuntime]:
+    registry = Registry()
+    return registry, HookRuntime(registry)
+
+
+class Answer:
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    @hookimpl
+    def resolve_session(self, message):
+        return self.value
+
+
+class Failing:
+    @hookimpl(tryfirst=True)
+    def resolve_session(self, message):
+        raise RuntimeError("no session for you")
+
+
+def test_trace_records_which_plugin_answered() -> None:
+    registry, runtime = make_runtime()
+    registry.register(Answer(None), "quiet")
+    registry.register(Answer("s-1"), "loud")
+    with runtime.tracing() as trace:
+        assert runtime.call_first_sync("resolve_session", message={}) == "s-1"
+    assert [(r.plugin, r.value, r.error) for r in trace] == [("loud", "'s-1'", None)]
+    assert trace.records[0].duration_ms >= 0
+    assert "loud" in trace.format()
+
+
+def test_trace_records_exceptions_and_is_swapped_out_afterwards() -> None:
+    registry, runtime = make_runtime()
+    registry.register(Answer("x"), "answer")
+    registry.register(Failing(), "failing")
+    trace = DispatchTrace()
+    with runtime.tracing(trace), pytest.raises(RuntimeError):
+        runtime.call_first_sync("resolve_session", message={})
+    assert [(r.plugin, r.error) for r in trace] == [
+        ("failing", "RuntimeError: no session for you")
+    ]
+    registry.unregister("failing")
+    runtime.call_first_sync("resolve_session", message={})
+    assert len(trace) == 1, "the untraced plan is back after the block"
+    assert registry.plans["resolve_session"].impls[0].function.__name__ == "resolve_session"
+
+
+@pytest.mark.anyio
+async def test_trace_covers_async_implementations() -> None:
+    class AsyncAnswer:
+        @hookimpl
+        async def load_state(self, message, session_id):
+            return {"k": session_id}
+
+    registry, runtime = make_runtime()
+    registry.register(AsyncAnswer(), "a")
+    with runtime.tracing() as trace:
+        assert await runtime.call_many("load_state", message={}, session_id="s") == [{"k": "s"}]
+    assert [r.value for r in trace] == ["{'k': 's'}"]
+
+
+def test_report_lists_all_hooks_with_execution_and_stored_order() -> None:
+    registry, runtime = make_runtime()
+    registry.register(Answer("a"), "first")
+    registry.register(Answer("b"), "second")
+    report = runtime.hook_report()
+    assert len([h for h in report.hooks if h.kind is not None]) == 27
+    binding = report.binding("resolve_session")
+    assert [i.plugin for i in binding.execution] == ["second", "first"]
+    assert [i.plugin for i in binding.stored] == ["first", "second"]
+    assert binding.kind == "first"
+    assert report.binding("load_state").execution == ()
+    data = json.loads(json.dumps(report.as_dict()))
+    assert data["hooks"][0]["name"] == "resolve_session"
+    assert "resolve_session: runs second > first  (stored: first, second)" in report.format()
+
+
+def test_unknown_hook_is_reported_with_suggestion(caplog: pytest.LogCaptureFixture) -> None:
+    class Typo:
+        @hookimpl
+        def provide_tool(self):
+            return []
+
+    registry, runtime = make_runtime()
+    with caplog.at_level(logging.WARNING):
+        registry.register(Typo(), "typo")
+    (unknown,) = runtime.hook_report().unknown
+    assert (unknown.hook_name, unknown.suggestion) == ("provide_tool", "provide_tools")
+    assert "did you mean 'provide_tools'?" in caplog.text
+    assert "did you mean 'provide_tools'?" in runtime.hook_report().format()
+    registry.unregister("typo")
+    assert runtime.hook_report().unknown == ()
+
+
+def test_bub_marker_attribute_is_recognised() -> None:
+    def resolve_session(message):
+        return "from-bub"
+
+    resolve_session.bub_impl = {"tryfirst": True}  # what Bub's own marker stores
+    plugin = type("BubPlugin", (), {"resolve_session": staticmethod(resolve_session)})
+    registry, runtime = make_runtime()
+    registry.register(Answer("ours"), "ours")
+    registry.register(plugin, "bub")
+    assert runtime.call_first_sync("resolve_session", message={}) == "from-bub"
+    assert registry.hook_impls("resolve_session")[0].tryfirst
+
+
+def test_bub_wrapper_marker_is_rejected_too() -> None:
+    def resolve_session(message):
+        yield
+
+    resolve_session.bub_impl = {"hookwrapper": True}
+    plugin = type("BubWrapper", (), {"resolve_session": staticmethod(resolve_session)})
+    with pytest.raises(PluginValidationError, match="no wrapper support"):
+        Registry().register(plugin, "bub")
+
+
+def test_validation_error_carries_structured_fields() -> None:
+    class Extra:
+        @hookimpl
+        def load_state(self, message, extra):
+            return None
+
+    with pytest.raises(PluginValidationError) as info:
+        Registry().register(Extra(), "extra")
+    error = info.value
+    assert (error.plugin_name, error.hook_name) == ("extra", "load_state")
+    assert error.function.endswith("Extra.load_state")
+    assert error.location.startswith(f"{__file__}:")
+    assert "(message, session_id)" in str(error)
+
+
+def test_custom_specs_validate_existing_implementations() -> None:
+    class Plugin:
+        @hookimpl
+        def greet(self, name):
+            return f"hi {name}"
+
+    class Specs:
+        @hookspec(kind="first")
+        def greet(self, name):
+            """Greet someone."""
+
+    registry, runtime = make_runtime()
+    registry.register(Plugin(), "p")
+    assert [u.hook_name for u in registry.unknown_impls] == ["greet"]
+    assert registry.add_hookspecs(Specs) == ["greet"]
+    assert registry.unknown_impls == ()
+    assert runtime.call_first_sync("greet", name="bob") == "hi bob"
+
+    class BadSpecs:
+        @hookspec(kind="first")
+        def wave(self, whom):
+            """Wave."""
+
+    class Waver:
+        @hookimpl
+        def wave(self, hand):
+            return hand
+
+    registry.register(Waver(), "w")
+    with pytest.raises(PluginValidationError, match="'hand'"):
+        registry.add_hookspecs(BadSpecs)
+    assert "wave" not in registry.specs
+
+
+def test_spec_with_unknown_kind_is_refused() -> None:
+    class Specs:
+        @hookspec(kind="sometimes")
+        def odd(self):
+            """Odd."""
+
+    with pytest.raises(ValueError, match="unknown kind 'sometimes'"):
+        Registry().add_hookspecs(Specs)
+
+
+def test_plan_is_compiled_once_and_shows_its_source() -> None:
+    registry, runtime = make_runtime()
+    registry.register(Answer("x"), "a")
+    plan = registry.plans["resolve_session"]
+    runtime.call_first_sync("resolve_session", message={})
+    caller = plan.first_sync
+    runtime.call_first_sync("resolve_session", message={})
+    assert plan.first_sync is caller
+    assert "_f0(message=message)" in plan.source("first_sync")
+    registry.register(Answer("y"), "b")
+    assert registry.plans["resolve_session"] is not plan, "a change builds a new plan"
+
+
+def test_missing_argument_names_the_implementation() -> None:
+    registry, runtime = make_runtime()
+    registry.register(Answer("x"), "answer")
+    with pytest.raises(TypeError, match=r"without argument 'message'.*plugin 'answer'"):
+        runtime.call_first_sync("resolve_session")
+
+
+def test_property_that_raises_aborts_registration_cleanly() -> None:
+    class Touchy:
+        @property
+        def boom(self):
+            raise RuntimeError("do not touch")
+
+        @hookimpl
+        def resolve_session(self, message):
+            return "t"
+
+    registry = Registry()
+    with pytest.raises(PluginValidationError, match="attribute 'boom'"):
+        registry.register(Touchy(), "touchy")
+    assert registry.list_name_plugin() == []
+    assert registry.hook_impls("resolve_session") == ()
+
+
+def test_unregister_unknown_plugin_lists_registered_ones() -> None:
+    registry = Registry()
+    registry.register(Answer("x"), "answer")
+    with pytest.raises(ValueError, match="registered: answer"):
+        registry.unregister("nope")
