@@ -92,6 +92,20 @@ def comparable(value: Any) -> Any:
     return value
 
 
+def same(expected: Any, actual: Any) -> bool:
+    """Equality of ``comparable`` values that also tells booleans from numbers
+    (``False == 0`` in Python, but a fixture expecting ``false`` must not accept ``0``)."""
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return type(expected) is type(actual) and expected == actual
+    if isinstance(expected, list) and isinstance(actual, list):
+        return len(expected) == len(actual) and all(map(same, expected, actual))
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        return expected.keys() == actual.keys() and all(
+            same(expected[key], actual[key]) for key in expected
+        )
+    return expected == actual
+
+
 # -- building plugins from fixture data ------------------------------------------------------
 
 
@@ -101,6 +115,8 @@ class Transcript:
 
     calls: list[dict[str, Any]] = field(default_factory=list)
     coroutines: list[Any] = field(default_factory=list)
+    raised: list[BaseException] = field(default_factory=list)
+    """Exceptions the implementations raised (for ``error.identical``)."""
 
 
 def _make_function(
@@ -117,7 +133,9 @@ def _make_function(
         args = {k: v for k, v in seen.items() if k not in ("self", "cls")}
         transcript.calls.append({"plugin": plugin, "function": attr, "args": args})
         if raises:
-            raise _EXCEPTIONS[raises["type"]](raises.get("message", ""))
+            exc = _EXCEPTIONS[raises["type"]](raises.get("message", ""))
+            transcript.raised.append(exc)
+            raise exc
         return returns
 
     async def awaited(seen: dict[str, Any]) -> Any:
@@ -135,16 +153,29 @@ def _make_function(
         "generator": f"def {attr}({full_params}):\n    __hit(dict(locals()))\n    yield\n",
     }
     namespace: dict[str, Any] = {"__hit": hit, "__coro": make_coroutine}
-    exec(bodies[mode], namespace)
+    # The file name makes locations readable: ``<fixture plugin.attr>:1``.
+    exec(compile(bodies[mode], f"<fixture {plugin}.{attr}>", "exec"), namespace)
     function = namespace[attr]
+    function.__spec_tag__ = (plugin, attr)  # type: ignore[attr-defined]
     if spec.get("decorated"):
+        # A signature-hiding decorator: (*args, **kwargs), with __wrapped__ set by
+        # functools.wraps. It records what it was called with as its own transcript
+        # entry ``decorator:<attr>``, so a fixture can see the outer function was called.
         inner = function
 
         @functools.wraps(inner)
         def function(*args: Any, **kwargs: Any) -> Any:
+            entry: dict[str, Any] = {
+                "plugin": plugin,
+                "function": f"decorator:{attr}",
+                "args": dict(kwargs),
+            }
+            positional = args[1:] if prefix else args  # a bound self/cls is not an argument
+            if positional:
+                entry["positional"] = list(positional)
+            transcript.calls.append(entry)
             return inner(*args, **kwargs)
 
-    function.__spec_tag__ = (plugin, attr)  # type: ignore[attr-defined]
     return function
 
 
@@ -248,6 +279,7 @@ async def _run_step(
 ) -> None:
     action, expect = step["action"], step.get("expect", {})
     transcript.calls.clear()
+    transcript.raised.clear()
     capture.messages.clear()
     result: Any = None
     error: BaseException | None = None
@@ -272,12 +304,21 @@ async def _run_step(
 
         gc.collect()
     _check_error(expect.get("error"), error)
+    if expect.get("error", {}).get("identical"):
+        _check(
+            any(error is raised for raised in transcript.raised),
+            "error is the very exception an implementation raised",
+            transcript.raised,
+            error,
+        )
     if "result" in expect:
         want = comparable(decode(expect["result"]))
-        _check(comparable(result) == want, "result", want, comparable(result))
+        _check(same(want, comparable(result)), "result", want, comparable(result))
     if "calls" in expect:
         want = comparable(decode(expect["calls"]))
-        _check(comparable(transcript.calls) == want, "calls", want, comparable(transcript.calls))
+        _check(
+            same(want, comparable(transcript.calls)), "calls", want, comparable(transcript.calls)
+        )
     warnings_seen = capture.messages
     if "warnings" in expect or action != "register":
         want = expect.get("warnings", [])
@@ -334,7 +375,10 @@ def run_sync(path: Path, adapter: Adapter, backend: str = "asyncio") -> None:
 def _load_adapter(spec: str) -> Adapter:
     module_name, _, attr = spec.partition(":")
     factory = getattr(importlib.import_module(module_name), attr or "adapter")
-    return factory() if callable(factory) and not hasattr(factory, "mark") else factory
+    # A class, or a factory function, is called; an adapter instance is used as is.
+    if isinstance(factory, type) or (callable(factory) and not hasattr(factory, "mark")):
+        return factory()
+    return factory
 
 
 def main(argv: Iterable[str] | None = None) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import spec_support  # noqa: F401  (puts spec/ on sys.path before any test module imports runner)
 
 
 @pytest.fixture(params=["asyncio", "trio"])
