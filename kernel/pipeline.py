@@ -64,8 +64,7 @@ class TurnPipeline:
     async def resolve_session(self, message: Any) -> str:
         """First non-None result as text; a falsy one falls back to the default id."""
         value = await self.runtime.call_first("resolve_session", message=message)
-        session_id = "" if value is None else str(value)
-        return session_id or default_session_id(message)
+        return str(value) if value else default_session_id(message)
 
     async def build_state(self, message: Any, session_id: str) -> dict[str, Any]:
         """Fresh turn state: runtime keys, then load_state fragments, highest priority last."""
