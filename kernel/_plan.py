@@ -78,22 +78,25 @@ class Plan:
             "_missing": self._missing,
         }
         # The caller takes the dispatch's keyword dict as is: no re-packing per call.
-        lines = [f"{'async ' if is_async else ''}def {kind}(kwargs):"]
+        # Arguments live in locals _a0, _a1, ... so no hook parameter name can shadow a
+        # name of the generated code.
+        local = {param: f"_a{index}" for index, param in enumerate(self.params)}
+        lines = [f"{'async ' if is_async else ''}def {kind}(_kwargs):"]
         if self.params:
             lines.append("    try:")
-            lines += [f"        {p} = kwargs[{p!r}]" for p in self.params]
+            lines += [f"        {local[p]} = _kwargs[{p!r}]" for p in self.params]
             lines.append("    except KeyError as exc: raise _missing(exc.args[0]) from None")
         if collect:
-            lines.append("    results = []")
+            lines.append("    _results = []")
         for index, impl in enumerate(self.impls):
             function = impl.function
             if self.tracer is not None:
                 function = self.tracer.wrap(impl)
             namespace[f"_f{index}"] = function
-            args = ", ".join(f"{name}={name}" for name in impl.argnames)
+            args = ", ".join(f"{name}={local[name]}" for name in impl.argnames)
             call = f"_f{index}({args})"
             lines += _step(index, call, impl.is_async, is_async, collect)
-        lines.append("    return results" if collect else "    return None")
+        lines.append("    return _results" if collect else "    return None")
         source = "\n".join(lines) + "\n"
         self._sources[kind] = source
         code = compile(source, f"<hookline plan {self.hook_name}.{kind}>", "exec")
@@ -113,24 +116,29 @@ class Plan:
 
 def _step(index: int, call: str, impl_async: bool, path_async: bool, collect: bool) -> list[str]:
     """Source lines for one implementation: call, handle awaitables, collect or return."""
-    emit = "results.append(_v)" if collect else "return _v"
+    emit = "_results.append(_v)" if collect else "return _v"
     if path_async and impl_async:
         if collect:
-            return [f"    results.append(await {call})"]
+            return [f"    _results.append(await {call})"]
         return [f"    _v = await {call}", "    if _v is not None: return _v"]
     if path_async:
         lines = [
             f"    _v = {call}",
-            "    if _v.__class__ not in _PLAIN and _isawaitable(_v): _v = await _v",
+            "    if _v is not None and _v.__class__ not in _PLAIN and _isawaitable(_v):",
+            "        _v = await _v",
         ]
         return [*lines, f"    {emit}" if collect else f"    if _v is not None: {emit}"]
     # Sync path: an awaitable result is skipped with a warning, never awaited.
-    usable = "_v.__class__ in _PLAIN or not _isawaitable(_v)"
+    plain = "_v.__class__ in _PLAIN or not _isawaitable(_v)"
     if collect:
-        return [f"    _v = {call}", f"    if {usable}: {emit}", f"    else: _skip({index}, _v)"]
+        return [
+            f"    _v = {call}",
+            f"    if _v is None or {plain}: {emit}",
+            f"    else: _skip({index}, _v)",
+        ]
     return [
         f"    _v = {call}",
         "    if _v is not None:",
-        f"        if {usable}: {emit}",
+        f"        if {plain}: {emit}",
         f"        _skip({index}, _v)",
     ]

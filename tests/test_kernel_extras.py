@@ -202,7 +202,7 @@ def test_plan_is_compiled_once_and_shows_its_source() -> None:
     caller = plan.first_sync
     runtime.call_first_sync("resolve_session", message={})
     assert plan.first_sync is caller
-    assert "_f0(message=message)" in plan.source("first_sync")
+    assert "_f0(message=_a0)" in plan.source("first_sync")
     registry.register(Answer("y"), "b")
     assert registry.plans["resolve_session"] is not plan, "a change builds a new plan"
 
@@ -236,3 +236,17 @@ def test_unregister_unknown_plugin_lists_registered_ones() -> None:
     registry.register(Answer("x"), "answer")
     with pytest.raises(ValueError, match="registered: answer"):
         registry.unregister("nope")
+
+
+@pytest.mark.parametrize("param", ["results", "kwargs", "_kwargs", "_results", "_v", "_f0", "_a0",
+                                   "_PLAIN", "_skip", "_missing"])
+def test_parameter_names_cannot_shadow_generated_code(param: str) -> None:
+    from hookline.kernel import HookSpec
+
+    registry = Registry(specs={"h": HookSpec("h", (param,), "all", "custom", "")})
+    namespace: dict[str, object] = {}
+    exec(f"def h({param}):\n    return {param}\n", namespace)
+    registry.register(type("P", (), {"h": staticmethod(hookimpl(namespace["h"]))}), "p")
+    runtime = HookRuntime(registry)
+    assert runtime.call_many_sync("h", **{param: 5}) == [5]
+    assert runtime.call_first_sync("h", **{param: 5}) == 5

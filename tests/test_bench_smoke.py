@@ -1,0 +1,34 @@
+"""Smoke test: the dispatch benchmark still runs end to end.
+
+Timings are never asserted: they depend on the machine and would make the suite flaky.
+What can rot silently is the script itself (API renames, a broken table), so run it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_dispatch.py"
+
+
+def test_bench_dispatch_quick_runs() -> None:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=SCRIPT.parents[1],
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    header = next(
+        (line for line in done.stdout.splitlines() if line.startswith("impls")), ""
+    )
+    for column in ("kind", "hookline us", "plain us", "pluggy us", "ratio vs plain",
+                   "ratio vs pluggy"):
+        assert column in header, done.stdout
+    for kind in ("call_first", "call_many", "call_first_sync", "call_many_sync"):
+        assert f" {kind} " in done.stdout
+    assert done.stdout.count("PASS") + done.stdout.count("MISS") == 3, done.stdout
