@@ -1,0 +1,63 @@
+"""The builtin steering inbox: messages waiting to join a running turn, kept in memory.
+
+Messages are keyed by the state they are queued with: `_runtime_thread_id` when truthy,
+else `session_id` when truthy, else `"default"`. Admission state and turn state must
+therefore agree on those two keys (contract 2.22).
+
+No method awaits while it touches the queues, so concurrent tasks on one event loop can
+never observe a half-done update and no lock is needed. The inbox is not meant to be shared
+between threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+__all__ = ["DEFAULT_KEY", "InMemorySteeringInbox", "steering_key"]
+
+DEFAULT_KEY = "default"
+
+
+def steering_key(state: Mapping[str, Any] | None) -> Hashable:
+    """The queue a state belongs to: thread id, else session id, else `default`."""
+    if not state:
+        return DEFAULT_KEY
+    thread_id = state.get("_runtime_thread_id")
+    if thread_id:
+        return thread_id
+    session_id = state.get("session_id")
+    if session_id:
+        return session_id
+    return DEFAULT_KEY
+
+
+class InMemorySteeringInbox:
+    """A FIFO queue of envelopes per thread or session (kernel `SteeringInbox`)."""
+
+    def __init__(self) -> None:
+        self._queues: dict[Hashable, list[Any]] = {}
+
+    async def enqueue_message(self, message: Any, state: dict[str, Any]) -> None:
+        """Append a message to the queue the state identifies."""
+        self._queues.setdefault(steering_key(state), []).append(message)
+
+    async def drain_messages(self, state: dict[str, Any]) -> list[Any]:
+        """Remove and return the state's waiting messages, oldest first."""
+        return self._queues.pop(steering_key(state), [])
+
+    def message_count(self, state: dict[str, Any]) -> int:
+        """How many messages wait for the state's thread or session."""
+        return len(self._queues.get(steering_key(state), ()))
+
+    def clear(self) -> None:
+        """Forget every waiting message."""
+        self._queues.clear()
+
+    def total_count(self) -> int:
+        """Messages waiting across all keys.
+
+        Deliberately not `__len__`: an empty inbox must stay truthy, or code testing
+        `if inbox:` would mistake it for "no inbox".
+        """
+        return sum(len(queue) for queue in self._queues.values())
