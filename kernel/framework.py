@@ -113,6 +113,9 @@ class Framework:
                 "running() is already active on this framework; scopes must not overlap"
             )
         self._in_scope = True
+        # Environments cached outside a scope belong to the host; this scope starts afresh
+        # and closes only what it cached.
+        self._environments = {}
         try:
             async with AsyncExitStack() as stack:
                 try:
@@ -201,8 +204,8 @@ class Framework:
 
     def get_tape_sidecars(self) -> list[Any]:
         """One sidecar per name, the first in priority order winning; None means none."""
-        sidecars = [s for _, s in self.runtime.call_each_sync("provide_tape_sidecar")
-                    if s is not None]
+        sidecars = [_require_name(impl, s) for impl, s in
+                    self.runtime.call_each_sync("provide_tape_sidecar") if s is not None]
         return dedupe_by_name(sidecars, key=lambda sidecar: sidecar.name)
 
     def get_system_prompt(self, prompt: Any, state: dict[str, Any]) -> str:
@@ -289,6 +292,8 @@ class Framework:
                 continue
             if not isinstance(value, list | tuple):
                 raise _bad_return(impl, f"{expected} or None", value)
+            for item in value:
+                _require_name(impl, item)
             items.extend(value)
         return items
 
@@ -318,6 +323,16 @@ def _bad_return(impl: HookImpl, expected: str, value: Any) -> TypeError:
         f"hook.{impl.hook_name} must return {expected}; {impl.describe()} returned "
         f"{type(value).__name__}"
     )
+
+
+def _require_name(impl: HookImpl, item: Any) -> Any:
+    """Tools, channels and sidecars are de-duplicated by ``name``: it must be a string."""
+    if not isinstance(getattr(item, "name", None), str):
+        raise TypeError(
+            f"hook.{impl.hook_name}: {impl.describe()} returned {type(item).__name__}, which "
+            f"has no string 'name'"
+        )
+    return item
 
 
 def _deep_merge(target: dict[str, Any], fragment: Mapping[str, Any]) -> None:

@@ -93,15 +93,17 @@ class PluginLoader:
 
     def load(self, entry_points: Iterable[metadata.EntryPoint] | None = None) -> None:
         strict = _env_flag(STRICT_ENV)
+        disabled = _disabled_names()
         factory = find_builtin_plugin()
-        if factory is not None:
+        if factory is not None and BUILTIN_NAME in disabled:
+            self._record(PluginStatus(BUILTIN_NAME, False, "disabled", "builtin"))
+        elif factory is not None:
             self._initialise(BUILTIN_NAME, factory, "builtin", strict)
         if entry_points is None:
             # Imported here: importlib.metadata is slow to import and only loading needs it.
             from importlib import metadata
 
             entry_points = metadata.entry_points(group=self.group)
-        disabled = _disabled_names()
         loaded: list[tuple[metadata.EntryPoint, Any]] = []
         for entry_point in entry_points:
             if entry_point.name in disabled:

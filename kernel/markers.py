@@ -93,7 +93,9 @@ def hookimpl(
     opts = HookimplOpts(tryfirst, trylast, specname, wrapper, hookwrapper, optionalhook)
 
     def mark(func: F) -> F:
-        setattr(func, IMPL_ATTR, opts)
+        # Above @staticmethod/@classmethod the marker sees the descriptor: mark the function.
+        target = func.__func__ if isinstance(func, staticmethod | classmethod) else func
+        setattr(target, IMPL_ATTR, opts)
         return func
 
     return mark if function is None else mark(function)
@@ -126,6 +128,10 @@ def impl_options(function: object) -> HookimplOpts | None:
     opts = getattr(function, IMPL_ATTR, None)
     if isinstance(opts, HookimplOpts):
         return opts
+    if opts is not None and hasattr(opts, "tryfirst") and hasattr(opts, "trylast"):
+        # Marked by another copy of this kernel (vendored elsewhere): same fields.
+        names = ("tryfirst", "trylast", "specname", "wrapper", "hookwrapper", "optionalhook")
+        return HookimplOpts.from_mapping({name: getattr(opts, name, None) for name in names})
     foreign = getattr(function, BUB_IMPL_ATTR, None)
     if isinstance(foreign, Mapping):
         return HookimplOpts.from_mapping(foreign)

@@ -12,7 +12,7 @@ import logging
 from collections.abc import AsyncIterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
-from .envelope import default_session_id, envelope_content, get_field
+from .envelope import default_session_id, envelope_content, get_field, set_field
 from .prompt import to_content, to_legacy_prompt
 from .streaming import AsyncStreamEvents, ErrorKind, HooklineError, StreamEvent
 from .turn import RUNTIME_ENVIRONMENT, RUNTIME_STEERING_INBOX, RUNTIME_WORKSPACE, TurnResult
@@ -39,7 +39,7 @@ class TurnPipeline:
         try:
             session_id = await self.resolve_session(inbound)
             if inbound.__class__ is dict or isinstance(inbound, MutableMapping):
-                inbound["session_id"] = session_id
+                set_field(inbound, "session_id", session_id)
             state = await self.build_state(inbound, session_id)
             prompt = await self.build_prompt(inbound, session_id, state)
             model_output = ""
@@ -57,7 +57,7 @@ class TurnPipeline:
                 await self.runtime.call_many("dispatch_outbound", message=outbound)
             return TurnResult(session_id, prompt, model_output, outbounds, state)
         except Exception as exc:
-            logger.warning("turn failed: %s: %s", type(exc).__name__, exc)
+            logger.warning("turn.failed error=%s: %s", type(exc).__name__, exc)
             await self.runtime.notify_error("turn", exc, inbound)
             raise
 

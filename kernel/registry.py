@@ -51,7 +51,14 @@ class HookImpl:
 
     def call(self, kwargs: Mapping[str, Any]) -> Any:
         """Call with the declared arguments taken from ``kwargs`` (slow path, no plan)."""
-        return self.function(**{name: kwargs[name] for name in self.argnames})
+        try:
+            arguments = {name: kwargs[name] for name in self.argnames}
+        except KeyError as exc:
+            raise TypeError(
+                f"hook {self.hook_name!r} was called without argument {exc.args[0]!r}, which "
+                f"{self.describe()} declares; pass {exc.args[0]}=... to the dispatch call"
+            ) from None
+        return self.function(**arguments)
 
     def describe(self) -> str:
         """``plugin 'p', function 'f' (file:line)`` for messages."""

@@ -158,7 +158,8 @@ class HooklineSpecs:
 def collect_specs(namespace: object) -> dict[str, HookSpec]:
     """Read every ``@hookspec``-marked function of ``namespace`` into a ``HookSpec``.
 
-    Order follows the namespace's definition order, so reports list hooks as the seed does.
+    A class keeps its definition order (so reports list hooks as the seed does); other
+    namespaces (modules, instances) come out in alphabetical order.
     """
     found: dict[str, HookSpec] = {}
     members = vars(namespace) if isinstance(namespace, type) else {
