@@ -1,0 +1,584 @@
+"""Real providers through republic `provider:model` specs, and `open_model`.
+
+`RepublicModel("openai:gpt-4o-mini", api_key=..., api_base=..., api_format=...)` streams
+through republic 0.6 and reports hookline events and errors only:
+
+- `openai-compatible:<model>` works out of the box (republic 0.6 does not register that
+  provider; it is registered here on first use); give it `api_base`.
+- Keys and endpoints: the arguments (from HOOKLINE_API_KEY / HOOKLINE_API_BASE or the
+  config file), else republic's `REPUBLIC_<PROVIDER>_API_KEY` / `_API_BASE` variables.
+- Every failure is a `HooklineError` whose message names the provider, the model and what
+  to set: kind `config` for what configuration fixes (unknown provider, bad spec or api
+  format, rejected or missing key, unknown model or endpoint), kind `provider` for what
+  the service did (rate limit, server error, refused request, connection failure,
+  broken stream). The original republic exception is the `__cause__`.
+- Each `stream()` call uses its own HTTP client, closed when the stream ends or is closed
+  early, so a client can be used from any event loop; retries (HTTP 408/409/429/5xx and
+  dropped connections, before any event was produced) are done here with `anyio.sleep`,
+  so the client runs on asyncio and trio alike.
+
+republic is imported lazily: importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack, aclosing
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hookline.kernel.prompt import to_content
+from hookline.kernel.streaming import ErrorKind, HooklineError
+
+from .base import (
+    USAGE_FIELDS,
+    Finished,
+    ModelClient,
+    ModelEvent,
+    TextDelta,
+    ToolCallEvent,
+    ToolCallSpec,
+    ToolSchema,
+    Usage,
+    as_model_message,
+    usage_dict,
+)
+from .offline import OfflineModel
+from .scripted import ScriptedModel
+
+if TYPE_CHECKING:
+    import republic
+
+__all__ = [
+    "ModelOpener",
+    "RepublicModel",
+    "open_model",
+    "to_republic_messages",
+    "to_republic_tools",
+]
+
+_RETRY_STATUSES = frozenset({408, 409, 429})
+_BODY_LIMIT = 300
+
+
+def _ensure_providers() -> None:
+    """Register the providers hookline's specs rely on (idempotent)."""
+    import republic
+
+    if "openai-compatible" not in republic.all_providers():
+        republic.register_provider(republic.providers.OpenAICompatible)
+
+
+def _env_prefix(provider: str) -> str:
+    return f"REPUBLIC_{provider.upper().replace('-', '_')}"
+
+
+# Conversion to republic ------------------------------------------------------------------
+
+
+def _parts(content: Any) -> tuple[Any, ...]:
+    from republic import Text
+
+    if isinstance(content, str):
+        return (Text(content),) if content else ()
+    parts: list[Any] = []
+    for item in to_content(list(content)):
+        if isinstance(item, str):
+            if item:
+                parts.append(Text(item))
+        else:
+            parts.append(item)
+    return tuple(parts)
+
+
+def to_republic_messages(messages: Sequence[Any]) -> list[republic.Message]:
+    """republic Messages for ModelMessages (republic Messages pass through unchanged).
+
+    A tool message answers the call with its id announced by an earlier assistant
+    message; without one, republic announces it itself.
+    """
+    from republic import Message, ToolCall, system
+
+    calls: dict[str, ToolCall] = {}
+    converted: list[Message] = []
+    for raw in messages:
+        if isinstance(raw, Message):
+            calls.update((call.id, call) for call in raw.tool_calls)
+            converted.append(raw)
+            continue
+        message = as_model_message(raw)
+        if message.role == "system":
+            converted.append(system(message.text))
+        elif message.role == "user":
+            converted.append(Message("user", _parts(message.content)))
+        elif message.role == "assistant":
+            tool_calls = tuple(
+                ToolCall(call.id, call.name, call.arguments or "{}", metadata=dict(call.metadata))
+                for call in message.tool_calls
+            )
+            calls.update((call.id, call) for call in tool_calls)
+            converted.append(Message("assistant", _parts(message.content), tool_calls=tool_calls))
+        else:
+            call_id = str(message.tool_call_id)
+            answered = calls.get(call_id) or ToolCall(call_id, message.name or "", "{}")
+            converted.append(
+                Message(
+                    "tool",
+                    _parts(message.content),
+                    tool_call=answered,
+                    is_error=message.is_error,
+                )
+            )
+    return converted
+
+
+def to_republic_tools(tools: Sequence[ToolSchema]) -> list[republic.Tool]:
+    from republic import Tool
+
+    return [Tool(tool.name, tool.description or "", dict(tool.parameters)) for tool in tools]
+
+
+# The client ----------------------------------------------------------------------------
+
+
+class RepublicModel:
+    """A ModelClient over a republic provider (see the module docstring).
+
+    `options` are republic provider options (`headers`, `extra_body`, `timeout`,
+    `env_prefix`, `http_client`, `auth`, ...); retries are governed by `max_retries`,
+    `retry_delay` and `max_retry_delay` (seconds, exponential backoff with jitter,
+    `Retry-After` honoured).
+    """
+
+    def __init__(
+        self,
+        spec: str,
+        *,
+        api_key: str | None = None,
+        api_base: str | None = None,
+        api_format: str | None = None,
+        max_retries: int = 2,
+        retry_delay: float = 0.5,
+        max_retry_delay: float = 30.0,
+        **options: Any,
+    ) -> None:
+        provider, separator, model = spec.partition(":")
+        if not separator or not provider.strip() or not model.strip():
+            raise HooklineError(
+                ErrorKind.config,
+                f"Model spec {spec!r} is not 'provider:model'. Set HOOKLINE_MODEL (or model in "
+                "the config file) to a spec such as openai:gpt-4o-mini, "
+                "openai-compatible:<model> with HOOKLINE_API_BASE, or offline.",
+                details={"spec": spec},
+            )
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ValueError("max_retries must be a non-negative integer")
+        self.name = spec
+        self.provider = provider
+        self.model = model
+        self.api_key = api_key or None
+        self.api_base = api_base or None
+        self.api_format = api_format or None
+        self.max_retries = max_retries
+        self.retry_delay = retry_delay
+        self.max_retry_delay = max_retry_delay
+        self.options = dict(options)
+        self.env_prefix = str(self.options.get("env_prefix") or _env_prefix(provider))
+        # Build the provider once to report configuration errors now, not mid-run.
+        checked = self._provider()
+        self.endpoint: str = str(getattr(checked, "api_base", self.api_base or ""))
+
+    def __repr__(self) -> str:
+        return f"RepublicModel({self.name!r}, api_base={self.endpoint!r})"
+
+    @property
+    def key_configured(self) -> bool:
+        return bool(self.api_key or os.environ.get(f"{self.env_prefix}_API_KEY"))
+
+    def _provider(self, http_client: Any = None) -> Any:
+        import republic
+        from republic.errors import RepublicError
+
+        _ensure_providers()
+        options: dict[str, Any] = dict(self.options)
+        if self.api_key:
+            options["api_key"] = self.api_key
+        if self.api_base:
+            options["api_base"] = self.api_base
+        if self.api_format:
+            options["api_format"] = self.api_format
+        options["max_retries"] = 0  # retried here, backend-neutrally
+        if http_client is not None:
+            options["http_client"] = http_client
+        try:
+            provider = republic.get_provider(self.provider, **options)
+            provider.get_model(self.model)
+        except RepublicError as exc:
+            raise self._error(exc) from exc
+        except (TypeError, ValueError) as exc:
+            raise HooklineError(
+                ErrorKind.config,
+                f"{self.name}: invalid provider options for {self.provider!r}: {exc}.",
+                details=self._details(),
+            ) from exc
+        return provider
+
+    def _details(self, **extra: Any) -> dict[str, Any]:
+        details: dict[str, Any] = {"provider": self.provider, "model": self.model}
+        endpoint = getattr(self, "endpoint", None) or self.api_base
+        if endpoint:
+            details["api_base"] = endpoint
+        details.update(extra)
+        return details
+
+    async def stream(
+        self,
+        messages: Sequence[Any],
+        tools: Sequence[ToolSchema] = (),
+        *,
+        max_tokens: int | None = None,
+    ) -> AsyncIterator[ModelEvent]:
+        import httpx2
+        from republic.errors import RepublicError
+
+        try:
+            republic_messages = to_republic_messages(messages)
+            republic_tools = to_republic_tools(tools)
+        except (TypeError, ValueError) as exc:
+            raise HooklineError(
+                ErrorKind.invalid_input,
+                f"{self.name}: cannot send this conversation: {exc}",
+                details=self._details(),
+            ) from exc
+        chat_options: dict[str, Any] = {}
+        if republic_tools:
+            chat_options["tools"] = republic_tools
+        if max_tokens is not None:
+            chat_options["max_tokens"] = max_tokens
+        try:
+            async with AsyncExitStack() as stack:
+                client = self.options.get("http_client")
+                if client is None:
+                    from republic.providers.base import DEFAULT_TIMEOUT
+
+                    client = httpx2.AsyncClient(
+                        timeout=self.options.get("timeout", DEFAULT_TIMEOUT)
+                    )
+                    stack.push_async_callback(client.aclose)
+                chat_model = self._provider(client).get_model(self.model)
+                response_stream = await self._open(
+                    stack, chat_model, republic_messages, chat_options
+                )
+                events = await stack.enter_async_context(aclosing(response_stream.__aiter__()))
+                translated = await stack.enter_async_context(aclosing(self._translate(events)))
+                async for event in translated:
+                    yield event
+        except HooklineError:
+            raise
+        except RepublicError as exc:
+            raise self._error(exc) from exc
+        except httpx2.HTTPError as exc:
+            raise HooklineError(
+                ErrorKind.provider,
+                f"{self.name}: HTTP failure talking to {self.endpoint}: "
+                f"{exc or type(exc).__name__}.",
+                details=self._details(),
+            ) from exc
+        except Exception as exc:
+            raise HooklineError(
+                ErrorKind.provider,
+                f"{self.name}: the model call failed: {type(exc).__name__}: {exc}",
+                details=self._details(),
+            ) from exc
+
+    async def _open(
+        self,
+        stack: AsyncExitStack,
+        chat_model: Any,
+        messages: list[Any],
+        chat_options: dict[str, Any],
+    ) -> Any:
+        from anyio import sleep
+        from republic.errors import APIConnectionError, APIStatusError
+
+        attempt = 0
+        while True:
+            try:
+                return await stack.enter_async_context(chat_model.stream(messages, **chat_options))
+            except (APIStatusError, APIConnectionError) as exc:
+                if attempt >= self.max_retries or not _retryable(exc):
+                    raise self._error(exc, attempts=attempt + 1) from exc
+                await sleep(self._delay(exc, attempt))
+                attempt += 1
+
+    def _delay(self, exc: Any, attempt: int) -> float:
+        headers = getattr(exc, "headers", None) or {}
+        for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+            value = headers.get(name)
+            if value is None:
+                continue
+            try:
+                return max(0.0, min(float(value) / divisor, self.max_retry_delay))
+            except ValueError:
+                continue
+        delay = min(self.max_retry_delay, self.retry_delay * 2 ** min(attempt, 30))
+        return delay * random.uniform(0.75, 1.0)  # jitter, not cryptography
+
+    async def _translate(self, events: AsyncIterator[Any]) -> AsyncIterator[ModelEvent]:
+        from republic.events import (
+            Completed,
+            RefusalDelta,
+            ToolCallReady,
+            UsageDelta,
+        )
+        from republic.events import TextDelta as RepublicTextDelta
+
+        text: list[str] = []
+        calls: list[ToolCallSpec] = []
+        totals = dict.fromkeys(USAGE_FIELDS, 0)
+        usage: dict[str, Any] | None = None
+        async for event in events:
+            if isinstance(event, RepublicTextDelta | RefusalDelta):
+                if event.chunk:
+                    text.append(event.chunk)
+                    yield TextDelta(event.chunk)
+            elif isinstance(event, ToolCallReady):
+                call = event.call
+                spec = ToolCallSpec(
+                    call.id or f"call-{len(calls) + 1}",
+                    call.name,
+                    call.arguments or "{}",
+                    metadata=dict(call.metadata or {}),
+                )
+                calls.append(spec)
+                yield ToolCallEvent(spec)
+            elif isinstance(event, UsageDelta):
+                for key in totals:
+                    totals[key] += int(getattr(event.usage, key, 0) or 0)
+                usage = usage_dict(**totals)
+                yield Usage(dict(usage))
+            elif isinstance(event, Completed):
+                final = event.response.token_usage
+                reported = {key: int(getattr(final, key, 0) or 0) for key in totals}
+                if any(reported.values()):
+                    usage = usage_dict(**reported)
+            # Reasoning, citations, images and provider-side tool calls are not used yet.
+        yield Finished("".join(text), calls, usage)
+
+    # Errors ------------------------------------------------------------------------------
+
+    def _error(self, exc: BaseException, *, attempts: int = 1) -> HooklineError:
+        from republic import errors
+
+        name = self.name
+        endpoint = getattr(self, "endpoint", None) or self.api_base or "the default endpoint"
+        prefix = self.env_prefix
+        key_vars = f"HOOKLINE_API_KEY (or api_key in the config file) or {prefix}_API_KEY"
+        base_vars = f"HOOKLINE_API_BASE (or api_base in the config file) or {prefix}_API_BASE"
+        tries = f" after {attempts} attempts" if attempts > 1 else ""
+
+        if isinstance(exc, errors.APIStatusError):
+            status = exc.status_code
+            said = _body_message(exc.body)
+            said = f": {said}" if said else ""
+            details = self._details(status=status)
+            if status in (401, 403):
+                problem = (
+                    "the API key was rejected"
+                    if self.key_configured
+                    else "no API key is configured"
+                )
+                return HooklineError(
+                    ErrorKind.config,
+                    f"{name}: authentication failed at {endpoint} (HTTP {status}{said}); "
+                    f"{problem}. Set {key_vars} to a valid key for {self.provider}.",
+                    details,
+                )
+            if status == 404:
+                return HooklineError(
+                    ErrorKind.config,
+                    f"{name}: not found at {endpoint} (HTTP 404{said}). Check the model name "
+                    f"{self.model!r} in HOOKLINE_MODEL, and the endpoint: set {base_vars}.",
+                    details,
+                )
+            if status == 429:
+                return HooklineError(
+                    ErrorKind.provider,
+                    f"{name}: rate limited by {self.provider} (HTTP 429{said}){tries}. Wait and "
+                    "try again, or choose another model with HOOKLINE_MODEL or "
+                    "HOOKLINE_FALLBACK_MODELS.",
+                    details,
+                )
+            if status >= 500:
+                return HooklineError(
+                    ErrorKind.provider,
+                    f"{name}: the provider failed (HTTP {status}{said}){tries}. Try again "
+                    "later, or choose another model with HOOKLINE_MODEL or "
+                    "HOOKLINE_FALLBACK_MODELS.",
+                    details,
+                )
+            return HooklineError(
+                ErrorKind.provider,
+                f"{name}: the provider rejected the request (HTTP {status}{said}). Check what "
+                f"the model supports: tools, HOOKLINE_MAX_TOKENS, HOOKLINE_API_FORMAT.",
+                details,
+            )
+        if isinstance(exc, errors.APIConnectionError):
+            cause = exc.__cause__
+            reason = f": {cause}" if cause is not None and str(cause) else ""
+            what = "timed out" if isinstance(exc, errors.APITimeoutError) else "connection failed"
+            return HooklineError(
+                ErrorKind.provider,
+                f"{name}: {what} talking to {endpoint}{reason}{tries}. Check that the server "
+                f"is running and reachable, and the endpoint: set {base_vars}.",
+                self._details(),
+            )
+        if isinstance(exc, errors.StreamIncompleteError):
+            return HooklineError(
+                ErrorKind.provider,
+                f"{name}: the response stream from {endpoint} ended before it was complete. "
+                "Try again; if it persists, the server may not support streaming.",
+                self._details(),
+            )
+        if isinstance(exc, errors.APIResponseError):
+            said = _body_message(str(exc))
+            return HooklineError(
+                ErrorKind.provider,
+                f"{name}: the provider reported an error: {said}",
+                self._details(),
+            )
+        if isinstance(exc, errors.ProviderNotFoundError):
+            import republic
+
+            known = ", ".join(republic.all_providers())
+            return HooklineError(
+                ErrorKind.config,
+                f"{name}: unknown provider {self.provider!r}. Set HOOKLINE_MODEL to "
+                f"'<provider>:<model>' with one of: {known}; or 'offline'.",
+                self._details(),
+            )
+        if isinstance(exc, errors.UnsupportedApiFormatError):
+            return HooklineError(
+                ErrorKind.config,
+                f"{name}: {exc}. Set HOOKLINE_API_FORMAT (or api_format in the config file) to "
+                "a format the provider supports, or unset it.",
+                self._details(api_format=self.api_format),
+            )
+        if isinstance(exc, errors.UnsupportedFeatureError):
+            return HooklineError(
+                ErrorKind.config,
+                f"{name}: {exc}. Choose another model or API format (HOOKLINE_API_FORMAT).",
+                self._details(),
+            )
+        if isinstance(exc, errors.AuthenticationError):
+            return HooklineError(
+                ErrorKind.config,
+                f"{name}: cannot load credentials for {self.provider}: {exc}. "
+                f"Set {key_vars}, or sign in with the provider's tool.",
+                self._details(),
+            )
+        return HooklineError(
+            ErrorKind.provider,
+            f"{name}: the model call failed: {type(exc).__name__}: {exc}",
+            self._details(),
+        )
+
+
+def _retryable(exc: Any) -> bool:
+    import httpx2
+    from republic.errors import APIConnectionError, APIStatusError
+
+    if isinstance(exc, APIStatusError):
+        return exc.status_code in _RETRY_STATUSES or exc.status_code >= 500
+    if isinstance(exc, APIConnectionError):
+        cause = exc.__cause__
+        return cause is None or isinstance(
+            cause, httpx2.TimeoutException | httpx2.NetworkError | httpx2.RemoteProtocolError
+        )
+    return False
+
+
+def _body_message(body: str) -> str:
+    """The provider's own error text: `error.message` of a JSON body, else the body."""
+    text = (body or "").strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, Mapping):
+        error = data.get("error", data)
+        if isinstance(error, Mapping) and isinstance(error.get("message"), str):
+            text = error["message"]
+        elif isinstance(error, str):
+            text = error
+    text = " ".join(text.split())
+    return text if len(text) <= _BODY_LIMIT else text[: _BODY_LIMIT - 3] + "..."
+
+
+# Opening a client from a spec -------------------------------------------------------------
+
+
+def open_model(spec: str | None, settings: Any = None, **options: Any) -> ModelClient:
+    """The client for a model spec.
+
+    - `""`, None, `offline` (or `offline:<anything>`): the embedded OfflineModel;
+    - `scripted:<path>`: a ScriptedModel playing back that file (relative to the working
+      directory); every call returns a fresh one, starting at the first turn;
+    - anything else: a RepublicModel with the provider settings (`api_key`, `api_base`,
+      `api_format`) of `settings` (a `Settings`, or any object with those attributes).
+
+    Extra `options` go to RepublicModel.
+    """
+    spec = (spec or "").strip()
+    if not spec or spec == "offline" or spec.startswith("offline:"):
+        return OfflineModel(spec or "offline")
+    if spec.startswith("scripted:"):
+        path = spec.removeprefix("scripted:").strip()
+        if not path:
+            raise HooklineError(
+                ErrorKind.config,
+                "Model spec 'scripted:' needs a file of model turns: scripted:<path>.",
+            )
+        return ScriptedModel(Path(path).expanduser(), name=spec)
+    return RepublicModel(
+        spec,
+        api_key=getattr(settings, "api_key", None),
+        api_base=getattr(settings, "api_base", None),
+        api_format=getattr(settings, "api_format", None),
+        **options,
+    )
+
+
+class ModelOpener:
+    """`open_model` with one client per spec, reused for later calls with the same spec.
+
+    Give it to the agent loop as its `open_model(spec)`: a scripted model then keeps its
+    place across steps and turns (a fresh one would replay its first turn), and a
+    RepublicModel is not rebuilt for every step. `clear()` forgets the clients.
+    """
+
+    def __init__(
+        self,
+        settings: Any = None,
+        *,
+        opener: Callable[..., ModelClient] | None = None,
+        **options: Any,
+    ) -> None:
+        self.settings = settings
+        self.options = options
+        self._open = opener or open_model
+        self._clients: dict[str, ModelClient] = {}
+
+    def __call__(self, spec: str | None) -> ModelClient:
+        key = (spec or "").strip() or "offline"
+        client = self._clients.get(key)
+        if client is None:
+            client = self._open(key, self.settings, **self.options)
+            self._clients[key] = client
+        return client
+
+    def clear(self) -> None:
+        self._clients.clear()

@@ -1,0 +1,515 @@
+"""hookline settings: a config file in the hookline home, overridden by environment variables.
+
+Home directory: `HOOKLINE_HOME`, default `~/.hookline`. Config file: `<home>/config.toml`
+(optional). Every setting can be given in the file (key) or the environment (variable);
+the environment wins. An empty environment variable counts as unset.
+
+Settings (file key / environment variable: value; default):
+
+- model / HOOKLINE_MODEL: `provider:model`, `offline` or `scripted:<path>`; offline.
+- fallback_models / HOOKLINE_FALLBACK_MODELS: list of specs (comma separated in the
+  environment), offered as alternatives; none.
+- api_key / HOOKLINE_API_KEY: key for the provider; republic's REPUBLIC_<PROVIDER>_API_KEY.
+- api_base / HOOKLINE_API_BASE: http(s) URL of the provider endpoint; the provider's.
+- api_format / HOOKLINE_API_FORMAT: chat, responses, messages or gemini; the provider's.
+- max_steps / HOOKLINE_MAX_STEPS: positive integer, model calls per run; 20.
+- max_tokens / HOOKLINE_MAX_TOKENS: positive integer, output tokens per call; the provider's.
+- tape_store / HOOKLINE_TAPE_STORE: path of the SQLite tape store; `<home>/tapes.db`.
+- stream / HOOKLINE_STREAM: true/false, show replies as they arrive; true.
+
+Booleans accept true/false, yes/no, on/off, 1/0. A relative `tape_store` is relative to the
+home directory in the file and to the working directory in the environment.
+
+Tables in the config file other than the keys above (for example `[plugins.myplugin]`) are
+kept in `Settings.extra` for plugins; an unknown plain key is an error (typos should not
+be silently ignored). Invalid values raise `SettingsError`, naming the key, where it came
+from, the bad value and the fix.
+
+`write_config(path, data)` writes such a file (a small TOML writer for tables of strings,
+integers, floats, booleans and lists); `update_config(path, updates)` merges into it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import math
+import os
+import re
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hookline.kernel.streaming import ErrorKind, HooklineError
+
+__all__ = [
+    "API_FORMATS",
+    "DEFAULT_MAX_STEPS",
+    "Settings",
+    "SettingsError",
+    "default_home",
+    "dumps_toml",
+    "load_settings",
+    "update_config",
+    "write_config",
+]
+
+DEFAULT_MAX_STEPS = 20
+API_FORMATS = ("chat", "responses", "messages", "gemini")
+"""Chat wire formats republic 0.6 speaks (`api_format`)."""
+
+_HOME_ENV = "HOOKLINE_HOME"
+_CONFIG_NAME = "config.toml"
+_TAPES_NAME = "tapes.db"
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+class SettingsError(HooklineError):
+    """An invalid setting (kind `config`); `key`, `source` and `value` say which."""
+
+    def __init__(self, message: str, *, key: str = "", source: str = "", value: Any = None) -> None:
+        details = {"key": key, "source": source, "value": _shown(value)} if key else None
+        super().__init__(ErrorKind.config, message, details)
+        self.key = key
+        self.source = source
+        self.value = value
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_settings_error, (self.message, self.key, self.source, self.value))
+
+
+def _rebuild_settings_error(message: str, key: str, source: str, value: Any) -> SettingsError:
+    return SettingsError(message, key=key, source=source, value=value)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved settings (see the module docstring for keys, variables and defaults).
+
+    `sources` tells where each value came from: `default`, `env:<VARIABLE>` or
+    `file:<path>`. `extra` holds the config file's other tables, for plugins.
+    """
+
+    home: Path
+    model: str | None = None
+    fallback_models: tuple[str, ...] = ()
+    api_key: str | None = field(default=None, repr=False)
+    api_base: str | None = None
+    api_format: str | None = None
+    max_steps: int = DEFAULT_MAX_STEPS
+    max_tokens: int | None = None
+    tape_store: Path | None = None
+    stream: bool = True
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "home", Path(self.home))
+        if self.tape_store is None:
+            object.__setattr__(self, "tape_store", self.home / _TAPES_NAME)
+        object.__setattr__(self, "fallback_models", tuple(self.fallback_models))
+
+    @property
+    def config_path(self) -> Path:
+        return self.home / _CONFIG_NAME
+
+    @property
+    def models(self) -> list[str]:
+        """The configured model then the fallbacks, without duplicates (empty if none)."""
+        ordered = [self.model, *self.fallback_models] if self.model else list(self.fallback_models)
+        return list(dict.fromkeys(spec for spec in ordered if spec))
+
+    @property
+    def model_spec(self) -> str:
+        """The model to use: the configured one, else `offline`."""
+        return self.model or "offline"
+
+
+def default_home(environ: Mapping[str, str] | None = None) -> Path:
+    """`HOOKLINE_HOME` when set, else `~/.hookline`."""
+    env = os.environ if environ is None else environ
+    value = env.get(_HOME_ENV, "").strip()
+    return Path(value).expanduser().absolute() if value else Path.home() / ".hookline"
+
+
+# Value parsers: each takes the raw value (a string from the environment, any TOML value
+# from the file) and returns the parsed value or raises _Invalid.
+
+
+class _Invalid(Exception):
+    pass
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise _Invalid
+    return value.strip()
+
+
+def _model_spec(value: Any) -> str:
+    spec = _text(value)
+    if spec == "offline" or spec.startswith("offline:"):
+        return spec
+    provider, sep, model = spec.partition(":")
+    if not sep or not provider.strip() or not model.strip() or " " in spec:
+        raise _Invalid
+    return spec
+
+
+def _model_list(value: Any) -> tuple[str, ...]:
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        raise _Invalid
+    kept = [item for item in items if not (isinstance(item, str) and not item.strip())]
+    specs = [_model_spec(item) for item in kept]
+    return tuple(dict.fromkeys(specs))
+
+
+def _url(value: Any) -> str:
+    url = _text(value)
+    if not re.match(r"^https?://[^/\s]+", url):
+        raise _Invalid
+    return url.rstrip("/")
+
+
+def _api_format(value: Any) -> str:
+    name = _text(value).lower()
+    if name not in API_FORMATS:
+        raise _Invalid
+    return name
+
+
+def _positive_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise _Invalid
+    if isinstance(value, str) and re.fullmatch(r"\s*\+?\d+\s*", value):
+        value = int(value)
+    if not isinstance(value, int) or value <= 0:
+        raise _Invalid
+    return value
+
+
+def _boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in _TRUE:
+            return True
+        if word in _FALSE:
+            return False
+    raise _Invalid
+
+
+def _path(value: Any) -> Path:
+    text = _text(value)
+    if not text:
+        raise _Invalid
+    return Path(text).expanduser()
+
+
+@dataclass(frozen=True)
+class _Spec:
+    key: str
+    env: str
+    parse: Callable[[Any], Any]
+    expected: str
+    env_example: str
+    file_example: str
+
+
+_SPECS = (
+    _Spec(
+        "model",
+        "HOOKLINE_MODEL",
+        _model_spec,
+        "a model spec 'provider:model' (or 'offline', or 'scripted:<path>')",
+        "openai:gpt-4o-mini",
+        '"openai:gpt-4o-mini"',
+    ),
+    _Spec(
+        "fallback_models",
+        "HOOKLINE_FALLBACK_MODELS",
+        _model_list,
+        "a list of 'provider:model' specs (comma separated in the environment)",
+        "openai:gpt-4o-mini,anthropic:claude-3-5-haiku-latest",
+        '["openai:gpt-4o-mini"]',
+    ),
+    _Spec("api_key", "HOOKLINE_API_KEY", _text, "a string", "<your key>", '"<your key>"'),
+    _Spec(
+        "api_base",
+        "HOOKLINE_API_BASE",
+        _url,
+        "an http:// or https:// URL",
+        "http://localhost:11434/v1",
+        '"http://localhost:11434/v1"',
+    ),
+    _Spec(
+        "api_format",
+        "HOOKLINE_API_FORMAT",
+        _api_format,
+        f"one of {', '.join(API_FORMATS)}",
+        "chat",
+        '"chat"',
+    ),
+    _Spec(
+        "max_steps",
+        "HOOKLINE_MAX_STEPS",
+        _positive_int,
+        "a positive integer",
+        str(DEFAULT_MAX_STEPS),
+        str(DEFAULT_MAX_STEPS),
+    ),
+    _Spec("max_tokens", "HOOKLINE_MAX_TOKENS", _positive_int, "a positive integer", "4096", "4096"),
+    _Spec(
+        "tape_store",
+        "HOOKLINE_TAPE_STORE",
+        _path,
+        "a file path",
+        "~/.hookline/tapes.db",
+        '"tapes.db"',
+    ),
+    _Spec("stream", "HOOKLINE_STREAM", _boolean, "true or false", "false", "false"),
+)
+_BY_KEY = {spec.key: spec for spec in _SPECS}
+_BLANK_MEANS_UNSET = frozenset({"model", "fallback_models", "api_key", "api_base", "api_format"})
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _env_error(spec: _Spec, value: str) -> SettingsError:
+    return SettingsError(
+        f"{spec.env} must be {spec.expected}, got {_shown(value)} "
+        f"(from the environment variable {spec.env}). "
+        f"Fix: set {spec.env}={spec.env_example}, or unset it.",
+        key=spec.key,
+        source=f"env:{spec.env}",
+        value=value,
+    )
+
+
+def _file_error(spec: _Spec, value: Any, path: Path) -> SettingsError:
+    return SettingsError(
+        f"{spec.key} must be {spec.expected}, got {_shown(value)} (from {path}). "
+        f"Fix: write {spec.key} = {spec.file_example} in {path}, or remove the line "
+        f"(the environment variable {spec.env} overrides it).",
+        key=spec.key,
+        source=f"file:{path}",
+        value=value,
+    )
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    import tomllib
+
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise SettingsError(
+            f"Cannot read the config file {path}: {exc.strerror or exc}. "
+            f"Fix its permissions, or set {_HOME_ENV} to another directory.",
+            key="config",
+            source=f"file:{path}",
+        ) from exc
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise SettingsError(
+            f"The config file {path} is not valid TOML: {exc}. "
+            "Fix the file (see the hookline settings documentation) or remove it.",
+            key="config",
+            source=f"file:{path}",
+        ) from exc
+
+
+def load_settings(
+    environ: Mapping[str, str] | None = None, home: str | os.PathLike[str] | None = None
+) -> Settings:
+    """Read `<home>/config.toml`, then apply `HOOKLINE_*` variables from `environ`.
+
+    `environ` defaults to `os.environ`; `home` overrides `HOOKLINE_HOME`.
+    """
+    env = os.environ if environ is None else environ
+    home_path = Path(home).expanduser().absolute() if home is not None else default_home(env)
+    config_path = home_path / _CONFIG_NAME
+    data = _read_config(config_path)
+
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {spec.key: "default" for spec in _SPECS}
+    extra: dict[str, Any] = {}
+    for key, raw in data.items():
+        spec = _BY_KEY.get(key)
+        if spec is None:
+            if isinstance(raw, dict):
+                extra[key] = raw
+                continue
+            close = difflib.get_close_matches(key, list(_BY_KEY), n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise SettingsError(
+                f"Unknown setting {key!r} in {config_path}.{hint} "
+                f"Known settings: {', '.join(_BY_KEY)}. Fix: rename or remove it.",
+                key=key,
+                source=f"file:{config_path}",
+                value=raw,
+            )
+        if spec.key in _BLANK_MEANS_UNSET and isinstance(raw, str) and not raw.strip():
+            continue
+        try:
+            parsed = spec.parse(raw)
+        except _Invalid:
+            raise _file_error(spec, raw, config_path) from None
+        if spec.key == "tape_store" and not parsed.is_absolute():
+            parsed = home_path / parsed
+        values[spec.key] = parsed
+        sources[spec.key] = f"file:{config_path}"
+
+    for spec in _SPECS:
+        raw_env = env.get(spec.env)
+        if raw_env is None or not raw_env.strip():
+            continue
+        try:
+            parsed = spec.parse(raw_env)
+        except _Invalid:
+            raise _env_error(spec, raw_env) from None
+        if spec.key == "tape_store":
+            parsed = parsed.absolute()
+        values[spec.key] = parsed
+        sources[spec.key] = f"env:{spec.env}"
+
+    return Settings(home=home_path, sources=sources, extra=extra, **values)
+
+
+# A small TOML writer ----------------------------------------------------------------------
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_ESCAPES = {
+    "\\": "\\\\",
+    '"': '\\"',
+    "\b": "\\b",
+    "\t": "\\t",
+    "\n": "\\n",
+    "\f": "\\f",
+    "\r": "\\r",
+}
+
+
+def _toml_string(text: str) -> str:
+    out = []
+    for char in text:
+        if char in _ESCAPES:
+            out.append(_ESCAPES[char])
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            out.append(f"\\u{ord(char):04x}")
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'
+
+
+def _toml_key(key: Any) -> str:
+    if not isinstance(key, str):
+        raise TypeError(f"TOML keys must be strings, got {type(key).__name__}: {key!r}")
+    return key if _BARE_KEY.match(key) else _toml_string(key)
+
+
+def _toml_value(value: Any, where: str) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        if not -(2**63) <= value < 2**63:
+            raise ValueError(f"{where}: integer {value} does not fit TOML's 64-bit range")
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)
+    if isinstance(value, str):
+        return _toml_string(value)
+    if isinstance(value, list | tuple):
+        items = [
+            _toml_value(item, f"{where}[{i}]") for i, item in enumerate(value) if item is not None
+        ]
+        return "[" + ", ".join(items) + "]"
+    if isinstance(value, Mapping):
+        pairs = [
+            f"{_toml_key(k)} = {_toml_value(v, f'{where}.{k}')}"
+            for k, v in value.items()
+            if v is not None
+        ]
+        return "{ " + ", ".join(pairs) + " }" if pairs else "{}"
+    raise TypeError(
+        f"{where}: cannot write {type(value).__name__} to TOML "
+        "(supported: str, int, float, bool, list, table)"
+    )
+
+
+def _write_table(lines: list[str], path: tuple[str, ...], table: Mapping[str, Any]) -> None:
+    scalars = [(k, v) for k, v in table.items() if v is not None and not isinstance(v, Mapping)]
+    tables = [(k, v) for k, v in table.items() if isinstance(v, Mapping)]
+    if path and (scalars or not tables):
+        if lines:
+            lines.append("")
+        lines.append("[" + ".".join(_toml_key(part) for part in path) + "]")
+    for key, value in scalars:
+        where = ".".join((*path, key)) if isinstance(key, str) else repr(key)
+        lines.append(f"{_toml_key(key)} = {_toml_value(value, where)}")
+    for key, value in tables:
+        _toml_key(key)
+        _write_table(lines, (*path, key), value)
+
+
+def dumps_toml(data: Mapping[str, Any]) -> str:
+    """TOML text for `data`: nested tables of str/int/float/bool/list; None values are left out."""
+    if not isinstance(data, Mapping):
+        raise TypeError(f"TOML documents are tables, got {type(data).__name__}")
+    lines: list[str] = []
+    _write_table(lines, (), data)
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def write_config(path: str | os.PathLike[str], data: Mapping[str, Any]) -> Path:
+    """Write `data` as TOML to `path` atomically, readable by the owner only (it may hold keys)."""
+    target = Path(path).expanduser()
+    text = dumps_toml(data)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temp_name, 0o600)
+        os.replace(temp_name, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp_name)
+        raise
+    return target
+
+
+def update_config(path: str | os.PathLike[str], updates: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge `updates` into the config file at `path` (None removes a key); returns the result."""
+    target = Path(path).expanduser()
+    data = _read_config(target)
+
+    def merge(base: dict[str, Any], changes: Mapping[str, Any]) -> None:
+        for key, value in changes.items():
+            if value is None:
+                base.pop(key, None)
+            elif isinstance(value, Mapping) and isinstance(base.get(key), dict):
+                merge(base[key], value)
+            else:
+                base[key] = dict(value) if isinstance(value, Mapping) else value
+
+    merge(data, updates)
+    write_config(target, data)
+    return data

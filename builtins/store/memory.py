@@ -1,0 +1,125 @@
+"""An in-memory tape store, for tests and for agents created without a store.
+
+Entries are normalised through JSON on append (exactly what the SQLite store does), so a
+payload that works here works against the durable store too, and neither the caller's
+later mutations nor a reader's mutations can change what is stored.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from dataclasses import replace
+from typing import Any, Final
+
+from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.tape import TapeEntry, TapeQuery, apply_query
+
+__all__ = [
+    "SIDECAR_MARKER",
+    "InMemoryTapeStore",
+    "check_entry",
+    "check_tape_name",
+    "dump_json",
+    "is_sidecar_tape",
+]
+
+SIDECAR_MARKER: Final = "__sidecar__"
+"""Sidecar tapes are named `<owner tape>__sidecar__<sidecar name>`; listings hide them."""
+
+
+def is_sidecar_tape(name: str) -> bool:
+    """True for a sidecar's physical tape name."""
+    return SIDECAR_MARKER in name
+
+
+def check_tape_name(tape: object) -> str:
+    """A tape name must be a non-empty string."""
+    if not isinstance(tape, str) or not tape:
+        raise HooklineError(
+            ErrorKind.invalid_input, f"Tape name must be a non-empty string, got {tape!r}."
+        )
+    return tape
+
+
+def check_entry(entry: object) -> TapeEntry:
+    """What a store accepts on append: a TapeEntry with a string kind and dict payload/meta."""
+    if not isinstance(entry, TapeEntry):
+        raise HooklineError(
+            ErrorKind.invalid_input,
+            f"Only TapeEntry objects can be appended, got {type(entry).__name__}.",
+        )
+    if not isinstance(entry.kind, str) or not entry.kind:
+        raise HooklineError(
+            ErrorKind.invalid_input, f"Entry kind must be a non-empty string, got {entry.kind!r}."
+        )
+    if not isinstance(entry.payload, dict):
+        raise HooklineError(ErrorKind.invalid_input, "Entry payload must be a dict.")
+    if not isinstance(entry.meta, dict):
+        raise HooklineError(ErrorKind.invalid_input, "Entry meta must be a dict.")
+    if not isinstance(entry.date, str):
+        raise HooklineError(ErrorKind.invalid_input, "Entry date must be an ISO date string.")
+    return entry
+
+
+def dump_json(value: dict[str, Any], what: str) -> str:
+    """JSON text of a payload or meta dict; values JSON cannot hold are `invalid_input`."""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise HooklineError(
+            ErrorKind.invalid_input, f"Entry {what} is not JSON-serialisable: {exc}"
+        ) from exc
+
+
+class InMemoryTapeStore:
+    """A synchronous TapeStore that keeps tapes in a dict; safe to share between threads.
+
+    `append` assigns the next id of the tape (from 1; a reset tape starts again at 1)
+    and returns the stored entry. `list_tapes` lists tapes that hold entries, sorted,
+    without sidecar tapes.
+    """
+
+    def __init__(self) -> None:
+        self._tapes: dict[str, list[TapeEntry]] = {}
+        self._lock = threading.Lock()
+
+    def list_tapes(self) -> list[str]:
+        with self._lock:
+            return sorted(
+                name
+                for name, entries in self._tapes.items()
+                if entries and not is_sidecar_tape(name)
+            )
+
+    def reset(self, tape: str) -> None:
+        check_tape_name(tape)
+        with self._lock:
+            self._tapes.pop(tape, None)
+
+    def fetch_all(self, query: TapeQuery) -> list[TapeEntry]:
+        check_tape_name(query.tape)
+        with self._lock:
+            entries = list(self._tapes.get(query.tape, ()))
+        # Entries are immutable once stored (new lists on append), so filtering can run
+        # outside the lock; readers get copies so they cannot edit the stored dicts.
+        return [_copy_entry(entry) for entry in apply_query(entries, query)]
+
+    def append(self, tape: str, entry: TapeEntry) -> TapeEntry:
+        check_tape_name(tape)
+        check_entry(entry)
+        payload = json.loads(dump_json(entry.payload, "payload"))
+        meta = json.loads(dump_json(entry.meta, "meta"))
+        with self._lock:
+            entries = self._tapes.setdefault(tape, [])
+            stored = replace(entry, id=len(entries) + 1, payload=payload, meta=meta)
+            entries.append(stored)
+        return _copy_entry(stored)
+
+    def __repr__(self) -> str:
+        return f"InMemoryTapeStore(tapes={len(self._tapes)})"
+
+
+def _copy_entry(entry: TapeEntry) -> TapeEntry:
+    return replace(entry, payload=copy.deepcopy(entry.payload), meta=copy.deepcopy(entry.meta))

@@ -1,0 +1,793 @@
+"""The session tape: what the agent and tools use to record and read a session.
+
+A `Tape` is a named view over an AsyncTapeStore (sync stores are adapted, so blocking I/O
+runs in worker threads). It adds the session vocabulary on top of raw entries: anchors
+and handoffs, events, sidecar tapes, reset and archive, forks that buffer a run's writes
+and merge them back, and the conversion of entries into model messages.
+
+Payload shapes written and read here (and expected from the agent loop):
+
+- `message`: `{"role": "user" | "assistant" | "system", "content": str | [part, ...]}`,
+  parts in republic's `Message.to_dict` form (`{"type": "text", "text": ...}`, ...).
+- `tool_call`: `{"calls": [{"id", "name", "arguments"}], "content"?: str}`; `arguments`
+  is the raw JSON text the model produced; an optional `metadata` dict per call is kept.
+- `tool_result`: `{"results": [{"call_id", "name", "output", "is_error"}]}`; `output` is
+  the text given to the model (anything else is shown as JSON).
+- `anchor`: `{"name": str, "state": dict}`.
+- `event`: `{"name": str, "data": dict}` (`append_event`). Token usage is read from the
+  most recent event whose `data` holds a `usage` dict in republic's `TokenUsage` field
+  names (`input_tokens`, `output_tokens`, `cached_tokens`, ...); the agent loop records
+  it on its `run` event.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import inspect
+import json
+import logging
+import os
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from os import PathLike
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+import anyio.to_thread
+
+from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.tape import (
+    LAST_ANCHOR,
+    AsyncTapeStore,
+    TapeContext,
+    TapeEntry,
+    TapeQuery,
+    TapeSidecar,
+    TapeStore,
+    apply_query,
+)
+
+from .store.asyncstore import as_async_store
+from .store.memory import SIDECAR_MARKER, check_entry, dump_json, is_sidecar_tape
+
+__all__ = [
+    "BOOTSTRAP_ANCHOR",
+    "AnchorInfo",
+    "Tape",
+    "TapeInfo",
+    "messages_from_entries",
+    "session_tape_name",
+    "should_merge_back",
+]
+
+logger = logging.getLogger("hookline.builtins.tape")
+
+BOOTSTRAP_ANCHOR: Final = "session/start"
+"""Name of the anchor that starts a session (and every reset)."""
+
+_TEMP_SESSION_PREFIX: Final = "temp/"
+
+
+def session_tape_name(session_id: str, workspace: str | PathLike[str]) -> str:
+    """`<md5(resolved workspace)[:16]>__<md5(session id)[:16]>`, the reference naming."""
+    resolved = str(Path(workspace).expanduser().resolve())
+    workspace_hash = hashlib.md5(resolved.encode("utf-8"), usedforsecurity=False).hexdigest()
+    session_hash = hashlib.md5(session_id.encode("utf-8"), usedforsecurity=False).hexdigest()
+    return f"{workspace_hash[:16]}__{session_hash[:16]}"
+
+
+def should_merge_back(session_id: str) -> bool:
+    """Whether a run's fork merges into the session tape: not for `temp/` sessions."""
+    return not session_id.startswith(_TEMP_SESSION_PREFIX)
+
+
+@dataclass(frozen=True)
+class AnchorInfo:
+    """An anchor of a tape: its entry id, name, state and date."""
+
+    id: int
+    name: str
+    state: dict[str, Any]
+    date: str
+
+
+@dataclass(frozen=True)
+class TapeInfo:
+    """Summary of a tape (`Tape.info()`).
+
+    `entries_since_last_anchor` counts every entry after the last anchor (all entries
+    when there is none). `last_token_usage` is the `usage` dict of the most recent `event`
+    entry carrying one (see the module doc); `cache_hit_rate` is its `cached_tokens /
+    input_tokens` (`prompt_tokens` is accepted for input), None when unknown.
+    """
+
+    name: str
+    entries: int
+    anchors: int
+    last_anchor: str | None
+    entries_since_last_anchor: int
+    last_token_usage: dict[str, Any] | None
+    cache_hit_rate: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Tape:
+    """A session tape over a store; immutable (forks and scopes are new Tape objects).
+
+    `Tape(store, name, context=TapeContext(), sidecars=())`: `store` may be sync or async
+    (`store` always returns the async form); `sidecars` are de-duplicated by name, first
+    wins. An empty name raises ValueError.
+    """
+
+    __slots__ = ("_context", "_name", "_sidecars", "_store")
+
+    def __init__(
+        self,
+        store: TapeStore | AsyncTapeStore,
+        name: str,
+        context: TapeContext | None = None,
+        sidecars: Iterable[TapeSidecar] = (),
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"A tape needs a non-empty name, got {name!r}")
+        if context is not None and not isinstance(context, TapeContext):
+            raise TypeError(f"context must be a TapeContext, got {type(context).__name__}")
+        self._store = as_async_store(store)
+        self._name = name
+        self._context = context if context is not None else TapeContext()
+        mounted: dict[str, TapeSidecar] = {}
+        for sidecar in sidecars:
+            sidecar_name = getattr(sidecar, "name", None)
+            if not isinstance(sidecar_name, str) or not sidecar_name:
+                raise TypeError(f"A tape sidecar needs a non-empty str name, got {sidecar!r}")
+            mounted.setdefault(sidecar_name, sidecar)
+        self._sidecars = tuple(mounted.values())
+
+    # -- identity -----------------------------------------------------------------------
+
+    @property
+    def store(self) -> AsyncTapeStore:
+        return self._store
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def context(self) -> TapeContext:
+        return self._context
+
+    @property
+    def sidecars(self) -> tuple[TapeSidecar, ...]:
+        return self._sidecars
+
+    def __repr__(self) -> str:
+        names = [sidecar.name for sidecar in self._sidecars]
+        return f"Tape({self._name!r}, store={self._store!r}, sidecars={names!r})"
+
+    def scoped(self, name: str) -> Tape:
+        """The same store, context and sidecars under another tape name."""
+        return Tape(self._store, name, self._context, self._sidecars)
+
+    def with_context(self, context: TapeContext) -> Tape:
+        return Tape(self._store, self._name, context, self._sidecars)
+
+    def session_tape(self, session_id: str, workspace: str | PathLike[str]) -> Tape:
+        """This tape's setup on the session's tape (`session_tape_name`)."""
+        return self.scoped(session_tape_name(session_id, workspace))
+
+    def query(self) -> TapeQuery:
+        """A query bound to this tape and store: `await tape.query().kinds(...).all()`."""
+        return TapeQuery(self._name, store=self._store)
+
+    # -- writing and reading ------------------------------------------------------------
+
+    async def append(self, kind: str, payload: Mapping[str, Any], **meta: Any) -> TapeEntry:
+        """Append an entry dated now; returns it as stored (with its id).
+
+        A store whose `append` returns nothing yields the entry as sent (id 0).
+        """
+        entry = TapeEntry.new(kind, dict(payload), **meta)
+        stored = await self._store.append(self._name, entry)
+        return stored if isinstance(stored, TapeEntry) else entry
+
+    async def entries(self, query: TapeQuery | None = None) -> list[TapeEntry]:
+        """Entries of this tape (all, or those `query` selects; its tape must be this one)."""
+        if query is None:
+            query = self.query()
+        elif query.tape != self._name:
+            raise ValueError(f"query is for tape {query.tape!r}, not {self._name!r}")
+        return list(await self._store.fetch_all(query))
+
+    async def append_event(
+        self, name: str, payload: Mapping[str, Any] | None = None, **meta: Any
+    ) -> TapeEntry:
+        """An `event` entry `{"name": name, "data": payload}`."""
+        _check_name(name, "event name")
+        return await self.append("event", {"name": name, "data": dict(payload or {})}, **meta)
+
+    async def handoff(
+        self, name: str, state: Mapping[str, Any] | None = None, **meta: Any
+    ) -> TapeEntry:
+        """Start a new phase: an `anchor` entry, then a `handoff` event; returns the anchor.
+
+        With the default context, model context restarts after this anchor; the handoff
+        event is the first entry after it and carries `state` (a `summary` in particular)
+        into the new context as a short note.
+        """
+        _check_name(name, "anchor name")
+        state_dict = dict(state or {})
+        anchor = await self.append("anchor", {"name": name, "state": state_dict}, **meta)
+        await self.append_event("handoff", {"name": name, "state": state_dict}, **meta)
+        return anchor
+
+    async def ensure_bootstrap_anchor(self) -> TapeEntry | None:
+        """Write a `session/start` anchor (state `owner: human`) if the tape has no anchor.
+
+        Returns the new anchor, or None when the tape already had one.
+        """
+        if await self.entries(self.query().kinds("anchor").limit(1)):
+            return None
+        return await self.append("anchor", {"name": BOOTSTRAP_ANCHOR, "state": {"owner": "human"}})
+
+    async def info(self) -> TapeInfo:
+        entries = await self.entries()
+        last_index = -1
+        anchor_count = 0
+        for index, entry in enumerate(entries):
+            if entry.kind == "anchor":
+                anchor_count += 1
+                last_index = index
+        last_anchor = entries[last_index].payload.get("name") if last_index >= 0 else None
+        usage = _last_usage(entries)
+        return TapeInfo(
+            name=self._name,
+            entries=len(entries),
+            anchors=anchor_count,
+            last_anchor=None if last_anchor is None else str(last_anchor),
+            entries_since_last_anchor=len(entries) - last_index - 1,
+            last_token_usage=usage,
+            cache_hit_rate=_cache_hit_rate(usage),
+        )
+
+    async def anchors(self, limit: int = 20) -> list[AnchorInfo]:
+        """The last `limit` anchors, oldest first."""
+        _check_count(limit, "limit", minimum=0)
+        if limit == 0:
+            return []
+        found = await self.entries(self.query().kinds("anchor"))
+        return [_anchor_info(entry) for entry in found[-limit:]]
+
+    async def search(self, text: str, limit: int = 20) -> list[TapeEntry]:
+        """The `limit` most recent entries whose JSON contains `text` (any case), in order."""
+        if not isinstance(text, str) or not text.strip():
+            raise HooklineError(ErrorKind.invalid_input, "Search text must be a non-empty string.")
+        _check_count(limit, "limit", minimum=1)
+        found = await self.entries(self.query().query(text))
+        return found[-limit:]
+
+    async def read_messages(self) -> list[Any]:
+        """Model context from this tape.
+
+        Entries are selected by the context's anchor rule; when that anchor does not exist
+        (yet), the whole tape is used. Entries whose meta has `context: False` are
+        skipped. `context.select(entries, context)` converts them when set (it may be
+        async); otherwise `messages_from_entries` does.
+        """
+        try:
+            selected = await self.entries(self._context.build_query(self.query()))
+        except HooklineError as exc:
+            if exc.kind is not ErrorKind.not_found:
+                raise
+            selected = await self.entries()
+        selected = [entry for entry in selected if entry.meta.get("context") is not False]
+        if self._context.select is None:
+            return messages_from_entries(selected)
+        result = self._context.select(selected, self._context)
+        if inspect.isawaitable(result):
+            result = await result
+        return list(result)
+
+    # -- sidecars -----------------------------------------------------------------------
+
+    def get_sidecar(self, name: str) -> TapeSidecar | None:
+        """The mounted sidecar called `name`, or None."""
+        for sidecar in self._sidecars:
+            if sidecar.name == name:
+                return sidecar
+        return None
+
+    def sidecar_tape_name(self, name: str) -> str:
+        """`<tape>__sidecar__<name>`; KeyError when no sidecar of that name is mounted."""
+        if self.get_sidecar(name) is None:
+            raise KeyError(name)
+        return f"{self._name}{SIDECAR_MARKER}{name}"
+
+    def sidecar_tape(self, name: str) -> Tape:
+        """The sidecar's tape (same store, so inside a fork it is buffered too).
+
+        Its context covers the whole tape and it mounts no sidecars of its own.
+        """
+        return Tape(self._store, self.sidecar_tape_name(name), TapeContext(anchor=None))
+
+    async def reset_sidecar(self, name: str, reason: str = "gc") -> str:
+        """Reset one sidecar's tape; `ok` or `<name> reset failed: <error>`.
+
+        Also records a `sidecar.reset` event (excluded from context) on this tape.
+        """
+        tape_name = self.sidecar_tape_name(name)
+        return await self._reset_sidecar_tape(name, tape_name, reason)
+
+    async def _reset_sidecar_tape(self, name: str, tape_name: str, reason: str) -> str:
+        data: dict[str, Any] = {"sidecar": name, "reason": reason}
+        try:
+            await self._store.reset(tape_name)
+        except Exception as exc:
+            logger.warning("tape.sidecar_reset_failed sidecar=%s tape=%s: %s", name, tape_name, exc)
+            data.update(status="error", error=f"{type(exc).__name__}: {exc}")
+            result = f"{name} reset failed: {exc}"
+        else:
+            data["status"] = "ok"
+            result = "ok"
+        await self.append_event("sidecar.reset", data, context=False)
+        return result
+
+    # -- reset and archive --------------------------------------------------------------
+
+    async def reset(
+        self, state: Mapping[str, Any] | None = None, keep_sidecars: Iterable[str] = ()
+    ) -> TapeEntry:
+        """Clear the tape and start over; returns the new `session/start` anchor.
+
+        The anchor's state is `{"owner": "human", **state}`. Every mounted sidecar not in
+        `keep_sidecars` is reset too, each recorded as a `sidecar.reset` event (status
+        `ok` or `error`, reason `tape.reset`, excluded from context). Names in
+        `keep_sidecars` that are not mounted are ignored.
+        """
+        kept = {keep_sidecars} if isinstance(keep_sidecars, str) else set(keep_sidecars)
+        await self._store.reset(self._name)
+        anchor = await self.append(
+            "anchor", {"name": BOOTSTRAP_ANCHOR, "state": {"owner": "human", **dict(state or {})}}
+        )
+        for sidecar in self._sidecars:
+            if sidecar.name in kept:
+                continue
+            await self._reset_sidecar_tape(
+                sidecar.name, self.sidecar_tape_name(sidecar.name), "tape.reset"
+            )
+        return anchor
+
+    async def archive(
+        self, directory: str | PathLike[str], state: Mapping[str, Any] | None = None
+    ) -> Path:
+        """Write the tape and every mounted sidecar to JSON-lines backups, then reset.
+
+        Files are `<directory>/<tape name>.jsonl.<UTC stamp>.bak`, one entry per line
+        (`id`, `kind`, `payload`, `meta`, `date`). If the main tape cannot be archived
+        nothing is reset and the error propagates. A sidecar whose archive failed is
+        kept (not reset). After the reset: one `sidecar.archive` event per sidecar
+        (status `ok` with `path`, or `error` with `error`) and, for each failure, a
+        `sidecar.reset` event with status `skipped` and cause `archive_failed`; all of
+        them excluded from context. The new anchor's state holds the main archive path
+        under `archive` (plus `state`). Returns the main archive path.
+        """
+        folder = Path(directory).expanduser()
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        main_path = folder / f"{_file_safe(self._name)}.jsonl.{stamp}.bak"
+        await _write_archive(main_path, await self.entries())
+
+        outcomes: list[tuple[str, dict[str, Any]]] = []
+        failed: set[str] = set()
+        for sidecar in self._sidecars:
+            tape_name = self.sidecar_tape_name(sidecar.name)
+            path = folder / f"{_file_safe(tape_name)}.jsonl.{stamp}.bak"
+            try:
+                entries = list(await self._store.fetch_all(TapeQuery(tape_name)))
+                await _write_archive(path, entries)
+            except Exception as exc:
+                logger.warning(
+                    "tape.sidecar_archive_failed sidecar=%s tape=%s: %s",
+                    sidecar.name,
+                    tape_name,
+                    exc,
+                )
+                failed.add(sidecar.name)
+                error = f"{type(exc).__name__}: {exc}"
+                outcomes.append((sidecar.name, {"status": "error", "error": error}))
+            else:
+                outcomes.append((sidecar.name, {"status": "ok", "path": str(path)}))
+
+        await self.reset({"archive": str(main_path), **dict(state or {})}, keep_sidecars=failed)
+        for name, outcome in outcomes:
+            await self.append_event("sidecar.archive", {"sidecar": name, **outcome}, context=False)
+            if name in failed:
+                await self.append_event(
+                    "sidecar.reset",
+                    {"sidecar": name, "status": "skipped", "cause": "archive_failed"},
+                    context=False,
+                )
+        return main_path
+
+    # -- forks --------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def fork(self, merge_back: bool = True) -> AsyncIterator[Tape]:
+        """A Tape whose writes to this tape and its sidecars' tapes are buffered in memory.
+
+        Reads through the fork see the parent's entries followed by the buffered ones (an
+        anchor written in the fork hides earlier entries for anchor queries; a reset in
+        the fork hides the parent's entries). Other tapes pass straight through. Appends
+        through the fork drop non-text parts from list-valued `content`/`prompt` payloads.
+
+        When the block exits - normally, with an error, or cancelled - the buffer is
+        merged into this tape (unless `merge_back` is False; pass
+        `should_merge_back(session_id)` to skip `temp/` sessions): sidecars first, each
+        reset in the parent if it was reset in the fork, then appended; a failing sidecar
+        merge is logged and recorded as a `sidecar.merge` event (status `error`, excluded
+        from context); then the main tape. The parent assigns new ids. The merge runs
+        shielded from cancellation, so a cancelled run keeps what it recorded (the user
+        message, results, its final event). When the block failed, a merge failure is
+        logged and the block's own exception propagates; after a clean exit a main-tape
+        merge failure propagates. The fork tape must not be used after the block.
+        """
+        tapes = {sidecar.name: self.sidecar_tape_name(sidecar.name) for sidecar in self._sidecars}
+        store = _ForkStore(self._store, [*tapes.values(), self._name])
+        forked = Tape(store, self._name, self._context, self._sidecars)
+        try:
+            yield forked
+        except BaseException:
+            if merge_back:
+                try:
+                    with anyio.CancelScope(shield=True):
+                        await self._merge_fork(store, tapes)
+                except Exception:
+                    logger.exception("tape.fork_merge_failed tape=%s", self._name)
+            raise
+        else:
+            if merge_back:
+                with anyio.CancelScope(shield=True):
+                    await self._merge_fork(store, tapes)
+        finally:
+            store.closed = True
+
+    fork_tape = fork
+
+    async def _merge_fork(self, store: _ForkStore, sidecar_tapes: dict[str, str]) -> None:
+        for name, tape_name in sidecar_tapes.items():
+            try:
+                await store.merge(tape_name)
+            except Exception as exc:
+                logger.warning(
+                    "tape.sidecar_merge_failed sidecar=%s tape=%s: %s", name, tape_name, exc
+                )
+                error = f"{type(exc).__name__}: {exc}"
+                # Recorded through the fork so it lands on the main tape with the run.
+                await store.append(
+                    self._name,
+                    TapeEntry.new(
+                        "event",
+                        {
+                            "name": "sidecar.merge",
+                            "data": {"sidecar": name, "status": "error", "error": error},
+                        },
+                        context=False,
+                    ),
+                )
+        await store.merge(self._name)
+
+
+# -- fork store -------------------------------------------------------------------------
+
+
+@dataclass
+class _Buffer:
+    entries: list[TapeEntry] = field(default_factory=list)
+    reset: bool = False
+    base_id: int | None = None  # the parent's last id, learned at the first append
+
+
+class _ForkStore:
+    """An AsyncTapeStore buffering some tapes over a parent store (see `Tape.fork`)."""
+
+    def __init__(self, parent: AsyncTapeStore, tapes: Iterable[str]) -> None:
+        self.parent = parent
+        self.buffers = {tape: _Buffer() for tape in tapes}
+        self.closed = False
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise HooklineError(ErrorKind.invalid_input, "This tape fork is closed.")
+
+    async def list_tapes(self) -> list[str]:
+        self._check_open()
+        names = set(await self.parent.list_tapes())
+        for tape, buffer in self.buffers.items():
+            if is_sidecar_tape(tape):
+                continue
+            if buffer.entries:
+                names.add(tape)
+            elif buffer.reset:
+                names.discard(tape)
+        return sorted(names)
+
+    async def reset(self, tape: str) -> None:
+        self._check_open()
+        buffer = self.buffers.get(tape)
+        if buffer is None:
+            await self.parent.reset(tape)
+            return
+        buffer.entries.clear()
+        buffer.reset = True
+        buffer.base_id = 0
+
+    async def append(self, tape: str, entry: TapeEntry) -> TapeEntry:
+        self._check_open()
+        check_entry(entry)
+        entry = _redact(entry)
+        buffer = self.buffers.get(tape)
+        if buffer is None:
+            stored = await self.parent.append(tape, entry)
+            return stored if isinstance(stored, TapeEntry) else entry
+        # Normalise through JSON now, so a bad payload fails here and not at merge time.
+        payload = json.loads(dump_json(entry.payload, "payload"))
+        meta = json.loads(dump_json(entry.meta, "meta"))
+        if buffer.base_id is None:
+            parent_entries = list(await self.parent.fetch_all(TapeQuery(tape)))
+            if buffer.base_id is None:  # a reset during the await already set it
+                buffer.base_id = parent_entries[-1].id if parent_entries else 0
+        # No await between computing the id and storing the entry: ids stay unique.
+        stored = replace(
+            entry, id=buffer.base_id + len(buffer.entries) + 1, payload=payload, meta=meta
+        )
+        buffer.entries.append(stored)
+        return _copy_entry(stored)
+
+    async def fetch_all(self, query: TapeQuery) -> list[TapeEntry]:
+        self._check_open()
+        buffer = self.buffers.get(query.tape)
+        if buffer is None:
+            return list(await self.parent.fetch_all(query))
+        buffered = list(buffer.entries)
+        if buffer.reset:
+            return [_copy_entry(entry) for entry in apply_query(buffered, query)]
+        if query.anchor is not None and query.anchor_range is None:
+            wanted = None if query.anchor is LAST_ANCHOR else query.anchor
+            if any(_is_anchor(entry, wanted) for entry in buffered):
+                selected = apply_query(buffered, query)
+            else:
+                # Let the parent slice at its anchor (cheap for stores that push it down),
+                # then apply the rest of the query to its part plus ours.
+                anchor_only = replace(TapeQuery(query.tape), anchor=query.anchor)
+                after = list(await self.parent.fetch_all(anchor_only))
+                selected = apply_query(after + buffered, replace(query, anchor=None))
+        else:
+            before = list(await self.parent.fetch_all(TapeQuery(query.tape)))
+            selected = apply_query(before + buffered, query)
+        return [_copy_entry(entry) for entry in selected]
+
+    async def merge(self, tape: str) -> None:
+        """Write one buffered tape into the parent and empty its buffer."""
+        buffer = self.buffers.get(tape)
+        if buffer is None:
+            return
+        entries, was_reset = list(buffer.entries), buffer.reset
+        buffer.entries.clear()
+        buffer.reset = False
+        buffer.base_id = None
+        if was_reset:
+            await self.parent.reset(tape)
+        for entry in entries:
+            await self.parent.append(tape, replace(entry, id=0))
+
+
+def _is_anchor(entry: TapeEntry, name: str | None) -> bool:
+    return entry.kind == "anchor" and (name is None or entry.payload.get("name") == name)
+
+
+def _copy_entry(entry: TapeEntry) -> TapeEntry:
+    return replace(entry, payload=copy.deepcopy(entry.payload), meta=copy.deepcopy(entry.meta))
+
+
+def _is_text_part(part: Any) -> bool:
+    return isinstance(part, str) or (isinstance(part, dict) and part.get("type") == "text")
+
+
+def _redact(entry: TapeEntry) -> TapeEntry:
+    """Drop non-text parts (media) from list-valued `content`/`prompt` payload values."""
+    payload = entry.payload
+    changed = {
+        key: [part for part in value if _is_text_part(part)]
+        for key in ("content", "prompt")
+        if isinstance(value := payload.get(key), list)
+    }
+    if not changed:
+        return entry
+    return replace(entry, payload={**payload, **changed})
+
+
+# -- model context ----------------------------------------------------------------------
+
+
+def messages_from_entries(entries: Iterable[TapeEntry]) -> list[dict[str, Any]]:
+    """The default conversion of tape entries into message dicts (republic's
+    `Message.to_dict` form, so `republic.Message.from_dict` accepts each of them).
+
+    - `message`: its payload (`role`, `content`, ...), when it has a role;
+    - `tool_call`: an assistant message with `tool_calls` (`id`, `name`, `arguments`),
+      keeping only calls answered by a `tool_result` in the selection, immediately
+      followed by one `tool` message per answered call (`tool_call`, `content` = the
+      output, `is_error` when set). Unanswered calls and results without their call are
+      left out, since providers reject either;
+    - `anchor`: a short assistant note `[anchor <name>]` (with the state's `summary`);
+    - `event` named `handoff`: a short assistant note carrying the handoff's summary (or
+      state), which is how a summary survives into the context after the anchor;
+    - everything else (`system`, `error`, other events) is not model context.
+    """
+    items = list(entries)
+    results: dict[str, dict[str, Any]] = {}
+    for entry in items:
+        if entry.kind != "tool_result":
+            continue
+        for result in _dict_items(entry.payload.get("results")):
+            call_id = result.get("call_id")
+            if isinstance(call_id, str) and call_id:
+                results.setdefault(call_id, result)
+
+    messages: list[dict[str, Any]] = []
+    answered: set[str] = set()
+    for entry in items:
+        payload = entry.payload
+        if entry.kind == "message":
+            if isinstance(payload.get("role"), str):
+                messages.append(copy.deepcopy(payload))
+        elif entry.kind == "tool_call":
+            calls = []
+            for call in _dict_items(payload.get("calls")):
+                call_id = call.get("id")
+                if call_id in results and call_id not in answered:
+                    answered.add(call_id)
+                    calls.append(_call_dict(call))
+            content = payload.get("content")
+            if not calls:
+                if isinstance(content, str) and content:
+                    messages.append({"role": "assistant", "content": content})
+                continue
+            message: dict[str, Any] = {"role": "assistant", "tool_calls": calls}
+            if isinstance(content, str) and content:
+                message["content"] = content
+            messages.append(message)
+            for call in calls:
+                messages.append(_tool_message(call, results[call["id"]]))
+        elif entry.kind == "anchor":
+            state = payload.get("state")
+            messages.append(
+                {"role": "assistant", "content": _note(f"[anchor {payload.get('name')}]", state)}
+            )
+        elif entry.kind == "event" and payload.get("name") == "handoff":
+            data = payload.get("data") if isinstance(payload.get("data"), dict) else {}
+            note = _note(f"[handoff to {data.get('name')}]", data.get("state"))
+            messages.append({"role": "assistant", "content": note})
+    return messages
+
+
+def _dict_items(value: Any) -> list[dict[str, Any]]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _call_dict(call: dict[str, Any]) -> dict[str, Any]:
+    arguments = call.get("arguments", "{}")
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    data: dict[str, Any] = {
+        "id": call["id"],
+        "name": str(call.get("name", "")),
+        "arguments": arguments,
+    }
+    if isinstance(call.get("metadata"), dict) and call["metadata"]:
+        data["metadata"] = dict(call["metadata"])
+    return data
+
+
+def _tool_message(call: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    output = result.get("output", "")
+    content = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+    message: dict[str, Any] = {"role": "tool", "content": content, "tool_call": dict(call)}
+    if result.get("is_error"):
+        message["is_error"] = True
+    return message
+
+
+def _note(head: str, state: Any) -> str:
+    if not isinstance(state, dict):
+        return head
+    summary = state.get("summary")
+    if isinstance(summary, str) and summary:
+        return f"{head} {summary}"
+    rest = {key: value for key, value in state.items() if key != "owner"}
+    return f"{head} {json.dumps(rest, ensure_ascii=False)}" if rest else head
+
+
+# -- small helpers ----------------------------------------------------------------------
+
+
+def _check_name(name: Any, what: str) -> None:
+    if not isinstance(name, str) or not name.strip():
+        raise HooklineError(ErrorKind.invalid_input, f"The {what} must be a non-empty string.")
+
+
+def _check_count(value: Any, what: str, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise HooklineError(
+            ErrorKind.invalid_input, f"{what} must be an integer >= {minimum}, got {value!r}."
+        )
+
+
+def _anchor_info(entry: TapeEntry) -> AnchorInfo:
+    state = entry.payload.get("state")
+    return AnchorInfo(
+        id=entry.id,
+        name=str(entry.payload.get("name", "")),
+        state=dict(state) if isinstance(state, dict) else {},
+        date=entry.date,
+    )
+
+
+def _last_usage(entries: list[TapeEntry]) -> dict[str, Any] | None:
+    for entry in reversed(entries):
+        if entry.kind != "event":
+            continue
+        data = entry.payload.get("data")
+        usage = data.get("usage") if isinstance(data, dict) else None
+        if isinstance(usage, dict):
+            return usage
+    return None
+
+
+def _cache_hit_rate(usage: dict[str, Any] | None) -> float | None:
+    if not usage:
+        return None
+    total = usage.get("input_tokens", usage.get("prompt_tokens"))
+    cached = usage.get("cached_tokens")
+    if not isinstance(total, int | float) or not isinstance(cached, int | float) or total <= 0:
+        return None
+    return round(cached / total, 4)
+
+
+def _file_safe(name: str) -> str:
+    return name.replace("/", "_").replace("\\", "_")
+
+
+def _entry_record(entry: TapeEntry) -> dict[str, Any]:
+    return {
+        "id": entry.id,
+        "kind": entry.kind,
+        "payload": entry.payload,
+        "meta": entry.meta,
+        "date": entry.date,
+    }
+
+
+async def _write_archive(path: Path, entries: list[TapeEntry]) -> None:
+    lines = [json.dumps(_entry_record(entry), ensure_ascii=False) + "\n" for entry in entries]
+    await anyio.to_thread.run_sync(_write_lines, path, lines)
+
+
+def _write_lines(path: Path, lines: list[str]) -> None:
+    """Write the file completely (temporary name, fsync, rename) or not at all."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    try:
+        with partial.open("w", encoding="utf-8") as handle:
+            handle.writelines(lines)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise

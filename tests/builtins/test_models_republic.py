@@ -1,0 +1,324 @@
+"""RepublicModel through real HTTP to a loopback OpenAI-compatible server.
+
+Runs on asyncio and trio: RepublicModel gives republic its own httpx2 client (which
+supports both) and retries with anyio, so republic's asyncio-only parts are never used.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import aclosing
+from typing import Any
+
+import anyio
+import pytest
+from openai_server import OpenAIServer, Reply, closed_port_url
+
+from hookline.builtins.models import (
+    Finished,
+    ModelClient,
+    ModelMessage,
+    RepublicModel,
+    TextDelta,
+    ToolCallEvent,
+    ToolCallSpec,
+    ToolSchema,
+    Usage,
+    open_model,
+)
+from hookline.builtins.settings import Settings
+from hookline.kernel.streaming import ErrorKind, HooklineError
+
+pytestmark = pytest.mark.anyio
+
+SPEC = "openai-compatible:test-model"
+ECHO = ToolSchema(
+    "echo",
+    "Repeat the text.",
+    {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+)
+
+
+@pytest.fixture(autouse=True)
+def _clean_republic_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for provider in ("OPENAI_COMPATIBLE", "OPENAI", "OLLAMA"):
+        monkeypatch.delenv(f"REPUBLIC_{provider}_API_KEY", raising=False)
+        monkeypatch.delenv(f"REPUBLIC_{provider}_API_BASE", raising=False)
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with OpenAIServer(api_key="sk-test") as running:
+        yield running
+
+
+def model_for(server: OpenAIServer, spec: str = SPEC, **options: Any) -> RepublicModel:
+    options.setdefault("api_key", "sk-test")
+    options.setdefault("retry_delay", 0.0)
+    return RepublicModel(spec, api_base=server.base_url, **options)
+
+
+async def collect(model: Any, messages: list[Any], tools: Any = (), **kw: Any) -> list[Any]:
+    async with aclosing(model.stream(messages, tools, **kw)) as events:
+        return [event async for event in events]
+
+
+async def failure(model: Any, messages: list[Any] | None = None) -> HooklineError:
+    with pytest.raises(HooklineError) as caught:
+        await collect(model, messages or [ModelMessage.user("hi")])
+    return caught.value
+
+
+# Streaming -------------------------------------------------------------------------------
+
+
+async def test_streams_text_tool_call_and_usage(server: OpenAIServer) -> None:
+    server.add(
+        Reply(
+            text=["Let me ", "echo ", "that."],
+            tool_calls=[{"id": "call_9", "name": "echo", "arguments": {"text": "ping"}}],
+            usage={"prompt_tokens": 21, "completion_tokens": 9},
+        )
+    )
+    model = model_for(server)
+    assert isinstance(model, ModelClient)
+    messages = [ModelMessage.system("You are terse."), ModelMessage.user("echo ping")]
+    events = await collect(model, messages, [ECHO], max_tokens=64)
+
+    deltas = [event.text for event in events if isinstance(event, TextDelta)]
+    assert deltas == ["Let me ", "echo ", "that."]
+    calls = [event.call for event in events if isinstance(event, ToolCallEvent)]
+    assert calls == [ToolCallSpec("call_9", "echo", '{"text": "ping"}')]
+    assert calls[0].args == {"text": "ping"}
+    done = events[-1]
+    assert isinstance(done, Finished)
+    assert done.text == "Let me echo that." and done.tool_calls == calls
+    assert done.usage is not None
+    assert (done.usage["input_tokens"], done.usage["output_tokens"]) == (21, 9)
+    assert done.usage["total_tokens"] == 30
+    assert Usage(done.usage) in events
+
+    (request,) = server.requests
+    assert request.path == "/v1/chat/completions"
+    assert request.headers["authorization"] == "Bearer sk-test"
+    body = request.body
+    assert body["model"] == "test-model"
+    assert body["stream"] is True
+    assert body["max_completion_tokens"] == 64
+    assert body["messages"] == [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "echo ping"},
+    ]
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "echo",
+                "description": "Repeat the text.",
+                "parameters": ECHO.parameters,
+            },
+        }
+    ]
+
+
+async def test_conversation_with_tool_results_is_sent_in_chat_form(server: OpenAIServer) -> None:
+    server.add(Reply(text="It said ping."))
+    call = ToolCallSpec("call_1", "echo", '{"text": "ping"}')
+    messages = [
+        ModelMessage.user("echo ping"),
+        ModelMessage.assistant("", [call]),
+        ModelMessage.tool(call, "ping"),
+        ModelMessage.tool(ToolCallSpec("call_2", "echo"), "failed!", is_error=True),
+    ]
+    events = await collect(model_for(server), messages, [ECHO])
+    assert events[-1].text == "It said ping."
+    sent = server.requests[0].body["messages"]
+    assert sent[0] == {"role": "user", "content": "echo ping"}
+    assert sent[1]["role"] == "assistant"
+    assert [c["id"] for c in sent[1]["tool_calls"]] == ["call_1", "call_2"]
+    assert sent[1]["tool_calls"][0]["function"] == {
+        "name": "echo",
+        "arguments": '{"text": "ping"}',
+    }
+    assert sent[2] == {"role": "tool", "tool_call_id": "call_1", "content": "ping"}
+    assert sent[3] == {"role": "tool", "tool_call_id": "call_2", "content": "failed!"}
+    assert "max_completion_tokens" not in server.requests[0].body
+
+
+async def test_media_content_becomes_image_parts(server: OpenAIServer) -> None:
+    server.add(Reply(text="A red dot."))
+    block = {"type": "image", "media_type": "image/png", "url": "data:image/png;base64,iVBORw=="}
+    await collect(model_for(server), [ModelMessage.user(["what is this?", block])])
+    content = server.requests[0].body["messages"][0]["content"]
+    assert content == [
+        {"type": "text", "text": "what is this?"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw=="}},
+    ]
+
+
+async def test_republic_messages_pass_through(server: OpenAIServer) -> None:
+    import republic
+
+    server.add(Reply(text="ok"))
+    await collect(model_for(server), [republic.system("s"), republic.user("u")])
+    assert [m["role"] for m in server.requests[0].body["messages"]] == ["system", "user"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "options", "field"),
+    [
+        ("openai:test-model", {"api_format": "chat"}, "max_completion_tokens"),
+        ("ollama:test-model", {}, "max_tokens"),
+    ],
+)
+async def test_other_provider_specs(
+    server: OpenAIServer, spec: str, options: dict[str, Any], field: str
+) -> None:
+    server.add(Reply(text="fine"))
+    events = await collect(
+        model_for(server, spec, **options), [ModelMessage.user("x")], max_tokens=5
+    )
+    assert events[-1].text == "fine"
+    assert server.requests[0].body[field] == 5
+
+
+async def test_open_model_uses_settings(server: OpenAIServer, tmp_path: Any) -> None:
+    server.add(Reply(text="via settings"))
+    settings = Settings(home=tmp_path, model=SPEC, api_key="sk-test", api_base=server.base_url)
+    model = open_model(settings.model_spec, settings, retry_delay=0.0)
+    assert isinstance(model, RepublicModel) and model.name == SPEC
+    assert (await collect(model, [ModelMessage.user("x")]))[-1].text == "via settings"
+
+
+# Closing and cancellation --------------------------------------------------------------------
+
+
+async def test_early_close_releases_the_connection(server: OpenAIServer) -> None:
+    server.add(Reply(text="first chunk then nothing", hold=True))
+    stream = model_for(server).stream([ModelMessage.user("hi")])
+    assert isinstance(await anext(stream), TextDelta)
+    await stream.aclose()
+    assert await anyio.to_thread.run_sync(server.disconnected.wait, 5)
+
+
+async def test_cancellation_releases_the_connection(server: OpenAIServer) -> None:
+    server.add(Reply(text="hold on", hold=True))
+    seen: list[Any] = []
+    with anyio.move_on_after(0.5) as scope:
+        async with aclosing(model_for(server).stream([ModelMessage.user("hi")])) as events:
+            async for event in events:
+                seen.append(event)
+    assert scope.cancelled_caught
+    assert seen and all(isinstance(event, TextDelta) for event in seen)
+    assert await anyio.to_thread.run_sync(server.disconnected.wait, 5)
+
+
+# Errors ------------------------------------------------------------------------------------
+
+
+async def test_401_names_provider_model_and_keys(server: OpenAIServer) -> None:
+    error = await failure(model_for(server, api_key="wrong"))
+    assert error.kind is ErrorKind.config
+    assert SPEC in error.message
+    assert "HTTP 401" in error.message and "Incorrect API key provided" in error.message
+    assert "the API key was rejected" in error.message
+    assert "HOOKLINE_API_KEY" in error.message
+    assert "REPUBLIC_OPENAI_COMPATIBLE_API_KEY" in error.message
+    assert error.details is not None
+    assert error.details["provider"] == "openai-compatible"
+    assert error.details["model"] == "test-model"
+    assert error.details["status"] == 401
+    assert isinstance(error.__cause__, Exception)
+    assert len(server.requests) == 1, "auth failures are not retried"
+
+
+async def test_401_without_any_key_says_none_is_configured(server: OpenAIServer) -> None:
+    model = RepublicModel(SPEC, api_base=server.base_url)
+    error = await failure(model)
+    assert "no API key is configured" in error.message
+
+
+async def test_404_points_at_model_and_endpoint(server: OpenAIServer) -> None:
+    server.add(Reply.failure(404, "The model `test-model` does not exist"))
+    error = await failure(model_for(server))
+    assert error.kind is ErrorKind.config
+    assert "not found" in error.message and "does not exist" in error.message
+    assert "'test-model'" in error.message
+    assert "HOOKLINE_API_BASE" in error.message and server.base_url in error.message
+
+
+async def test_500_is_retried_then_reported(server: OpenAIServer) -> None:
+    server.add(*[Reply.failure(500, "upstream exploded")] * 3)
+    error = await failure(model_for(server, max_retries=2))
+    assert error.kind is ErrorKind.provider
+    assert "HTTP 500" in error.message and "upstream exploded" in error.message
+    assert "after 3 attempts" in error.message
+    assert len(server.requests) == 3
+
+
+async def test_429_is_retried_and_can_recover(server: OpenAIServer) -> None:
+    server.add(Reply.failure(429, "slow down", headers={"Retry-After": "0"}), Reply(text="ok"))
+    events = await collect(model_for(server, retry_delay=5.0), [ModelMessage.user("hi")])
+    assert events[-1].text == "ok", "Retry-After: 0 wins over the configured delay"
+    assert len(server.requests) == 2
+
+
+async def test_429_after_retries_is_a_rate_limit_error(server: OpenAIServer) -> None:
+    server.add(Reply.failure(429, "quota"))
+    error = await failure(model_for(server, max_retries=0))
+    assert error.kind is ErrorKind.provider
+    assert "rate limited" in error.message and "HOOKLINE_FALLBACK_MODELS" in error.message
+
+
+async def test_400_is_not_retried(server: OpenAIServer) -> None:
+    server.add(Reply.failure(400, "max_completion_tokens is too large"))
+    error = await failure(model_for(server))
+    assert error.kind is ErrorKind.provider
+    assert "rejected the request" in error.message and "too large" in error.message
+    assert len(server.requests) == 1
+
+
+async def test_connection_refused() -> None:
+    url = closed_port_url()
+    model = RepublicModel(SPEC, api_base=url, api_key="k", max_retries=1, retry_delay=0.0)
+    error = await failure(model)
+    assert error.kind is ErrorKind.provider
+    assert "connection failed" in error.message and url in error.message
+    assert "after 2 attempts" in error.message
+    assert "HOOKLINE_API_BASE" in error.message
+
+
+async def test_incomplete_stream(server: OpenAIServer) -> None:
+    server.add(Reply(text="cut off", finish=False))
+    error = await failure(model_for(server))
+    assert error.kind is ErrorKind.provider
+    assert "ended before it was complete" in error.message
+
+
+def test_configuration_errors_surface_at_construction() -> None:
+    with pytest.raises(HooklineError, match="is not 'provider:model'") as caught:
+        RepublicModel("gpt-4o")
+    assert caught.value.kind is ErrorKind.config
+    with pytest.raises(HooklineError, match="unknown provider 'nosuch'") as caught:
+        RepublicModel("nosuch:model")
+    assert caught.value.kind is ErrorKind.config and "openai-compatible" in caught.value.message
+    with pytest.raises(HooklineError, match="HOOKLINE_API_FORMAT") as caught:
+        RepublicModel(SPEC, api_format="responses")
+    assert caught.value.kind is ErrorKind.config
+
+
+def test_importing_the_models_does_not_import_republic() -> None:
+    code = (
+        "import sys, hookline.builtins.models, hookline.builtins.settings; "
+        "print(json.dumps(sorted(m for m in ('republic', 'httpx2') if m in sys.modules)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", "import json; " + code],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert json.loads(out) == []

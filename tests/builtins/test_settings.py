@@ -1,0 +1,307 @@
+"""Settings: config file in the home, HOOKLINE_* overrides, clear errors, the TOML writer."""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
+from hookline.builtins.settings import (
+    DEFAULT_MAX_STEPS,
+    Settings,
+    SettingsError,
+    dumps_toml,
+    load_settings,
+    update_config,
+    write_config,
+)
+from hookline.kernel.streaming import ErrorKind, HooklineError
+
+
+def config(home: Path, text: str) -> Path:
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_defaults(tmp_path: Path) -> None:
+    s = load_settings({}, home=tmp_path)
+    assert s.home == tmp_path
+    assert s.config_path == tmp_path / "config.toml"
+    assert s.model is None and s.model_spec == "offline" and s.models == []
+    assert s.fallback_models == ()
+    assert s.api_key is None and s.api_base is None and s.api_format is None
+    assert s.max_steps == DEFAULT_MAX_STEPS == 20
+    assert s.max_tokens is None
+    assert s.tape_store == tmp_path / "tapes.db"
+    assert s.stream is True
+    assert set(s.sources.values()) == {"default"}
+    assert s.extra == {}
+
+
+def test_home_from_environment_and_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_settings({"HOOKLINE_HOME": str(tmp_path)}).home == tmp_path
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    assert load_settings({}).home == tmp_path / "user" / ".hookline"
+    assert load_settings({"HOOKLINE_HOME": str(tmp_path)}, home=tmp_path / "x").home == (
+        tmp_path / "x"
+    )
+
+
+def test_reads_os_environ_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOOKLINE_HOME", str(tmp_path))
+    monkeypatch.setenv("HOOKLINE_MAX_STEPS", "7")
+    s = load_settings()
+    assert s.home == tmp_path and s.max_steps == 7
+
+
+def test_file_values(tmp_path: Path) -> None:
+    path = config(
+        tmp_path,
+        """
+model = "openai:gpt-4o-mini"
+fallback_models = ["ollama:llama3", "openai:gpt-4o-mini"]
+api_key = "sk-file"
+api_base = "http://localhost:8000/v1/"
+api_format = "chat"
+max_steps = 5
+max_tokens = 1000
+tape_store = "data/tapes.db"
+stream = false
+
+[plugins.demo]
+colour = "blue"
+""",
+    )
+    s = load_settings({}, home=tmp_path)
+    assert s.model == "openai:gpt-4o-mini"
+    assert s.fallback_models == ("ollama:llama3", "openai:gpt-4o-mini")
+    assert s.models == ["openai:gpt-4o-mini", "ollama:llama3"]
+    assert s.api_key == "sk-file"
+    assert s.api_base == "http://localhost:8000/v1"
+    assert (s.api_format, s.max_steps, s.max_tokens, s.stream) == ("chat", 5, 1000, False)
+    assert s.tape_store == tmp_path / "data" / "tapes.db", "relative to the home in the file"
+    assert s.sources["model"] == f"file:{path}"
+    assert s.extra == {"plugins": {"demo": {"colour": "blue"}}}
+
+
+def test_environment_overrides_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config(tmp_path, 'model = "openai:gpt-4o-mini"\nmax_steps = 5\nstream = false\n')
+    monkeypatch.chdir(tmp_path)
+    env = {
+        "HOOKLINE_MODEL": "openai-compatible:local",
+        "HOOKLINE_FALLBACK_MODELS": " ollama:a , ,ollama:b,ollama:a",
+        "HOOKLINE_API_KEY": "sk-env",
+        "HOOKLINE_API_BASE": "https://example.test/v1",
+        "HOOKLINE_API_FORMAT": "Responses",
+        "HOOKLINE_MAX_STEPS": "12",
+        "HOOKLINE_MAX_TOKENS": "256",
+        "HOOKLINE_TAPE_STORE": "rel.db",
+        "HOOKLINE_STREAM": "YES",
+    }
+    s = load_settings(env, home=tmp_path)
+    assert s.model == "openai-compatible:local"
+    assert s.fallback_models == ("ollama:a", "ollama:b")
+    assert s.api_key == "sk-env"
+    assert s.api_base == "https://example.test/v1"
+    assert s.api_format == "responses"
+    assert (s.max_steps, s.max_tokens, s.stream) == (12, 256, True)
+    assert s.tape_store == tmp_path / "rel.db", "relative to the working directory in env"
+    assert s.sources["max_steps"] == "env:HOOKLINE_MAX_STEPS"
+
+
+def test_empty_environment_variables_count_as_unset(tmp_path: Path) -> None:
+    config(tmp_path, "max_steps = 3\n")
+    s = load_settings({"HOOKLINE_MAX_STEPS": "", "HOOKLINE_MODEL": "  "}, home=tmp_path)
+    assert s.max_steps == 3 and s.model is None
+
+
+def test_blank_optional_strings_in_file_are_unset(tmp_path: Path) -> None:
+    config(tmp_path, 'model = ""\napi_key = ""\napi_base = " "\n')
+    s = load_settings({}, home=tmp_path)
+    assert (s.model, s.api_key, s.api_base) == (None, None, None)
+
+
+def test_api_key_is_not_in_repr(tmp_path: Path) -> None:
+    s = load_settings({"HOOKLINE_API_KEY": "sk-secret"}, home=tmp_path)
+    assert "sk-secret" not in repr(s)
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "expected"),
+    [
+        ("HOOKLINE_MAX_STEPS", "abc", "HOOKLINE_MAX_STEPS must be a positive integer, got 'abc'"),
+        ("HOOKLINE_MAX_STEPS", "0", "HOOKLINE_MAX_STEPS must be a positive integer, got '0'"),
+        ("HOOKLINE_MAX_TOKENS", "-5", "HOOKLINE_MAX_TOKENS must be a positive integer"),
+        ("HOOKLINE_MODEL", "gpt-4o", "HOOKLINE_MODEL must be a model spec 'provider:model'"),
+        ("HOOKLINE_FALLBACK_MODELS", "a:b,nocolon", "HOOKLINE_FALLBACK_MODELS must be a list"),
+        ("HOOKLINE_API_BASE", "localhost:8000", "HOOKLINE_API_BASE must be an http:// or https://"),
+        ("HOOKLINE_API_FORMAT", "soap", "HOOKLINE_API_FORMAT must be one of chat, responses"),
+        ("HOOKLINE_STREAM", "maybe", "HOOKLINE_STREAM must be true or false, got 'maybe'"),
+    ],
+)
+def test_invalid_environment_values(tmp_path: Path, var: str, value: str, expected: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        load_settings({var: value}, home=tmp_path)
+    error = caught.value
+    assert expected in error.message
+    assert f"(from the environment variable {var})" in error.message
+    assert f"Fix: set {var}=" in error.message
+    assert error.source == f"env:{var}" and error.value == value
+    assert isinstance(error, HooklineError) and error.kind is ErrorKind.config
+    assert error.details is not None and error.details["key"] == error.key
+
+
+@pytest.mark.parametrize(
+    ("line", "key", "expected"),
+    [
+        ('max_steps = "abc"', "max_steps", "max_steps must be a positive integer, got 'abc'"),
+        ("max_steps = true", "max_steps", "got True"),
+        ("stream = 3", "stream", "stream must be true or false, got 3"),
+        ('model = "nocolon"', "model", "model must be a model spec"),
+        ("fallback_models = 3", "fallback_models", "must be a list"),
+        ("api_key = 42", "api_key", "api_key must be a string, got 42"),
+    ],
+)
+def test_invalid_file_values(tmp_path: Path, line: str, key: str, expected: str) -> None:
+    path = config(tmp_path, line + "\n")
+    with pytest.raises(SettingsError) as caught:
+        load_settings({}, home=tmp_path)
+    error = caught.value
+    assert expected in error.message
+    assert f"(from {path})" in error.message
+    assert f"Fix: write {key} = " in error.message and "or remove the line" in error.message
+    assert error.key == key and error.source == f"file:{path}"
+
+
+def test_unknown_plain_key_suggests_the_known_one(tmp_path: Path) -> None:
+    path = config(tmp_path, 'modle = "openai:gpt-4o"\n')
+    with pytest.raises(SettingsError) as caught:
+        load_settings({}, home=tmp_path)
+    message = caught.value.message
+    assert "Unknown setting 'modle'" in message and str(path) in message
+    assert "Did you mean 'model'?" in message
+
+
+def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
+    path = config(tmp_path, "model = \n")
+    with pytest.raises(SettingsError) as caught:
+        load_settings({}, home=tmp_path)
+    assert f"The config file {path} is not valid TOML" in caught.value.message
+    assert "line 1" in caught.value.message
+
+
+def test_unreadable_config(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").mkdir(parents=True)
+    with pytest.raises(SettingsError, match="Cannot read the config file"):
+        load_settings({}, home=tmp_path)
+
+
+def test_settings_error_pickles() -> None:
+    error = SettingsError("bad", key="max_steps", source="env:HOOKLINE_MAX_STEPS", value="x")
+    copy = pickle.loads(pickle.dumps(error))
+    assert (copy.message, copy.key, copy.source, copy.value) == (
+        "bad",
+        "max_steps",
+        error.source,
+        "x",
+    )
+    assert copy.kind is ErrorKind.config
+    assert str(copy) == "[config] bad"
+
+
+def test_settings_is_frozen(tmp_path: Path) -> None:
+    s = Settings(home=tmp_path)
+    with pytest.raises(AttributeError):
+        s.model = "x"  # type: ignore[misc]
+
+
+# The TOML writer --------------------------------------------------------------------------
+
+
+def test_write_config_round_trips_and_is_private(tmp_path: Path) -> None:
+    data: dict[str, Any] = {
+        "model": "openai:gpt-4o-mini",
+        "api_key": 'sk-"quoted"\\back\nline\ttab\x01',
+        "max_steps": 9,
+        "ratio": 0.25,
+        "big": 1e300,
+        "stream": False,
+        "fallback_models": ["a:b", "c:d"],
+        "nested": [[1, 2], ["x"]],
+        "inline": [{"name": "t", "n": 1}],
+        "skipped": None,
+        "plugins": {"demo": {"colour": "blue", "deep": {"on": True}}, "empty": {}},
+        "odd key": {"ünï": "code"},
+    }
+    path = write_config(tmp_path / "sub" / "config.toml", data)
+    assert path == tmp_path / "sub" / "config.toml"
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    expected = {key: value for key, value in data.items() if value is not None}
+    assert tomllib.loads(path.read_text(encoding="utf-8")) == expected
+    assert not [p for p in path.parent.iterdir() if p.name != "config.toml"], "no temp files"
+
+
+def test_written_config_loads_as_settings(tmp_path: Path) -> None:
+    write_config(tmp_path / "config.toml", {"model": "ollama:llama3", "max_steps": 4})
+    s = load_settings({}, home=tmp_path)
+    assert (s.model, s.max_steps) == ("ollama:llama3", 4)
+
+
+def test_special_floats() -> None:
+    text = dumps_toml({"a": math.inf, "b": -math.inf, "c": math.nan})
+    loaded = tomllib.loads(text)
+    assert loaded["a"] == math.inf and loaded["b"] == -math.inf and math.isnan(loaded["c"])
+
+
+@pytest.mark.parametrize(
+    ("data", "error"),
+    [
+        ({"when": object()}, TypeError),
+        ({1: "x"}, TypeError),
+        ({"n": 2**64}, ValueError),
+        ({"t": {"deep": {3: 1}}}, TypeError),
+    ],
+)
+def test_unsupported_values(data: dict[Any, Any], error: type[Exception]) -> None:
+    with pytest.raises(error):
+        dumps_toml(data)
+
+
+def test_update_config_merges_and_removes(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    write_config(path, {"model": "a:b", "max_steps": 3, "plugins": {"x": {"k": 1, "j": 2}}})
+    result = update_config(path, {"max_steps": None, "api_key": "k", "plugins": {"x": {"j": 5}}})
+    assert result == {"model": "a:b", "api_key": "k", "plugins": {"x": {"k": 1, "j": 5}}}
+    assert tomllib.loads(path.read_text()) == result
+    assert update_config(tmp_path / "new" / "config.toml", {"model": "c:d"}) == {"model": "c:d"}
+
+
+_keys = st.text(min_size=0, max_size=8)
+_scalars = (
+    st.text(max_size=20)
+    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+    | st.floats(allow_nan=False)
+    | st.booleans()
+)
+_values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=4), max_leaves=10)
+_tables = st.recursive(
+    st.dictionaries(_keys, _values, max_size=4),
+    lambda inner: st.dictionaries(_keys, _values | inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(_tables)
+def test_dumps_toml_round_trips(data: dict[str, Any]) -> None:
+    assert tomllib.loads(dumps_toml(data)) == data

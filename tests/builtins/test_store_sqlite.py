@@ -1,0 +1,257 @@
+"""SQLite store specifics: setup, schema versioning, two processes, and a SIGKILL mid-append."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from hookline.builtins.store import SCHEMA_VERSION, SQLiteTapeStore
+from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.tape import TapeEntry, TapeQuery
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_child(script: str, *args: str) -> subprocess.Popen[str]:
+    """A child running `script` with the venv's python (the interpreter running the tests)."""
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(script), *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_setup_wal_synchronous_schema_and_parent_directory(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "tapes.db"
+    with SQLiteTapeStore(path) as store:
+        assert store.path == path and path.exists()
+        store.append("t", TapeEntry.new("event", {}))
+        conn = store._conn  # the store's own connection: synchronous is per connection
+        assert conn is not None
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    raw = sqlite3.connect(path)
+    try:
+        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        columns = [row[1] for row in raw.execute("PRAGMA table_info(entries)")]
+        assert columns == ["tape", "id", "kind", "payload", "meta", "date"]
+        pk = [
+            row[1]
+            for row in sorted(raw.execute("PRAGMA table_info(entries)"), key=lambda r: r[5])
+            if row[5]
+        ]
+        assert pk == ["tape", "id"]
+    finally:
+        raw.close()
+    with SQLiteTapeStore(path, synchronous="NORMAL") as store:
+        assert store._conn is not None
+        assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 1
+
+
+def test_bad_options_are_rejected(tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        SQLiteTapeStore(tmp_path / "x.db", synchronous="OFF")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        SQLiteTapeStore(tmp_path / "x.db", busy_timeout=-1)
+
+
+def test_entries_survive_reopening(tmp_path: Path) -> None:
+    path = tmp_path / "tapes.db"
+    with SQLiteTapeStore(path) as store:
+        first = store.append("t", TapeEntry.new("message", {"role": "user", "content": "ü"}, k=1))
+    with SQLiteTapeStore(path) as store:
+        assert list(store.fetch_all(TapeQuery("t"))) == [first]
+        assert store.append("t", TapeEntry.new("event", {})).id == 2
+
+
+def test_newer_schema_is_refused_and_older_file_is_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "tapes.db"
+    raw = sqlite3.connect(path)
+    raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    raw.close()
+    with pytest.raises(HooklineError) as caught:
+        SQLiteTapeStore(path)
+    assert caught.value.kind is ErrorKind.config
+    assert "newer" in caught.value.message
+
+
+def test_closed_store_raises_and_close_is_idempotent(tmp_path: Path) -> None:
+    store = SQLiteTapeStore(tmp_path / "tapes.db")
+    store.close()
+    store.close()
+    with pytest.raises(HooklineError) as caught:
+        store.append("t", TapeEntry.new("event", {}))
+    assert caught.value.kind is ErrorKind.config
+    with pytest.raises(HooklineError):
+        store.list_tapes()
+
+
+def test_a_failed_append_rolls_back_and_leaves_no_transaction_open(tmp_path: Path) -> None:
+    path = tmp_path / "tapes.db"
+    with SQLiteTapeStore(path) as store:
+        assert store._conn is not None
+        # Make the INSERT itself fail, inside the append's transaction.
+        store._conn.execute(
+            "CREATE TEMP TRIGGER boom BEFORE INSERT ON entries WHEN NEW.kind = 'boom' "
+            "BEGIN SELECT RAISE(ABORT, 'boom'); END"
+        )
+        assert store.append("t", TapeEntry.new("event", {})).id == 1
+        with pytest.raises(sqlite3.IntegrityError):
+            store.append("t", TapeEntry.new("boom", {}))
+        assert not store._conn.in_transaction
+        with pytest.raises(HooklineError):
+            store.append("t", TapeEntry.new("event", {"x": object()}))
+        assert store.append("t", TapeEntry.new("event", {})).id == 2
+        assert [e.kind for e in store.fetch_all(TapeQuery("t"))] == ["event", "event"]
+
+
+def test_busy_database_is_a_temporary_error(tmp_path: Path) -> None:
+    path = tmp_path / "tapes.db"
+    with SQLiteTapeStore(path, busy_timeout=0.05) as store:
+        blocker = sqlite3.connect(path, isolation_level=None)
+        try:
+            blocker.execute("BEGIN IMMEDIATE")
+            with pytest.raises(HooklineError) as caught:
+                store.append("t", TapeEntry.new("event", {}))
+            assert caught.value.kind is ErrorKind.temporary
+            assert list(store.fetch_all(TapeQuery("t"))) == []  # readers are not blocked
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        assert store.append("t", TapeEntry.new("event", {})).id == 1
+
+
+APPENDER = """
+import sys
+from hookline.builtins.store import SQLiteTapeStore
+from hookline.kernel.tape import TapeEntry
+
+path, writer, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+store = SQLiteTapeStore(path)
+print("ready", flush=True)
+sys.stdin.readline()  # start together
+for n in range(count):
+    entry = store.append("shared", TapeEntry.new("event", {"writer": writer, "n": n}))
+    store.append(f"own-{writer}", TapeEntry.new("event", {"n": n}))
+    print(entry.id, flush=True)
+store.close()
+"""
+
+
+def test_two_processes_appending_lose_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "shared" / "tapes.db"
+    count = 150
+    children = []
+    for writer in ("a", "b"):
+        child = subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(APPENDER), str(path), writer, str(count)],
+            cwd=REPO,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        children.append(child)
+    for child in children:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+    for child in children:
+        assert child.stdin is not None
+        child.stdin.write("go\n")
+        child.stdin.flush()
+    acknowledged: list[int] = []
+    for child in children:
+        out, err = child.communicate(timeout=120)
+        assert child.returncode == 0, err
+        acknowledged.extend(int(line) for line in out.split())
+    assert sorted(acknowledged) == list(range(1, 2 * count + 1))  # unique, gapless
+
+    with SQLiteTapeStore(path) as store:
+        entries = list(store.fetch_all(TapeQuery("shared")))
+        assert [e.id for e in entries] == list(range(1, 2 * count + 1))
+        for writer in ("a", "b"):
+            ns = [e.payload["n"] for e in entries if e.payload["writer"] == writer]
+            assert ns == list(range(count))  # each writer's order kept
+            own = list(store.fetch_all(TapeQuery(f"own-{writer}")))
+            assert [e.id for e in own] == list(range(1, count + 1))
+        assert store.list_tapes() == ["own-a", "own-b", "shared"]
+
+
+KILLED_WRITER = """
+import sys
+from hookline.builtins.store import SQLiteTapeStore
+from hookline.kernel.tape import TapeEntry
+
+def payload(n):
+    blob = "x" * (n % 40) * 512
+    return {"n": n, "text": f"entry {n} ✓", "blob": blob, "list": list(range(n % 7))}
+
+store = SQLiteTapeStore(sys.argv[1])
+n = 0
+while True:
+    n += 1
+    entry = store.append("log", TapeEntry.new("message", payload(n), seq=n))
+    print(entry.id, flush=True)
+"""
+
+
+def expected_payload(n: int) -> dict:
+    return {
+        "n": n,
+        "text": f"entry {n} ✓",
+        "blob": "x" * (n % 40) * 512,
+        "list": list(range(n % 7)),
+    }
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_sigkill_mid_append_keeps_every_acknowledged_entry_intact(tmp_path: Path) -> None:
+    path = tmp_path / "durable" / "tapes.db"
+    child = run_child(KILLED_WRITER, str(path))
+    assert child.stdout is not None
+    acknowledged: list[int] = []
+    deadline = time.monotonic() + 60
+    while len(acknowledged) < 300 and time.monotonic() < deadline:
+        line = child.stdout.readline()
+        if not line:
+            break
+        acknowledged.append(int(line))
+    assert len(acknowledged) >= 300, child.stderr.read() if child.stderr else ""
+    os.kill(child.pid, signal.SIGKILL)  # while it keeps appending
+    child.wait(timeout=30)
+    assert child.returncode == -signal.SIGKILL
+    # Ids printed before the kill and still in the pipe were acknowledged too.
+    acknowledged.extend(int(line) for line in child.stdout.read().split())
+    child.stdout.close()
+    if child.stderr is not None:
+        child.stderr.close()
+
+    with SQLiteTapeStore(path) as store:
+        assert store._conn is not None
+        assert store._conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        entries = list(store.fetch_all(TapeQuery("log")))
+        raw_rows = store._conn.execute(
+            "SELECT id, payload, meta FROM entries WHERE tape = 'log' ORDER BY id"
+        ).fetchall()
+    by_id = {entry.id: entry for entry in entries}
+    for entry_id in acknowledged:
+        entry = by_id[entry_id]
+        assert entry.kind == "message"
+        assert entry.payload == expected_payload(entry_id)
+        assert entry.meta == {"seq": entry_id}
+    # Nothing partial: ids gapless, every stored row (acknowledged or not) complete.
+    assert [entry.id for entry in entries] == list(range(1, len(entries) + 1))
+    assert len(entries) >= max(acknowledged)
+    for entry_id, payload, meta in raw_rows:
+        assert json.loads(payload) == expected_payload(entry_id)
+        assert json.loads(meta) == {"seq": entry_id}
