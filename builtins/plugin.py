@@ -1,0 +1,210 @@
+"""The builtin plugin: real defaults for every hook that has one.
+
+It is registered first (under the name ``builtin``), so every plugin registered after it
+runs before it and can replace any default by answering first. Settings are read
+lazily, on first use, so a bad config file is reported by the command that needs it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from hookline.kernel import hookimpl
+from hookline.kernel.envelope import context_str, default_session_id, get_field
+from hookline.kernel.models import ModelChoice, ModelOptions
+from hookline.kernel.tape import TapeContext
+from hookline.kernel.tools import Tool
+
+from .agent import Agent, AgentConfig
+from .environment import LocalEnvironment
+from .lifespan import BackgroundProcesses
+from .models import ModelOpener
+from .settings import Settings, load_settings
+from .steering import InMemorySteeringInbox
+from .store import InMemoryTapeStore, SQLiteTapeStore
+from .tape import Tape, session_tape_name
+from .tape_tools import tape_tools
+from .tools import builtin_tools
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SYSTEM_PROMPT = """\
+You are hookline's agent, working in the user's workspace. Answer directly and briefly.
+Use the tools when the task needs them: shell to run commands, fs.read / fs.write /
+fs.edit for files (paths are relative to the workspace), tape.search and tape.info to
+look back at this session. Say what you did and what you found."""
+
+AGENTS_FILE = "AGENTS.md"
+MEDIA_KINDS = ("image", "audio", "video")
+
+
+class BuiltinPlugin:
+    """Default implementations; ``settings`` may be given (tests) or read on first use."""
+
+    def __init__(self, framework: Any, settings: Settings | None = None) -> None:
+        self.framework = framework
+        self._settings = settings
+        self._agent: Agent | None = None
+        self.processes = BackgroundProcesses()
+        self.memory_store = InMemoryTapeStore()
+        """Used by turns run outside running(), where no tape store is provided."""
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings()
+        return self._settings
+
+    @property
+    def agent(self) -> Agent:
+        if self._agent is None:
+            settings = self.settings
+            config = AgentConfig(settings.model_spec, settings.max_steps, settings.max_tokens)
+            self._agent = Agent(self.framework, config, ModelOpener(settings), self.tape_for)
+        return self._agent
+
+    def tape_for(self, session_id: str, state: dict[str, Any]) -> Tape:
+        """The session's tape on the scope's store, with the hooks' context and sidecars."""
+        store = self.framework.get_tape_store() or self.memory_store
+        context = replace(self.framework.build_tape_context(), state=state)
+        name = session_tape_name(session_id, self.framework.workspace)
+        return Tape(store, name, context, self.framework.get_tape_sidecars())
+
+    # -- turn ----------------------------------------------------------------------------
+
+    @hookimpl
+    def resolve_session(self, message: Any) -> str:
+        return default_session_id(message)
+
+    @hookimpl
+    def load_state(self, message: Any, session_id: str) -> dict[str, Any]:
+        context = get_field(message, "context") or {}
+        state: dict[str, Any] = {"session_id": session_id, "context": context_str(context)}
+        if context.get("model"):
+            state["model"] = str(context["model"])
+        if context.get("thread_id"):
+            state["_runtime_thread_id"] = str(context["thread_id"])
+        return state
+
+    @hookimpl
+    def build_prompt(self, message: Any, session_id: str, state: dict[str, Any]) -> Any:
+        text = str(get_field(message, "content") or "")
+        context = state.get("context") or ""
+        if context:
+            text = f"[{context}] {text}"
+        media = [item for item in get_field(message, "media") or () if _media_kind(item)]
+        return [text, *(_to_republic(item) for item in media)] if media else text
+
+    @hookimpl
+    def run_model_stream(self, prompt: Any, session_id: str, state: dict[str, Any]) -> Any:
+        return self.agent.run_stream(prompt, session_id, state, model=state.get("model"))
+
+    @hookimpl
+    def render_outbound(self, message: Any, session_id: str, state: dict[str, Any],
+                        model_output: str) -> list[dict[str, Any]]:
+        channel = get_field(message, "channel") or "default"
+        return [{
+            "session_id": session_id,
+            "channel": channel,
+            "chat_id": get_field(message, "chat_id") or "default",
+            "content": model_output,
+            "output_channel": get_field(message, "output_channel") or channel,
+            "kind": get_field(message, "kind") or "normal",
+        }]
+
+    @hookimpl
+    async def dispatch_outbound(self, message: Any) -> bool:
+        router = self.framework.router
+        if router is None:
+            return False
+        return bool(await router.dispatch(message))
+
+    # -- resources -----------------------------------------------------------------------
+
+    @hookimpl
+    def onboard_config(self, current_config: dict[str, Any]) -> dict[str, Any]:
+        """Default model settings for a config file that does not set them."""
+        return {} if current_config.get("model") else {"model": self.settings.model_spec}
+
+    @hookimpl
+    def provide_model_options(self, session_id: str, workspace: Any) -> ModelOptions | None:
+        models = self.settings.models
+        if not models:
+            return None
+        return ModelOptions([ModelChoice(spec) for spec in models], current_model=models[0])
+
+    @hookimpl
+    def provide_environment(self, session_id: str, workspace: Any) -> LocalEnvironment:
+        return LocalEnvironment(workspace, processes=self.processes)
+
+    @hookimpl
+    def system_prompt(self, prompt: Any, state: dict[str, Any]) -> str:
+        workspace = Path(state.get("_runtime_workspace") or self.framework.workspace)
+        agents = workspace / AGENTS_FILE
+        parts = [DEFAULT_SYSTEM_PROMPT, f"Today is {datetime.now():%Y-%m-%d}."]
+        if agents.is_file():
+            parts.append(f"{AGENTS_FILE} of the workspace:\n{agents.read_text('utf-8')}")
+        return "\n\n".join(parts)
+
+    @hookimpl
+    def provide_tape_store(self) -> Iterator[SQLiteTapeStore]:
+        store = SQLiteTapeStore(self.settings.tape_store)
+        try:
+            yield store
+        finally:
+            store.close()
+
+    @hookimpl
+    def provide_lifespan(self) -> Any:
+        return self.processes.lifespan()
+
+    @hookimpl
+    def build_tape_context(self) -> TapeContext:
+        return TapeContext()
+
+    @hookimpl
+    def provide_tools(self) -> list[Tool]:
+        return [*builtin_tools(self.processes), *tape_tools()]
+
+    @hookimpl
+    def provide_steering_inbox(self) -> InMemorySteeringInbox:
+        return InMemorySteeringInbox()
+
+    @hookimpl
+    async def on_error(self, stage: str, error: Exception, message: Any) -> None:
+        """Tell the conversation's channel that something failed (when there is one)."""
+        if message is None or self.framework.router is None:
+            return
+        outbound = {
+            "session_id": get_field(message, "session_id") or default_session_id(message),
+            "channel": get_field(message, "channel") or "default",
+            "chat_id": get_field(message, "chat_id") or "default",
+            "output_channel": get_field(message, "output_channel")
+            or get_field(message, "channel") or "default",
+            "kind": "error",
+            "content": f"An error occurred at stage '{stage}': {error}",
+        }
+        await self.framework.runtime.call_many("dispatch_outbound", message=outbound)
+
+
+def _media_kind(item: Any) -> str | None:
+    kind = get_field(item, "type")
+    return kind if kind in MEDIA_KINDS else None
+
+
+def _to_republic(item: Any) -> Any:
+    import republic
+
+    url = item.data_url() if hasattr(item, "data_url") else get_field(item, "url")
+    build = {"image": republic.image, "audio": republic.audio, "video": republic.video}
+    return build[_media_kind(item)](url, media_type=get_field(item, "mime_type"))
+
+
+def create_plugin(framework: Any) -> BuiltinPlugin:
+    """Entry used by ``Framework.load_hooks()`` to register the builtin plugin first."""
+    return BuiltinPlugin(framework)
