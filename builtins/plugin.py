@@ -54,16 +54,17 @@ class BuiltinPlugin:
         self.memory_store = InMemoryTapeStore()
         """Used by turns run outside running(), where no tape store is provided."""
 
-    @property
-    def settings(self) -> Settings:
+    # Methods, not properties: registration reads every attribute of a plugin, and reading
+    # settings must wait until a command needs them.
+
+    def get_settings(self) -> Settings:
         if self._settings is None:
             self._settings = load_settings()
         return self._settings
 
-    @property
-    def agent(self) -> Agent:
+    def get_agent(self) -> Agent:
         if self._agent is None:
-            settings = self.settings
+            settings = self.get_settings()
             config = AgentConfig(settings.model_spec, settings.max_steps, settings.max_tokens)
             self._agent = Agent(self.framework, config, ModelOpener(settings), self.tape_for)
         return self._agent
@@ -102,7 +103,7 @@ class BuiltinPlugin:
 
     @hookimpl
     def run_model_stream(self, prompt: Any, session_id: str, state: dict[str, Any]) -> Any:
-        return self.agent.run_stream(prompt, session_id, state, model=state.get("model"))
+        return self.get_agent().run_stream(prompt, session_id, state, model=state.get("model"))
 
     @hookimpl
     def render_outbound(self, message: Any, session_id: str, state: dict[str, Any],
@@ -129,11 +130,11 @@ class BuiltinPlugin:
     @hookimpl
     def onboard_config(self, current_config: dict[str, Any]) -> dict[str, Any]:
         """Default model settings for a config file that does not set them."""
-        return {} if current_config.get("model") else {"model": self.settings.model_spec}
+        return {} if current_config.get("model") else {"model": self.get_settings().model_spec}
 
     @hookimpl
     def provide_model_options(self, session_id: str, workspace: Any) -> ModelOptions | None:
-        models = self.settings.models
+        models = self.get_settings().models
         if not models:
             return None
         return ModelOptions([ModelChoice(spec) for spec in models], current_model=models[0])
@@ -153,7 +154,7 @@ class BuiltinPlugin:
 
     @hookimpl
     def provide_tape_store(self) -> Iterator[SQLiteTapeStore]:
-        store = SQLiteTapeStore(self.settings.tape_store)
+        store = SQLiteTapeStore(self.get_settings().tape_store)
         try:
             yield store
         finally:

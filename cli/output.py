@@ -1,0 +1,64 @@
+"""Terminal output for turns: streamed text, tool activity, outbounds and errors."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from typing import Any, NoReturn
+
+import typer
+
+from hookline.kernel.envelope import get_field
+from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
+
+
+def fail(error: BaseException) -> NoReturn:
+    """One clear line on stderr and exit code 1."""
+    text = str(error) or type(error).__name__
+    typer.echo(f"error: {text}", err=True)
+    raise typer.Exit(1)
+
+
+class TurnPrinter:
+    """Bound as the framework's router for one command: it sees the model stream and the
+    outbound messages, prints them, and remembers errors so the command can fail."""
+
+    def __init__(self, stream: bool, out: Any = None) -> None:
+        self.stream = stream
+        self.out = out or sys.stdout
+        self.errors: list[str] = []
+        self.printed_text = False
+
+    def wrap_stream(self, message: Any, stream: AsyncStreamEvents) -> AsyncIterator[StreamEvent]:
+        return self._watch(stream)
+
+    async def _watch(self, stream: AsyncStreamEvents) -> AsyncIterator[StreamEvent]:
+        async for event in stream:
+            if event.kind == "error":
+                self.errors.append(str(event.data.get("message") or event.data))
+            elif self.stream and event.kind == "text":
+                self.out.write(str(event.data.get("delta", "")))
+                self.out.flush()
+                self.printed_text = True
+            elif self.stream and event.kind == "tool_call":
+                for call in event.data.get("tool_calls", []):
+                    typer.echo(f"\n[tool] {call.get('name')} {call.get('arguments', '')}",
+                               err=True)
+            yield event
+
+    async def dispatch(self, message: Any) -> bool:
+        if get_field(message, "kind") == "error":
+            self.errors.append(str(get_field(message, "content")))
+        return True
+
+    def finish(self, result: Any) -> None:
+        """Print the outbound messages (unless already streamed) and fail on errors."""
+        if self.stream:
+            if self.printed_text:
+                self.out.write("\n")
+        else:
+            for outbound in result.outbounds:
+                if get_field(outbound, "kind") != "error":
+                    typer.echo(str(get_field(outbound, "content") or ""), file=self.out)
+        if self.errors:
+            fail(RuntimeError(self.errors[0]))

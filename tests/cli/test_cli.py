@@ -1,0 +1,146 @@
+"""The CLI through its real console script, in subprocesses, on a fresh hookline home."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+HOOKLINE = shutil.which("hookline", path=str(Path(sys.executable).parent))
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
+    environ["HOOKLINE_HOME"] = str(tmp_path / "home")
+    return environ
+
+
+def hookline(*args: str, env: dict[str, str], cwd: Path | None = None,
+             input: str | None = None) -> subprocess.CompletedProcess[str]:
+    assert HOOKLINE, "the hookline console script is not installed in this environment"
+    return subprocess.run([HOOKLINE, *args], capture_output=True, text=True, env=env, cwd=cwd,
+                          input=input, timeout=120)
+
+
+def test_run_answers_offline_on_a_fresh_home(env: dict[str, str], tmp_path: Path) -> None:
+    out = hookline("run", "hello", env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("[offline model]")
+    assert '"hello"' in out.stdout
+    assert (tmp_path / "home" / "tapes.db").is_file(), "the turn is recorded on the tape store"
+
+
+def test_run_streams_and_runs_a_tool(env: dict[str, str], tmp_path: Path) -> None:
+    out = hookline("run", "--stream", '/tool fs_write {"path": "note.txt", "content": "hi"}',
+                   env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "note.txt").read_text() == "hi"
+    assert "[tool] fs_write" in out.stderr
+    assert "wrote 2 bytes" in out.stdout
+
+
+def test_history_survives_restarts_through_the_tape(env: dict[str, str], tmp_path: Path) -> None:
+    assert hookline("run", "first message", env=env, cwd=tmp_path).returncode == 0
+    out = hookline("run", '/tool tape_search {"query": "first message"}', env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "first message" in out.stdout.split("returned", 1)[1]
+
+
+def test_bad_setting_is_one_clear_line(env: dict[str, str], tmp_path: Path) -> None:
+    env["HOOKLINE_MAX_STEPS"] = "many"
+    out = hookline("run", "hello", env=env, cwd=tmp_path)
+    assert out.returncode == 1
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert lines[0].startswith("error: ") and "HOOKLINE_MAX_STEPS" in lines[0]
+    assert "Traceback" not in out.stderr
+
+
+def test_unreachable_provider_is_a_clear_error(env: dict[str, str], tmp_path: Path) -> None:
+    env.update(HOOKLINE_MODEL="openai:gpt-test", HOOKLINE_API_KEY="k",
+               HOOKLINE_API_BASE="http://127.0.0.1:9/v1")
+    out = hookline("run", "hello", env=env, cwd=tmp_path)
+    assert out.returncode == 1
+    assert "openai:gpt-test" in out.stderr and "HOOKLINE_API_BASE" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_hooks_lists_every_hook_in_execution_order(env: dict[str, str]) -> None:
+    out = hookline("hooks", env=env)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert len([line for line in lines if ":" in line]) >= 27
+    assert "run_model_stream: builtin    [stored: builtin]" in lines
+    data = json.loads(hookline("hooks", "--json", env=env).stdout)
+    assert len([h for h in data["hooks"] if h["kind"] is not None]) == 27
+
+
+def test_plugin_from_an_entry_point_shows_in_hooks_plugins_and_turns(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    site = tmp_path / "site"
+    (site / "shouty-0.1.dist-info").mkdir(parents=True)
+    (site / "shouty-0.1.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: shouty\nVersion: 0.1\n")
+    (site / "shouty-0.1.dist-info" / "entry_points.txt").write_text(
+        "[hookline]\nshouty = shouty_plugin:Shouty\n")
+    (site / "shouty_plugin.py").write_text(textwrap.dedent("""
+        from hookline.kernel import hookimpl
+
+        class Shouty:
+            def __init__(self, framework):
+                self.framework = framework
+
+            @hookimpl
+            def build_prompt(self, message, session_id, state):
+                return str(message.get("content", "")).upper()
+
+            @hookimpl
+            def provide_tool(self):  # misspelled on purpose
+                return []
+    """))
+    env["PYTHONPATH"] = str(site)
+    hooks = hookline("hooks", env=env)
+    assert "build_prompt: shouty, builtin    [stored: builtin, shouty]" in hooks.stdout
+    assert "did you mean 'provide_tools'?" in hooks.stdout
+    assert "ok   shouty" in hookline("plugins", env=env).stdout
+    out = hookline("run", "quiet please", env=env, cwd=tmp_path)
+    assert '"QUIET PLEASE"' in out.stdout
+
+
+def test_failed_plugin_is_reported_and_the_rest_still_work(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    site = tmp_path / "site"
+    (site / "broken-0.1.dist-info").mkdir(parents=True)
+    (site / "broken-0.1.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: broken\nVersion: 0.1\n")
+    (site / "broken-0.1.dist-info" / "entry_points.txt").write_text(
+        "[hookline]\nbroken = no_such_module:Plugin\n")
+    env["PYTHONPATH"] = str(site)
+    plugins = hookline("plugins", env=env)
+    assert "FAIL broken" in plugins.stdout and "No module named 'no_such_module'" in plugins.stdout
+    assert "plugin 'broken' failed to load" in hookline("hooks", env=env).stdout
+    assert hookline("run", "hello", env=env, cwd=tmp_path).returncode == 0
+    env["HOOKLINE_STRICT_PLUGINS"] = "1"
+    strict = hookline("run", "hello", env=env, cwd=tmp_path)
+    assert strict.returncode == 1 and "plugin 'broken'" in strict.stderr
+
+
+def test_onboard_writes_the_config_file(env: dict[str, str]) -> None:
+    out = hookline("onboard", "--yes", env=env)
+    assert out.returncode == 0, out.stderr
+    config = Path(env["HOOKLINE_HOME"]) / "config.toml"
+    assert 'model = "offline"' in config.read_text()
+    answered = hookline("onboard", env=env, input="scripted:turns.json\n")
+    assert answered.returncode == 0, answered.stderr
+    assert 'model = "scripted:turns.json"' in config.read_text()
+    unknown = hookline("onboard", "--plugin", "nope", env=env)
+    assert unknown.returncode == 1 and "Available plugins: builtin" in unknown.stderr
