@@ -1,15 +1,22 @@
 """The adapter that runs the conformance suite against hookline's kernel.
 
 It takes the kernel as a module so the same suite can run against a vendored copy of
-``kernel/`` imported under another package name.
+``kernel/`` imported under another package name: every type it builds or recognises is
+looked up in the submodules of that module, never imported from ``hookline``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import importlib
+import os
 import types
 from collections.abc import Callable
 from typing import Any
+
+WORKSPACE = "/spec-workspace"
+"""The workspace of every framework under test (it need not exist)."""
 
 
 class HooklineAdapter:
@@ -18,17 +25,176 @@ class HooklineAdapter:
     def __init__(self, kernel: types.ModuleType | str = "hookline.kernel") -> None:
         self.kernel = importlib.import_module(kernel) if isinstance(kernel, str) else kernel
 
+    def _module(self, name: str) -> types.ModuleType:
+        return importlib.import_module(f"{self.kernel.__name__}.{name}")
+
     def mark(self, function: Callable[..., Any], options: dict[str, Any]) -> Callable[..., Any]:
         return self.kernel.hookimpl(**options)(function)
 
     def new_kernel(self) -> HooklineKernel:
-        return HooklineKernel(self.kernel)
+        registry = self.kernel.Registry()
+        return HooklineKernel(registry, self.kernel.HookRuntime(registry))
+
+    def new_framework(self) -> HooklineFramework:
+        framework = self._module("framework").Framework(workspace=WORKSPACE)
+        return HooklineFramework(framework, self._module("events"))
+
+    # -- values --------------------------------------------------------------------------
+
+    def make(self, tag: str, data: dict[str, Any]) -> Any:
+        """Build a contract value from a fixture tag; see spec/README.md for the tags."""
+        value = data["value"]
+        if tag == "replace":
+            return dataclasses.replace(value, **data["fields"])
+        if tag == "tool":
+            tools = self._module("tools")
+            return tools.Tool(name=value, handler=lambda: None, description=data.get("tag", ""))
+        if tag == "channel":
+            return _channel_class(self._module("channels").Channel)(value, data.get("tag", ""))
+        if tag == "sidecar":
+            return _Sidecar(value, data.get("tag", ""))
+        if tag == "admit":
+            return self._module("channels").AdmitDecision(value, data.get("reason"))
+        if tag == "turn":
+            return self._module("channels").TurnSnapshot(**value)
+        if tag == "model_options":
+            models = self._module("models")
+            return models.ModelOptions(
+                models=[models.ModelChoice(model) for model in value.get("models", [])],
+                current_model=value.get("current_model"),
+            )
+        if tag == "tape_context":
+            tape = self._module("tape")
+            anchor = value.get("anchor", "$last_anchor")
+            return tape.TapeContext(
+                anchor=tape.LAST_ANCHOR if anchor == "$last_anchor" else anchor,
+                state=dict(value.get("state", {})),
+            )
+        if tag == "environment":
+            environment_class = _environment_class(self._module("environment").Environment)
+            return environment_class(value, data["on_close"])
+        if tag == "stream":
+            return self._stream(value, data["on_close"], data.get("raises"))
+        interception = self._module("interception")
+        if tag == "llm_request":
+            fields = dict(value)
+            fields["tool_names"] = tuple(fields.get("tool_names", ()))
+            return interception.LLMCallRequest(**fields)
+        if tag == "llm_result":
+            return interception.LLMCallResult(**value)
+        if tag == "llm_finish":
+            return interception.LLMCallDecision.finish(value)
+        if tag == "tool_call":
+            return interception.ToolCall(**value)
+        if tag == "tool_decision":
+            options = {k: v for k, v in data.items() if k != "value"}
+            return interception.ToolCallDecision(value, **options)
+        if tag == "tool_result":
+            return interception.ToolCallResult(**value)
+        if tag == "image":
+            import republic  # the media type of the contract (hookline's own dependency)
+
+            return republic.image(value)
+        raise ValueError(f"the hookline adapter cannot make ${tag}")
+
+    def _stream(self, events: list[dict[str, Any]], on_close: Callable[[], None],
+                error: BaseException | None) -> Any:
+        streaming = self._module("streaming")
+
+        async def source() -> Any:
+            for event in events:
+                yield streaming.StreamEvent(event["kind"], dict(event.get("data", {})))
+            if error is not None:
+                raise error
+
+        async def closed() -> None:
+            on_close()
+
+        return streaming.AsyncStreamEvents(source(), on_close=closed)
+
+    def describe(self, value: Any) -> Any:
+        """Plain data for hookline's contract values; anything else is returned as is."""
+        if isinstance(value, enum.Enum):
+            return value.value
+        if isinstance(value, _Sidecar | self._module("channels").Channel):
+            return _named(value.name, getattr(value, "spec_tag", ""))
+        if isinstance(value, self._module("tools").Tool):
+            return _named(value.name, value.description)
+        if isinstance(value, self._module("environment").Environment):
+            return {"$environment": getattr(value, "spec_label", "?")}
+        if self._module("prompt").is_media(value):
+            return {f"${value.kind}": value.data_url, "inline": value.data is not None}
+        if isinstance(value, self._module("models").ModelOptions):
+            return {"models": [choice.id for choice in value.models],
+                    "current_model": value.current_model}
+        if isinstance(value, self._module("tape").TapeContext):
+            anchor = value.anchor
+            if anchor is self._module("tape").LAST_ANCHOR:
+                anchor = "$last_anchor"
+            return {"anchor": anchor, "state": value.state}
+        if isinstance(value, os.PathLike):
+            return os.fspath(value)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            # TurnResult, decisions, requests, results, snapshots, HooklineError: their
+            # fields (a ToolCall's context, which is not compared, is left out).
+            return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)
+                    if f.compare}
+        return value
+
+
+def _named(name: str, tag: str) -> str:
+    return f"{name}@{tag}" if tag else name
+
+
+class _Sidecar:
+    """A tape sidecar: the protocol asks only for a name."""
+
+    def __init__(self, name: str, tag: str) -> None:
+        self.name, self.spec_tag = name, tag
+
+
+def _channel_class(base: type) -> type:
+    class SpecChannel(base):  # type: ignore[misc, valid-type]
+        def __init__(self, name: str, tag: str) -> None:
+            self.name, self.spec_tag = name, tag
+
+        async def start(self, stop_event: Any) -> None:
+            return None
+
+        async def stop(self) -> None:
+            return None
+
+    return SpecChannel
+
+
+def _environment_class(base: type) -> type:
+    class SpecEnvironment(base):  # type: ignore[misc, valid-type]
+        def __init__(self, label: str, on_close: Callable[[], None]) -> None:
+            super().__init__()
+            self.spec_label, self._on_close = label, on_close
+
+        async def spawn(self, command: Any, *, cwd: Any = None, env: Any = None) -> Any:
+            raise NotImplementedError
+
+        async def read_text(self, path: Any) -> str:
+            raise NotImplementedError
+
+        async def write_text(self, path: Any, content: str) -> None:
+            raise NotImplementedError
+
+        async def run_code(self, code: str, *, tools: Any, call_tool: Any, write: Any) -> None:
+            raise NotImplementedError
+
+        async def close(self) -> None:
+            self._on_close()
+
+    return SpecEnvironment
 
 
 class HooklineKernel:
-    def __init__(self, kernel: types.ModuleType) -> None:
-        self.registry = kernel.Registry()
-        self.runtime = kernel.HookRuntime(self.registry)
+    def __init__(self, registry: Any, runtime: Any) -> None:
+        self.registry = registry
+        self.runtime = runtime
 
     def register(self, plugin: object, name: str) -> None:
         self.registry.register(plugin, name=name)
@@ -55,3 +221,83 @@ class HooklineKernel:
         if call.startswith("notify_error"):
             return getattr(self.runtime, call)(**kwargs)
         return getattr(self.runtime, call)(hook, **kwargs)
+
+
+class HooklineFramework(HooklineKernel):
+    """A ``Framework`` as the runner's FrameworkUnderTest; also a kernel under test."""
+
+    def __init__(self, framework: Any, events: types.ModuleType) -> None:
+        super().__init__(framework.registry, framework.runtime)
+        self.framework = framework
+        self._events = events
+        self._bus: Any = None
+
+    def process_inbound(self, inbound: Any, stream_output: bool) -> Any:
+        return self.framework.process_inbound(inbound, stream_output=stream_output)
+
+    def running(self) -> Any:
+        return self.framework.running()
+
+    def get_tools(self) -> list[Any]:
+        return self.framework.get_tools()
+
+    def get_channels(self, message_handler: Any) -> list[Any]:
+        channels = self.framework.get_channels(message_handler)
+        assert all(name == channel.name for name, channel in channels.items())
+        return list(channels.values())
+
+    def get_tape_sidecars(self) -> list[Any]:
+        return self.framework.get_tape_sidecars()
+
+    def get_system_prompt(self, prompt: Any, state: dict[str, Any]) -> str:
+        return self.framework.get_system_prompt(prompt, state)
+
+    def build_tape_context(self) -> Any:
+        return self.framework.build_tape_context()
+
+    def collect_onboard_config(self, current_config: Any, plugin: str | None) -> dict:
+        return self.framework.collect_onboard_config(current_config, plugin=plugin)
+
+    def get_model_options(self, session_id: str, workspace: Any) -> Any:
+        return self.framework.get_model_options(session_id, workspace=workspace)
+
+    def admit_message(self, session_id: str, message: Any, turn: Any) -> Any:
+        return self.framework.admit_message(session_id, message, turn)
+
+    def get_environment(self, session_id: str) -> Any:
+        return self.framework.get_environment(session_id)
+
+    def get_tape_store(self) -> Any:
+        return self.framework.get_tape_store()
+
+    def get_steering_inbox(self) -> Any:
+        return self.framework.get_steering_inbox()
+
+    def steer_message(self, message: Any, state: dict[str, Any], reason: str | None) -> Any:
+        return self.framework.steer_message(message, state, reason=reason)
+
+    def continue_prompt(self, prompt: Any, tape: Any, state: Any) -> Any:
+        return self.framework.continue_prompt(prompt, tape, state)
+
+    async def step_finished(self, prompt: Any, status: str, tape: Any, stream_state: Any,
+                            step: int) -> Any:
+        """Announce a step on a bus the framework's AgentPlugins is attached to."""
+        if self._bus is None:
+            self._bus = self.framework.agent_plugins.attach()
+        events = self._events
+        await self._bus.emit(events.StepStarted(step=step, prompt=prompt, tape=tape))
+        finished = await self._bus.emit(events.StepFinished(
+            step=step, status=status, tape=tape, stream_state=stream_state))
+        return finished.next_prompt
+
+    def before_llm_call(self, request: Any, state: dict[str, Any]) -> Any:
+        return self.framework.agent_hooks.before_llm_call(request, state)
+
+    def after_llm_call(self, request: Any, result: Any, state: dict[str, Any]) -> Any:
+        return self.framework.agent_hooks.after_llm_call(request, result, state)
+
+    def before_tool_call(self, call: Any, state: dict[str, Any]) -> Any:
+        return self.framework.agent_hooks.before_tool_call(call, state)
+
+    def after_tool_call(self, call: Any, result: Any, state: dict[str, Any]) -> Any:
+        return self.framework.agent_hooks.after_tool_call(call, result, state)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,47 @@ def test_runner_reports_a_broken_kernel(tmp_path: Path) -> None:
     path = runner.FIXTURE_DIR / "dispatch" / "order-markers.toml"
     with pytest.raises(runner.FixtureFailure, match="calls"):
         runner.run_sync(path, Backwards())
+
+
+DIFFERENCES = runner.SPEC_DIR / "DIFFERENCES.md"
+
+
+def test_every_reference_difference_is_documented() -> None:
+    """Each ``reference.difference.*`` rule appears in DIFFERENCES.md, and every fixture
+    that checks it is named there (and every fixture named there exists)."""
+    text = DIFFERENCES.read_text(encoding="utf-8")
+    differences = sorted(r for r in runner.load_rules() if r.startswith("reference.difference."))
+    assert differences, "rules.toml lists no reference.difference.* rule"
+    missing = [rule for rule in differences if f"`{rule}`" not in text]
+    assert not missing, f"DIFFERENCES.md does not list: {missing}"
+    for path in FIXTURES:
+        named = [r for r in runner.fixture_rules(path) if r.startswith("reference.difference.")]
+        relative = path.relative_to(runner.SPEC_DIR).as_posix()
+        if named:
+            assert f"`{relative}`" in text, f"DIFFERENCES.md does not name {relative}"
+    for mentioned in re.findall(r"`(fixtures/[^`]+\.toml)`", text):
+        assert (runner.SPEC_DIR / mentioned).is_file(), f"DIFFERENCES.md names {mentioned}"
+
+
+def test_runner_reports_a_broken_framework() -> None:
+    """A framework fixture can fail too: a framework whose get_tools lets the last
+    provider win a name must not pass the de-duplication fixture."""
+
+    class LastWins(HooklineAdapter):
+        def new_framework(self):  # type: ignore[override]
+            framework = super().new_framework()
+            real = framework.get_tools
+            framework.get_tools = lambda: list(reversed(real()))  # type: ignore[method-assign]
+            return framework
+
+    path = runner.FIXTURE_DIR / "resources" / "tools-dedupe.toml"
+    runner.run_sync(path, HooklineAdapter())
+    with pytest.raises(runner.FixtureFailure, match="result"):
+        runner.run_sync(path, LastWins())
+
+
+def test_framework_actions_need_a_framework_fixture(tmp_path: Path) -> None:
+    path = tmp_path / "not-framework.toml"
+    path.write_text('rules = ["x"]\nplugins = []\n[[steps]]\naction = "get_tools"\n')
+    with pytest.raises(runner.FixtureFailure, match="framework = true"):
+        runner.run_sync(path, HooklineAdapter())
