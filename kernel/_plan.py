@@ -25,6 +25,9 @@ KINDS = ("first", "many", "first_sync", "many_sync")
 # Results of these types are never awaitable; checking the class first skips isawaitable.
 _PLAIN = frozenset({type(None), str, int, float, bool, bytes, dict, list, tuple, set})
 
+_SKIPPED: Any = object()
+"""Stands for a skipped awaitable in a sync collecting caller, filtered out at the end."""
+
 def skip_awaitable(hook_name: str, plugin_name: str | None, value: Any) -> None:
     """Log a skipped awaitable on a sync path and close it so no warning leaks."""
     logger.warning(
@@ -75,6 +78,7 @@ class Plan:
             "_PLAIN": _PLAIN,
             "_isawaitable": inspect.isawaitable,
             "_skip": self._skip,
+            "_SKIPPED": _SKIPPED,
             "_missing": self._missing,
         }
         # The caller takes the dispatch's keyword dict as is: no re-packing per call.
@@ -86,8 +90,8 @@ class Plan:
             lines.append("    try:")
             lines += [f"        {local[p]} = _kwargs[{p!r}]" for p in self.params]
             lines.append("    except KeyError as exc: raise _missing(exc.args[0]) from None")
-        if collect:
-            lines.append("    _results = []")
+        if collect and not is_async:
+            lines.append("    _skipped = False")
         for index, impl in enumerate(self.impls):
             function = impl.function
             if self.tracer is not None:
@@ -96,7 +100,15 @@ class Plan:
             args = ", ".join(f"{name}={local[name]}" for name in impl.argnames)
             call = f"_f{index}({args})"
             lines += _step(index, call, impl.is_async, is_async, collect)
-        lines.append("    return _results" if collect else "    return None")
+        if collect:
+            # One list display at the end is cheaper than an append per implementation.
+            values = ", ".join(f"_v{index}" for index in range(len(self.impls)))
+            if not is_async:
+                lines.append(f"    if _skipped: return [_v for _v in ({values},) "
+                             "if _v is not _SKIPPED]")
+            lines.append(f"    return [{values}]")
+        else:
+            lines.append("    return None")
         source = "\n".join(lines) + "\n"
         self._sources[kind] = source
         code = compile(source, f"<hookline plan {self.hook_name}.{kind}>", "exec")
@@ -115,30 +127,31 @@ class Plan:
 
 
 def _step(index: int, call: str, impl_async: bool, path_async: bool, collect: bool) -> list[str]:
-    """Source lines for one implementation: call, handle awaitables, collect or return."""
-    emit = "_results.append(_v)" if collect else "return _v"
+    """Source lines for one implementation: call, handle awaitables, keep or return.
+
+    Collecting callers keep each value in ``_v<index>`` and build the list at the end.
+    """
+    v = f"_v{index}" if collect else "_v"
     if path_async and impl_async:
-        if collect:
-            return [f"    _results.append(await {call})"]
-        return [f"    _v = await {call}", "    if _v is not None: return _v"]
-    if path_async:
+        lines = [f"    {v} = await {call}"]
+    elif path_async:
         lines = [
-            f"    _v = {call}",
-            "    if _v is not None and _v.__class__ not in _PLAIN and _isawaitable(_v):",
-            "        _v = await _v",
+            f"    {v} = {call}",
+            f"    if {v} is not None and {v}.__class__ not in _PLAIN and _isawaitable({v}):",
+            f"        {v} = await {v}",
         ]
-        return [*lines, f"    {emit}" if collect else f"    if _v is not None: {emit}"]
-    # Sync path: an awaitable result is skipped with a warning, never awaited.
-    plain = "_v.__class__ in _PLAIN or not _isawaitable(_v)"
-    if collect:
+    elif collect:
+        # Sync path: an awaitable result is skipped with a warning, never awaited.
         return [
-            f"    _v = {call}",
-            f"    if _v is None or {plain}: {emit}",
-            f"    else: _skip({index}, _v)",
+            f"    {v} = {call}",
+            f"    if {v} is not None and {v}.__class__ not in _PLAIN and _isawaitable({v}):",
+            f"        _skip({index}, {v}); {v} = _SKIPPED; _skipped = True",
         ]
-    return [
-        f"    _v = {call}",
-        "    if _v is not None:",
-        f"        if {plain}: {emit}",
-        f"        _skip({index}, _v)",
-    ]
+    else:
+        return [
+            f"    {v} = {call}",
+            f"    if {v} is not None:",
+            f"        if {v}.__class__ in _PLAIN or not _isawaitable({v}): return {v}",
+            f"        _skip({index}, {v})",
+        ]
+    return lines if collect else [*lines, f"    if {v} is not None: return {v}"]
