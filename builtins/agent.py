@@ -137,8 +137,9 @@ class _Run:
             await self._emit(RunStarted(model=self.model, prompt=self.prompt,
                                         state=self.state, tape=tape))
             try:
-                async for event in self._steps():
-                    yield event
+                async with contextlib.aclosing(self._steps()) as steps:
+                    async for event in steps:
+                        yield event
             except HooklineError as exc:
                 status, error = "error", str(exc)
                 self.stream_state.error = exc
@@ -160,25 +161,31 @@ class _Run:
                     }, run_id=self.run_id)
 
     async def _steps(self) -> AsyncIterator[StreamEvent]:
-        new_messages = [ModelMessage.user(to_legacy_prompt(self.prompt))]
+        prompt = self.prompt
+        first = prompt if any(not isinstance(item, str) for item in prompt) else "\n".join(prompt)
+        new_messages = [ModelMessage.user(first)]
         step_prompt: list[Any] | None = self.prompt
         while True:
-            self.steps += 1
-            if self.steps > self.agent.config.max_steps:
+            if self.steps >= self.agent.config.max_steps:
                 raise HooklineError(
                     ErrorKind.temporary,
                     f"stopped after {self.agent.config.max_steps} model steps without a final "
                     f"answer; raise HOOKLINE_MAX_STEPS if the task needs more",
                 )
+            self.steps += 1
             step_started = time.perf_counter()
             run_id = self.run_id = new_run_id()
             self.step_text_started = False
             await self._emit(StepStarted(step=self.steps, prompt=step_prompt,
                                          state=self.state, tape=self.tape))
-            for message in await self._drain_steering() + new_messages:
+            # The context is read before the step's new messages are recorded: the tape
+            # keeps only their text, the model gets them whole (media included).
+            context = as_model_messages(await self.tape.read_messages())
+            new_messages = await self._drain_steering() + new_messages
+            for message in new_messages:
                 await self.tape.append("message", message.to_dict(), run_id=run_id)
             outcome = _StepOutcome()
-            async for event in self._model_call(run_id, outcome):
+            async for event in self._model_call(run_id, outcome, context + new_messages):
                 yield event
             if outcome.tool_calls:
                 results = [await self._run_tool(run_id, call) for call in outcome.tool_calls]
@@ -199,12 +206,12 @@ class _Run:
             if finished.next_prompt is not None:
                 new_messages = [ModelMessage.user(finished.next_prompt)]
 
-    async def _model_call(self, run_id: str, outcome: _StepOutcome) -> AsyncIterator[StreamEvent]:
+    async def _model_call(self, run_id: str, outcome: _StepOutcome,
+                          conversation: list[ModelMessage]) -> AsyncIterator[StreamEvent]:
         """One provider call (or a finish decision), streamed and recorded."""
         system = self.agent.framework.get_system_prompt(
             to_legacy_prompt(self.prompt) if self.steps == 1 else "", self.state)
-        messages = ([ModelMessage.system(system)] if system else []) + as_model_messages(
-            await self.tape.read_messages())
+        messages = ([ModelMessage.system(system)] if system else []) + conversation
         request = LLMCallRequest(run_id=run_id, model=self.model, messages=messages,
                                  tool_names=tuple(self.tools),
                                  max_tokens=self.agent.config.max_tokens)

@@ -1,0 +1,797 @@
+"""End to end through real HTTP: the builtin plugin's agent loop against a loopback server.
+
+Every test builds a Framework with the builtin plugin registered first (settings pointing
+at the loopback OpenAI-compatible server of `openai_server.py`), registers its test plugins
+after it, and runs turns with `process_inbound(..., stream_output=True)` inside `running()`.
+The model calls go through republic over HTTP; the tools really run in a temporary
+workspace; the tape is read back from the SQLite store under a temporary HOOKLINE_HOME.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from openai_server import OpenAIServer, RecordedRequest, Reply, closed_port_url
+
+from hookline.builtins.models import ModelOpener, content_text
+from hookline.builtins.plugin import BuiltinPlugin
+from hookline.builtins.settings import Settings
+from hookline.builtins.store import SQLiteTapeStore
+from hookline.builtins.tape import Tape, session_tape_name
+from hookline.kernel import (
+    Framework,
+    LLMCallDecision,
+    LLMCallRequest,
+    LLMCallResult,
+    ToolCall,
+    ToolCallDecision,
+    ToolCallResult,
+    hookimpl,
+)
+from hookline.kernel.events import (
+    AgentEvent,
+    LLMCallFinished,
+    RunFinished,
+    RunStarted,
+    StepStarted,
+)
+from hookline.kernel.streaming import ErrorKind, HooklineError, StreamState
+from hookline.kernel.tape import TapeEntry
+from hookline.kernel.turn import TurnResult
+
+pytestmark = pytest.mark.anyio
+
+SPEC = "openai-compatible:test-model"
+KEY = "sk-e2e"
+SESSION = "e2e:chat"
+
+
+# -- fixtures and helpers ------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No key, endpoint or setting of the machine running the tests may leak in."""
+    for provider in ("OPENAI_COMPATIBLE", "OPENAI"):
+        monkeypatch.delenv(f"REPUBLIC_{provider}_API_KEY", raising=False)
+        monkeypatch.delenv(f"REPUBLIC_{provider}_API_BASE", raising=False)
+    for name in ("MODEL", "FALLBACK_MODELS", "API_KEY", "API_BASE", "API_FORMAT", "MAX_STEPS",
+                 "MAX_TOKENS", "TAPE_STORE", "STREAM"):
+        monkeypatch.delenv(f"HOOKLINE_{name}", raising=False)
+    monkeypatch.setenv("HOOKLINE_HOME", str(tmp_path / "home"))
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with OpenAIServer(api_key=KEY) as running:
+        yield running
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "workspace"
+    path.mkdir()
+    return path
+
+
+def build(
+    workspace: Path,
+    api_base: str,
+    *plugins: object,
+    api_key: str = KEY,
+    **settings: Any,
+) -> tuple[Framework, BuiltinPlugin]:
+    """The builtin plugin first, then `plugins` in order (so the last one runs first)."""
+    home = workspace.parent / "home"
+    framework = Framework(workspace)
+    builtin = BuiltinPlugin(
+        framework,
+        settings=Settings(home=home, model=SPEC, api_key=api_key, api_base=api_base, **settings),
+    )
+    framework.registry.register(builtin, name="builtin")
+    for index, plugin in enumerate(plugins):
+        framework.registry.register(plugin, name=f"{type(plugin).__name__.lower()}-{index}")
+    return framework, builtin
+
+
+def watch(builtin: BuiltinPlugin) -> list[AgentEvent]:
+    """Every agent event, as a handler on the agent's bus (after the plugin adapter)."""
+    seen: list[AgentEvent] = []
+    builtin.get_agent().bus.on(AgentEvent, seen.append)
+    return seen
+
+
+def of_type(events: list[AgentEvent], kind: type[Any]) -> list[Any]:
+    return [event for event in events if isinstance(event, kind)]
+
+
+async def turn(framework: Framework, content: str, **fields: Any) -> TurnResult:
+    envelope = {"content": content, "session_id": SESSION, **fields}
+    return await framework.process_inbound(envelope, stream_output=True)
+
+
+async def tape_entries(framework: Framework, session_id: str = SESSION) -> list[TapeEntry]:
+    """The session tape as stored (read through the scope's store)."""
+    store = framework.get_tape_store()
+    assert isinstance(store, SQLiteTapeStore), "the builtin store is SQLite"
+    tape = Tape(store, session_tape_name(session_id, framework.workspace))
+    return await tape.entries()
+
+
+def run_entries(entries: list[TapeEntry]) -> list[TapeEntry]:
+    """The entries after the bootstrap anchor."""
+    assert entries[0].kind == "anchor"
+    return entries[1:]
+
+
+def tool_call_reply(name: str, arguments: dict[str, Any], call_id: str = "call_1",
+                    text: str = "") -> Reply:
+    return Reply(text=text, tool_calls=[{"id": call_id, "name": name, "arguments": arguments}])
+
+
+def tool_message(request: RecordedRequest, call_id: str = "call_1") -> dict[str, Any]:
+    (message,) = [m for m in request.messages
+                  if m["role"] == "tool" and m.get("tool_call_id") == call_id]
+    return message
+
+
+def user_texts(request: RecordedRequest) -> list[str]:
+    return [m["content"] for m in request.messages if m["role"] == "user"]
+
+
+class Recorder:
+    """Observes every interception hook and on_error, keeping what it saw at call time."""
+
+    def __init__(self) -> None:
+        self.llm_requests: list[LLMCallRequest] = []
+        self.llm_results: list[tuple[LLMCallRequest, LLMCallResult]] = []
+        self.tool_calls: list[ToolCall] = []
+        self.tool_results: list[dict[str, Any]] = []
+        self.errors: list[tuple[str, BaseException, Any]] = []
+
+    @hookimpl
+    def before_llm_call(self, request: LLMCallRequest) -> None:
+        self.llm_requests.append(request)
+
+    @hookimpl
+    def after_llm_call(self, request: LLMCallRequest, result: LLMCallResult) -> None:
+        self.llm_results.append((request, result))
+
+    @hookimpl
+    def before_tool_call(self, call: ToolCall) -> None:
+        self.tool_calls.append(call)
+
+    @hookimpl
+    def after_tool_call(self, call: ToolCall, result: ToolCallResult,
+                        state: dict[str, Any]) -> None:
+        self.tool_results.append({
+            "call": call, "run_id": result.run_id, "tool": result.tool,
+            "arguments": dict(result.arguments), "result": result.result,
+            "error": result.error, "has_tape": state.get("_runtime_tape") is not None,
+        })
+
+    @hookimpl
+    def on_error(self, stage: str, error: Exception, message: Any) -> None:
+        self.errors.append((stage, error, message))
+
+
+# -- (a) the real loop: a tool call over HTTP, then the answer ---------------------------
+
+
+async def test_tool_call_runs_and_its_result_reaches_the_next_request(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    server.add(
+        Reply(
+            text="Writing the file.",
+            tool_calls=[{"id": "call_w", "name": "fs_write",
+                         "arguments": {"path": "notes/hello.txt", "content": "hello there"}}],
+            usage={"prompt_tokens": 30, "completion_tokens": 12},
+        ),
+        Reply(text="I wrote notes/hello.txt for you.",
+              usage={"prompt_tokens": 50, "completion_tokens": 9}),
+    )
+    recorder = Recorder()
+    framework, builtin = build(workspace, server.base_url, recorder)
+    events = watch(builtin)
+    async with framework.running():
+        result = await turn(framework, "please write hello")
+        entries = await tape_entries(framework)
+
+    # The tool really ran in the workspace, and the two steps' text is the output.
+    assert (workspace / "notes" / "hello.txt").read_text() == "hello there"
+    assert result.model_output == "Writing the file.\n\nI wrote notes/hello.txt for you."
+    assert result.outbounds[0]["content"] == result.model_output
+
+    # First request: system prompt, the user's message, the tools (model-facing names).
+    first, second = server.requests
+    assert first.headers["authorization"] == f"Bearer {KEY}"
+    assert first.body["model"] == "test-model" and first.body["stream"] is True
+    assert first.messages[0]["role"] == "system"
+    assert first.messages[1:] == [{"role": "user", "content": "please write hello"}]
+    assert {"shell", "fs_read", "fs_write", "fs_edit"} <= set(first.tool_names)
+    assert all("." not in name for name in first.tool_names)
+
+    # Second request: the conversation so far, the tool result included.
+    assert [m["role"] for m in second.messages] == ["system", "user", "assistant", "tool"]
+    assistant = second.messages[2]
+    assert assistant["content"] == "Writing the file."
+    assert [c["id"] for c in assistant["tool_calls"]] == ["call_w"]
+    assert assistant["tool_calls"][0]["function"]["name"] == "fs_write"
+    assert tool_message(second, "call_w")["content"] == "wrote 11 bytes to 'notes/hello.txt'"
+
+    # after_llm_call saw each provider call: text, tool calls, usage, matching run ids.
+    assert [request.run_id for request, _ in recorder.llm_results] == [
+        request.run_id for request in recorder.llm_requests
+    ]
+    (req1, res1), (req2, res2) = recorder.llm_results
+    assert req1.model == SPEC and "fs_write" in req1.tool_names
+    assert res1.run_id == req1.run_id and res1.run_id.startswith("run-")
+    assert res2.run_id == req2.run_id and res2.run_id != res1.run_id
+    assert res1.text == "Writing the file."
+    assert [(c["id"], c["name"], json.loads(c["arguments"])) for c in res1.tool_calls] == [
+        ("call_w", "fs_write", {"path": "notes/hello.txt", "content": "hello there"})
+    ]
+    assert res1.usage is not None
+    assert (res1.usage["input_tokens"], res1.usage["output_tokens"]) == (30, 12)
+    assert res1.error is None and res1.duration_ms >= 0
+    assert res2.text == "I wrote notes/hello.txt for you." and res2.tool_calls == []
+
+    # before/after_tool_call saw the call with the step's run id and its result.
+    (call,) = recorder.tool_calls
+    assert (call.tool, call.run_id) == ("fs_write", res1.run_id)
+    assert call.arguments == {"path": "notes/hello.txt", "content": "hello there"}
+    (seen,) = recorder.tool_results
+    assert seen["run_id"] == res1.run_id and seen["has_tape"]
+    assert seen["result"] == "wrote 11 bytes to 'notes/hello.txt'" and seen["error"] is None
+
+    # The tape: user message, tool call, tool result, assistant message, run event.
+    recorded = run_entries(entries)
+    assert [entry.kind for entry in recorded] == [
+        "message", "tool_call", "tool_result", "message", "event"
+    ]
+    user, tool_call, tool_result, answer, run = recorded
+    assert user.payload == {"role": "user", "content": "please write hello"}
+    assert tool_call.payload["content"] == "Writing the file."
+    assert [(c["id"], c["name"]) for c in tool_call.payload["calls"]] == [("call_w", "fs_write")]
+    assert tool_result.payload["results"] == [{
+        "call_id": "call_w", "name": "fs_write",
+        "output": "wrote 11 bytes to 'notes/hello.txt'", "is_error": False,
+    }]
+    assert answer.payload == {"role": "assistant",
+                              "content": "I wrote notes/hello.txt for you."}
+    assert run.payload["name"] == "run"
+    assert run.payload["data"]["status"] == "ok" and run.payload["data"]["steps"] == 2
+    assert run.payload["data"]["model"] == SPEC
+    assert run.payload["data"]["usage"]["input_tokens"] == 50
+    # run_id correlation: one id per model call, on every entry recorded for that step.
+    assert all(entry.meta.get("run_id", "").startswith("run-") for entry in recorded)
+    assert {user.meta["run_id"], tool_call.meta["run_id"], tool_result.meta["run_id"]} == {
+        res1.run_id
+    }
+    assert answer.meta["run_id"] == run.meta["run_id"] == res2.run_id
+    assert tool_call.meta["model"] == answer.meta["model"] == SPEC
+    assert [entry.id for entry in entries] == list(range(1, len(entries) + 1))
+
+    # The agent events tell the same story.
+    assert [e.step for e in of_type(events, StepStarted)] == [1, 2]
+    (started,) = of_type(events, RunStarted)
+    assert started.model == SPEC and started.prompt == ["please write hello"]
+    (finished,) = of_type(events, RunFinished)
+    assert (finished.status, finished.steps, finished.error) == ("ok", 2, None)
+
+
+async def test_the_tape_survives_the_scope_in_the_sqlite_file(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    server.add(Reply(text="Stored."))
+    framework, builtin = build(workspace, server.base_url)
+    async with framework.running():
+        await turn(framework, "remember this")
+    path = builtin.get_settings().tape_store
+    assert path is not None and path.is_file()
+    with SQLiteTapeStore(path) as store:
+        tape = Tape(store, session_tape_name(SESSION, workspace))
+        entries = await tape.entries()
+    assert [(e.kind, e.payload.get("content")) for e in entries if e.kind == "message"] == [
+        ("message", "remember this"), ("message", "Stored.")
+    ]
+
+
+async def test_envelope_media_is_sent_as_an_image_part(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    png = "data:image/png;base64," + base64.b64encode(b"\x89PNG\r\n\x1a\n-tiny").decode()
+    server.add(Reply(text="A tiny picture."))
+    framework, _ = build(workspace, server.base_url)
+    async with framework.running():
+        result = await turn(framework, "what is this?",
+                            media=[{"type": "image", "mime_type": "image/png", "url": png}])
+    assert result.model_output == "A tiny picture."
+    (request,) = server.requests
+    assert request.messages[-1] == {"role": "user", "content": [
+        {"type": "text", "text": "what is this?"},
+        {"type": "image_url", "image_url": {"url": png}},
+    ]}
+
+
+# -- (b) interception plugins registered after the builtin ---------------------------------
+
+
+class DenyWrites:
+    @hookimpl
+    def before_tool_call(self, call: ToolCall) -> ToolCallDecision | None:
+        return ToolCallDecision.deny("no") if call.tool == "fs_write" else None
+
+
+async def test_a_denied_tool_does_not_run_and_the_model_sees_the_denial(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    server.add(
+        tool_call_reply("fs_write", {"path": "secret.txt", "content": "leak"}),
+        Reply(text="I was not allowed to write."),
+    )
+    recorder = Recorder()
+    framework, _ = build(workspace, server.base_url, DenyWrites(), recorder)
+    async with framework.running():
+        result = await turn(framework, "write the secret")
+        entries = await tape_entries(framework)
+
+    assert not (workspace / "secret.txt").exists()
+    assert result.model_output == "I was not allowed to write."
+    denial = tool_message(server.requests[1])
+    assert json.loads(denial["content"]) == {"kind": "tool", "message": "no"}
+    (seen,) = recorder.tool_results
+    assert seen["result"] is None
+    assert isinstance(seen["error"], HooklineError)
+    assert seen["error"].kind is ErrorKind.tool and seen["error"].message == "no"
+    (recorded,) = [e for e in entries if e.kind == "tool_result"]
+    assert recorded.payload["results"][0]["is_error"] is True
+    assert json.loads(recorded.payload["results"][0]["output"])["message"] == "no"
+
+
+class RewriteWrites:
+    @hookimpl
+    def before_tool_call(self, call: ToolCall) -> ToolCallDecision | None:
+        if call.tool != "fs_write":
+            return None
+        return ToolCallDecision.proceed({"path": "safe/out.txt", "content": "rewritten"})
+
+
+async def test_rewritten_arguments_are_the_ones_the_tool_runs_with(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    server.add(
+        tool_call_reply("fs_write", {"path": "original.txt", "content": "as asked"}),
+        Reply(text="Done."),
+    )
+    recorder = Recorder()
+    framework, _ = build(workspace, server.base_url, RewriteWrites(), recorder)
+    async with framework.running():
+        await turn(framework, "write something")
+        entries = await tape_entries(framework)
+
+    assert not (workspace / "original.txt").exists()
+    assert (workspace / "safe" / "out.txt").read_text() == "rewritten"
+    assert tool_message(server.requests[1])["content"] == "wrote 9 bytes to 'safe/out.txt'"
+    (seen,) = recorder.tool_results
+    assert seen["arguments"] == {"path": "safe/out.txt", "content": "rewritten"}
+    assert seen["call"].arguments == {"path": "safe/out.txt", "content": "rewritten"}
+    # The tape keeps what the model asked for and what actually happened.
+    (asked,) = [e for e in entries if e.kind == "tool_call"]
+    assert json.loads(asked.payload["calls"][0]["arguments"])["path"] == "original.txt"
+    (happened,) = [e for e in entries if e.kind == "tool_result"]
+    assert "safe/out.txt" in happened.payload["results"][0]["output"]
+
+
+class ServeFromCache:
+    @hookimpl
+    def before_tool_call(self, call: ToolCall) -> ToolCallDecision | None:
+        return ToolCallDecision.replace("from the cache") if call.tool == "shell" else None
+
+
+async def test_a_replace_decision_skips_the_tool_and_feeds_its_value(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    server.add(
+        tool_call_reply("shell", {"command": "touch ran.txt"}),
+        Reply(text="ok"),
+    )
+    recorder = Recorder()
+    framework, _ = build(workspace, server.base_url, ServeFromCache(), recorder)
+    async with framework.running():
+        await turn(framework, "run it")
+    assert not (workspace / "ran.txt").exists()
+    assert tool_message(server.requests[1])["content"] == "from the cache"
+    (seen,) = recorder.tool_results
+    assert (seen["result"], seen["error"]) == ("from the cache", None)
+
+
+class FinishEarly:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    @hookimpl
+    def before_llm_call(self, request: LLMCallRequest) -> LLMCallDecision:
+        self.calls += 1
+        return LLMCallDecision.finish("cached")
+
+
+async def test_a_finish_decision_answers_without_calling_the_provider(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    recorder = Recorder()
+    finisher = FinishEarly()
+    framework, builtin = build(workspace, server.base_url, finisher, recorder)
+    events = watch(builtin)
+    async with framework.running():
+        result = await turn(framework, "anything")
+        entries = await tape_entries(framework)
+
+    assert server.requests == []
+    assert result.model_output == "cached"
+    assert result.outbounds[0]["content"] == "cached"
+    assert finisher.calls == 1
+    assert len(recorder.llm_requests) == 1, "the recorder runs first and sees the request"
+    assert recorder.llm_results == [], "no after_llm_call after a finish decision"
+    assert of_type(events, LLMCallFinished) == []
+    kinds = [(e.kind, e.payload.get("role"), e.payload.get("content"))
+             for e in run_entries(entries)]
+    assert kinds[:2] == [("message", "user", "anything"), ("message", "assistant", "cached")]
+    (finished,) = of_type(events, RunFinished)
+    assert finished.status == "ok"
+
+
+class ReplaceResult:
+    @hookimpl
+    def after_tool_call(self, result: ToolCallResult) -> None:
+        result.result = "X"
+
+
+async def test_a_result_replaced_in_after_tool_call_is_what_the_model_sees(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    server.add(
+        tool_call_reply("shell", {"command": "echo $((6 * 7))"}),
+        Reply(text="The tool said X."),
+    )
+    recorder = Recorder()
+    # Registered last, the recorder runs first: it sees the real output, then it is replaced.
+    framework, _ = build(workspace, server.base_url, ReplaceResult(), recorder)
+    async with framework.running():
+        await turn(framework, "echo something")
+        entries = await tape_entries(framework)
+
+    (seen,) = recorder.tool_results
+    assert "exit code: 0" in seen["result"] and "42" in seen["result"], "the tool ran"
+    assert tool_message(server.requests[1])["content"] == "X"
+    assert "exit code" not in json.dumps(server.requests[1].messages)
+    (recorded,) = [e for e in entries if e.kind == "tool_result"]
+    assert recorded.payload["results"][0]["output"] == "X"
+
+
+# -- (c) provider errors ------------------------------------------------------------------
+
+
+async def test_a_rejected_key_is_a_clear_error_naming_provider_model_and_setting(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    recorder = Recorder()
+    framework, builtin = build(workspace, server.base_url, recorder, api_key="sk-wrong")
+    events = watch(builtin)
+    async with framework.running():
+        result = await turn(framework, "hello")
+        entries = await tape_entries(framework)
+
+    assert len(server.requests) == 1, "authentication failures are not retried"
+    assert result.model_output == ""
+    ((stage, error, message),) = recorder.errors
+    assert stage == "run_model"
+    assert message["content"] == "hello"
+    assert isinstance(error, HooklineError) and error.kind is ErrorKind.config
+    assert SPEC in error.message and "HTTP 401" in error.message
+    assert "the API key was rejected" in error.message
+    assert "HOOKLINE_API_KEY" in error.message
+    assert error.details is not None
+    assert (error.details["provider"], error.details["model"]) == ("openai-compatible",
+                                                                    "test-model")
+    assert "Traceback" not in str(error)
+    # The failed provider call is reported to after_llm_call with its error.
+    ((_, failed),) = recorder.llm_results
+    assert isinstance(failed.error, HooklineError) and "HTTP 401" in failed.error.message
+    (finished,) = of_type(events, RunFinished)
+    assert finished.status == "error" and "HTTP 401" in (finished.error or "")
+    (run,) = [e for e in entries if e.kind == "event" and e.payload["name"] == "run"]
+    assert run.payload["data"]["status"] == "error"
+    assert "HOOKLINE_API_KEY" in run.payload["data"]["error"]
+
+
+async def test_a_closed_port_is_a_clear_connection_error(workspace: Path) -> None:
+    url = closed_port_url()
+    recorder = Recorder()
+    framework, builtin = build(workspace, url, recorder)
+    # Same client as the default, without the pauses between retries.
+    builtin.get_agent().open_model = ModelOpener(builtin.get_settings(), retry_delay=0.0)
+    events = watch(builtin)
+    async with framework.running():
+        result = await turn(framework, "hello")
+
+    assert result.model_output == ""
+    ((stage, error, _),) = recorder.errors
+    assert stage == "run_model"
+    assert isinstance(error, HooklineError) and error.kind is ErrorKind.provider
+    assert SPEC in error.message and url in error.message
+    assert "connection failed" in error.message
+    assert "HOOKLINE_API_BASE" in error.message
+    assert "Traceback" not in str(error)
+    (finished,) = of_type(events, RunFinished)
+    assert finished.status == "error"
+
+
+# -- (d) a per-turn model override ------------------------------------------------------
+
+
+async def test_state_model_from_the_envelope_context_picks_the_model_for_that_turn(
+    server: OpenAIServer, workspace: Path, tmp_path: Path
+) -> None:
+    script = tmp_path / "turns.json"
+    script.write_text(json.dumps([{"text": "from the script"}]))
+    spec = f"scripted:{script}"
+    server.add(Reply(text="from the server"))
+    recorder = Recorder()
+    framework, _ = build(workspace, server.base_url, recorder)
+    async with framework.running():
+        scripted = await turn(framework, "hi", context={"model": spec})
+        assert server.requests == [], "the scripted turn made no HTTP request"
+        configured = await turn(framework, "hi again")
+        entries = await tape_entries(framework)
+
+    assert scripted.state["model"] == spec
+    assert scripted.model_output == "from the script"
+    assert configured.model_output == "from the server"
+    assert len(server.requests) == 1
+    assert [request.model for request in recorder.llm_requests] == [spec, SPEC]
+    answers = [e for e in entries if e.kind == "message" and e.payload["role"] == "assistant"]
+    assert [(e.payload["content"], e.meta["model"]) for e in answers] == [
+        ("from the script", spec), ("from the server", SPEC)
+    ]
+
+
+# -- (e) continue_prompt ----------------------------------------------------------------
+
+
+class KeepGoing:
+    def __init__(self) -> None:
+        self.seen: list[tuple[Any, Any, Any]] = []
+
+    @hookimpl
+    def continue_prompt(self, prompt: Any, tape: Any, state: Any) -> str | None:
+        self.seen.append((prompt, tape, state))
+        return "Now check the result." if prompt is not None else None
+
+
+async def test_continue_prompt_adds_a_user_message_to_the_next_request(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    server.add(
+        tool_call_reply("fs_write", {"path": "a.txt", "content": "a"}),
+        Reply(text="Checked."),
+    )
+    keep_going = KeepGoing()
+    framework, _ = build(workspace, server.base_url, keep_going)
+    async with framework.running():
+        result = await turn(framework, "write a")
+        entries = await tape_entries(framework)
+
+    second = server.requests[1]
+    assert [m["role"] for m in second.messages] == [
+        "system", "user", "assistant", "tool", "user"
+    ]
+    assert second.messages[-1] == {"role": "user", "content": "Now check the result."}
+    ((prompt, tape, stream_state),) = keep_going.seen
+    assert prompt == "write a"
+    assert isinstance(stream_state, StreamState)
+    assert tape.context.state is result.state
+    users = [e.payload["content"] for e in entries
+             if e.kind == "message" and e.payload["role"] == "user"]
+    assert users == ["write a", "Now check the result."]
+
+
+# -- (f) steering -------------------------------------------------------------------------
+
+
+class SteerAfterTool:
+    def __init__(self, framework: Framework) -> None:
+        self.framework = framework
+        self.steered: list[bool] = []
+
+    @hookimpl
+    async def after_tool_call(self, state: dict[str, Any]) -> None:
+        envelope = {"content": "also say goodbye", "session_id": SESSION}
+        self.steered.append(await self.framework.steer_message(envelope, state))
+
+
+async def test_a_steered_message_joins_the_next_request(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    server.add(
+        tool_call_reply("fs_write", {"path": "b.txt", "content": "b"}),
+        Reply(text="Goodbye."),
+    )
+    framework, _ = build(workspace, server.base_url)
+    steerer = SteerAfterTool(framework)
+    framework.registry.register(steerer, name="steerer")
+    async with framework.running():
+        await turn(framework, "write b")
+        inbox = framework.get_steering_inbox()
+        assert inbox.message_count({"session_id": SESSION}) == 0, "drained"
+        entries = await tape_entries(framework)
+
+    assert steerer.steered == [True]
+    second = server.requests[1]
+    assert [m["role"] for m in second.messages] == [
+        "system", "user", "assistant", "tool", "user"
+    ]
+    assert second.messages[-1] == {"role": "user", "content": "also say goodbye"}
+    assert "also say goodbye" not in json.dumps(server.requests[0].messages)
+    users = [content_text(e.payload["content"]) for e in entries
+             if e.kind == "message" and e.payload["role"] == "user"]
+    assert users == ["write b", "also say goodbye"]
+
+
+class SteerAfterFirstCall:
+    def __init__(self, framework: Framework) -> None:
+        self.framework = framework
+
+    @hookimpl
+    async def after_llm_call(self, state: dict[str, Any]) -> None:
+        if not state.get("_steered"):
+            state["_steered"] = True
+            await self.framework.steer_message({"content": "one more thing",
+                                                "session_id": SESSION}, state)
+
+
+async def test_a_pending_steered_message_keeps_a_finished_run_going(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    server.add(Reply(text="First answer."), Reply(text="And the other thing."))
+    framework, builtin = build(workspace, server.base_url)
+    framework.registry.register(SteerAfterFirstCall(framework), name="steerer")
+    events = watch(builtin)
+    async with framework.running():
+        result = await turn(framework, "one thing")
+
+    assert len(server.requests) == 2
+    assert user_texts(server.requests[1]) == ["one thing", "one more thing"]
+    assert server.requests[1].messages[-2] == {"role": "assistant", "content": "First answer."}
+    assert result.model_output == "First answer.\n\nAnd the other thing."
+    (finished,) = of_type(events, RunFinished)
+    assert (finished.status, finished.steps) == ("ok", 2)
+
+
+# -- (g) the step limit -------------------------------------------------------------------
+
+
+async def test_a_model_that_never_stops_calling_tools_hits_max_steps(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    def always_a_tool(request: RecordedRequest) -> Reply:
+        number = len(server.requests)
+        return tool_call_reply("fs_write", {"path": "loop.txt", "content": str(number)},
+                               call_id=f"call_{number}")
+
+    server.responder = always_a_tool
+    recorder = Recorder()
+    framework, builtin = build(workspace, server.base_url, recorder, max_steps=3)
+    events = watch(builtin)
+    async with framework.running():
+        await turn(framework, "loop forever")
+        entries = await tape_entries(framework)
+
+    assert len(server.requests) == 3
+    assert (workspace / "loop.txt").read_text() == "3", "every step's tool ran"
+    ((stage, error, _),) = recorder.errors
+    assert stage == "run_model"
+    assert isinstance(error, HooklineError)
+    assert "3 model steps" in error.message and "HOOKLINE_MAX_STEPS" in error.message
+    assert len(of_type(events, StepStarted)) == 3
+    (finished,) = of_type(events, RunFinished)
+    assert finished.status == "error" and "HOOKLINE_MAX_STEPS" in (finished.error or "")
+    assert finished.steps == 3, "RunFinished.steps counts the steps that ran"
+    assert [e.kind for e in entries].count("tool_result") == 3
+    (run,) = [e for e in entries if e.kind == "event" and e.payload["name"] == "run"]
+    assert run.payload["data"]["status"] == "error"
+
+
+# -- (h) cancellation ---------------------------------------------------------------------
+
+
+class CancelOnFirstText:
+    """A channel router whose stream wrapper cancels the turn when text first arrives."""
+
+    def __init__(self) -> None:
+        self.scope = anyio.CancelScope()
+        self.texts: list[str] = []
+
+    def wrap_stream(self, inbound: Any, stream: Any) -> Any:
+        async def wrapped() -> Any:
+            async for event in stream:
+                yield event
+                if event.kind == "text":
+                    self.texts.append(event.data["delta"])
+                    self.scope.cancel()
+
+        return wrapped()
+
+    async def dispatch(self, message: Any) -> bool:
+        return False
+
+
+async def test_cancelling_the_turn_mid_stream_ends_the_run_as_cancelled(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    server.add(
+        tool_call_reply("fs_write", {"path": "c.txt", "content": "c"}),
+        Reply(text="partial answer", hold=True),
+    )
+    recorder = Recorder()
+    framework, builtin = build(workspace, server.base_url, recorder)
+    events = watch(builtin)
+    router = framework.router = CancelOnFirstText()
+    async with framework.running():
+        with router.scope:
+            await turn(framework, "write c then talk")
+        assert router.scope.cancelled_caught
+        entries = await tape_entries(framework)
+
+    assert router.texts == ["partial answer"]
+    assert await anyio.to_thread.run_sync(server.disconnected.wait, 5), "connection released"
+    (finished,) = of_type(events, RunFinished)
+    assert (finished.status, finished.steps) == ("cancelled", 2)
+    # The first call finished and was reported; the cancelled one was not.
+    assert len(recorder.llm_requests) == 2
+    ((request, _),) = recorder.llm_results
+    assert request.run_id == recorder.llm_requests[0].run_id
+    assert recorder.errors == [], "cancellation is not an error"
+    # The tape keeps what the run recorded before it was cancelled.
+    recorded = run_entries(entries)
+    assert [e.kind for e in recorded] == ["message", "tool_call", "tool_result", "event"]
+    assert recorded[-1].payload["data"]["status"] == "cancelled"
+    assert (workspace / "c.txt").read_text() == "c"
+
+
+async def test_closing_the_stream_early_ends_the_run_as_cancelled(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    server.add(Reply(text="partial answer", hold=True))
+    recorder = Recorder()
+    framework, builtin = build(workspace, server.base_url, recorder)
+    events = watch(builtin)
+    async with framework.running():
+        state = await framework.build_state({"content": "hi"}, SESSION)
+        stream = await framework.runtime.call_first(
+            "run_model_stream", prompt="hi", session_id=SESSION, state=state
+        )
+        kinds = []
+        async for event in stream:
+            kinds.append(event.kind)
+            if event.kind == "text":
+                break
+        await stream.aclose()
+        entries = await tape_entries(framework)
+
+    assert kinds == ["text"]
+    assert await anyio.to_thread.run_sync(server.disconnected.wait, 5), "connection released"
+    (finished,) = of_type(events, RunFinished)
+    assert finished.status == "cancelled"
+    assert recorder.llm_results == [], "no after_llm_call for a call closed early"
+    recorded = run_entries(entries)
+    assert [e.kind for e in recorded] == ["message", "event"]
+    assert recorded[0].payload == {"role": "user", "content": "hi"}
+    assert recorded[1].payload["data"]["status"] == "cancelled"
