@@ -63,7 +63,7 @@ from .models.base import (
     Usage,
     as_model_messages,
 )
-from .tape import Tape
+from .tape import Tape, should_merge_back
 
 logger = logging.getLogger(__name__)
 
@@ -120,8 +120,11 @@ class _Run:
         self.model = model
         self.stream_state = stream_state
         self.bus = agent.bus
-        self.tools = {tool.model_name: tool for tool in agent.framework.get_tools()
-                      if tool.exposure in ("auto", "direct")}
+        offered = [tool for tool in agent.framework.get_tools()
+                   if tool.exposure in ("auto", "direct")]
+        self.tools = {tool.model_name: tool for tool in offered}
+        # Calls may also use the tool's own name (`fs.read` for the model's `fs_read`).
+        self.tool_aliases = {tool.name: tool for tool in offered}
         self.steps = 0
         self.run_id = ""
         self.text_emitted = False
@@ -132,7 +135,7 @@ class _Run:
         session_tape = self.agent.tape_for(self.session_id, self.state)
         await session_tape.ensure_bootstrap_anchor()
         status, error = "ok", None
-        async with session_tape.fork() as tape:
+        async with session_tape.fork(merge_back=should_merge_back(self.session_id)) as tape:
             self.tape = tape
             await self._emit(RunStarted(model=self.model, prompt=self.prompt,
                                         state=self.state, tape=tape))
@@ -185,8 +188,15 @@ class _Run:
             for message in new_messages:
                 await self.tape.append("message", message.to_dict(), run_id=run_id)
             outcome = _StepOutcome()
-            async for event in self._model_call(run_id, outcome, context + new_messages):
-                yield event
+            try:
+                async for event in self._model_call(run_id, outcome, context + new_messages):
+                    yield event
+            except Exception as exc:
+                await self._emit(StepFinished(
+                    step=self.steps, status="error", state=self.state, tape=self.tape,
+                    stream_state=self.stream_state, error=f"{type(exc).__name__}: {exc}",
+                    elapsed_ms=(time.perf_counter() - step_started) * 1000))
+                raise
             if outcome.tool_calls:
                 results = [await self._run_tool(run_id, call) for call in outcome.tool_calls]
                 yield StreamEvent("tool_result", {"tool_results": results})
@@ -287,7 +297,7 @@ class _Run:
                 ErrorKind.tool,
                 decision.message or f"Tool '{call.tool}' call denied by policy hook.")
         else:
-            tool = self.tools.get(call.tool)
+            tool = self.tools.get(call.tool) or self.tool_aliases.get(call.tool)
             try:
                 if tool is None:
                     raise HooklineError(ErrorKind.not_found, f"Unknown tool name: {call.tool}")
