@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from hookline.kernel import hookimpl
+from hookline.kernel.channels import AdmitDecision, Channel, MessageHandler, TurnSnapshot
 from hookline.kernel.envelope import context_str, default_session_id, get_field
 from hookline.kernel.models import ModelChoice, ModelOptions
 from hookline.kernel.tape import TapeContext
@@ -35,8 +36,8 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_SYSTEM_PROMPT = """\
 You are hookline's agent, working in the user's workspace. Answer directly and briefly.
-Use the tools when the task needs them: shell to run commands, fs.read / fs.write /
-fs.edit for files (paths are relative to the workspace), tape.search and tape.info to
+Use the tools when the task needs them: shell to run commands, fs_read / fs_write /
+fs_edit for files (paths are relative to the workspace), tape_search and tape_info to
 look back at this session. Say what you did and what you found."""
 
 AGENTS_FILE = "AGENTS.md"
@@ -176,10 +177,38 @@ class BuiltinPlugin:
     def provide_steering_inbox(self) -> InMemorySteeringInbox:
         return InMemorySteeringInbox()
 
+    # -- channels ------------------------------------------------------------------------
+
+    @hookimpl
+    def provide_channels(self, message_handler: MessageHandler) -> list[Channel]:
+        """The builtin channels; constructing them must stay cheap and side-effect free
+        (onboarding calls this only to list names)."""
+        from .channels.cli import CliChannel
+
+        channels: list[Channel] = [CliChannel(message_handler)]
+
+        # -- http channel (`hookline gateway`) -------------------------------------------
+        from .channels.http import HttpChannel
+
+        # Settings are read when the channel starts, not here.
+        channels.append(HttpChannel(message_handler, settings=self.get_settings))
+
+        return channels
+
+    @hookimpl
+    async def admit_message(
+        self, session_id: str, message: Any, turn: TurnSnapshot
+    ) -> AdmitDecision | None:
+        """The opinion of the message's channel, asked through the bound channel router."""
+        admit = getattr(self.framework.router, "admit_message", None)
+        if admit is None:
+            return None
+        return await admit(session_id, message, turn)
+
     @hookimpl
     async def on_error(self, stage: str, error: Exception, message: Any) -> None:
         """Tell the conversation's channel that something failed (when there is one)."""
-        if message is None or self.framework.router is None:
+        if message is None:
             return
         outbound = {
             "session_id": get_field(message, "session_id") or default_session_id(message),

@@ -16,6 +16,13 @@ Settings (file key / environment variable: value; default):
 - max_tokens / HOOKLINE_MAX_TOKENS: positive integer, output tokens per call; the provider's.
 - tape_store / HOOKLINE_TAPE_STORE: path of the SQLite tape store; `<home>/tapes.db`.
 - stream / HOOKLINE_STREAM: true/false, show replies as they arrive; true.
+- http_host / HOOKLINE_HTTP_HOST: address the `http` channel listens on; 127.0.0.1.
+- http_port / HOOKLINE_HTTP_PORT: its TCP port, 0 to 65535 (0: any free port); 8787.
+- http_timeout / HOOKLINE_HTTP_TIMEOUT: positive number of seconds an HTTP request waits
+  for its reply before answering 504; 300.
+- channels / HOOKLINE_CHANNELS: channels `hookline gateway` runs: `all` (every channel
+  that is not an interface), or a comma list of names (a list in the file); `!name`
+  excludes one; all.
 
 Booleans accept true/false, yes/no, on/off, 1/0. A relative `tape_store` is relative to the
 home directory in the file and to the working directory in the environment.
@@ -46,6 +53,9 @@ from hookline.kernel.streaming import ErrorKind, HooklineError
 
 __all__ = [
     "API_FORMATS",
+    "DEFAULT_HTTP_HOST",
+    "DEFAULT_HTTP_PORT",
+    "DEFAULT_HTTP_TIMEOUT",
     "DEFAULT_MAX_STEPS",
     "Settings",
     "SettingsError",
@@ -57,6 +67,9 @@ __all__ = [
 ]
 
 DEFAULT_MAX_STEPS = 20
+DEFAULT_HTTP_HOST = "127.0.0.1"
+DEFAULT_HTTP_PORT = 8787
+DEFAULT_HTTP_TIMEOUT = 300.0
 API_FORMATS = ("chat", "responses", "messages", "gemini")
 """Chat wire formats republic 0.6 speaks (`api_format`)."""
 
@@ -103,6 +116,10 @@ class Settings:
     max_tokens: int | None = None
     tape_store: Path | None = None
     stream: bool = True
+    http_host: str = DEFAULT_HTTP_HOST
+    http_port: int = DEFAULT_HTTP_PORT
+    http_timeout: float = DEFAULT_HTTP_TIMEOUT
+    channels: str = "all"
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -204,6 +221,50 @@ def _boolean(value: Any) -> bool:
     raise _Invalid
 
 
+def _host(value: Any) -> str:
+    host = _text(value)
+    if host.startswith("[") and host.endswith("]"):  # a bracketed IPv6 address
+        host = host[1:-1]
+    # A name, an IPv4 or an IPv6 address; a single colon would be a port, which has its
+    # own setting.
+    if host.count(":") == 1 or not re.fullmatch(r"[A-Za-z0-9._%:-]+", host):
+        raise _Invalid
+    return host
+
+
+def _port(value: Any) -> int:
+    if isinstance(value, bool):
+        raise _Invalid
+    if isinstance(value, str) and re.fullmatch(r"\s*\d+\s*", value):
+        value = int(value)
+    if not isinstance(value, int) or not 0 <= value <= 65535:
+        raise _Invalid
+    return value
+
+
+def _seconds(value: Any) -> float:
+    if isinstance(value, bool):
+        raise _Invalid
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise _Invalid from None
+    if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise _Invalid
+    return float(value)
+
+
+def _channel_names(value: Any) -> str:
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
+        raise _Invalid
+    names = [item.strip() for item in items if item.strip()]
+    if not names or not all(re.fullmatch(r"!?[A-Za-z0-9_.-]+", name) for name in names):
+        raise _Invalid
+    return ",".join(dict.fromkeys(names))
+
+
 def _path(value: Any) -> Path:
     text = _text(value)
     if not text:
@@ -273,6 +334,38 @@ _SPECS = (
         '"tapes.db"',
     ),
     _Spec("stream", "HOOKLINE_STREAM", _boolean, "true or false", "false", "false"),
+    _Spec(
+        "http_host",
+        "HOOKLINE_HTTP_HOST",
+        _host,
+        "a host name or IP address (no scheme, no port)",
+        DEFAULT_HTTP_HOST,
+        f'"{DEFAULT_HTTP_HOST}"',
+    ),
+    _Spec(
+        "http_port",
+        "HOOKLINE_HTTP_PORT",
+        _port,
+        "a TCP port from 0 to 65535 (0: any free port)",
+        str(DEFAULT_HTTP_PORT),
+        str(DEFAULT_HTTP_PORT),
+    ),
+    _Spec(
+        "http_timeout",
+        "HOOKLINE_HTTP_TIMEOUT",
+        _seconds,
+        "a positive number of seconds",
+        "300",
+        "300",
+    ),
+    _Spec(
+        "channels",
+        "HOOKLINE_CHANNELS",
+        _channel_names,
+        "'all' or channel names, '!name' to exclude one (comma separated in the environment)",
+        "all,!cli",
+        '["http"]',
+    ),
 )
 _BY_KEY = {spec.key: spec for spec in _SPECS}
 _BLANK_MEANS_UNSET = frozenset({"model", "fallback_models", "api_key", "api_base", "api_format"})
@@ -389,7 +482,7 @@ def load_settings(
 
 # A small TOML writer ----------------------------------------------------------------------
 
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _ESCAPES = {
     "\\": "\\\\",
     '"': '\\"',
@@ -416,7 +509,7 @@ def _toml_string(text: str) -> str:
 def _toml_key(key: Any) -> str:
     if not isinstance(key, str):
         raise TypeError(f"TOML keys must be strings, got {type(key).__name__}: {key!r}")
-    return key if _BARE_KEY.match(key) else _toml_string(key)
+    return key if _BARE_KEY.fullmatch(key) else _toml_string(key)
 
 
 def _toml_value(value: Any, where: str) -> str:

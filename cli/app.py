@@ -16,6 +16,8 @@ import typer
 
 from hookline.kernel import Framework
 
+from .chat import chat_command
+from .gateway import gateway_command
 from .output import TurnPrinter, fail
 
 WorkspaceOption = Annotated[
@@ -44,6 +46,8 @@ def create_app(framework: Framework | None = None) -> typer.Typer:
         ctx.obj = framework
 
     app.command()(_run_command(framework))
+    app.command(name="chat")(chat_command(framework))
+    app.command(name="gateway")(gateway_command(framework))
     app.command(name="hooks")(_hooks_command(framework))
     app.command(name="plugins")(_plugins_command(framework))
     app.command(name="onboard")(_onboard_command(framework))
@@ -130,7 +134,7 @@ def _plugins_command(framework: Framework) -> Any:
         if not statuses:
             typer.echo("(no plugins loaded)")
         for name, status in statuses.items():
-            mark = "ok  " if status.ok else "FAIL"
+            mark = "ok  " if status.ok else "off " if status.detail == "disabled" else "FAIL"
             typer.echo(f"{mark} {name:<20} {status.source:<40} {status.detail}")
 
     return plugins
@@ -152,7 +156,7 @@ def _onboard_command(framework: Framework) -> Any:
         current = _read_toml(path)
         try:
             proposed = framework.collect_onboard_config(current, plugin=plugin)
-        except (TypeError, ValueError) as exc:
+        except Exception as exc:  # bad fragments, invalid settings: one line, no traceback
             fail(exc)
         config = proposed if yes else _confirm(proposed)
         write_config(path, config)
@@ -168,7 +172,9 @@ def _confirm(proposed: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         if isinstance(value, dict):
             result[key] = _confirm(value, f"{prefix}{key}.")
         elif isinstance(value, str | int | float | bool):
-            answer = typer.prompt(f"{prefix}{key}", default=value, type=type(value))
+            secret = any(word in key.lower() for word in ("key", "token", "secret", "password"))
+            answer = typer.prompt(f"{prefix}{key}", default=value, type=type(value),
+                                  hide_input=secret, show_default=not secret)
             result[key] = answer
         else:
             result[key] = value
@@ -191,5 +197,6 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app = create_app()
     except Exception as exc:  # plugin loading in strict mode, unreadable settings, ...
-        fail(exc)
+        typer.echo(f"error: {exc}", err=True)
+        raise SystemExit(1) from None
     app(args=argv if argv is not None else sys.argv[1:], prog_name="hookline")

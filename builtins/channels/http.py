@@ -1,0 +1,746 @@
+"""The `http` channel: a program posts a message and receives the reply, whole or streamed.
+
+Endpoints (JSON in, JSON out; loopback by default, see the `http_host` / `http_port`
+settings):
+
+- `POST /v1/messages` with `{"content": str, "session_id"?: str, "chat_id"?: str,
+  "context"?: object, "stream"?: bool}`. The message goes to the channel manager like any
+  channel's (session, admission, scheduling), then the request waits for its turn:
+  - whole (default): `200 {"session_id", "content", "outbounds": [...]}` once the turn's
+    outbound messages have arrived; `500` with the same fields plus `"error"` when the
+    turn failed (the builtin `on_error` sends an outbound of kind `error`);
+  - streamed (`"stream": true`): Server-Sent Events `text`, `tool_call`, `tool_result`,
+    `error` and `final` as the model produces them, then one `done` event carrying what
+    the whole reply would have carried;
+  - admission: a dropped message answers `202 {"status": "dropped", "reason",
+    "session_id"}`, a steered one `202 {"status": "steered", "reason", "session_id"}` (its
+    content joins the running turn, whose reply goes to the request that started that
+    turn); a queued `follow_up` waits for its own turn (a streamed one gets the SSE
+    comment `: queued ...` first).
+- `GET /v1/health`: `200 {"status": "ok"}`.
+
+Errors are JSON `{"error": "..."}`: 400 for invalid JSON or fields, 404 for an unknown
+path, 405 for a wrong method, 413 for a body over 1 MB, 503 while shutting down, 504
+when no reply came within the reply timeout (`http_timeout`, 300 s by default).
+
+How replies find their request: each inbound envelope (a plain mapping, like the cli
+channel's) carries the request id in its context (`context["_http_request_id"]`; the
+leading underscore keeps it out of the prompt). An outbound is matched by that id when it
+carries the inbound's context, else by the task sending it: the task of the request's turn
+(learned from `turn_started` or `stream_events`, both called in that task, which also
+dispatches the turn's outbounds), or the request's own task (errors reported while the
+manager admits the message).
+
+What became of a message (dropped, steered, queued, started) and when its turn ended, the
+channel learns from the manager through `message_admitted`, `turn_started` and
+`turn_finished` (see `ChannelManager._apply` and `_run_turn`). With a manager that
+does not call them, a request is answered at its turn's first outbound (an error reported
+while the model streams waits for the reply that follows), outbounds of unknown origin go
+to the session's oldest waiting request, and a dropped or steered message is only answered
+by the timeout.
+
+The server is hypercorn, on whichever event loop anyio runs (asyncio or trio).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import socket
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from hookline.kernel.channels import Lifecycle, MessageHandler, StopEvent
+from hookline.kernel.envelope import get_field
+from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
+
+__all__ = [
+    "MAX_BODY_SIZE",
+    "REQUEST_ID_KEY",
+    "STREAMED_EVENTS",
+    "HttpChannel",
+]
+
+logger = logging.getLogger(__name__)
+
+REQUEST_ID_KEY = "_http_request_id"
+"""Context key of the inbound envelope holding the id of the HTTP request it came from."""
+
+MAX_BODY_SIZE = 1024 * 1024
+STREAMED_EVENTS = frozenset({"text", "tool_call", "tool_result", "error", "final"})
+"""Stream event kinds forwarded to a streaming request, in the order they come."""
+
+_ROUTES: dict[str, tuple[str, ...]] = {
+    "/v1/messages": ("POST",),
+    "/v1/health": ("GET", "HEAD"),
+}
+_FIELDS = {"content": str, "session_id": str, "chat_id": str, "context": dict, "stream": bool}
+_TYPE_NAMES = {str: "a string", dict: "an object", bool: "true or false"}
+_OUTBOUND_FIELDS = ("session_id", "channel", "chat_id", "kind", "content", "output_channel")
+_NO_TURN = frozenset({"drop", "steer", "refused", "failed"})
+"""Outcomes after which no turn runs for the request: it is answered at once."""
+_KEEPALIVE_SECONDS = 15.0
+_DISCARD_BYTES = 16 * MAX_BODY_SIZE
+_DISCARD_SECONDS = 10.0
+_JSON_HEADERS = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
+_SSE_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class _HttpError(Exception):
+    """An error answered as `{"error": message}` with the given status."""
+
+    def __init__(self, status: int, message: str, headers: list[tuple[bytes, bytes]] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers or []
+
+
+class _Disconnected(Exception):
+    """The client went away; nothing more can be sent."""
+
+
+@dataclass(eq=False)
+class _Reply:
+    """One waiting request: what its turn produced so far, and how to reach it."""
+
+    id: str
+    session_id: str
+    stream: bool
+    decided: anyio.Event = field(default_factory=anyio.Event)
+    """Set once it is known whether a turn will run for the request."""
+    finished: anyio.Event = field(default_factory=anyio.Event)
+    """Set once everything the request will get has arrived."""
+    outcome: str | None = None
+    """`process`, `queued`, `drop`, `steer`; `refused` (the manager did not take it, or the
+    gateway stopped first) or `failed` (taking it failed)."""
+    reason: str | None = None
+    notified: bool = False
+    """The manager reports admission and turn ends (else replies end at the outbound)."""
+    outbounds: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    """Errors of the request's turn (error outbounds sent by the task running it)."""
+    admission_errors: list[str] = field(default_factory=list)
+    """Errors reported while the manager took the message (sent back in `handler_task`)."""
+    handler_task: int | None = None
+    streamed_error: bool = False
+    turn_task: int | None = None
+    in_model_stage: bool = False
+    response_started: bool = False
+    events: MemoryObjectSendStream[tuple[str, Any]] | None = None
+    event_reader: MemoryObjectReceiveStream[tuple[str, Any]] | None = None
+
+    def __post_init__(self) -> None:
+        if self.stream:
+            self.events, self.event_reader = anyio.create_memory_object_stream(math.inf)
+
+    def decide(self, outcome: str, reason: str | None = None, *, final: bool = False) -> None:
+        """Record the outcome (a `queued` one may still become `process`; `final` wins)."""
+        if final or self.outcome in (None, "queued"):
+            self.outcome, self.reason = outcome, reason
+        self.decided.set()
+        if self.outcome in _NO_TURN:
+            self.finish()
+
+    def emit(self, kind: str, data: Any) -> None:
+        if self.events is None or self.finished.is_set():
+            return
+        try:
+            self.events.send_nowait((kind, data))
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self.events = None  # the client is gone
+
+    def finish(self) -> None:
+        if self.finished.is_set():
+            return
+        if self.outcome not in _NO_TURN:
+            self.emit("done", self.result())
+        self.decided.set()
+        self.finished.set()
+        if self.events is not None:
+            self.events.close()
+
+    def result(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "session_id": self.session_id,
+            "content": "\n".join(str(o["content"]) for o in self.outbounds
+                                 if o.get("kind") != "error" and o.get("content")),
+            "outbounds": list(self.outbounds),
+        }
+        if self.errors:
+            data["error"] = self.errors[0]
+        return data
+
+
+class HttpChannel(Lifecycle):
+    """Serves the HTTP API above and hands each posted message to `on_receive`.
+
+    `host`, `port` and `reply_timeout` left as None are read from `settings` (a Settings
+    or a zero-argument callable returning one) when the channel starts; nothing is read
+    at construction, so listing channels (onboarding) costs nothing. `port=0` picks a free
+    port; `address` and `url` tell the real one once listening.
+
+    Admission outcomes and turn ends reach the channel through `message_admitted`,
+    `turn_started` and `turn_finished` when the manager calls them (it then sets
+    `manager_notifies`); see the module docstring for what happens without them.
+    """
+
+    name = "http"
+
+    def __init__(
+        self,
+        on_receive: MessageHandler,
+        *,
+        host: str | None = None,
+        port: int | None = None,
+        reply_timeout: float | None = None,
+        settings: Any = None,
+        max_body_size: int = MAX_BODY_SIZE,
+    ) -> None:
+        self.on_receive = on_receive
+        self.host = host
+        self.port = port
+        self.reply_timeout = reply_timeout
+        self.max_body_size = max_body_size
+        self.manager_notifies = False
+        self.address: tuple[str, int] | None = None
+        self._settings = settings
+        self._replies: dict[str, _Reply] = {}
+        self._tasks: dict[int, _Reply] = {}
+        self._closing: anyio.Event | None = None
+        self._stopped: anyio.Event | None = None
+        self._accepting = False
+
+    def _setting(self, name: str) -> Any:
+        settings = self._settings() if callable(self._settings) else self._settings
+        if settings is None:
+            from hookline.builtins.settings import load_settings
+
+            settings = self._settings = load_settings()
+        return getattr(settings, name)
+
+    @property
+    def url(self) -> str | None:
+        """`http://host:port` once listening (an IPv6 host in brackets), else None."""
+        if self.address is None:
+            return None
+        host, port = self.address
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+    # -- Channel -------------------------------------------------------------------------
+
+    async def start(self, stop_event: StopEvent) -> None:
+        """Listen and serve until `stop_event` is set or `stop()` is called; then close the
+        listener and return once the requests in flight are answered."""
+        if self._stopped is not None and not self._stopped.is_set():
+            raise RuntimeError("the http channel is already running")
+        closing = self._closing = anyio.Event()
+        stopped = self._stopped = anyio.Event()
+        try:
+            host = self.host if self.host is not None else self._setting("http_host")
+            port = self.port if self.port is not None else self._setting("http_port")
+            if self.reply_timeout is None:
+                self.reply_timeout = float(self._setting("http_timeout"))
+            try:
+                listener = _listen(host, port)
+            except OSError as exc:
+                raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+            self.address = tuple(listener.getsockname()[:2])  # type: ignore[assignment]
+            config = _server_config(listener, self.reply_timeout)
+            self._accepting = True
+            logger.info("http channel listening on %s", self.url)
+
+            async def shutdown_trigger() -> None:
+                async with anyio.create_task_group() as group:
+                    async def wait(event: Any) -> None:
+                        await event.wait()
+                        group.cancel_scope.cancel()
+
+                    group.start_soon(wait, stop_event)
+                    group.start_soon(wait, closing)
+                self._accepting = False
+                logger.info("http channel closing the listener on %s", self.url)
+
+            await _serve(self._asgi, config, shutdown_trigger)
+        finally:
+            self._accepting = False
+            self._answer_leftovers()
+            stopped.set()
+        logger.info("http channel stopped")
+
+    async def stop(self) -> None:
+        """Close the listener, answer requests whose turn can no longer run (503), and wait
+        until every request in flight has its answer."""
+        self._accepting = False
+        if self._closing is None or self._stopped is None:
+            return
+        self._closing.set()
+        self._answer_leftovers()
+        await self._stopped.wait()
+
+    async def send(self, message: Any) -> None:
+        """Deliver an outbound message to the request waiting for it."""
+        reply = self._reply_for_outbound(message)
+        if reply is None:
+            logger.info("http.outbound_unclaimed session=%s kind=%s",
+                        get_field(message, "session_id"), get_field(message, "kind"))
+            return
+        outbound = _outbound_dict(message)
+        reply.outbounds.append(outbound)
+        if outbound.get("kind") == "error" and anyio.get_current_task().id == reply.handler_task:
+            # Reported while the manager took the message (resolve_session or admit_message
+            # failed): the answer if the message is then refused, a note if it runs anyway.
+            reply.admission_errors.append(str(outbound.get("content") or "admission failed"))
+        elif outbound.get("kind") == "error":
+            error = str(outbound.get("content") or "the turn failed")
+            reply.errors.append(error)
+            if not reply.streamed_error:
+                reply.emit("error", {"kind": "unknown", "message": error})
+            # A failed turn sends nothing after its error; an error reported while the
+            # model streams (stage run_model) is followed by the turn's reply.
+            if not reply.notified and not reply.in_model_stage:
+                reply.finish()
+        elif not reply.notified:
+            reply.finish()
+
+    def stream_events(self, message: Any, stream: AsyncStreamEvents) -> AsyncStreamEvents:
+        """Remember which turn serves which request; copy events to streaming requests."""
+        reply = self._reply_for_inbound(message)
+        if reply is None:
+            return stream
+        self._bind_task(reply)
+        reply.in_model_stage = True
+        return AsyncStreamEvents(self._tee(reply, stream), state=stream.state)
+
+    async def _tee(self, reply: _Reply, stream: AsyncStreamEvents) -> AsyncIterator[StreamEvent]:
+        try:
+            async for event in stream:
+                if event.kind in STREAMED_EVENTS:
+                    if event.kind == "error":
+                        reply.streamed_error = True
+                    reply.emit(event.kind, event.data)
+                yield event
+        finally:
+            reply.in_model_stage = False
+
+    # -- what the manager tells the channel ----------------------------------------------
+
+    def message_admitted(self, message: Any, outcome: str, reason: str | None = None) -> None:
+        """The manager took `message`: `process` (its turn starts now), `queued` (behind
+        the session's running turn), `steer` (fed into the running turn), `drop`."""
+        reply = self._reply_for_inbound(message)
+        if reply is not None:
+            reply.notified = True
+            reply.decide(outcome, reason)
+
+    def turn_started(self, message: Any) -> None:
+        """Called in the task of the turn that runs `message`, before it runs."""
+        reply = self._reply_for_inbound(message)
+        if reply is not None:
+            reply.notified = True
+            self._bind_task(reply)
+
+    def turn_finished(self, message: Any) -> None:
+        """Called when the turn that ran `message` has ended (its outbounds are sent)."""
+        reply = self._reply_for_inbound(message)
+        if reply is None:
+            return
+        if not reply.errors and all(o.get("kind") == "error" for o in reply.outbounds):
+            reply.errors.append("the turn ended without a reply (see the gateway log)")
+        reply.finish()
+
+    # -- matching ------------------------------------------------------------------------
+
+    def _bind_task(self, reply: _Reply) -> None:
+        if reply.outcome in (None, "queued"):
+            reply.decide("process")
+        task = anyio.get_current_task().id
+        reply.turn_task = task
+        self._tasks[task] = reply
+
+    def _reply_for_inbound(self, message: Any) -> _Reply | None:
+        context = get_field(message, "context")
+        if not isinstance(context, Mapping):
+            return None
+        return self._replies.get(str(context.get(REQUEST_ID_KEY)))
+
+    def _reply_for_outbound(self, message: Any) -> _Reply | None:
+        """By request id, else by the task sending it, else (when the manager does not
+        report turns) the session's oldest request that has no turn yet."""
+        reply = self._reply_for_inbound(message)
+        if reply is None:
+            reply = self._tasks.get(anyio.get_current_task().id)
+        if reply is None and not self.manager_notifies:
+            session_id = get_field(message, "session_id")
+            reply = next((r for r in self._replies.values() if r.session_id == session_id
+                          and r.turn_task is None and not r.finished.is_set()), None)
+        if reply is None or reply.finished.is_set():
+            return None
+        return reply
+
+    def _forget(self, reply: _Reply, handler_task: int) -> None:
+        self._replies.pop(reply.id, None)
+        for stream in (reply.events, reply.event_reader):
+            if stream is not None:
+                stream.close()
+        for task in (handler_task, reply.turn_task):
+            if task is not None and self._tasks.get(task) is reply:
+                del self._tasks[task]
+
+    def _answer_leftovers(self) -> None:
+        """When the channel stops, the manager has ended every turn: requests still
+        waiting get their answer now (503 when their turn never ran)."""
+        for reply in list(self._replies.values()):
+            if reply.finished.is_set():
+                continue
+            if reply.turn_task is None:
+                reply.decide("refused", "the gateway stopped before the message was handled",
+                             final=True)
+            else:
+                reply.errors.append("the gateway stopped before the turn finished")
+                reply.finish()
+
+    # -- ASGI ----------------------------------------------------------------------------
+
+    async def _asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return  # no websockets; the server closes the connection
+        try:
+            await self._route(scope, receive, send)
+        except _HttpError as error:
+            await _send_json(send, error.status, {"error": error.message}, error.headers)
+        except _Disconnected:
+            pass
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path, method = scope["path"], scope["method"]
+        methods = _ROUTES.get(path)
+        if methods is None:
+            raise _HttpError(404, f"no such endpoint: {path} (the API is POST /v1/messages "
+                                  f"and GET /v1/health)")
+        if method not in methods:
+            raise _HttpError(405, f"method {method} is not allowed on {path}; use "
+                                  f"{' or '.join(methods)}",
+                             [(b"allow", ", ".join(methods).encode())])
+        if path == "/v1/health":
+            await _send_json(send, 200, {"status": "ok"})
+            return
+        body = await _read_body(scope, receive, self.max_body_size)
+        payload = _parse_message(body)
+        if not self._accepting:
+            raise _HttpError(503, "the gateway is shutting down")
+        await self._post_message(payload, receive, send)
+
+    async def _post_message(self, payload: dict[str, Any], receive: Receive,
+                            send: Send) -> None:
+        chat_id = payload.get("chat_id", "default")
+        session_id = payload.get("session_id") or f"{self.name}:{chat_id}"
+        reply = _Reply(uuid.uuid4().hex, session_id, payload.get("stream", False),
+                       notified=self.manager_notifies)
+        # A plain mapping, like the cli channel's: only the sender's own context reaches
+        # the prompt (the request id is private: its key starts with an underscore).
+        envelope = {
+            "session_id": session_id,
+            "channel": self.name,
+            "chat_id": chat_id,
+            "content": payload["content"],
+            "context": {**payload.get("context", {}), REQUEST_ID_KEY: reply.id},
+        }
+        timeout = self.reply_timeout if self.reply_timeout is not None else 300.0
+        handler_task = reply.handler_task = anyio.get_current_task().id
+        self._replies[reply.id] = reply
+        # Errors reported while the manager admits the message come back in this task.
+        self._tasks[handler_task] = reply
+        try:
+            with anyio.fail_after(timeout):
+                async with anyio.create_task_group() as group:
+                    group.start_soon(_watch_disconnect, receive, group.cancel_scope)
+                    try:
+                        with anyio.CancelScope(shield=True):  # never cancel admission midway
+                            await self.on_receive(envelope)
+                    except Exception as exc:
+                        logger.exception("http.receive_failed session=%s", session_id)
+                        reply.decide("failed", f"the message could not be handed over: {exc}",
+                                     final=True)
+                    if self._tasks.get(handler_task) is reply:
+                        del self._tasks[handler_task]
+                    if self.manager_notifies and not reply.decided.is_set():
+                        # The manager did not take the message: resolving its session
+                        # failed (an error outbound came back), or it is stopping.
+                        if reply.admission_errors:
+                            reply.decide("failed", reply.admission_errors[0])
+                        else:
+                            reply.decide("refused", "the gateway is not accepting messages")
+                    with contextlib.suppress(_Disconnected):
+                        await self._answer(reply, send)
+                    group.cancel_scope.cancel()
+        except TimeoutError:
+            await self._timed_out(reply, send, timeout)
+        finally:
+            self._forget(reply, handler_task)
+
+    async def _answer(self, reply: _Reply, send: Send) -> None:
+        if not reply.stream:
+            await reply.finished.wait()
+            await _send_json(send, *self._whole(reply))
+            return
+        await reply.decided.wait()
+        if reply.outcome in _NO_TURN:
+            await _send_json(send, *self._whole(reply))
+            return
+        assert reply.event_reader is not None
+        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        reply.response_started = True
+        if reply.outcome == "queued":
+            await _send_chunk(send, b": queued behind the running turn of the session\n\n")
+        async with reply.event_reader:
+            while True:
+                item: tuple[str, Any] | None = None
+                with anyio.move_on_after(_KEEPALIVE_SECONDS):
+                    try:
+                        item = await reply.event_reader.receive()
+                    except anyio.EndOfStream:
+                        break
+                if item is None:  # a quiet while: tell proxies the stream is alive
+                    await _send_chunk(send, b": keep-alive\n\n")
+                else:
+                    await _send_chunk(send, _sse(*item))
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    @staticmethod
+    def _whole(reply: _Reply) -> tuple[int, dict[str, Any]]:
+        if reply.outcome == "drop":
+            return 202, {"status": "dropped", "reason": reply.reason,
+                         "session_id": reply.session_id}
+        if reply.outcome == "steer":
+            return 202, {"status": "steered", "reason": reply.reason,
+                         "session_id": reply.session_id}
+        if reply.outcome in ("refused", "failed"):
+            return (503 if reply.outcome == "refused" else 500), {
+                "error": reply.reason, "session_id": reply.session_id}
+        return (500 if reply.errors else 200), reply.result()
+
+    async def _timed_out(self, reply: _Reply, send: Send, timeout: float) -> None:
+        message = f"no reply within {timeout:g} s"
+        logger.warning("http.reply_timeout session=%s seconds=%g", reply.session_id, timeout)
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            try:
+                if reply.response_started:
+                    await _send_chunk(send, _sse("error", {"kind": "temporary",
+                                                           "message": message}))
+                    await send({"type": "http.response.body", "body": b"",
+                                "more_body": False})
+                else:
+                    await _send_json(send, 504, {"error": message,
+                                                 "session_id": reply.session_id})
+            except _Disconnected:
+                pass
+
+
+# -- server plumbing ---------------------------------------------------------------------
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port (port 0: a free one), IPv6 when needed."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(address)
+        sock.listen(128)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _server_config(listener: socket.socket, reply_timeout: float) -> Any:
+    from hypercorn.config import Config
+
+    config = Config()
+    # hypercorn takes over the socket we bound, so the address is known before serving.
+    config.bind = [f"fd://{listener.detach()}"]
+    config.accesslog = None
+    server_log = logging.getLogger(f"{__name__}.server")
+    if server_log.level == logging.NOTSET:
+        server_log.setLevel(logging.WARNING)  # hide hypercorn's own "Running on" line
+    config.errorlog = server_log
+    # Requests in flight when the listener closes keep waiting for their turn.
+    config.graceful_timeout = reply_timeout + 5
+    config.keep_alive_timeout = 5
+    return config
+
+
+async def _serve(app: Any, config: Any, shutdown_trigger: Callable[[], Awaitable[None]]) -> None:
+    """hypercorn's `serve` for the event loop we run on."""
+    try:
+        import trio
+
+        on_trio = trio.lowlevel.in_trio_run()
+    except ImportError:
+        on_trio = False
+    if on_trio:
+        from hypercorn.trio import serve
+    else:
+        from hypercorn.asyncio import serve  # type: ignore[assignment]
+    await serve(app, config, shutdown_trigger=shutdown_trigger, mode="asgi")
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            scope.cancel()
+            return
+
+
+async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    """The whole request body; 413 as soon as it is known to be over `limit` bytes."""
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                declared = int(value)
+            except ValueError:
+                raise _HttpError(400, "invalid Content-Length header") from None
+            if declared > limit:
+                await _discard_body(receive)
+                raise _too_large(limit)
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _Disconnected
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            if message.get("more_body", False):
+                await _discard_body(receive)
+            raise _too_large(limit)
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _too_large(limit: int) -> _HttpError:
+    return _HttpError(413, f"the request body is larger than {limit} bytes")
+
+
+async def _discard_body(receive: Receive) -> None:
+    """Read and drop the rest of a refused body (up to a bound), so that the client,
+    still sending, can read the 413 instead of seeing the connection reset."""
+    with anyio.move_on_after(_DISCARD_SECONDS):
+        size = 0
+        while size <= _DISCARD_BYTES:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _Disconnected
+            size += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                return
+
+
+def _parse_message(body: bytes) -> dict[str, Any]:
+    try:
+        payload = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _HttpError(400, f"the body is not valid JSON: {exc}") from None
+    if not isinstance(payload, dict):
+        raise _HttpError(400, "the body must be a JSON object with a \"content\" string")
+    unknown = sorted(set(payload) - set(_FIELDS))
+    if unknown:
+        raise _HttpError(400, f"unknown field(s): {', '.join(unknown)} (known: "
+                              f"{', '.join(_FIELDS)})")
+    if "content" not in payload:
+        raise _HttpError(400, "missing field: content (the message text)")
+    for key, kind in _FIELDS.items():
+        if key in payload and payload[key] is None and key != "content":
+            del payload[key]  # an explicit null means "not given"
+        elif key in payload and not isinstance(payload[key], kind):
+            raise _HttpError(400, f"field {key} must be {_TYPE_NAMES[kind]}, got "
+                                  f"{_json_type(payload[key])}")
+    if not payload["content"].strip():
+        raise _HttpError(400, "field content must not be empty")
+    for key in ("session_id", "chat_id"):
+        if key in payload and not payload[key].strip():
+            raise _HttpError(400, f"field {key} must not be empty (leave it out instead)")
+    return payload
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def _outbound_dict(message: Any) -> dict[str, Any]:
+    data = {key: get_field(message, key) for key in _OUTBOUND_FIELDS}
+    return {key: value if isinstance(value, str | None) else str(value)
+            for key, value in data.items()}
+
+
+def _dumps(data: Any) -> bytes:
+    return json.dumps(data, ensure_ascii=False, default=str).encode("utf-8")
+
+
+def _sse(kind: str, data: Any) -> bytes:
+    return b"event: " + kind.encode() + b"\ndata: " + _dumps(data) + b"\n\n"
+
+
+async def _send_chunk(send: Send, data: bytes) -> None:
+    try:
+        await send({"type": "http.response.body", "body": data, "more_body": True})
+    except OSError as exc:
+        raise _Disconnected from exc
+
+
+async def _send_json(send: Send, status: int, data: Any,
+                     headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = _dumps(data)
+    await send({
+        "type": "http.response.start",
+        "status": status,
+        "headers": [*_JSON_HEADERS, (b"content-length", str(len(body)).encode()),
+                    *(headers or [])],
+    })
+    await send({"type": "http.response.body", "body": body, "more_body": False})

@@ -1,0 +1,535 @@
+"""The channel manager: runs channels, admits their messages, schedules turns, routes replies.
+
+While it runs, the manager is the framework's router (`framework.router`): the pipeline asks
+it to wrap model streams (`wrap_stream`), the builtin `dispatch_outbound` and `on_error`
+send outbound envelopes through it (`dispatch`), and the builtin `admit_message` asks it for
+the admission opinion of the message's channel (`admit_message`).
+
+Inbound path (contract 2.18, 2.20, 2.22), for every envelope a channel hands to `receive`:
+
+1. a message from a channel the manager does not know is dropped with a warning;
+2. `resolve_session`; a failure is logged, reported to `on_error` (stage
+   `resolve_session`) and the message is dropped; the id is written onto the envelope;
+3. a `TurnSnapshot` of the session (running turns, pending follow-ups, steering messages
+   waiting in the inbox for the admission state `{"session_id": id}` plus
+   `_runtime_thread_id` when the envelope context has a truthy `thread_id`);
+4. `admit_message`; a failure (the framework's TypeError for a bad return value included)
+   is logged, reported to `on_error` (stage `admit_message`) and the message is processed;
+5. the decision: None or `process` runs the turn now, concurrently with the session's
+   other turns; `drop` discards it (logged with the reason); `follow_up` queues it behind
+   the session's running turn (FIFO), or runs it now when none runs; `steer` feeds it into
+   the running turn through the steering inbox, or behaves as `follow_up` when no turn runs
+   or no inbox exists; an unknown action is logged and processed.
+
+Scheduling: every turn is `framework.process_inbound(message, stream_output=...)` in its own
+task of the task group `run` owns. When the last running turn of a session ends, the oldest
+pending message of the session starts (it is not admitted again). After a turn that returns
+normally, messages still in the steering inbox for its state move to the pending queue.
+A cancelled turn (`quit_session`, shutdown) only unwinds: it no longer counts as running for
+admission and steering, so a message arriving meanwhile is not steered into it.
+A failing turn was already reported by the framework (`on_error` stage `turn`); the manager
+logs it and goes on.
+
+Shutdown (when the stop event is set): new messages are refused, pending messages are not
+started, running turns get `shutdown_timeout` seconds to finish (then they are cancelled),
+then every started channel is stopped, newest first, and the router is unbound.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+
+from hookline.kernel.channels import (
+    AdmitDecision,
+    Channel,
+    Interface,
+    Lifecycle,
+    StopEvent,
+    TurnSnapshot,
+)
+from hookline.kernel.envelope import ChannelMessage, envelope_content, get_field, set_field
+from hookline.kernel.streaming import AsyncStreamEvents
+from hookline.kernel.turn import RUNTIME_THREAD_ID
+
+__all__ = ["DEFAULT_SHUTDOWN_TIMEOUT", "ChannelManager"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SHUTDOWN_TIMEOUT = 30.0
+"""Seconds running turns get to finish once the manager is asked to stop."""
+
+_CANCEL_GRACE = 5.0
+"""Seconds cancelled turns get to unwind (save state, merge their tape) before channels stop."""
+
+
+@dataclass(eq=False)
+class _Turn:
+    """One scheduled `process_inbound` call."""
+
+    session_id: str
+    message: Any
+    scope: anyio.CancelScope
+    task_id: int | None = None
+
+    @property
+    def live(self) -> bool:
+        """Not cancelled: a cancelled turn is only unwinding and takes no more messages."""
+        return not self.scope.cancel_called
+
+
+@dataclass(eq=False)
+class _Session:
+    """The turns a session runs and the messages waiting for them to end."""
+
+    running: list[_Turn] = field(default_factory=list)
+    pending: deque[Any] = field(default_factory=deque)
+
+
+class ChannelManager:
+    """Runs channels and the turns their messages start (see the module docstring).
+
+    `channels` maps names to channels; when None, the channels come from the
+    `provide_channels` hook, with this manager's `receive` as their message handler.
+    `enabled_channels` selects which of them `run` starts (the rules of `enabled`).
+    `stream_output` is passed to every turn, so channels can show streamed output.
+    """
+
+    def __init__(
+        self,
+        framework: Any,
+        channels: Mapping[str, Channel] | None = None,
+        *,
+        stream_output: bool = True,
+        enabled_channels: str | Iterable[str] = "all",
+        shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
+    ) -> None:
+        self.framework = framework
+        self.stream_output = stream_output
+        self.enabled_channels = enabled_channels
+        self.shutdown_timeout = shutdown_timeout
+        if channels is None:
+            channels = framework.get_channels(self.receive)
+        self.channels: dict[str, Channel] = dict(channels)
+        """Every channel the manager knows, by name (messages from others are dropped)."""
+        self.active: dict[str, Channel] = {}
+        """The channels `run` started; outbound messages go only to these."""
+        self._sessions: dict[str, _Session] = {}
+        self._turns: set[_Turn] = set()
+        self._task_group: TaskGroup | None = None
+        self._accepting = False
+        self._scheduling = False
+        self._halt: anyio.Event | None = None
+        self._idle: anyio.Event | None = None
+        self._started: list[tuple[str, Channel]] = []
+        self._failure: tuple[str, BaseException] | None = None
+        for channel in self.channels.values():
+            if callable(getattr(channel, "message_admitted", None)):
+                channel.manager_notifies = True  # type: ignore[attr-defined]
+
+    # -- selection ---------------------------------------------------------------------
+
+    def enabled(self, names: str | Iterable[str] = "all") -> dict[str, Channel]:
+        """The channels to run for a selection (contract 2.18).
+
+        `names` is a comma-separated list (or an iterable of names). `all` selects every
+        enabled channel that is not an `Interface`; `!name` excludes a channel; explicit
+        names select those channels, and when one of them is not a `Lifecycle` channel,
+        every enabled `Lifecycle` channel is added too (unless excluded). Interface
+        channels (the CLI) run only when named. Channels whose `enabled` is false never
+        run; unknown names are logged and ignored. An empty selection, or one made only
+        of exclusions, means `all`.
+        """
+        raw = names.split(",") if isinstance(names, str) else list(names)
+        tokens = [str(token).strip() for token in raw if str(token).strip()]
+        excluded = {token[1:].strip() for token in tokens if token.startswith("!")}
+        wanted = [token for token in tokens if not token.startswith("!")]
+        explicit = [token for token in wanted if token != "all"]
+        usable = {name: channel for name, channel in self.channels.items()
+                  if channel.enabled and name not in excluded}
+        selected: dict[str, Channel] = {}
+        if "all" in wanted or not wanted:
+            selected.update((name, channel) for name, channel in usable.items()
+                            if not isinstance(channel, Interface))
+        for name in explicit:
+            if name in usable:
+                selected[name] = usable[name]
+            elif name not in self.channels:
+                logger.warning("channel.unknown name=%s known=%s", name,
+                               ",".join(self.channels) or "(none)")
+            elif name not in excluded:
+                logger.warning("channel.disabled name=%s", name)
+        if any(not isinstance(usable[name], Lifecycle) for name in explicit if name in usable):
+            for name, channel in usable.items():
+                if isinstance(channel, Lifecycle):
+                    selected.setdefault(name, channel)
+        return selected
+
+    # -- inbound -----------------------------------------------------------------------
+
+    async def receive(self, message: Any) -> None:
+        """The message handler given to channels: admit one inbound envelope."""
+        if not self._accepting:
+            logger.warning("channel.message_dropped reason=%s channel=%s",
+                           "stopping" if self._task_group is not None else "not running",
+                           get_field(message, "channel"))
+            return
+        name = get_field(message, "channel")
+        if name is None or str(name) not in self.channels:
+            logger.warning("channel.message_dropped reason=unknown channel=%s", name)
+            return
+        try:
+            session_id = await self.framework.resolve_session(message)
+        except Exception as exc:
+            logger.warning("channel.resolve_session_failed channel=%s error=%s: %s", name,
+                           type(exc).__name__, exc)
+            await self.framework.notify_error("resolve_session", exc, message)
+            return
+        set_field(message, "session_id", session_id)
+        state = admission_state(session_id, message)
+        snapshot = self.snapshot(session_id, state)
+        try:
+            decision = await self.framework.admit_message(session_id, message, snapshot)
+        except Exception as exc:
+            logger.warning("channel.admit_message_failed session=%s error=%s: %s; processing "
+                           "the message", session_id, type(exc).__name__, exc)
+            await self.framework.notify_error("admit_message", exc, message)
+            decision = None
+        await self._apply(session_id, message, state, decision)
+
+    def snapshot(self, session_id: str, state: dict[str, Any] | None = None) -> TurnSnapshot:
+        """How busy a session is now; `state` keys the steering count (default: session)."""
+        session = self._sessions.get(session_id)
+        inbox = self.framework.get_steering_inbox()
+        steering = 0
+        if inbox is not None:
+            try:
+                steering = int(inbox.message_count(state or {"session_id": session_id}))
+            except Exception as exc:
+                logger.warning("channel.steering_count_failed session=%s error=%s: %s",
+                               session_id, type(exc).__name__, exc)
+        if session is None:
+            return TurnSnapshot(session_id, steering_count=steering)
+        running = sum(1 for turn in session.running if turn.live)
+        return TurnSnapshot(session_id, running, len(session.pending), steering)
+
+    async def _apply(self, session_id: str, message: Any, state: dict[str, Any],
+                     decision: AdmitDecision | None) -> None:
+        """Carry out the admission decision, then tell the message's channel the outcome
+        (``message_admitted(message, outcome, reason)`` with outcome ``process``,
+        ``queued``, ``steer`` or ``drop``), so channels that answer a sender can."""
+        action = "process" if decision is None else decision.action
+        reason = None if decision is None else decision.reason
+        if action == "drop":
+            logger.info("channel.message_dropped session=%s reason=%s", session_id,
+                        reason or "admit_message decided drop")
+            outcome = "drop"
+        elif action == "follow_up":
+            outcome = self._follow_up(session_id, message)
+        elif action == "steer":
+            outcome = await self._steer(session_id, message, state, reason)
+        else:
+            if action != "process":
+                logger.warning("channel.unknown_admit_action action=%r session=%s; processing "
+                               "the message", action, session_id)
+            outcome = self._start(session_id, message)
+        if outcome == "stopping":
+            outcome, reason = "drop", "the channels are stopping"
+        self._notify(message, "message_admitted", outcome, reason)
+
+    def _notify(self, message: Any, hook: str, *args: Any) -> None:
+        """Call an optional notification method of the message's channel."""
+        channel = self.channels.get(str(get_field(message, "channel")))
+        method = getattr(channel, hook, None) if channel is not None else None
+        if callable(method):
+            method(message, *args)
+
+    def busy_sessions(self) -> list[str]:
+        """Ids of the sessions that have a running (not cancelled) turn."""
+        return [session_id for session_id, session in self._sessions.items()
+                if any(turn.live for turn in session.running)]
+
+    def _is_running(self, session_id: str, *, live: bool = False) -> bool:
+        session = self._sessions.get(session_id)
+        if session is None:
+            return False
+        return any(turn.live for turn in session.running) if live else bool(session.running)
+
+    def _follow_up(self, session_id: str, message: Any) -> str:
+        if self._is_running(session_id):
+            self._sessions[session_id].pending.append(message)
+            return "queued"
+        return self._start(session_id, message)
+
+    async def _steer(self, session_id: str, message: Any, state: dict[str, Any],
+                     reason: str | None) -> str:
+        live = self._is_running(session_id, live=True)
+        if not live or self.framework.get_steering_inbox() is None:
+            return self._follow_up(session_id, message)
+        try:
+            steered = await self.framework.steer_message(message, state, reason)
+        except Exception as exc:
+            logger.warning("channel.steer_failed session=%s error=%s: %s; queueing the message "
+                           "as a follow-up", session_id, type(exc).__name__, exc)
+            steered = False
+        if not steered:
+            return self._follow_up(session_id, message)
+        if not self._is_running(session_id, live=True):
+            # The turn ended while the message was being queued: nobody will drain it.
+            await self._move_leftovers(session_id, state)
+            self._next(session_id)
+        return "steer"
+
+    # -- scheduling --------------------------------------------------------------------
+
+    def _start(self, session_id: str, message: Any) -> str:
+        """Run the message's turn now: ``process``, or ``stopping`` when it cannot."""
+        task_group = self._task_group
+        if not self._scheduling or task_group is None:
+            logger.warning("channel.message_dropped reason=stopping session=%s", session_id)
+            return "stopping"
+        session = self._sessions.setdefault(session_id, _Session())
+        turn = _Turn(session_id, message, anyio.CancelScope())
+        session.running.append(turn)
+        self._turns.add(turn)
+        task_group.start_soon(self._run_turn, turn, name=f"hookline turn {session_id}")
+        return "process"
+
+    async def _run_turn(self, turn: _Turn) -> None:
+        turn.task_id = anyio.get_current_task().id
+        self._notify(turn.message, "turn_started")
+        try:
+            result = None
+            try:
+                with turn.scope:
+                    result = await self.framework.process_inbound(
+                        turn.message, stream_output=self.stream_output
+                    )
+            except Exception as exc:  # already logged and reported by the pipeline
+                logger.info("channel.turn_failed session=%s error=%s: %s", turn.session_id,
+                            type(exc).__name__, exc)
+            if result is not None:
+                await self._move_leftovers(turn.session_id, result.state)
+        finally:
+            self._turn_ended(turn)
+            self._notify(turn.message, "turn_finished")
+
+    def _turn_ended(self, turn: _Turn) -> None:
+        self._turns.discard(turn)
+        session = self._sessions.get(turn.session_id)
+        if session is not None:
+            if turn in session.running:
+                session.running.remove(turn)
+            if not session.running:
+                self._next(turn.session_id)
+        if self._idle is not None and not self._turns:
+            self._idle.set()
+
+    async def _move_leftovers(self, session_id: str, state: dict[str, Any]) -> None:
+        """Steering messages the turn did not take become the session's follow-ups."""
+        inbox = self.framework.get_steering_inbox()
+        if inbox is None:
+            return
+        try:
+            leftovers = await inbox.drain_messages(state)
+        except Exception as exc:
+            logger.warning("channel.steering_drain_failed session=%s error=%s: %s", session_id,
+                           type(exc).__name__, exc)
+            return
+        if leftovers:
+            self._sessions.setdefault(session_id, _Session()).pending.extend(leftovers)
+
+    def _next(self, session_id: str) -> None:
+        """Start the oldest pending message of an idle session; forget empty sessions."""
+        session = self._sessions.get(session_id)
+        if session is None or session.running:
+            return
+        if session.pending and self._scheduling:
+            self._start(session_id, session.pending.popleft())
+        elif not session.pending:
+            del self._sessions[session_id]
+
+    async def quit_session(self, session_id: str) -> int:
+        """Forget a session's pending and steering messages and cancel its running turns
+        (except the calling task's own). Returns how many turns were cancelled."""
+        inbox = self.framework.get_steering_inbox()
+        if inbox is not None:
+            try:
+                await inbox.drain_messages({"session_id": session_id})
+            except Exception as exc:
+                logger.warning("channel.steering_drain_failed session=%s error=%s: %s",
+                               session_id, type(exc).__name__, exc)
+        session = self._sessions.get(session_id)
+        if session is None:
+            return 0
+        session.pending.clear()
+        current = anyio.get_current_task().id
+        cancelled = 0
+        for turn in list(session.running):
+            if turn.task_id != current:
+                turn.scope.cancel()
+                cancelled += 1
+        return cancelled
+
+    # -- router ------------------------------------------------------------------------
+
+    def wrap_stream(self, message: Any, stream: AsyncStreamEvents) -> Any:
+        """Let the message's (running) output channel observe or wrap the model stream."""
+        channel = self.active.get(_output_name(message))
+        return stream if channel is None else channel.stream_events(message, stream)
+
+    async def dispatch(self, message: Any) -> bool:
+        """Send an outbound through the running channel named by `output_channel`, else
+        `channel`, as a `ChannelMessage`; False when there is no such channel."""
+        name = _output_name(message)
+        channel = self.active.get(name)
+        if channel is None:
+            logger.warning("channel.dispatch_skipped channel=%s reason=%s", name or "(none)",
+                           "not running" if name in self.channels else "unknown channel")
+            return False
+        await channel.send(channel_message(name, message))
+        return True
+
+    async def admit_message(
+        self, session_id: str, message: Any, turn: TurnSnapshot
+    ) -> AdmitDecision | None:
+        """The admission opinion of the channel the message came from (None if unknown)."""
+        name = get_field(message, "channel") or get_field(message, "output_channel")
+        channel = self.channels.get(str(name)) if name is not None else None
+        if channel is None:
+            return None
+        return await channel.admit_message(session_id, message, turn)
+
+    # -- running -----------------------------------------------------------------------
+
+    @property
+    def accepting(self) -> bool:
+        """True while `run` accepts messages (channels started, stop not yet requested)."""
+        return self._accepting
+
+    async def run(
+        self, stop: StopEvent, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Be the framework's router and run the enabled channels until `stop` is set, then
+        shut down gracefully (see the module docstring). Call inside `framework.running()`.
+
+        With `task_group.start(manager.run, stop)` it returns once the router is bound, the
+        channels' `start` calls are scheduled and messages are accepted.
+        If a channel's `start` fails, the manager shuts down the same way and raises a
+        RuntimeError naming the channel.
+        """
+        if self._task_group is not None:
+            raise RuntimeError("ChannelManager.run is already running")
+        selected = self.enabled(self.enabled_channels)
+        previous_router = self.framework.router
+        self.framework.router = self
+        self.active = selected
+        self._started = []
+        self._failure = None
+        self._halt = anyio.Event()
+        try:
+            async with anyio.create_task_group() as task_group:
+                self._task_group = task_group
+                self._accepting = self._scheduling = True
+                try:
+                    task_group.start_soon(self._watch_stop, stop, name="hookline channel stop")
+                    for name, channel in selected.items():
+                        self._started.append((name, channel))
+                        task_group.start_soon(self._run_channel, name, channel, stop,
+                                              name=f"hookline channel {name}")
+                    task_status.started()
+                    await self._halt.wait()
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await self._shutdown()
+                    task_group.cancel_scope.cancel()
+        finally:
+            self._task_group = None
+            self._accepting = self._scheduling = False
+            self.active = {}
+            if self.framework.router is self:
+                self.framework.router = previous_router
+        if self._failure is not None:
+            name, error = self._failure
+            raise RuntimeError(f"channel {name!r} failed: {error}") from error
+
+    async def _watch_stop(self, stop: StopEvent) -> None:
+        await stop.wait()
+        if self._halt is not None:
+            self._halt.set()
+
+    async def _run_channel(self, name: str, channel: Channel, stop: StopEvent) -> None:
+        try:
+            await channel.start(stop)
+        except Exception as exc:
+            logger.exception("channel.start_failed channel=%s", name)
+            if self._failure is None:
+                self._failure = (name, exc)
+            if self._halt is not None:
+                self._halt.set()
+
+    async def _shutdown(self) -> None:
+        """Refuse messages, let turns finish (then cancel them), stop channels newest first."""
+        self._accepting = self._scheduling = False
+        if self._turns:
+            self._idle = anyio.Event()
+            with anyio.move_on_after(self.shutdown_timeout):
+                await self._idle.wait()
+        if self._turns:
+            logger.warning("channel.shutdown_cancelling turns=%d timeout=%ss", len(self._turns),
+                           self.shutdown_timeout)
+            for turn in list(self._turns):
+                turn.scope.cancel()
+            self._idle = anyio.Event()
+            with anyio.move_on_after(_CANCEL_GRACE):
+                await self._idle.wait()
+        self._idle = None
+        dropped = sum(len(session.pending) for session in self._sessions.values())
+        if dropped:
+            logger.warning("channel.shutdown_dropped_pending messages=%d", dropped)
+        self._sessions.clear()
+        for name, channel in reversed(self._started):
+            try:
+                await channel.stop()
+            except Exception:
+                logger.exception("channel.stop_failed channel=%s", name)
+        self._started = []
+
+
+def admission_state(session_id: str, message: Any) -> dict[str, Any]:
+    """The state admission and steering use for a message (contract 2.20)."""
+    state: dict[str, Any] = {"session_id": session_id}
+    context = get_field(message, "context")
+    if isinstance(context, Mapping) and context.get("thread_id"):
+        state[RUNTIME_THREAD_ID] = str(context["thread_id"])
+    return state
+
+
+def channel_message(name: str, message: Any) -> ChannelMessage:
+    """An outbound envelope as the channel message sent to channel `name` (contract 2.10):
+    session id default `<channel>:default`, chat id default `default`, kind `normal`."""
+    if isinstance(message, ChannelMessage):
+        return message
+    channel = str(get_field(message, "channel") or name)
+    context = get_field(message, "context")
+    return ChannelMessage(
+        session_id=str(get_field(message, "session_id") or f"{channel}:default"),
+        channel=channel,
+        content=envelope_content(message),
+        chat_id=str(get_field(message, "chat_id") or "default"),
+        kind=str(get_field(message, "kind") or "normal"),
+        context=dict(context) if isinstance(context, Mapping) else {},
+        media=list(get_field(message, "media") or []),
+        output_channel=name,
+    )
+
+
+def _output_name(message: Any) -> str:
+    name = get_field(message, "output_channel") or get_field(message, "channel")
+    return "" if name is None else str(name)

@@ -1,0 +1,114 @@
+"""`hookline chat`: an interactive session in the terminal.
+
+One `running()` scope stays open for the whole session (tape store, steering inbox,
+background processes, environments). The channel manager runs only the `cli` channel, with
+streamed output. Ctrl-C while a turn runs cancels that turn (its run is recorded as
+cancelled) and gives the prompt back; Ctrl-C at the prompt, Ctrl-D or `/quit` leave.
+History survives restarts through the tape: the same session id continues its conversation.
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Annotated, Any
+
+import typer
+
+from hookline.kernel import Framework
+
+from .output import fail
+
+CHANNEL = "cli"
+
+
+def chat_command(framework: Framework) -> Any:
+    def chat(
+        session: Annotated[
+            str | None,
+            typer.Option(help="Session id; the same id continues its history "
+                              "(default: cli:default)."),
+        ] = None,
+        model: Annotated[
+            str | None, typer.Option(help="Model for this session (provider:model).")
+        ] = None,
+    ) -> None:
+        """Talk with the agent in the terminal: replies stream, tool calls show as they run;
+        Ctrl-C cancels the running turn; /quit, Ctrl-D or Ctrl-C at the prompt leave."""
+        import anyio
+
+        try:
+            anyio.run(run_chat, framework, session, model)
+        except KeyboardInterrupt:  # before the handler was installed, or after it was removed
+            raise typer.Exit(130) from None
+        except Exception as exc:  # a one-line error, never a traceback
+            fail(_innermost(exc))
+
+    return chat
+
+
+async def run_chat(framework: Framework, session: str | None, model: str | None) -> None:
+    """The chat session (the command's body, callable from tests and plugins)."""
+    import anyio
+
+    from hookline.builtins.channels import ChannelManager, CliChannel
+
+    model_in_use = model or _configured_model()
+    manager = ChannelManager(framework, stream_output=True)
+    channel = manager.channels.get(CHANNEL)
+    if channel is None:
+        raise RuntimeError(
+            f"no channel named {CHANNEL!r} is provided, and hookline chat needs one; check "
+            f"the plugins that implement provide_channels (hookline hooks)"
+        )
+    if isinstance(channel, CliChannel):
+        channel.configure(session_id=session, model=model)
+    # Only the CLI channel: exclude everything else, background channels included.
+    manager.enabled_channels = [CHANNEL, *(f"!{name}" for name in manager.channels
+                                           if name != CHANNEL)]
+    stop = anyio.Event()
+    async with framework.running():
+        template: dict[str, Any] = {"channel": CHANNEL, "chat_id": "default"}
+        if session:
+            template["session_id"] = session
+        session_id = await framework.resolve_session(template)
+        say = channel.say if isinstance(channel, CliChannel) else print
+        say(f"hookline chat - model {model_in_use} - session {session_id}")
+        say("Type a message and press Enter. Ctrl-C cancels a running turn; "
+            "/quit, Ctrl-D or Ctrl-C at the prompt leave.")
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(_handle_interrupts, manager, channel, stop)
+            await manager.run(stop)
+            task_group.cancel_scope.cancel()
+
+
+async def _handle_interrupts(manager: Any, channel: Any, stop: Any) -> None:
+    """SIGINT cancels the running turns; with none running it ends the session."""
+    import anyio
+
+    try:
+        receiver = anyio.open_signal_receiver(signal.SIGINT)
+    except NotImplementedError:  # no signal handling on this platform: Ctrl-C interrupts
+        return
+    with receiver as signals:
+        async for _ in signals:
+            busy = manager.busy_sessions()
+            if not busy:
+                stop.set()
+                return
+            for session_id in busy:
+                await manager.quit_session(session_id)
+            notify = getattr(channel, "turns_cancelled", None)
+            if callable(notify):
+                notify(busy)
+
+
+def _configured_model() -> str:
+    from hookline.builtins.settings import load_settings
+
+    return load_settings().model_spec
+
+
+def _innermost(error: BaseException) -> BaseException:
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error

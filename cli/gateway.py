@@ -1,0 +1,166 @@
+"""`hookline gateway`: run the enabled channels until SIGINT or SIGTERM.
+
+One `running()` scope stays open for the gateway's life (tape store, steering inbox,
+background processes, environments). The channel manager runs the channels the `channels`
+setting selects (`all` by default: every channel that is not an interface, so the `http`
+channel and no terminal). The first SIGINT or SIGTERM stops the gateway gracefully: new
+messages are refused, running turns finish (their tape entries are written; the manager
+waits up to its shutdown timeout, 30 s, then cancels them), channels stop newest first
+(the http channel answers the requests still waiting), then the scope closes its resources
+in reverse order; the exit code is 0. A second signal cancels the running turns at once.
+
+Status lines go to stdout (`hookline gateway: ...`); the log of the channels (where they
+listen, dropped messages, failed turns) goes to stderr.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from hookline.kernel import Framework
+
+from .output import fail
+
+__all__ = ["gateway_command", "run_gateway"]
+
+PREFIX = "hookline gateway:"
+
+
+def gateway_command(framework: Framework) -> Any:
+    def gateway(
+        host: Annotated[
+            str | None,
+            typer.Option(help="Address the http channel listens on (setting http_host).",
+                         show_default=False),
+        ] = None,
+        port: Annotated[
+            int | None,
+            typer.Option(min=0, max=65535, show_default=False,
+                         help="Port of the http channel, 0 for any free port "
+                              "(setting http_port)."),
+        ] = None,
+        channels: Annotated[
+            str | None,
+            typer.Option(show_default=False,
+                         help="Channels to run: 'all', or names separated by commas; "
+                              "'!name' excludes one (setting channels)."),
+        ] = None,
+    ) -> None:
+        """Run every enabled channel (the HTTP API by default) until SIGINT or SIGTERM."""
+        import anyio
+
+        from hookline.builtins.settings import load_settings
+
+        _show_logs()
+        try:
+            settings = load_settings()
+            anyio.run(run_gateway, framework, settings, host, port, channels)
+        except KeyboardInterrupt:  # before the signal handler was installed
+            raise typer.Exit(130) from None
+        except Exception as exc:  # one clear line, never a traceback
+            fail(_innermost(exc))
+
+    return gateway
+
+
+async def run_gateway(framework: Framework, settings: Any, host: str | None = None,
+                      port: int | None = None, channels: str | None = None) -> None:
+    """The gateway (the command's body, callable from tests and embedding hosts)."""
+    import anyio
+
+    from hookline.builtins.channels import ChannelManager
+    from hookline.builtins.channels.http import HttpChannel
+
+    names = channels if channels is not None and channels.strip() else settings.channels
+    manager = ChannelManager(framework, stream_output=settings.stream, enabled_channels=names)
+    selected = manager.enabled(names)
+    if not selected:
+        raise RuntimeError(
+            f"no channel to run for the selection {names!r}; known channels: "
+            f"{', '.join(manager.channels) or '(none)'}"
+        )
+    # `run` selects again: name exactly these, so unknown names are not warned about twice.
+    manager.enabled_channels = [*selected, *(f"!{name}" for name in manager.channels
+                                             if name not in selected)]
+    http = selected.get("http")
+    if isinstance(http, HttpChannel):
+        if host is not None:
+            http.host = host
+        if port is not None:
+            http.port = port
+    elif host is not None or port is not None:
+        typer.echo(f"{PREFIX} --host/--port apply to the builtin http channel, which is not "
+                   f"running", err=True)
+    stop = anyio.Event()
+    async with framework.running():
+        typer.echo(f"{PREFIX} running channels {', '.join(selected)} (workspace "
+                   f"{framework.workspace}); stop with Ctrl-C or SIGTERM")
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(_handle_signals, manager, stop)
+            try:
+                await manager.run(stop)
+            finally:
+                task_group.cancel_scope.cancel()
+        if stop.is_set():
+            typer.echo(f"{PREFIX} channels stopped; closing resources")
+    typer.echo(f"{PREFIX} stopped")
+
+
+async def _handle_signals(manager: Any, stop: Any) -> None:
+    """The first SIGINT/SIGTERM stops gracefully; another one cancels the running turns."""
+    import anyio
+
+    try:
+        receiver = anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM)
+    except NotImplementedError:  # no signal handling on this platform: Ctrl-C interrupts
+        return
+    with receiver as signals:
+        async for signum in signals:
+            name = signal.Signals(signum).name
+            if not stop.is_set():
+                busy = manager.busy_sessions()
+                waiting = (f"; waiting for {len(busy)} running turn(s), {name} again "
+                           f"cancels them") if busy else ""
+                typer.echo(f"{PREFIX} {name} received, stopping{waiting}")
+                stop.set()
+                continue
+            busy = manager.busy_sessions()
+            typer.echo(f"{PREFIX} {name} received again, cancelling {len(busy)} running "
+                       f"turn(s)")
+            for session_id in busy:
+                await manager.quit_session(session_id)
+
+
+def _show_logs() -> None:
+    """hookline's log at INFO on stderr, unless the host configured logging already."""
+    root = logging.getLogger()
+    log = logging.getLogger("hookline")
+    if root.handlers or log.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_LogFormat())
+    log.addHandler(handler)
+    if log.level == logging.NOTSET:
+        log.setLevel(logging.INFO)
+
+
+class _LogFormat(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        text = record.getMessage()
+        if record.levelno >= logging.WARNING:
+            text = f"{record.levelname.lower()}: {text}"
+        error = record.exc_info[1] if record.exc_info else None
+        if error is not None:  # one line; the command reports the failure itself
+            text = f"{text} ({type(error).__name__}: {error})"
+        return text
+
+
+def _innermost(error: BaseException) -> BaseException:
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error

@@ -1,0 +1,139 @@
+"""`hookline chat` in a real terminal: tmux runs the console script, the test types keys
+and reads the screen (capture-pane), polling each expectation up to a deadline."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+TMUX = shutil.which("tmux")
+HOOKLINE = shutil.which("hookline", path=str(Path(sys.executable).parent))
+
+pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+
+DEADLINE = 30.0
+PROMPT = "you>"
+
+
+class Terminal:
+    """A private tmux server (its own socket) whose panes run commands in `cwd`."""
+
+    def __init__(self, cwd: Path, env: dict[str, str]) -> None:
+        assert TMUX and HOOKLINE, "tmux and the hookline console script are needed"
+        self.cwd = cwd
+        self.env = env
+        self.socket = f"hookline-test-{uuid.uuid4().hex[:12]}"
+        self.target = ""
+
+    def tmux(self, *args: str) -> str:
+        assert TMUX
+        done = subprocess.run([TMUX, "-L", self.socket, "-f", os.devnull, "-u", *args],
+                              env=self.env, capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, f"tmux {' '.join(args)} failed: {done.stderr}"
+        return done.stdout
+
+    def chat(self, name: str, *options: str) -> None:
+        """Start `hookline chat` in a new tmux session; its exit code is printed after it."""
+        command = shlex.join([str(HOOKLINE), "chat", *options])
+        self.tmux("new-session", "-d", "-s", name, "-x", "160", "-y", "50", "-c", str(self.cwd),
+                  f"{command}; echo CHAT-EXIT=$?; sleep 600")
+        self.target = name
+
+    def type(self, text: str) -> None:
+        self.tmux("send-keys", "-t", self.target, "-l", text)
+        self.tmux("send-keys", "-t", self.target, "Enter")
+
+    def keys(self, *keys: str) -> None:
+        self.tmux("send-keys", "-t", self.target, *keys)
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-J", "-t", self.target, "-S", "-3000")
+
+    def wait_for(self, predicate: Callable[[str], bool], what: str,
+                 timeout: float = DEADLINE) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            if predicate(screen):
+                return screen
+            if time.monotonic() > deadline:
+                pytest.fail(f"timed out waiting for {what}; the screen shows:\n{screen}")
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        subprocess.run([str(TMUX), "-L", self.socket, "kill-server"], env=self.env,
+                       capture_output=True, timeout=30)
+
+
+def last_line(screen: str) -> str:
+    lines = [line.rstrip() for line in screen.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def at_prompt(screen: str) -> bool:
+    return last_line(screen) == PROMPT
+
+
+@pytest.fixture
+def terminal(tmp_path: Path) -> Iterator[Terminal]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HOOKLINE_", "TMUX"))}
+    env.update(HOOKLINE_HOME=str(tmp_path / "home"), LANG="C.UTF-8")
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    term = Terminal(workspace, env)
+    try:
+        yield term
+    finally:
+        term.close()
+
+
+def test_chat_streams_cancels_with_ctrl_c_and_keeps_history(terminal: Terminal) -> None:
+    terminal.chat("first", "--session", "tmux-test")
+    screen = terminal.wait_for(lambda s: "hookline chat" in s and at_prompt(s), "the banner")
+    assert "model offline" in screen and "session tmux-test" in screen
+
+    terminal.type("hello from tmux")
+    terminal.wait_for(lambda s: 'You said: "hello from tmux"' in s and at_prompt(s),
+                      "the offline reply")
+
+    # A tool that would run for 30 s, interrupted by Ctrl-C while it runs.
+    terminal.type('/tool shell {"command": "sleep 30"}')
+    terminal.wait_for(lambda s: '[tool] shell {"command": "sleep 30"}' in s
+                      and "running shell" in s, "the tool call and the waiting indicator")
+    interrupted = time.monotonic()
+    terminal.keys("C-c")
+    terminal.wait_for(lambda s: "(turn cancelled)" in s and at_prompt(s),
+                      "the prompt after Ctrl-C", timeout=15)
+    assert time.monotonic() - interrupted < 15, "Ctrl-C did not stop the 30 s tool"
+
+    terminal.type("still there?")
+    screen = terminal.wait_for(lambda s: 'You said: "still there?"' in s and at_prompt(s),
+                               "a reply after the cancelled turn")
+    assert "CHAT-EXIT" not in screen
+
+    terminal.type("/quit")
+    terminal.wait_for(lambda s: "CHAT-EXIT=0" in s, "a clean exit after /quit")
+
+    # Same session, new process: the tape remembers the first one.
+    terminal.chat("second", "--session", "tmux-test")
+    terminal.wait_for(lambda s: "hookline chat" in s and at_prompt(s), "the second banner")
+    terminal.type('/tool tape_search {"query": "hello from tmux"}')
+    screen = terminal.wait_for(lambda s: "Tool `tape_search` returned" in s and at_prompt(s),
+                               "the tape search result")
+    assert '"content": "hello from tmux"' in screen  # the first process's user message
+    terminal.type('/tool tape_search {"query": "cancelled"}')
+    screen = terminal.wait_for(lambda s: s.count("Tool `tape_search` returned") == 2
+                               and at_prompt(s), "the second tape search result")
+    assert '"status": "cancelled"' in screen  # the interrupted run was recorded as cancelled
+
+    terminal.keys("C-c")  # at an empty prompt: leave
+    terminal.wait_for(lambda s: "CHAT-EXIT=0" in s, "a clean exit after Ctrl-C at the prompt")

@@ -1,0 +1,690 @@
+"""`hookline gateway` and the `http` channel.
+
+Most tests start the real console script in a subprocess (fresh hookline home, port 0) and
+talk to it over loopback with real HTTP requests. A test plugin, installed through a
+dist-info entry point on PYTHONPATH, decides admission from the message context (`admit`)
+and can hold a turn's first model step (`started` marker file, `wait_for` another turn's
+marker, `sleep`), so tests can overlap turns deterministically. The in-process tests at the
+end run the channel under anyio on asyncio and on trio.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import os
+import queue
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+import pytest
+
+HOOKLINE = shutil.which("hookline", path=str(Path(sys.executable).parent))
+START_TIMEOUT = 60.0
+
+GATE_PLUGIN = '''
+import os
+import time
+from pathlib import Path
+
+import anyio
+
+from hookline.kernel import hookimpl
+from hookline.kernel.channels import AdmitDecision
+from hookline.kernel.envelope import get_field
+
+GATES = Path(os.environ["GATE_DIR"])
+KEYS = ("started", "wait_for", "sleep")
+
+
+class GatePlugin:
+    """Admission from context["admit"]; holds the first model step of a turn on request."""
+
+    def __init__(self, framework):
+        self.framework = framework
+
+    @hookimpl
+    def admit_message(self, session_id, message, turn):
+        action = (get_field(message, "context") or {}).get("admit")
+        if action == "drop":
+            return AdmitDecision.drop("the test plugin drops it")
+        if action == "follow_up":
+            return AdmitDecision.follow_up()
+        if action == "steer":
+            return AdmitDecision.steer("steered by the test plugin")
+        if action == "process":
+            return AdmitDecision.process()
+        return None
+
+    @hookimpl
+    def load_state(self, message, session_id):
+        context = get_field(message, "context") or {}
+        return {"_gate": {key: context[key] for key in KEYS if key in context}}
+
+    @hookimpl
+    def build_prompt(self, message, session_id, state):
+        if str(get_field(message, "content")).startswith("explode"):
+            raise RuntimeError("exploded on purpose")
+        return None
+
+    @hookimpl
+    async def before_llm_call(self, request, state):
+        gate = state.pop("_gate", None)  # the first model step only
+        if not gate:
+            return None
+        if "started" in gate:
+            (GATES / f"{gate['started']}.started").write_text("1")
+        if "wait_for" in gate:
+            other = GATES / f"{gate['wait_for']}.started"
+            deadline = time.monotonic() + 20
+            while not other.exists() and time.monotonic() < deadline:
+                await anyio.sleep(0.02)
+            if other.exists():
+                (GATES / f"{gate['started']}.saw_{gate['wait_for']}").write_text("1")
+        if "sleep" in gate:
+            await anyio.sleep(float(gate["sleep"]))
+        return None
+'''
+
+
+# -- a gateway in a subprocess -----------------------------------------------------------
+
+
+@dataclass
+class Gateway:
+    proc: subprocess.Popen[str]
+    gates: Path
+    home: Path
+    url: str = ""
+    stdout: list[str] = field(default_factory=list)
+    stderr: list[str] = field(default_factory=list)
+    lines: queue.Queue[str] = field(default_factory=queue.Queue)
+
+    def wait_for_line(self, text: str, timeout: float = START_TIMEOUT) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"no line containing {text!r}; stdout={self.stdout} "
+                                     f"stderr={self.stderr}")
+            try:
+                line = self.lines.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            if text in line:
+                return line
+
+    def wait_for_gate(self, name: str, timeout: float = 30.0) -> None:
+        marker = self.gates / f"{name}.started"
+        deadline = time.monotonic() + timeout
+        while not marker.exists():
+            assert time.monotonic() < deadline, f"turn {name!r} never reached the model"
+            assert self.proc.poll() is None, f"gateway exited: {self.stderr}"
+            time.sleep(0.02)
+
+    def stop(self, signum: int = signal.SIGTERM, timeout: float = 60.0) -> int:
+        self.proc.send_signal(signum)
+        return self.proc.wait(timeout=timeout)
+
+
+def _pump(stream: Any, into: list[str], lines: queue.Queue[str]) -> None:
+    for line in stream:
+        into.append(line.rstrip("\n"))
+        lines.put(line)
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
+    environ["HOOKLINE_HOME"] = str(tmp_path / "home")
+    site = tmp_path / "site"
+    dist = site / "gate_plugin-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: gate-plugin\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[hookline]\ngate = gate_plugin:GatePlugin\n")
+    (site / "gate_plugin.py").write_text(textwrap.dedent(GATE_PLUGIN))
+    environ["PYTHONPATH"] = str(site)
+    (tmp_path / "gates").mkdir()
+    environ["GATE_DIR"] = str(tmp_path / "gates")
+    return environ
+
+
+@pytest.fixture
+def start_gateway(env: dict[str, str], tmp_path: Path) -> Iterator[Any]:
+    started: list[Gateway] = []
+
+    def start(*args: str, extra_env: dict[str, str] | None = None) -> Gateway:
+        assert HOOKLINE, "the hookline console script is not installed in this environment"
+        proc = subprocess.Popen(
+            [HOOKLINE, "gateway", "--port", "0", *args], cwd=tmp_path, text=True,
+            env={**env, **(extra_env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        gateway = Gateway(proc, tmp_path / "gates", tmp_path / "home")
+        started.append(gateway)
+        for stream, into in ((proc.stdout, gateway.stdout), (proc.stderr, gateway.stderr)):
+            threading.Thread(target=_pump, args=(stream, into, gateway.lines),
+                             daemon=True).start()
+        line = gateway.wait_for_line("listening on http://")
+        gateway.url = line.split("listening on ", 1)[1].split()[0]
+        return gateway
+
+    yield start
+    for gateway in started:
+        if gateway.proc.poll() is None:
+            gateway.proc.send_signal(signal.SIGTERM)
+            try:
+                gateway.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                gateway.proc.kill()
+                gateway.proc.wait()
+
+
+# -- HTTP helpers ------------------------------------------------------------------------
+
+
+@dataclass
+class Response:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def call(url: str, method: str, path: str, payload: Any = None, *, raw: bytes | None = None,
+         timeout: float = 60.0) -> Response:
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    try:
+        body = raw if raw is not None else (
+            None if payload is None else json.dumps(payload).encode())
+        headers = {"content-type": "application/json"} if body is not None else {}
+        conn.request(method, path, body=body, headers=headers)
+        response = conn.getresponse()
+        return Response(response.status, {k.lower(): v for k, v in response.getheaders()},
+                        response.read())
+    finally:
+        conn.close()
+
+
+def post(url: str, payload: Any, **kwargs: Any) -> Response:
+    return call(url, "POST", "/v1/messages", payload, **kwargs)
+
+
+@dataclass
+class EventStream:
+    status: int
+    headers: dict[str, str]
+    events: list[tuple[str, Any]]
+    comments: list[str]
+
+
+def post_stream(url: str, payload: dict[str, Any], timeout: float = 60.0) -> EventStream:
+    """POST with `"stream": true` and read Server-Sent Events until the server ends."""
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    try:
+        conn.request("POST", "/v1/messages", body=json.dumps({**payload, "stream": True}),
+                     headers={"content-type": "application/json"})
+        response = conn.getresponse()
+        headers = {k.lower(): v for k, v in response.getheaders()}
+        if not headers.get("content-type", "").startswith("text/event-stream"):
+            return EventStream(response.status, headers, [("json", json.loads(response.read()))],
+                               [])
+        events: list[tuple[str, Any]] = []
+        comments: list[str] = []
+        kind, data = "message", []
+        for raw in response:
+            line = raw.decode("utf-8").rstrip("\r\n")
+            if not line:
+                if data:
+                    events.append((kind, json.loads("\n".join(data))))
+                kind, data = "message", []
+            elif line.startswith(":"):
+                comments.append(line[1:].strip())
+            elif line.startswith("event:"):
+                kind = line[6:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].strip())
+        return EventStream(response.status, headers, events, comments)
+    finally:
+        conn.close()
+
+
+def tape_payloads(home: Path) -> list[str]:
+    with contextlib.closing(sqlite3.connect(home / "tapes.db")) as db:
+        return [row[0] for row in db.execute("SELECT payload FROM entries")]
+
+
+# -- the gateway over HTTP ---------------------------------------------------------------
+
+
+def test_health_and_a_whole_reply(start_gateway: Any) -> None:
+    gateway = start_gateway()
+    assert gateway.url.startswith("http://127.0.0.1:"), "loopback by default"
+    health = call(gateway.url, "GET", "/v1/health")
+    assert (health.status, health.json()) == (200, {"status": "ok"})
+
+    reply = post(gateway.url, {"content": "hello there"})
+    assert reply.status == 200, reply.body
+    assert reply.headers["content-type"] == "application/json"
+    data = reply.json()
+    assert data["session_id"] == "http:default"
+    assert data["content"].startswith("[offline model]") and "hello there" in data["content"]
+    [outbound] = data["outbounds"]
+    assert outbound["kind"] == "normal" and outbound["channel"] == "http"
+    assert outbound["content"] == data["content"]
+
+    chat = post(gateway.url, {"content": "hi", "chat_id": "room-7", "context": {"lang": "en"}})
+    assert chat.json()["session_id"] == "http:room-7"
+    assert "lang=en" in chat.json()["content"], "the context reaches the prompt"
+    session = post(gateway.url, {"content": "hi", "session_id": "my-session", "stream": False})
+    assert session.json()["session_id"] == "my-session"
+    assert "hookline gateway: running channels http" in gateway.stdout[0]
+
+
+def test_streamed_reply_is_server_sent_events(start_gateway: Any) -> None:
+    gateway = start_gateway()
+    stream = post_stream(gateway.url, {"content": "stream this please", "session_id": "s"})
+    assert stream.status == 200
+    assert stream.headers["content-type"].startswith("text/event-stream")
+    kinds = [kind for kind, _ in stream.events]
+    assert kinds.count("text") >= 2, "the offline model streams several chunks"
+    assert kinds[-2:] == ["final", "done"]
+    text = "".join(data["delta"] for kind, data in stream.events if kind == "text")
+    done = stream.events[-1][1]
+    assert done["session_id"] == "s" and done["content"] == text
+    assert "stream this please" in text
+    assert [o["kind"] for o in done["outbounds"]] == ["normal"]
+
+    tool = post_stream(gateway.url, {"content": '/tool fs_write {"path": "n.txt", "content": '
+                                                '"hi"}'})
+    kinds = [kind for kind, _ in tool.events]
+    assert kinds.index("tool_call") < kinds.index("tool_result") < kinds.index("done")
+    [call_event] = [data for kind, data in tool.events if kind == "tool_call"]
+    assert call_event["tool_calls"][0]["name"] == "fs_write"
+    assert "wrote 2 bytes" in tool.events[-1][1]["content"]
+
+
+def test_concurrent_requests_on_two_sessions_overlap(start_gateway: Any) -> None:
+    gateway = start_gateway()
+    with ThreadPoolExecutor(2) as pool:
+        one = pool.submit(post, gateway.url, {"content": "first", "session_id": "A",
+                                              "context": {"started": "A", "wait_for": "B"}})
+        two = pool.submit(post_stream, gateway.url, {
+            "content": "second", "session_id": "B",
+            "context": {"started": "B", "wait_for": "A"}})
+        first, second = one.result(), two.result()
+    assert first.status == 200 and "first" in first.json()["content"]
+    assert second.status == 200 and "second" in second.events[-1][1]["content"]
+    # Each turn waited in its model step until the other one had reached its own.
+    assert (gateway.gates / "A.saw_B").exists() and (gateway.gates / "B.saw_A").exists()
+
+
+def test_admission_process_runs_turns_of_one_session_concurrently(start_gateway: Any) -> None:
+    gateway = start_gateway()
+    with ThreadPoolExecutor(2) as pool:
+        replies = [pool.submit(post, gateway.url, {
+            "content": f"turn {me}", "session_id": "shared",
+            "context": {"admit": "process", "started": me, "wait_for": other}})
+            for me, other in (("P", "Q"), ("Q", "P"))]
+        results = [future.result() for future in replies]
+    assert [r.status for r in results] == [200, 200]
+    assert "turn P" in results[0].json()["content"] and "turn Q" in results[1].json()["content"]
+    assert (gateway.gates / "P.saw_Q").exists() and (gateway.gates / "Q.saw_P").exists()
+
+
+def test_admission_drop_answers_202(start_gateway: Any) -> None:
+    gateway = start_gateway()
+    dropped = post(gateway.url, {"content": "ignore me", "context": {"admit": "drop"}})
+    assert dropped.status == 202
+    assert dropped.json() == {"status": "dropped", "reason": "the test plugin drops it",
+                              "session_id": "http:default"}
+    streamed = post_stream(gateway.url, {"content": "me too", "context": {"admit": "drop"}})
+    assert streamed.status == 202 and streamed.events[0][1]["status"] == "dropped"
+    assert "ignore me" not in "".join(tape_payloads(gateway.home))
+
+
+def test_admission_follow_up_waits_and_both_are_answered_in_order(start_gateway: Any) -> None:
+    gateway = start_gateway()
+    finished: list[str] = []
+
+    def first() -> Response:
+        reply = post(gateway.url, {"content": "first question", "session_id": "F",
+                                   "context": {"started": "F1", "sleep": 1.5}})
+        finished.append("first")
+        return reply
+
+    def second() -> EventStream:
+        stream = post_stream(gateway.url, {"content": "second question", "session_id": "F",
+                                           "context": {"admit": "follow_up"}})
+        finished.append("second")
+        return stream
+
+    with ThreadPoolExecutor(2) as pool:
+        one = pool.submit(first)
+        gateway.wait_for_gate("F1")
+        two = pool.submit(second)
+        first_reply, second_stream = one.result(), two.result()
+    assert finished == ["first", "second"]
+    assert first_reply.status == 200 and "first question" in first_reply.json()["content"]
+    assert second_stream.status == 200
+    assert any("queued" in comment for comment in second_stream.comments)
+    assert "second question" in second_stream.events[-1][1]["content"]
+
+
+def test_admission_steer_joins_the_running_turn(start_gateway: Any) -> None:
+    gateway = start_gateway()
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(post, gateway.url, {
+            "content": "long task", "session_id": "S",
+            "context": {"started": "S1", "sleep": 1.5}})
+        gateway.wait_for_gate("S1")
+        steered = post(gateway.url, {"content": "also mention bananas", "session_id": "S",
+                                     "context": {"admit": "steer"}})
+        assert steered.status == 202
+        assert steered.json() == {"status": "steered", "reason": "steered by the test plugin",
+                                  "session_id": "S"}
+        reply = running.result()
+    assert reply.status == 200
+    content = reply.json()["content"]
+    # The turn's next model step saw the steered message (the offline model echoes it).
+    assert "long task" in content and "also mention bananas" in content
+    assert content.index("long task") < content.index("also mention bananas")
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b"{not json", "not valid JSON"),
+        (b"\xff\xfe", "not valid JSON"),
+        (b"[1, 2]", "must be a JSON object"),
+        (b"{}", "missing field: content"),
+        (b'{"content": ""}', "content must not be empty"),
+        (b'{"content": "   "}', "content must not be empty"),
+        (b'{"content": 42}', "content must be a string, got a number"),
+        (b'{"content": null}', "content must be a string, got null"),
+        (b'{"content": "hi", "stream": "yes"}', "stream must be true or false"),
+        (b'{"content": "hi", "context": "x=1"}', "context must be an object"),
+        (b'{"content": "hi", "session_id": 7}', "session_id must be a string"),
+        (b'{"content": "hi", "session_id": ""}', "session_id must not be empty"),
+        (b'{"content": "hi", "chat_id": ["a"]}', "chat_id must be a string, got an array"),
+        (b'{"content": "hi", "contnet": "x"}', "unknown field(s): contnet"),
+    ],
+)
+def test_bad_messages_get_400_with_a_json_error(shared_gateway: Gateway, raw: bytes,
+                                                expected: str) -> None:
+    reply = post(shared_gateway.url, None, raw=raw)
+    assert reply.status == 400, reply.body
+    assert reply.headers["content-type"] == "application/json"
+    assert expected in reply.json()["error"]
+
+
+def test_unknown_paths_methods_and_large_bodies(start_gateway: Any) -> None:
+    gateway = start_gateway()
+    missing = call(gateway.url, "GET", "/v1/nothing")
+    assert missing.status == 404 and "no such endpoint: /v1/nothing" in missing.json()["error"]
+    assert call(gateway.url, "POST", "/", {"content": "hi"}).status == 404
+    wrong = call(gateway.url, "GET", "/v1/messages")
+    assert wrong.status == 405 and wrong.headers["allow"] == "POST"
+    assert "use POST" in wrong.json()["error"]
+    health = call(gateway.url, "DELETE", "/v1/health")
+    assert health.status == 405 and "GET" in health.json()["error"]
+    big = b'{"content": "' + b"x" * (1024 * 1024) + b'"}'
+    large = post(gateway.url, None, raw=big)
+    assert large.status == 413 and "larger than 1048576 bytes" in large.json()["error"]
+    just_fits = b'{"content": "' + b"x" * (1024 * 1024 - 20) + b'"}'
+    assert post(gateway.url, None, raw=just_fits).status == 200
+
+
+def test_a_failed_turn_answers_500_with_the_error(start_gateway: Any) -> None:
+    gateway = start_gateway()
+    failed = post(gateway.url, {"content": "explode now", "session_id": "E"})
+    assert failed.status == 500
+    data = failed.json()
+    assert "exploded on purpose" in data["error"] and "stage 'turn'" in data["error"]
+    assert data["session_id"] == "E" and data["outbounds"][0]["kind"] == "error"
+    stream = post_stream(gateway.url, {"content": "explode again", "session_id": "E"})
+    kinds = [kind for kind, _ in stream.events]
+    assert stream.status == 200 and kinds == ["error", "done"]
+    assert "exploded on purpose" in stream.events[0][1]["message"]
+    assert "exploded on purpose" in stream.events[1][1]["error"]
+    assert post(gateway.url, {"content": "still alive?"}).status == 200
+
+
+def test_a_model_error_answers_500_after_the_whole_turn(start_gateway: Any,
+                                                        tmp_path: Path) -> None:
+    turns = tmp_path / "turns.json"
+    turns.write_text(json.dumps({"turns": [
+        {"text": "partial ", "error": {"kind": "provider", "message": "simulated outage"}},
+        {"error": {"kind": "provider", "message": "second outage"}},
+    ]}))
+    gateway = start_gateway(extra_env={"HOOKLINE_MODEL": f"scripted:{turns}"})
+    whole = post(gateway.url, {"content": "hello"})
+    assert whole.status == 500
+    data = whole.json()
+    assert data["error"] == "An error occurred at stage 'run_model': [provider] simulated outage"
+    # The reply the turn still rendered after the error is part of the answer.
+    assert [o["kind"] for o in data["outbounds"]] == ["error", "normal"]
+    assert data["content"] == "partial "
+    stream = post_stream(gateway.url, {"content": "hello"})
+    assert [kind for kind, _ in stream.events] == ["error", "done"]
+    assert stream.events[0][1] == {"kind": "provider", "message": "second outage"}
+    assert "second outage" in stream.events[1][1]["error"]
+
+
+def test_a_reply_that_takes_too_long_gets_504(start_gateway: Any) -> None:
+    gateway = start_gateway(extra_env={"HOOKLINE_HTTP_TIMEOUT": "1"})
+    slow = post(gateway.url, {"content": "slow", "session_id": "T",
+                              "context": {"sleep": 3}})
+    assert slow.status == 504 and slow.json()["error"] == "no reply within 1 s"
+    stream = post_stream(gateway.url, {"content": "slow", "session_id": "T2",
+                                       "context": {"sleep": 3}})
+    assert stream.status == 200
+    assert stream.events[-1] == ("error", {"kind": "temporary",
+                                           "message": "no reply within 1 s"})
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_gracefully_after_the_running_turn(start_gateway: Any,
+                                                          signum: int) -> None:
+    gateway = start_gateway()
+    token = f"graceful-{signal.Signals(signum).name}"
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(post, gateway.url, {
+            "content": f"please finish {token}", "session_id": "G",
+            "context": {"started": "G", "sleep": 1.5}})
+        gateway.wait_for_gate("G")
+        gateway.proc.send_signal(signum)
+        reply = running.result()
+    assert reply.status == 200 and token in reply.json()["content"]
+    assert gateway.proc.wait(timeout=60) == 0
+    name = signal.Signals(signum).name
+    assert any(f"{name} received, stopping" in line for line in gateway.stdout)
+    assert gateway.stdout[-1] == "hookline gateway: stopped"
+    assert "Traceback" not in "\n".join(gateway.stderr)
+    payloads = tape_payloads(gateway.home)
+    assert any(token in p and '"role": "user"' in p for p in payloads), "the prompt"
+    assert any(token in p and '"role": "assistant"' in p for p in payloads), "the reply"
+
+
+def test_listening_failure_is_one_clear_line(start_gateway: Any, env: dict[str, str],
+                                             tmp_path: Path) -> None:
+    gateway = start_gateway()
+    port = urlsplit(gateway.url).port
+    out = subprocess.run([HOOKLINE, "gateway", "--port", str(port)], capture_output=True,
+                         text=True, env=env, cwd=tmp_path, timeout=60)
+    assert out.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_no_channel_selected_is_an_error(env: dict[str, str], tmp_path: Path) -> None:
+    assert HOOKLINE
+    out = subprocess.run([HOOKLINE, "gateway", "--channels", "!http"], capture_output=True,
+                         text=True, env=env, cwd=tmp_path, timeout=60)
+    assert out.returncode == 1
+    assert out.stderr.startswith("error: no channel to run")
+
+
+@pytest.fixture(scope="module")
+def shared_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    """One gateway for the many small request-validation cases."""
+    assert HOOKLINE
+    root = tmp_path_factory.mktemp("shared")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
+    environ["HOOKLINE_HOME"] = str(root / "home")
+    proc = subprocess.Popen([HOOKLINE, "gateway", "--port", "0"], cwd=root, text=True,
+                            env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    gateway = Gateway(proc, root, root / "home")
+    for stream, into in ((proc.stdout, gateway.stdout), (proc.stderr, gateway.stderr)):
+        threading.Thread(target=_pump, args=(stream, into, gateway.lines), daemon=True).start()
+    try:
+        line = gateway.wait_for_line("listening on http://")
+        gateway.url = line.split("listening on ", 1)[1].split()[0]
+        yield gateway
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+# -- the channel in process, on asyncio and trio -----------------------------------------
+
+
+def _request_in_thread(url: str, payload: dict[str, Any]) -> Any:
+    if payload.get("stream"):
+        return post_stream(url, payload)
+    return post(url, payload)
+
+
+async def _until_listening(channel: Any) -> str:
+    with anyio.fail_after(30):
+        while channel.url is None:
+            await anyio.sleep(0.01)
+    return channel.url
+
+
+@pytest.fixture
+def framework(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    from hookline.kernel import Framework
+
+    for key in [k for k in os.environ if k.startswith("HOOKLINE_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("HOOKLINE_HOME", str(tmp_path / "home"))
+    framework = Framework(tmp_path)
+    framework.load_hooks()
+    return framework
+
+
+@pytest.mark.anyio
+async def test_channel_in_process(framework: Any) -> None:
+    from hookline.builtins.channels import ChannelManager
+    from hookline.builtins.channels.http import HttpChannel
+
+    manager = ChannelManager(framework, enabled_channels="http")
+    channel = manager.channels["http"]
+    assert isinstance(channel, HttpChannel) and channel.manager_notifies
+    channel.port = 0
+    stop = anyio.Event()
+    async with framework.running(), anyio.create_task_group() as group:
+        await group.start(manager.run, stop)
+        url = await _until_listening(channel)
+        whole = await anyio.to_thread.run_sync(
+            _request_in_thread, url, {"content": "in process", "session_id": "ip"})
+        assert whole.status == 200 and "in process" in whole.json()["content"]
+        stream = await anyio.to_thread.run_sync(
+            _request_in_thread, url, {"content": "streamed", "stream": True})
+        assert stream.events[-1][0] == "done" and "streamed" in stream.events[-1][1]["content"]
+        bad = await anyio.to_thread.run_sync(_request_in_thread, url, {"content": ""})
+        assert bad.status == 400
+        stop.set()
+    assert channel.url is not None and not channel._replies
+
+
+@pytest.mark.anyio
+async def test_closing_lets_a_reply_in_flight_finish(framework: Any) -> None:
+    """When the stop event is set the listener closes, and a request in flight still gets
+    its answer (here from a stand-in for the manager that answers after a delay)."""
+    from hookline.builtins.channels.http import HttpChannel
+    from hookline.kernel.envelope import get_field
+
+    replies: list[Any] = []
+
+    async def handler(message: Any) -> None:
+        async def answer() -> None:
+            await anyio.sleep(0.5)
+            # An outbound that carries the inbound's context is matched by request id.
+            await channel.send({"session_id": get_field(message, "session_id"),
+                                "channel": "http", "content": "late answer",
+                                "context": dict(message["context"])})
+        group.start_soon(answer)
+
+    channel = HttpChannel(handler, host="127.0.0.1", port=0, reply_timeout=30)
+    stop = anyio.Event()
+    async with anyio.create_task_group() as group:
+        group.start_soon(channel.start, stop)
+        url = await _until_listening(channel)
+
+        async def ask() -> None:
+            replies.append(await anyio.to_thread.run_sync(
+                _request_in_thread, url, {"content": "wait for it"}))
+
+        group.start_soon(ask)
+        with anyio.fail_after(10):
+            while not channel._replies:
+                await anyio.sleep(0.01)
+        stop.set()  # start() returns once the request in flight is answered
+    [reply] = replies
+    assert reply.status == 200 and reply.json()["content"] == "late answer"
+    with pytest.raises(OSError):
+        await anyio.to_thread.run_sync(_request_in_thread, url, {"content": "too late"})
+
+
+@pytest.mark.anyio
+async def test_stop_answers_requests_whose_turn_never_ran(framework: Any) -> None:
+    from hookline.builtins.channels.http import HttpChannel
+
+    replies: list[Any] = []
+
+    async def handler(message: Any) -> None:
+        return None  # a manager that keeps the message and never runs it
+
+    channel = HttpChannel(handler, host="127.0.0.1", port=0, reply_timeout=30)
+    stop = anyio.Event()
+    async with anyio.create_task_group() as group:
+        group.start_soon(channel.start, stop)
+        url = await _until_listening(channel)
+
+        async def ask() -> None:
+            replies.append(await anyio.to_thread.run_sync(
+                _request_in_thread, url, {"content": "never runs", "stream": True}))
+
+        group.start_soon(ask)
+        with anyio.fail_after(10):
+            while not channel._replies:
+                await anyio.sleep(0.01)
+        await channel.stop()
+    [reply] = replies
+    assert reply.status == 503
+    assert reply.events == [("json", {"error": "the gateway stopped before the message was "
+                                               "handled", "session_id": "http:default"})]
