@@ -1,0 +1,54 @@
+"""The README's five-minute plugin, taken from the README itself, works as it says."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+HOOKLINE = shutil.which("hookline", path=str(Path(sys.executable).parent))
+
+
+def _block(language: str, after: str) -> str:
+    text = README.read_text("utf-8")
+    start = text.index(after)
+    match = re.compile(rf"```{language}\n(.*?)```", re.S).search(text, start)
+    assert match, f"no {language} block after {after!r} in README.md"
+    return match.group(1)
+
+
+def test_readme_plugin_shows_in_hooks_and_takes_effect_in_a_turn(tmp_path: Path) -> None:
+    assert HOOKLINE, "the hookline console script is not installed"
+    code = _block("python", "## A plugin in five minutes")
+    project = tomllib.loads(_block("toml", "## A plugin in five minutes"))
+    entry = project["project"]["entry-points"]["hookline"]
+    # What `pip install -e ./hookline-guard` makes visible: the module and its metadata.
+    site = tmp_path / "site"
+    info = site / "hookline_guard-0.1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hookline-guard\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[hookline]\n" + "".join(f"{name} = {target}\n" for name, target in entry.items()))
+    (site / "guard_plugin.py").write_text(code)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
+    env.update(HOOKLINE_HOME=str(tmp_path / "home"), PYTHONPATH=str(site))
+
+    def hookline(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([HOOKLINE, *args], capture_output=True, text=True, env=env,
+                              cwd=tmp_path, timeout=120)
+
+    hooks = hookline("hooks").stdout.splitlines()
+    assert "system_prompt: guard, builtin    [stored: builtin, guard]" in hooks
+    assert "before_tool_call: guard    [stored: guard]" in hooks
+    (tmp_path / "build").mkdir()
+    denied = hookline("run", '/tool shell {"command": "rm -rf build"}')
+    assert denied.returncode == 0, denied.stderr
+    assert "guard: refusing to run 'rm -rf build'" in denied.stdout
+    assert (tmp_path / "build").is_dir(), "the command was not run"
+    allowed = hookline("run", '/tool shell {"command": "echo still here"}')
+    assert "still here" in allowed.stdout
