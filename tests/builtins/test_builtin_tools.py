@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio
 import pytest
+from procs import is_gone
 
 from hookline.builtins import tools as tools_module
 from hookline.builtins.environment import LocalEnvironment
@@ -43,18 +44,6 @@ async def fails(
     with pytest.raises(HooklineError) as caught:
         await call(tool, workspace, processes, **arguments)
     return caught.value
-
-
-def is_gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-    except FileNotFoundError:
-        return True
-    return stat.rpartition(b")")[2].split()[0] in (b"Z", b"X")
 
 
 # -- the tool list -----------------------------------------------------------------------

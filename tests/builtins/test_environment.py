@@ -10,6 +10,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from procs import wait_gone
 
 from hookline.builtins.environment import (
     CommandResult,
@@ -24,29 +25,6 @@ pytestmark = pytest.mark.skipif(os.name != "posix", reason="process groups are P
 
 
 # -- helpers -----------------------------------------------------------------------------
-
-
-def is_gone(pid: int) -> bool:
-    """No such process, or only a zombie waiting for a reaper (it has exited)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    return stat.rpartition(b")")[2].split()[0] in (b"Z", b"X")
-
-
-async def wait_gone(pids: list[int], timeout: float = 5.0) -> list[int]:
-    """Poll until every pid is gone; return those still running after `timeout`."""
-    with anyio.move_on_after(timeout):
-        while any(not is_gone(pid) for pid in pids):
-            await anyio.sleep(0.05)
-    return [pid for pid in pids if not is_gone(pid)]
 
 
 async def read_pids(path: Path, count: int, timeout: float = 10.0) -> list[int]:

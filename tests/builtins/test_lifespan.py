@@ -10,6 +10,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from procs import is_gone
 
 from hookline.builtins.environment import LocalEnvironment
 from hookline.builtins.lifespan import BackgroundProcesses
@@ -17,21 +18,6 @@ from hookline.kernel import Framework, hookimpl
 from hookline.kernel.streaming import ErrorKind, HooklineError
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="process groups are POSIX")
-
-
-def is_gone(pid: int) -> bool:
-    """No such process, or a zombie (exited, waiting for a reaper that may never come)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    return stat.rpartition(b")")[2].split()[0] in (b"Z", b"X")
 
 
 async def read_pids(path: Path, count: int, timeout: float = 10.0) -> list[int]:
