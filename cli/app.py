@@ -67,9 +67,13 @@ def _run_command(framework: Framework) -> Any:
         stream: Annotated[
             bool, typer.Option("--stream/--no-stream", help="Print the reply as it arrives.")
         ] = False,
+        workspace: WorkspaceOption = None,
     ) -> None:
         """Run one turn and print the outbound messages."""
         import anyio
+
+        if workspace is not None:
+            framework.workspace = workspace.expanduser().resolve()
 
         inbound: dict[str, Any] = {"content": message, "channel": channel, "chat_id": chat_id}
         if session:

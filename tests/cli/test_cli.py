@@ -144,3 +144,13 @@ def test_onboard_writes_the_config_file(env: dict[str, str]) -> None:
     assert 'model = "scripted:turns.json"' in config.read_text()
     unknown = hookline("onboard", "--plugin", "nope", env=env)
     assert unknown.returncode == 1 and "Available plugins: builtin" in unknown.stderr
+
+
+def test_run_accepts_the_workspace_after_the_command(env: dict[str, str], tmp_path: Path) -> None:
+    work = tmp_path / "project"
+    work.mkdir()
+    out = hookline("run", "--workspace", str(work),
+                   '/tool fs_write {"path": "here.txt", "content": "x"}', env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert (work / "here.txt").read_text() == "x"
+    assert not (tmp_path / "here.txt").exists()
