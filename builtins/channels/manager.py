@@ -7,7 +7,10 @@ the admission opinion of the message's channel (`admit_message`).
 
 Inbound path (contract 2.18, 2.20, 2.22), for every envelope a channel hands to `receive`:
 
-1. a message from a channel the manager does not know is dropped with a warning;
+1. a message from a channel the manager does not know is dropped with a warning; a
+   message from a channel whose `needs_debounce` is true goes through a per-session
+   `DebounceBuffer` first (commands pass at once, inactive messages outside the active
+   window are ignored, bursts are merged into one message), see `debounce`;
 2. `resolve_session`; a failure is logged, reported to `on_error` (stage
    `resolve_session`) and the message is dropped; the id is written onto the envelope;
 3. a `TurnSnapshot` of the session (running turns, pending follow-ups, steering messages
@@ -30,9 +33,10 @@ admission and steering, so a message arriving meanwhile is not steered into it.
 A failing turn was already reported by the framework (`on_error` stage `turn`); the manager
 logs it and goes on.
 
-Shutdown (when the stop event is set): new messages are refused, pending messages are not
-started, running turns get `shutdown_timeout` seconds to finish (then they are cancelled),
-then every started channel is stopped, newest first, and the router is unbound.
+Shutdown (when the stop event is set): new messages are refused, messages still in the
+debounce buffers are merged and admitted, pending messages are not started, running turns
+get `shutdown_timeout` seconds to finish (then they are cancelled), then every started
+channel is stopped, newest first, and the router is unbound.
 """
 
 from __future__ import annotations
@@ -46,6 +50,11 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
+from hookline.builtins.channels.debounce import (
+    DEFAULT_ACTIVE_WINDOW_SECONDS,
+    DEFAULT_DEBOUNCE_SECONDS,
+    DebounceBuffer,
+)
 from hookline.kernel.channels import (
     AdmitDecision,
     Channel,
@@ -99,6 +108,8 @@ class ChannelManager:
     `provide_channels` hook, with this manager's `receive` as their message handler.
     `enabled_channels` selects which of them `run` starts (the rules of `enabled`).
     `stream_output` is passed to every turn, so channels can show streamed output.
+    `debounce_seconds` and `active_window_seconds` configure the debounce buffer of the
+    channels whose `needs_debounce` is true.
     """
 
     def __init__(
@@ -109,11 +120,15 @@ class ChannelManager:
         stream_output: bool = True,
         enabled_channels: str | Iterable[str] = "all",
         shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
+        debounce_seconds: float = DEFAULT_DEBOUNCE_SECONDS,
+        active_window_seconds: float = DEFAULT_ACTIVE_WINDOW_SECONDS,
     ) -> None:
         self.framework = framework
         self.stream_output = stream_output
         self.enabled_channels = enabled_channels
         self.shutdown_timeout = shutdown_timeout
+        self.debounce_seconds = debounce_seconds
+        self.active_window_seconds = active_window_seconds
         if channels is None:
             channels = framework.get_channels(self.receive)
         self.channels: dict[str, Channel] = dict(channels)
@@ -123,6 +138,7 @@ class ChannelManager:
         self._sessions: dict[str, _Session] = {}
         self._turns: set[_Turn] = set()
         self._task_group: TaskGroup | None = None
+        self._debounce: DebounceBuffer | None = None
         self._accepting = False
         self._scheduling = False
         self._halt: anyio.Event | None = None
@@ -184,6 +200,17 @@ class ChannelManager:
         if name is None or str(name) not in self.channels:
             logger.warning("channel.message_dropped reason=unknown channel=%s", name)
             return
+        if self._debounce is not None and getattr(self.channels[str(name)], "needs_debounce",
+                                                  False):
+            if await self._debounce.submit(message) == "ignored":
+                self._notify(message, "message_admitted", "drop",
+                             "inactive message outside the active window")
+            return
+        await self._admit(message)
+
+    async def _admit(self, message: Any) -> None:
+        """Resolve the session, ask admission and apply the decision."""
+        name = get_field(message, "channel")
         try:
             session_id = await self.framework.resolve_session(message)
         except Exception as exc:
@@ -436,6 +463,9 @@ class ChannelManager:
         try:
             async with anyio.create_task_group() as task_group:
                 self._task_group = task_group
+                self._debounce = DebounceBuffer(
+                    self._admit, task_group, debounce_seconds=self.debounce_seconds,
+                    active_window_seconds=self.active_window_seconds)
                 self._accepting = self._scheduling = True
                 try:
                     task_group.start_soon(self._watch_stop, stop, name="hookline channel stop")
@@ -451,6 +481,7 @@ class ChannelManager:
                     task_group.cancel_scope.cancel()
         finally:
             self._task_group = None
+            self._debounce = None
             self._accepting = self._scheduling = False
             self.active = {}
             if self.framework.router is self:
@@ -475,8 +506,13 @@ class ChannelManager:
                 self._halt.set()
 
     async def _shutdown(self) -> None:
-        """Refuse messages, let turns finish (then cancel them), stop channels newest first."""
-        self._accepting = self._scheduling = False
+        """Refuse messages, admit the debounced ones, let turns finish (then cancel them),
+        stop channels newest first."""
+        self._accepting = False
+        if self._debounce is not None:
+            with anyio.move_on_after(self.shutdown_timeout):
+                await self._debounce.flush()
+        self._scheduling = False
         if self._turns:
             self._idle = anyio.Event()
             with anyio.move_on_after(self.shutdown_timeout):
