@@ -17,6 +17,7 @@ from typing import Any
 from hookline.kernel import hookimpl
 from hookline.kernel.channels import AdmitDecision, Channel, MessageHandler, TurnSnapshot
 from hookline.kernel.envelope import context_str, default_session_id, get_field
+from hookline.kernel.interception import ToolCall, ToolCallResult
 from hookline.kernel.models import ModelChoice, ModelOptions
 from hookline.kernel.tape import TapeContext
 from hookline.kernel.tools import Tool
@@ -26,10 +27,11 @@ from .environment import LocalEnvironment
 from .lifespan import BackgroundProcesses
 from .models import ModelOpener
 from .settings import Settings, load_settings
+from .spill import SpillSidecar, spill_result
 from .steering import InMemorySteeringInbox
 from .store import InMemoryTapeStore, SQLiteTapeStore
 from .tape import Tape, session_tape_name
-from .tape_tools import tape_tools
+from .tape_tools import spill_tools, tape_tools
 from .tools import builtin_tools
 
 logger = logging.getLogger(__name__)
@@ -171,11 +173,29 @@ class BuiltinPlugin:
 
     @hookimpl
     def provide_tools(self) -> list[Tool]:
-        return [*builtin_tools(self.processes), *tape_tools()]
+        return [*builtin_tools(self.processes), *tape_tools(), *spill_tools()]
 
     @hookimpl
     def provide_steering_inbox(self) -> InMemorySteeringInbox:
         return InMemorySteeringInbox()
+
+    @hookimpl
+    def provide_tape_sidecar(self) -> SpillSidecar:
+        """The spill sidecar: where oversized tool results go (see `after_tool_call`)."""
+        return SpillSidecar()
+
+    # -- interception --------------------------------------------------------------------
+
+    @hookimpl(trylast=True)
+    async def after_tool_call(
+        self, call: ToolCall, result: ToolCallResult, state: dict[str, Any]
+    ) -> None:
+        """Move a model-facing result longer than the spill limit to the spill sidecar.
+
+        Trylast and registered first: it runs after every normal and tryfirst
+        implementation and before the trylast ones of plugins registered later.
+        """
+        await spill_result(call, result, state)
 
     # -- channels ------------------------------------------------------------------------
 

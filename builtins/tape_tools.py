@@ -1,4 +1,5 @@
-"""Tools over the session tape: `tape.info`, `tape.search`, `tape.handoff`.
+"""Tools over the session tape: `tape.info`, `tape.search`, `tape.handoff` (`tape_tools()`),
+and `spill.read` (`spill_tools()`) for outputs moved to the spill sidecar.
 
 Each is a context-aware kernel Tool: the handler reads the session Tape from
 `context.tape`. Bad arguments (wrong types, empty text, out-of-range limits, unknown
@@ -14,9 +15,12 @@ from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeEntry
 from hookline.kernel.tools import Tool, ToolContext
 
-__all__ = ["SEARCH_LIMIT_MAX", "tape_tools"]
+from .spill import find_spill
+
+__all__ = ["SEARCH_LIMIT_MAX", "SPILL_READ_MAX", "spill_tools", "tape_tools"]
 
 SEARCH_LIMIT_MAX: Final = 100
+SPILL_READ_MAX: Final = 10_000
 _SNIPPET_CHARS: Final = 300
 
 
@@ -96,6 +100,36 @@ async def _handoff(
     return f"Handoff recorded: anchor '{anchor_name}' (entry {anchor.id}); context restarts here."
 
 
+def _int_arg(tool: str, key: str, value: Any, low: int, high: int | None = None) -> int:
+    if (isinstance(value, bool) or not isinstance(value, int) or value < low
+            or (high is not None and value > high)):
+        bound = f"from {low} to {high}" if high is not None else f">= {low}"
+        raise HooklineError(
+            ErrorKind.invalid_input, f"{tool}: '{key}' must be an integer {bound}, got {value!r}."
+        )
+    return value
+
+
+async def _spill_read(
+    id: Any = None, offset: Any = 0, limit: Any = 4_000, *, context: ToolContext, **extra: Any
+) -> str:
+    _no_extra("spill.read", extra, "'id' and optional 'offset' and 'limit'")
+    spill_id = _text_arg("spill.read", "id", id, required=True).strip()
+    start = _int_arg("spill.read", "offset", offset, 0)
+    size = _int_arg("spill.read", "limit", limit, 1, SPILL_READ_MAX)
+    try:
+        data = await find_spill(_tape_of(context), spill_id)
+    except KeyError:
+        data = None
+    if data is None:
+        raise HooklineError(ErrorKind.not_found, f"spill.read: no spilled output '{spill_id}'.")
+    text = str(data.get("text", ""))
+    piece = text[start:start + size]
+    end = start + len(piece)
+    more = f"; continue with offset={end}" if end < len(text) else ""
+    return f"[characters {start}-{end} of {len(text)}{more}]\n{piece}"
+
+
 def tape_tools() -> list[Tool]:
     """The tape tools, in the order they are offered."""
     return [
@@ -155,6 +189,42 @@ def tape_tools() -> list[Tool]:
                     },
                 },
                 "required": ["name"],
+                "additionalProperties": False,
+            },
+            context=True,
+        ),
+    ]
+
+
+def spill_tools() -> list[Tool]:
+    """`spill.read`: pages through a tool output moved to the spill sidecar."""
+    return [
+        Tool(
+            name="spill.read",
+            handler=_spill_read,
+            description=(
+                "Read a tool output that was too long for the context and was cut: give the "
+                "spill id from the cut note, and an offset and limit in characters."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string", "minLength": 1, "description": "The spill id."},
+                    "offset": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "default": 0,
+                        "description": "First character to return.",
+                    },
+                    "limit": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": SPILL_READ_MAX,
+                        "default": 4_000,
+                        "description": "How many characters at most.",
+                    },
+                },
+                "required": ["id"],
                 "additionalProperties": False,
             },
             context=True,
