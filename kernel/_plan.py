@@ -15,6 +15,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .errors import missing_argument
+
 if TYPE_CHECKING:
     from .registry import HookImpl
 
@@ -27,6 +29,20 @@ _PLAIN = frozenset({type(None), str, int, float, bool, bytes, dict, list, tuple,
 
 _SKIPPED: Any = object()
 """Stands for a skipped awaitable in a sync collecting caller, filtered out at the end."""
+
+
+def is_awaitable(value: Any) -> bool:
+    """``inspect.isawaitable``, answered at once for the common plain result types."""
+    return value.__class__ not in _PLAIN and inspect.isawaitable(value)
+
+
+def usable_sync(hook_name: str, plugin_name: str | None, value: Any) -> bool:
+    """On a sync path: False (after the warning and closing it) for an awaitable value."""
+    if is_awaitable(value):
+        skip_awaitable(hook_name, plugin_name, value)
+        return False
+    return True
+
 
 def skip_awaitable(hook_name: str, plugin_name: str | None, value: Any) -> None:
     """Log a skipped awaitable on a sync path and close it so no warning leaks."""
@@ -120,10 +136,7 @@ class Plan:
 
     def _missing(self, name: str) -> TypeError:
         users = [impl.describe() for impl in self.impls if name in impl.argnames]
-        return TypeError(
-            f"hook {self.hook_name!r} was called without argument {name!r}, which "
-            f"{'; '.join(users)} declares; pass {name}=... to the dispatch call"
-        )
+        return missing_argument(self.hook_name, name, users)
 
 
 def _step(index: int, call: str, impl_async: bool, path_async: bool, collect: bool) -> list[str]:

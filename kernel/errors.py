@@ -24,3 +24,11 @@ class PluginValidationError(ValueError):
         self.hook_name = hook_name
         self.function = function
         self.location = location
+
+
+def missing_argument(hook_name: str, name: str, declared_by: list[str]) -> TypeError:
+    """A dispatch lacks an argument that the named implementations declare."""
+    return TypeError(
+        f"hook {hook_name!r} was called without argument {name!r}, which "
+        f"{'; '.join(declared_by)} declares; pass {name}=... to the dispatch call"
+    )

@@ -18,7 +18,7 @@ from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from ._plan import skip_awaitable
+from ._plan import usable_sync
 from ._util import dedupe_by_name
 from .agent_hooks import AgentPlugins, PluginAgentHooks
 from .channels import AdmitDecision, Channel, TurnSnapshot
@@ -89,13 +89,11 @@ class Framework:
 
     async def continue_prompt(self, prompt: Any, tape: Any, state: Any) -> str | None:
         """The next user message after a ``continue`` step, or None."""
-        value = await self.runtime.call_first(
+        impl, value = await self.runtime.call_first_each(
             "continue_prompt", prompt=prompt, tape=tape, state=state
         )
-        if value is not None and not isinstance(value, str):
-            raise TypeError(
-                f"hook.continue_prompt must return str or None, got {type(value).__name__}"
-            )
+        if impl is not None and not isinstance(value, str):
+            raise _bad_return(impl, "str or None", value)
         return value
 
     async def notify_error(self, stage: str, error: BaseException, message: Any = None) -> None:
@@ -156,14 +154,11 @@ class Framework:
         """The session's environment, created by provide_environment once per scope."""
         if session_id in self._environments:
             return self._environments[session_id]
-        value = await self.runtime.call_first(
+        impl, value = await self.runtime.call_first_each(
             "provide_environment", session_id=session_id, workspace=self.workspace
         )
-        if value is not None and not isinstance(value, Environment):
-            raise TypeError(
-                f"hook.provide_environment must return Environment or None, got "
-                f"{type(value).__name__}"
-            )
+        if impl is not None and not isinstance(value, Environment):
+            raise _bad_return(impl, "Environment or None", value)
         if session_id in self._environments:  # a concurrent first request won the race
             winner = self._environments[session_id]
             if value is not None and value is not winner:
@@ -222,11 +217,14 @@ class Framework:
         return "\n\n".join(blocks)
 
     def build_tape_context(self) -> TapeContext:
-        value = self.runtime.call_first_sync("build_tape_context")
-        if not isinstance(value, TapeContext):
+        impl, value = self.runtime.call_first_each_sync("build_tape_context")
+        if impl is None:
             raise TypeError(
-                f"hook.build_tape_context must return TapeContext, got {type(value).__name__}"
+                "hook.build_tape_context must return TapeContext; no plugin returned one "
+                "(register a plugin implementing build_tape_context)"
             )
+        if not isinstance(value, TapeContext):
+            raise _bad_return(impl, "TapeContext", value)
         return value
 
     def collect_onboard_config(
@@ -246,10 +244,7 @@ class Framework:
         config = copy.deepcopy(dict(current_config or {}))
         for impl in impls:
             value = impl.call({"current_config": config})
-            if inspect.isawaitable(value):
-                skip_awaitable("onboard_config", impl.plugin_name, value)
-                continue
-            if value is None:
+            if not usable_sync("onboard_config", impl.plugin_name, value) or value is None:
                 continue
             if not isinstance(value, dict):
                 raise _bad_return(impl, "dict or None", value)
@@ -275,14 +270,11 @@ class Framework:
     async def admit_message(
         self, session_id: str, message: Any, turn: TurnSnapshot
     ) -> AdmitDecision | None:
-        value = await self.runtime.call_first(
+        impl, value = await self.runtime.call_first_each(
             "admit_message", session_id=session_id, message=message, turn=turn
         )
-        if value is not None and not isinstance(value, AdmitDecision):
-            raise TypeError(
-                f"hook.admit_message must return AdmitDecision or None, got "
-                f"{type(value).__name__}"
-            )
+        if impl is not None and not isinstance(value, AdmitDecision):
+            raise _bad_return(impl, "AdmitDecision or None", value)
         return value
 
     def _collect_lists(self, hook: str, expected: str, **kwargs: Any) -> list[Any]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._plan import Plan
-from .errors import PluginValidationError
+from .errors import PluginValidationError, missing_argument
 from .markers import HookimplOpts, impl_options
 from .specs import HOOK_SPECS, HookSpec, collect_specs
 
@@ -54,10 +54,7 @@ class HookImpl:
         try:
             arguments = {name: kwargs[name] for name in self.argnames}
         except KeyError as exc:
-            raise TypeError(
-                f"hook {self.hook_name!r} was called without argument {exc.args[0]!r}, which "
-                f"{self.describe()} declares; pass {exc.args[0]}=... to the dispatch call"
-            ) from None
+            raise missing_argument(self.hook_name, exc.args[0], [self.describe()]) from None
         return self.function(**arguments)
 
     def describe(self) -> str:

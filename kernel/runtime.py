@@ -6,13 +6,12 @@ observers are isolated: an observer's exception is logged and the next one runs.
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ._plan import _PLAIN, skip_awaitable
+from ._plan import is_awaitable, usable_sync
 from .registry import HookImpl, Registry
 from .report import HookReport, build_report
 from .trace import DispatchTrace
@@ -58,7 +57,7 @@ class HookRuntime:
         pairs = []
         for impl in self.registry.hook_impls(hook_name):
             value = impl.call(kwargs)
-            if value.__class__ not in _PLAIN and inspect.isawaitable(value):
+            if is_awaitable(value):
                 value = await value
             pairs.append((impl, value))
         return pairs
@@ -66,7 +65,29 @@ class HookRuntime:
     def call_each_sync(self, hook_name: str, /, **kwargs: Any) -> list[tuple[HookImpl, Any]]:
         """Sync ``call_each``: awaitable values are skipped with a warning."""
         return [(impl, value) for impl in self.registry.hook_impls(hook_name)
-                if _usable_sync(hook_name, impl, value := impl.call(kwargs))]
+                if usable_sync(hook_name, impl.plugin_name, value := impl.call(kwargs))]
+
+    async def call_first_each(
+        self, hook_name: str, /, **kwargs: Any
+    ) -> tuple[HookImpl | None, Any]:
+        """``call_first`` with the implementation that answered (None, None when none did)."""
+        for impl in self.registry.hook_impls(hook_name):
+            value = impl.call(kwargs)
+            if is_awaitable(value):
+                value = await value
+            if value is not None:
+                return impl, value
+        return None, None
+
+    def call_first_each_sync(
+        self, hook_name: str, /, **kwargs: Any
+    ) -> tuple[HookImpl | None, Any]:
+        """``call_first_sync`` with the implementation that answered."""
+        for impl in self.registry.hook_impls(hook_name):
+            value = impl.call(kwargs)
+            if value is not None and usable_sync(hook_name, impl.plugin_name, value):
+                return impl, value
+        return None, None
 
     async def notify_error(self, stage: str, error: BaseException, message: Any = None) -> None:
         """Call every ``on_error`` observer; an observer's exception is logged and skipped."""
@@ -74,7 +95,7 @@ class HookRuntime:
         for impl in self.registry.hook_impls("on_error"):
             try:
                 value = impl.call(kwargs)
-                if value.__class__ not in _PLAIN and inspect.isawaitable(value):
+                if is_awaitable(value):
                     await value
             except Exception:
                 logger.exception(
@@ -92,8 +113,7 @@ class HookRuntime:
                     "hook.on_error_failed stage=%s adapter=%s", stage, impl.plugin_name
                 )
                 continue
-            if value.__class__ not in _PLAIN and inspect.isawaitable(value):
-                skip_awaitable("on_error", impl.plugin_name, value)
+            usable_sync("on_error", impl.plugin_name, value)
 
     def hook_report(self) -> HookReport:
         """Every hook with its implementations in execution and stored order."""
@@ -109,13 +129,6 @@ class HookRuntime:
             yield trace
         finally:
             self.registry.set_tracer(previous)
-
-
-def _usable_sync(hook_name: str, impl: HookImpl, value: Any) -> bool:
-    if value.__class__ in _PLAIN or not inspect.isawaitable(value):
-        return True
-    skip_awaitable(hook_name, impl.plugin_name, value)
-    return False
 
 
 async def _nothing() -> None:

@@ -250,3 +250,28 @@ def test_parameter_names_cannot_shadow_generated_code(param: str) -> None:
     runtime = HookRuntime(registry)
     assert runtime.call_many_sync("h", **{param: 5}) == [5]
     assert runtime.call_first_sync("h", **{param: 5}) == 5
+
+
+@pytest.mark.anyio
+async def test_first_result_type_errors_name_the_plugin_and_function() -> None:
+    from hookline.kernel import Framework
+    from hookline.kernel.channels import TurnSnapshot
+
+    class Wrong:
+        @hookimpl
+        def admit_message(self, session_id, message, turn):
+            return "process"
+
+        @hookimpl
+        def build_tape_context(self):
+            return {}
+
+    framework = Framework()
+    with pytest.raises(TypeError, match="no plugin returned one"):
+        framework.build_tape_context()
+    framework.registry.register(Wrong(), "wrong")
+    with pytest.raises(TypeError, match=r"AdmitDecision or None; plugin 'wrong', function "
+                                        r"'.*Wrong.admit_message' \(.*\) returned str"):
+        await framework.admit_message("s", {}, TurnSnapshot("s"))
+    with pytest.raises(TypeError, match=r"TapeContext; plugin 'wrong'.* returned dict"):
+        framework.build_tape_context()
