@@ -63,6 +63,7 @@ from .models.base import (
     Usage,
     as_model_messages,
 )
+from .spill import model_text
 from .tape import Tape, should_merge_back
 
 logger = logging.getLogger(__name__)
@@ -133,9 +134,9 @@ class _Run:
     async def events(self) -> AsyncIterator[StreamEvent]:
         started = time.perf_counter()
         session_tape = self.agent.tape_for(self.session_id, self.state)
-        await session_tape.ensure_bootstrap_anchor()
         status, error = "ok", None
         async with session_tape.fork(merge_back=should_merge_back(self.session_id)) as tape:
+            await tape.ensure_bootstrap_anchor()  # in the fork: temp/ sessions write nothing
             self.tape = tape
             await self._emit(RunStarted(model=self.model, prompt=self.prompt,
                                         state=self.state, tape=tape))
@@ -278,11 +279,14 @@ class _Run:
     async def _run_tool(self, run_id: str, spec: ToolCallSpec) -> dict[str, Any]:
         """Run one requested tool call through the interception events; record it."""
         started = time.perf_counter()
+        invalid = None
         try:
             arguments = spec.args
-        except ValueError:
+        except ValueError as exc:
             arguments = {"_raw": spec.arguments}
+            invalid = f"arguments are not valid JSON ({exc}); send one JSON object"
         if not isinstance(arguments, dict):
+            invalid = invalid or "arguments must be one JSON object"
             arguments = {"_value": arguments}
         self.state[RUNTIME_TAPE] = self.tape
         context = ToolContext(tape=self.tape, run_id=run_id, state=self.state, events=self.bus)
@@ -301,6 +305,8 @@ class _Run:
             try:
                 if tool is None:
                     raise HooklineError(ErrorKind.not_found, f"Unknown tool name: {call.tool}")
+                if invalid is not None and call.arguments == arguments:  # no hook fixed them
+                    raise HooklineError(ErrorKind.invalid_input, f"{call.tool}: {invalid}")
                 value = await tool.invoke(dict(call.arguments), context)
                 result.result = tool.render(value)
             except HooklineError as exc:
@@ -313,7 +319,7 @@ class _Run:
         output = result.result
         if output is None and result.error is not None:
             output = json.dumps(_error_dict(result.error), ensure_ascii=False)
-        output = output if isinstance(output, str) else json.dumps(output, default=str)
+        output = model_text(output)
         record = {"call_id": spec.id, "name": spec.name, "output": output,
                   "is_error": result.error is not None and result.result is None}
         await self.tape.append("tool_result", {"results": [record]}, run_id=run_id)
@@ -371,6 +377,9 @@ class _StepOutcome:
             self.usage = event.usage or self.usage
             if not self.tool_calls:
                 self.tool_calls = list(event.tool_calls)
+            if not self.text and event.text:  # a client that sent no deltas
+                self.text = event.text
+                return StreamEvent("text", {"delta": event.text})
         return None
 
 

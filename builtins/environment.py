@@ -23,8 +23,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import signal as signals
 import subprocess
+import tempfile
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
@@ -507,8 +509,23 @@ class LocalEnvironment(Environment):
             raise NotADirectoryError(
                 errno.ENOTDIR, "a parent path is a file, not a directory", parent
             ) from exc
-        with open(target, "wb") as handle:
-            handle.write(data)
+        # Write a sibling file and rename it over the target: a failure part way leaves
+        # the old file intact instead of truncated.
+        handle, temporary = tempfile.mkstemp(dir=parent, prefix=".hookline-", suffix=".tmp")
+        try:
+            with os.fdopen(handle, "wb") as stream:
+                stream.write(data)
+                stream.flush()
+                os.fsync(stream.fileno())
+            if os.path.exists(target):
+                shutil.copymode(target, temporary)
+            else:
+                os.chmod(temporary, 0o644)  # mkstemp makes 0600; a new file is world-readable
+            os.replace(temporary, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
 
     # -- processes ---------------------------------------------------------------------
 

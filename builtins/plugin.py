@@ -8,11 +8,14 @@ lazily, on first use, so a bad config file is reported by the command that needs
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+import anyio
+import anyio.to_thread
 
 from hookline.kernel import hookimpl
 from hookline.kernel.channels import AdmitDecision, Channel, MessageHandler, TurnSnapshot
@@ -21,6 +24,7 @@ from hookline.kernel.interception import ToolCall, ToolCallResult
 from hookline.kernel.models import ModelChoice, ModelOptions
 from hookline.kernel.tape import TapeContext
 from hookline.kernel.tools import Tool
+from hookline.kernel.turn import RUNTIME_THREAD_ID, RUNTIME_WORKSPACE
 
 from .agent import Agent, AgentConfig
 from .environment import LocalEnvironment
@@ -92,7 +96,7 @@ class BuiltinPlugin:
         if context.get("model"):
             state["model"] = str(context["model"])
         if context.get("thread_id"):
-            state["_runtime_thread_id"] = str(context["thread_id"])
+            state[RUNTIME_THREAD_ID] = str(context["thread_id"])
         return state
 
     @hookimpl
@@ -137,10 +141,13 @@ class BuiltinPlugin:
 
     @hookimpl
     def provide_model_options(self, session_id: str, workspace: Any) -> ModelOptions | None:
-        models = self.get_settings().models
-        if not models:
+        settings = self.get_settings()
+        if not settings.models:
             return None
-        return ModelOptions([ModelChoice(spec) for spec in models], current_model=models[0])
+        # The model turns actually use is current (offline when only fallbacks are set).
+        models = list(dict.fromkeys([settings.model_spec, *settings.models]))
+        return ModelOptions([ModelChoice(spec) for spec in models],
+                            current_model=settings.model_spec)
 
     @hookimpl
     def provide_environment(self, session_id: str, workspace: Any) -> LocalEnvironment:
@@ -148,7 +155,7 @@ class BuiltinPlugin:
 
     @hookimpl
     def system_prompt(self, prompt: Any, state: dict[str, Any]) -> str:
-        workspace = Path(state.get("_runtime_workspace") or self.framework.workspace)
+        workspace = Path(state.get(RUNTIME_WORKSPACE) or self.framework.workspace)
         agents = workspace / AGENTS_FILE
         parts = [DEFAULT_SYSTEM_PROMPT, f"Today is {datetime.now():%Y-%m-%d}."]
         if agents.is_file():
@@ -156,12 +163,15 @@ class BuiltinPlugin:
         return "\n\n".join(parts)
 
     @hookimpl
-    def provide_tape_store(self) -> Iterator[SQLiteTapeStore]:
-        store = SQLiteTapeStore(self.get_settings().tape_store)
+    async def provide_tape_store(self) -> AsyncIterator[SQLiteTapeStore]:
+        # Opening (schema, WAL) and closing (checkpoint) touch the disk: worker threads.
+        path = self.get_settings().tape_store
+        store = await anyio.to_thread.run_sync(SQLiteTapeStore, path)
         try:
             yield store
         finally:
-            store.close()
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(store.close)
 
     @hookimpl
     def provide_lifespan(self) -> Any:
@@ -243,8 +253,19 @@ class BuiltinPlugin:
 
 
 def _media_kind(item: Any) -> str | None:
+    """The media kind of an envelope item the model can be sent, else None.
+
+    Only remote (http/https) and inline (data:) media qualify: any other URL would be read
+    by republic as a local path, outside the workspace rules.
+    """
     kind = get_field(item, "type")
-    return kind if kind in MEDIA_KINDS else None
+    if kind not in MEDIA_KINDS:
+        return None
+    url = item.data_url() if hasattr(item, "data_url") else get_field(item, "url")
+    if not isinstance(url, str) or not url.startswith(("http://", "https://", "data:")):
+        logger.warning("prompt.media_skipped kind=%s reason=no http(s) or data: URL", kind)
+        return None
+    return kind
 
 
 def _to_republic(item: Any) -> Any:

@@ -52,7 +52,7 @@ from hookline.kernel.tape import (
 )
 
 from .store.asyncstore import as_async_store
-from .store.memory import SIDECAR_MARKER, check_entry, dump_json, is_sidecar_tape
+from .store.memory import SIDECAR_MARKER, check_entry, copy_entry, dump_json, is_sidecar_tape
 
 __all__ = [
     "BOOTSTRAP_ANCHOR",
@@ -456,7 +456,6 @@ class Tape:
         finally:
             store.closed = True
 
-    fork_tape = fork
 
     async def _merge_fork(self, store: _ForkStore, sidecar_tapes: dict[str, str]) -> None:
         for name, tape_name in sidecar_tapes.items():
@@ -546,7 +545,7 @@ class _ForkStore:
             entry, id=buffer.base_id + len(buffer.entries) + 1, payload=payload, meta=meta
         )
         buffer.entries.append(stored)
-        return _copy_entry(stored)
+        return copy_entry(stored)
 
     async def fetch_all(self, query: TapeQuery) -> list[TapeEntry]:
         self._check_open()
@@ -555,7 +554,7 @@ class _ForkStore:
             return list(await self.parent.fetch_all(query))
         buffered = list(buffer.entries)
         if buffer.reset:
-            return [_copy_entry(entry) for entry in apply_query(buffered, query)]
+            return [copy_entry(entry) for entry in apply_query(buffered, query)]
         if query.anchor is not None and query.anchor_range is None:
             wanted = None if query.anchor is LAST_ANCHOR else query.anchor
             if any(_is_anchor(entry, wanted) for entry in buffered):
@@ -569,29 +568,26 @@ class _ForkStore:
         else:
             before = list(await self.parent.fetch_all(TapeQuery(query.tape)))
             selected = apply_query(before + buffered, query)
-        return [_copy_entry(entry) for entry in selected]
+        return [copy_entry(entry) for entry in selected]
 
     async def merge(self, tape: str) -> None:
         """Write one buffered tape into the parent and empty its buffer."""
         buffer = self.buffers.get(tape)
         if buffer is None:
             return
-        entries, was_reset = list(buffer.entries), buffer.reset
-        buffer.entries.clear()
-        buffer.reset = False
-        buffer.base_id = None
-        if was_reset:
+        # Each buffered entry leaves the buffer only once the parent has it: a failing
+        # append leaves the rest buffered instead of losing it.
+        if buffer.reset:
             await self.parent.reset(tape)
-        for entry in entries:
-            await self.parent.append(tape, replace(entry, id=0))
+            buffer.reset = False
+        while buffer.entries:
+            await self.parent.append(tape, replace(buffer.entries[0], id=0))
+            buffer.entries.pop(0)
+        buffer.base_id = None
 
 
 def _is_anchor(entry: TapeEntry, name: str | None) -> bool:
     return entry.kind == "anchor" and (name is None or entry.payload.get("name") == name)
-
-
-def _copy_entry(entry: TapeEntry) -> TapeEntry:
-    return replace(entry, payload=copy.deepcopy(entry.payload), meta=copy.deepcopy(entry.meta))
 
 
 def _is_text_part(part: Any) -> bool:

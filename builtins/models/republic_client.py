@@ -408,16 +408,14 @@ class RepublicModel:
                 return HooklineError(
                     ErrorKind.provider,
                     f"{name}: rate limited by {self.provider} (HTTP 429{said}){tries}. Wait and "
-                    "try again, or choose another model with HOOKLINE_MODEL or "
-                    "HOOKLINE_FALLBACK_MODELS.",
+                    "try again, or choose another model with --model or HOOKLINE_MODEL.",
                     details,
                 )
             if status >= 500:
                 return HooklineError(
                     ErrorKind.provider,
                     f"{name}: the provider failed (HTTP {status}{said}){tries}. Try again "
-                    "later, or choose another model with HOOKLINE_MODEL or "
-                    "HOOKLINE_FALLBACK_MODELS.",
+                    "later, or choose another model with --model or HOOKLINE_MODEL.",
                     details,
                 )
             return HooklineError(

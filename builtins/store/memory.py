@@ -102,9 +102,9 @@ class InMemoryTapeStore:
         check_tape_name(query.tape)
         with self._lock:
             entries = list(self._tapes.get(query.tape, ()))
-        # Entries are immutable once stored (new lists on append), so filtering can run
-        # outside the lock; readers get copies so they cannot edit the stored dicts.
-        return [_copy_entry(entry) for entry in apply_query(entries, query)]
+        # The list is copied under the lock and stored entries are never mutated, so
+        # filtering can run outside it; readers get copies so they cannot edit them.
+        return [copy_entry(entry) for entry in apply_query(entries, query)]
 
     def append(self, tape: str, entry: TapeEntry) -> TapeEntry:
         check_tape_name(tape)
@@ -115,11 +115,12 @@ class InMemoryTapeStore:
             entries = self._tapes.setdefault(tape, [])
             stored = replace(entry, id=len(entries) + 1, payload=payload, meta=meta)
             entries.append(stored)
-        return _copy_entry(stored)
+        return copy_entry(stored)
 
     def __repr__(self) -> str:
         return f"InMemoryTapeStore(tapes={len(self._tapes)})"
 
 
-def _copy_entry(entry: TapeEntry) -> TapeEntry:
+def copy_entry(entry: TapeEntry) -> TapeEntry:
+    """A deep copy, so callers cannot edit stored payloads."""
     return replace(entry, payload=copy.deepcopy(entry.payload), meta=copy.deepcopy(entry.meta))

@@ -270,7 +270,7 @@ async def test_429_after_retries_is_a_rate_limit_error(server: OpenAIServer) -> 
     server.add(Reply.failure(429, "quota"))
     error = await failure(model_for(server, max_retries=0))
     assert error.kind is ErrorKind.provider
-    assert "rate limited" in error.message and "HOOKLINE_FALLBACK_MODELS" in error.message
+    assert "rate limited" in error.message and "HOOKLINE_MODEL" in error.message
 
 
 async def test_400_is_not_retried(server: OpenAIServer) -> None:
