@@ -8,6 +8,7 @@ commands that run turns.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -18,7 +19,7 @@ from hookline.kernel import Framework
 
 from .chat import chat_command
 from .gateway import gateway_command
-from .output import TurnPrinter, fail
+from .output import TurnPrinter, fail, show_logs
 
 WorkspaceOption = Annotated[
     Path | None,
@@ -81,6 +82,7 @@ def _run_command(framework: Framework) -> Any:
         if model:
             inbound["context"] = {"model": model}
         printer = TurnPrinter(stream=stream)
+        show_logs(logging.ERROR)  # failures are reported as the one error line below
 
         async def turn() -> Any:
             framework.router = printer
@@ -200,7 +202,11 @@ def main(argv: list[str] | None = None) -> None:
     """Console script entry point."""
     try:
         app = create_app()
-    except Exception as exc:  # plugin loading in strict mode, unreadable settings, ...
-        typer.echo(f"error: {exc}", err=True)
-        raise SystemExit(1) from None
-    app(args=argv if argv is not None else sys.argv[1:], prog_name="hookline")
+        app(args=argv if argv is not None else sys.argv[1:], prog_name="hookline")
+    except typer.Exit as exit_:
+        raise SystemExit(exit_.exit_code) from None
+    except Exception as exc:  # strict plugin loading, unwritable config, ...: one line
+        try:
+            fail(exc)
+        except typer.Exit:
+            raise SystemExit(1) from None

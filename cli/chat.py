@@ -9,6 +9,7 @@ History survives restarts through the tape: the same session id continues its co
 
 from __future__ import annotations
 
+import logging
 import signal
 from typing import Annotated, Any
 
@@ -16,7 +17,7 @@ import typer
 
 from hookline.kernel import Framework
 
-from .output import fail
+from .output import fail, show_logs
 
 CHANNEL = "cli"
 
@@ -36,12 +37,13 @@ def chat_command(framework: Framework) -> Any:
         Ctrl-C cancels the running turn; /quit, Ctrl-D or Ctrl-C at the prompt leave."""
         import anyio
 
+        show_logs(logging.ERROR)  # the conversation shows failures itself
         try:
             anyio.run(run_chat, framework, session, model)
         except KeyboardInterrupt:  # before the handler was installed, or after it was removed
             raise typer.Exit(130) from None
         except Exception as exc:  # a one-line error, never a traceback
-            fail(_innermost(exc))
+            fail(exc)
 
     return chat
 
@@ -108,7 +110,3 @@ def _configured_model() -> str:
     return load_settings().model_spec
 
 
-def _innermost(error: BaseException) -> BaseException:
-    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
-    return error

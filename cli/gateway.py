@@ -15,16 +15,14 @@ listen, dropped messages, failed turns) goes to stderr.
 
 from __future__ import annotations
 
-import logging
 import signal
-import sys
 from typing import Annotated, Any
 
 import typer
 
 from hookline.kernel import Framework
 
-from .output import fail
+from .output import fail, show_logs
 
 __all__ = ["gateway_command", "run_gateway"]
 
@@ -56,14 +54,14 @@ def gateway_command(framework: Framework) -> Any:
 
         from hookline.builtins.settings import load_settings
 
-        _show_logs()
+        show_logs()
         try:
             settings = load_settings()
             anyio.run(run_gateway, framework, settings, host, port, channels)
         except KeyboardInterrupt:  # before the signal handler was installed
             raise typer.Exit(130) from None
         except Exception as exc:  # one clear line, never a traceback
-            fail(_innermost(exc))
+            fail(exc)
 
     return gateway
 
@@ -136,31 +134,3 @@ async def _handle_signals(manager: Any, stop: Any) -> None:
                 await manager.quit_session(session_id)
 
 
-def _show_logs() -> None:
-    """hookline's log at INFO on stderr, unless the host configured logging already."""
-    root = logging.getLogger()
-    log = logging.getLogger("hookline")
-    if root.handlers or log.handlers:
-        return
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_LogFormat())
-    log.addHandler(handler)
-    if log.level == logging.NOTSET:
-        log.setLevel(logging.INFO)
-
-
-class _LogFormat(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        text = record.getMessage()
-        if record.levelno >= logging.WARNING:
-            text = f"{record.levelname.lower()}: {text}"
-        error = record.exc_info[1] if record.exc_info else None
-        if error is not None:  # one line; the command reports the failure itself
-            text = f"{text} ({type(error).__name__}: {error})"
-        return text
-
-
-def _innermost(error: BaseException) -> BaseException:
-    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
-    return error

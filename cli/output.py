@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import AsyncIterator
 from typing import Any, NoReturn
@@ -12,8 +13,16 @@ from hookline.kernel.envelope import get_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
 
+def innermost(error: BaseException) -> BaseException:
+    """The single exception inside nested one-member exception groups (task groups)."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
+
+
 def fail(error: BaseException) -> NoReturn:
     """One clear line on stderr and exit code 1."""
+    error = innermost(error)
     text = str(error) or type(error).__name__
     typer.echo(f"error: {text}", err=True)
     raise typer.Exit(1)
@@ -62,3 +71,30 @@ class TurnPrinter:
                     typer.echo(str(get_field(outbound, "content") or ""), file=self.out)
         if self.errors:
             fail(RuntimeError(self.errors[0]))
+
+
+def show_logs(level: int = logging.INFO) -> None:
+    """hookline's log on stderr, one line per record from ``level`` up, unless the host
+    configured logging already. Without it, Python's last-resort handler would print raw
+    warnings and whole tracebacks next to the command's own one-line errors."""
+    root = logging.getLogger()
+    log = logging.getLogger("hookline")
+    if root.handlers or log.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_OneLine())
+    handler.setLevel(level)
+    log.addHandler(handler)
+    if log.level == logging.NOTSET:
+        log.setLevel(level)
+
+
+class _OneLine(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        text = record.getMessage()
+        if record.levelno >= logging.WARNING:
+            text = f"{record.levelname.lower()}: {text}"
+        error = record.exc_info[1] if record.exc_info else None
+        if error is not None:  # one line; the command reports the failure itself
+            text = f"{text} ({type(error).__name__}: {error})"
+        return text

@@ -185,14 +185,15 @@ class CliChannel(Interface):
                 line = await anyio.to_thread.run_sync(reader.read, _POLL_SECONDS)
             if line is _NO_LINE:
                 continue
-            self._prompt_shown = False
+            after_prompt, self._prompt_shown = self._prompt_shown, False
             if line is None:  # end of input (Ctrl-D)
                 if not self._at_line_start:
                     self._write("\n")
                 self.request_quit()
                 return
-            if echo:
-                self._write(f"{line}\n")
+            if echo:  # piped input: after the prompt, or on a line of its own mid-reply
+                fresh = after_prompt or self._at_line_start
+                self._write(f"{'' if fresh else chr(10)}{line}\n")
             else:
                 self._at_line_start = True  # the terminal echoed the newline
             if line.strip() == QUIT_COMMAND:

@@ -275,7 +275,11 @@ class ChannelManager:
         channel = self.channels.get(str(get_field(message, "channel")))
         method = getattr(channel, hook, None) if channel is not None else None
         if callable(method):
-            method(message, *args)
+            try:
+                method(message, *args)
+            except Exception:  # a channel's bookkeeping must not break scheduling
+                logger.exception("channel.notify_failed hook=%s channel=%s", hook,
+                                 get_field(message, "channel"))
 
     def busy_sessions(self) -> list[str]:
         """Ids of the sessions that have a running (not cancelled) turn."""
@@ -330,8 +334,8 @@ class ChannelManager:
 
     async def _run_turn(self, turn: _Turn) -> None:
         turn.task_id = anyio.get_current_task().id
-        self._notify(turn.message, "turn_started")
         try:
+            self._notify(turn.message, "turn_started")
             result = None
             try:
                 with turn.scope:
@@ -341,8 +345,10 @@ class ChannelManager:
             except Exception as exc:  # already logged and reported by the pipeline
                 logger.info("channel.turn_failed session=%s error=%s: %s", turn.session_id,
                             type(exc).__name__, exc)
-            if result is not None:
-                await self._move_leftovers(turn.session_id, result.state)
+            # Steered messages the turn did not take become follow-ups, also when it failed.
+            state = result.state if result is not None else admission_state(
+                turn.session_id, turn.message)
+            await self._move_leftovers(turn.session_id, state)
         finally:
             self._turn_ended(turn)
             self._notify(turn.message, "turn_finished")
@@ -526,9 +532,11 @@ class ChannelManager:
             with anyio.move_on_after(_CANCEL_GRACE):
                 await self._idle.wait()
         self._idle = None
-        dropped = sum(len(session.pending) for session in self._sessions.values())
+        dropped = [message for session in self._sessions.values() for message in session.pending]
         if dropped:
-            logger.warning("channel.shutdown_dropped_pending messages=%d", dropped)
+            logger.warning("channel.shutdown_dropped_pending messages=%d", len(dropped))
+        for message in dropped:  # their channels may owe the sender an answer
+            self._notify(message, "message_admitted", "drop", "the channels are stopping")
         self._sessions.clear()
         for name, channel in reversed(self._started):
             try:

@@ -154,3 +154,35 @@ def test_run_accepts_the_workspace_after_the_command(env: dict[str, str], tmp_pa
     assert out.returncode == 0, out.stderr
     assert (work / "here.txt").read_text() == "x"
     assert not (tmp_path / "here.txt").exists()
+
+
+def test_unwritable_config_is_one_line(env: dict[str, str]) -> None:
+    env["HOOKLINE_HOME"] = "/proc/hookline-cannot-exist"
+    out = hookline("onboard", "--yes", env=env)
+    assert out.returncode == 1
+    assert out.stderr.startswith("error: ") and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_a_failing_turn_is_one_stderr_line(env: dict[str, str], tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    (site / "failing-0.1.dist-info").mkdir(parents=True)
+    (site / "failing-0.1.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: failing\nVersion: 0.1\n")
+    (site / "failing-0.1.dist-info" / "entry_points.txt").write_text(
+        "[hookline]\nfailing = failing_plugin:Failing\n")
+    (site / "failing_plugin.py").write_text(textwrap.dedent("""
+        from hookline.kernel import hookimpl
+
+        class Failing:
+            def __init__(self, framework):
+                self.framework = framework
+
+            @hookimpl
+            def load_state(self, message, session_id):
+                raise ValueError("state store offline")
+    """))
+    env["PYTHONPATH"] = str(site)
+    out = hookline("run", "hello", env=env, cwd=tmp_path)
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines() == ["error: state store offline"]
