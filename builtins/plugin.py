@@ -7,6 +7,7 @@ lazily, on first use, so a bad config file is reported by the command that needs
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -30,7 +31,8 @@ from .agent import Agent, AgentConfig
 from .environment import LocalEnvironment
 from .lifespan import BackgroundProcesses
 from .models import ModelOpener
-from .settings import Settings, load_settings
+from .redact import redact_credentials, redact_paths
+from .settings import Settings, default_home, load_settings
 from .spill import SpillSidecar, spill_result
 from .steering import InMemorySteeringInbox
 from .store import InMemoryTapeStore, SQLiteTapeStore
@@ -221,9 +223,31 @@ class BuiltinPlugin:
         from .channels.http import HttpChannel
 
         # Settings are read when the channel starts, not here.
-        channels.append(HttpChannel(message_handler, settings=self.get_settings))
+        channels.append(HttpChannel(message_handler, settings=self.get_settings,
+                                    health=self.store_health, scrub=self.scrub_text))
 
         return channels
+
+    async def store_health(self) -> str | None:
+        """Why the running tape store cannot record turns now, or None when it can."""
+        store = self.framework.get_tape_store()
+        probe = getattr(store, "check_writable", None)
+        if probe is None:
+            return None
+        try:
+            result = probe()
+            if inspect.isawaitable(result):
+                await result
+        except Exception as exc:
+            return f"the tape store cannot write: {exc}"
+        return None
+
+    def scrub_text(self, text: str) -> str:
+        """`text` without credentials in URLs, with workspace paths relative to it and the
+        hookline home and the user's home folder named, not spelled out."""
+        home = self._settings.home if self._settings is not None else default_home()
+        others = [(str(home), "$HOOKLINE_HOME"), (str(Path.home()), "~")]
+        return redact_paths(redact_credentials(text), self.framework.workspace, others)
 
     @hookimpl
     async def admit_message(
@@ -247,7 +271,7 @@ class BuiltinPlugin:
             "output_channel": get_field(message, "output_channel")
             or get_field(message, "channel") or "default",
             "kind": "error",
-            "content": f"An error occurred at stage '{stage}': {error}",
+            "content": self.scrub_text(f"An error occurred at stage '{stage}': {error}"),
         }
         await self.framework.runtime.call_many("dispatch_outbound", message=outbound)
 

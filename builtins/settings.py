@@ -20,12 +20,28 @@ Settings (file key / environment variable: value; default):
 - http_port / HOOKLINE_HTTP_PORT: its TCP port, 0 to 65535 (0: any free port); 8787.
 - http_timeout / HOOKLINE_HTTP_TIMEOUT: positive number of seconds an HTTP request waits
   for its reply before answering 504; 300.
+- http_body_timeout / HOOKLINE_HTTP_BODY_TIMEOUT: positive number of seconds a client has
+  to send a whole request body before answering 408; 30.
+- http_token / HOOKLINE_HTTP_TOKEN: the bearer token HTTP clients must send (at least 32
+  printable characters, no spaces); a random one kept in `<home>/http_token` (mode 0600).
+- http_auth / HOOKLINE_HTTP_AUTH: true/false, require the token; true. False is refused on
+  a non-loopback address and warned about at every start.
+- http_allow_remote / HOOKLINE_HTTP_ALLOW_REMOTE: true/false, allow `http_host` to be a
+  non-loopback address; false.
+- http_allowed_hosts / HOOKLINE_HTTP_ALLOWED_HOSTS: extra names accepted in the `Host`
+  header besides the bound address, localhost, 127.0.0.1 and ::1; none.
+- http_allowed_origins / HOOKLINE_HTTP_ALLOWED_ORIGINS: browser origins
+  (`scheme://host[:port]`) allowed to call the API; none (every request with an `Origin`
+  header is refused).
+- http_certfile, http_keyfile / HOOKLINE_HTTP_CERTFILE, HOOKLINE_HTTP_KEYFILE: PEM
+  certificate chain and private key; with both, the `http` channel serves HTTPS; none.
 - channels / HOOKLINE_CHANNELS: channels `hookline gateway` runs: `all` (every channel
   that is not an interface), or a comma list of names (a list in the file); `!name`
   excludes one; all.
 
-Booleans accept true/false, yes/no, on/off, 1/0. A relative `tape_store` is relative to the
-home directory in the file and to the working directory in the environment.
+Booleans accept true/false, yes/no, on/off, 1/0. Lists are comma separated in the
+environment. A relative path (`tape_store`, `http_certfile`, `http_keyfile`) is relative to
+the home directory in the file and to the working directory in the environment.
 
 Tables in the config file other than the keys above (for example `[plugins.myplugin]`) are
 kept in `Settings.extra` for plugins; an unknown plain key is an error (typos should not
@@ -51,12 +67,16 @@ from typing import Any
 
 from hookline.kernel.streaming import ErrorKind, HooklineError
 
+from .redact import redact_credentials
+
 __all__ = [
     "API_FORMATS",
+    "DEFAULT_HTTP_BODY_TIMEOUT",
     "DEFAULT_HTTP_HOST",
     "DEFAULT_HTTP_PORT",
     "DEFAULT_HTTP_TIMEOUT",
     "DEFAULT_MAX_STEPS",
+    "MIN_HTTP_TOKEN_LENGTH",
     "Settings",
     "SettingsError",
     "default_home",
@@ -70,6 +90,8 @@ DEFAULT_MAX_STEPS = 20
 DEFAULT_HTTP_HOST = "127.0.0.1"
 DEFAULT_HTTP_PORT = 8787
 DEFAULT_HTTP_TIMEOUT = 300.0
+DEFAULT_HTTP_BODY_TIMEOUT = 30.0
+MIN_HTTP_TOKEN_LENGTH = 32
 API_FORMATS = ("chat", "responses", "messages", "gemini")
 """Chat wire formats republic 0.6 speaks (`api_format`)."""
 
@@ -84,7 +106,7 @@ class SettingsError(HooklineError):
     """An invalid setting (kind `config`); `key`, `source` and `value` say which."""
 
     def __init__(self, message: str, *, key: str = "", source: str = "", value: Any = None) -> None:
-        details = {"key": key, "source": source, "value": _shown(value)} if key else None
+        details = {"key": key, "source": source, "value": _shown(value, key)} if key else None
         super().__init__(ErrorKind.config, message, details)
         self.key = key
         self.source = source
@@ -119,6 +141,14 @@ class Settings:
     http_host: str = DEFAULT_HTTP_HOST
     http_port: int = DEFAULT_HTTP_PORT
     http_timeout: float = DEFAULT_HTTP_TIMEOUT
+    http_body_timeout: float = DEFAULT_HTTP_BODY_TIMEOUT
+    http_token: str | None = field(default=None, repr=False)
+    http_auth: bool = True
+    http_allow_remote: bool = False
+    http_allowed_hosts: tuple[str, ...] = ()
+    http_allowed_origins: tuple[str, ...] = ()
+    http_certfile: Path | None = None
+    http_keyfile: Path | None = None
     channels: str = "all"
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -128,6 +158,8 @@ class Settings:
         if self.tape_store is None:
             object.__setattr__(self, "tape_store", self.home / _TAPES_NAME)
         object.__setattr__(self, "fallback_models", tuple(self.fallback_models))
+        object.__setattr__(self, "http_allowed_hosts", tuple(self.http_allowed_hosts))
+        object.__setattr__(self, "http_allowed_origins", tuple(self.http_allowed_origins))
 
     @property
     def config_path(self) -> Path:
@@ -255,6 +287,36 @@ def _seconds(value: Any) -> float:
     return float(value)
 
 
+def _token(value: Any) -> str:
+    token = _text(value)
+    if len(token) < MIN_HTTP_TOKEN_LENGTH or not re.fullmatch(r"[!-~]+", token):
+        raise _Invalid
+    return token
+
+
+def _host_list(value: Any) -> tuple[str, ...]:
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        raise _Invalid
+    return tuple(dict.fromkeys(_host(item).lower().rstrip(".") for item in items
+                               if not (isinstance(item, str) and not item.strip())))
+
+
+def _origin(value: Any) -> str:
+    origin = _text(value).lower().rstrip("/")
+    if not re.fullmatch(r"https?://(\[[0-9a-f:.]+\]|[a-z0-9._-]+)(:\d{1,5})?", origin):
+        raise _Invalid
+    return origin
+
+
+def _origin_list(value: Any) -> tuple[str, ...]:
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        raise _Invalid
+    return tuple(dict.fromkeys(_origin(item) for item in items
+                               if not (isinstance(item, str) and not item.strip())))
+
+
 def _channel_names(value: Any) -> str:
     items = value.split(",") if isinstance(value, str) else value
     if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
@@ -359,6 +421,52 @@ _SPECS = (
         "300",
     ),
     _Spec(
+        "http_body_timeout",
+        "HOOKLINE_HTTP_BODY_TIMEOUT",
+        _seconds,
+        "a positive number of seconds",
+        "30",
+        "30",
+    ),
+    _Spec(
+        "http_token",
+        "HOOKLINE_HTTP_TOKEN",
+        _token,
+        f"at least {MIN_HTTP_TOKEN_LENGTH} printable characters without spaces (make one with "
+        "`python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`)",
+        "<a long random string>",
+        '"<a long random string>"',
+    ),
+    _Spec("http_auth", "HOOKLINE_HTTP_AUTH", _boolean, "true or false", "true", "true"),
+    _Spec(
+        "http_allow_remote",
+        "HOOKLINE_HTTP_ALLOW_REMOTE",
+        _boolean,
+        "true or false",
+        "false",
+        "false",
+    ),
+    _Spec(
+        "http_allowed_hosts",
+        "HOOKLINE_HTTP_ALLOWED_HOSTS",
+        _host_list,
+        "a list of host names or IP addresses (comma separated in the environment)",
+        "hookline.example.org",
+        '["hookline.example.org"]',
+    ),
+    _Spec(
+        "http_allowed_origins",
+        "HOOKLINE_HTTP_ALLOWED_ORIGINS",
+        _origin_list,
+        "a list of origins 'scheme://host[:port]' (comma separated in the environment)",
+        "https://app.example.org",
+        '["https://app.example.org"]',
+    ),
+    _Spec("http_certfile", "HOOKLINE_HTTP_CERTFILE", _path, "a file path", "cert.pem",
+          '"cert.pem"'),
+    _Spec("http_keyfile", "HOOKLINE_HTTP_KEYFILE", _path, "a file path", "key.pem",
+          '"key.pem"'),
+    _Spec(
         "channels",
         "HOOKLINE_CHANNELS",
         _channel_names,
@@ -368,17 +476,23 @@ _SPECS = (
     ),
 )
 _BY_KEY = {spec.key: spec for spec in _SPECS}
-_BLANK_MEANS_UNSET = frozenset({"model", "fallback_models", "api_key", "api_base", "api_format"})
+_BLANK_MEANS_UNSET = frozenset({"model", "fallback_models", "api_key", "api_base", "api_format",
+                                "http_token"})
+_SECRETS = frozenset({"api_key", "http_token"})
+"""Settings whose values are never shown in an error message."""
+_PATHS = frozenset({"tape_store", "http_certfile", "http_keyfile"})
 
 
-def _shown(value: Any) -> str:
-    text = repr(value)
+def _shown(value: Any, key: str = "") -> str:
+    if key in _SECRETS:
+        return f"<hidden, {len(str(value))} characters>"
+    text = repr(redact_credentials(value) if isinstance(value, str) else value)
     return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _env_error(spec: _Spec, value: str) -> SettingsError:
     return SettingsError(
-        f"{spec.env} must be {spec.expected}, got {_shown(value)} "
+        f"{spec.env} must be {spec.expected}, got {_shown(value, spec.key)} "
         f"(from the environment variable {spec.env}). "
         f"Fix: set {spec.env}={spec.env_example}, or unset it.",
         key=spec.key,
@@ -389,7 +503,7 @@ def _env_error(spec: _Spec, value: str) -> SettingsError:
 
 def _file_error(spec: _Spec, value: Any, path: Path) -> SettingsError:
     return SettingsError(
-        f"{spec.key} must be {spec.expected}, got {_shown(value)} (from {path}). "
+        f"{spec.key} must be {spec.expected}, got {_shown(value, spec.key)} (from {path}). "
         f"Fix: write {spec.key} = {spec.file_example} in {path}, or remove the line "
         f"(the environment variable {spec.env} overrides it).",
         key=spec.key,
@@ -459,7 +573,7 @@ def load_settings(
             parsed = spec.parse(raw)
         except _Invalid:
             raise _file_error(spec, raw, config_path) from None
-        if spec.key == "tape_store" and not parsed.is_absolute():
+        if spec.key in _PATHS and not parsed.is_absolute():
             parsed = home_path / parsed
         values[spec.key] = parsed
         sources[spec.key] = f"file:{config_path}"
@@ -472,12 +586,28 @@ def load_settings(
             parsed = spec.parse(raw_env)
         except _Invalid:
             raise _env_error(spec, raw_env) from None
-        if spec.key == "tape_store":
+        if spec.key in _PATHS:
             parsed = parsed.absolute()
         values[spec.key] = parsed
         sources[spec.key] = f"env:{spec.env}"
 
+    _check_tls_pair(values, sources)
     return Settings(home=home_path, sources=sources, extra=extra, **values)
+
+
+def _check_tls_pair(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
+    """A certificate without its key (or the reverse) is a half-done TLS setup: refuse it
+    rather than silently serve plain HTTP."""
+    given = [key for key in ("http_certfile", "http_keyfile") if key in values]
+    if len(given) == 1:
+        missing = "http_keyfile" if given[0] == "http_certfile" else "http_certfile"
+        raise SettingsError(
+            f"{given[0]} is set ({sources[given[0]]}) but {missing} is not: HTTPS needs both "
+            f"the certificate chain and its private key. Fix: set {missing} (or "
+            f"HOOKLINE_{missing.upper()}), or remove {given[0]}.",
+            key=missing,
+            source=sources[given[0]],
+        )
 
 
 # A small TOML writer ----------------------------------------------------------------------

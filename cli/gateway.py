@@ -48,6 +48,12 @@ def gateway_command(framework: Framework) -> Any:
                          help="Channels to run: 'all', or names separated by commas; "
                               "'!name' excludes one (setting channels)."),
         ] = None,
+        allow_remote: Annotated[
+            bool,
+            typer.Option("--allow-remote", show_default=False,
+                         help="Allow --host to be an address other machines can reach "
+                              "(setting http_allow_remote); the token stays required."),
+        ] = False,
     ) -> None:
         """Run every enabled channel (the HTTP API by default) until SIGINT or SIGTERM."""
         import anyio
@@ -57,7 +63,8 @@ def gateway_command(framework: Framework) -> Any:
         show_logs()
         try:
             settings = load_settings()
-            anyio.run(run_gateway, framework, settings, host, port, channels)
+            anyio.run(run_gateway, framework, settings, host, port, channels,
+                      allow_remote or None)
         except KeyboardInterrupt:  # before the signal handler was installed
             raise typer.Exit(130) from None
         except Exception as exc:  # one clear line, never a traceback
@@ -67,7 +74,8 @@ def gateway_command(framework: Framework) -> Any:
 
 
 async def run_gateway(framework: Framework, settings: Any, host: str | None = None,
-                      port: int | None = None, channels: str | None = None) -> None:
+                      port: int | None = None, channels: str | None = None,
+                      allow_remote: bool | None = None) -> None:
     """The gateway (the command's body, callable from tests and embedding hosts)."""
     import anyio
 
@@ -91,9 +99,11 @@ async def run_gateway(framework: Framework, settings: Any, host: str | None = No
             http.host = host
         if port is not None:
             http.port = port
-    elif host is not None or port is not None:
-        typer.echo(f"{PREFIX} --host/--port apply to the builtin http channel, which is not "
-                   f"running", err=True)
+        if allow_remote is not None:
+            http.allow_remote = allow_remote
+    elif host is not None or port is not None or allow_remote:
+        typer.echo(f"{PREFIX} --host/--port/--allow-remote apply to the builtin http channel, "
+                   f"which is not running", err=True)
     stop = anyio.Event()
     async with framework.running():
         typer.echo(f"{PREFIX} running channels {', '.join(selected)} (workspace "

@@ -9,6 +9,7 @@ from typing import Any, NoReturn
 
 import typer
 
+from hookline.builtins.redact import redact_credentials
 from hookline.kernel.envelope import get_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
@@ -23,7 +24,7 @@ def innermost(error: BaseException) -> BaseException:
 def fail(error: BaseException) -> NoReturn:
     """One clear line on stderr and exit code 1."""
     error = innermost(error)
-    text = str(error) or type(error).__name__
+    text = redact_credentials(str(error) or type(error).__name__)
     typer.echo(f"error: {text}", err=True)
     raise typer.Exit(1)
 
@@ -97,4 +98,4 @@ class _OneLine(logging.Formatter):
         error = record.exc_info[1] if record.exc_info else None
         if error is not None:  # one line; the command reports the failure itself
             text = f"{text} ({type(error).__name__}: {error})"
-        return text
+        return redact_credentials(text)

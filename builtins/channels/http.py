@@ -1,7 +1,9 @@
 """The `http` channel: a program posts a message and receives the reply, whole or streamed.
 
 Endpoints (JSON in, JSON out; loopback by default, see the `http_host` / `http_port`
-settings):
+settings). Every request passes the checks of `http_guard` first: a `Host` header naming
+this gateway (403 otherwise), no `Origin` unless allowed (403), and on every endpoint but
+`GET /v1/health` the bearer token (401); POST bodies must be `application/json` (415).
 
 - `POST /v1/messages` with `{"content": str, "session_id"?: str, "chat_id"?: str,
   "context"?: object, "stream"?: bool}`. The message goes to the channel manager like any
@@ -17,11 +19,17 @@ settings):
     content joins the running turn, whose reply goes to the request that started that
     turn); a queued `follow_up` waits for its own turn (a streamed one gets the SSE
     comment `: queued ...` first).
-- `GET /v1/health`: `200 {"status": "ok"}`.
+- `GET /v1/health`: `200 {"status": "ok"}`, or `503 {"status": "unavailable", "reason"}`
+  while the channel is shutting down or the health check (the builtin plugin's: can the
+  tape store write?) says why not.
 
-Errors are JSON `{"error": "..."}`: 400 for invalid JSON or fields, 404 for an unknown
-path, 405 for a wrong method, 413 for a body over 1 MB, 503 while shutting down, 504
-when no reply came within the reply timeout (`http_timeout`, 300 s by default).
+Errors are JSON `{"error": "..."}`: 400 for invalid JSON or fields (including nesting
+deeper than 32, numbers Python cannot hold, lone surrogates, ids longer than
+`MAX_SESSION_ID_LENGTH`), 404 for an unknown path, 405 for a wrong method, 408 when the
+body did not arrive within `http_body_timeout` (30 s), 413 for a body over 1 MB, 503
+while shutting down, 504 when no reply came within the reply timeout (`http_timeout`,
+300 s by default). No error carries a traceback; error texts pass through `scrub` (the
+builtin plugin's hides credentials in URLs and absolute paths of the workspace and home).
 
 How replies find their request: each inbound envelope (a plain mapping, like the cli
 channel's) carries the request id in its context (`context["_http_request_id"]`; the
@@ -39,7 +47,8 @@ while the model streams waits for the reply that follows), outbounds of unknown 
 to the session's oldest waiting request, and a dropped or steered message is only answered
 by the timeout.
 
-The server is hypercorn, on whichever event loop anyio runs (asyncio or trio).
+The server is hypercorn, on whichever event loop anyio runs (asyncio or trio); with
+`http_certfile` and `http_keyfile` it serves HTTPS.
 """
 
 from __future__ import annotations
@@ -61,8 +70,13 @@ from hookline.kernel.channels import Lifecycle, MessageHandler, StopEvent
 from hookline.kernel.envelope import get_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
+from ..limits import MAX_SESSION_ID_LENGTH
+from ..redact import redact_credentials
+from .http_guard import Guard, HttpError, Token, header_map, is_loopback_address, load_token
+
 __all__ = [
     "MAX_BODY_SIZE",
+    "MAX_JSON_DEPTH",
     "REQUEST_ID_KEY",
     "STREAMED_EVENTS",
     "HttpChannel",
@@ -74,6 +88,8 @@ REQUEST_ID_KEY = "_http_request_id"
 """Context key of the inbound envelope holding the id of the HTTP request it came from."""
 
 MAX_BODY_SIZE = 1024 * 1024
+MAX_JSON_DEPTH = 32
+"""Deepest nesting of arrays and objects accepted in a request body."""
 STREAMED_EVENTS = frozenset({"text", "tool_call", "tool_result", "error", "final"})
 """Stream event kinds forwarded to a streaming request, in the order they come."""
 
@@ -90,6 +106,7 @@ _KEEPALIVE_SECONDS = 15.0
 _DISCARD_BYTES = 16 * MAX_BODY_SIZE
 _DISCARD_SECONDS = 10.0
 _JSON_HEADERS = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
+_ALWAYS_HEADERS = [(b"x-content-type-options", b"nosniff")]
 _SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
     (b"cache-control", b"no-cache"),
@@ -99,16 +116,6 @@ _SSE_HEADERS = [
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
-
-
-class _HttpError(Exception):
-    """An error answered as `{"error": message}` with the given status."""
-
-    def __init__(self, status: int, message: str, headers: list[tuple[bytes, bytes]] | None = None):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.headers = headers or []
 
 
 class _Disconnected(Exception):
@@ -190,10 +197,14 @@ class _Reply:
 class HttpChannel(Lifecycle):
     """Serves the HTTP API above and hands each posted message to `on_receive`.
 
-    `host`, `port` and `reply_timeout` left as None are read from `settings` (a Settings
-    or a zero-argument callable returning one) when the channel starts; nothing is read
-    at construction, so listing channels (onboarding) costs nothing. `port=0` picks a free
-    port; `address` and `url` tell the real one once listening.
+    `host`, `port`, `reply_timeout`, `body_timeout` and `allow_remote` left as None are
+    read from `settings` (a Settings or a zero-argument callable returning one) when the
+    channel starts, with the token, host, origin and TLS settings; nothing is read at
+    construction, so listing channels (onboarding) costs nothing. `port=0` picks a free
+    port; `address`, `url` and `token` tell the real ones once listening.
+
+    `health` (an async callable returning None when healthy, else the reason) backs
+    `GET /v1/health`; `scrub` cleans every error text before it is sent.
 
     Admission outcomes and turn ends reach the channel through `message_admitted`,
     `turn_started` and `turn_finished` when the manager calls them (it then sets
@@ -209,38 +220,54 @@ class HttpChannel(Lifecycle):
         host: str | None = None,
         port: int | None = None,
         reply_timeout: float | None = None,
+        body_timeout: float | None = None,
+        allow_remote: bool | None = None,
         settings: Any = None,
         max_body_size: int = MAX_BODY_SIZE,
+        health: Callable[[], Awaitable[str | None]] | None = None,
+        scrub: Callable[[str], str] = redact_credentials,
     ) -> None:
         self.on_receive = on_receive
         self.host = host
         self.port = port
         self.reply_timeout = reply_timeout
+        self.body_timeout = body_timeout
+        self.allow_remote = allow_remote
         self.max_body_size = max_body_size
+        self.health = health
+        self.scrub = scrub
         self.manager_notifies = False
         self.address: tuple[str, int] | None = None
+        self.tls = False
         self._settings = settings
+        self._guard = Guard(None, frozenset(), frozenset())
         self._replies: dict[str, _Reply] = {}
         self._tasks: dict[int, _Reply] = {}
         self._closing: anyio.Event | None = None
         self._stopped: anyio.Event | None = None
         self._accepting = False
 
-    def _setting(self, name: str) -> Any:
+    def _load_settings(self) -> Any:
         settings = self._settings() if callable(self._settings) else self._settings
         if settings is None:
             from hookline.builtins.settings import load_settings
 
             settings = self._settings = load_settings()
-        return getattr(settings, name)
+        return settings
 
     @property
     def url(self) -> str | None:
-        """`http://host:port` once listening (an IPv6 host in brackets), else None."""
+        """`http(s)://host:port` once listening (an IPv6 host in brackets), else None."""
         if self.address is None:
             return None
         host, port = self.address
-        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
+
+    @property
+    def token(self) -> str | None:
+        """The bearer token clients must send (None before start, or with auth off)."""
+        return self._guard.token.value if self._guard.token is not None else None
 
     # -- Channel -------------------------------------------------------------------------
 
@@ -252,18 +279,35 @@ class HttpChannel(Lifecycle):
         closing = self._closing = anyio.Event()
         stopped = self._stopped = anyio.Event()
         try:
-            host = self.host if self.host is not None else self._setting("http_host")
-            port = self.port if self.port is not None else self._setting("http_port")
+            settings = self._load_settings()
+            host = self.host if self.host is not None else settings.http_host
+            port = self.port if self.port is not None else settings.http_port
             if self.reply_timeout is None:
-                self.reply_timeout = float(self._setting("http_timeout"))
+                self.reply_timeout = float(settings.http_timeout)
+            if self.body_timeout is None:
+                self.body_timeout = float(settings.http_body_timeout)
+            allow_remote = (self.allow_remote if self.allow_remote is not None
+                            else settings.http_allow_remote)
+            tls = _tls_files(settings)
             try:
                 listener = _listen(host, port)
             except OSError as exc:
                 raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
-            self.address = tuple(listener.getsockname()[:2])  # type: ignore[assignment]
-            config = _server_config(listener, self.reply_timeout)
+            try:
+                bound = listener.getsockname()[0]
+                _check_binding(host, bound, allow_remote, settings.http_auth, tls)
+                token = load_token(settings) if settings.http_auth else None
+            except BaseException:
+                listener.close()
+                raise
+            self.address = (bound, listener.getsockname()[1])
+            self.tls = tls is not None
+            self._guard = Guard.build(token, (host, bound), settings.http_allowed_hosts,
+                                      settings.http_allowed_origins)
+            config = _server_config(listener, self.reply_timeout, tls)
             self._accepting = True
             logger.info("http channel listening on %s", self.url)
+            _log_access_hints(self.url or "", bound, token)
 
             async def shutdown_trigger() -> None:
                 async with anyio.create_task_group() as group:
@@ -274,6 +318,13 @@ class HttpChannel(Lifecycle):
                     group.start_soon(wait, stop_event)
                     group.start_soon(wait, closing)
                 self._accepting = False
+                if self.manager_notifies and not closing.is_set():
+                    # The manager lets running turns finish, then calls stop(): until
+                    # then new requests get a clear 503 (and health says so) instead of
+                    # a refused connection, which load balancers read as a crash.
+                    logger.info("http channel refusing new messages until the running turns "
+                                "finish")
+                    await closing.wait()
                 logger.info("http channel closing the listener on %s", self.url)
 
             await _serve(self._asgi, config, shutdown_trigger)
@@ -301,6 +352,8 @@ class HttpChannel(Lifecycle):
                         get_field(message, "session_id"), get_field(message, "kind"))
             return
         outbound = _outbound_dict(message)
+        if outbound.get("kind") == "error" and outbound.get("content"):
+            outbound["content"] = self.scrub(outbound["content"])
         reply.outbounds.append(outbound)
         if outbound.get("kind") == "error" and anyio.get_current_task().id == reply.handler_task:
             # Reported while the manager took the message (resolve_session or admit_message
@@ -331,9 +384,11 @@ class HttpChannel(Lifecycle):
         try:
             async for event in stream:
                 if event.kind in STREAMED_EVENTS:
+                    data = event.data
                     if event.kind == "error":
                         reply.streamed_error = True
-                    reply.emit(event.kind, event.data)
+                        data = {**data, "message": self.scrub(str(data.get("message", "")))}
+                    reply.emit(event.kind, data)
                 yield event
         finally:
             reply.in_model_stage = False
@@ -423,31 +478,63 @@ class HttpChannel(Lifecycle):
             return
         if scope["type"] != "http":
             return  # no websockets; the server closes the connection
+        extra = list(_ALWAYS_HEADERS)
+
+        async def send_with_headers(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ()), *extra]}
+            await send(message)
+
         try:
-            await self._route(scope, receive, send)
-        except _HttpError as error:
-            await _send_json(send, error.status, {"error": error.message}, error.headers)
+            headers = header_map(scope.get("headers", ()))
+            origin = self._guard.admit(headers)
+            extra += Guard.cors_headers(origin, preflight=scope["method"] == "OPTIONS")
+            await self._route(scope, headers, origin, receive, send_with_headers)
+        except HttpError as error:
+            await _send_json(send_with_headers, error.status,
+                             {"error": self.scrub(error.message)}, error.headers)
         except _Disconnected:
             pass
 
-    async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _route(self, scope: Scope, headers: dict[str, list[str]], origin: str | None,
+                     receive: Receive, send: Send) -> None:
         path, method = scope["path"], scope["method"]
+        if path == "/v1/health" and method in ("GET", "HEAD"):
+            await self._health(send)
+            return
+        if method == "OPTIONS" and origin is not None and path in _ROUTES:
+            await send({"type": "http.response.start", "status": 204, "headers": []})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
+        self._guard.authenticate(headers)
         methods = _ROUTES.get(path)
         if methods is None:
-            raise _HttpError(404, f"no such endpoint: {path} (the API is POST /v1/messages "
-                                  f"and GET /v1/health)")
+            raise HttpError(404, f"no such endpoint: {path} (the API is POST /v1/messages "
+                                 f"and GET /v1/health)")
         if method not in methods:
-            raise _HttpError(405, f"method {method} is not allowed on {path}; use "
-                                  f"{' or '.join(methods)}",
-                             [(b"allow", ", ".join(methods).encode())])
-        if path == "/v1/health":
-            await _send_json(send, 200, {"status": "ok"})
-            return
-        body = await _read_body(scope, receive, self.max_body_size)
+            raise HttpError(405, f"method {method} is not allowed on {path}; use "
+                                 f"{' or '.join(methods)}",
+                            [(b"allow", ", ".join(methods).encode())])
+        Guard.require_json(headers)
+        body = await _read_body(headers, receive, self.max_body_size,
+                                self.body_timeout if self.body_timeout is not None else 30.0)
         payload = _parse_message(body)
         if not self._accepting:
-            raise _HttpError(503, "the gateway is shutting down")
+            raise HttpError(503, "the gateway is shutting down")
         await self._post_message(payload, receive, send)
+
+    async def _health(self, send: Send) -> None:
+        reason: str | None = None if self._accepting else "the gateway is shutting down"
+        if reason is None and self.health is not None:
+            try:
+                reason = await self.health()
+            except Exception as exc:
+                logger.exception("http.health_check_failed")
+                reason = f"the health check failed: {exc}"
+        if reason is None:
+            await _send_json(send, 200, {"status": "ok"})
+        else:
+            await _send_json(send, 503, {"status": "unavailable", "reason": self.scrub(reason)})
 
     async def _post_message(self, payload: dict[str, Any], receive: Receive,
                             send: Send) -> None:
@@ -478,8 +565,8 @@ class HttpChannel(Lifecycle):
                             await self.on_receive(envelope)
                     except Exception as exc:
                         logger.exception("http.receive_failed session=%s", session_id)
-                        reply.decide("failed", f"the message could not be handed over: {exc}",
-                                     final=True)
+                        reason = f"the message could not be handed over: {exc}"
+                        reply.decide("failed", self.scrub(reason), final=True)
                     if self._tasks.get(handler_task) is reply:
                         del self._tasks[handler_task]
                     if self.manager_notifies and not reply.decided.is_set():
@@ -576,13 +663,75 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _server_config(listener: socket.socket, reply_timeout: float) -> Any:
+def _tls_files(settings: Any) -> tuple[str, str] | None:
+    """The certificate and key to serve HTTPS with, checked now so that a bad pair is one
+    clear error at start rather than a failure inside the server."""
+    if settings.http_certfile is None or settings.http_keyfile is None:
+        return None
+    import ssl
+
+    certfile, keyfile = str(settings.http_certfile), str(settings.http_keyfile)
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(certfile, keyfile)
+    except (OSError, ssl.SSLError) as exc:
+        raise RuntimeError(
+            f"cannot serve HTTPS with http_certfile {certfile} and http_keyfile {keyfile}: "
+            f"{getattr(exc, 'strerror', None) or exc}; check that both are PEM files and "
+            f"that the key belongs to the certificate") from exc
+    return certfile, keyfile
+
+
+def _check_binding(host: str, bound: str, allow_remote: bool, auth: bool,
+                   tls: tuple[str, str] | None) -> None:
+    """Refuse a bind the settings do not allow; warn about the risky ones that remain."""
+    if is_loopback_address(bound):
+        if not auth:
+            logger.warning(
+                "http authentication is OFF (http_auth = false): any program on this machine "
+                "can run commands through the gateway with your rights; remove the setting "
+                "to require the token again")
+        return
+    if not allow_remote:
+        raise RuntimeError(
+            f"refusing to listen on {host} ({bound}): it is not a loopback address, so other "
+            f"machines could reach the gateway, whose tools run shell commands; use "
+            f"--allow-remote (setting http_allow_remote = true) if that is what you want, "
+            f"or --host 127.0.0.1")
+    if not auth:
+        raise RuntimeError(
+            f"refusing to listen on {host} ({bound}) with authentication off: anyone who "
+            f"can reach the address could run commands; remove http_auth = false")
+    if tls is None:
+        logger.warning(
+            "http channel on %s serves plain HTTP: the token and every message cross the "
+            "network unencrypted; set http_certfile and http_keyfile, or put a TLS reverse "
+            "proxy in front", host)
+
+
+def _log_access_hints(url: str, bound: str, token: Token | None) -> None:
+    """Say once how a client gets in: where the token is, and a ready command."""
+    if bound in ("0.0.0.0", "::"):
+        logger.info("http channel: listening on every address; clients must send a Host "
+                    "header naming localhost, 127.0.0.1, ::1 or a name in http_allowed_hosts")
+    auth = f"-H \"Authorization: Bearer {token.shell}\" " if token is not None else ""
+    if token is not None:
+        logger.info("http channel: clients send 'Authorization: Bearer <token>'; the token "
+                    "is %s", token.console)
+    logger.info("http channel: try  curl %s-H 'Content-Type: application/json' -d "
+                "'{\"content\": \"hello\"}' %s/v1/messages", auth, url)
+
+
+def _server_config(listener: socket.socket, reply_timeout: float,
+                   tls: tuple[str, str] | None = None) -> Any:
     from hypercorn.config import Config
 
     config = Config()
     # hypercorn takes over the socket we bound, so the address is known before serving.
     config.bind = [f"fd://{listener.detach()}"]
+    if tls is not None:
+        config.certfile, config.keyfile = tls
     config.accesslog = None
+    config.include_server_header = False
     server_log = logging.getLogger(f"{__name__}.server")
     if server_log.level == logging.NOTSET:
         server_log.setLevel(logging.WARNING)  # hide hypercorn's own "Running on" line
@@ -626,36 +775,40 @@ async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
             return
 
 
-async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
-    """The whole request body; 413 as soon as it is known to be over `limit` bytes."""
-    for name, value in scope.get("headers", ()):
-        if name == b"content-length":
-            try:
-                declared = int(value)
-            except ValueError:
-                raise _HttpError(400, "invalid Content-Length header") from None
-            if declared > limit:
-                await _discard_body(receive)
-                raise _too_large(limit)
+async def _read_body(headers: dict[str, list[str]], receive: Receive, limit: int,
+                     timeout: float) -> bytes:
+    """The whole request body; 413 as soon as it is known to be over `limit` bytes, 408
+    when it has not all arrived within `timeout` seconds (slow clients hold no worker)."""
+    for value in headers.get("content-length", ()):
+        try:
+            declared = int(value)
+        except ValueError:
+            raise HttpError(400, "invalid Content-Length header") from None
+        if declared > limit:
+            await _discard_body(receive)
+            raise _too_large(limit)
     chunks: list[bytes] = []
     size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise _Disconnected
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            if message.get("more_body", False):
-                await _discard_body(receive)
-            raise _too_large(limit)
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
+    with anyio.move_on_after(timeout):
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _Disconnected
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                if message.get("more_body", False):
+                    await _discard_body(receive)
+                raise _too_large(limit)
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+    raise HttpError(408, f"the request body did not arrive within {timeout:g} s",
+                    [(b"connection", b"close")])
 
 
-def _too_large(limit: int) -> _HttpError:
-    return _HttpError(413, f"the request body is larger than {limit} bytes")
+def _too_large(limit: int) -> HttpError:
+    return HttpError(413, f"the request body is larger than {limit} bytes")
 
 
 async def _discard_body(receive: Receive) -> None:
@@ -674,29 +827,80 @@ async def _discard_body(receive: Receive) -> None:
 
 def _parse_message(body: bytes) -> dict[str, Any]:
     try:
-        payload = json.loads(body)
+        payload = json.loads(body, parse_constant=_refuse_constant)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _HttpError(400, f"the body is not valid JSON: {exc}") from None
+        raise HttpError(400, f"the body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise HttpError(400, f"the body nests arrays or objects deeper than {MAX_JSON_DEPTH} "
+                             f"levels") from None
+    except ValueError as exc:  # an integer too long to convert, NaN, Infinity
+        raise HttpError(400, f"the body is not valid JSON: {exc}") from None
     if not isinstance(payload, dict):
-        raise _HttpError(400, "the body must be a JSON object with a \"content\" string")
+        raise HttpError(400, "the body must be a JSON object with a \"content\" string")
+    _check_values(payload)
     unknown = sorted(set(payload) - set(_FIELDS))
     if unknown:
-        raise _HttpError(400, f"unknown field(s): {', '.join(unknown)} (known: "
-                              f"{', '.join(_FIELDS)})")
+        raise HttpError(400, f"unknown field(s): {', '.join(unknown)} (known: "
+                             f"{', '.join(_FIELDS)})")
     if "content" not in payload:
-        raise _HttpError(400, "missing field: content (the message text)")
+        raise HttpError(400, "missing field: content (the message text)")
     for key, kind in _FIELDS.items():
         if key in payload and payload[key] is None and key != "content":
             del payload[key]  # an explicit null means "not given"
         elif key in payload and not isinstance(payload[key], kind):
-            raise _HttpError(400, f"field {key} must be {_TYPE_NAMES[kind]}, got "
-                                  f"{_json_type(payload[key])}")
+            raise HttpError(400, f"field {key} must be {_TYPE_NAMES[kind]}, got "
+                                 f"{_json_type(payload[key])}")
     if not payload["content"].strip():
-        raise _HttpError(400, "field content must not be empty")
+        raise HttpError(400, "field content must not be empty")
     for key in ("session_id", "chat_id"):
-        if key in payload and not payload[key].strip():
-            raise _HttpError(400, f"field {key} must not be empty (leave it out instead)")
+        if key not in payload:
+            continue
+        value = payload[key]
+        if not value.strip():
+            raise HttpError(400, f"field {key} must not be empty (leave it out instead)")
+        if len(value) > MAX_SESSION_ID_LENGTH:
+            raise HttpError(400, f"field {key} is {len(value)} characters long; at most "
+                                 f"{MAX_SESSION_ID_LENGTH} are allowed")
+        if any(ord(char) < 0x20 or ord(char) == 0x7F for char in value):
+            raise HttpError(400, f"field {key} must not contain control characters")
     return payload
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _check_values(payload: dict[str, Any]) -> None:
+    """Refuse what JSON allows but the rest of the system cannot store or send back: lone
+    surrogates (not encodable as UTF-8), numbers that are not finite, deep nesting."""
+    pending: list[tuple[str, Any, int]] = [("body", payload, 1)]
+    while pending:
+        where, value, depth = pending.pop()
+        if isinstance(value, dict | list) and depth > MAX_JSON_DEPTH:
+            raise HttpError(400, f"the body nests arrays or objects deeper than "
+                                 f"{MAX_JSON_DEPTH} levels")
+        if isinstance(value, dict):
+            for key, item in value.items():
+                _check_text(f"a key in {where}", key)
+                pending.append((key if where == "body" else f"{where}.{key}", item, depth + 1))
+        elif isinstance(value, list):
+            pending.extend((f"{where}[{i}]", item, depth + 1) for i, item in enumerate(value))
+        elif isinstance(value, str):
+            _check_text(f"field {where}", value)
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise HttpError(400, f"field {where} is a number too large to hold")
+
+
+def _check_text(where: str, text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise HttpError(400, f"{_clip(where)} contains a lone surrogate escape (such as "
+                             f"\\udfff), which is not valid Unicode text") from None
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _json_type(value: Any) -> str:

@@ -505,9 +505,11 @@ class ChannelManager:
         try:
             await channel.start(stop)
         except Exception as exc:
-            logger.exception("channel.start_failed channel=%s", name)
-            if self._failure is None:
+            if self._failure is None:  # `run` raises it: the caller reports it, once
+                logger.debug("channel.start_failed channel=%s", name, exc_info=True)
                 self._failure = (name, exc)
+            else:
+                logger.exception("channel.start_failed channel=%s", name)
             if self._halt is not None:
                 self._halt.set()
 

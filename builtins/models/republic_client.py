@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from hookline.kernel.prompt import to_content
 from hookline.kernel.streaming import ErrorKind, HooklineError
 
+from ..redact import redact_credentials
 from .base import (
     USAGE_FIELDS,
     Finished,
@@ -189,7 +190,9 @@ class RepublicModel:
         self.env_prefix = str(self.options.get("env_prefix") or _env_prefix(provider))
         # Build the provider once to report configuration errors now, not mid-run.
         checked = self._provider()
-        self.endpoint: str = str(getattr(checked, "api_base", self.api_base or ""))
+        # Shown in errors, logs and reprs: never with the user:password part of the URL.
+        self.endpoint: str = redact_credentials(
+            str(getattr(checked, "api_base", self.api_base or "")))
 
     def __repr__(self) -> str:
         return f"RepublicModel({self.name!r}, api_base={self.endpoint!r})"
@@ -228,7 +231,7 @@ class RepublicModel:
 
     def _details(self, **extra: Any) -> dict[str, Any]:
         details: dict[str, Any] = {"provider": self.provider, "model": self.model}
-        endpoint = getattr(self, "endpoint", None) or self.api_base
+        endpoint = getattr(self, "endpoint", None) or redact_credentials(self.api_base or "")
         if endpoint:
             details["api_base"] = endpoint
         details.update(extra)
@@ -371,10 +374,19 @@ class RepublicModel:
     # Errors ------------------------------------------------------------------------------
 
     def _error(self, exc: BaseException, *, attempts: int = 1) -> HooklineError:
+        """The provider's failure as one HooklineError saying what to fix; the text of the
+        underlying error may spell out the URL, so credentials are taken out of it."""
+        error = self._describe(exc, attempts=attempts)
+        error.message = redact_credentials(error.message)
+        Exception.__init__(error, error.kind, error.message, error.details)
+        return error
+
+    def _describe(self, exc: BaseException, *, attempts: int) -> HooklineError:
         from republic import errors
 
         name = self.name
-        endpoint = getattr(self, "endpoint", None) or self.api_base or "the default endpoint"
+        endpoint = (getattr(self, "endpoint", None) or redact_credentials(self.api_base or "")
+                    or "the default endpoint")
         prefix = self.env_prefix
         key_vars = f"HOOKLINE_API_KEY (or api_key in the config file) or {prefix}_API_KEY"
         base_vars = f"HOOKLINE_API_BASE (or api_base in the config file) or {prefix}_API_BASE"

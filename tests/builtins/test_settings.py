@@ -169,7 +169,7 @@ def test_invalid_environment_values(tmp_path: Path, var: str, value: str, expect
         ("stream = 3", "stream", "stream must be true or false, got 3"),
         ('model = "nocolon"', "model", "model must be a model spec"),
         ("fallback_models = 3", "fallback_models", "must be a list"),
-        ("api_key = 42", "api_key", "api_key must be a string, got 42"),
+        ("api_key = 42", "api_key", "api_key must be a string, got <hidden, 2 characters>"),
     ],
 )
 def test_invalid_file_values(tmp_path: Path, line: str, key: str, expected: str) -> None:

@@ -10,31 +10,32 @@ end run the channel under anyio on asyncio and on trio.
 
 from __future__ import annotations
 
-import contextlib
-import http.client
 import json
 import os
-import queue
-import shutil
 import signal
-import sqlite3
 import subprocess
-import sys
 import textwrap
-import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
 import pytest
-
-HOOKLINE = shutil.which("hookline", path=str(Path(sys.executable).parent))
-START_TIMEOUT = 60.0
+from gateway_support import (
+    HOOKLINE,
+    TEST_TOKEN,
+    EventStream,
+    Gateway,
+    Response,
+    call,
+    gateway_env,
+    post,
+    post_stream,
+    start_gateway_process,
+    tape_payloads,
+)
 
 GATE_PLUGIN = '''
 import os
@@ -101,66 +102,16 @@ class GatePlugin:
 '''
 
 
-# -- a gateway in a subprocess -----------------------------------------------------------
-
-
-@dataclass
-class Gateway:
-    proc: subprocess.Popen[str]
-    gates: Path
-    home: Path
-    url: str = ""
-    stdout: list[str] = field(default_factory=list)
-    stderr: list[str] = field(default_factory=list)
-    lines: queue.Queue[str] = field(default_factory=queue.Queue)
-
-    def wait_for_line(self, text: str, timeout: float = START_TIMEOUT) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AssertionError(f"no line containing {text!r}; stdout={self.stdout} "
-                                     f"stderr={self.stderr}")
-            try:
-                line = self.lines.get(timeout=remaining)
-            except queue.Empty:
-                continue
-            if text in line:
-                return line
-
-    def wait_for_gate(self, name: str, timeout: float = 30.0) -> None:
-        marker = self.gates / f"{name}.started"
-        deadline = time.monotonic() + timeout
-        while not marker.exists():
-            assert time.monotonic() < deadline, f"turn {name!r} never reached the model"
-            assert self.proc.poll() is None, f"gateway exited: {self.stderr}"
-            time.sleep(0.02)
-
-    def stop(self, signum: int = signal.SIGTERM, timeout: float = 60.0) -> int:
-        self.proc.send_signal(signum)
-        return self.proc.wait(timeout=timeout)
-
-
-def _pump(stream: Any, into: list[str], lines: queue.Queue[str]) -> None:
-    for line in stream:
-        into.append(line.rstrip("\n"))
-        lines.put(line)
-
-
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
-    environ["HOOKLINE_HOME"] = str(tmp_path / "home")
     site = tmp_path / "site"
     dist = site / "gate_plugin-0.1.dist-info"
     dist.mkdir(parents=True)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: gate-plugin\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text("[hookline]\ngate = gate_plugin:GatePlugin\n")
     (site / "gate_plugin.py").write_text(textwrap.dedent(GATE_PLUGIN))
-    environ["PYTHONPATH"] = str(site)
     (tmp_path / "gates").mkdir()
-    environ["GATE_DIR"] = str(tmp_path / "gates")
-    return environ
+    return gateway_env(tmp_path / "home", PYTHONPATH=str(site), GATE_DIR=str(tmp_path / "gates"))
 
 
 @pytest.fixture
@@ -168,107 +119,14 @@ def start_gateway(env: dict[str, str], tmp_path: Path) -> Iterator[Any]:
     started: list[Gateway] = []
 
     def start(*args: str, extra_env: dict[str, str] | None = None) -> Gateway:
-        assert HOOKLINE, "the hookline console script is not installed in this environment"
-        proc = subprocess.Popen(
-            [HOOKLINE, "gateway", "--port", "0", *args], cwd=tmp_path, text=True,
-            env={**env, **(extra_env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )
-        gateway = Gateway(proc, tmp_path / "gates", tmp_path / "home")
+        gateway = start_gateway_process(["--port", "0", *args], {**env, **(extra_env or {})},
+                                        tmp_path, gates=tmp_path / "gates")
         started.append(gateway)
-        for stream, into in ((proc.stdout, gateway.stdout), (proc.stderr, gateway.stderr)):
-            threading.Thread(target=_pump, args=(stream, into, gateway.lines),
-                             daemon=True).start()
-        line = gateway.wait_for_line("listening on http://")
-        gateway.url = line.split("listening on ", 1)[1].split()[0]
         return gateway
 
     yield start
     for gateway in started:
-        if gateway.proc.poll() is None:
-            gateway.proc.send_signal(signal.SIGTERM)
-            try:
-                gateway.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                gateway.proc.kill()
-                gateway.proc.wait()
-
-
-# -- HTTP helpers ------------------------------------------------------------------------
-
-
-@dataclass
-class Response:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
-def call(url: str, method: str, path: str, payload: Any = None, *, raw: bytes | None = None,
-         timeout: float = 60.0) -> Response:
-    parts = urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
-    try:
-        body = raw if raw is not None else (
-            None if payload is None else json.dumps(payload).encode())
-        headers = {"content-type": "application/json"} if body is not None else {}
-        conn.request(method, path, body=body, headers=headers)
-        response = conn.getresponse()
-        return Response(response.status, {k.lower(): v for k, v in response.getheaders()},
-                        response.read())
-    finally:
-        conn.close()
-
-
-def post(url: str, payload: Any, **kwargs: Any) -> Response:
-    return call(url, "POST", "/v1/messages", payload, **kwargs)
-
-
-@dataclass
-class EventStream:
-    status: int
-    headers: dict[str, str]
-    events: list[tuple[str, Any]]
-    comments: list[str]
-
-
-def post_stream(url: str, payload: dict[str, Any], timeout: float = 60.0) -> EventStream:
-    """POST with `"stream": true` and read Server-Sent Events until the server ends."""
-    parts = urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
-    try:
-        conn.request("POST", "/v1/messages", body=json.dumps({**payload, "stream": True}),
-                     headers={"content-type": "application/json"})
-        response = conn.getresponse()
-        headers = {k.lower(): v for k, v in response.getheaders()}
-        if not headers.get("content-type", "").startswith("text/event-stream"):
-            return EventStream(response.status, headers, [("json", json.loads(response.read()))],
-                               [])
-        events: list[tuple[str, Any]] = []
-        comments: list[str] = []
-        kind, data = "message", []
-        for raw in response:
-            line = raw.decode("utf-8").rstrip("\r\n")
-            if not line:
-                if data:
-                    events.append((kind, json.loads("\n".join(data))))
-                kind, data = "message", []
-            elif line.startswith(":"):
-                comments.append(line[1:].strip())
-            elif line.startswith("event:"):
-                kind = line[6:].strip()
-            elif line.startswith("data:"):
-                data.append(line[5:].strip())
-        return EventStream(response.status, headers, events, comments)
-    finally:
-        conn.close()
-
-
-def tape_payloads(home: Path) -> list[str]:
-    with contextlib.closing(sqlite3.connect(home / "tapes.db")) as db:
-        return [row[0] for row in db.execute("SELECT payload FROM entries")]
+        gateway.end()
 
 
 # -- the gateway over HTTP ---------------------------------------------------------------
@@ -545,27 +403,12 @@ def test_no_channel_selected_is_an_error(env: dict[str, str], tmp_path: Path) ->
 @pytest.fixture(scope="module")
 def shared_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     """One gateway for the many small request-validation cases."""
-    assert HOOKLINE
     root = tmp_path_factory.mktemp("shared")
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
-    environ["HOOKLINE_HOME"] = str(root / "home")
-    proc = subprocess.Popen([HOOKLINE, "gateway", "--port", "0"], cwd=root, text=True,
-                            env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    gateway = Gateway(proc, root, root / "home")
-    for stream, into in ((proc.stdout, gateway.stdout), (proc.stderr, gateway.stderr)):
-        threading.Thread(target=_pump, args=(stream, into, gateway.lines), daemon=True).start()
+    gateway = start_gateway_process(["--port", "0"], gateway_env(root / "home"), root)
     try:
-        line = gateway.wait_for_line("listening on http://")
-        gateway.url = line.split("listening on ", 1)[1].split()[0]
         yield gateway
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        gateway.end()
 
 
 # -- the channel in process, on asyncio and trio -----------------------------------------
@@ -591,6 +434,7 @@ def framework(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     for key in [k for k in os.environ if k.startswith("HOOKLINE_")]:
         monkeypatch.delenv(key)
     monkeypatch.setenv("HOOKLINE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HOOKLINE_HTTP_TOKEN", TEST_TOKEN)
     framework = Framework(tmp_path)
     framework.load_hooks()
     return framework
@@ -688,3 +532,35 @@ async def test_stop_answers_requests_whose_turn_never_ran(framework: Any) -> Non
     assert reply.status == 503
     assert reply.events == [("json", {"error": "the gateway stopped before the message was "
                                                "handled", "session_id": "http:default"})]
+
+
+def test_health_is_503_while_the_gateway_stops(start_gateway: Any) -> None:
+    """A client that keeps its connection open sees the shutdown in /v1/health."""
+    from gateway_support import connect
+
+    gateway = start_gateway()
+    conn = connect(gateway.url)
+    try:
+        conn.request("GET", "/v1/health")
+        first = conn.getresponse()
+        assert (first.status, json.loads(first.read())) == (200, {"status": "ok"})
+        with ThreadPoolExecutor(1) as pool:
+            running = pool.submit(post, gateway.url, {
+                "content": "keep the gateway busy", "session_id": "H",
+                "context": {"started": "H", "sleep": 3}})
+            gateway.wait_for_gate("H")
+            gateway.proc.send_signal(signal.SIGTERM)
+            gateway.wait_for_line("SIGTERM received")
+            gateway.wait_for_line("refusing new messages")
+            conn.request("GET", "/v1/health")
+            stopping = conn.getresponse()
+            assert stopping.status == 503
+            assert json.loads(stopping.read()) == {"status": "unavailable",
+                                                   "reason": "the gateway is shutting down"}
+            refused = post(gateway.url, {"content": "too late", "session_id": "H2"})
+            assert refused.status == 503, "a new connection gets a clear answer while draining"
+            assert refused.json()["error"] == "the gateway is shutting down"
+            assert running.result().status == 200
+    finally:
+        conn.close()
+    assert gateway.proc.wait(timeout=60) == 0
