@@ -22,6 +22,9 @@ Settings (file key / environment variable: value; default):
   for its reply before answering 504; 300.
 - http_body_timeout / HOOKLINE_HTTP_BODY_TIMEOUT: positive number of seconds a client has
   to send a whole request body before answering 408; 30.
+- http_busy_session / HOOKLINE_HTTP_BUSY_SESSION: what the `http` channel does with a
+  message for a session whose turn is still running: follow_up (run it next), process
+  (run it now, concurrently), steer (feed it into the running turn) or drop; follow_up.
 - http_token / HOOKLINE_HTTP_TOKEN: the bearer token HTTP clients must send (at least 32
   printable characters, no spaces); a random one kept in `<home>/http_token` (mode 0600).
 - http_auth / HOOKLINE_HTTP_AUTH: true/false, require the token; true. False is refused on
@@ -71,6 +74,7 @@ from .redact import redact_credentials
 
 __all__ = [
     "API_FORMATS",
+    "BUSY_SESSION_ACTIONS",
     "DEFAULT_HTTP_BODY_TIMEOUT",
     "DEFAULT_HTTP_HOST",
     "DEFAULT_HTTP_PORT",
@@ -92,6 +96,8 @@ DEFAULT_HTTP_PORT = 8787
 DEFAULT_HTTP_TIMEOUT = 300.0
 DEFAULT_HTTP_BODY_TIMEOUT = 30.0
 MIN_HTTP_TOKEN_LENGTH = 32
+BUSY_SESSION_ACTIONS = ("follow_up", "process", "steer", "drop")
+"""Admission actions the `http_busy_session` setting can name."""
 API_FORMATS = ("chat", "responses", "messages", "gemini")
 """Chat wire formats republic 0.6 speaks (`api_format`)."""
 
@@ -142,6 +148,7 @@ class Settings:
     http_port: int = DEFAULT_HTTP_PORT
     http_timeout: float = DEFAULT_HTTP_TIMEOUT
     http_body_timeout: float = DEFAULT_HTTP_BODY_TIMEOUT
+    http_busy_session: str = "follow_up"
     http_token: str | None = field(default=None, repr=False)
     http_auth: bool = True
     http_allow_remote: bool = False
@@ -287,6 +294,13 @@ def _seconds(value: Any) -> float:
     return float(value)
 
 
+def _admit_action(value: Any) -> str:
+    action = _text(value).lower().replace("-", "_")
+    if action not in BUSY_SESSION_ACTIONS:
+        raise _Invalid
+    return action
+
+
 def _token(value: Any) -> str:
     token = _text(value)
     if len(token) < MIN_HTTP_TOKEN_LENGTH or not re.fullmatch(r"[!-~]+", token):
@@ -427,6 +441,14 @@ _SPECS = (
         "a positive number of seconds",
         "30",
         "30",
+    ),
+    _Spec(
+        "http_busy_session",
+        "HOOKLINE_HTTP_BUSY_SESSION",
+        _admit_action,
+        f"one of {', '.join(BUSY_SESSION_ACTIONS)}",
+        "process",
+        '"process"',
     ),
     _Spec(
         "http_token",

@@ -14,11 +14,14 @@ this gateway (403 otherwise), no `Origin` unless allowed (403), and on every end
   - streamed (`"stream": true`): Server-Sent Events `text`, `tool_call`, `tool_result`,
     `error` and `final` as the model produces them, then one `done` event carrying what
     the whole reply would have carried;
-  - admission: a dropped message answers `202 {"status": "dropped", "reason",
-    "session_id"}`, a steered one `202 {"status": "steered", "reason", "session_id"}` (its
-    content joins the running turn, whose reply goes to the request that started that
-    turn); a queued `follow_up` waits for its own turn (a streamed one gets the SSE
-    comment `: queued ...` first).
+  - admission: a message for a session whose turn is still running waits for it (a
+    follow-up; `http_busy_session` can make it `process`, `steer` or `drop` instead, and
+    a plugin's `admit_message` decides before the channel); a dropped message answers
+    `202 {"status": "dropped", "reason", "session_id"}`, a steered one
+    `202 {"status": "steered", "reason", "session_id"}` (its content joins the running
+    turn, whose reply goes to the request that started that turn); a queued
+    `follow_up` waits for its own turn (a streamed one gets the SSE comment
+    `: queued ...` first).
 - `GET /v1/health`: `200 {"status": "ok"}`, or `503 {"status": "unavailable", "reason"}`
   while the channel is shutting down or the health check (the builtin plugin's: can the
   tape store write?) says why not.
@@ -66,7 +69,13 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from hookline.kernel.channels import Lifecycle, MessageHandler, StopEvent
+from hookline.kernel.channels import (
+    AdmitDecision,
+    Lifecycle,
+    MessageHandler,
+    StopEvent,
+    TurnSnapshot,
+)
 from hookline.kernel.envelope import get_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
@@ -102,6 +111,11 @@ _TYPE_NAMES = {str: "a string", dict: "an object", bool: "true or false"}
 _OUTBOUND_FIELDS = ("session_id", "channel", "chat_id", "kind", "content", "output_channel")
 _NO_TURN = frozenset({"drop", "steer", "refused", "failed"})
 """Outcomes after which no turn runs for the request: it is answered at once."""
+_BUSY_REASONS = {
+    "follow_up": "queued behind the session's running turn",
+    "steer": "fed into the session's running turn",
+    "drop": "the session has a running turn (http_busy_session = drop)",
+}
 _KEEPALIVE_SECONDS = 15.0
 _DISCARD_BYTES = 16 * MAX_BODY_SIZE
 _DISCARD_SECONDS = 10.0
@@ -233,6 +247,9 @@ class HttpChannel(Lifecycle):
         self.reply_timeout = reply_timeout
         self.body_timeout = body_timeout
         self.allow_remote = allow_remote
+        self.busy_session: str | None = None
+        """What a message for a session with a running turn does: `follow_up` (the
+        default), `process`, `steer` or `drop`; None reads `http_busy_session` at start."""
         self.max_body_size = max_body_size
         self.health = health
         self.scrub = scrub
@@ -286,6 +303,8 @@ class HttpChannel(Lifecycle):
                 self.reply_timeout = float(settings.http_timeout)
             if self.body_timeout is None:
                 self.body_timeout = float(settings.http_body_timeout)
+            if self.busy_session is None:
+                self.busy_session = settings.http_busy_session
             allow_remote = (self.allow_remote if self.allow_remote is not None
                             else settings.http_allow_remote)
             tls = _tls_files(settings)
@@ -392,6 +411,15 @@ class HttpChannel(Lifecycle):
                 yield event
         finally:
             reply.in_model_stage = False
+
+    async def admit_message(self, session_id: str, message: Any,
+                            turn: TurnSnapshot) -> AdmitDecision | None:
+        """A message for a session whose turn is still running waits for it by default, as
+        a chat user expects (`http_busy_session` chooses another admission action)."""
+        action = self.busy_session or "follow_up"
+        if not turn.is_running or action == "process":
+            return None
+        return AdmitDecision(action, _BUSY_REASONS[action])  # type: ignore[arg-type]
 
     # -- what the manager tells the channel ----------------------------------------------
 

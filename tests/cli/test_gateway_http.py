@@ -564,3 +564,50 @@ def test_health_is_503_while_the_gateway_stops(start_gateway: Any) -> None:
     finally:
         conn.close()
     assert gateway.proc.wait(timeout=60) == 0
+
+
+def test_a_message_for_a_busy_session_waits_for_its_turn_by_default(
+        start_gateway: Any) -> None:
+    gateway = start_gateway()
+    finished: list[str] = []
+
+    def ask(name: str, context: dict[str, Any]) -> EventStream:
+        stream = post_stream(gateway.url, {"content": f"question {name}", "session_id": "B",
+                                           "context": context})
+        finished.append(name)
+        return stream
+
+    with ThreadPoolExecutor(2) as pool:
+        one = pool.submit(ask, "one", {"started": "B1", "sleep": 1.5})
+        gateway.wait_for_gate("B1")
+        two = pool.submit(ask, "two", {"started": "B2"})
+        first, second = one.result(), two.result()
+    assert finished == ["one", "two"], "the second ran after the first"
+    assert any("queued" in comment for comment in second.comments)
+    assert "question two" in second.events[-1][1]["content"]
+    assert "question one" in first.events[-1][1]["content"]
+
+
+def test_http_busy_session_process_runs_them_at_once(start_gateway: Any) -> None:
+    gateway = start_gateway(extra_env={"HOOKLINE_HTTP_BUSY_SESSION": "process"})
+    with ThreadPoolExecutor(2) as pool:
+        replies = [pool.submit(post, gateway.url, {
+            "content": f"turn {me}", "session_id": "shared",
+            "context": {"started": me, "wait_for": other}})
+            for me, other in (("X", "Y"), ("Y", "X"))]
+        results = [future.result() for future in replies]
+    assert [r.status for r in results] == [200, 200]
+    assert (gateway.gates / "X.saw_Y").exists() and (gateway.gates / "Y.saw_X").exists()
+
+
+def test_http_busy_session_drop_answers_202(start_gateway: Any) -> None:
+    gateway = start_gateway(extra_env={"HOOKLINE_HTTP_BUSY_SESSION": "drop"})
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(post, gateway.url, {"content": "long", "session_id": "D",
+                                                  "context": {"started": "D1", "sleep": 1}})
+        gateway.wait_for_gate("D1")
+        dropped = post(gateway.url, {"content": "while busy", "session_id": "D"})
+        assert dropped.status == 202 and dropped.json()["status"] == "dropped"
+        assert "http_busy_session = drop" in dropped.json()["reason"]
+        assert running.result().status == 200
+    assert post(gateway.url, {"content": "now idle", "session_id": "D"}).status == 200
