@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import os
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import datetime
@@ -23,12 +24,13 @@ from hookline.kernel.channels import AdmitDecision, Channel, MessageHandler, Tur
 from hookline.kernel.envelope import context_str, default_session_id, get_field
 from hookline.kernel.interception import ToolCall, ToolCallResult
 from hookline.kernel.models import ModelChoice, ModelOptions
+from hookline.kernel.streaming import HooklineError
 from hookline.kernel.tape import TapeContext
 from hookline.kernel.tools import Tool
 from hookline.kernel.turn import RUNTIME_THREAD_ID, RUNTIME_WORKSPACE
 
 from .agent import Agent, AgentConfig
-from .environment import LocalEnvironment
+from .environment import LocalEnvironment, open_regular_file
 from .lifespan import BackgroundProcesses
 from .models import ModelOpener
 from .redact import redact_credentials, redact_paths
@@ -160,8 +162,9 @@ class BuiltinPlugin:
         workspace = Path(state.get(RUNTIME_WORKSPACE) or self.framework.workspace)
         agents = workspace / AGENTS_FILE
         parts = [DEFAULT_SYSTEM_PROMPT, f"Today is {datetime.now():%Y-%m-%d}."]
-        if agents.is_file():
-            parts.append(f"{AGENTS_FILE} of the workspace:\n{agents.read_text('utf-8')}")
+        instructions = _read_regular(agents)
+        if instructions is not None:
+            parts.append(f"{AGENTS_FILE} of the workspace:\n{instructions}")
         return "\n\n".join(parts)
 
     @hookimpl
@@ -303,3 +306,17 @@ def _to_republic(item: Any) -> Any:
 def create_plugin(framework: Any) -> BuiltinPlugin:
     """Entry used by ``Framework.load_hooks()`` to register the builtin plugin first."""
     return BuiltinPlugin(framework)
+
+
+def _read_regular(path: Path) -> str | None:
+    """The UTF-8 text of `path` when it is a regular file, else None.
+
+    Opened without blocking and checked on the open descriptor, so a FIFO or a device under
+    that name can never hang the prompt.
+    """
+    try:
+        handle, _info = open_regular_file(os.path.realpath(path))
+    except (OSError, HooklineError):
+        return None
+    with handle:
+        return handle.read().decode("utf-8")

@@ -14,11 +14,16 @@ Results are plain strings meant for the model.
 | `fs.read` | `path`, `offset` (first line, from 1), `limit` (number of lines) |
 | `fs.write` | `path`, `content` |
 | `fs.edit` | `path`, `old`, `new`, `replace_all` (default false) |
+
+The file tools open regular files only (no FIFO, socket or device can block them), do not
+read hard-linked files, read slices in bounded memory and edit files of up to
+`MAX_EDIT_BYTES`; see `LocalEnvironment`.
 """
 
 from __future__ import annotations
 
 import copy
+import io
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -27,8 +32,16 @@ from hookline.kernel.environment import Environment
 from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tools import Tool, ToolContext
 
-from .environment import CommandResult, LocalEnvironment, run_command
+from .environment import (
+    CommandResult,
+    FileTooLarge,
+    LineSlice,
+    LocalEnvironment,
+    read_line_slice,
+    run_command,
+)
 from .lifespan import BackgroundProcesses
+from .limits import MAX_EDIT_BYTES
 
 __all__ = ["MAX_OUTPUT", "MAX_READ_CHARS", "builtin_tools", "validate_arguments"]
 
@@ -36,7 +49,8 @@ MAX_OUTPUT = 64_000
 """Bytes kept from each of a foreground command's stdout and stderr."""
 
 MAX_READ_CHARS = 100_000
-"""Characters `fs.read` returns at most; longer reads are cut with a note."""
+"""Characters `fs.read` returns at most; longer reads are cut with a note. The local
+environment stops reading there, so a read costs the same whatever the file's size."""
 
 
 # -- argument validation ---------------------------------------------------------------
@@ -286,11 +300,28 @@ def _file_error(action: str, path: str, exc: Exception) -> HooklineError:
     return HooklineError(ErrorKind.tool, f"cannot {action} {path!r}: {reason}")
 
 
-async def _read(environment: Environment, path: str, action: str) -> str:
+async def _read(
+    environment: Environment, path: str, action: str, max_bytes: int | None = None
+) -> str:
     try:
+        if isinstance(environment, LocalEnvironment):
+            return await environment.read_text(path, max_bytes=max_bytes)
         return await environment.read_text(path)
     except (OSError, UnicodeDecodeError, HooklineError) as exc:
         raise _file_error(action, path, exc) from exc
+
+
+async def _read_lines(
+    environment: Environment, path: str, offset: int, limit: int | None
+) -> LineSlice:
+    """A slice of lines: streamed by the local environment, sliced in memory otherwise."""
+    try:
+        if isinstance(environment, LocalEnvironment):
+            return await environment.read_lines(path, offset, limit, MAX_READ_CHARS)
+        text = await environment.read_text(path)
+    except (OSError, UnicodeDecodeError, HooklineError) as exc:
+        raise _file_error("read", path, exc) from exc
+    return read_line_slice(io.BytesIO(text.encode("utf-8")), offset, limit, MAX_READ_CHARS)
 
 
 async def _write(environment: Environment, path: str, content: str) -> None:
@@ -378,25 +409,33 @@ def builtin_tools(processes: BackgroundProcesses | None = None) -> list[Tool]:
         environment: Environment, path: str, offset: int | None = None,
         limit: int | None = None,
     ) -> str:
-        text = await _read(environment, path, "read")
-        if not text:
+        piece = await _read_lines(environment, path, offset or 1, limit)
+        if piece.empty:
             return f"[{path!r} is empty]"
-        if offset is None and limit is None:
-            return _cap(text, path)
-        lines = text.splitlines(keepends=True)
-        start = (offset or 1) - 1
-        if start >= len(lines):
+        if not piece.text and piece.complete:
             raise _invalid(
                 "fs.read",
-                f"'offset' {offset} is past the end of {path!r}, which has {len(lines)} "
+                f"'offset' {offset} is past the end of {path!r}, which has {piece.lines} "
                 f"line(s)",
                 argument="offset",
             )
-        end = len(lines) if limit is None else min(start + limit, len(lines))
-        body = _cap("".join(lines[start:end]), path)
-        if not body.endswith("\n"):
-            body += "\n"
-        return f"{body}[lines {start + 1}-{end} of {len(lines)} in {path!r}]"
+        notes = []
+        if piece.truncated:
+            notes.append(
+                f"[truncated at {MAX_READ_CHARS} characters in line {piece.last}; read "
+                f"{path!r} with offset and limit to see the rest]"
+            )
+        if piece.replaced:
+            notes.append(
+                f"[{piece.replaced} byte(s) that are not valid UTF-8 are shown as \ufffd]"
+            )
+        if offset is not None or limit is not None:
+            count = piece.lines if piece.complete else f"at least {piece.lines}"
+            notes.append(f"[lines {piece.first}-{piece.last} of {count} in {path!r}]")
+        if not notes:
+            return piece.text
+        body = piece.text if piece.text.endswith("\n") else piece.text + "\n"
+        return body + "\n".join(notes)
 
     async def fs_write(environment: Environment, path: str, content: str) -> str:
         await _write(environment, path, content)
@@ -408,7 +447,16 @@ def builtin_tools(processes: BackgroundProcesses | None = None) -> list[Tool]:
         if not old:
             raise _invalid("fs.edit", "'old' is empty: give the exact text to replace",
                            argument="old")
-        text = await _read(environment, path, "edit")
+        try:
+            text = await _read(environment, path, "edit", MAX_EDIT_BYTES)
+        except FileTooLarge as exc:
+            raise _invalid(
+                "fs.edit",
+                f"{path!r} is {exc.size:,} bytes, more than the {MAX_EDIT_BYTES:,} bytes "
+                f"fs.edit works on; change a file this large with the shell tool (sed -i, "
+                f"a script), which does not load it whole",
+                argument="path",
+            ) from exc
         count = text.count(old)
         if count == 0:
             hint = ""
@@ -459,7 +507,8 @@ def builtin_tools(processes: BackgroundProcesses | None = None) -> list[Tool]:
         (
             "fs.read",
             "Read a UTF-8 text file in the workspace, optionally only `limit` lines "
-            "starting at line `offset` (counting from 1).",
+            "starting at line `offset` (counting from 1). At most 100,000 characters are "
+            "returned; bytes that are not UTF-8 are shown as U+FFFD.",
             FS_READ_SCHEMA,
             fs_read,
         ),
@@ -489,12 +538,3 @@ def builtin_tools(processes: BackgroundProcesses | None = None) -> list[Tool]:
         for name, description, schema, body in specs
     ]
 
-
-def _cap(text: str, path: str) -> str:
-    if len(text) <= MAX_READ_CHARS:
-        return text
-    return (
-        text[:MAX_READ_CHARS]
-        + f"\n[truncated at {MAX_READ_CHARS} characters; read {path!r} with offset and "
-        f"limit to see the rest]"
-    )

@@ -7,7 +7,11 @@ channel and no terminal). The first SIGINT or SIGTERM stops the gateway graceful
 messages are refused, running turns finish (their tape entries are written; the manager
 waits up to its shutdown timeout, 30 s, then cancels them), channels stop newest first
 (the http channel answers the requests still waiting), then the scope closes its resources
-in reverse order; the exit code is 0. A second signal cancels the running turns at once.
+in reverse order; the exit code is 0. A second signal cancels the running turns at once
+and gives them `FORCE_GRACE` seconds to end: if the gateway has not exited by then (a turn
+waits on a blocked worker thread, say), it kills its background process groups, flushes its
+output and exits at once with status 128 + the signal number (130 for SIGINT, 143 for
+SIGTERM); a third signal does that without waiting.
 
 Status lines go to stdout (`hookline gateway: ...`); the log of the channels (where they
 listen, dropped messages, failed turns) goes to stderr.
@@ -119,14 +123,28 @@ async def run_gateway(framework: Framework, settings: Any, host: str | None = No
     typer.echo(f"{PREFIX} stopped")
 
 
+FORCE_GRACE = 3.0
+"""Seconds the running turns get to end after a second signal before the gateway exits
+without waiting (status 128 + the signal number)."""
+
+
 async def _handle_signals(manager: Any, stop: Any) -> None:
-    """The first SIGINT/SIGTERM stops gracefully; another one cancels the running turns."""
+    """The first SIGINT/SIGTERM stops gracefully; another one cancels the running turns and
+    arms a watchdog that ends the process `FORCE_GRACE` seconds later; a third ends it now.
+
+    The watchdog is a thread, not a task: what keeps a shutdown from finishing (a worker
+    thread that never returns, an interpreter exit joining it) may hold the event loop's
+    tasks too, but cannot stop another thread from calling `os._exit`.
+    """
+    import threading
+
     import anyio
 
     try:
         receiver = anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM)
     except NotImplementedError:  # no signal handling on this platform: Ctrl-C interrupts
         return
+    watchdog: threading.Timer | None = None
     with receiver as signals:
         async for signum in signals:
             name = signal.Signals(signum).name
@@ -137,10 +155,61 @@ async def _handle_signals(manager: Any, stop: Any) -> None:
                 typer.echo(f"{PREFIX} {name} received, stopping{waiting}")
                 stop.set()
                 continue
+            if watchdog is not None:
+                _force_exit(manager.framework, signum, f"{name} received a third time")
             busy = manager.busy_sessions()
             typer.echo(f"{PREFIX} {name} received again, cancelling {len(busy)} running "
-                       f"turn(s)")
+                       f"turn(s); exiting in {FORCE_GRACE:g} s at the latest")
+            watchdog = threading.Timer(
+                FORCE_GRACE, _force_exit,
+                (manager.framework, signum, f"not stopped {FORCE_GRACE:g} s after {name}"))
+            watchdog.daemon = True
+            watchdog.start()
             for session_id in busy:
                 await manager.quit_session(session_id)
 
 
+def _force_exit(framework: Any, signum: int, reason: str) -> None:
+    """End the process now: background process groups first, then flushed output.
+
+    Writing may block (a full pipe, a stream lock held by a blocked thread), so a backstop
+    timer exits without output one second later whatever happens here.
+    """
+    import contextlib
+    import os
+    import sys
+    import threading
+
+    code = 128 + signum
+    backstop = threading.Timer(1.0, os._exit, (code,))
+    backstop.daemon = True
+    backstop.start()
+    with contextlib.suppress(Exception):  # best effort: the exit below must happen
+        _kill_background_groups(framework)
+    with contextlib.suppress(Exception):
+        typer.echo(f"{PREFIX} {reason}; exiting now with status {code}")
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+def _kill_background_groups(framework: Any) -> None:
+    """SIGKILL the process groups of every `BackgroundProcesses` a plugin exposes (the
+    builtin's lifespan registry), which a forced exit would otherwise leave running."""
+    import contextlib
+    import os
+
+    from hookline.builtins.environment import POSIX
+    from hookline.builtins.lifespan import BackgroundProcesses
+
+    if not POSIX:
+        return
+    for _name, plugin in framework.registry.list_name_plugin():
+        processes = getattr(plugin, "processes", None)
+        if not isinstance(processes, BackgroundProcesses):
+            continue
+        for info in processes.list():
+            if info.running:  # not reaped yet, so the group id is still this one's
+                with contextlib.suppress(OSError):
+                    os.killpg(info.pid, signal.SIGKILL)

@@ -32,3 +32,21 @@ def test_bench_dispatch_quick_runs() -> None:
     for kind in ("call_first", "call_many", "call_first_sync", "call_many_sync"):
         assert f" {kind} " in done.stdout
     assert done.stdout.count("PASS") + done.stdout.count("MISS") == 3, done.stdout
+
+
+def test_bench_fs_read_tiny_runs() -> None:
+    script = SCRIPT.parent / "bench_fs_read.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--text-mib", "4"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=SCRIPT.parents[1],
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert any(line.startswith("file ") and "fs.read MB" in line and "whole MB" in line
+               for line in lines), done.stdout
+    assert sum(line.startswith(("sparse.bin", "text.txt")) for line in lines) == 4
+    assert lines[-1].startswith("goal: fs.read under 50 MB extra and 1 s: ")

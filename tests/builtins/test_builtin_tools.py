@@ -260,7 +260,8 @@ async def test_read_of_an_empty_or_huge_file(
     monkeypatch.setattr(tools_module, "MAX_READ_CHARS", 5)
     (tmp_path / "big.txt").write_text("abcdefghij")
     assert await call("fs.read", tmp_path, path="big.txt") == (
-        "abcde\n[truncated at 5 characters; read 'big.txt' with offset and limit to see the rest]"
+        "abcde\n[truncated at 5 characters in line 1; read 'big.txt' with offset and limit to "
+        "see the rest]"
     )
 
 
@@ -278,9 +279,10 @@ async def test_file_errors_are_clear(tmp_path: Path) -> None:
         "cannot read 'folder': it is a directory",
     )
     (tmp_path / "blob").write_bytes(b"ok\xff")
-    error = await fails("fs.read", tmp_path, path="blob")
+    error = await fails("fs.edit", tmp_path, path="blob", old="ok", new="ko")
     assert error.kind is ErrorKind.invalid_input
-    assert error.message == "cannot read 'blob': it is not UTF-8 text (byte 2)"
+    assert error.message == "cannot edit 'blob': it is not UTF-8 text (byte 2)"
+    assert (tmp_path / "blob").read_bytes() == b"ok\xff", "an edit never writes U+FFFD back"
     error = await fails("fs.write", tmp_path, path="blob/child.txt", content="x")
     assert error.kind is ErrorKind.invalid_input
     assert "a parent of it is a file" in error.message
