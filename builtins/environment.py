@@ -703,9 +703,11 @@ class LocalEnvironment(Environment):
         if not _inside(resolved, self.workspace):
             raise HooklineError(
                 ErrorKind.invalid_input,
-                f"path {text!r} resolves to {resolved!r}, outside the workspace "
-                f"{self.workspace!r}; only paths inside the workspace are allowed",
-                {"path": text, "resolved": resolved, "workspace": self.workspace},
+                # Relative names only: the message reaches the model and HTTP clients, which
+                # need not learn where the workspace is on this machine.
+                f"path {text!r} resolves to {os.path.relpath(resolved, self.workspace)!r}, "
+                f"outside the workspace; only paths inside the workspace are allowed",
+                {"path": text, "resolved": os.path.relpath(resolved, self.workspace)},
             )
         return resolved
 

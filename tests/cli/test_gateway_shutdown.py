@@ -10,29 +10,23 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import json
 import os
-import queue
 import re
-import shutil
 import signal
 import stat
 import subprocess
-import sys
 import textwrap
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
+from gateway_support import Gateway, gateway_env, post, start_gateway_process
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="signals and FIFOs are POSIX")
 
-HOOKLINE = shutil.which("hookline", path=str(Path(sys.executable).parent))
-START_TIMEOUT = 60.0
 EXIT_LIMIT = 5.0
 """Seconds within which the issue requires the gateway to exit after the second signal."""
 
@@ -65,73 +59,26 @@ class BlockPlugin:
 '''
 
 
-class Gateway:
-    """A gateway subprocess: its output lines as they come, its URL, and requests to it."""
-
-    def __init__(self, proc: subprocess.Popen[str]) -> None:
-        self.proc = proc
-        self.stdout: list[str] = []
-        self.stderr: list[str] = []
-        self.lines: queue.Queue[str] = queue.Queue()
-        for stream, into in ((proc.stdout, self.stdout), (proc.stderr, self.stderr)):
-            threading.Thread(target=self._pump, args=(stream, into), daemon=True).start()
-        line = self.wait_for_line("listening on http://")
-        self.url = line.split("listening on ", 1)[1].split()[0]
-
-    def _pump(self, stream: Any, into: list[str]) -> None:
-        for line in stream:
-            into.append(line.rstrip("\n"))
-            self.lines.put(line)
-
-    def wait_for_line(self, text: str, timeout: float = START_TIMEOUT) -> str:
-        deadline = time.monotonic() + timeout
-        while (remaining := deadline - time.monotonic()) > 0:
-            try:
-                line = self.lines.get(timeout=remaining)
-            except queue.Empty:
-                break
-            if text in line:
-                return line
-        raise AssertionError(f"no line containing {text!r}; stdout={self.stdout} "
-                             f"stderr={self.stderr}")
-
-    def headers(self) -> dict[str, str]:
-        """Every request's headers, built here only (an auth token goes here)."""
-        return {"content-type": "application/json"}
-
-    def post(self, content: str, timeout: float = 60.0) -> tuple[int, Any]:
-        parts = urlsplit(self.url)
-        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
-        try:
-            conn.request("POST", "/v1/messages", body=json.dumps({"content": content}),
-                         headers=self.headers())
-            response = conn.getresponse()
-            return response.status, json.loads(response.read())
-        finally:
-            conn.close()
+def ask(gateway: Gateway, content: str, timeout: float = 60.0) -> tuple[int, Any]:
+    reply = post(gateway.url, {"content": content}, timeout=timeout)
+    return reply.status, reply.json()
 
 
 @pytest.fixture
 def start_gateway(tmp_path: Path) -> Iterator[Any]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
-    environ["HOOKLINE_HOME"] = str(tmp_path / "home")
     site = tmp_path / "site"
     dist = site / "block_plugin-0.1.dist-info"
     dist.mkdir(parents=True)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: block-plugin\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text("[hookline]\nblock = block_plugin:BlockPlugin\n")
     (site / "block_plugin.py").write_text(textwrap.dedent(BLOCK_PLUGIN))
-    environ["PYTHONPATH"] = str(site)
-    environ["BLOCK_DIR"] = str(tmp_path)
+    environ = gateway_env(tmp_path / "home", PYTHONPATH=str(site), BLOCK_DIR=str(tmp_path))
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     started: list[Gateway] = []
 
     def start() -> Gateway:
-        assert HOOKLINE, "the hookline console script is not installed in this environment"
-        proc = subprocess.Popen([HOOKLINE, "gateway", "--port", "0"], cwd=workspace, text=True,
-                                env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        started.append(Gateway(proc))
+        started.append(start_gateway_process(["--port", "0"], environ, workspace))
         return started[-1]
 
     yield start
@@ -153,13 +100,13 @@ def is_gone(pid: int) -> bool:
 def test_reading_a_fifo_answers_with_a_clear_error(start_gateway: Any,
                                                    tmp_path: Path) -> None:
     gateway = start_gateway()
-    status, _ = gateway.post('/tool shell {"command": "mkfifo f"}')
+    status, _ = ask(gateway, '/tool shell {"command": "mkfifo f"}')
     assert status == 200
     assert stat.S_ISFIFO(os.lstat(tmp_path / "workspace" / "f").st_mode)
-    status, reply = gateway.post('/tool fs_read {"path": "f"}', timeout=30)
+    status, reply = ask(gateway, '/tool fs_read {"path": "f"}', timeout=30)
     assert status == 200, reply
     assert "cannot read 'f': it is a FIFO (named pipe), not a regular file" in reply["content"]
-    status, reply = gateway.post('/tool fs_write {"path": "f", "content": "x"}', timeout=30)
+    status, reply = ask(gateway, '/tool fs_write {"path": "f", "content": "x"}', timeout=30)
     assert "cannot write 'f': it is a FIFO (named pipe)" in reply["content"]
     assert stat.S_ISFIFO(os.lstat(tmp_path / "workspace" / "f").st_mode), "left as it was"
     gateway.proc.send_signal(signal.SIGTERM)
@@ -169,13 +116,12 @@ def test_reading_a_fifo_answers_with_a_clear_error(start_gateway: Any,
 def start_blocked(start_gateway: Any, tmp_path: Path) -> tuple[Gateway, int]:
     """A gateway with a background process and a turn whose tool blocks a worker thread."""
     gateway = start_gateway()
-    status, reply = gateway.post('/tool shell {"command": "sleep 600", "background": true}')
+    status, reply = ask(gateway, '/tool shell {"command": "sleep 600", "background": true}')
     assert status == 200, reply
     background = int(re.search(r"\(pid (\d+)\)", reply["content"]).group(1))
     assert not is_gone(background)
     # This turn never ends: its tool sleeps in a worker thread. Nobody reads the answer.
-    threading.Thread(target=_ignore, args=(gateway.post, "/tool block {}"),
-                     daemon=True).start()
+    threading.Thread(target=_ignore, args=(gateway, "/tool block {}"), daemon=True).start()
     deadline = time.monotonic() + 30
     while not (tmp_path / "blocking").exists():
         assert time.monotonic() < deadline, f"the block tool never ran: {gateway.stderr}"
@@ -231,6 +177,6 @@ def test_a_third_signal_exits_without_the_grace(start_gateway: Any, tmp_path: Pa
                           timeout=5)
 
 
-def _ignore(post: Any, content: str) -> None:
+def _ignore(gateway: Gateway, content: str) -> None:
     with contextlib.suppress(OSError, http.client.HTTPException):  # no answer comes
-        post(content, timeout=120)
+        ask(gateway, content, timeout=120)
