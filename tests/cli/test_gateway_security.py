@@ -546,6 +546,10 @@ def test_errors_show_paths_relative_to_the_workspace(start: Any, probe_env: dict
     assert str(workspace) not in body and str(home) not in body
     assert "cannot open notes/secret.txt or $HOOKLINE_HOME/tapes.db" in reply.json()["error"]
     assert "Traceback" not in body
+    # A tool refusing a path outside the workspace names it relative to the workspace.
+    escaped = post(gateway.url, {"content": '/tool fs_read {"path": "../../etc/passwd"}'})
+    assert "outside the workspace" in escaped.body.decode()
+    assert str(workspace) not in escaped.body.decode()
 
 
 # -- health --------------------------------------------------------------------------------
