@@ -65,8 +65,7 @@ class BuiltinPlugin:
         self.memory_store = InMemoryTapeStore()
         """Used by turns run outside running(), where no tape store is provided."""
 
-    # Methods, not properties: registration reads every attribute of a plugin, and reading
-    # settings must wait until a command needs them.
+    # Settings are read on first use, by a command that needs them.
 
     def get_settings(self) -> Settings:
         if self._settings is None:

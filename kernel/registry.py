@@ -288,17 +288,17 @@ class Registry:
         impls: list[HookImpl] = []
         unknown: list[UnknownImpl] = []
         for attr in dir(plugin):
+            # Looked up statically: a property or another descriptor of the plugin is never
+            # run by registration (it may be expensive, or fail); only marked functions,
+            # classmethods and staticmethods are fetched, to bind them.
             try:
-                value = getattr(plugin, attr)
-            except Exception as exc:
-                raise PluginValidationError(
-                    f"plugin {plugin_name!r}: reading attribute {attr!r} raised "
-                    f"{type(exc).__name__}: {exc}; registration reads every attribute, so make "
-                    f"it safe to read",
-                    plugin_name=plugin_name,
-                ) from exc
-            if not inspect.isroutine(value):
+                static = inspect.getattr_static(plugin, attr)
+            except AttributeError:
                 continue
+            raw = static.__func__ if isinstance(static, staticmethod | classmethod) else static
+            if not inspect.isroutine(raw) or impl_options(raw) is None:
+                continue
+            value = getattr(plugin, attr)
             opts = impl_options(value)
             if opts is None:
                 continue

@@ -284,6 +284,16 @@ def _make_function(
     return function
 
 
+def _tripwire_property(plugin: str, attr: str, transcript: Transcript) -> property:
+    """A property that records being read (as `property:<attr>`) and then raises."""
+
+    def read(self: object) -> Any:
+        transcript.record({"plugin": plugin, "function": f"property:{attr}", "args": {}})
+        raise RuntimeError(f"property {attr} of fixture plugin {plugin} was read")
+
+    return property(read)
+
+
 def build_plugin(
     data: dict[str, Any], adapter: Adapter, transcript: Transcript, tags: Tags
 ) -> object:
@@ -299,6 +309,8 @@ def build_plugin(
         members[spec.get("attr", spec["hook"])] = wrap(function) if wrap else function
     for attr, value in data.get("attributes", {}).items():
         members[attr] = decode(value, tags)
+    for attr in data.get("properties", []):
+        members[attr] = _tripwire_property(name, attr, transcript)
     if form == "module":
         module = types.ModuleType(f"spec_plugin_{name}")
         vars(module).update(members)

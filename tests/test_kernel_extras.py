@@ -3,8 +3,10 @@ custom specs, generated plans, error messages."""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+from typing import Any
 
 import pytest
 
@@ -214,21 +216,57 @@ def test_missing_argument_names_the_implementation() -> None:
         runtime.call_first_sync("resolve_session")
 
 
-def test_property_that_raises_aborts_registration_cleanly() -> None:
-    class Touchy:
-        @property
-        def boom(self):
+def test_registration_never_runs_properties_or_descriptors() -> None:
+    reads: list[str] = []
+
+    class Lazy:
+        def __get__(self, instance: object, owner: type | None = None) -> object:
+            reads.append("descriptor")
             raise RuntimeError("do not touch")
+
+    class Touchy:
+        lazy = Lazy()
+
+        @property
+        def boom(self) -> str:
+            reads.append("property")
+            raise RuntimeError("do not touch")
+
+        @property
+        def resolve_session_prop(self) -> Any:
+            reads.append("hook-named property")
+            return None
+
+        @functools.cached_property
+        def expensive(self) -> int:
+            reads.append("cached_property")
+            return 1
 
         @hookimpl
         def resolve_session(self, message):
             return "t"
 
+        @hookimpl
+        @classmethod
+        def load_state(cls, message):
+            return {"from": cls.__name__}
+
+        @hookimpl
+        @staticmethod
+        def build_prompt(message):
+            return "static"
+
     registry = Registry()
-    with pytest.raises(PluginValidationError, match="attribute 'boom'"):
-        registry.register(Touchy(), "touchy")
-    assert registry.list_name_plugin() == []
-    assert registry.hook_impls("resolve_session") == ()
+    registry.register(Touchy(), "touchy")
+    assert reads == [], "registration read no property or descriptor"
+    assert [i.function_name.rsplit(".", 2)[-2:] for i in
+            registry.hook_impls("resolve_session")] == [["Touchy", "resolve_session"]]
+    runtime = HookRuntime(registry)
+    assert runtime.call_first_sync("resolve_session", message="m") == "t"
+    assert runtime.call_many_sync("load_state", message="m", session_id="s") == [
+        {"from": "Touchy"}]
+    assert runtime.call_first_sync("build_prompt", message="m", session_id="s",
+                                   state={}) == "static"
 
 
 def test_unregister_unknown_plugin_lists_registered_ones() -> None:
