@@ -29,6 +29,7 @@ from hookline.kernel.turn import RUNTIME_THREAD_ID, RUNTIME_WORKSPACE
 from .agent import Agent, AgentConfig
 from .environment import LocalEnvironment
 from .lifespan import BackgroundProcesses
+from .limits import check_session_fields
 from .models import ModelOpener
 from .settings import Settings, load_settings
 from .spill import SpillSidecar, spill_result
@@ -87,6 +88,8 @@ class BuiltinPlugin:
 
     @hookimpl
     def resolve_session(self, message: Any) -> str:
+        """The default id; a `session_id` or `chat_id` over the length cap is refused."""
+        check_session_fields(message)
         return default_session_id(message)
 
     @hookimpl
