@@ -32,3 +32,14 @@ def test_bench_dispatch_quick_runs() -> None:
     for kind in ("call_first", "call_many", "call_first_sync", "call_many_sync"):
         assert f" {kind} " in done.stdout
     assert done.stdout.count("PASS") + done.stdout.count("MISS") == 3, done.stdout
+
+
+def test_bench_session_memory_quick_runs() -> None:
+    script = SCRIPT.with_name("bench_session_memory.py")
+    done = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True,
+                          text=True, timeout=300, cwd=SCRIPT.parents[1], check=False)
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line.split() for line in done.stdout.splitlines()[2:5]}
+    assert list(rows) == ["bounded", "unbounded", "refused"], done.stdout
+    # before, peak, after, expired are megabytes; cached is before/after/expired.
+    assert [row[5].split("/")[2] for row in rows.values()] == ["0", "220", "0"], done.stdout
