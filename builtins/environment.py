@@ -46,6 +46,8 @@ import anyio.abc
 from hookline.kernel.environment import Environment, StrPath
 from hookline.kernel.streaming import ErrorKind, HooklineError
 
+from .proctable import process_table
+
 if TYPE_CHECKING:
     from .lifespan import BackgroundProcesses
 
@@ -84,25 +86,9 @@ def _live_group_members(pgid: int) -> bool:
     happen when the system's init does not reap orphans. Linux reads /proc; other POSIX
     systems fall back to `killpg(pgid, 0)`, which also counts zombies.
     """
-    if os.path.isdir("/proc/self"):
-        try:
-            names = os.listdir("/proc")
-        except OSError:
-            names = []
-        for name in names:
-            if not name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{name}/stat", "rb") as handle:
-                    stat = handle.read()
-            except OSError:  # the process vanished while we looked
-                continue
-            # "pid (comm) state ppid pgrp ...": comm may contain anything, even ')'.
-            fields = stat.rpartition(b")")[2].split()
-            if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-                return True
-        if names:
-            return False
+    table = process_table()
+    if table:
+        return any(info.pgrp == pgid and not info.zombie for info in table)
     try:
         os.killpg(pgid, 0)
     except (ProcessLookupError, PermissionError):
@@ -660,7 +646,8 @@ class LocalEnvironment(Environment):
     `processes`, when given, is the lifespan's `BackgroundProcesses` registry used by
     `start_background`, so background shells live exactly as long as the `running()`
     scope. Processes started with `spawn()` belong to this environment: `close()` stops
-    the ones still running.
+    the ones still running; with `processes`, the scope also ends their descendants that
+    left the process group (see `lifespan`).
     """
 
     workspace: str
@@ -822,9 +809,12 @@ class LocalEnvironment(Environment):
     ) -> LocalProcess:
         """Start a process in the workspace (or `cwd`, which must be inside it)."""
         directory = self.resolve_path(cwd) if cwd is not None else self.workspace
-        process = await open_local_process(command, cwd=directory, env=env)
+        owner = self.processes.owner_env() if self.processes is not None else {}
+        process = await open_local_process(command, cwd=directory, env={**(env or {}), **owner})
         self._owned = {p for p in self._owned if not p.closed}
         self._owned.add(process)
+        if self.processes is not None:  # the scope then ends what escapes from it too
+            await self.processes.track(process)
         return process
 
     async def run(

@@ -1,4 +1,4 @@
-"""Background shell processes owned by the `running()` scope.
+"""Background shell processes owned by the `running()` scope, and everything they start.
 
 `BackgroundProcesses` starts host processes that outlive the tool call that started them
 (servers, watchers, long builds) and guarantees they do not outlive the scope: its
@@ -6,12 +6,21 @@
 exits - normally, by an error or by cancellation - every owned process group gets SIGTERM,
 up to 3 seconds to exit, then SIGKILL. Nothing started through the registry is left running.
 
-Each process leads its own process group (POSIX), so the processes it starts are stopped
-with it. A descendant that leaves the group on purpose (`setsid`, a double-forking daemon)
-and a framework that is itself killed need process management at the host level.
+Each process leads its own process group and session (POSIX), so the processes it starts
+are stopped with it. Descendants that leave on purpose (`setsid`, a double fork, a
+daemonising script) are found too, on Linux:
 
-Windows has no process groups: stopping terminates, then kills, the direct shell process
-only; processes it started may survive.
+- while the lifespan is entered the hookline process is a child subreaper
+  (`PR_SET_CHILD_SUBREAPER`), so such orphans are re-parented to it, not to init;
+- every process the registry (or a `LocalEnvironment` using it) starts carries the scope's
+  owner token in its environment (`HOOKLINE_PROCESS_OWNER`), inherited by descendants;
+- on exit, every descendant of hookline that is ours (carries the token, belongs to a
+  session we started, or was adopted earlier) is ended the same way and reaped.
+
+With `records=<dir>` (the builtin plugin uses `<home>/processes`) the lifespan also keeps
+a record file of what it owns, so that a later start ends what an instance killed with
+SIGKILL left behind; see `ProcessRecord`. Other systems have no /proc: there only the
+process groups are stopped, and Windows stops the direct shell process only.
 
 Output: stdout and stderr of a background process go, merged, to a log file in a private
 temporary directory (so the process never blocks on a full pipe and no task has to read
@@ -20,24 +29,54 @@ it); `output(id)` returns its tail. The directory is removed when the scope exit
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import json
+import logging
 import os
 import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import AsyncIterator, Mapping
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import anyio
 
 from hookline.kernel.streaming import ErrorKind, HooklineError
 
 from .environment import STOP_GRACE, LocalProcess, open_local_process, stop_processes
+from .proctable import (
+    HAS_PROC,
+    ProcInfo,
+    acquire_subreaper,
+    boot_id,
+    descendants,
+    end_exact,
+    environ_has,
+    process_table,
+    read_proc,
+    reap,
+    release_subreaper,
+)
 
-__all__ = ["BackgroundInfo", "BackgroundProcesses"]
+__all__ = ["OWNER_ENV", "BackgroundInfo", "BackgroundProcesses", "ProcessRecord"]
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_TAIL_BYTES = 16_000
+
+OWNER_ENV = "HOOKLINE_PROCESS_OWNER"
+"""Environment variable naming the scope that owns a process (inherited by descendants)."""
+
+SWEEP_SECONDS = 5.0
+"""How often the builtin lifespan reaps adopted orphans and expires idle environments."""
+
+_SESSIONS_PRUNED_AT = 1024
+"""Known sessions beyond which `track()` forgets the finished ones (without sweeps)."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +135,8 @@ class BackgroundProcesses:
 
     `start()` works only while `lifespan()` is entered (inside `framework.running()`
     with the builtin plugin); ids (`bg1`, `bg2`, ...) stay unique for the registry's life.
+    While it is entered the registry also owns what `track()` is given (the processes of a
+    `LocalEnvironment` created with `processes=` this registry) and their descendants.
     """
 
     def __init__(
@@ -107,11 +148,49 @@ class BackgroundProcesses:
         self._ids = itertools.count(1)
         self._directory: str | None = None
         self._active = False
+        self._owner = ""
+        self._tracked: dict[int, tuple[LocalProcess, int]] = {}
+        """Processes started in the scope and not closed yet: pid -> (process, start time)."""
+        self._sessions: set[int] = set()
+        """Session ids that are ours: those of tracked processes and of adopted leaders."""
+        self._adopted: dict[int, int] = {}
+        """Escaped descendants seen by a sweep (pid -> start time)."""
+        self._record: ProcessRecord | None = None
+        self._record_lock = anyio.Lock()
 
     @property
     def active(self) -> bool:
         """True while the lifespan is entered and new processes may start."""
         return self._active
+
+    def owner_env(self) -> dict[str, str]:
+        """The variables that mark a process as owned by this scope (empty outside it)."""
+        return {OWNER_ENV: self._owner} if self._active else {}
+
+    async def track(self, process: LocalProcess) -> None:
+        """Own a process started in the scope: its session, and its descendants even after
+        they leave it, are ended when the scope exits. Outside the scope: nothing."""
+        if not self._active:
+            return
+        # Known before the first await, so a sweep never takes it for an orphan to reap.
+        self._prune_tracked()
+        self._tracked[process.pid] = (process, 0)
+        self._sessions.add(process.pid)
+        info = await anyio.to_thread.run_sync(read_proc, process.pid)
+        if info is not None and process.pid in self._tracked:
+            self._tracked[process.pid] = (process, info.start)
+        if len(self._sessions) > _SESSIONS_PRUNED_AT:
+            table = await anyio.to_thread.run_sync(process_table)
+            self._prune_sessions({info.session for info in table})
+        await self._save_record()
+
+    def _prune_tracked(self) -> None:
+        self._tracked = {pid: entry for pid, entry in self._tracked.items()
+                         if not entry[0].closed}
+
+    def _prune_sessions(self, live: set[int]) -> None:
+        """Forget sessions with no process left (their ids may then be recycled)."""
+        self._sessions = {sid for sid in self._sessions if sid in live or sid in self._tracked}
 
     async def start(
         self,
@@ -141,13 +220,14 @@ class BackgroundProcesses:
             process = await open_local_process(
                 command,
                 cwd=cwd,
-                env=env,
+                env={**(env or {}), **self.owner_env()},
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
         finally:
             log.close()  # the child holds its own copy of the descriptor
+        await self.track(process)
         entry = _Entry(
             id=process_id,
             command=command,
@@ -206,31 +286,152 @@ class BackgroundProcesses:
             for entry in entries:
                 await entry.process.aclose()
 
-    async def lifespan(self) -> AsyncIterator[None]:
+    async def lifespan(
+        self,
+        records: str | os.PathLike[str] | None = None,
+        sweep: Callable[[], Awaitable[Any]] | None = None,
+        sweep_seconds: float | None = None,
+    ) -> AsyncIterator[None]:
         """The `provide_lifespan` generator: own processes while the scope is open.
 
-        On exit (normal, error or cancellation) every process group is stopped under a
-        shielded cancel scope, the registry is emptied and the log directory removed.
+        On exit (normal, error or cancellation) every process group is stopped, then every
+        escaped descendant (Linux), under a shielded cancel scope; the registry is emptied
+        and the log directory removed. `records` is the directory of process records:
+        leftovers of dead instances are ended first, and this scope keeps its own record
+        there. With `sweep_seconds`, every so many seconds adopted orphans are reaped and
+        `sweep()` is awaited (the builtin plugin expires idle environments with it).
         """
         if self._active:
             raise RuntimeError("BackgroundProcesses.lifespan() is already active")
-        self._directory = await anyio.to_thread.run_sync(
-            lambda: tempfile.mkdtemp(prefix="hookline-bg-")
-        )
-        self._active = True
+        subreaper = await anyio.to_thread.run_sync(acquire_subreaper)
+        self._owner = uuid.uuid4().hex
+        self._record_lock = anyio.Lock()
         try:
-            yield
+            self._directory = await anyio.to_thread.run_sync(
+                lambda: tempfile.mkdtemp(prefix="hookline-bg-")
+            )
+            if records is not None:
+                self._record = await anyio.to_thread.run_sync(
+                    _open_record, Path(records), self._owner, self.stop_grace
+                )
+            self._active = True
+            if sweep_seconds is None:
+                yield
+            else:
+                failure: BaseException | None = None
+                async with anyio.create_task_group() as group:
+                    group.start_soon(self._sweep_loop, sweep, sweep_seconds)
+                    try:
+                        yield
+                    except BaseException as exc:  # re-raised as is, not in an exception group
+                        failure = exc
+                    finally:
+                        group.cancel_scope.cancel()
+                if failure is not None:
+                    raise failure
         finally:
             self._active = False
             with anyio.CancelScope(shield=True):
                 try:
                     await self.stop_all()
+                    await self._end_escaped()
                 finally:
                     self._entries.clear()
+                    self._tracked.clear()
+                    self._sessions.clear()
+                    self._adopted.clear()
                     directory, self._directory = self._directory, None
-                    await anyio.to_thread.run_sync(
-                        lambda: shutil.rmtree(directory, ignore_errors=True)
-                    )
+                    record, self._record = self._record, None
+                    if directory is not None:
+                        await anyio.to_thread.run_sync(
+                            lambda: shutil.rmtree(directory, ignore_errors=True)
+                        )
+                    if record is not None:
+                        await anyio.to_thread.run_sync(record.remove)
+                    if subreaper:
+                        await anyio.to_thread.run_sync(release_subreaper)
+
+    # -- descendants that left their session (Linux) ---------------------------------------
+
+    def _scan(self) -> list[tuple[ProcInfo, bool]]:
+        """Our descendants, each with whether it carries the owner token (worker thread)."""
+        marker = f"{OWNER_ENV}={self._owner}"
+        return [(info, not info.zombie and environ_has(info.pid, marker))
+                for info in descendants(process_table(), os.getpid())]
+
+    def _ours(self, info: ProcInfo, marked: bool) -> bool:
+        return marked or info.session in self._sessions or info.pid in self._adopted
+
+    async def _end_escaped(self) -> None:
+        """End and reap every descendant that is ours, in rounds until none is left."""
+        if not HAS_PROC:
+            return
+        for _ in range(3):
+            found = [info for info, marked in await anyio.to_thread.run_sync(self._scan)
+                     if self._ours(info, marked)]
+            alive = [(info.pid, info.start) for info in found if not info.zombie]
+            if alive:
+                ended = await anyio.to_thread.run_sync(end_exact, alive, self.stop_grace)
+                if ended:
+                    logger.info("processes.escaped_ended count=%d pids=%s", len(ended),
+                                " ".join(map(str, ended)))
+            # Tracked processes are reaped by their owners (anyio); the rest is ours.
+            orphans = [info.pid for info in found if info.pid not in self._tracked]
+            await anyio.to_thread.run_sync(reap, orphans)
+            if not alive:
+                return
+
+    async def _sweep_loop(self, sweep: Callable[[], Awaitable[Any]] | None,
+                          every: float) -> None:
+        while True:
+            await anyio.sleep(every)
+            try:
+                if sweep is not None:
+                    await sweep()
+                await self._sweep_processes()
+            except Exception:  # a sweep must never end the scope
+                logger.exception("processes.sweep_failed")
+
+    async def _sweep_processes(self) -> None:
+        """Adopt escaped descendants re-parented to us, reap those that exited, forget
+        sessions and pids that are gone, and keep the record up to date."""
+        if not HAS_PROC:
+            return
+        found = await anyio.to_thread.run_sync(self._scan)
+        me = os.getpid()
+        self._prune_tracked()
+        adopted = dict(self._adopted)
+        zombies = []
+        for info, marked in found:
+            if info.pid in self._tracked or not self._ours(info, marked):
+                continue
+            if info.zombie:
+                zombies.append(info.pid)
+            elif info.ppid == me:
+                self._adopted[info.pid] = info.start
+                if info.session == info.pid:  # a leader of its own session (setsid)
+                    self._sessions.add(info.session)
+        present = {info.pid for info, _ in found if not info.zombie}
+        self._adopted = {pid: start for pid, start in self._adopted.items() if pid in present}
+        self._prune_sessions({info.session for info, _ in found})
+        if zombies:
+            await anyio.to_thread.run_sync(reap, zombies)
+        if self._adopted != adopted:
+            await self._save_record()
+
+    async def _save_record(self) -> None:
+        record = self._record
+        if record is None:
+            return
+        async with self._record_lock:
+            sessions = [(pid, start) for pid, (process, start) in self._tracked.items()
+                        if start and not process.closed]
+            adopted = list(self._adopted.items())
+            try:
+                await anyio.to_thread.run_sync(record.write, sessions, adopted)
+            except OSError as exc:  # the processes run anyway; only the record is behind
+                logger.warning("processes.record_failed path=%s error=%s: %s", record.path,
+                               type(exc).__name__, exc)
 
     def _entry(self, process_id: str) -> _Entry:
         if not isinstance(process_id, str):
@@ -257,3 +458,119 @@ def _read_tail(path: str, limit: int) -> tuple[bytes, bool]:
             return handle.read(), start > 0
     except FileNotFoundError:
         return b"", False
+
+
+# -- the process record ------------------------------------------------------------------
+
+
+class ProcessRecord:
+    """What one open scope owns, in a file of its own under a records directory.
+
+    `<dir>/<pid>-<owner>.json` holds the hookline process (pid and start time), the boot
+    it runs in, the scope's owner token, the sessions it started (leader pid and start
+    time) and the escaped descendants it adopted (pid and start time). It is rewritten as
+    processes start and removed when the scope closes, so a file whose hookline process is
+    gone is the mark of an instance that died without closing its scope (SIGKILL, a crash):
+    `end_leftovers` ends what it left running.
+    """
+
+    VERSION = 1
+
+    def __init__(self, path: Path, owner: str) -> None:
+        self.path = path
+        me = read_proc(os.getpid())
+        self.head = {"version": self.VERSION, "pid": os.getpid(),
+                     "start": me.start if me is not None else 0, "boot_id": boot_id(),
+                     "owner": owner}
+
+    def write(self, sessions: list[tuple[int, int]], adopted: list[tuple[int, int]]) -> None:
+        """Replace the file (a whole new file renamed over the old one, never half written)."""
+        data = {**self.head, "sessions": sessions, "adopted": adopted}
+        temporary = self.path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(data), encoding="utf-8")
+        os.replace(temporary, self.path)
+
+    def remove(self) -> None:
+        for path in (self.path, self.path.with_suffix(".tmp")):
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
+def _open_record(directory: Path, owner: str, grace: float) -> ProcessRecord | None:
+    """End what dead instances left (one log line each), then start this scope's record.
+
+    A records directory that cannot be used is logged and skipped: the scope still runs,
+    only the protection against a later SIGKILL is lost.
+    """
+    if not HAS_PROC:
+        return None
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for line in end_leftovers(directory, grace):
+            logger.warning(line)
+        record = ProcessRecord(directory / f"{os.getpid()}-{owner}.json", owner)
+        record.write([], [])
+    except OSError as exc:
+        logger.warning("processes.record_unavailable dir=%s error=%s: %s; processes left by a "
+                       "killed hookline will not be ended at the next start; make the folder "
+                       "writable", directory, type(exc).__name__, exc)
+        return None
+    return record
+
+
+def end_leftovers(directory: Path, grace: float = STOP_GRACE) -> list[str]:
+    """End the processes recorded by instances that are gone; one line per such instance.
+
+    For each record whose hookline process no longer runs (same boot), it ends: every
+    process carrying the record's owner token in its environment, every member of a
+    recorded session whose leader is still the recorded process, and every recorded
+    adopted process that is still the one recorded (pid and start time). This process and
+    its ancestors are never touched. The record is removed afterwards.
+    """
+    lines = []
+    for path in sorted(directory.glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            owner, pid, start = str(data["owner"]), int(data["pid"]), int(data["start"])
+            sessions = [(int(s), int(t)) for s, t in data.get("sessions", [])]
+            adopted = [(int(p), int(t)) for p, t in data.get("adopted", [])]
+        except FileNotFoundError:  # another start took care of it
+            continue
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            lines.append(f"processes.record_ignored path={path} error={type(exc).__name__}: "
+                         f"{exc}; delete the file if no hookline uses it")
+            continue
+        if data.get("boot_id") != boot_id():  # everything it owned died with that boot
+            path.unlink(missing_ok=True)
+            continue
+        owner_info = read_proc(pid)
+        if owner_info is not None and owner_info.start == start and not owner_info.zombie:
+            continue  # still running: its processes are its own business
+        ended = end_exact(_leftover_targets(owner, sessions, adopted), grace)
+        path.unlink(missing_ok=True)
+        if ended:
+            listed = " ".join(map(str, sorted(ended)))
+            lines.append(f"processes.leftovers_ended count={len(ended)} pid={pid}: ended "
+                         f"{len(ended)} process(es) left running by hookline pid {pid}, "
+                         f"which died without closing its scope (pids {listed})")
+    return lines
+
+
+def _leftover_targets(owner: str, sessions: list[tuple[int, int]],
+                      adopted: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    table = process_table()
+    by_pid = {info.pid: info for info in table}
+    spared = set()  # this process and its ancestors, whatever they carry
+    pid = os.getpid()
+    while pid in by_pid and pid not in spared:
+        spared.add(pid)
+        pid = by_pid[pid].ppid
+    verified = {sid for sid, start in sessions
+                if sid in by_pid and by_pid[sid].start == start}
+    marker = f"{OWNER_ENV}={owner}"
+    targets = [(info.pid, info.start) for info in table
+               if not info.zombie and info.pid not in spared
+               and (info.session in verified or environ_has(info.pid, marker))]
+    targets += [(p, start) for p, start in adopted
+                if p in by_pid and by_pid[p].start == start and p not in spared]
+    return targets

@@ -3,9 +3,12 @@ every channel, the session resolver and the docs agree on them."""
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
-__all__ = ["MAX_EDIT_BYTES", "MAX_SESSION_ID_LENGTH"]
+from hookline.kernel.envelope import get_field
+from hookline.kernel.streaming import ErrorKind, HooklineError
+
+__all__ = ["MAX_EDIT_BYTES", "MAX_SESSION_ID_LENGTH", "SESSION_FIELDS", "check_session_fields"]
 
 MAX_SESSION_ID_LENGTH: Final = 256
 """Longest session id or chat id accepted, in characters. Session ids name tapes, cache
@@ -15,3 +18,28 @@ MAX_EDIT_BYTES: Final = 16 * 1024 * 1024
 """Largest file `fs.edit` works on, in bytes (16 MiB). An edit holds the whole file in
 memory several times over (bytes, text, the edited text); larger files are refused with a
 message that points to the shell tool, which edits them without loading them."""
+
+SESSION_FIELDS: Final = ("session_id", "chat_id")
+"""Envelope fields a session id is made from; each is held to `MAX_SESSION_ID_LENGTH`."""
+
+
+def check_session_fields(message: Any) -> None:
+    """Refuse an envelope whose `session_id` or `chat_id` is longer than the cap.
+
+    Raises `HooklineError(invalid_input)` naming the field, its length, the cap and the fix,
+    before the id can name a tape, a cache entry or a log line.
+    """
+    for name in SESSION_FIELDS:
+        value = get_field(message, name)
+        if value is None:
+            continue
+        length = len(str(value))
+        if length > MAX_SESSION_ID_LENGTH:
+            channel = get_field(message, "channel") or "default"
+            raise HooklineError(
+                ErrorKind.invalid_input,
+                f"{name} of a message on channel {channel!r} is {length} characters long; "
+                f"at most {MAX_SESSION_ID_LENGTH} are accepted (MAX_SESSION_ID_LENGTH): send "
+                f"a shorter {name}, for example a hash of the long one",
+                {"field": name, "length": length, "limit": MAX_SESSION_ID_LENGTH},
+            )

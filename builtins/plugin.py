@@ -31,7 +31,8 @@ from hookline.kernel.turn import RUNTIME_THREAD_ID, RUNTIME_WORKSPACE
 
 from .agent import Agent, AgentConfig
 from .environment import LocalEnvironment, open_regular_file
-from .lifespan import BackgroundProcesses
+from .lifespan import SWEEP_SECONDS, BackgroundProcesses
+from .limits import check_session_fields
 from .models import ModelOpener
 from .redact import redact_credentials, redact_paths
 from .settings import Settings, default_home, load_settings
@@ -51,11 +52,16 @@ fs_edit for files (paths are relative to the workspace), tape_search and tape_in
 look back at this session. Say what you did and what you found."""
 
 AGENTS_FILE = "AGENTS.md"
+PROCESS_RECORDS = "processes"
+"""Folder of the hookline home holding one process record per open scope."""
 MEDIA_KINDS = ("image", "audio", "video")
 
 
 class BuiltinPlugin:
     """Default implementations; ``settings`` may be given (tests) or read on first use."""
+
+    sweep_seconds = SWEEP_SECONDS
+    """How often the lifespan reaps adopted orphans and closes idle environments."""
 
     def __init__(self, framework: Any, settings: Settings | None = None) -> None:
         self.framework = framework
@@ -90,6 +96,8 @@ class BuiltinPlugin:
 
     @hookimpl
     def resolve_session(self, message: Any) -> str:
+        """The default id; a `session_id` or `chat_id` over the length cap is refused."""
+        check_session_fields(message)
         return default_session_id(message)
 
     @hookimpl
@@ -179,7 +187,12 @@ class BuiltinPlugin:
 
     @hookimpl
     def provide_lifespan(self) -> Any:
-        return self.processes.lifespan()
+        """The background processes' lifespan, with the process records in the hookline
+        home and a periodic sweep that also closes idle environments."""
+        home = self._settings.home if self._settings is not None else default_home()
+        return self.processes.lifespan(records=home / PROCESS_RECORDS,
+                                       sweep=self.framework.close_idle_environments,
+                                       sweep_seconds=self.sweep_seconds)
 
     @hookimpl
     def build_tape_context(self) -> TapeContext:

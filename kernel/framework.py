@@ -1,7 +1,8 @@
 """``Framework``: the registry, the runtime and the stage modules, composed.
 
 It owns the application-level resources of the contract: the ``running()`` scope
-(lifespans, tape store, steering inbox), the per-session environment cache, and the
+(lifespans, tape store, steering inbox), the per-session environment cache (bounded, see
+``envcache``), and the
 collectors for tools, channels, sidecars, system prompt, tape context, onboarding,
 model options and admission.
 """
@@ -22,6 +23,7 @@ from ._plan import usable_sync
 from ._util import dedupe_by_name
 from .agent_hooks import AgentPlugins, PluginAgentHooks
 from .channels import AdmitDecision, Channel, TurnSnapshot
+from .envcache import EnvironmentCache, Evicted
 from .envelope import get_field
 from .environment import Environment
 from .loading import PluginLoader, PluginStatus
@@ -56,7 +58,8 @@ class Framework:
         self._loader = PluginLoader(self)
         self._tape_store: Any = None
         self._steering_inbox: Any = None
-        self._environments: dict[str, Environment | None] = {}
+        self.environments = EnvironmentCache()
+        """Per-session environments; set ``max_size`` / ``idle_seconds`` to change bounds."""
         self._in_scope = False
 
     # -- plugins -----------------------------------------------------------------------
@@ -113,7 +116,7 @@ class Framework:
         self._in_scope = True
         # Environments cached outside a scope belong to the host; this scope starts afresh
         # and closes only what it cached.
-        self._environments = {}
+        self.environments.drain()
         try:
             async with AsyncExitStack() as stack:
                 try:
@@ -133,8 +136,7 @@ class Framework:
 
     async def _leave_scope(self) -> None:
         self._tape_store = self._steering_inbox = None
-        environments, self._environments = self._environments, {}
-        for session_id, environment in environments.items():
+        for session_id, environment in self.environments.drain():
             if environment is not None:
                 await _close_quietly(environment, session_id)
 
@@ -148,24 +150,40 @@ class Framework:
 
     def cached_environment(self, session_id: str, default: Any = None) -> Any:
         """The environment already cached for a session, without asking providers."""
-        return self._environments.get(session_id, default)
+        return self.environments.get(session_id, default)
 
     async def get_environment(self, session_id: str) -> Environment | None:
-        """The session's environment, created by provide_environment once per scope."""
-        if session_id in self._environments:
-            return self._environments[session_id]
+        """The session's environment, created by provide_environment once per scope and
+        kept while it is used (see ``EnvironmentCache`` for the bounds)."""
+        if session_id in self.environments:
+            return self.environments.get(session_id)
         impl, value = await self.runtime.call_first_each(
             "provide_environment", session_id=session_id, workspace=self.workspace
         )
         if impl is not None and not isinstance(value, Environment):
             raise _bad_return(impl, "Environment or None", value)
-        if session_id in self._environments:  # a concurrent first request won the race
-            winner = self._environments[session_id]
+        if session_id in self.environments:  # a concurrent first request won the race
+            winner = self.environments.get(session_id)
             if value is not None and value is not winner:
                 await _close_quietly(value, session_id)
             return winner
-        self._environments[session_id] = value
+        await self._close_evicted(self.environments.put(session_id, value))
         return value
+
+    async def close_idle_environments(self) -> int:
+        """Close the environments idle for longer than ``environments.idle_seconds`` (and
+        any over the bound), except those held by running turns; returns how many went."""
+        evicted = self.environments.evict()
+        await self._close_evicted(evicted)
+        return len(evicted)
+
+    async def _close_evicted(self, evicted: Evicted) -> None:
+        # Outside a scope the environments belong to the host: forgotten, never closed.
+        if not self._in_scope:
+            return
+        for session_id, environment in evicted:
+            if environment is not None:
+                await _close_quietly(environment, session_id)
 
     async def steer_message(self, message: Any, state: dict[str, Any],
                             reason: str | None = None) -> bool:

@@ -50,3 +50,14 @@ def test_bench_fs_read_tiny_runs() -> None:
                for line in lines), done.stdout
     assert sum(line.startswith(("sparse.bin", "text.txt")) for line in lines) == 4
     assert lines[-1].startswith("goal: fs.read under 50 MB extra and 1 s: ")
+
+
+def test_bench_session_memory_quick_runs() -> None:
+    script = SCRIPT.with_name("bench_session_memory.py")
+    done = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True,
+                          text=True, timeout=300, cwd=SCRIPT.parents[1], check=False)
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line.split() for line in done.stdout.splitlines()[2:5]}
+    assert list(rows) == ["bounded", "unbounded", "refused"], done.stdout
+    # before, peak, after, expired are megabytes; cached is before/after/expired.
+    assert [row[5].split("/")[2] for row in rows.values()] == ["0", "220", "0"], done.stdout

@@ -30,3 +30,14 @@ async def wait_gone(pids: list[int], timeout: float = 5.0) -> list[int]:
         while any(not is_gone(pid) for pid in pids):
             await anyio.sleep(0.05)
     return [pid for pid in pids if not is_gone(pid)]
+
+
+async def read_pids(path: Path, count: int, timeout: float = 10.0) -> list[int]:
+    """The first `count` pids written (one per line or word) to `path`, once they are."""
+    with anyio.fail_after(timeout):
+        while True:
+            if path.exists():
+                words = path.read_text().split()
+                if len(words) >= count:
+                    return [int(word) for word in words[:count]]
+            await anyio.sleep(0.02)

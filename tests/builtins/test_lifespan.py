@@ -10,7 +10,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from procs import is_gone
+from procs import is_gone, read_pids
 
 from hookline.builtins.environment import LocalEnvironment
 from hookline.builtins.lifespan import BackgroundProcesses
@@ -18,16 +18,6 @@ from hookline.kernel import Framework, hookimpl
 from hookline.kernel.streaming import ErrorKind, HooklineError
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="process groups are POSIX")
-
-
-async def read_pids(path: Path, count: int, timeout: float = 10.0) -> list[int]:
-    with anyio.fail_after(timeout):
-        while True:
-            if path.exists():
-                lines = path.read_text().split()
-                if len(lines) >= count:
-                    return [int(line) for line in lines[:count]]
-            await anyio.sleep(0.02)
 
 
 class LifespanPlugin:

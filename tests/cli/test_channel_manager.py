@@ -411,6 +411,29 @@ async def test_a_resolve_session_failure_drops_the_message(setup: Setup) -> None
 
 
 @pytest.mark.anyio
+async def test_an_over_long_session_or_chat_id_is_refused_at_admission(setup: Setup) -> None:
+    fake = FakeChannel()
+    async with setup.serving({"fake": fake}) as manager:
+        await manager.receive(message("long chat", session=None, chat_id="c" * 257))
+        await manager.receive(message("long session", session="s" * 300))
+        await manager.receive(message("at the cap", session="s" * 256))
+        await until(lambda: len(fake.sent) == 3)
+    assert [stage for stage, _, _ in setup.policy.errors] == ["resolve_session"] * 2
+    assert [error.message for _, error, _ in setup.policy.errors] == [
+        "chat_id of a message on channel 'fake' is 257 characters long; at most 256 are "
+        "accepted (MAX_SESSION_ID_LENGTH): send a shorter chat_id, for example a hash of "
+        "the long one",
+        "session_id of a message on channel 'fake' is 300 characters long; at most 256 are "
+        "accepted (MAX_SESSION_ID_LENGTH): send a shorter session_id, for example a hash of "
+        "the long one",
+    ]
+    assert [content for content, _ in setup.policy.admitted] == ["at the cap"]
+    assert setup.model.calls == [["at the cap"]]
+    errors = [m.content for m in fake.sent if get_field(m, "kind") == "error"]
+    assert len(errors) == 2 and all("stage 'resolve_session'" in e for e in errors)
+
+
+@pytest.mark.anyio
 async def test_messages_from_unknown_channels_or_a_stopped_manager_are_dropped(
     setup: Setup, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -4,8 +4,8 @@
 listens on; `call`, `post` and `post_stream` send real requests with `http.client`. Every
 request carries `Authorization: Bearer TEST_TOKEN` unless told otherwise (`token=None`
 sends none); gateways started with `gateway_env` get that token through
-`HOOKLINE_HTTP_TOKEN`. Import with `from gateway_support import ...` (pytest puts this
-folder on `sys.path`).
+`HOOKLINE_HTTP_TOKEN`. Import with `from gateway_support import ...` (tests/ is on
+`sys.path`, as the folder of the top-level conftest).
 """
 
 from __future__ import annotations
