@@ -47,6 +47,8 @@ fs_edit for files (paths are relative to the workspace), tape_search and tape_in
 look back at this session. Say what you did and what you found."""
 
 AGENTS_FILE = "AGENTS.md"
+CONTEXT_WINDOW = 200
+"""The builtin context: at most this many of the latest entries after the last anchor."""
 MEDIA_KINDS = ("image", "audio", "video")
 
 
@@ -179,7 +181,7 @@ class BuiltinPlugin:
 
     @hookimpl
     def build_tape_context(self) -> TapeContext:
-        return TapeContext()
+        return TapeContext(window=CONTEXT_WINDOW)
 
     @hookimpl
     def provide_tools(self) -> list[Tool]:
