@@ -171,9 +171,10 @@ class SQLiteTapeStore:
         if str(mode).lower() != "wal":
             raise HooklineError(ErrorKind.config, f"SQLite refused WAL mode (got {mode!r}).")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
-        problems = [row[0] for row in conn.execute("PRAGMA quick_check").fetchall()]
+        problems = _problem_lines(conn.execute("PRAGMA quick_check").fetchall())
         if problems != ["ok"]:
-            raise self._damaged("; ".join(problems[:3]))
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise self._damaged(problems[0] + more)
         conn.execute("BEGIN IMMEDIATE")
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -555,12 +556,18 @@ def damaged_error(path: Path, detail: str) -> HooklineError:
     """A `config` error naming the damaged file and what to do about it."""
     return HooklineError(
         ErrorKind.config,
-        f"Tape store {path} is damaged ({detail}); hookline will not read or write it. "
-        f"Restore it from a backup (made with `hookline store backup`), or move it aside "
-        f"together with its -wal and -shm files (for example `mv {path} {path}.damaged`) so "
-        f"that a new, empty store is created; `hookline store check` shows the damage.",
+        f"Tape store {path} is damaged: {detail}. hookline will not read or write it. Fix: "
+        f"restore it from a backup (`hookline store backup` makes one), or move it aside with "
+        f"its -wal and -shm files (`mv {path} {path}.damaged`) so that a new, empty store is "
+        f"created; `hookline store check` lists the damage.",
         {"path": str(path)},
     )
+
+
+def _problem_lines(rows: list[tuple]) -> list[str]:
+    """The lines of an integrity report, without SQLite's `*** in database ***` headers."""
+    lines = [line.strip() for row in rows for line in str(row[0]).splitlines()]
+    return [line for line in lines if line and not line.startswith("***")] or ["ok"]
 
 
 # -- owners: which processes hold the store open -------------------------------------------
@@ -662,7 +669,7 @@ def check_database(path: str | PathLike[str]) -> StoreCheck:
     except sqlite3.Error as exc:
         return StoreCheck(target, [f"cannot open {target}: {exc}"])
     try:
-        problems = [row[0] for row in conn.execute("PRAGMA integrity_check").fetchall()]
+        problems = _problem_lines(conn.execute("PRAGMA integrity_check").fetchall())
         if problems != ["ok"]:
             return StoreCheck(target, problems)
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
