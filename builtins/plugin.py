@@ -47,7 +47,7 @@ fs_edit for files (paths are relative to the workspace), tape_search and tape_in
 look back at this session. Say what you did and what you found."""
 
 AGENTS_FILE = "AGENTS.md"
-CONTEXT_WINDOW = 200
+CONTEXT_WINDOW = 100
 """The builtin context: at most this many of the latest entries after the last anchor."""
 MEDIA_KINDS = ("image", "audio", "video")
 

@@ -32,3 +32,24 @@ def test_bench_dispatch_quick_runs() -> None:
     for kind in ("call_first", "call_many", "call_first_sync", "call_many_sync"):
         assert f" {kind} " in done.stdout
     assert done.stdout.count("PASS") + done.stdout.count("MISS") == 3, done.stdout
+
+
+SESSION_SCRIPT = SCRIPT.parent / "bench_session_length.py"
+
+
+def test_bench_session_length_tiny_runs() -> None:
+    done = subprocess.run(
+        [sys.executable, str(SESSION_SCRIPT), "--turns", "40", "--repeats", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=SCRIPT.parents[1],
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("context window: ") and lines[1].split() == ["turn", "median", "ms"]
+    assert [line.split()[0] for line in lines[2:4]] == ["10", "40"]
+    assert all(float(line.split()[1]) > 0 for line in lines[2:4])
+    assert lines[4].startswith("goal: turn 40 <= 1.5x turn 10: ")
+    assert ("PASS" in lines[4]) != ("MISS" in lines[4])

@@ -46,23 +46,27 @@ def stored(home: Path, session: str, workspace: Path) -> tuple[list[TapeEntry], 
         return entries, store.recovered
 
 
-def check_one_history(entries: list[TapeEntry]) -> list[str]:
+def check_one_history(entries: list[TapeEntry], *, tools: bool = False) -> list[str]:
     """One bootstrap anchor first, then whole runs back to back; returns the prompts in order.
 
     An offline run without tools is exactly: the user message, the reply quoting it, the
-    `run` event. Interleaved runs or a second anchor break that pattern.
+    `run` event; with `tools` (the SLOW_STEP script), a tool call and its result come
+    between. Interleaved runs or a second anchor break that pattern.
     """
     assert [e.kind for e in entries].count("anchor") == 1, [e.kind for e in entries]
     assert entries[0].kind == "anchor" and entries[0].payload["name"] == BOOTSTRAP_ANCHOR
+    size = 5 if tools else 3
     runs = entries[1:]
-    assert len(runs) % 3 == 0, [e.kind for e in runs]
+    assert len(runs) % size == 0, [e.kind for e in runs]
     prompts = []
-    for start in range(0, len(runs), 3):
-        user, reply, event = runs[start : start + 3]
+    for start in range(0, len(runs), size):
+        user, *steps, reply, event = runs[start : start + size]
         assert user.kind == "message" and user.payload["role"] == "user"
         prompt = user.payload["content"]
+        assert [e.kind for e in steps] == (["tool_call", "tool_result"] if tools else [])
         assert reply.kind == "message" and reply.payload["role"] == "assistant"
-        assert f'"{prompt}"' in reply.payload["content"], "the reply belongs to this run"
+        expected = "slept" if tools else f'"{prompt}"'
+        assert expected in reply.payload["content"], "the reply belongs to this run"
         assert event.kind == "event" and event.payload["data"]["status"] == "ok"
         prompts.append(prompt)
     return prompts
@@ -150,25 +154,34 @@ def test_concurrent_runs_in_two_processes_keep_one_history(tmp_path: Path) -> No
         assert done_before <= set(seen), (turn["prompt"], done_before - set(seen))
 
 
+SLOW_STEP = json.dumps([
+    {"tool_calls": [{"name": "shell", "arguments": {"command": "sleep 1"}}]},
+    {"text": "slept"},
+])
+
+
 def test_hookline_runs_started_together_on_a_new_session_write_one_anchor(
     tmp_path: Path,
 ) -> None:
+    """Each run spends a second in its tool, so runs of the new session overlap."""
     assert HOOKLINE, "the hookline console script is not installed in this environment"
     home, workspace = tmp_path / "home", tmp_path / "work"
     workspace.mkdir()
-    prompts = [f"hello {n}" for n in range(6)]
+    script = tmp_path / "slow.json"
+    script.write_text(SLOW_STEP)
+    env = {**child_env(home), "HOOKLINE_MODEL": f"scripted:{script}"}
+    prompts = [f"hello {n}" for n in range(5)]
     runs = [
         subprocess.Popen([HOOKLINE, "run", "--session", "fresh", prompt], cwd=workspace,
-                         env=child_env(home), text=True,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                         env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for prompt in prompts
     ]
     for run in runs:
         out, err = run.communicate(timeout=240)
         assert run.returncode == 0, err
-        assert out.startswith("[offline model]")
+        assert out.strip() == "slept"
     entries, _ = stored(home, "fresh", workspace)
-    assert sorted(check_one_history(entries)) == sorted(prompts)
+    assert sorted(check_one_history(entries, tools=True)) == sorted(prompts)
 
 
 # -- a run killed with SIGKILL ---------------------------------------------------------------
