@@ -666,7 +666,15 @@ class _ForkStore:
         """Merge the journal and the pending ops into the tapes in one transaction."""
         assert self.journal is not None
         async with self._writing:
-            await self.journal.commit(self.run, list(self.pending))
+            try:
+                await self.journal.commit(self.run, list(self.pending))
+            except Exception as exc:
+                raise TapeRecordError(
+                    ErrorKind.temporary,
+                    f"Could not save the run on tape {self.main}: {exc}. What it recorded "
+                    f"before its last tool result stays in the store's run journal and is put "
+                    f"on the tape, marked interrupted, the next time the store is opened.",
+                ) from exc
             self.pending.clear()
             for buffer in self.buffers.values():
                 buffer.entries.clear()

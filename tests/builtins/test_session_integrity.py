@@ -356,3 +356,40 @@ async def test_a_failure_to_record_fails_the_turn_before_the_tool_runs(
         assert store.pending_runs() == 0
     assert [e.kind for e in entries] == ["anchor", "message", "tool_call", "event"]
     assert entries[-1].payload["data"]["status"] == "error"
+
+
+class FailingCommit(SQLiteTapeStore):
+    """The real store, except that merging a run fails (the disk filled up meanwhile)."""
+
+    def journal_commit(self, run: str, ops: Any = ()) -> list[TapeEntry]:
+        raise OSError(28, "No space left on device")
+
+
+@pytest.mark.anyio
+async def test_a_failed_merge_is_reported_and_its_journal_recovered(tmp_path: Path) -> None:
+    framework = Framework(tmp_path)
+    settings = Settings(home=tmp_path / "home", model=scripted(tmp_path, TWO_FILES))
+    framework.registry.register(BuiltinPlugin(framework, settings=settings), name="builtin")
+
+    class Store:
+        @hookimpl
+        def provide_tape_store(self) -> Any:
+            store = FailingCommit(tmp_path / "tapes.db")
+            try:
+                yield store
+            finally:
+                store.close()
+
+    framework.registry.register(Store(), name="failing")
+    async with framework.running():
+        with pytest.raises(TapeRecordError, match="Could not save the run") as caught:
+            await framework.process_inbound({"content": "write", "session_id": "s"})
+    assert "No space left on device" in caught.value.message
+    # Both tools ran; their record was not lost: the next opening puts it on the tape.
+    assert (tmp_path / "a.txt").exists() and (tmp_path / "b.txt").exists()
+    with SQLiteTapeStore(tmp_path / "tapes.db") as store:
+        assert store.recovered == [session_tape_name("s", tmp_path)]
+        entries = list(store.fetch_all(TapeQuery(session_tape_name("s", tmp_path))))
+    assert [e.kind for e in entries] == [
+        "anchor", "message", "tool_call", "tool_result", "tool_call", "tool_result", "event"]
+    assert entries[-1].payload["data"]["status"] == "interrupted"
