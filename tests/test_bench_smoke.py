@@ -1,4 +1,4 @@
-"""Smoke test: the dispatch benchmark still runs end to end.
+"""Smoke tests: the benchmarks still run end to end.
 
 Timings are never asserted: they depend on the machine and would make the suite flaky.
 What can rot silently is the script itself (API renames, a broken table), so run it.
@@ -10,19 +10,24 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_dispatch.py"
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
-def test_bench_dispatch_quick_runs() -> None:
+def run_benchmark(name: str, *args: str) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick"],
+        [sys.executable, str(BENCHMARKS / name), *args],
         capture_output=True,
         text=True,
         timeout=120,
-        cwd=SCRIPT.parents[1],
+        cwd=BENCHMARKS.parent,
         check=False,
     )
     assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_bench_dispatch_quick_runs() -> None:
+    done = run_benchmark("bench_dispatch.py", "--quick")
     header = next(
         (line for line in done.stdout.splitlines() if line.startswith("impls")), ""
     )
@@ -34,19 +39,8 @@ def test_bench_dispatch_quick_runs() -> None:
     assert done.stdout.count("PASS") + done.stdout.count("MISS") == 3, done.stdout
 
 
-SESSION_SCRIPT = SCRIPT.parent / "bench_session_length.py"
-
-
 def test_bench_session_length_tiny_runs() -> None:
-    done = subprocess.run(
-        [sys.executable, str(SESSION_SCRIPT), "--turns", "40", "--repeats", "1"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=SCRIPT.parents[1],
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_benchmark("bench_session_length.py", "--turns", "40", "--repeats", "1")
     lines = done.stdout.splitlines()
     assert lines[0].startswith("context window: ") and lines[1].split() == ["turn", "median", "ms"]
     assert [line.split()[0] for line in lines[2:4]] == ["10", "40"]

@@ -160,16 +160,21 @@ SLOW_STEP = json.dumps([
 ])
 
 
+def scripted_cli(tmp_path: Path, script: str, name: str) -> tuple[Path, Path, dict[str, str]]:
+    """Home, workspace and environment for `hookline` runs playing `script` back."""
+    assert HOOKLINE, "the hookline console script is not installed in this environment"
+    home, workspace = tmp_path / "home", tmp_path / "work"
+    workspace.mkdir()
+    path = tmp_path / name
+    path.write_text(script)
+    return home, workspace, {**child_env(home), "HOOKLINE_MODEL": f"scripted:{path}"}
+
+
 def test_hookline_runs_started_together_on_a_new_session_write_one_anchor(
     tmp_path: Path,
 ) -> None:
     """Each run spends a second in its tool, so runs of the new session overlap."""
-    assert HOOKLINE, "the hookline console script is not installed in this environment"
-    home, workspace = tmp_path / "home", tmp_path / "work"
-    workspace.mkdir()
-    script = tmp_path / "slow.json"
-    script.write_text(SLOW_STEP)
-    env = {**child_env(home), "HOOKLINE_MODEL": f"scripted:{script}"}
+    home, workspace, env = scripted_cli(tmp_path, SLOW_STEP, "slow.json")
     prompts = [f"hello {n}" for n in range(5)]
     runs = [
         subprocess.Popen([HOOKLINE, "run", "--session", "fresh", prompt], cwd=workspace,
@@ -208,12 +213,8 @@ text = "all three done"
 
 
 def test_a_run_killed_mid_tool_is_on_the_tape_marked_interrupted(tmp_path: Path) -> None:
-    assert HOOKLINE, "the hookline console script is not installed in this environment"
-    home, workspace = tmp_path / "home", tmp_path / "work"
-    workspace.mkdir()
-    script = tmp_path / "three.toml"
-    script.write_text(THREE_STEPS)
-    env = {**child_env(home), "HOOKLINE_MODEL": f"scripted:{script}"}
+    home, workspace, env = scripted_cli(tmp_path, THREE_STEPS, "three.toml")
+    assert HOOKLINE
     run = subprocess.Popen([HOOKLINE, "run", "--session", "killed", "run the three steps"],
                            cwd=workspace, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     pid_file = workspace / "three.pid"

@@ -286,6 +286,15 @@ def test_query_all_runs_on_the_bound_store(store: TapeStore) -> None:
     assert ids(TapeQuery("main", store=store).kinds("anchor").all()) == [1, 3, 6, 8]
 
 
+def in_threads(work: Callable[[int], None], count: int) -> None:
+    """Run `work(0)` ... `work(count - 1)` in threads at once and wait for all of them."""
+    pool = [threading.Thread(target=work, args=(n,)) for n in range(count)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+
+
 def test_concurrent_appends_from_threads_keep_ids_gapless(store: TapeStore) -> None:
     per_thread, threads = 40, 6
 
@@ -293,11 +302,7 @@ def test_concurrent_appends_from_threads_keep_ids_gapless(store: TapeStore) -> N
         for n in range(per_thread):
             store.append("busy", TapeEntry.new("event", {"worker": worker, "n": n}))
 
-    pool = [threading.Thread(target=work, args=(w,)) for w in range(threads)]
-    for thread in pool:
-        thread.start()
-    for thread in pool:
-        thread.join()
+    in_threads(work, threads)
     entries = list(store.fetch_all(q("busy")))
     assert ids(entries) == list(range(1, per_thread * threads + 1))
     for worker in range(threads):
@@ -400,11 +405,7 @@ def test_concurrent_batches_never_interleave_and_one_bootstrap_anchor_wins(
             entries = [TapeEntry.new("event", {"w": worker, "n": n, "k": k}) for k in range(size)]
             store.append_many("busy", entries, bootstrap=ANCHOR)
 
-    pool = [threading.Thread(target=work, args=(w,)) for w in range(workers)]
-    for thread in pool:
-        thread.start()
-    for thread in pool:
-        thread.join()
+    in_threads(work, workers)
     entries = list(store.fetch_all(q("busy")))
     assert kinds(entries).count("anchor") == 1 and entries[0].kind == "anchor"
     assert ids(entries) == list(range(1, workers * batches * size + 2))

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from store_files import damage, fill_store
 
 from hookline.builtins.store import (
     INTERRUPTED_ERROR,
@@ -359,31 +360,13 @@ def test_a_live_owners_journal_is_left_alone_and_a_dead_ones_recovered(tmp_path:
     assert marker.meta["interrupted"] is True and "recovered" in marker.meta
 
 
-GARBAGE = bytes((n * 131 + 17) % 256 for n in range(2048))
-
-
-def filled_store(path: Path) -> int:
-    """A real store of about a megabyte, closed (checkpointed); returns its size."""
-    with SQLiteTapeStore(path) as store:
-        for tape in range(20):
-            store.append_many(f"t{tape}", [
-                TapeEntry.new("message", {"role": "user", "content": "x" * 300, "n": n})
-                for n in range(100)])
-    assert not Path(f"{path}-wal").exists()
-    return path.stat().st_size
-
-
 @pytest.mark.parametrize("where", ["middle", "header"])
 def test_a_damaged_file_is_refused_naming_it_and_left_untouched(
     tmp_path: Path, where: str
 ) -> None:
     path = tmp_path / "tapes.db"
-    size = filled_store(path)
-    offset = size // 2 + 1000 if where == "middle" else 0
-    with path.open("r+b") as handle:
-        handle.seek(offset)
-        handle.write(GARBAGE)
-    damaged = path.read_bytes()
+    fill_store(path)
+    damaged = damage(path, None if where == "middle" else 0)
     with pytest.raises(HooklineError) as caught:
         SQLiteTapeStore(path)
     error = caught.value
@@ -414,7 +397,7 @@ def test_a_damaged_entry_found_later_stops_the_store(tmp_path: Path) -> None:
 
 def test_check_and_backup_of_a_sound_and_a_damaged_file(tmp_path: Path) -> None:
     path = tmp_path / "tapes.db"
-    filled_store(path)
+    fill_store(path)
     sound = check_database(path)
     assert sound.ok and (sound.tapes, sound.entries, sound.schema_version) == (20, 2000, 2)
     copy = backup_database(path, tmp_path / "copies" / "b.db")
@@ -424,9 +407,7 @@ def test_check_and_backup_of_a_sound_and_a_damaged_file(tmp_path: Path) -> None:
     with pytest.raises(HooklineError) as missing:
         backup_database(tmp_path / "none.db", tmp_path / "c.db")
     assert missing.value.kind is ErrorKind.not_found
-    with path.open("r+b") as handle:
-        handle.seek(path.stat().st_size // 2 + 1000)
-        handle.write(GARBAGE)
+    damage(path)
     damaged = check_database(path)
     assert not damaged.ok and damaged.problems
     assert not check_database(tmp_path / "none.db").ok

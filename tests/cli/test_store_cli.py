@@ -3,51 +3,20 @@ console script on real SQLite files."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-import pytest
+import test_cli
+from store_files import damage, fill_store
 
 from hookline.builtins.store import SQLiteTapeStore
-from hookline.kernel.tape import TapeEntry, TapeQuery
+from hookline.kernel.tape import TapeQuery
 
-HOOKLINE = shutil.which("hookline", path=str(Path(sys.executable).parent))
-GARBAGE = bytes((n * 131 + 17) % 256 for n in range(2048))
+env = test_cli.env  # the fixture: an environment with a fresh hookline home
+hookline = test_cli.hookline
 
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
-    environ["HOOKLINE_HOME"] = str(tmp_path / "home")
-    return environ
-
-
-def hookline(*args: str, env: dict[str, str], cwd: Path,
-             timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    assert HOOKLINE, "the hookline console script is not installed in this environment"
-    return subprocess.run([HOOKLINE, *args], capture_output=True, text=True, env=env, cwd=cwd,
-                          timeout=timeout)
-
-
-def fill(path: Path) -> None:
-    """About a megabyte of real entries, closed (so the WAL is checkpointed into the file)."""
-    with SQLiteTapeStore(path) as store:
-        for tape in range(20):
-            store.append_many(f"t{tape}", [
-                TapeEntry.new("message", {"role": "user", "content": "x" * 300, "n": n})
-                for n in range(100)])
-
-
-def damage(path: Path) -> bytes:
-    """Garbage over 2 KB in the middle of the file; returns the damaged bytes."""
-    with path.open("r+b") as handle:
-        handle.seek(path.stat().st_size // 2 + 1000)
-        handle.write(GARBAGE)
-    return path.read_bytes()
 
 
 def test_check_a_sound_store_and_back_it_up(env: dict[str, str], tmp_path: Path) -> None:
@@ -80,7 +49,7 @@ def test_a_damaged_store_is_reported_and_never_written(
 ) -> None:
     store = tmp_path / "home" / "tapes.db"
     store.parent.mkdir()
-    fill(store)
+    fill_store(store)
     damaged = damage(store)
 
     checked = hookline("store", "check", env=env, cwd=tmp_path)
@@ -96,7 +65,7 @@ def test_a_damaged_store_is_reported_and_never_written(
     assert "hookline store backup" in line and f"mv {store} {store}.damaged" in line
 
     # The gateway refuses to start on it instead of serving (and writing) into it.
-    gateway = hookline("gateway", "--port", "0", env=env, cwd=tmp_path, timeout=60)
+    gateway = hookline("gateway", "--port", "0", env=env, cwd=tmp_path)
     assert gateway.returncode == 1
     assert f"Tape store {store} is damaged" in gateway.stderr
     assert store.read_bytes() == damaged
