@@ -48,7 +48,8 @@ look back at this session. Say what you did and what you found."""
 
 AGENTS_FILE = "AGENTS.md"
 CONTEXT_WINDOW = 100
-"""The builtin context: at most this many of the latest entries after the last anchor."""
+"""The builtin context window: of the entries after the last anchor, at most this many
+recorded before the running turn (all of the running turn's own); see docs/builtins.md."""
 MEDIA_KINDS = ("image", "audio", "video")
 
 
