@@ -64,7 +64,7 @@ from .models.base import (
     as_model_messages,
 )
 from .spill import model_text
-from .tape import Tape, should_merge_back
+from .tape import Tape, TapeRecordError, should_merge_back
 
 logger = logging.getLogger(__name__)
 
@@ -144,6 +144,9 @@ class _Run:
                 async with contextlib.aclosing(self._steps()) as steps:
                     async for event in steps:
                         yield event
+            except TapeRecordError as exc:  # fails the turn: never a quiet error event
+                status, error = "error", str(exc)
+                raise
             except HooklineError as exc:
                 status, error = "error", str(exc)
                 self.stream_state.error = exc
@@ -188,10 +191,13 @@ class _Run:
             new_messages = await self._drain_steering() + new_messages
             for message in new_messages:
                 await self.tape.append("message", message.to_dict(), run_id=run_id)
+            await self.tape.flush()  # the prompt is durable before the model sees it
             outcome = _StepOutcome()
+            call = self._model_call(run_id, outcome, context + new_messages)
             try:
-                async for event in self._model_call(run_id, outcome, context + new_messages):
-                    yield event
+                async with contextlib.aclosing(call):  # closed with us: it keeps partial text
+                    async for event in call:
+                        yield event
             except Exception as exc:
                 await self._emit(StepFinished(
                     step=self.steps, status="error", state=self.state, tape=self.tape,
@@ -250,10 +256,15 @@ class _Run:
                     if delta is not None:
                         yield delta
         except Exception as exc:
+            await self._keep_partial_text(run_id, request, outcome)
             await self._emit(LLMCallFinished(request=request, state=self.state, tape=self.tape,
                                              result=self._llm_result(run_id, outcome, exc,
                                                                      opened)))
             raise _as_hookline_error(exc, request.model) from exc
+        except BaseException:  # cancelled, or the consumer stopped reading
+            with anyio.CancelScope(shield=True):
+                await self._keep_partial_text(run_id, request, outcome)
+            raise
         self.stream_state.usage = outcome.usage
         if outcome.usage is not None:
             yield StreamEvent("usage", {"usage": outcome.usage,
@@ -261,6 +272,13 @@ class _Run:
         await self._emit(LLMCallFinished(request=request, state=self.state, tape=self.tape,
                                          result=self._llm_result(run_id, outcome, None, opened)))
         await self._record_reply(run_id, request, outcome, system)
+
+    async def _keep_partial_text(self, run_id: str, request: LLMCallRequest,
+                                 outcome: _StepOutcome) -> None:
+        """Text already streamed when the call ended early is recorded, marked interrupted."""
+        if outcome.text:
+            await self.tape.append("message", {"role": "assistant", "content": outcome.text},
+                                   run_id=run_id, model=request.model, interrupted=True)
 
     def _separated(self, delta: StreamEvent) -> StreamEvent:
         """Text of a later step starts on a new paragraph, so step replies do not run on."""
@@ -323,6 +341,7 @@ class _Run:
         record = {"call_id": spec.id, "name": spec.name, "output": output,
                   "is_error": result.error is not None and result.result is None}
         await self.tape.append("tool_result", {"results": [record]}, run_id=run_id)
+        await self.tape.flush()  # what the tool did is durable before anything else runs
         return record
 
     async def _drain_steering(self) -> list[ModelMessage]:
@@ -343,6 +362,7 @@ class _Run:
         if calls:  # paired with the tool_result entries that follow (Tape.read_messages)
             await self.tape.append("tool_call", {"calls": calls, "content": outcome.text},
                                    run_id=run_id, model=request.model)
+            await self.tape.flush()  # durable before any of the calls runs
         else:
             await self.tape.append("message", {"role": "assistant", "content": outcome.text},
                                    run_id=run_id, model=request.model)

@@ -54,6 +54,10 @@ look back at this session. Say what you did and what you found."""
 AGENTS_FILE = "AGENTS.md"
 PROCESS_RECORDS = "processes"
 """Folder of the hookline home holding one process record per open scope."""
+
+CONTEXT_WINDOW = 100
+"""The builtin context window: of the entries after the last anchor, at most this many
+recorded before the running turn (all of the running turn's own); see docs/builtins.md."""
 MEDIA_KINDS = ("image", "audio", "video")
 
 
@@ -196,7 +200,7 @@ class BuiltinPlugin:
 
     @hookimpl
     def build_tape_context(self) -> TapeContext:
-        return TapeContext()
+        return TapeContext(window=CONTEXT_WINDOW)
 
     @hookimpl
     def provide_tools(self) -> list[Tool]:

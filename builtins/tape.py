@@ -22,12 +22,12 @@ Payload shapes written and read here (and expected from the agent loop):
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import inspect
 import json
 import logging
 import os
+import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field, replace
@@ -51,7 +51,7 @@ from hookline.kernel.tape import (
     apply_query,
 )
 
-from .store.asyncstore import as_async_store
+from .store.asyncstore import AsyncJournal, append_batch, as_async_store, has_batch, journal_of
 from .store.memory import SIDECAR_MARKER, check_entry, copy_entry, dump_json, is_sidecar_tape
 
 __all__ = [
@@ -59,6 +59,7 @@ __all__ = [
     "AnchorInfo",
     "Tape",
     "TapeInfo",
+    "TapeRecordError",
     "messages_from_entries",
     "session_tape_name",
     "should_merge_back",
@@ -83,6 +84,10 @@ def session_tape_name(session_id: str, workspace: str | PathLike[str]) -> str:
 def should_merge_back(session_id: str) -> bool:
     """Whether a run's fork merges into the session tape: not for `temp/` sessions."""
     return not session_id.startswith(_TEMP_SESSION_PREFIX)
+
+
+class TapeRecordError(HooklineError):
+    """A run's record could not be made durable; the run stops rather than go on unrecorded."""
 
 
 @dataclass(frozen=True)
@@ -230,11 +235,29 @@ class Tape:
     async def ensure_bootstrap_anchor(self) -> TapeEntry | None:
         """Write a `session/start` anchor (state `owner: human`) if the tape has no anchor.
 
-        Returns the new anchor, or None when the tape already had one.
+        Returns the new anchor, or None when the tape already had one. The store checks
+        and writes in one transaction (`append_many` with `bootstrap`), so concurrent
+        callers, in any number of processes, leave exactly one. In a fork the anchor is
+        buffered with that condition and the check is made again when the run is merged.
         """
         if await self.entries(self.query().kinds("anchor").limit(1)):
             return None
-        return await self.append("anchor", {"name": BOOTSTRAP_ANCHOR, "state": {"owner": "human"}})
+        anchor = TapeEntry.new("anchor", {"name": BOOTSTRAP_ANCHOR, "state": {"owner": "human"}})
+        if isinstance(self._store, _ForkStore):
+            return await self._store.append_bootstrap(self._name, anchor)
+        stored = await append_batch(self._store, self._name, [], bootstrap=anchor)
+        return stored[0] if stored else None
+
+    async def flush(self) -> None:
+        """Make what the run recorded so far durable now.
+
+        On a fork over a store with a run journal (the SQLite store), the entries written
+        since the last flush go to the journal in one commit; a failure raises
+        `TapeRecordError`. Elsewhere (no fork, temp/ sessions, stores without a journal)
+        it does nothing.
+        """
+        if isinstance(self._store, _ForkStore):
+            await self._store.flush()
 
     async def info(self) -> TapeInfo:
         entries = await self.entries()
@@ -275,17 +298,20 @@ class Tape:
     async def read_messages(self) -> list[Any]:
         """Model context from this tape.
 
-        Entries are selected by the context's anchor rule; when that anchor does not exist
-        (yet), the whole tape is used. Entries whose meta has `context: False` are
-        skipped. `context.select(entries, context)` converts them when set (it may be
-        async); otherwise `messages_from_entries` does.
+        Entries are selected by the context's anchor rule and window; when that anchor
+        does not exist (yet), the whole tape is used (within the window). In a fork the
+        window bounds only the entries recorded before the run: the run's own entries are
+        all kept, so a long run never loses its own beginning. Entries whose meta has
+        `context: False` are skipped. `context.select(entries, context)` converts them
+        when set (it may be async); otherwise `messages_from_entries` does.
         """
+        query = self._context.build_query(self.query())
         try:
-            selected = await self.entries(self._context.build_query(self.query()))
+            selected = await self._context_entries(query)
         except HooklineError as exc:
             if exc.kind is not ErrorKind.not_found:
                 raise
-            selected = await self.entries()
+            selected = await self._context_entries(replace(query, anchor=None))
         selected = [entry for entry in selected if entry.meta.get("context") is not False]
         if self._context.select is None:
             return messages_from_entries(selected)
@@ -293,6 +319,11 @@ class Tape:
         if inspect.isawaitable(result):
             result = await result
         return list(result)
+
+    async def _context_entries(self, query: TapeQuery) -> list[TapeEntry]:
+        if isinstance(self._store, _ForkStore):
+            return await self._store.fetch_all(query, whole_run=True)
+        return await self.entries(query)
 
     # -- sidecars -----------------------------------------------------------------------
 
@@ -418,26 +449,36 @@ class Tape:
 
     @asynccontextmanager
     async def fork(self, merge_back: bool = True) -> AsyncIterator[Tape]:
-        """A Tape whose writes to this tape and its sidecars' tapes are buffered in memory.
+        """A Tape whose writes to this tape and its sidecars' tapes are held for the run.
 
-        Reads through the fork see the parent's entries followed by the buffered ones (an
-        anchor written in the fork hides earlier entries for anchor queries; a reset in
-        the fork hides the parent's entries). Other tapes pass straight through. Appends
-        through the fork drop non-text parts from list-valued `content`/`prompt` payloads.
+        Reads through the fork see the parent's entries followed by the fork's (an anchor
+        written in the fork hides earlier entries for anchor queries; a reset in the fork
+        hides the parent's entries). Other tapes pass straight through. Appends through
+        the fork drop non-text parts from list-valued `content`/`prompt` payloads.
 
-        When the block exits - normally, with an error, or cancelled - the buffer is
-        merged into this tape (unless `merge_back` is False; pass
-        `should_merge_back(session_id)` to skip `temp/` sessions): sidecars first, each
-        reset in the parent if it was reset in the fork, then appended; a failing sidecar
-        merge is logged and recorded as a `sidecar.merge` event (status `error`, excluded
-        from context); then the main tape. The parent assigns new ids. The merge runs
-        shielded from cancellation, so a cancelled run keeps what it recorded (the user
-        message, results, its final event). When the block failed, a merge failure is
-        logged and the block's own exception propagates; after a clean exit a main-tape
-        merge failure propagates. The fork tape must not be used after the block.
+        Writes are buffered in memory; `flush()` makes those so far durable in the
+        store's run journal when it has one (the SQLite store), where readers of the tape
+        do not see them yet and where they survive the process dying: the next opening
+        of the store moves them onto the tape with an interrupted marker.
+
+        When the block exits - normally, with an error, or cancelled - the run is merged
+        into this tape (unless `merge_back` is False; pass `should_merge_back(session_id)`
+        to skip `temp/` sessions; such a fork never touches the store). With a journal,
+        the whole run (every tape, sidecars included) lands in one transaction: its
+        entries are contiguous on each tape, no other run's entries between them, and a
+        conditional bootstrap anchor (`ensure_bootstrap_anchor`) is written only if the
+        tape still has no anchor. Without one, tapes merge one by one, sidecars first,
+        each in one `append_many` when the store has it (else one `append` per entry,
+        keeping what was not written); a failing sidecar merge is then logged and
+        recorded as a `sidecar.merge` event (status `error`, excluded from context). The
+        parent assigns new ids. The merge runs shielded from cancellation, so a cancelled
+        run keeps what it recorded. When the block failed, a merge failure is logged and
+        the block's own exception propagates; after a clean exit a merge failure
+        propagates. The fork tape must not be used after the block.
         """
         tapes = {sidecar.name: self.sidecar_tape_name(sidecar.name) for sidecar in self._sidecars}
-        store = _ForkStore(self._store, [*tapes.values(), self._name])
+        journal = journal_of(self._store) if merge_back else None
+        store = _ForkStore(self._store, [*tapes.values(), self._name], self._name, journal)
         forked = Tape(store, self._name, self._context, self._sidecars)
         try:
             yield forked
@@ -456,8 +497,10 @@ class Tape:
         finally:
             store.closed = True
 
-
     async def _merge_fork(self, store: _ForkStore, sidecar_tapes: dict[str, str]) -> None:
+        if store.journal is not None:
+            await store.commit()
+            return
         for name, tape_name in sidecar_tapes.items():
             try:
                 await store.merge(tape_name)
@@ -489,15 +532,31 @@ class _Buffer:
     entries: list[TapeEntry] = field(default_factory=list)
     reset: bool = False
     base_id: int | None = None  # the parent's last id, learned at the first append
+    bootstrap: TapeEntry | None = None  # a conditional anchor at the head of `entries`
 
 
 class _ForkStore:
-    """An AsyncTapeStore buffering some tapes over a parent store (see `Tape.fork`)."""
+    """An AsyncTapeStore holding some tapes' writes over a parent store (see `Tape.fork`).
 
-    def __init__(self, parent: AsyncTapeStore, tapes: Iterable[str]) -> None:
+    `buffers` serve reads; `pending` holds the writes not yet in the journal, as journal
+    ops, in order.
+    """
+
+    def __init__(
+        self,
+        parent: AsyncTapeStore,
+        tapes: Iterable[str],
+        main: str,
+        journal: AsyncJournal | None,
+    ) -> None:
         self.parent = parent
         self.buffers = {tape: _Buffer() for tape in tapes}
+        self.main = main
+        self.journal = journal
+        self.run = f"fork-{uuid.uuid4().hex}"
+        self.pending: list[tuple[str, str, TapeEntry | None]] = []
         self.closed = False
+        self._writing = anyio.Lock()
 
     def _check_open(self) -> None:
         if self.closed:
@@ -524,65 +583,127 @@ class _ForkStore:
         buffer.entries.clear()
         buffer.reset = True
         buffer.base_id = 0
+        buffer.bootstrap = None
+        self.pending.append((tape, "reset", None))
 
     async def append(self, tape: str, entry: TapeEntry) -> TapeEntry:
         self._check_open()
         check_entry(entry)
         entry = _redact(entry)
-        buffer = self.buffers.get(tape)
-        if buffer is None:
+        if tape not in self.buffers:
             stored = await self.parent.append(tape, entry)
             return stored if isinstance(stored, TapeEntry) else entry
+        return await self._buffer(tape, entry, "append")
+
+    async def append_bootstrap(self, tape: str, anchor: TapeEntry) -> TapeEntry:
+        """Buffer an anchor that is written at the merge only if the tape has none then."""
+        self._check_open()
+        return await self._buffer(tape, check_entry(anchor), "bootstrap")
+
+    async def _buffer(self, tape: str, entry: TapeEntry, action: str) -> TapeEntry:
+        buffer = self.buffers[tape]
         # Normalise through JSON now, so a bad payload fails here and not at merge time.
         payload = json.loads(dump_json(entry.payload, "payload"))
         meta = json.loads(dump_json(entry.meta, "meta"))
         if buffer.base_id is None:
-            parent_entries = list(await self.parent.fetch_all(TapeQuery(tape)))
+            last = list(await self.parent.fetch_all(TapeQuery(tape).tail(1)))
             if buffer.base_id is None:  # a reset during the await already set it
-                buffer.base_id = parent_entries[-1].id if parent_entries else 0
+                buffer.base_id = last[-1].id if last else 0
         # No await between computing the id and storing the entry: ids stay unique.
         stored = replace(
             entry, id=buffer.base_id + len(buffer.entries) + 1, payload=payload, meta=meta
         )
         buffer.entries.append(stored)
+        if action == "bootstrap":
+            buffer.bootstrap = stored
+        self.pending.append((tape, action, replace(stored, id=0)))
         return copy_entry(stored)
 
-    async def fetch_all(self, query: TapeQuery) -> list[TapeEntry]:
+    async def fetch_all(self, query: TapeQuery, *, whole_run: bool = False) -> list[TapeEntry]:
+        """The parent's entries then the fork's, as one tape; `whole_run` (the context read)
+        applies the query's tail to the parent's part only, keeping all of the fork's."""
         self._check_open()
         buffer = self.buffers.get(query.tape)
-        if buffer is None:
+        if buffer is None or (not buffer.entries and not buffer.reset):
             return list(await self.parent.fetch_all(query))
-        buffered = list(buffer.entries)
+        buffered = [copy_entry(entry) for entry in buffer.entries]
+        own = replace(query, tail_entries=None) if whole_run else query
         if buffer.reset:
-            return [copy_entry(entry) for entry in apply_query(buffered, query)]
-        if query.anchor is not None and query.anchor_range is None:
+            return apply_query(buffered, own)
+        if query.anchor_range is not None:
+            before = list(await self.parent.fetch_all(TapeQuery(query.tape)))
+            return apply_query(before + buffered, query)
+        if query.anchor is not None:
             wanted = None if query.anchor is LAST_ANCHOR else query.anchor
             if any(_is_anchor(entry, wanted) for entry in buffered):
-                selected = apply_query(buffered, query)
-            else:
-                # Let the parent slice at its anchor (cheap for stores that push it down),
-                # then apply the rest of the query to its part plus ours.
-                anchor_only = replace(TapeQuery(query.tape), anchor=query.anchor)
-                after = list(await self.parent.fetch_all(anchor_only))
-                selected = apply_query(after + buffered, replace(query, anchor=None))
-        else:
-            before = list(await self.parent.fetch_all(TapeQuery(query.tape)))
-            selected = apply_query(before + buffered, query)
-        return [copy_entry(entry) for entry in selected]
+                return apply_query(buffered, own)
+        # The parent's part through the whole query (cheap for stores that push anchors,
+        # filters and tails down), then the rest of the query on its part plus ours. The
+        # limit keeps the first entries of the tail, so it waits for the combined list.
+        parent_query = query if query.tail_entries is None else replace(query, max_entries=None)
+        before = list(await self.parent.fetch_all(parent_query))
+        return apply_query(before + buffered, replace(own, anchor=None))
+
+    async def flush(self) -> None:
+        """Write the pending ops to the journal in one commit (nothing without a journal)."""
+        if self.journal is None:
+            return
+        async with self._writing:
+            if not self.pending:
+                return
+            ops = list(self.pending)
+            try:
+                await self.journal.write(self.run, self.main, ops)
+            except Exception as exc:
+                raise TapeRecordError(
+                    ErrorKind.temporary,
+                    f"Could not record the run on tape {self.main}: {exc}. The run stops here "
+                    f"so that nothing goes on unrecorded; fix the tape store and try again.",
+                ) from exc
+            del self.pending[: len(ops)]  # appends made meanwhile stay pending
+
+    async def commit(self) -> None:
+        """Merge the journal and the pending ops into the tapes in one transaction."""
+        assert self.journal is not None
+        async with self._writing:
+            try:
+                await self.journal.commit(self.run, list(self.pending))
+            except Exception as exc:
+                raise TapeRecordError(
+                    ErrorKind.temporary,
+                    f"Could not save the run on tape {self.main}: {exc}. What it recorded "
+                    f"before its last tool result stays in the store's run journal and is put "
+                    f"on the tape, marked interrupted, the next time the store is opened.",
+                ) from exc
+            self.pending.clear()
+            for buffer in self.buffers.values():
+                buffer.entries.clear()
+                buffer.bootstrap = None
 
     async def merge(self, tape: str) -> None:
-        """Write one buffered tape into the parent and empty its buffer."""
+        """Write one buffered tape into the parent (no journal) and empty its buffer."""
         buffer = self.buffers.get(tape)
         if buffer is None:
             return
-        # Each buffered entry leaves the buffer only once the parent has it: a failing
-        # append leaves the rest buffered instead of losing it.
         if buffer.reset:
             await self.parent.reset(tape)
             buffer.reset = False
-        while buffer.entries:
-            await self.parent.append(tape, replace(buffer.entries[0], id=0))
-            buffer.entries.pop(0)
+        bootstrap = buffer.bootstrap
+        entries = [replace(entry, id=0) for entry in buffer.entries if entry is not bootstrap]
+        if has_batch(self.parent):
+            head = None if bootstrap is None else replace(bootstrap, id=0)
+            await append_batch(self.parent, tape, entries, head)
+            buffer.entries.clear()
+        else:
+            if bootstrap is not None:
+                await append_batch(self.parent, tape, [], replace(bootstrap, id=0))
+                buffer.entries.remove(bootstrap)
+            # Each buffered entry leaves the buffer only once the parent has it: a failing
+            # append leaves the rest buffered instead of losing it.
+            while buffer.entries:
+                await self.parent.append(tape, replace(buffer.entries[0], id=0))
+                buffer.entries.pop(0)
+        buffer.bootstrap = None
         buffer.base_id = None
 
 
@@ -641,7 +762,7 @@ def messages_from_entries(entries: Iterable[TapeEntry]) -> list[dict[str, Any]]:
         payload = entry.payload
         if entry.kind == "message":
             if isinstance(payload.get("role"), str):
-                messages.append(copy.deepcopy(payload))
+                messages.append(_json_copy(payload))
         elif entry.kind == "tool_call":
             calls = []
             for call in _dict_items(payload.get("calls")):
@@ -670,6 +791,17 @@ def messages_from_entries(entries: Iterable[TapeEntry]) -> list[dict[str, Any]]:
             note = _note(f"[handoff to {data.get('name')}]", data.get("state"))
             messages.append({"role": "assistant", "content": note})
     return messages
+
+
+def _json_copy(value: Any) -> Any:
+    """A deep copy of JSON-shaped data (what tape payloads are), much cheaper than deepcopy."""
+    if isinstance(value, dict):
+        return {key: _json_copy(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_json_copy(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_json_copy(item) for item in value)
+    return value
 
 
 def _dict_items(value: Any) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ from hookline.kernel import Framework
 from .chat import chat_command
 from .gateway import gateway_command
 from .output import TurnPrinter, fail, show_logs
+from .store import store_commands
 
 WorkspaceOption = Annotated[
     Path | None,
@@ -52,6 +53,7 @@ def create_app(framework: Framework | None = None) -> typer.Typer:
     app.command(name="hooks")(_hooks_command(framework))
     app.command(name="plugins")(_plugins_command(framework))
     app.command(name="onboard")(_onboard_command(framework))
+    app.add_typer(store_commands())
     framework.runtime.call_many_sync("register_cli_commands", app=app)
     return app
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time
 from typing import Any, Final, Protocol, TypeAlias, runtime_checkable
@@ -19,7 +19,9 @@ from .streaming import ErrorKind, HooklineError
 __all__ = [
     "ENTRY_KINDS",
     "LAST_ANCHOR",
+    "AsyncBatchTapeStore",
     "AsyncTapeStore",
+    "BatchTapeStore",
     "TapeContext",
     "TapeEntry",
     "TapeQuery",
@@ -89,6 +91,7 @@ class TapeQuery:
     date_range: tuple[DateBound, DateBound] | None = None
     kind_filter: tuple[str, ...] = ()
     max_entries: int | None = None
+    tail_entries: int | None = None
 
     def query(self, text: str) -> TapeQuery:
         """Keep entries whose JSON contains `text`, ignoring case."""
@@ -119,6 +122,15 @@ class TapeQuery:
         if n < 0:
             raise ValueError(f"limit must be >= 0, got {n}")
         return replace(self, max_entries=n)
+
+    def tail(self, n: int) -> TapeQuery:
+        """Keep at most the last `n` matching entries (before `limit` applies).
+
+        Lets a store read the end of a long tape without reading the rest of it.
+        """
+        if n < 0:
+            raise ValueError(f"tail must be >= 0, got {n}")
+        return replace(self, tail_entries=n)
 
     def all(self) -> Any:
         """Run the query on its store: entries, or an awaitable of them for async stores."""
@@ -153,6 +165,34 @@ class AsyncTapeStore(Protocol):
     async def append(self, tape: str, entry: TapeEntry) -> None: ...
 
 
+@runtime_checkable
+class BatchTapeStore(TapeStore, Protocol):
+    """A TapeStore that can also append several entries to one tape in one transaction.
+
+    `append_many(tape, entries, bootstrap=None)` appends `entries` in order, contiguously
+    (no other writer's entry lands between them) and atomically (all or none). When
+    `bootstrap` is given and the tape holds no `anchor` entry yet, it is appended first,
+    in the same transaction: the check and the insert cannot be separated by another
+    writer, so a tape gets exactly one such anchor however many writers race. Returns
+    the stored entries (the bootstrap anchor first when it was written). Stores with only
+    `append` (the reference protocol) remain valid; callers fall back to one `append` per
+    entry for them, without these guarantees.
+    """
+
+    def append_many(
+        self, tape: str, entries: Sequence[TapeEntry], *, bootstrap: TapeEntry | None = None
+    ) -> list[TapeEntry]: ...
+
+
+@runtime_checkable
+class AsyncBatchTapeStore(AsyncTapeStore, Protocol):
+    """The asynchronous form of BatchTapeStore."""
+
+    async def append_many(
+        self, tape: str, entries: Sequence[TapeEntry], *, bootstrap: TapeEntry | None = None
+    ) -> list[TapeEntry]: ...
+
+
 def is_async_store(store: object) -> bool:
     """True when the store's `append` is a coroutine function (the contract's test)."""
     append = getattr(store, "append", None)
@@ -176,16 +216,21 @@ class TapeContext:
     """How tape entries become model context.
 
     `anchor`: LAST_ANCHOR (entries after the most recent anchor), a name (after that
-    anchor), or None (the whole tape). `select`, when set, turns the selected entries into
-    messages (it may return them or a coroutine of them).
+    anchor), or None (the whole tape). `window`, when set, keeps only the last `window`
+    of those entries, so reading the context costs the same however long the tape is.
+    `select`, when set, turns the selected entries into messages (it may return them or
+    a coroutine of them).
     """
 
     anchor: str | None = LAST_ANCHOR
     select: Callable[[list[TapeEntry], TapeContext], Any | Awaitable[Any]] | None = None
     state: dict[str, Any] = field(default_factory=dict)
+    window: int | None = None
 
     def build_query(self, query: TapeQuery) -> TapeQuery:
-        """Apply the anchor rule to `query`; None leaves it unrestricted."""
+        """Apply the anchor rule and the window to `query`; None leaves them unrestricted."""
+        if self.window is not None:
+            query = query.tail(self.window)
         if self.anchor is None:
             return query
         if self.anchor is LAST_ANCHOR:
@@ -249,8 +294,9 @@ def apply_query(entries: Iterable[TapeEntry], query: TapeQuery) -> list[TapeEntr
 
     Anchors are entries of kind `anchor` whose payload `name` names them. Order of
     filtering: anchor slice (exclusive of the anchors), dates (inclusive), kinds, text,
-    then the limit keeps the first matches. Missing anchors raise HooklineError
-    `not_found`; an inverted or invalid date range raises `invalid_input`.
+    then the tail keeps the last matches and the limit the first of those. Missing
+    anchors raise HooklineError `not_found`; an inverted or invalid date range raises
+    `invalid_input`.
     """
     selected = list(entries)
 
@@ -294,6 +340,8 @@ def apply_query(entries: Iterable[TapeEntry], query: TapeQuery) -> list[TapeEntr
         needle = query.text_filter.casefold()
         selected = [entry for entry in selected if needle in _search_text(entry)]
 
+    if query.tail_entries is not None:
+        selected = selected[-query.tail_entries :] if query.tail_entries else []
     if query.max_entries is not None:
         selected = selected[: query.max_entries]
     return selected

@@ -1,4 +1,4 @@
-"""Smoke test: the dispatch benchmark still runs end to end.
+"""Smoke tests: the benchmarks still run end to end.
 
 Timings are never asserted: they depend on the machine and would make the suite flaky.
 What can rot silently is the script itself (API renames, a broken table), so run it.
@@ -10,19 +10,24 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_dispatch.py"
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
-def test_bench_dispatch_quick_runs() -> None:
+def run_benchmark(name: str, *args: str) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick"],
+        [sys.executable, str(BENCHMARKS / name), *args],
         capture_output=True,
         text=True,
-        timeout=120,
-        cwd=SCRIPT.parents[1],
+        timeout=300,
+        cwd=BENCHMARKS.parent,
         check=False,
     )
     assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_bench_dispatch_quick_runs() -> None:
+    done = run_benchmark("bench_dispatch.py", "--quick")
     header = next(
         (line for line in done.stdout.splitlines() if line.startswith("impls")), ""
     )
@@ -35,16 +40,7 @@ def test_bench_dispatch_quick_runs() -> None:
 
 
 def test_bench_fs_read_tiny_runs() -> None:
-    script = SCRIPT.parent / "bench_fs_read.py"
-    done = subprocess.run(
-        [sys.executable, str(script), "--text-mib", "4"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=SCRIPT.parents[1],
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_benchmark("bench_fs_read.py", "--text-mib", "4")
     lines = done.stdout.splitlines()
     assert any(line.startswith("file ") and "fs.read MB" in line and "whole MB" in line
                for line in lines), done.stdout
@@ -53,11 +49,18 @@ def test_bench_fs_read_tiny_runs() -> None:
 
 
 def test_bench_session_memory_quick_runs() -> None:
-    script = SCRIPT.with_name("bench_session_memory.py")
-    done = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True,
-                          text=True, timeout=300, cwd=SCRIPT.parents[1], check=False)
-    assert done.returncode == 0, done.stderr
+    done = run_benchmark("bench_session_memory.py", "--quick")
     rows = {line.split()[0]: line.split() for line in done.stdout.splitlines()[2:5]}
     assert list(rows) == ["bounded", "unbounded", "refused"], done.stdout
     # before, peak, after, expired are megabytes; cached is before/after/expired.
     assert [row[5].split("/")[2] for row in rows.values()] == ["0", "220", "0"], done.stdout
+
+
+def test_bench_session_length_tiny_runs() -> None:
+    done = run_benchmark("bench_session_length.py", "--turns", "40", "--repeats", "1")
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("context window: ") and lines[1].split() == ["turn", "median", "ms"]
+    assert [line.split()[0] for line in lines[2:4]] == ["10", "40"]
+    assert all(float(line.split()[1]) > 0 for line in lines[2:4])
+    assert lines[4].startswith("goal: turn 40 <= 1.5x turn 10: ")
+    assert ("PASS" in lines[4]) != ("MISS" in lines[4])

@@ -2,16 +2,30 @@
 
 from __future__ import annotations
 
-from .asyncstore import AsyncStoreAdapter, as_async_store
+from .asyncstore import AsyncJournal, AsyncStoreAdapter, append_batch, as_async_store, journal_of
 from .memory import SIDECAR_MARKER, InMemoryTapeStore, is_sidecar_tape
-from .sqlite import SCHEMA_VERSION, SQLiteTapeStore
+from .sqlite import (
+    INTERRUPTED_ERROR,
+    SCHEMA_VERSION,
+    SQLiteTapeStore,
+    StoreCheck,
+    backup_database,
+    check_database,
+)
 
 __all__ = [
+    "INTERRUPTED_ERROR",
     "SCHEMA_VERSION",
     "SIDECAR_MARKER",
+    "AsyncJournal",
     "AsyncStoreAdapter",
     "InMemoryTapeStore",
     "SQLiteTapeStore",
+    "StoreCheck",
+    "append_batch",
     "as_async_store",
+    "backup_database",
+    "check_database",
     "is_sidecar_tape",
+    "journal_of",
 ]

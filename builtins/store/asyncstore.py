@@ -1,7 +1,20 @@
-"""Adapting any tape store to the async protocol the framework talks to."""
+"""Adapting any tape store to the async protocol the framework talks to.
+
+Also the two optional abilities the session tape uses when a store has them, each with a
+fallback for stores that only implement the four reference methods:
+
+- `append_batch`: the store's `append_many` (contiguous, atomic, with a bootstrap anchor
+  checked for and written in the same transaction), else one `append` per entry after a
+  separate anchor check: another writer may then interleave or add a second anchor;
+- `journal_of`: the store's run journal (`journal_write(run, tape, ops)` and
+  `journal_commit(run, ops)`, sync or async, as `SQLiteTapeStore` has them), else None:
+  the run is then kept in memory until it ends.
+"""
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, cast
 
@@ -9,7 +22,14 @@ import anyio.to_thread
 
 from hookline.kernel.tape import AsyncTapeStore, TapeEntry, TapeQuery, TapeStore, is_async_store
 
-__all__ = ["AsyncStoreAdapter", "as_async_store"]
+__all__ = [
+    "AsyncJournal",
+    "AsyncStoreAdapter",
+    "append_batch",
+    "as_async_store",
+    "has_batch",
+    "journal_of",
+]
 
 _METHODS = ("list_tapes", "reset", "fetch_all", "append")
 
@@ -40,12 +60,93 @@ class AsyncStoreAdapter:
         """Whatever the sync store's append returns (the builtin stores: the stored entry)."""
         return await anyio.to_thread.run_sync(partial(self.store.append, tape, entry))
 
+    async def append_many(
+        self, tape: str, entries: Sequence[TapeEntry], *, bootstrap: TapeEntry | None = None
+    ) -> list[TapeEntry]:
+        """The sync store's `append_many` in one worker-thread call; for a store without
+        one, one `append` per entry (in that same call), without its guarantees."""
+        many = getattr(self.store, "append_many", None)
+        if callable(many):
+            return list(await anyio.to_thread.run_sync(partial(many, tape, entries,
+                                                               bootstrap=bootstrap)))
+        return await anyio.to_thread.run_sync(_append_each, self.store, tape, entries, bootstrap)
+
     def __repr__(self) -> str:
         return f"AsyncStoreAdapter({self.store!r})"
 
 
 def _fetch_list(store: TapeStore, query: TapeQuery) -> list[TapeEntry]:
     return list(store.fetch_all(query))
+
+
+def _anchor_query(tape: str) -> TapeQuery:
+    return TapeQuery(tape).kinds("anchor").limit(1)
+
+
+def _stored(result: Any, sent: TapeEntry) -> TapeEntry:
+    return result if isinstance(result, TapeEntry) else sent
+
+
+def _append_each(
+    store: TapeStore, tape: str, entries: Sequence[TapeEntry], bootstrap: TapeEntry | None
+) -> list[TapeEntry]:
+    batch = list(entries)
+    if bootstrap is not None and not list(store.fetch_all(_anchor_query(tape))):
+        batch.insert(0, bootstrap)
+    return [_stored(store.append(tape, entry), entry) for entry in batch]
+
+
+async def append_batch(
+    store: AsyncTapeStore,
+    tape: str,
+    entries: Sequence[TapeEntry],
+    bootstrap: TapeEntry | None = None,
+) -> list[TapeEntry]:
+    """Append entries to one tape through the best the store offers (see the module doc)."""
+    if has_batch(store):
+        return list(await cast(Any, store).append_many(tape, entries, bootstrap=bootstrap))
+    batch = list(entries)
+    if bootstrap is not None and not list(await store.fetch_all(_anchor_query(tape))):
+        batch.insert(0, bootstrap)
+    return [_stored(await store.append(tape, entry), entry) for entry in batch]
+
+
+def has_batch(store: AsyncTapeStore | TapeStore) -> bool:
+    """Whether the store has its own `append_many` (for an adapter: its sync store)."""
+    inner = store.store if isinstance(store, AsyncStoreAdapter) else store
+    return callable(getattr(inner, "append_many", None))
+
+
+class AsyncJournal:
+    """A store's run journal, awaited (sync stores' calls run in worker threads)."""
+
+    def __init__(self, write: Callable[..., Any], commit: Callable[..., Any]) -> None:
+        self._write = write
+        self._commit = commit
+
+    async def write(self, run: str, tape: str, ops: Sequence[Any]) -> None:
+        """Record `ops` durably under `run` before returning (see `SQLiteTapeStore`)."""
+        await _call(self._write, run, tape, list(ops))
+
+    async def commit(self, run: str, ops: Sequence[Any] = ()) -> list[TapeEntry]:
+        """Apply the journal of `run`, then `ops`, to the tapes in one transaction."""
+        return list(await _call(self._commit, run, list(ops)))
+
+
+async def _call(function: Callable[..., Any], *args: Any) -> Any:
+    if inspect.iscoroutinefunction(function):
+        return await function(*args)
+    return await anyio.to_thread.run_sync(partial(function, *args))
+
+
+def journal_of(store: AsyncTapeStore | TapeStore) -> AsyncJournal | None:
+    """The store's run journal, or None when it has none (see the module doc)."""
+    inner = store.store if isinstance(store, AsyncStoreAdapter) else store
+    write = getattr(inner, "journal_write", None)
+    commit = getattr(inner, "journal_commit", None)
+    if not callable(write) or not callable(commit):
+        return None
+    return AsyncJournal(write, commit)
 
 
 def as_async_store(store: TapeStore | AsyncTapeStore) -> AsyncTapeStore:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import threading
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Final
 
@@ -19,6 +20,7 @@ from hookline.kernel.tape import TapeEntry, TapeQuery, apply_query
 __all__ = [
     "SIDECAR_MARKER",
     "InMemoryTapeStore",
+    "check_batch",
     "check_entry",
     "check_tape_name",
     "dump_json",
@@ -63,6 +65,24 @@ def check_entry(entry: object) -> TapeEntry:
     return entry
 
 
+def check_batch(
+    entries: Sequence[TapeEntry], bootstrap: TapeEntry | None
+) -> tuple[list[TapeEntry], TapeEntry | None]:
+    """What `append_many` accepts: a sequence of entries and an optional `anchor` entry."""
+    if isinstance(entries, TapeEntry | str | bytes) or not isinstance(entries, Sequence):
+        raise HooklineError(
+            ErrorKind.invalid_input,
+            f"append_many takes a sequence of TapeEntry objects, got {type(entries).__name__}.",
+        )
+    checked = [check_entry(entry) for entry in entries]
+    if bootstrap is not None and check_entry(bootstrap).kind != "anchor":
+        raise HooklineError(
+            ErrorKind.invalid_input,
+            f"The bootstrap entry must be an anchor, got kind {bootstrap.kind!r}.",
+        )
+    return checked, bootstrap
+
+
 def dump_json(value: dict[str, Any], what: str) -> str:
     """JSON text of a payload or meta dict; values JSON cannot hold are `invalid_input`."""
     try:
@@ -77,8 +97,9 @@ class InMemoryTapeStore:
     """A synchronous TapeStore that keeps tapes in a dict; safe to share between threads.
 
     `append` assigns the next id of the tape (from 1; a reset tape starts again at 1)
-    and returns the stored entry. `list_tapes` lists tapes that hold entries, sorted,
-    without sidecar tapes.
+    and returns the stored entry; `append_many` appends a batch under one lock hold, so
+    it is contiguous and atomic (see `BatchTapeStore`). `list_tapes` lists tapes that hold
+    entries, sorted, without sidecar tapes.
     """
 
     def __init__(self) -> None:
@@ -108,17 +129,37 @@ class InMemoryTapeStore:
 
     def append(self, tape: str, entry: TapeEntry) -> TapeEntry:
         check_tape_name(tape)
-        check_entry(entry)
-        payload = json.loads(dump_json(entry.payload, "payload"))
-        meta = json.loads(dump_json(entry.meta, "meta"))
+        normalised = _normalised(check_entry(entry))
         with self._lock:
             entries = self._tapes.setdefault(tape, [])
-            stored = replace(entry, id=len(entries) + 1, payload=payload, meta=meta)
+            stored = replace(normalised, id=len(entries) + 1)
             entries.append(stored)
         return copy_entry(stored)
 
+    def append_many(
+        self, tape: str, entries: Sequence[TapeEntry], *, bootstrap: TapeEntry | None = None
+    ) -> list[TapeEntry]:
+        check_tape_name(tape)
+        checked, bootstrap = check_batch(entries, bootstrap)
+        batch = [_normalised(entry) for entry in checked]  # everything is checked first
+        first = None if bootstrap is None else _normalised(bootstrap)
+        with self._lock:
+            stored = self._tapes.setdefault(tape, [])
+            if first is not None and not any(entry.kind == "anchor" for entry in stored):
+                batch.insert(0, first)
+            added = [replace(entry, id=len(stored) + n) for n, entry in enumerate(batch, 1)]
+            stored.extend(added)
+        return [copy_entry(entry) for entry in added]
+
     def __repr__(self) -> str:
         return f"InMemoryTapeStore(tapes={len(self._tapes)})"
+
+
+def _normalised(entry: TapeEntry) -> TapeEntry:
+    """The entry with its payload and meta passed through JSON, as SQLite would keep them."""
+    payload = json.loads(dump_json(entry.payload, "payload"))
+    meta = json.loads(dump_json(entry.meta, "meta"))
+    return replace(entry, payload=payload, meta=meta)
 
 
 def copy_entry(entry: TapeEntry) -> TapeEntry:

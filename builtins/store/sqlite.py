@@ -4,15 +4,26 @@ Guarantees:
 - An append is one `BEGIN IMMEDIATE` transaction that reads the tape's highest id and
   inserts the next one, so ids are unique and gapless per tape even with several
   processes appending to the same file (the write lock is taken before the id is read;
-  a busy timeout makes competing writers wait instead of failing).
+  a busy timeout makes competing writers wait instead of failing). `append_many` does the
+  same for a batch: its entries are contiguous and all-or-nothing, and its optional
+  bootstrap anchor is checked for and inserted inside that one transaction.
 - An entry is either wholly in the database or not at all: the row is written by that one
   transaction, and SQLite's journal rolls back anything not committed.
-- `append` returns only after COMMIT, and with `synchronous=FULL` (the default) the WAL is
+- A write returns only after COMMIT, and with `synchronous=FULL` (the default) the WAL is
   fsynced at every commit. In WAL mode `NORMAL` would already survive a process kill
   (committed WAL frames are in the OS page cache, which outlives the process), but it may
   lose the last commits on power loss or an OS crash; FULL closes that gap for the cost of
-  one fsync per append, which is small next to a model call. Pass
+  one fsync per commit, which is small next to a model call. Pass
   `synchronous="NORMAL"` to trade that for speed.
+- The run journal: a running turn writes what it did (`journal_write`) to its own rows,
+  which no reader of the tape sees, and `journal_commit` moves them onto the tapes in one
+  transaction when the run ends. A journal whose process died (SIGKILL, power loss) is
+  moved onto its tape the next time a store is opened on the file, followed by a `run`
+  event with status `interrupted`. Whether the writing process is alive is known from an
+  exclusive lock it holds on a file in `<database>-owners/` while the store is open.
+- A damaged file is refused: opening runs `PRAGMA quick_check`, and any SQLite report of
+  corruption, then or later, raises a `config` error that names the file and the fix;
+  after one, the store refuses every further call instead of writing into the file.
 
 Readers never block writers (WAL). One connection per store, guarded by a lock: calls
 come from worker threads (see `as_async_store`), and a single connection can be closed
@@ -22,48 +33,102 @@ from any thread, which per-thread connections in pooled threads could not.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import replace
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from os import PathLike
 from pathlib import Path
 from types import TracebackType
-from typing import Final, Literal
+from typing import Any, Final, Literal, TypeAlias
 
 from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tape import LAST_ANCHOR, TapeEntry, TapeQuery, apply_query
 
-from .memory import SIDECAR_MARKER, check_entry, check_tape_name, dump_json
+from .memory import SIDECAR_MARKER, check_batch, check_entry, check_tape_name, dump_json
 
-__all__ = ["SCHEMA_VERSION", "SQLiteTapeStore"]
+try:  # POSIX: an exclusive flock on its owner file marks a process as alive
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: an open file cannot be deleted instead
+    fcntl = None  # type: ignore[assignment]
 
-SCHEMA_VERSION: Final = 1
-"""Stored in `PRAGMA user_version`; a database from a newer version is refused."""
+__all__ = [
+    "INTERRUPTED_ERROR",
+    "SCHEMA_VERSION",
+    "JournalOp",
+    "SQLiteTapeStore",
+    "StoreCheck",
+    "backup_database",
+    "check_database",
+]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS entries (
-    tape    TEXT    NOT NULL,
-    id      INTEGER NOT NULL,
-    kind    TEXT    NOT NULL,
-    payload TEXT    NOT NULL,
-    meta    TEXT    NOT NULL,
-    date    TEXT    NOT NULL,
-    PRIMARY KEY (tape, id)
-) WITHOUT ROWID
-"""
+SCHEMA_VERSION: Final = 2
+"""Stored in `PRAGMA user_version`; a database from a newer version is refused.
 
-_COLUMNS = "id, kind, payload, meta, date"
+Version 2 added the anchor index and the run journal (a version 1 file is upgraded)."""
+
+INTERRUPTED_ERROR: Final = (
+    "the process running this turn ended before the turn finished; what it recorded up "
+    "to then is kept above"
+)
+"""The `error` of the `run` event that marks a recovered, interrupted run."""
+
+JournalOp: TypeAlias = tuple[str, str, TapeEntry | None]
+"""One write of a run: `(tape, action, entry)`; action `append` (entry), `bootstrap` (an
+anchor appended only when the tape has no anchor yet) or `reset` (entry None)."""
+
+_ACTIONS: Final = ("append", "bootstrap", "reset")
+
+_SCHEMA: Final = (
+    """CREATE TABLE IF NOT EXISTS entries (
+        tape    TEXT    NOT NULL,
+        id      INTEGER NOT NULL,
+        kind    TEXT    NOT NULL,
+        payload TEXT    NOT NULL,
+        meta    TEXT    NOT NULL,
+        date    TEXT    NOT NULL,
+        PRIMARY KEY (tape, id)
+    ) WITHOUT ROWID""",
+    # Finding the last anchor (every context read) without scanning the tape.
+    "CREATE INDEX IF NOT EXISTS entries_by_kind ON entries (tape, kind, id)",
+    """CREATE TABLE IF NOT EXISTS journal_runs (
+        run     TEXT NOT NULL PRIMARY KEY,
+        tape    TEXT NOT NULL,
+        owner   TEXT NOT NULL,
+        started TEXT NOT NULL
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS journal (
+        run     TEXT    NOT NULL,
+        seq     INTEGER NOT NULL,
+        tape    TEXT    NOT NULL,
+        action  TEXT    NOT NULL,
+        kind    TEXT,
+        payload TEXT,
+        meta    TEXT,
+        date    TEXT,
+        PRIMARY KEY (run, seq)
+    ) WITHOUT ROWID""",
+)
+
+_COLUMNS: Final = "id, kind, payload, meta, date"
+
+# A write as stored: (tape, action, kind, payload JSON, meta JSON, date); None for a reset.
+_Row: TypeAlias = tuple[str, str, str | None, str | None, str | None, str | None]
 
 
 class SQLiteTapeStore:
-    """A synchronous TapeStore over one SQLite file (created with its parent directory).
+    """A synchronous BatchTapeStore over one SQLite file (created with its parent directory).
 
     `list_tapes` lists every tape holding entries except sidecar tapes (names containing
     `__sidecar__`), sorted. `reset` deletes a tape's entries (its ids start again at 1).
-    `append` returns the stored entry with its id. Use `close()` (or `with store:`) when
-    done; a closed store raises `HooklineError` (`config`).
+    `append` returns the stored entry with its id, `append_many` the stored entries.
+    Opening the store refuses a damaged file and finishes runs left by dead processes
+    (`recovered` lists their tapes). Use `close()` (or `with store:`) when done; a closed
+    store raises `HooklineError` (`config`).
     """
 
     def __init__(
@@ -81,36 +146,48 @@ class SQLiteTapeStore:
         self.synchronous = synchronous
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self._damage: str | None = None
+        self._owner = _Owner(self.path)
+        self.recovered: list[str] = []
+        """Tapes on which opening the store finished an interrupted run."""
         # isolation_level=None: no implicit transactions; every transaction here is explicit.
         conn = sqlite3.connect(
             self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
         )
+        self._conn: sqlite3.Connection | None = conn
         try:
-            self._setup(conn, busy_timeout, synchronous)
+            with self._guard():
+                self._setup(conn, busy_timeout, synchronous)
+            self.recovered = self._recover()
         except BaseException:
+            self._conn = None
             conn.close()
             raise
-        self._conn: sqlite3.Connection | None = conn
 
-    @staticmethod
-    def _setup(conn: sqlite3.Connection, busy_timeout: float, synchronous: str) -> None:
+    def _setup(self, conn: sqlite3.Connection, busy_timeout: float, synchronous: str) -> None:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
         # journal_mode is stored in the file; synchronous is per connection.
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise HooklineError(ErrorKind.config, f"SQLite refused WAL mode (got {mode!r}).")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
+        problems = _problem_lines(conn.execute("PRAGMA quick_check").fetchall())
+        if problems != ["ok"]:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise self._damaged(problems[0] + more)
         conn.execute("BEGIN IMMEDIATE")
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
                 raise HooklineError(
                     ErrorKind.config,
-                    f"Tape database schema version {version} is newer than this hookline "
-                    f"supports ({SCHEMA_VERSION}); upgrade hookline or use another store path.",
+                    f"Tape database {self.path} has schema version {version}, newer than this "
+                    f"hookline supports ({SCHEMA_VERSION}); upgrade hookline or use another "
+                    f"store path.",
                 )
             if version < SCHEMA_VERSION:
-                conn.execute(_SCHEMA)
+                for statement in _SCHEMA:
+                    conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute("COMMIT")
         except BaseException:
@@ -119,13 +196,31 @@ class SQLiteTapeStore:
 
     # -- connection handling -------------------------------------------------------------
 
+    def _damaged(self, detail: str) -> HooklineError:
+        """The error for a damaged file; the store refuses every call from now on."""
+        self._damage = detail
+        return damaged_error(self.path, detail)
+
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        """Turn SQLite's corruption reports into the damaged-file error."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            if not _is_damage(exc):
+                raise
+            raise self._damaged(str(exc)) from exc
+
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
             conn = self._conn
             if conn is None:
                 raise HooklineError(ErrorKind.config, f"Tape store {self.path} is closed.")
-            yield conn
+            if self._damage is not None:
+                raise damaged_error(self.path, self._damage)
+            with self._guard():
+                yield conn
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -150,6 +245,7 @@ class SQLiteTapeStore:
             conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
+        self._owner.release()
 
     def __enter__(self) -> SQLiteTapeStore:
         return self
@@ -181,52 +277,37 @@ class SQLiteTapeStore:
             conn.execute("DELETE FROM entries WHERE tape = ?", (tape,))
 
     def append(self, tape: str, entry: TapeEntry) -> TapeEntry:
+        return self.append_many(tape, [check_entry(entry)])[0]
+
+    def append_many(
+        self, tape: str, entries: Sequence[TapeEntry], *, bootstrap: TapeEntry | None = None
+    ) -> list[TapeEntry]:
+        """Append `entries` in one transaction (one commit), after `bootstrap` when the tape
+        has no anchor yet; returns what was stored."""
         check_tape_name(tape)
-        check_entry(entry)
-        payload = dump_json(entry.payload, "payload")
-        meta = dump_json(entry.meta, "meta")
+        checked, bootstrap = check_batch(entries, bootstrap)
+        rows = [] if bootstrap is None else [_row(tape, "bootstrap", bootstrap)]
+        rows += [_row(tape, "append", entry) for entry in checked]
         with self._write() as conn:
-            (next_id,) = conn.execute(
-                "SELECT COALESCE(MAX(id), 0) + 1 FROM entries WHERE tape = ?", (tape,)
-            ).fetchone()
-            conn.execute(
-                "INSERT INTO entries (tape, id, kind, payload, meta, date) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (tape, next_id, entry.kind, payload, meta, entry.date),
-            )
-        return replace(entry, id=next_id, payload=json.loads(payload), meta=json.loads(meta))
+            return _apply(conn, rows)
 
     def fetch_all(self, query: TapeQuery) -> list[TapeEntry]:
         """The tape's entries in id order, filtered by `apply_query`.
 
         Pushed into SQL: the anchor slice (rows from the selected anchor on, so
         `apply_query` still sees that anchor) and, for queries without an anchor rule,
-        the kind filter; plus the limit when nothing else but kinds filters. Everything
-        else (dates, text) is left to `apply_query`, which defines the semantics.
+        the kind filter; the tail (the last rows) and the limit when nothing else but
+        kinds filters. Everything else (dates, text) is left to `apply_query`, which
+        defines the semantics. A context read therefore costs its window, not the tape.
         """
         tape = check_tape_name(query.tape)
         with self._connection() as conn:
-            start = self._anchor_start(conn, tape, query)
-            if start is None:
-                rows: list[tuple] = []
-            else:
-                sql = f"SELECT {_COLUMNS} FROM entries WHERE tape = ? AND id >= ?"
-                params: list[object] = [tape, start]
-                anchored = query.anchor is not None or query.anchor_range is not None
-                if query.kind_filter and not anchored:
-                    sql += f" AND kind IN ({', '.join('?' * len(query.kind_filter))})"
-                    params.extend(query.kind_filter)
-                sql += " ORDER BY id"
-                if (
-                    query.max_entries is not None
-                    and not anchored
-                    and query.text_filter is None
-                    and query.date_range is None
-                ):
-                    sql += " LIMIT ?"
-                    params.append(query.max_entries)
-                rows = conn.execute(sql, params).fetchall()
-        entries = [_row_entry(row) for row in rows]
+            try:
+                start = self._anchor_start(conn, tape, query)
+            except ValueError as exc:
+                raise self._damaged(f"an anchor of tape {tape!r} is not valid JSON") from exc
+            rows = [] if start is None else _select(conn, tape, start, query)
+        entries = self._row_entries(tape, rows)
         # With start None the anchor is missing: apply_query on nothing raises the
         # reference `not_found` error with the reference message.
         return apply_query(entries, query)
@@ -252,24 +333,409 @@ class SQLiteTapeStore:
             (tape,),
         )
         for anchor_id, payload in cursor:
-            if _payload(payload).get("name") == name:
+            if _loads(payload).get("name") == name:
                 return int(anchor_id)
         return None
 
+    def _row_entries(self, tape: str, rows: list[tuple]) -> list[TapeEntry]:
+        """Entries from rows; their JSON is parsed in one call (the cost of reading a tape
+        is mostly per-call overhead of json.loads otherwise)."""
+        try:
+            texts = json.loads("[" + ",".join(f"[{row[2]},{row[3]}]" for row in rows) + "]")
+            if all(len(text) == 2 for text in texts):
+                return [
+                    TapeEntry(int(row[0]), row[1], _as_dict(text[0]), _as_dict(text[1]), row[4])
+                    for row, text in zip(rows, texts, strict=True)
+                ]
+        except (ValueError, TypeError, IndexError):
+            pass
+        for entry_id, _kind, payload, meta, _date in rows:  # find the damaged one
+            try:
+                _loads(payload), _loads(meta)
+            except ValueError as exc:
+                raise self._damaged(
+                    f"entry {entry_id} of tape {tape!r} is not valid JSON"
+                ) from exc
+        raise self._damaged(f"the entries of tape {tape!r} are not valid JSON")
+
+    # -- the run journal -----------------------------------------------------------------
+
+    def journal_write(self, run: str, tape: str, ops: Sequence[JournalOp]) -> None:
+        """Record a run's writes durably (one commit) without touching any tape yet.
+
+        `run` names the journal (any unique string), `tape` the run's session tape, on
+        which an interrupted marker goes if this process dies before `journal_commit`.
+        """
+        rows = [_op_row(op) for op in ops]
+        self._owner.acquire()
+        with self._write() as conn:
+            conn.execute(
+                "INSERT OR IGNORE INTO journal_runs (run, tape, owner, started) "
+                "VALUES (?, ?, ?, ?)",
+                (run, check_tape_name(tape), self._owner.name, _now()),
+            )
+            (seq,) = conn.execute(
+                "SELECT COALESCE(MAX(seq), 0) FROM journal WHERE run = ?", (run,)
+            ).fetchone()
+            conn.executemany(
+                "INSERT INTO journal (run, seq, tape, action, kind, payload, meta, date) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(run, seq + n, *row) for n, row in enumerate(rows, 1)],
+            )
+
+    def journal_commit(self, run: str, ops: Sequence[JournalOp] = ()) -> list[TapeEntry]:
+        """Apply the run's journal and then `ops` to the tapes, and drop the journal, in one
+        transaction (one commit); returns the entries stored."""
+        rows = [_op_row(op) for op in ops]
+        with self._write() as conn:
+            stored = _apply(conn, _journal_rows(conn, run) + rows)
+            _drop_journal(conn, run)
+        return stored
+
+    def _recover(self) -> list[str]:
+        """Finish the runs whose process is gone: their journal, then an interrupted marker."""
+        with self._connection() as conn:
+            if conn.execute("SELECT 1 FROM journal_runs LIMIT 1").fetchone() is None:
+                return []
+        recovered = []
+        with self._write() as conn:
+            runs = conn.execute("SELECT run, tape, owner, started FROM journal_runs").fetchall()
+            for run, tape, owner, started in runs:
+                if owner == self._owner.name or _Owner.alive(self.path, owner):
+                    continue
+                marker = TapeEntry.new(
+                    "event",
+                    {"name": "run", "data": {"status": "interrupted", "error": INTERRUPTED_ERROR}},
+                    interrupted=True, started=started, recovered=_now(),
+                )
+                _apply(conn, [*_journal_rows(conn, run), _row(tape, "append", marker)])
+                _drop_journal(conn, run)
+                recovered.append(tape)
+        return recovered
+
+    def pending_runs(self) -> int:
+        """How many run journals the file holds (running, or left by dead processes)."""
+        with self._connection() as conn:
+            return int(conn.execute("SELECT COUNT(*) FROM journal_runs").fetchone()[0])
+
+
+# -- SQL helpers -------------------------------------------------------------------------
+
+
+def _select(conn: sqlite3.Connection, tape: str, start: int, query: TapeQuery) -> list[tuple]:
+    anchored = query.anchor is not None or query.anchor_range is not None
+    exact = query.text_filter is None and query.date_range is None
+    kinds = f" AND kind IN ({', '.join('?' * len(query.kind_filter))})" if query.kind_filter else ""
+    if query.tail_entries is not None and exact and query.anchor_range is None:
+        # The last matching rows after the anchor, read newest first; the anchor row is
+        # put back in front so apply_query slices exactly as it would on the whole tape.
+        rows = conn.execute(
+            f"SELECT {_COLUMNS} FROM entries WHERE tape = ? AND id >= ?{kinds} "
+            f"ORDER BY id DESC LIMIT ?",
+            [tape, start + 1 if anchored else start, *query.kind_filter, query.tail_entries],
+        ).fetchall()
+        rows.reverse()
+        if anchored:
+            rows[:0] = conn.execute(
+                f"SELECT {_COLUMNS} FROM entries WHERE tape = ? AND id = ?", (tape, start)
+            ).fetchall()
+        return rows
+    sql = f"SELECT {_COLUMNS} FROM entries WHERE tape = ? AND id >= ?"
+    params: list[object] = [tape, start]
+    if kinds and not anchored:  # an anchor slice needs the anchor row, whatever its kind
+        sql += kinds
+        params.extend(query.kind_filter)
+    sql += " ORDER BY id"
+    if query.max_entries is not None and not anchored and exact and query.tail_entries is None:
+        sql += " LIMIT ?"
+        params.append(query.max_entries)
+    return conn.execute(sql, params).fetchall()
+
+
+def _row(tape: str, action: str, entry: TapeEntry) -> _Row:
+    return (tape, action, entry.kind, dump_json(entry.payload, "payload"),
+            dump_json(entry.meta, "meta"), entry.date)
+
+
+def _op_row(op: JournalOp) -> _Row:
+    """Check one journal op and turn it into its stored form."""
+    try:
+        tape, action, entry = op
+    except (TypeError, ValueError):
+        raise HooklineError(
+            ErrorKind.invalid_input, f"A journal op is (tape, action, entry), got {op!r}."
+        ) from None
+    check_tape_name(tape)
+    if action not in _ACTIONS:
+        raise HooklineError(
+            ErrorKind.invalid_input,
+            f"Unknown journal action {action!r}; expected one of {', '.join(_ACTIONS)}.",
+        )
+    if action == "reset":
+        return (tape, action, None, None, None, None)
+    if action == "bootstrap":
+        check_batch([], entry)  # type: ignore[arg-type]
+    return _row(tape, action, check_entry(entry))
+
+
+def _apply(conn: sqlite3.Connection, rows: Sequence[_Row]) -> list[TapeEntry]:
+    """Perform writes in order inside the caller's transaction; returns the entries stored."""
+    next_ids: dict[str, int] = {}
+    anchored: dict[str, bool] = {}
+    stored: list[TapeEntry] = []
+    for tape, action, kind, payload, meta, date in rows:
+        if action == "reset":
+            conn.execute("DELETE FROM entries WHERE tape = ?", (tape,))
+            next_ids[tape], anchored[tape] = 1, False
+            continue
+        if tape not in next_ids:
+            (next_ids[tape],) = conn.execute(
+                "SELECT COALESCE(MAX(id), 0) + 1 FROM entries WHERE tape = ?", (tape,)
+            ).fetchone()
+        if action == "bootstrap":
+            if tape not in anchored:
+                anchored[tape] = conn.execute(
+                    "SELECT 1 FROM entries WHERE tape = ? AND kind = 'anchor' LIMIT 1", (tape,)
+                ).fetchone() is not None
+            if anchored[tape]:
+                continue
+        entry_id = next_ids[tape]
+        conn.execute(
+            "INSERT INTO entries (tape, id, kind, payload, meta, date) VALUES (?, ?, ?, ?, ?, ?)",
+            (tape, entry_id, kind, payload, meta, date),
+        )
+        next_ids[tape] = entry_id + 1
+        if kind == "anchor":
+            anchored[tape] = True
+        stored.append(TapeEntry(entry_id, str(kind), _loads(payload), _loads(meta), str(date)))
+    return stored
+
+
+def _journal_rows(conn: sqlite3.Connection, run: str) -> list[_Row]:
+    return conn.execute(
+        "SELECT tape, action, kind, payload, meta, date FROM journal WHERE run = ? ORDER BY seq",
+        (run,),
+    ).fetchall()
+
+
+def _drop_journal(conn: sqlite3.Connection, run: str) -> None:
+    conn.execute("DELETE FROM journal WHERE run = ?", (run,))
+    conn.execute("DELETE FROM journal_runs WHERE run = ?", (run,))
+
 
 def _rollback(conn: sqlite3.Connection) -> None:
-    # SQLite may already have rolled back (some errors end the transaction themselves).
+    # SQLite may already have rolled back (some errors end the transaction themselves);
+    # a failing rollback must not hide the error that caused it.
     if conn.in_transaction:
-        conn.execute("ROLLBACK")
+        with suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
 
 
-def _payload(text: str) -> dict:
-    value = json.loads(text)
+def _loads(text: str | None) -> dict:
+    return _as_dict(json.loads(text or "{}"))
+
+
+def _as_dict(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _row_entry(row: tuple) -> TapeEntry:
-    entry_id, kind, payload, meta, date = row
-    return TapeEntry(
-        id=int(entry_id), kind=kind, payload=_payload(payload), meta=_payload(meta), date=date
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _is_damage(exc: sqlite3.DatabaseError) -> bool:
+    """SQLITE_CORRUPT or SQLITE_NOTADB (any extended code): the file itself is damaged."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+    text = str(exc)
+    return "malformed" in text or "not a database" in text
+
+
+def damaged_error(path: Path, detail: str) -> HooklineError:
+    """A `config` error naming the damaged file and what to do about it."""
+    return HooklineError(
+        ErrorKind.config,
+        f"Tape store {path} is damaged: {detail}. hookline will not read or write it. Fix: "
+        f"restore it from a backup (`hookline store backup` makes one), or move it aside with "
+        f"its -wal and -shm files (`mv {path} {path}.damaged`) so that a new, empty store is "
+        f"created; `hookline store check` lists the damage.",
+        {"path": str(path)},
     )
+
+
+def _problem_lines(rows: list[tuple]) -> list[str]:
+    """The lines of an integrity report, without SQLite's `*** in database ***` headers."""
+    lines = [line.strip() for row in rows for line in str(row[0]).splitlines()]
+    return [line for line in lines if line and not line.startswith("***")] or ["ok"]
+
+
+# -- owners: which processes hold the store open -------------------------------------------
+
+
+class _Owner:
+    """This store's owner file: `<database>-owners/<name>`, exclusively locked while open.
+
+    A journal row names its owner; another process finding that file missing or unlocked
+    knows the run's process is gone. Acquired at the first journal write, released on close.
+    """
+
+    def __init__(self, database: Path) -> None:
+        self.name = uuid.uuid4().hex
+        self.folder = _owners_folder(database)
+        self._fd: int | None = None
+        self._lock = threading.Lock()  # journal writes come from several worker threads
+
+    def acquire(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                return
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.folder / self.name, os.O_CREAT | os.O_RDWR, 0o600)
+            try:
+                if fcntl is not None:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BaseException:
+                os.close(fd)
+                raise
+            self._fd = fd
+
+    def release(self) -> None:
+        with self._lock:
+            fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        with suppress(OSError):
+            os.unlink(self.folder / self.name)
+        os.close(fd)
+
+    @staticmethod
+    def alive(database: Path, name: str) -> bool:
+        """Whether the owner `name` still holds its file (and so its process still runs)."""
+        path = _owners_folder(database) / name
+        if fcntl is None:  # pragma: no cover - Windows
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                return False
+            except OSError:
+                return True
+            return False
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        with suppress(OSError):
+            os.unlink(path)  # the dead owner's file
+        return False
+
+
+def _owners_folder(database: Path) -> Path:
+    return database.with_name(database.name + "-owners")
+
+
+# -- checking and backing up a store file --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoreCheck:
+    """The outcome of `check_database`: `problems` is empty when the file is sound."""
+
+    path: Path
+    problems: list[str]
+    schema_version: int | None = None
+    tapes: int = 0
+    entries: int = 0
+    pending_runs: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def check_database(path: str | PathLike[str]) -> StoreCheck:
+    """A full `PRAGMA integrity_check` of a store file, plus what it holds; writes nothing."""
+    target = Path(path).expanduser()
+    if not target.is_file():
+        return StoreCheck(target, [f"{target} does not exist or is not a file"])
+    try:
+        conn = sqlite3.connect(target.resolve().as_uri() + "?mode=ro", uri=True, timeout=30.0)
+    except sqlite3.Error as exc:
+        return StoreCheck(target, [f"cannot open {target}: {exc}"])
+    try:
+        problems = _problem_lines(conn.execute("PRAGMA integrity_check").fetchall())
+        if problems != ["ok"]:
+            return StoreCheck(target, problems)
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        counts: dict[str, Any] = {}
+        if _has_table(conn, "entries"):
+            counts["tapes"], counts["entries"] = conn.execute(
+                "SELECT COUNT(DISTINCT tape), COUNT(*) FROM entries"
+            ).fetchone()
+        if _has_table(conn, "journal_runs"):
+            (counts["pending_runs"],) = conn.execute(
+                "SELECT COUNT(*) FROM journal_runs"
+            ).fetchone()
+        return StoreCheck(target, [], version, **counts)
+    except sqlite3.Error as exc:
+        return StoreCheck(target, [str(exc)])
+    finally:
+        conn.close()
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    found = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+    ).fetchone()
+    return found is not None
+
+
+def backup_database(source: str | PathLike[str], target: str | PathLike[str]) -> StoreCheck:
+    """Copy a store file with SQLite's online backup API, then check the copy.
+
+    Safe while other processes write to the source: the copy is one consistent snapshot
+    (taken in a single step, so a concurrent write cannot restart it). The copy is written
+    under a temporary name and renamed into place, so `target` is whole or absent. An
+    existing `target` is refused (`invalid_input`); a missing source is `not_found`.
+    """
+    origin = Path(source).expanduser()
+    goal = Path(target).expanduser()
+    if not origin.is_file():
+        raise HooklineError(ErrorKind.not_found, f"No tape store at {origin}.")
+    if goal.exists():
+        raise HooklineError(
+            ErrorKind.invalid_input,
+            f"{goal} already exists; choose a new file name or remove it first.",
+        )
+    goal.parent.mkdir(parents=True, exist_ok=True)
+    partial = goal.with_name(goal.name + ".partial")
+    partial.unlink(missing_ok=True)
+    src = sqlite3.connect(origin, timeout=30.0)
+    try:
+        dst = sqlite3.connect(partial)
+        try:
+            src.backup(dst)
+            # A backup is a single file: no -wal beside it to lose when it is copied on.
+            dst.execute("PRAGMA journal_mode = DELETE")
+        finally:
+            dst.close()
+        with partial.open("rb+") as handle:
+            os.fsync(handle.fileno())
+        os.replace(partial, goal)
+    except sqlite3.DatabaseError as exc:
+        partial.unlink(missing_ok=True)
+        if _is_damage(exc):
+            raise damaged_error(origin, str(exc)) from exc
+        raise HooklineError(ErrorKind.temporary, f"Backup of {origin} failed: {exc}") from exc
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    finally:
+        src.close()
+    return check_database(goal)

@@ -761,7 +761,12 @@ async def test_cancelling_the_turn_mid_stream_ends_the_run_as_cancelled(
     assert recorder.errors == [], "cancellation is not an error"
     # The tape keeps what the run recorded before it was cancelled.
     recorded = run_entries(entries)
-    assert [e.kind for e in recorded] == ["message", "tool_call", "tool_result", "event"]
+    assert [e.kind for e in recorded] == [
+        "message", "tool_call", "tool_result", "message", "event"]
+    # The text shown before the cancellation is kept, marked interrupted.
+    partial = recorded[3]
+    assert partial.payload == {"role": "assistant", "content": "partial answer"}
+    assert partial.meta["interrupted"] is True
     assert recorded[-1].payload["data"]["status"] == "cancelled"
     assert (workspace / "c.txt").read_text() == "c"
 
@@ -792,6 +797,9 @@ async def test_closing_the_stream_early_ends_the_run_as_cancelled(
     assert finished.status == "cancelled"
     assert recorder.llm_results == [], "no after_llm_call for a call closed early"
     recorded = run_entries(entries)
-    assert [e.kind for e in recorded] == ["message", "event"]
+    assert [e.kind for e in recorded] == ["message", "message", "event"]
     assert recorded[0].payload == {"role": "user", "content": "hi"}
-    assert recorded[1].payload["data"]["status"] == "cancelled"
+    # What the client was shown before it stopped reading is kept, marked interrupted.
+    assert recorded[1].payload == {"role": "assistant", "content": "partial answer"}
+    assert recorded[1].meta["interrupted"] is True
+    assert recorded[2].payload["data"]["status"] == "cancelled"

@@ -19,7 +19,7 @@ import pytest
 from hookline.builtins.environment import LocalEnvironment
 from hookline.builtins.models import ModelMessage, ScriptedModel
 from hookline.builtins.models.offline import OFFLINE_LABEL
-from hookline.builtins.plugin import DEFAULT_SYSTEM_PROMPT, BuiltinPlugin
+from hookline.builtins.plugin import CONTEXT_WINDOW, DEFAULT_SYSTEM_PROMPT, BuiltinPlugin
 from hookline.builtins.settings import Settings, SettingsError
 from hookline.builtins.steering import InMemorySteeringInbox
 from hookline.builtins.store import InMemoryTapeStore, SQLiteTapeStore
@@ -607,7 +607,8 @@ async def test_the_default_context_starts_after_the_last_anchor(workspace: Path)
         tape = Tape(framework.get_tape_store(), session_tape_name(SESSION, workspace))
         await tape.handoff("phase-2", {"summary": "we covered the old topic"})
         await framework.process_inbound({"content": "new topic", "session_id": SESSION})
-    assert builtin_of(framework).build_tape_context() == TapeContext(anchor=LAST_ANCHOR)
+    assert builtin_of(framework).build_tape_context() == TapeContext(
+        anchor=LAST_ANCHOR, window=CONTEXT_WINDOW)
     second = model_of(builtin).calls[1].messages
     assert "old topic" not in texts(second, "user")
     assert texts(second, "user") == ["new topic"]

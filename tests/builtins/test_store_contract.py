@@ -9,9 +9,23 @@ from pathlib import Path
 
 import pytest
 
-from hookline.builtins.store import InMemoryTapeStore, SQLiteTapeStore, as_async_store
+from hookline.builtins.store import (
+    AsyncStoreAdapter,
+    InMemoryTapeStore,
+    SQLiteTapeStore,
+    append_batch,
+    as_async_store,
+)
 from hookline.kernel.streaming import ErrorKind, HooklineError
-from hookline.kernel.tape import AsyncTapeStore, TapeEntry, TapeQuery, TapeStore, apply_query
+from hookline.kernel.tape import (
+    AsyncBatchTapeStore,
+    AsyncTapeStore,
+    BatchTapeStore,
+    TapeEntry,
+    TapeQuery,
+    TapeStore,
+    apply_query,
+)
 
 StoreFactory = Callable[[], TapeStore]
 
@@ -105,6 +119,21 @@ QUERIES: dict[str, TapeQuery] = {
     .kinds("message")
     .query("e")
     .limit(3),
+    "tail": q().tail(3),
+    "tail-zero": q().tail(0),
+    "tail-beyond": q().tail(100),
+    "tail-kinds": q().kinds("message", "anchor").tail(3),
+    "tail-limit": q().tail(5).limit(2),
+    "tail-text": q().query("über").tail(1),
+    "tail-dates": q().between_dates("2025-03-01", "2025-03-02").tail(2),
+    "last-anchor-tail": q().last_anchor().tail(2),
+    "last-anchor-tail-beyond": q().last_anchor().tail(50),
+    "last-anchor-tail-kinds": q().last_anchor().kinds("message").tail(1),
+    "after-anchor-tail": q().after_anchor("session/start").tail(4),
+    "after-anchor-tail-kinds": q().after_anchor("phase").kinds("anchor", "event").tail(1),
+    "after-anchor-tail-limit": q().after_anchor("session/start").tail(6).limit(2),
+    "after-missing-anchor-tail": q().after_anchor("nope").tail(2),
+    "between-tail": q().between_anchors("session/start", "checkpoint").tail(2),
 }
 
 
@@ -257,6 +286,15 @@ def test_query_all_runs_on_the_bound_store(store: TapeStore) -> None:
     assert ids(TapeQuery("main", store=store).kinds("anchor").all()) == [1, 3, 6, 8]
 
 
+def in_threads(work: Callable[[int], None], count: int) -> None:
+    """Run `work(0)` ... `work(count - 1)` in threads at once and wait for all of them."""
+    pool = [threading.Thread(target=work, args=(n,)) for n in range(count)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+
+
 def test_concurrent_appends_from_threads_keep_ids_gapless(store: TapeStore) -> None:
     per_thread, threads = 40, 6
 
@@ -264,11 +302,7 @@ def test_concurrent_appends_from_threads_keep_ids_gapless(store: TapeStore) -> N
         for n in range(per_thread):
             store.append("busy", TapeEntry.new("event", {"worker": worker, "n": n}))
 
-    pool = [threading.Thread(target=work, args=(w,)) for w in range(threads)]
-    for thread in pool:
-        thread.start()
-    for thread in pool:
-        thread.join()
+    in_threads(work, threads)
     entries = list(store.fetch_all(q("busy")))
     assert ids(entries) == list(range(1, per_thread * threads + 1))
     for worker in range(threads):
@@ -301,3 +335,128 @@ async def test_async_adapter_meets_the_contract(store: TapeStore) -> None:
     with pytest.raises(HooklineError) as caught:
         await adapted.fetch_all(q("main__sidecar__x").after_anchor("nope"))
     assert caught.value.kind is ErrorKind.not_found
+
+
+# -- atomic batches (BatchTapeStore.append_many) -------------------------------------------
+
+ANCHOR = TapeEntry.new("anchor", {"name": "session/start", "state": {"owner": "human"}})
+
+
+def kinds(entries) -> list[str]:
+    return [item.kind for item in entries]
+
+
+def test_builtin_stores_are_batch_stores(store: TapeStore) -> None:
+    assert isinstance(store, BatchTapeStore)
+    assert isinstance(as_async_store(store), AsyncBatchTapeStore)
+
+
+def test_append_many_appends_contiguously_and_returns_the_stored_entries(
+    store: BatchTapeStore,
+) -> None:
+    store.append("t", new("event"))
+    batch = [new("message", role="user", content="a"), new("event", meta={"k": 1}, x=(1, 2))]
+    stored = store.append_many("t", batch)
+    assert ids(stored) == [2, 3]
+    assert stored[1].payload == {"x": [1, 2]} and stored[1].meta == {"k": 1}
+    assert list(store.fetch_all(q("t"))) == [next(iter(store.fetch_all(q("t")))), *stored]
+    assert store.append_many("t", []) == []
+    assert store.append_many("other", batch)[0].id == 1  # ids are per tape
+
+
+def test_append_many_writes_the_bootstrap_anchor_only_on_a_tape_without_one(
+    store: BatchTapeStore,
+) -> None:
+    first = store.append_many("t", [new("event")], bootstrap=ANCHOR)
+    assert kinds(first) == ["anchor", "event"] and ids(first) == [1, 2]
+    assert kinds(store.append_many("t", [new("event")], bootstrap=ANCHOR)) == ["event"]
+    assert store.append_many("t", [], bootstrap=ANCHOR) == []
+    # Any anchor counts, wherever it is on the tape.
+    store.append_many("u", [new("event"), new("anchor", name="phase")])
+    assert store.append_many("u", [], bootstrap=ANCHOR) == []
+    assert kinds(store.fetch_all(q("t"))) == ["anchor", "event", "event"]
+
+
+def test_append_many_is_all_or_nothing(store: BatchTapeStore) -> None:
+    store.append("t", new("event"))
+    with pytest.raises(HooklineError) as caught:
+        store.append_many("t", [new("event"), TapeEntry.new("event", {"bad": object()})])
+    assert caught.value.kind is ErrorKind.invalid_input
+    with pytest.raises(HooklineError, match="must be an anchor"):
+        store.append_many("t", [new("event")], bootstrap=new("event"))
+    with pytest.raises(HooklineError, match="sequence"):
+        store.append_many("t", new("event"))  # type: ignore[arg-type]
+    with pytest.raises(HooklineError):
+        store.append_many("", [new("event")])
+    assert ids(store.fetch_all(q("t"))) == [1]
+    assert ids(store.append_many("t", [new("event")])) == [2]
+
+
+def test_concurrent_batches_never_interleave_and_one_bootstrap_anchor_wins(
+    store: BatchTapeStore,
+) -> None:
+    """Threads racing on a new tape, each batch led by a conditional anchor."""
+    workers, batches, size = 6, 12, 4
+    start = threading.Barrier(workers)
+
+    def work(worker: int) -> None:
+        start.wait()
+        for n in range(batches):
+            entries = [TapeEntry.new("event", {"w": worker, "n": n, "k": k}) for k in range(size)]
+            store.append_many("busy", entries, bootstrap=ANCHOR)
+
+    in_threads(work, workers)
+    entries = list(store.fetch_all(q("busy")))
+    assert kinds(entries).count("anchor") == 1 and entries[0].kind == "anchor"
+    assert ids(entries) == list(range(1, workers * batches * size + 2))
+    events = entries[1:]
+    for offset in range(0, len(events), size):  # each batch is one contiguous block
+        block = events[offset : offset + size]
+        assert {(e.payload["w"], e.payload["n"]) for e in block} == {
+            (block[0].payload["w"], block[0].payload["n"])
+        }
+        assert [e.payload["k"] for e in block] == list(range(size))
+
+
+@pytest.mark.anyio
+async def test_append_many_through_the_async_adapter(store: BatchTapeStore) -> None:
+    adapted = as_async_store(store)
+    stored = await adapted.append_many("t", [new("event"), new("event")], bootstrap=ANCHOR)
+    assert kinds(stored) == ["anchor", "event", "event"]
+    assert kinds(await append_batch(adapted, "t", [new("event")], ANCHOR)) == ["event"]
+    assert ids(await adapted.fetch_all(q("t"))) == [1, 2, 3, 4]
+
+
+class AppendOnlyStore:
+    """A reference store: the four methods and nothing else."""
+
+    def __init__(self) -> None:
+        self.inner = InMemoryTapeStore()
+        self.appends = 0
+
+    def list_tapes(self) -> list[str]:
+        return self.inner.list_tapes()
+
+    def reset(self, tape: str) -> None:
+        self.inner.reset(tape)
+
+    def fetch_all(self, query: TapeQuery) -> list[TapeEntry]:
+        return self.inner.fetch_all(query)
+
+    def append(self, tape: str, entry: TapeEntry) -> None:
+        self.appends += 1
+        self.inner.append(tape, entry)
+
+
+@pytest.mark.anyio
+async def test_append_only_stores_fall_back_to_one_append_per_entry() -> None:
+    plain = AppendOnlyStore()
+    assert not isinstance(plain, BatchTapeStore)
+    adapted = as_async_store(plain)
+    assert isinstance(adapted, AsyncStoreAdapter)
+    first = await append_batch(adapted, "t", [new("event")], ANCHOR)
+    assert kinds(first) == ["anchor", "event"] and plain.appends == 2
+    assert kinds(await append_batch(adapted, "t", [new("event")], ANCHOR)) == ["event"]
+    # The adapter's own append_many takes the same fallback.
+    assert kinds(await adapted.append_many("t", [new("event")], bootstrap=ANCHOR)) == ["event"]
+    assert kinds(plain.fetch_all(q("t"))) == ["anchor", "event", "event", "event"]

@@ -10,11 +10,19 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from store_files import damage, fill_store
 
-from hookline.builtins.store import SCHEMA_VERSION, SQLiteTapeStore
+from hookline.builtins.store import (
+    INTERRUPTED_ERROR,
+    SCHEMA_VERSION,
+    SQLiteTapeStore,
+    backup_database,
+    check_database,
+)
 from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeEntry, TapeQuery
 
@@ -255,3 +263,151 @@ def test_sigkill_mid_append_keeps_every_acknowledged_entry_intact(tmp_path: Path
     for entry_id, payload, meta in raw_rows:
         assert json.loads(payload) == expected_payload(entry_id)
         assert json.loads(meta) == {"seq": entry_id}
+
+
+# -- schema upgrade, batches, the run journal ----------------------------------------------
+
+
+def test_a_version_1_file_is_upgraded_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "tapes.db"
+    raw = sqlite3.connect(path)
+    raw.execute(
+        "CREATE TABLE entries (tape TEXT NOT NULL, id INTEGER NOT NULL, kind TEXT NOT NULL, "
+        "payload TEXT NOT NULL, meta TEXT NOT NULL, date TEXT NOT NULL, PRIMARY KEY (tape, id)) "
+        "WITHOUT ROWID"
+    )
+    raw.execute("INSERT INTO entries VALUES ('t', 1, 'anchor', '{\"name\": \"a\"}', '{}', 'd')")
+    raw.execute("PRAGMA user_version = 1")
+    raw.commit()
+    raw.close()
+    with SQLiteTapeStore(path) as store:
+        assert [e.payload for e in store.fetch_all(TapeQuery("t"))] == [{"name": "a"}]
+        assert store.append("t", TapeEntry.new("event", {})).id == 2
+        conn = store._conn
+        assert conn is not None
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+        indexes = [row[1] for row in conn.execute("PRAGMA index_list(entries)")]
+        assert "entries_by_kind" in indexes
+        plan = " ".join(str(row) for row in conn.execute(
+            "EXPLAIN QUERY PLAN SELECT MAX(id) FROM entries WHERE tape = 't' AND kind = 'anchor'"))
+        assert "entries_by_kind" in plan, "the last anchor is found through the index"
+
+
+def commits_during(store: SQLiteTapeStore, action: Callable[[], object]) -> int:
+    statements: list[str] = []
+    assert store._conn is not None
+    store._conn.set_trace_callback(statements.append)
+    try:
+        action()
+    finally:
+        store._conn.set_trace_callback(None)
+    return sum(1 for statement in statements if statement.strip().upper() == "COMMIT")
+
+
+def test_a_batch_and_a_run_commit_are_one_transaction_each(tmp_path: Path) -> None:
+    with SQLiteTapeStore(tmp_path / "tapes.db") as store:
+        batch = [TapeEntry.new("event", {"n": n}) for n in range(20)]
+        assert commits_during(store, lambda: store.append_many("t", batch)) == 1
+        ops = [("t", "append", entry) for entry in batch]
+        assert commits_during(store, lambda: store.journal_write("run-1", "t", ops[:5])) == 1
+        assert commits_during(store, lambda: store.journal_commit("run-1", ops[5:])) == 1
+        assert [e.payload["n"] for e in store.fetch_all(TapeQuery("t"))] == [
+            *range(20), *range(20)]
+
+
+def test_the_journal_is_unseen_until_its_commit_which_applies_it_once(tmp_path: Path) -> None:
+    path = tmp_path / "tapes.db"
+    anchor = TapeEntry.new("anchor", {"name": "session/start", "state": {}})
+    with SQLiteTapeStore(path) as store:
+        store.journal_write("run-1", "t", [("t", "bootstrap", anchor),
+                                           ("t", "append", TapeEntry.new("event", {"n": 1})),
+                                           ("t__sidecar__s", "append", TapeEntry.new("event", {}))])
+        assert list(store.fetch_all(TapeQuery("t"))) == [] and store.pending_runs() == 1
+        store.append("t", TapeEntry.new("anchor", {"name": "elsewhere"}))  # another writer
+        stored = store.journal_commit("run-1", [("t", "append", TapeEntry.new("event", {"n": 2}))])
+        # The bootstrap anchor was dropped: the tape got one meanwhile.
+        assert [(e.id, e.kind) for e in stored] == [(2, "event"), (1, "event"), (3, "event")]
+        assert store.pending_runs() == 0
+        assert store.journal_commit("run-1") == []  # an empty or finished journal: nothing
+    with SQLiteTapeStore(path) as store:
+        assert store.recovered == []
+        assert [e.kind for e in store.fetch_all(TapeQuery("t"))] == ["anchor", "event", "event"]
+        with pytest.raises(HooklineError, match="journal action"):
+            store.journal_write("r", "t", [("t", "drop", None)])
+        with pytest.raises(HooklineError, match="must be an anchor"):
+            store.journal_write("r", "t", [("t", "bootstrap", TapeEntry.new("x", {}))])
+        assert store.pending_runs() == 0
+
+
+def test_a_live_owners_journal_is_left_alone_and_a_dead_ones_recovered(tmp_path: Path) -> None:
+    path = tmp_path / "tapes.db"
+    running = SQLiteTapeStore(path)
+    running.journal_write("run-1", "t", [("t", "append", TapeEntry.new("message", {"n": 1}))])
+    owners = list((tmp_path / "tapes.db-owners").iterdir())
+    assert len(owners) == 1
+    with SQLiteTapeStore(path) as other:  # another opener while the run is alive
+        assert other.recovered == [] and other.pending_runs() == 1
+        assert list(other.fetch_all(TapeQuery("t"))) == []
+    running.close()  # its process "ends" without committing: the owner file goes
+    assert list((tmp_path / "tapes.db-owners").iterdir()) == []
+    with SQLiteTapeStore(path) as reopened:
+        assert reopened.recovered == ["t"] and reopened.pending_runs() == 0
+        entries = list(reopened.fetch_all(TapeQuery("t")))
+    assert [e.kind for e in entries] == ["message", "event"]
+    marker = entries[1]
+    assert marker.payload["name"] == "run"
+    assert marker.payload["data"] == {"status": "interrupted", "error": INTERRUPTED_ERROR}
+    assert marker.meta["interrupted"] is True and "recovered" in marker.meta
+
+
+@pytest.mark.parametrize("where", ["middle", "header"])
+def test_a_damaged_file_is_refused_naming_it_and_left_untouched(
+    tmp_path: Path, where: str
+) -> None:
+    path = tmp_path / "tapes.db"
+    fill_store(path)
+    damaged = damage(path, None if where == "middle" else 0)
+    with pytest.raises(HooklineError) as caught:
+        SQLiteTapeStore(path)
+    error = caught.value
+    assert error.kind is ErrorKind.config
+    assert f"Tape store {path} is damaged" in error.message
+    assert "backup" in error.message and f"mv {path} {path}.damaged" in error.message
+    assert "\n" not in error.message, "one line"
+    assert error.details == {"path": str(path)}
+    assert path.read_bytes() == damaged, "nothing was written into the damaged file"
+
+
+def test_a_damaged_entry_found_later_stops_the_store(tmp_path: Path) -> None:
+    path = tmp_path / "tapes.db"
+    with SQLiteTapeStore(path) as store:
+        store.append_many("t", [TapeEntry.new("event", {"n": n}) for n in range(3)])
+        raw = sqlite3.connect(path)
+        raw.execute("UPDATE entries SET payload = '{\"n\": 1' WHERE id = 2")  # cut short
+        raw.commit()
+        raw.close()
+        with pytest.raises(HooklineError, match=r"entry 2 of tape 't' is not valid JSON"):
+            store.fetch_all(TapeQuery("t"))
+        with pytest.raises(HooklineError, match="is damaged"):
+            store.append("t", TapeEntry.new("event", {}))  # refused, not written
+    raw = sqlite3.connect(path)
+    assert raw.execute("SELECT COUNT(*) FROM entries").fetchone()[0] == 3
+    raw.close()
+
+
+def test_check_and_backup_of_a_sound_and_a_damaged_file(tmp_path: Path) -> None:
+    path = tmp_path / "tapes.db"
+    fill_store(path)
+    sound = check_database(path)
+    assert sound.ok and (sound.tapes, sound.entries, sound.schema_version) == (20, 2000, 2)
+    copy = backup_database(path, tmp_path / "copies" / "b.db")
+    assert copy.ok and copy.entries == 2000
+    with pytest.raises(HooklineError, match="already exists"):
+        backup_database(path, tmp_path / "copies" / "b.db")
+    with pytest.raises(HooklineError) as missing:
+        backup_database(tmp_path / "none.db", tmp_path / "c.db")
+    assert missing.value.kind is ErrorKind.not_found
+    damage(path)
+    damaged = check_database(path)
+    assert not damaged.ok and damaged.problems
+    assert not check_database(tmp_path / "none.db").ok

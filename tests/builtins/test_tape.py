@@ -749,3 +749,85 @@ async def test_fork_over_sqlite_survives_reopening(tmp_path: Path) -> None:
         assert len(await tape.sidecar_tape("spill").entries()) == 1
         assert await tape.store.list_tapes() == [tape.name]
     assert os.path.exists(path)
+
+
+# -- forks over a store with a run journal ---------------------------------------------------
+
+
+async def test_a_fork_flushes_to_the_journal_and_commits_the_run_whole(tmp_path: Path) -> None:
+    with SQLiteTapeStore(tmp_path / "tapes.db") as store:
+        tape = Tape(store, "main", sidecars=[Sidecar("a")])
+        async with tape.fork() as forked:
+            assert await forked.ensure_bootstrap_anchor() is not None
+            await forked.append("message", {"role": "user", "content": "question"})
+            await forked.sidecar_tape("a").append("event", {"n": 1})
+            await forked.flush()
+            assert store.pending_runs() == 1
+            assert await tape.entries() == [], "readers of the tape do not see the run yet"
+            assert [e.payload.get("content") for e in await forked.entries()] == [
+                None, "question"]
+            await forked.append("message", {"role": "assistant", "content": "answer"})
+            await forked.flush()
+            await forked.flush()  # nothing new: no write
+            await tape.append("event", {"outside": True})  # another writer meanwhile
+        assert store.pending_runs() == 0
+        entries = await tape.entries()
+        # The other writer's entry came first (no anchor then), so the run's conditional
+        # anchor was still written, right before the run, which is one block.
+        assert kinds(entries) == ["event", "anchor", "message", "message"]
+        assert [e.id for e in entries] == [1, 2, 3, 4]
+        assert [e.payload for e in await tape.sidecar_tape("a").entries()] == [{"n": 1}]
+
+
+async def test_forks_racing_on_a_new_tape_leave_one_bootstrap_anchor(any_store: object) -> None:
+    tape = Tape(any_store, "main")  # type: ignore[arg-type]
+    forks = [tape.fork() for _ in range(3)]
+    opened = [await fork.__aenter__() for fork in forks]
+    for n, forked in enumerate(opened):  # every fork saw a tape without an anchor
+        assert await forked.ensure_bootstrap_anchor() is not None
+        await forked.append("message", {"role": "user", "content": f"run {n}"})
+    for fork in forks:
+        await fork.__aexit__(None, None, None)
+    entries = await tape.entries()
+    assert kinds(entries) == ["anchor", "message", "message", "message"]
+    assert await tape.ensure_bootstrap_anchor() is None
+
+
+async def test_ensure_bootstrap_anchor_outside_a_fork_is_one_transaction(tmp_path: Path) -> None:
+    with SQLiteTapeStore(tmp_path / "tapes.db") as store:
+        tapes = [Tape(store, "main") for _ in range(8)]
+        async with anyio.create_task_group() as group:
+            for tape in tapes:
+                group.start_soon(tape.ensure_bootstrap_anchor)
+        assert kinds(await tapes[0].entries()) == ["anchor"]
+
+
+async def test_temp_forks_never_journal(tmp_path: Path) -> None:
+    with SQLiteTapeStore(tmp_path / "tapes.db") as store:
+        tape = Tape(store, "main")
+        async with tape.fork(merge_back=should_merge_back("temp/x")) as forked:
+            await forked.append("message", {"role": "user", "content": "gone"})
+            await forked.flush()
+            assert store.pending_runs() == 0
+        assert await tape.entries() == []
+
+
+async def test_the_context_window_bounds_history_but_never_the_runs_own_entries(
+    any_store: object,
+) -> None:
+    tape = Tape(any_store, "main", TapeContext(window=4))  # type: ignore[arg-type]
+    await tape.ensure_bootstrap_anchor()
+    for n in range(10):
+        await tape.append("message", {"role": "user", "content": f"old {n}"})
+    assert [m["content"] for m in await tape.read_messages()] == [f"old {n}" for n in range(6, 10)]
+    async with tape.fork() as forked:
+        for n in range(6):
+            await forked.append("message", {"role": "user", "content": f"run {n}"})
+        contents = [m["content"] for m in await forked.read_messages()]
+        assert contents == [*(f"old {n}" for n in range(6, 10)), *(f"run {n}" for n in range(6))]
+        # Queries through the fork keep their meaning: a tail is a tail of everything.
+        assert [e.payload["content"] for e in await forked.entries(forked.query().tail(2))] == [
+            "run 4", "run 5"]
+    # Without the anchor rule's anchor, the window still applies to the whole tape.
+    named = tape.with_context(TapeContext(anchor="missing", window=2))
+    assert [m["content"] for m in await named.read_messages()] == ["run 4", "run 5"]

@@ -14,7 +14,9 @@ from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tape import (
     ENTRY_KINDS,
     LAST_ANCHOR,
+    AsyncBatchTapeStore,
     AsyncTapeStore,
+    BatchTapeStore,
     TapeContext,
     TapeEntry,
     TapeQuery,
@@ -179,6 +181,18 @@ def test_kinds_text_and_limit() -> None:
     assert apply_query(TAPE, q().limit(0)) == []
 
 
+def test_tail_keeps_the_last_matches_before_the_limit() -> None:
+    assert ids(apply_query(TAPE, q().tail(3))) == [8, 9, 10]
+    assert ids(apply_query(TAPE, q().tail(100))) == list(range(1, 11))
+    assert apply_query(TAPE, q().tail(0)) == []
+    assert ids(apply_query(TAPE, q().kinds("message").tail(2))) == [4, 7]
+    assert ids(apply_query(TAPE, q().last_anchor().tail(1))) == [10]
+    assert ids(apply_query(TAPE, q().tail(4).limit(2))) == [7, 8]  # first 2 of the last 4
+    assert q().tail(3).limit(1) == q().limit(1).tail(3)  # fields, not a pipeline
+    with pytest.raises(ValueError):
+        q().tail(-1)
+
+
 def test_filters_combine() -> None:
     query = q().after_anchor("session/start").kinds("message").query("E").limit(2)
     assert ids(apply_query(TAPE, query)) == [2, 4]
@@ -244,6 +258,22 @@ async def test_async_store_and_query_all() -> None:
     assert await store.list_tapes() == ["t"]
 
 
+def test_batch_protocols_extend_the_reference_ones() -> None:
+    class Batch(SyncStore):
+        def append_many(self, tape, entries, *, bootstrap=None):  # type: ignore[no-untyped-def]
+            return []
+
+    class AsyncBatch(AsyncStore):
+        async def append_many(self, tape, entries, *, bootstrap=None):  # type: ignore[no-untyped-def]
+            return []
+
+    assert isinstance(Batch(), BatchTapeStore) and isinstance(Batch(), TapeStore)
+    assert isinstance(AsyncBatch(), AsyncBatchTapeStore)
+    # A reference store (append only) is still a TapeStore, just not a batch one.
+    assert isinstance(SyncStore(), TapeStore) and not isinstance(SyncStore(), BatchTapeStore)
+    assert not isinstance(AsyncStore(), AsyncBatchTapeStore)
+
+
 def test_is_async_store_edge_cases() -> None:
     class CallableAppend:
         async def __call__(self, tape: str, entry: TapeEntry) -> None:
@@ -274,6 +304,11 @@ def test_tape_context_anchor_rule() -> None:
     assert ids(apply_query(TAPE, named.build_query(q()))) == [7, 8, 9, 10]
     whole = TapeContext(anchor=None)
     assert whole.build_query(q()) == q()
+    assert default.window is None
+    windowed = TapeContext(window=3)
+    assert windowed.build_query(q()) == q().last_anchor().tail(3)
+    assert ids(apply_query(TAPE, TapeContext(anchor="checkpoint", window=2).build_query(q()))) == [
+        9, 10]
     # A real anchor that happens to be spelled like the marker is still just a name.
     spelled = TapeContext(anchor=str(LAST_ANCHOR))
     assert spelled.build_query(q()).anchor is not LAST_ANCHOR

@@ -1,0 +1,112 @@
+"""`hookline store check` and `hookline store backup`, and damaged stores, through the real
+console script on real SQLite files."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import test_cli
+from store_files import damage, fill_store
+
+from hookline.builtins.store import SQLiteTapeStore
+from hookline.kernel.tape import TapeQuery
+
+env = test_cli.env  # the fixture: an environment with a fresh hookline home
+hookline = test_cli.hookline
+
+
+
+def test_check_a_sound_store_and_back_it_up(env: dict[str, str], tmp_path: Path) -> None:
+    assert hookline("run", "hello", env=env, cwd=tmp_path).returncode == 0
+    store = tmp_path / "home" / "tapes.db"
+    checked = hookline("store", "check", env=env, cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout.splitlines() == [
+        f"ok: {store}: 1 tape(s), 4 entries, schema version 2"]
+
+    target = tmp_path / "backups" / "tapes-copy.db"
+    backup = hookline("store", "backup", str(target), env=env, cwd=tmp_path)
+    assert backup.returncode == 0, backup.stderr
+    assert backup.stdout.strip() == (
+        f"backed up {store} to {target}: 1 tape(s), 4 entries, integrity ok")
+    again = hookline("store", "check", "--store", str(target), env=env, cwd=tmp_path)
+    assert again.returncode == 0 and "4 entries" in again.stdout
+    refused = hookline("store", "backup", str(target), env=env, cwd=tmp_path)
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == (
+        f"error: [invalid_input] {target} already exists; choose a new file name or remove "
+        f"it first.")
+    missing = hookline("store", "check", "--store", str(tmp_path / "none.db"), env=env,
+                       cwd=tmp_path)
+    assert missing.returncode == 1 and "does not exist" in missing.stderr
+
+
+def test_a_damaged_store_is_reported_and_never_written(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    store = tmp_path / "home" / "tapes.db"
+    store.parent.mkdir()
+    fill_store(store)
+    damaged = damage(store)
+
+    checked = hookline("store", "check", env=env, cwd=tmp_path)
+    assert checked.returncode == 1
+    lines = checked.stderr.splitlines()
+    assert lines[0] == f"damaged: {store}" and len(lines) >= 3
+    assert lines[-1].startswith("fix: restore the file from a backup")
+
+    run = hookline("run", "hello", env=env, cwd=tmp_path)
+    assert run.returncode == 1
+    (line,) = run.stderr.strip().splitlines()
+    assert line.startswith(f"error: [config] Tape store {store} is damaged: ")
+    assert "hookline store backup" in line and f"mv {store} {store}.damaged" in line
+
+    # The gateway refuses to start on it instead of serving (and writing) into it.
+    gateway = hookline("gateway", "--port", "0", env=env, cwd=tmp_path)
+    assert gateway.returncode == 1
+    assert f"Tape store {store} is damaged" in gateway.stderr
+    assert store.read_bytes() == damaged
+
+
+WRITER = """
+import sys
+from hookline.builtins.store import SQLiteTapeStore
+from hookline.kernel.tape import TapeEntry
+
+store = SQLiteTapeStore(sys.argv[1])
+n = 0
+while True:
+    n += 1
+    store.append_many("live", [TapeEntry.new("event", {"n": n, "half": h}) for h in (1, 2)])
+    print(n, flush=True)
+"""
+
+
+def test_backup_of_a_store_another_process_is_writing(env: dict[str, str], tmp_path: Path) -> None:
+    store = tmp_path / "home" / "tapes.db"
+    writer = subprocess.Popen([sys.executable, "-c", textwrap.dedent(WRITER), str(store)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout is not None
+        written = 0
+        while written < 200:
+            line = writer.stdout.readline()
+            assert line, writer.stderr.read() if writer.stderr else ""
+            written = int(line)
+        target = tmp_path / "live-copy.db"
+        backup = hookline("store", "backup", str(target), env=env, cwd=tmp_path)
+        assert backup.returncode == 0, backup.stderr
+        assert writer.poll() is None, "the writer kept going during the backup"
+    finally:
+        writer.kill()
+        writer.communicate(timeout=30)
+    with SQLiteTapeStore(target) as copy:
+        entries = list(copy.fetch_all(TapeQuery("live")))
+    # One consistent snapshot: whole batches, in order, at least what was acknowledged.
+    count = len(entries) // 2
+    assert count >= 200 and len(entries) == 2 * count
+    assert [(e.payload["n"], e.payload["half"]) for e in entries] == [
+        (n, h) for n in range(1, count + 1) for h in (1, 2)]
