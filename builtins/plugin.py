@@ -254,9 +254,10 @@ class BuiltinPlugin:
         if probe is None:
             return None
         try:
-            result = probe()
-            if inspect.isawaitable(result):
-                await result
+            if inspect.iscoroutinefunction(probe):
+                await probe()
+            else:  # a sync store does disk I/O: never on the event loop thread
+                await anyio.to_thread.run_sync(probe)
         except Exception as exc:
             return f"the tape store cannot write: {exc}"
         return None

@@ -261,6 +261,14 @@ class SQLiteTapeStore:
     def __repr__(self) -> str:
         return f"SQLiteTapeStore({str(self.path)!r})"
 
+    def check_writable(self) -> None:
+        """Raise when the store cannot record a turn now: a full disk, a read-only file
+        system, a damaged file, a lock held past the busy timeout. It commits a real
+        one-page write (the schema version, rewritten unchanged), so the answer is the
+        truth; backs the gateway's `/v1/health`."""
+        with self._write() as conn:
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
     # -- TapeStore -----------------------------------------------------------------------
 
     def list_tapes(self) -> list[str]:

@@ -411,3 +411,44 @@ def test_check_and_backup_of_a_sound_and_a_damaged_file(tmp_path: Path) -> None:
     damaged = check_database(path)
     assert not damaged.ok and damaged.problems
     assert not check_database(tmp_path / "none.db").ok
+
+
+FULL_DISK_CHILD = r"""
+import resource
+import signal
+import sys
+
+from hookline.builtins.store import SQLiteTapeStore
+from hookline.kernel.tape import TapeEntry
+
+store = SQLiteTapeStore(sys.argv[1])
+store.append("t", TapeEntry.new("message", {"role": "user", "content": "hi"}))
+store.check_writable()
+print("writable", flush=True)
+# No file may grow from here on, as on a full disk (SIGXFSZ ignored: writes fail instead).
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (1, hard))
+failures = 0
+for _ in range(50):  # until the WAL has no reusable room left
+    try:
+        store.check_writable()
+    except Exception as exc:
+        print("refused", type(exc).__name__, exc, flush=True)
+        failures += 1
+        break
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+store.check_writable()
+print("writable again" if failures else "never refused", flush=True)
+"""
+
+
+def test_check_writable_tells_the_truth_about_a_full_disk(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-c", FULL_DISK_CHILD, str(tmp_path / "t.db")],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "writable"
+    assert lines[1].startswith("refused "), out.stdout
+    assert "disk" in lines[1].lower(), "SQLite's own report (disk I/O error, disk is full)"
+    assert lines[-1] == "writable again"
