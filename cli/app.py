@@ -24,8 +24,20 @@ from .store import store_commands
 
 WorkspaceOption = Annotated[
     Path | None,
-    typer.Option("--workspace", "-w", help="Workspace folder (default: the current one)."),
+    typer.Option("--workspace", "-w", help="Workspace folder (default: the current one).",
+                 exists=True, file_okay=False, dir_okay=True, metavar="DIR"),
 ]
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"hookline {version('hookline')}")
+        except PackageNotFoundError:
+            typer.echo("hookline (version unknown: not installed as a distribution)")
+        raise typer.Exit()
 
 
 def create_app(framework: Framework | None = None) -> typer.Typer:
@@ -36,16 +48,25 @@ def create_app(framework: Framework | None = None) -> typer.Typer:
     app = typer.Typer(
         name="hookline",
         help="hookline: a tiny agent runtime in which every stage of a turn is a hook.",
-        no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
     )
 
-    @app.callback()
-    def root(ctx: typer.Context, workspace: WorkspaceOption = None) -> None:
+    @app.callback(invoke_without_command=True)
+    def root(
+        ctx: typer.Context,
+        workspace: WorkspaceOption = None,
+        version: Annotated[
+            bool, typer.Option("--version", callback=_version, is_eager=True,
+                               help="Show the version and exit.")
+        ] = False,
+    ) -> None:
         if workspace is not None:
             framework.workspace = workspace.expanduser().resolve()
         ctx.obj = framework
+        if ctx.invoked_subcommand is None:  # bare `hookline`: the help, and success
+            typer.echo(ctx.get_help())
+            raise typer.Exit()
 
     app.command()(_run_command(framework))
     app.command(name="chat")(chat_command(framework))
@@ -60,12 +81,21 @@ def create_app(framework: Framework | None = None) -> typer.Typer:
 
 def _run_command(framework: Framework) -> Any:
     def run(
-        message: Annotated[str, typer.Argument(help="The message to send.")],
-        session: Annotated[str | None, typer.Option(help="Session id.")] = None,
-        channel: Annotated[str, typer.Option(help="Channel name.")] = "cli",
-        chat_id: Annotated[str, typer.Option("--chat-id", help="Chat id.")] = "default",
+        message: Annotated[
+            str | None,
+            typer.Argument(metavar="MESSAGE", show_default=False,
+                           help="The message to send; '-' (or nothing, with piped input) "
+                                "reads it from standard input."),
+        ] = None,
+        session: Annotated[str | None, typer.Option(metavar="ID", help="Session id.")] = None,
+        channel: Annotated[str, typer.Option(metavar="NAME", help="Channel name.")] = "cli",
+        chat_id: Annotated[
+            str, typer.Option("--chat-id", metavar="ID", help="Chat id.")
+        ] = "default",
         model: Annotated[
-            str | None, typer.Option(help="Model for this turn (provider:model).")
+            str | None,
+            typer.Option("--model", "-m", metavar="PROVIDER:MODEL",
+                         help="Model for this turn."),
         ] = None,
         stream: Annotated[
             bool, typer.Option("--stream/--no-stream", help="Print the reply as it arrives.")
@@ -77,6 +107,8 @@ def _run_command(framework: Framework) -> Any:
 
         if workspace is not None:
             framework.workspace = workspace.expanduser().resolve()
+        message = _message_text(message)
+        _warn_if_nothing_answers(framework)
 
         inbound: dict[str, Any] = {"content": message, "channel": channel, "chat_id": chat_id}
         if session:
@@ -98,6 +130,30 @@ def _run_command(framework: Framework) -> Any:
         printer.finish(result)
 
     return run
+
+
+def _message_text(message: str | None) -> str:
+    """The message argument, or standard input for '-' (or no argument with piped input)."""
+    if message is None and sys.stdin.isatty():
+        fail(ValueError("give the message as an argument, or '-' to read it from standard "
+                        "input (hookline run --help)"))
+    if message is None or message == "-":
+        message = sys.stdin.read()
+    if not message.strip():
+        fail(ValueError("the message is empty"))
+    return message
+
+
+def _warn_if_nothing_answers(framework: Framework) -> None:
+    """Say so when no plugin runs a model: the turn would only echo the prompt back."""
+    if framework.registry.hook_impls("run_model") or framework.registry.hook_impls(
+            "run_model_stream"):
+        return
+    disabled = framework.plugin_status().get("builtin")
+    why = (" (the builtin plugin is disabled: see HOOKLINE_DISABLE_PLUGINS)"
+           if disabled is not None and not disabled.ok else "")
+    typer.echo(f"warning: no plugin implements run_model or run_model_stream{why}; the "
+               f"reply is the prompt echoed back", err=True)
 
 
 def _hooks_command(framework: Framework) -> Any:

@@ -68,8 +68,9 @@ class TurnPrinter:
                 self.out.write("\n")
         else:
             for outbound in result.outbounds:
-                if get_field(outbound, "kind") != "error":
-                    typer.echo(str(get_field(outbound, "content") or ""), file=self.out)
+                content = get_field(outbound, "content")
+                if get_field(outbound, "kind") != "error" and content:
+                    typer.echo(str(content), file=self.out)
         if self.errors:
             fail(RuntimeError(self.errors[0]))
 

@@ -186,3 +186,54 @@ def test_a_failing_turn_is_one_stderr_line(env: dict[str, str], tmp_path: Path) 
     out = hookline("run", "hello", env=env, cwd=tmp_path)
     assert out.returncode == 1
     assert out.stderr.strip().splitlines() == ["error: state store offline"]
+
+
+def test_the_basics_version_bare_help_and_short_model_flag(env: dict[str, str],
+                                                            tmp_path: Path) -> None:
+    version = hookline("--version", env=env, cwd=tmp_path)
+    assert version.returncode == 0 and version.stdout.startswith("hookline 0.")
+    bare = hookline(env=env, cwd=tmp_path)
+    assert bare.returncode == 0, "bare hookline shows the help and succeeds"
+    assert "Usage: hookline" in bare.stdout and "run" in bare.stdout
+    short = hookline("run", "-m", "offline", "hi", env=env, cwd=tmp_path)
+    assert short.returncode == 0 and "[model=offline] hi" in short.stdout
+
+
+def test_run_reads_the_message_from_stdin(env: dict[str, str], tmp_path: Path) -> None:
+    dash = hookline("run", "-", env=env, cwd=tmp_path, input="from a pipe\nsecond line\n")
+    assert dash.returncode == 0, dash.stderr
+    assert '"from a pipe second line" (5 words, 2 lines)' in dash.stdout
+    piped = hookline("run", env=env, cwd=tmp_path, input="no argument at all")
+    assert piped.returncode == 0 and "no argument at all" in piped.stdout
+    empty = hookline("run", "-", env=env, cwd=tmp_path, input="  \n")
+    assert empty.returncode == 1 and empty.stderr.strip() == "error: the message is empty"
+
+
+def test_the_workspace_must_be_an_existing_folder(env: dict[str, str], tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("x")
+    for where in (str(tmp_path / "missing"), str(tmp_path / "a-file")):
+        for args in (("-w", where, "run", "hi"), ("run", "-w", where, "hi")):
+            out = hookline(*args, env=env, cwd=tmp_path)
+            assert out.returncode == 2, (args, out.stdout)
+            assert "--workspace" in out.stderr
+    assert not (tmp_path / "missing").exists(), "nothing was created"
+
+
+def test_a_failed_run_prints_nothing_on_stdout(env: dict[str, str], tmp_path: Path) -> None:
+    turns = tmp_path / "turns.json"
+    turns.write_text(json.dumps({"turns": [{"error": {"kind": "provider",
+                                                      "message": "simulated outage"}}]}))
+    env["HOOKLINE_MODEL"] = f"scripted:{turns}"
+    out = hookline("run", "hello", env=env, cwd=tmp_path)
+    assert out.returncode == 1
+    assert out.stdout == "", "no empty line before the error"
+    assert out.stderr.count("error:") == 1 and "simulated outage" in out.stderr
+
+
+def test_a_disabled_builtin_plugin_is_said_when_nothing_answers(env: dict[str, str],
+                                                                tmp_path: Path) -> None:
+    env["HOOKLINE_DISABLE_PLUGINS"] = "builtin"
+    out = hookline("run", "hi", env=env, cwd=tmp_path)
+    assert out.returncode == 0
+    assert out.stderr.startswith("warning: no plugin implements run_model or run_model_stream "
+                                 "(the builtin plugin is disabled")
