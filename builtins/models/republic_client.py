@@ -65,6 +65,10 @@ _RETRY_STATUSES = frozenset({408, 409, 429})
 _BODY_LIMIT = 300
 
 
+NEEDS_API_BASE = frozenset({"openai-compatible"})
+"""Providers with no endpoint of their own: without `api_base` they are refused."""
+
+
 def _ensure_providers() -> None:
     """Register the providers hookline's specs rely on (idempotent)."""
     import republic
@@ -188,6 +192,17 @@ class RepublicModel:
         self.max_retry_delay = max_retry_delay
         self.options = dict(options)
         self.env_prefix = str(self.options.get("env_prefix") or _env_prefix(provider))
+        if provider in NEEDS_API_BASE and not (self.api_base
+                                               or os.environ.get(f"{self.env_prefix}_API_BASE")):
+            # republic would fall back to the public OpenAI endpoint: a local model's
+            # prompts (and key) must never leave the machine by default.
+            raise HooklineError(
+                ErrorKind.config,
+                f"{spec}: {provider} needs the address of your server and none is set; set "
+                f"HOOKLINE_API_BASE (or api_base in the config file, or "
+                f"{self.env_prefix}_API_BASE), for example http://localhost:11434/v1",
+                details={"provider": provider, "model": model},
+            )
         # Build the provider once to report configuration errors now, not mid-run.
         checked = self._provider()
         # Shown in errors, logs and reprs: never with the user:password part of the URL.

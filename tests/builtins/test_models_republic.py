@@ -306,7 +306,7 @@ def test_configuration_errors_surface_at_construction() -> None:
         RepublicModel("nosuch:model")
     assert caught.value.kind is ErrorKind.config and "openai-compatible" in caught.value.message
     with pytest.raises(HooklineError, match="HOOKLINE_API_FORMAT") as caught:
-        RepublicModel(SPEC, api_format="responses")
+        RepublicModel(SPEC, api_format="responses", api_base="http://127.0.0.1:9/v1")
     assert caught.value.kind is ErrorKind.config
 
 
@@ -322,3 +322,17 @@ def test_importing_the_models_does_not_import_republic() -> None:
         text=True,
     ).stdout
     assert json.loads(out) == []
+
+
+def test_openai_compatible_without_an_api_base_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without an address republic would send the prompt to the public OpenAI endpoint."""
+    monkeypatch.delenv("REPUBLIC_OPENAI_COMPATIBLE_API_BASE", raising=False)
+    with pytest.raises(HooklineError) as caught:
+        RepublicModel("openai-compatible:llama3.1", api_key="k")
+    error = caught.value
+    assert error.kind is ErrorKind.config
+    assert "needs the address of your server" in error.message
+    assert "HOOKLINE_API_BASE" in error.message
+    monkeypatch.setenv("REPUBLIC_OPENAI_COMPATIBLE_API_BASE", "http://127.0.0.1:9/v1")
+    assert RepublicModel("openai-compatible:llama3.1", api_key="k").endpoint.startswith(
+        "http://127.0.0.1:9")
