@@ -13,8 +13,8 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 from .events import (
     EventBus,
@@ -35,10 +35,7 @@ from .interception import (
     ToolCallResult,
 )
 from .prompt import LegacyPrompt, to_legacy_prompt
-from .registry import HookImpl
-
-if TYPE_CHECKING:
-    from .framework import Framework
+from .registry import HookImpl, Registry
 
 __all__ = ["AgentPlugins", "PluginAgentHooks"]
 
@@ -55,8 +52,8 @@ class PluginAgentHooks:
     removed after the agent was built take effect on its next call.
     """
 
-    def __init__(self, framework: Framework) -> None:
-        self.framework = framework
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
 
     # -- the four hooks ------------------------------------------------------------------
 
@@ -166,7 +163,7 @@ class PluginAgentHooks:
         return request, None
 
     def _impls(self, hook_name: str) -> tuple[HookImpl, ...]:
-        return self.framework.registry.hook_impls(hook_name)
+        return self.registry.hook_impls(hook_name)
 
     @staticmethod
     async def _call(impl: HookImpl, kwargs: Mapping[str, Any]) -> Any:
@@ -204,15 +201,18 @@ class AgentPlugins:
     ``continue``, the hook's answer is put on ``event.next_prompt`` for the agent loop.
     """
 
-    def __init__(self, framework: Framework) -> None:
-        self.framework = framework
+    def __init__(self, agent_hooks: PluginAgentHooks,
+                 continue_prompt: Callable[..., Awaitable[Any]]) -> None:
+        self.agent_hooks = agent_hooks
+        self.continue_prompt = continue_prompt
+        """The framework's ``continue_prompt`` stage (its signature, its checks)."""
         # (id of the run's tape, step) -> that step's prompt. Entries live from a step's
         # start to its end (or the run's end), while the tape is alive, so ids are unique.
         self._prompts: dict[tuple[int, int], list[Any] | None] = {}
 
     def attach(self, bus: EventBus | None = None) -> EventBus:
         """Subscribe the adapter and the continue_prompt trigger to ``bus`` (new if None)."""
-        bus = self.framework.agent_hooks.subscribe(bus)
+        bus = self.agent_hooks.subscribe(bus)
         bus.on(StepStarted, self._on_step_started)
         bus.on(StepFinished, self._on_step_finished)
         bus.on(RunFinished, self._on_run_finished)
@@ -220,7 +220,7 @@ class AgentPlugins:
 
     def detach(self, bus: EventBus) -> None:
         """Remove what ``attach`` registered on ``bus``."""
-        self.framework.agent_hooks.unsubscribe(bus)
+        self.agent_hooks.unsubscribe(bus)
         bus.off(StepStarted, self._on_step_started)
         bus.off(StepFinished, self._on_step_finished)
         bus.off(RunFinished, self._on_run_finished)
@@ -234,7 +234,7 @@ class AgentPlugins:
             return
         prompt: LegacyPrompt | None = None if content is None else to_legacy_prompt(content)
         # A non-str answer raises TypeError here: a contract error, so it is not isolated.
-        event.next_prompt = await self.framework.continue_prompt(
+        event.next_prompt = await self.continue_prompt(
             prompt=prompt, tape=event.tape, state=event.stream_state
         )
 

@@ -50,11 +50,11 @@ class Framework:
         self.workspace = Path(workspace if workspace is not None else os.getcwd()).resolve()
         self.registry = Registry()
         self.runtime = HookRuntime(self.registry)
-        self.agent_hooks = PluginAgentHooks(self)
-        self.agent_plugins = AgentPlugins(self)
+        self.agent_hooks = PluginAgentHooks(self.registry)
+        self.agent_plugins = AgentPlugins(self.agent_hooks, self.continue_prompt)
         self.router: Any = None
         """Bound channel router (``wrap_stream``); set by the channel manager."""
-        self._pipeline = TurnPipeline(self)
+        self._pipeline = TurnPipeline(self.runtime, self.registry, self)
         self._loader = PluginLoader(self)
         self._tape_store: Any = None
         self._steering_inbox: Any = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .envelope import default_session_id, envelope_content, get_field, set_field
 from .prompt import to_content, to_legacy_prompt
@@ -18,7 +18,27 @@ from .streaming import AsyncStreamEvents, ErrorKind, HooklineError, StreamEvent
 from .turn import RUNTIME_ENVIRONMENT, RUNTIME_STEERING_INBOX, RUNTIME_WORKSPACE, TurnResult
 
 if TYPE_CHECKING:
-    from .framework import Framework
+    from pathlib import Path
+
+    from .envcache import EnvironmentCache
+    from .environment import Environment
+    from .registry import Registry
+    from .runtime import HookRuntime
+
+
+class TurnHost(Protocol):
+    """What the turn stages need from their host (the ``Framework``): the workspace, the
+    running scope's resources and the bound router. Nothing else of the host is reached."""
+
+    workspace: Path
+    router: Any
+    environments: EnvironmentCache
+
+    def get_steering_inbox(self) -> Any: ...
+
+    def cached_environment(self, session_id: str, default: Any = None) -> Any: ...
+
+    async def get_environment(self, session_id: str) -> Environment | None: ...
 
 logger = logging.getLogger(__name__)
 
@@ -30,9 +50,10 @@ RUN_MODEL_STREAM = "run_model_stream"
 class TurnPipeline:
     """The turn stages of a framework; ``Framework`` exposes them under the same names."""
 
-    def __init__(self, framework: Framework) -> None:
-        self.framework = framework
-        self.runtime = framework.runtime
+    def __init__(self, runtime: HookRuntime, registry: Registry, host: TurnHost) -> None:
+        self.runtime = runtime
+        self.registry = registry
+        self.host = host
         self._model_choice: tuple[int, bool, str | None] | None = None
 
     async def process_inbound(self, inbound: Any, stream_output: bool = False) -> TurnResult:
@@ -41,7 +62,7 @@ class TurnPipeline:
             if inbound.__class__ is dict or isinstance(inbound, MutableMapping):
                 set_field(inbound, "session_id", session_id)
             # The turn holds its session's environment: the cache never evicts it meanwhile.
-            with self.framework.environments.hold(session_id):
+            with self.host.environments.hold(session_id):
                 return await self._run_turn(inbound, session_id, stream_output)
         except Exception as exc:
             logger.warning("turn.failed error=%s: %s", type(exc).__name__, exc)
@@ -73,14 +94,14 @@ class TurnPipeline:
 
     async def build_state(self, message: Any, session_id: str) -> dict[str, Any]:
         """Fresh turn state: runtime keys, then load_state fragments, highest priority last."""
-        framework = self.framework
+        host = self.host
         state: dict[str, Any] = {
-            RUNTIME_WORKSPACE: str(framework.workspace),
-            RUNTIME_STEERING_INBOX: framework.get_steering_inbox(),
+            RUNTIME_WORKSPACE: str(host.workspace),
+            RUNTIME_STEERING_INBOX: host.get_steering_inbox(),
         }
-        environment = framework.cached_environment(session_id, _UNCACHED)
+        environment = host.cached_environment(session_id, _UNCACHED)
         if environment is _UNCACHED:
-            environment = await framework.get_environment(session_id)
+            environment = await host.get_environment(session_id)
         if environment is not None:
             state[RUNTIME_ENVIRONMENT] = environment
         fragments = await self.runtime.call_many(
@@ -107,7 +128,7 @@ class TurnPipeline:
         marked implementation) decides; a plugin implementing both uses the kind the path
         prefers. Cached until plugins change.
         """
-        registry = self.framework.registry
+        registry = self.registry
         cached = self._model_choice
         if cached is not None and cached[0] == registry.generation and cached[1] == stream_output:
             return cached[2]
@@ -162,7 +183,7 @@ class TurnPipeline:
 
     async def _consume(self, inbound: Any, stream: AsyncStreamEvents, stream_output: bool) -> str:
         """Collect text deltas; on the stream path report error events to on_error."""
-        router = self.framework.router
+        router = self.host.router
         events: Any = stream
         if stream_output and router is not None:
             events = router.wrap_stream(inbound, stream)

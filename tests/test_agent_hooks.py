@@ -55,7 +55,8 @@ def _messages(caplog: pytest.LogCaptureFixture, prefix: str) -> list[logging.Log
 def test_framework_owns_the_adapters(framework: Framework) -> None:
     assert isinstance(framework.agent_hooks, PluginAgentHooks)
     assert isinstance(framework.agent_plugins, AgentPlugins)
-    assert framework.agent_hooks.framework is framework
+    assert framework.agent_hooks.registry is framework.registry
+    assert framework.agent_plugins.agent_hooks is framework.agent_hooks
 
 
 # -- before_llm_call -------------------------------------------------------------------
