@@ -6,14 +6,20 @@ import inspect
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
 from ._util import dedupe_by_name
 
-if TYPE_CHECKING:
-    from .events import EventBus
+__all__ = ["EventEmitter", "Tool", "ToolContext", "ToolExposure", "dedupe_tools",
+           "default_render"]
 
-__all__ = ["Tool", "ToolContext", "ToolExposure", "dedupe_tools", "default_render"]
+
+class EventEmitter(Protocol):
+    """What a tool may do with its run's event bus (an ``events.EventBus``): emit events.
+    Declared here so that the tool contract does not depend on the event module."""
+
+    async def emit(self, event: Any) -> Any: ...
+
 
 ToolExposure: TypeAlias = Literal["auto", "direct", "code", "command"]
 
@@ -33,7 +39,7 @@ class ToolContext:
     state: dict[str, Any] = field(default_factory=dict)
     code_mode: bool = False
     command: bool = False
-    events: EventBus | None = None
+    events: EventEmitter | None = None
 
 
 def default_render(result: Any) -> str:
