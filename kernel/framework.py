@@ -271,8 +271,9 @@ class Framework:
 
     async def get_model_options(
         self, session_id: str, workspace: str | os.PathLike[str] | None = None
-    ) -> ModelOptions | None:
-        """Model options from every provider merged in priority order."""
+    ) -> ModelOptions:
+        """Model options from every provider merged in priority order; empty options (no
+        models, no current model) when nobody answered, as the reference does."""
         where = self.workspace if workspace is None else Path(workspace).expanduser().resolve()
         options = []
         for impl, value in await self.runtime.call_each(
@@ -283,7 +284,7 @@ class Framework:
             if not isinstance(value, ModelOptions):
                 raise _bad_return(impl, "ModelOptions or None", value)
             options.append(value)
-        return merge_model_options(options)
+        return merge_model_options(options) or ModelOptions()
 
     async def admit_message(
         self, session_id: str, message: Any, turn: TurnSnapshot

@@ -831,9 +831,9 @@ async def test_get_model_options_merges_in_priority_order(
 
 @pytest.mark.anyio
 async def test_get_model_options_none_and_wrong_type(framework: Framework) -> None:
-    assert await framework.get_model_options("s") is None
+    assert await framework.get_model_options("s") == ModelOptions([], None)
     framework.registry.register(Options(None), "none")
-    assert await framework.get_model_options("s") is None
+    assert (await framework.get_model_options("s")).models == []
     framework.registry.register(Options({"models": []}), "wrong")
     with pytest.raises(TypeError) as info:
         await framework.get_model_options("s")

@@ -341,7 +341,7 @@ async def test_model_options_and_onboarding_come_from_the_settings(workspace: Pa
     assert framework.collect_onboard_config({"model": "mine:x"}) == {"model": "mine:x"}
 
     bare, _ = build(workspace, model=None)
-    assert await bare.get_model_options(SESSION) is None
+    assert await bare.get_model_options(SESSION) == ModelOptions([], None)
     assert bare.collect_onboard_config({}) == {"model": "offline"}
 
 
