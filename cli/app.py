@@ -116,7 +116,7 @@ def _run_command(framework: Framework) -> Any:
         if model:
             inbound["context"] = {"model": model}
         printer = TurnPrinter(stream=stream)
-        show_logs(logging.ERROR)  # failures are reported as the one error line below
+        show_logs(logging.ERROR, turn_failures=False)  # the one error line below says it
 
         async def turn() -> Any:
             framework.router = printer

@@ -37,7 +37,7 @@ def chat_command(framework: Framework) -> Any:
         Ctrl-C cancels the running turn; /quit, Ctrl-D or Ctrl-C at the prompt leave."""
         import anyio
 
-        show_logs(logging.ERROR)  # the conversation shows failures itself
+        show_logs(logging.ERROR, turn_failures=False)  # the conversation shows failures itself
         try:
             anyio.run(run_chat, framework, session, model)
         except KeyboardInterrupt:  # before the handler was installed, or after it was removed

@@ -75,10 +75,13 @@ class TurnPrinter:
             fail(RuntimeError(self.errors[0]))
 
 
-def show_logs(level: int = logging.INFO) -> None:
+def show_logs(level: int = logging.INFO, *, turn_failures: bool = True) -> None:
     """hookline's log on stderr, one line per record from ``level`` up, unless the host
     configured logging already. Without it, Python's last-resort handler would print raw
-    warnings and whole tracebacks next to the command's own one-line errors."""
+    warnings and whole tracebacks next to the command's own one-line errors.
+
+    ``turn_failures=False`` leaves out the pipeline's ``turn.failed`` record, for commands
+    that print the failure themselves (one failure, one line)."""
     root = logging.getLogger()
     log = logging.getLogger("hookline")
     if root.handlers or log.handlers:
@@ -86,6 +89,8 @@ def show_logs(level: int = logging.INFO) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_OneLine())
     handler.setLevel(level)
+    if not turn_failures:
+        handler.addFilter(lambda record: not str(record.msg).startswith("turn.failed"))
     log.addHandler(handler)
     if log.level == logging.NOTSET:
         log.setLevel(level)

@@ -8,6 +8,7 @@ to ``on_error`` with stage ``turn`` and re-raised.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import AsyncIterator, MutableMapping
 from typing import TYPE_CHECKING, Any, Protocol
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
     from .envcache import EnvironmentCache
     from .environment import Environment
-    from .registry import Registry
+    from .registry import HookImpl, Registry
     from .runtime import HookRuntime
 
 
@@ -47,6 +48,24 @@ RUN_MODEL = "run_model"
 RUN_MODEL_STREAM = "run_model_stream"
 
 
+def blame(registry: Registry, error: BaseException) -> HookImpl | None:
+    """The registered implementation whose code raised `error` (the innermost one in its
+    traceback), or None when no plugin's function is on it. Only failures pay for this."""
+    owners: dict[Any, HookImpl] = {}
+    for hook in registry.hook_names():
+        for impl in registry.hook_impls(hook):
+            function = inspect.unwrap(getattr(impl.function, "__func__", impl.function))
+            code = getattr(function, "__code__", None)
+            if code is not None:
+                owners.setdefault(code, impl)
+    found: HookImpl | None = None
+    trace = error.__traceback__
+    while trace is not None:
+        found = owners.get(trace.tb_frame.f_code, found)
+        trace = trace.tb_next
+    return found
+
+
 class TurnPipeline:
     """The turn stages of a framework; ``Framework`` exposes them under the same names."""
 
@@ -65,7 +84,12 @@ class TurnPipeline:
             with self.host.environments.hold(session_id):
                 return await self._run_turn(inbound, session_id, stream_output)
         except Exception as exc:
-            logger.warning("turn.failed error=%s: %s", type(exc).__name__, exc)
+            culprit = blame(self.registry, exc)
+            where = (f" plugin={culprit.plugin_name} hook={culprit.hook_name} "
+                     f"function={culprit.function_name} ({culprit.location})"
+                     if culprit is not None else "")
+            logger.error("turn.failed%s error=%s: %s", where, type(exc).__name__, exc,
+                         exc_info=exc)
             await self.runtime.notify_error("turn", exc, inbound)
             raise
 

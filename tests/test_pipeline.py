@@ -1074,3 +1074,53 @@ async def test_cancellation_runs_save_state_and_is_not_reported(framework: Frame
     assert recorder.calls["save_state"][0]["model_output"] == ""
     assert "on_error" not in log
     assert "render_outbound" not in log
+
+
+class _Explodes:
+    @hookimpl
+    def build_prompt(self, message, session_id, state):
+        return self._deeper()
+
+    def _deeper(self) -> Any:
+        raise RuntimeError("the prompt plugin broke")
+
+
+class _Innocent:
+    @hookimpl
+    def load_state(self, message, session_id):
+        return {"fine": True}
+
+
+@pytest.mark.anyio
+async def test_a_failed_turn_is_logged_once_at_error_naming_the_plugin(
+        framework: Framework, caplog: pytest.LogCaptureFixture) -> None:
+    framework.registry.register(_Innocent(), "innocent")
+    framework.registry.register(_Explodes(), "exploder")
+    with caplog.at_level("DEBUG", logger="hookline"), pytest.raises(RuntimeError):
+        await framework.process_inbound({"content": "hi", "session_id": "s"})
+    failed = [r for r in caplog.records if r.getMessage().startswith("turn.failed")]
+    assert len(failed) == 1
+    [record] = failed
+    assert record.levelname == "ERROR"
+    assert record.exc_info is not None and record.exc_info[1] is not None
+    message = record.getMessage()
+    assert "plugin=exploder hook=build_prompt" in message
+    assert "_Explodes.build_prompt" in message
+    assert "error=RuntimeError: the prompt plugin broke" in message
+
+
+@pytest.mark.anyio
+async def test_a_failing_dispatch_outbound_is_blamed_on_its_own_plugin(
+        framework: Framework, caplog: pytest.LogCaptureFixture) -> None:
+    framework.registry.register(_Innocent(), "innocent")
+
+    class Courier:
+        @hookimpl
+        def dispatch_outbound(self, message):
+            raise ValueError("cannot deliver")
+
+    framework.registry.register(Courier(), "courier")
+    with caplog.at_level("ERROR", logger="hookline"), pytest.raises(ValueError):
+        await framework.process_inbound({"content": "hi", "session_id": "s"})
+    [record] = [r for r in caplog.records if r.getMessage().startswith("turn.failed")]
+    assert "plugin=courier hook=dispatch_outbound" in record.getMessage()

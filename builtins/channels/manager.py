@@ -342,8 +342,8 @@ class ChannelManager:
                     result = await self.framework.process_inbound(
                         turn.message, stream_output=self.stream_output
                     )
-            except Exception as exc:  # already logged and reported by the pipeline
-                logger.info("channel.turn_failed session=%s error=%s: %s", turn.session_id,
+            except Exception as exc:  # logged (ERROR) and reported by the pipeline: once
+                logger.debug("channel.turn_failed session=%s error=%s: %s", turn.session_id,
                             type(exc).__name__, exc)
             # Steered messages the turn did not take become follow-ups, also when it failed.
             state = result.state if result is not None else admission_state(
