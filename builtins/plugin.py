@@ -20,7 +20,13 @@ import anyio
 import anyio.to_thread
 
 from hookline.kernel import hookimpl
-from hookline.kernel.channels import AdmitDecision, Channel, MessageHandler, TurnSnapshot
+from hookline.kernel.channels import (
+    AdmissionRouter,
+    AdmitDecision,
+    Channel,
+    MessageHandler,
+    TurnSnapshot,
+)
 from hookline.kernel.envelope import context_str, default_session_id, get_field
 from hookline.kernel.interception import ToolCall, ToolCallResult
 from hookline.kernel.models import ModelChoice, ModelOptions
@@ -273,11 +279,12 @@ class BuiltinPlugin:
     async def admit_message(
         self, session_id: str, message: Any, turn: TurnSnapshot
     ) -> AdmitDecision | None:
-        """The opinion of the message's channel, asked through the bound channel router."""
-        admit = getattr(self.framework.router, "admit_message", None)
-        if admit is None:
+        """The opinion of the message's channel, asked through the bound channel router
+        when it is an `AdmissionRouter` (the channel manager); else no opinion."""
+        router = self.framework.router
+        if not isinstance(router, AdmissionRouter):
             return None
-        return await admit(session_id, message, turn)
+        return await router.admit_message(session_id, message, turn)
 
     @hookimpl
     async def on_error(self, stage: str, error: Exception, message: Any) -> None:

@@ -11,13 +11,19 @@ from __future__ import annotations
 
 import logging
 import signal
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from hookline.kernel import Framework
+from hookline.kernel.channels import Channel
 
 from .output import fail, show_logs
+
+if TYPE_CHECKING:
+    import anyio
+
+    from hookline.builtins.channels import ChannelManager
 
 CHANNEL = "cli"
 
@@ -83,7 +89,8 @@ async def run_chat(framework: Framework, session: str | None, model: str | None)
             task_group.cancel_scope.cancel()
 
 
-async def _handle_interrupts(manager: Any, channel: Any, stop: Any) -> None:
+async def _handle_interrupts(manager: ChannelManager, channel: Channel,
+                             stop: anyio.Event) -> None:
     """SIGINT cancels the running turns; with none running it ends the session."""
     import anyio
 
@@ -99,9 +106,7 @@ async def _handle_interrupts(manager: Any, channel: Any, stop: Any) -> None:
                 return
             for session_id in busy:
                 await manager.quit_session(session_id)
-            notify = getattr(channel, "turns_cancelled", None)
-            if callable(notify):
-                notify(busy)
+            channel.turns_cancelled(busy)
 
 
 def _configured_model() -> str:

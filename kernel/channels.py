@@ -1,23 +1,28 @@
-"""Channels, admission decisions and the steering inbox.
+"""Channels, the channel router, admission decisions and the steering inbox.
 
-A channel moves envelopes between the outside world and the framework. Admission decides
-what happens to an inbound message while its session may already be busy; steering lets a
-message join a running turn instead of waiting for the next one.
+A channel moves envelopes between the outside world and the framework. The router is what
+the framework sends outbound envelopes and model streams through (the channel manager, or
+the command line's printer). Admission decides what happens to an inbound message while
+its session may already be busy; steering lets a message join a running turn instead of
+waiting for the next one.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol, TypeAlias, runtime_checkable
 
-from .streaming import AsyncStreamEvents
+from .streaming import AsyncStreamEvents, StreamEvent
 
 __all__ = [
+    "AdmissionRouter",
     "AdmitAction",
     "AdmitDecision",
+    "AdmitOutcome",
     "Channel",
+    "ChannelRouter",
     "Interface",
     "Lifecycle",
     "MessageHandler",
@@ -32,6 +37,11 @@ MessageHandler: TypeAlias = Callable[[Any], Awaitable[None]]
 AdmitAction: TypeAlias = Literal["process", "drop", "follow_up", "steer"]
 
 _ADMIT_ACTIONS = ("process", "drop", "follow_up", "steer")
+
+AdmitOutcome: TypeAlias = Literal["process", "queued", "steer", "drop"]
+"""What became of an admitted message, as `Channel.message_admitted` is told: its turn
+started (`process`), it waits behind the session's running turn (`queued`), it was fed
+into the running turn (`steer`), or it was discarded (`drop`)."""
 
 
 class StopEvent(Protocol):
@@ -92,7 +102,16 @@ class AdmitDecision:
 
 
 class Channel(ABC):
-    """A source and destination of envelopes (CLI, chat service, webhook, ...)."""
+    """A source and destination of envelopes (CLI, chat service, webhook, ...).
+
+    Besides `start`, `stop` and the overridable `send`, `stream_events` and
+    `admit_message`, a channel has the callbacks through which a channel manager tells it
+    what became of the messages it handed over (`manager_attached`, `message_admitted`,
+    `turn_started`, `turn_finished`) and through which a host tells it that it cancelled
+    turns (`turns_cancelled`). Each default does nothing, so a channel overrides only those
+    it needs. Callbacks are plain methods, called synchronously; when one the manager
+    calls raises, the manager logs it and goes on scheduling.
+    """
 
     name: ClassVar[str] = "base"
     needs_debounce: bool = False
@@ -110,7 +129,8 @@ class Channel(ABC):
         """Deliver an outbound envelope; channels that only receive keep the no-op."""
         return None
 
-    def stream_events(self, message: Any, stream: AsyncStreamEvents) -> AsyncStreamEvents:
+    def stream_events(self, message: Any, stream: AsyncStreamEvents
+                      ) -> AsyncIterable[StreamEvent]:
         """Let the channel observe or wrap a model stream meant for it; default unchanged."""
         return stream
 
@@ -120,6 +140,47 @@ class Channel(ABC):
         """The channel's own admission opinion, consulted by the builtin hook."""
         return None
 
+    # -- what a channel manager tells the channel ---------------------------------------
+
+    def manager_attached(self) -> None:
+        """A channel manager took this channel (once, when the manager is built).
+
+        From then on the manager reports every message the channel hands to its handler:
+        `message_admitted` once the message is admitted, before the handler returns (a
+        message a debounce buffer holds is reported later, as the merged message of its
+        batch), and `turn_started` / `turn_finished` around its turn. A message for which
+        the handler returns without `message_admitted` and that no buffer holds was not
+        taken: the manager is not running or is stopping, the envelope names a channel the
+        manager does not know, or resolving its session failed (reported to `on_error`,
+        whose error outbound comes back through `send`).
+        """
+        return None
+
+    def message_admitted(self, message: Any, outcome: AdmitOutcome,
+                         reason: str | None = None) -> None:
+        """`message`, handed over by this channel, was admitted with `outcome` (see
+        `AdmitOutcome`; `reason` from the decision or the manager). A `queued` message may
+        be reported again as `drop` when the manager stops before its turn starts; a
+        `steer` message the running turn did not take later gets a turn of its own."""
+        return None
+
+    def turn_started(self, message: Any) -> None:
+        """The turn for `message` starts; called in the task that runs it, which also sends
+        the turn's outbounds (and reads its model stream)."""
+        return None
+
+    def turn_finished(self, message: Any) -> None:
+        """The turn for `message` ended (normally, failed or cancelled), after its outbounds
+        were sent; called in the task that ran it."""
+        return None
+
+    # -- what a host tells the channel --------------------------------------------------
+
+    def turns_cancelled(self, session_ids: Iterable[str]) -> None:
+        """The host cancelled the running turns of these sessions on the user's request
+        (`hookline chat` on Ctrl-C, after `ChannelManager.quit_session`)."""
+        return None
+
 
 class Interface(Channel, ABC):
     """A user-facing channel: runs only when named explicitly."""
@@ -127,6 +188,36 @@ class Interface(Channel, ABC):
 
 class Lifecycle(Channel, ABC):
     """A background channel: runs unless excluded."""
+
+
+@runtime_checkable
+class ChannelRouter(Protocol):
+    """What the framework sends model streams and outbound envelopes through
+    (`Framework.router`): the channel manager while it runs, the command line's printer
+    for `hookline run`."""
+
+    def wrap_stream(self, message: Any, stream: AsyncStreamEvents
+                    ) -> AsyncIterable[StreamEvent]:
+        """Observe or wrap the model stream of the turn for inbound `message`; the pipeline
+        reads what this returns (stream path only) and closes `stream` itself."""
+        ...
+
+    async def dispatch(self, message: Any) -> bool:
+        """Deliver one outbound envelope (the builtin `dispatch_outbound` and `on_error`);
+        False when nothing could take it."""
+        ...
+
+
+@runtime_checkable
+class AdmissionRouter(Protocol):
+    """A router that also answers admission for its channels (the channel manager): the
+    builtin `admit_message` asks it when the bound router is one."""
+
+    async def admit_message(
+        self, session_id: str, message: Any, turn: TurnSnapshot
+    ) -> AdmitDecision | None:
+        """The admission opinion of the channel `message` came from (None: no opinion)."""
+        ...
 
 
 @runtime_checkable

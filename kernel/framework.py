@@ -22,7 +22,7 @@ from typing import Any
 from ._plan import usable_sync
 from ._util import dedupe_by_name
 from .agent_hooks import AgentPlugins, PluginAgentHooks
-from .channels import AdmitDecision, Channel, TurnSnapshot
+from .channels import AdmitDecision, Channel, ChannelRouter, TurnSnapshot
 from .envcache import EnvironmentCache, Evicted
 from .envelope import get_field
 from .environment import Environment
@@ -52,8 +52,9 @@ class Framework:
         self.runtime = HookRuntime(self.registry)
         self.agent_hooks = PluginAgentHooks(self.registry)
         self.agent_plugins = AgentPlugins(self.agent_hooks, self.continue_prompt)
-        self.router: Any = None
-        """Bound channel router (``wrap_stream``); set by the channel manager."""
+        self.router: ChannelRouter | None = None
+        """Bound channel router (``wrap_stream``, ``dispatch``): the channel manager while it
+        runs, or the command line's printer; None when nothing is bound."""
         self._pipeline = TurnPipeline(self.runtime, self.registry, self)
         self._loader = PluginLoader(self)
         self._tape_store: Any = None

@@ -21,6 +21,7 @@ from .turn import RUNTIME_ENVIRONMENT, RUNTIME_STEERING_INBOX, RUNTIME_WORKSPACE
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from .channels import ChannelRouter
     from .envcache import EnvironmentCache
     from .environment import Environment
     from .registry import HookImpl, Registry
@@ -32,7 +33,7 @@ class TurnHost(Protocol):
     running scope's resources and the bound router. Nothing else of the host is reached."""
 
     workspace: Path
-    router: Any
+    router: ChannelRouter | None
     environments: EnvironmentCache
 
     def get_steering_inbox(self) -> Any: ...

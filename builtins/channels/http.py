@@ -43,12 +43,13 @@ dispatches the turn's outbounds), or the request's own task (errors reported whi
 manager admits the message).
 
 What became of a message (dropped, steered, queued, started) and when its turn ended, the
-channel learns from the manager through `message_admitted`, `turn_started` and
-`turn_finished` (see `ChannelManager._apply` and `_run_turn`). With a manager that
-does not call them, a request is answered at its turn's first outbound (an error reported
+channel learns from the channel manager through the callbacks `Channel` declares:
+`manager_attached` (the manager will report), `message_admitted`, `turn_started` and
+`turn_finished`. Without an attached manager (the channel run on its own, with another
+message handler), a request is answered at its turn's first outbound (an error reported
 while the model streams waits for the reply that follows), outbounds of unknown origin go
-to the session's oldest waiting request, and a dropped or steered message is only answered
-by the timeout.
+to the session's oldest waiting request, a dropped or steered message is only answered by
+the timeout, and the listener closes as soon as the stop event is set.
 
 The server is hypercorn, on whichever event loop anyio runs (asyncio or trio); with
 `http_certfile` and `http_keyfile` it serves HTTPS.
@@ -71,6 +72,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from hookline.kernel.channels import (
     AdmitDecision,
+    AdmitOutcome,
     Lifecycle,
     MessageHandler,
     StopEvent,
@@ -221,8 +223,9 @@ class HttpChannel(Lifecycle):
     `GET /v1/health`; `scrub` cleans every error text before it is sent.
 
     Admission outcomes and turn ends reach the channel through `message_admitted`,
-    `turn_started` and `turn_finished` when the manager calls them (it then sets
-    `manager_notifies`); see the module docstring for what happens without them.
+    `turn_started` and `turn_finished` from the manager that called `manager_attached`
+    (`manager_notifies` tells whether one did); see the module docstring for what happens
+    without one.
     """
 
     name = "http"
@@ -253,7 +256,7 @@ class HttpChannel(Lifecycle):
         self.max_body_size = max_body_size
         self.health = health
         self.scrub = scrub
-        self.manager_notifies = False
+        self._managed = False
         self.address: tuple[str, int] | None = None
         self.tls = False
         self._settings = settings
@@ -271,6 +274,12 @@ class HttpChannel(Lifecycle):
 
             settings = self._settings = load_settings()
         return settings
+
+    @property
+    def manager_notifies(self) -> bool:
+        """True once a channel manager attached itself (`manager_attached`): it reports
+        admission outcomes and turn ends."""
+        return self._managed
 
     @property
     def url(self) -> str | None:
@@ -337,7 +346,7 @@ class HttpChannel(Lifecycle):
                     group.start_soon(wait, stop_event)
                     group.start_soon(wait, closing)
                 self._accepting = False
-                if self.manager_notifies and not closing.is_set():
+                if self._managed and not closing.is_set():
                     # The manager lets running turns finish, then calls stop(): until
                     # then new requests get a clear 503 (and health says so) instead of
                     # a refused connection, which load balancers read as a crash.
@@ -423,7 +432,14 @@ class HttpChannel(Lifecycle):
 
     # -- what the manager tells the channel ----------------------------------------------
 
-    def message_admitted(self, message: Any, outcome: str, reason: str | None = None) -> None:
+    def manager_attached(self) -> None:
+        """A manager runs this channel and reports what becomes of every message: a message
+        it does not take is answered at once, and the listener stays open (answering 503)
+        until the manager has let the running turns finish and calls `stop()`."""
+        self._managed = True
+
+    def message_admitted(self, message: Any, outcome: AdmitOutcome,
+                         reason: str | None = None) -> None:
         """The manager took `message`: `process` (its turn starts now), `queued` (behind
         the session's running turn), `steer` (fed into the running turn), `drop`."""
         reply = self._reply_for_inbound(message)
@@ -468,7 +484,7 @@ class HttpChannel(Lifecycle):
         reply = self._reply_for_inbound(message)
         if reply is None:
             reply = self._tasks.get(anyio.get_current_task().id)
-        if reply is None and not self.manager_notifies:
+        if reply is None and not self._managed:
             session_id = get_field(message, "session_id")
             reply = next((r for r in self._replies.values() if r.session_id == session_id
                           and r.turn_task is None and not r.finished.is_set()), None)
@@ -569,7 +585,7 @@ class HttpChannel(Lifecycle):
         chat_id = payload.get("chat_id", "default")
         session_id = payload.get("session_id") or f"{self.name}:{chat_id}"
         reply = _Reply(uuid.uuid4().hex, session_id, payload.get("stream", False),
-                       notified=self.manager_notifies)
+                       notified=self._managed)
         # A plain mapping, like the cli channel's: only the sender's own context reaches
         # the prompt (the request id is private: its key starts with an underscore).
         envelope = {
@@ -597,7 +613,7 @@ class HttpChannel(Lifecycle):
                         reply.decide("failed", self.scrub(reason), final=True)
                     if self._tasks.get(handler_task) is reply:
                         del self._tasks[handler_task]
-                    if self.manager_notifies and not reply.decided.is_set():
+                    if self._managed and not reply.decided.is_set():
                         # The manager did not take the message: resolving its session
                         # failed (an error outbound came back), or it is stopping.
                         if reply.admission_errors:

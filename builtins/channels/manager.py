@@ -1,9 +1,15 @@
 """The channel manager: runs channels, admits their messages, schedules turns, routes replies.
 
-While it runs, the manager is the framework's router (`framework.router`): the pipeline asks
-it to wrap model streams (`wrap_stream`), the builtin `dispatch_outbound` and `on_error`
-send outbound envelopes through it (`dispatch`), and the builtin `admit_message` asks it for
-the admission opinion of the message's channel (`admit_message`).
+While it runs, the manager is the framework's router (`framework.router`, a `ChannelRouter`
+and an `AdmissionRouter`): the pipeline asks it to wrap model streams (`wrap_stream`), the
+builtin `dispatch_outbound` and `on_error` send outbound envelopes through it (`dispatch`),
+and the builtin `admit_message` asks it for the admission opinion of the message's channel
+(`admit_message`).
+
+It tells each channel what became of the messages the channel handed over, through the
+callbacks `Channel` declares: `manager_attached` once when the manager is built, then
+`message_admitted(message, outcome, reason)`, `turn_started(message)` and
+`turn_finished(message)` (a callback that raises is logged and ignored).
 
 Inbound path (contract 2.18, 2.20, 2.22), for every envelope a channel hands to `receive`:
 
@@ -43,9 +49,9 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, ParamSpec, TypeAlias
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -57,6 +63,7 @@ from hookline.builtins.channels.debounce import (
 )
 from hookline.kernel.channels import (
     AdmitDecision,
+    AdmitOutcome,
     Channel,
     Interface,
     Lifecycle,
@@ -64,12 +71,17 @@ from hookline.kernel.channels import (
     TurnSnapshot,
 )
 from hookline.kernel.envelope import ChannelMessage, envelope_content, get_field, set_field
-from hookline.kernel.streaming import AsyncStreamEvents
+from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 from hookline.kernel.turn import RUNTIME_THREAD_ID
 
 __all__ = ["DEFAULT_SHUTDOWN_TIMEOUT", "ChannelManager"]
 
 logger = logging.getLogger(__name__)
+
+_P = ParamSpec("_P")
+
+_Applied: TypeAlias = AdmitOutcome | Literal["stopping"]
+"""What applying a decision did; `stopping`: the turn could not start (reported as drop)."""
 
 DEFAULT_SHUTDOWN_TIMEOUT = 30.0
 """Seconds running turns get to finish once the manager is asked to stop."""
@@ -146,8 +158,7 @@ class ChannelManager:
         self._started: list[tuple[str, Channel]] = []
         self._failure: tuple[str, BaseException] | None = None
         for channel in self.channels.values():
-            if callable(getattr(channel, "message_admitted", None)):
-                channel.manager_notifies = True  # type: ignore[attr-defined]
+            _tell(channel.manager_attached)
 
     # -- selection ---------------------------------------------------------------------
 
@@ -200,11 +211,9 @@ class ChannelManager:
         if name is None or str(name) not in self.channels:
             logger.warning("channel.message_dropped reason=unknown channel=%s", name)
             return
-        if self._debounce is not None and getattr(self.channels[str(name)], "needs_debounce",
-                                                  False):
+        if self._debounce is not None and self.channels[str(name)].needs_debounce:
             if await self._debounce.submit(message) == "ignored":
-                self._notify(message, "message_admitted", "drop",
-                             "inactive message outside the active window")
+                self._admitted(message, "drop", "inactive message outside the active window")
             return
         await self._admit(message)
 
@@ -253,6 +262,7 @@ class ChannelManager:
         ``queued``, ``steer`` or ``drop``), so channels that answer a sender can."""
         action = "process" if decision is None else decision.action
         reason = None if decision is None else decision.reason
+        outcome: _Applied
         if action == "drop":
             logger.info("channel.message_dropped session=%s reason=%s", session_id,
                         reason or "admit_message decided drop")
@@ -268,18 +278,16 @@ class ChannelManager:
             outcome = self._start(session_id, message)
         if outcome == "stopping":
             outcome, reason = "drop", "the channels are stopping"
-        self._notify(message, "message_admitted", outcome, reason)
+        self._admitted(message, outcome, reason)
 
-    def _notify(self, message: Any, hook: str, *args: Any) -> None:
-        """Call an optional notification method of the message's channel."""
-        channel = self.channels.get(str(get_field(message, "channel")))
-        method = getattr(channel, hook, None) if channel is not None else None
-        if callable(method):
-            try:
-                method(message, *args)
-            except Exception:  # a channel's bookkeeping must not break scheduling
-                logger.exception("channel.notify_failed hook=%s channel=%s", hook,
-                                 get_field(message, "channel"))
+    def _source(self, message: Any) -> Channel | None:
+        """The channel a message came from: the one told what became of it."""
+        return self.channels.get(str(get_field(message, "channel")))
+
+    def _admitted(self, message: Any, outcome: AdmitOutcome, reason: str | None) -> None:
+        channel = self._source(message)
+        if channel is not None:
+            _tell(channel.message_admitted, message, outcome, reason)
 
     def busy_sessions(self) -> list[str]:
         """Ids of the sessions that have a running (not cancelled) turn."""
@@ -292,14 +300,14 @@ class ChannelManager:
             return False
         return any(turn.live for turn in session.running) if live else bool(session.running)
 
-    def _follow_up(self, session_id: str, message: Any) -> str:
+    def _follow_up(self, session_id: str, message: Any) -> _Applied:
         if self._is_running(session_id):
             self._sessions[session_id].pending.append(message)
             return "queued"
         return self._start(session_id, message)
 
     async def _steer(self, session_id: str, message: Any, state: dict[str, Any],
-                     reason: str | None) -> str:
+                     reason: str | None) -> _Applied:
         live = self._is_running(session_id, live=True)
         if not live or self.framework.get_steering_inbox() is None:
             return self._follow_up(session_id, message)
@@ -319,7 +327,7 @@ class ChannelManager:
 
     # -- scheduling --------------------------------------------------------------------
 
-    def _start(self, session_id: str, message: Any) -> str:
+    def _start(self, session_id: str, message: Any) -> _Applied:
         """Run the message's turn now: ``process``, or ``stopping`` when it cannot."""
         task_group = self._task_group
         if not self._scheduling or task_group is None:
@@ -334,8 +342,10 @@ class ChannelManager:
 
     async def _run_turn(self, turn: _Turn) -> None:
         turn.task_id = anyio.get_current_task().id
+        channel = self._source(turn.message)
         try:
-            self._notify(turn.message, "turn_started")
+            if channel is not None:
+                _tell(channel.turn_started, turn.message)
             result = None
             try:
                 with turn.scope:
@@ -351,7 +361,8 @@ class ChannelManager:
             await self._move_leftovers(turn.session_id, state)
         finally:
             self._turn_ended(turn)
-            self._notify(turn.message, "turn_finished")
+            if channel is not None:
+                _tell(channel.turn_finished, turn.message)
 
     def _turn_ended(self, turn: _Turn) -> None:
         self._turns.discard(turn)
@@ -412,7 +423,8 @@ class ChannelManager:
 
     # -- router ------------------------------------------------------------------------
 
-    def wrap_stream(self, message: Any, stream: AsyncStreamEvents) -> Any:
+    def wrap_stream(self, message: Any, stream: AsyncStreamEvents
+                    ) -> AsyncIterable[StreamEvent]:
         """Let the message's (running) output channel observe or wrap the model stream."""
         channel = self.active.get(_output_name(message))
         return stream if channel is None else channel.stream_events(message, stream)
@@ -538,7 +550,7 @@ class ChannelManager:
         if dropped:
             logger.warning("channel.shutdown_dropped_pending messages=%d", len(dropped))
         for message in dropped:  # their channels may owe the sender an answer
-            self._notify(message, "message_admitted", "drop", "the channels are stopping")
+            self._admitted(message, "drop", "the channels are stopping")
         self._sessions.clear()
         for name, channel in reversed(self._started):
             try:
@@ -546,6 +558,15 @@ class ChannelManager:
             except Exception:
                 logger.exception("channel.stop_failed channel=%s", name)
         self._started = []
+
+
+def _tell(callback: Callable[_P, None], *args: _P.args, **kwargs: _P.kwargs) -> None:
+    """Call one of a channel's callbacks; a channel's bookkeeping must not break
+    scheduling, so a failure is logged and swallowed."""
+    try:
+        callback(*args, **kwargs)
+    except Exception:
+        logger.exception("channel.notify_failed callback=%s", callback.__qualname__)
 
 
 def admission_state(session_id: str, message: Any) -> dict[str, Any]:
