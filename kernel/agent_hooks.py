@@ -176,8 +176,11 @@ class PluginAgentHooks:
             if inspect.isawaitable(value):
                 value = await value
         except Exception:
-            logger.exception(
-                "hook.agent_hook_failed hook=%s adapter=%s", impl.hook_name, impl.plugin_name
+            # Isolated by the contract (the agent goes on): a warning, as the reference logs
+            # it, with the traceback so the plugin's author can find the fault.
+            logger.warning(
+                "hook.agent_hook_failed hook=%s adapter=%s", impl.hook_name, impl.plugin_name,
+                exc_info=True,
             )
             return None
         return value
