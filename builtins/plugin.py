@@ -30,7 +30,8 @@ from hookline.kernel.tools import Tool
 from hookline.kernel.turn import RUNTIME_THREAD_ID, RUNTIME_WORKSPACE
 
 from .agent import Agent, AgentConfig
-from .environment import LocalEnvironment, open_regular_file
+from .environment import LocalEnvironment
+from .files import open_regular_file
 from .lifespan import SWEEP_SECONDS, BackgroundProcesses
 from .limits import check_session_fields
 from .models import ModelOpener

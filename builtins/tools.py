@@ -17,7 +17,7 @@ Results are plain strings meant for the model.
 
 The file tools open regular files only (no FIFO, socket or device can block them), do not
 read hard-linked files, read slices in bounded memory and edit files of up to
-`MAX_EDIT_BYTES`; see `LocalEnvironment`.
+`MAX_EDIT_BYTES`; see `hookline.builtins.files`.
 """
 
 from __future__ import annotations
@@ -32,14 +32,9 @@ from hookline.kernel.environment import Environment
 from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tools import Tool, ToolContext
 
-from .environment import (
-    CommandResult,
-    FileTooLarge,
-    LineSlice,
-    LocalEnvironment,
-    read_line_slice,
-    run_command,
-)
+from .commands import CommandResult, run_command
+from .environment import LocalEnvironment
+from .files import FileTooLarge, LineSlice, read_line_slice
 from .lifespan import BackgroundProcesses
 from .limits import MAX_EDIT_BYTES
 
