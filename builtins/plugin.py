@@ -321,11 +321,6 @@ def _to_republic(item: Any) -> Any:
     return build[_media_kind(item)](url, media_type=get_field(item, "mime_type"))
 
 
-def create_plugin(framework: Any) -> BuiltinPlugin:
-    """Entry used by ``Framework.load_hooks()`` to register the builtin plugin first."""
-    return BuiltinPlugin(framework)
-
-
 def _read_regular(path: Path) -> str | None:
     """The UTF-8 text of `path` when it is a regular file, else None.
 
