@@ -127,8 +127,9 @@ def validate_arguments(tool: str, schema: Mapping[str, Any], arguments: Any) -> 
     Enforced keywords: `type` (object, string, integer, boolean), `properties`,
     `required`, `additionalProperties: false`, `enum`, `minimum`, `maximum`, `minLength`
     and `maxLength`; `description`, `title`, `examples` and `default` are annotations
-    (`default` fills in a missing argument). A schema using any other keyword is refused
-    with ValueError, so no schema can declare a limit that nothing enforces. A null for an
+    (`default` fills in a missing argument). Any other keyword, in the schema or in the
+    schema of an argument that is given, is refused with ValueError: a schema cannot
+    declare a limit that nothing enforces. A null for an
     optional argument counts as leaving it out (models often send nulls for arguments they
     do not use). A bad argument is `HooklineError(invalid_input)` naming the tool, the
     argument, what was expected and what was given (details: `tool`, `argument`).
@@ -162,6 +163,8 @@ _KEYWORDS = frozenset({
 
 
 def _check_keywords(tool: str, schema: Mapping[str, Any], name: str) -> None:
+    if _KEYWORDS.issuperset(schema) and schema.get("type", "object") in _TYPE_CHECKS:
+        return
     unknown = sorted(set(schema) - _KEYWORDS)
     if unknown:
         raise ValueError(
@@ -225,9 +228,11 @@ def _check_value(tool: str, schema: Mapping[str, Any], value: Any, name: str) ->
         raise argument_error(
             tool, f"{name!r} must be one of {choices}, got {_preview(value)}", argument=name
         )
-    if isinstance(value, int | float) and not isinstance(value, bool):
+    # Numeric limits apply to numbers only, length limits to strings only (JSON Schema).
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if number and ("minimum" in schema or "maximum" in schema):
         _check_range(tool, schema, value, name)
-    if isinstance(value, str):
+    elif isinstance(value, str) and ("minLength" in schema or "maxLength" in schema):
         _check_length(tool, schema, value, name)
     return value
 
