@@ -48,7 +48,7 @@ import anyio
 
 from hookline.kernel.streaming import ErrorKind, HooklineError
 
-from .environment import STOP_GRACE, LocalProcess, open_local_process, stop_processes
+from .processes import STOP_GRACE, LocalProcess, open_local_process, stop_processes
 from .proctable import (
     HAS_PROC,
     ProcInfo,

@@ -36,7 +36,8 @@ from hookline.kernel.tools import Tool
 from hookline.kernel.turn import RUNTIME_THREAD_ID, RUNTIME_WORKSPACE
 
 from .agent import Agent, AgentConfig
-from .environment import LocalEnvironment, open_regular_file
+from .environment import LocalEnvironment
+from .files import open_regular_file
 from .lifespan import SWEEP_SECONDS, BackgroundProcesses
 from .limits import check_session_fields
 from .models import ModelOpener
@@ -325,11 +326,6 @@ def _to_republic(item: Any) -> Any:
     url = item.data_url() if hasattr(item, "data_url") else get_field(item, "url")
     build = {"image": republic.image, "audio": republic.audio, "video": republic.video}
     return build[_media_kind(item)](url, media_type=get_field(item, "mime_type"))
-
-
-def create_plugin(framework: Any) -> BuiltinPlugin:
-    """Entry used by ``Framework.load_hooks()`` to register the builtin plugin first."""
-    return BuiltinPlugin(framework)
 
 
 def _read_regular(path: Path) -> str | None:

@@ -215,13 +215,18 @@ def _model_spec(value: Any) -> str:
     return spec
 
 
-def _model_list(value: Any) -> tuple[str, ...]:
+def _list_of(value: Any, parse: Callable[[Any], str]) -> tuple[str, ...]:
+    """A comma-separated string or a list: blank items skipped, each parsed, repeats
+    dropped (the first one kept)."""
     items = value.split(",") if isinstance(value, str) else value
     if not isinstance(items, list | tuple):
         raise _Invalid
-    kept = [item for item in items if not (isinstance(item, str) and not item.strip())]
-    specs = [_model_spec(item) for item in kept]
-    return tuple(dict.fromkeys(specs))
+    return tuple(dict.fromkeys(parse(item) for item in items
+                               if not (isinstance(item, str) and not item.strip())))
+
+
+def _model_list(value: Any) -> tuple[str, ...]:
+    return _list_of(value, _model_spec)
 
 
 def _url(value: Any) -> str:
@@ -238,14 +243,22 @@ def _api_format(value: Any) -> str:
     return name
 
 
-def _positive_int(value: Any) -> int:
+def _integer(value: Any, digits: str) -> int:
+    """An integer (never a boolean), or a string matching the `digits` pattern."""
     if isinstance(value, bool):
         raise _Invalid
-    if isinstance(value, str) and re.fullmatch(r"\s*\+?\d+\s*", value):
+    if isinstance(value, str) and re.fullmatch(digits, value):
         value = int(value)
-    if not isinstance(value, int) or value <= 0:
+    if not isinstance(value, int):
         raise _Invalid
     return value
+
+
+def _positive_int(value: Any) -> int:
+    number = _integer(value, r"\s*\+?\d+\s*")
+    if number <= 0:
+        raise _Invalid
+    return number
 
 
 def _boolean(value: Any) -> bool:
@@ -272,13 +285,10 @@ def _host(value: Any) -> str:
 
 
 def _port(value: Any) -> int:
-    if isinstance(value, bool):
+    number = _integer(value, r"\s*\d+\s*")
+    if not 0 <= number <= 65535:
         raise _Invalid
-    if isinstance(value, str) and re.fullmatch(r"\s*\d+\s*", value):
-        value = int(value)
-    if not isinstance(value, int) or not 0 <= value <= 65535:
-        raise _Invalid
-    return value
+    return number
 
 
 def _seconds(value: Any) -> float:
@@ -309,11 +319,7 @@ def _token(value: Any) -> str:
 
 
 def _host_list(value: Any) -> tuple[str, ...]:
-    items = value.split(",") if isinstance(value, str) else value
-    if not isinstance(items, list | tuple):
-        raise _Invalid
-    return tuple(dict.fromkeys(_host(item).lower().rstrip(".") for item in items
-                               if not (isinstance(item, str) and not item.strip())))
+    return _list_of(value, lambda item: _host(item).lower().rstrip("."))
 
 
 def _origin(value: Any) -> str:
@@ -324,11 +330,7 @@ def _origin(value: Any) -> str:
 
 
 def _origin_list(value: Any) -> tuple[str, ...]:
-    items = value.split(",") if isinstance(value, str) else value
-    if not isinstance(items, list | tuple):
-        raise _Invalid
-    return tuple(dict.fromkeys(_origin(item) for item in items
-                               if not (isinstance(item, str) and not item.strip())))
+    return _list_of(value, _origin)
 
 
 def _channel_names(value: Any) -> str:

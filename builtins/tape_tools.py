@@ -2,18 +2,22 @@
 and `spill.read` (`spill_tools()`) for outputs moved to the spill sidecar.
 
 Each is a context-aware kernel Tool: the handler reads the session Tape from
-`context.tape`. Bad arguments (wrong types, empty text, out-of-range limits, unknown
-argument names) raise HooklineError `invalid_input` with a message saying what to send.
+`context.tape`. Arguments are checked against the tool's JSON schema
+(`hookline.kernel.tools.validate_arguments`: types, required and unknown names, lengths,
+ranges) before anything runs, and text that is only whitespace is refused; a bad argument
+is HooklineError `invalid_input` naming the tool, the argument and what to send.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeEntry
-from hookline.kernel.tools import Tool, ToolContext
+from hookline.kernel.tools import Tool, ToolContext, argument_error, validate_arguments
 
 from .spill import find_spill
 
@@ -33,28 +37,30 @@ def _tape_of(context: ToolContext | None) -> Any:
     return tape
 
 
-def _no_extra(tool: str, extra: dict[str, Any], allowed: str) -> None:
-    if extra:
-        names = ", ".join(sorted(extra))
-        raise HooklineError(
-            ErrorKind.invalid_input,
-            f"{tool}: unknown argument(s) {names}; expected {allowed}.",
-        )
-
-
-def _text_arg(tool: str, key: str, value: Any, *, required: bool) -> str:
-    if value is None and not required:
-        return ""
-    if not isinstance(value, str) or (required and not value.strip()):
-        expected = "a non-empty string" if required else "a string"
-        raise HooklineError(
-            ErrorKind.invalid_input, f"{tool}: '{key}' must be {expected}, got {value!r}."
+def _not_blank(tool: str, argument: str, value: str) -> str:
+    """A rule the schema cannot say: text that is only whitespace is refused."""
+    if not value.strip():
+        raise argument_error(
+            tool, f"{argument!r} must not be blank, got {json.dumps(value)}", argument=argument
         )
     return value
 
 
-async def _info(*, context: ToolContext, **extra: Any) -> dict[str, Any]:
-    _no_extra("tape.info", extra, "no arguments")
+@dataclass(frozen=True)
+class _Handler:
+    """A tape tool's handler: checks the arguments against the tool's schema, then runs
+    the body with the context and the checked arguments (defaults filled in)."""
+
+    name: str
+    schema: Mapping[str, Any]
+    body: Callable[..., Awaitable[Any]]
+
+    async def __call__(self, *, context: ToolContext, **arguments: Any) -> Any:
+        checked = validate_arguments(self.name, self.schema, arguments)
+        return await self.body(context, **checked)
+
+
+async def _info(context: ToolContext) -> dict[str, Any]:
     info = await _tape_of(context).info()
     return info.as_dict()
 
@@ -66,16 +72,8 @@ def _entry_summary(entry: TapeEntry) -> dict[str, Any]:
     return {"id": entry.id, "kind": entry.kind, "date": entry.date, "payload": text}
 
 
-async def _search(
-    query: Any = None, limit: Any = 20, *, context: ToolContext, **extra: Any
-) -> list[dict[str, Any]]:
-    _no_extra("tape.search", extra, "'query' and optional 'limit'")
-    text = _text_arg("tape.search", "query", query, required=True)
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= SEARCH_LIMIT_MAX:
-        raise HooklineError(
-            ErrorKind.invalid_input,
-            f"tape.search: 'limit' must be an integer from 1 to {SEARCH_LIMIT_MAX}, got {limit!r}.",
-        )
+async def _search(context: ToolContext, *, query: str, limit: int) -> list[dict[str, Any]]:
+    text = _not_blank("tape.search", "query", query)
     found = await _tape_of(context).search(text, limit=limit)
     return [_entry_summary(entry) for entry in found]
 
@@ -88,35 +86,16 @@ def _render_search(result: list[dict[str, Any]]) -> str:
     )
 
 
-async def _handoff(
-    name: Any = None, summary: Any = None, *, context: ToolContext, **extra: Any
-) -> str:
-    _no_extra("tape.handoff", extra, "'name' and optional 'summary'")
-    anchor_name = _text_arg("tape.handoff", "name", name, required=True).strip()
-    summary_text = _text_arg("tape.handoff", "summary", summary, required=False)
-    state = {"summary": summary_text} if summary_text else {}
+async def _handoff(context: ToolContext, *, name: str, summary: str = "") -> str:
+    anchor_name = _not_blank("tape.handoff", "name", name).strip()
+    state = {"summary": summary} if summary else {}
     meta = {"run_id": context.run_id} if context.run_id else {}
     anchor = await _tape_of(context).handoff(anchor_name, state=state, **meta)
     return f"Handoff recorded: anchor '{anchor_name}' (entry {anchor.id}); context restarts here."
 
 
-def _int_arg(tool: str, key: str, value: Any, low: int, high: int | None = None) -> int:
-    if (isinstance(value, bool) or not isinstance(value, int) or value < low
-            or (high is not None and value > high)):
-        bound = f"from {low} to {high}" if high is not None else f">= {low}"
-        raise HooklineError(
-            ErrorKind.invalid_input, f"{tool}: '{key}' must be an integer {bound}, got {value!r}."
-        )
-    return value
-
-
-async def _spill_read(
-    id: Any = None, offset: Any = 0, limit: Any = 4_000, *, context: ToolContext, **extra: Any
-) -> str:
-    _no_extra("spill.read", extra, "'id' and optional 'offset' and 'limit'")
-    spill_id = _text_arg("spill.read", "id", id, required=True).strip()
-    start = _int_arg("spill.read", "offset", offset, 0)
-    size = _int_arg("spill.read", "limit", limit, 1, SPILL_READ_MAX)
+async def _spill_read(context: ToolContext, *, id: str, offset: int, limit: int) -> str:
+    spill_id = _not_blank("spill.read", "id", id).strip()
     try:
         data = await find_spill(_tape_of(context), spill_id)
     except KeyError:
@@ -124,33 +103,35 @@ async def _spill_read(
     if data is None:
         raise HooklineError(ErrorKind.not_found, f"spill.read: no spilled output '{spill_id}'.")
     text = str(data.get("text", ""))
-    piece = text[start:start + size]
-    end = start + len(piece)
+    piece = text[offset:offset + limit]
+    end = offset + len(piece)
     more = f"; continue with offset={end}" if end < len(text) else ""
-    return f"[characters {start}-{end} of {len(text)}{more}]\n{piece}"
+    return f"[characters {offset}-{end} of {len(text)}{more}]\n{piece}"
+
+
+def _tool(
+    name: str, description: str, schema: dict[str, Any], body: Callable[..., Awaitable[Any]],
+    renderer: Callable[[Any], str] | None = None,
+) -> Tool:
+    return Tool(name=name, handler=_Handler(name, schema, body), description=description,
+                parameters=schema, context=True, renderer=renderer)
 
 
 def tape_tools() -> list[Tool]:
     """The tape tools, in the order they are offered."""
     return [
-        Tool(
-            name="tape.info",
-            handler=_info,
-            description=(
-                "Summarise the session tape: entry and anchor counts, the last anchor, "
-                "entries since it, and the last token usage."
-            ),
-            parameters={"type": "object", "properties": {}, "additionalProperties": False},
-            context=True,
+        _tool(
+            "tape.info",
+            "Summarise the session tape: entry and anchor counts, the last anchor, "
+            "entries since it, and the last token usage.",
+            {"type": "object", "properties": {}, "additionalProperties": False},
+            _info,
         ),
-        Tool(
-            name="tape.search",
-            handler=_search,
-            description=(
-                "Search the whole session tape (also before the last handoff) for entries "
-                "containing a text, case-insensitively; returns the most recent matches."
-            ),
-            parameters={
+        _tool(
+            "tape.search",
+            "Search the whole session tape (also before the last handoff) for entries "
+            "containing a text, case-insensitively; returns the most recent matches.",
+            {
                 "type": "object",
                 "properties": {
                     "query": {"type": "string", "minLength": 1, "description": "Text to find."},
@@ -165,17 +146,14 @@ def tape_tools() -> list[Tool]:
                 "required": ["query"],
                 "additionalProperties": False,
             },
-            context=True,
+            _search,
             renderer=_render_search,
         ),
-        Tool(
-            name="tape.handoff",
-            handler=_handoff,
-            description=(
-                "Start a new phase: add an anchor so the model context restarts after it, "
-                "carrying only the summary forward."
-            ),
-            parameters={
+        _tool(
+            "tape.handoff",
+            "Start a new phase: add an anchor so the model context restarts after it, "
+            "carrying only the summary forward.",
+            {
                 "type": "object",
                 "properties": {
                     "name": {
@@ -191,7 +169,7 @@ def tape_tools() -> list[Tool]:
                 "required": ["name"],
                 "additionalProperties": False,
             },
-            context=True,
+            _handoff,
         ),
     ]
 
@@ -199,14 +177,11 @@ def tape_tools() -> list[Tool]:
 def spill_tools() -> list[Tool]:
     """`spill.read`: pages through a tool output moved to the spill sidecar."""
     return [
-        Tool(
-            name="spill.read",
-            handler=_spill_read,
-            description=(
-                "Read a tool output that was too long for the context and was cut: give the "
-                "spill id from the cut note, and an offset and limit in characters."
-            ),
-            parameters={
+        _tool(
+            "spill.read",
+            "Read a tool output that was too long for the context and was cut: give the "
+            "spill id from the cut note, and an offset and limit in characters.",
+            {
                 "type": "object",
                 "properties": {
                     "id": {"type": "string", "minLength": 1, "description": "The spill id."},
@@ -227,6 +202,6 @@ def spill_tools() -> list[Tool]:
                 "required": ["id"],
                 "additionalProperties": False,
             },
-            context=True,
+            _spill_read,
         ),
     ]

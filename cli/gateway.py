@@ -200,8 +200,8 @@ def _kill_background_groups(framework: Any) -> None:
     import contextlib
     import os
 
-    from hookline.builtins.environment import POSIX
     from hookline.builtins.lifespan import BackgroundProcesses
+    from hookline.builtins.processes import POSIX
 
     if not POSIX:
         return

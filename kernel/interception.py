@@ -17,9 +17,6 @@ __all__ = [
     "LLMCallDecision",
     "LLMCallRequest",
     "LLMCallResult",
-    "LlmCallDecision",
-    "LlmCallRequest",
-    "LlmCallResult",
     "ToolCall",
     "ToolCallAction",
     "ToolCallDecision",
@@ -128,8 +125,3 @@ class ToolCallResult:
     result: Any = None
     error: BaseException | None = None
     duration_ms: float = 0.0
-
-
-LlmCallRequest = LLMCallRequest
-LlmCallResult = LLMCallResult
-LlmCallDecision = LLMCallDecision

@@ -226,13 +226,7 @@ def _parse_turn(turn: Any, number: int, source: str) -> ScriptedTurn:
     where = f"turn {number}"
     if not isinstance(turn, Mapping):
         raise _config_error(source, f"{where} must be a table/object, got {type(turn).__name__}.")
-    unknown = set(turn) - _TURN_KEYS
-    if unknown:
-        raise _config_error(
-            source,
-            f"{where} has unknown key(s) {', '.join(sorted(unknown))}; "
-            f"known keys: {', '.join(sorted(_TURN_KEYS))}.",
-        )
+    _refuse_unknown_keys(turn, _TURN_KEYS, where, source)
     text = turn.get("text", "")
     if isinstance(text, str):
         deltas: tuple[str, ...] = (text,) if text else ()
@@ -258,13 +252,7 @@ def _parse_call(call: Any, turn: int, index: int, source: str) -> ToolCallSpec:
     where = f"turn {turn}, tool call {index}"
     if not isinstance(call, Mapping):
         raise _config_error(source, f"{where} must be a table/object with a 'name'.")
-    unknown = set(call) - _CALL_KEYS
-    if unknown:
-        raise _config_error(
-            source,
-            f"{where} has unknown key(s) {', '.join(sorted(unknown))}; "
-            "known keys: arguments, id, name.",
-        )
+    _refuse_unknown_keys(call, _CALL_KEYS, where, source)
     name = call.get("name")
     if not isinstance(name, str) or not name:
         raise _config_error(source, f"{where}: 'name' must be a non-empty string.")
@@ -277,6 +265,18 @@ def _parse_call(call: Any, turn: int, index: int, source: str) -> ToolCallSpec:
     if not isinstance(call_id, str) or not call_id:
         raise _config_error(source, f"{where}: 'id' must be a non-empty string.")
     return ToolCallSpec(call_id, name, arguments)
+
+
+def _refuse_unknown_keys(
+    item: Mapping[str, Any], known: frozenset[str], where: str, source: str
+) -> None:
+    unknown = set(item) - known
+    if unknown:
+        raise _config_error(
+            source,
+            f"{where} has unknown key(s) {', '.join(sorted(unknown))}; "
+            f"known keys: {', '.join(sorted(known))}.",
+        )
 
 
 def _parse_usage(usage: Any, where: str, source: str) -> dict[str, int] | None:

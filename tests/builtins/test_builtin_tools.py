@@ -15,7 +15,7 @@ from procs import is_gone
 from hookline.builtins import tools as tools_module
 from hookline.builtins.environment import LocalEnvironment
 from hookline.builtins.lifespan import BackgroundProcesses
-from hookline.builtins.tools import builtin_tools, validate_arguments
+from hookline.builtins.tools import builtin_tools
 from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tools import Tool, ToolContext
 
@@ -105,38 +105,6 @@ async def test_bad_arguments_are_invalid_input(
     assert error.kind is ErrorKind.invalid_input
     assert fragment in error.message
     assert error.details is not None and error.details["tool"] == tool
-
-
-def test_validator_handles_enum_defaults_nulls_and_nesting() -> None:
-    schema = {
-        "type": "object",
-        "properties": {
-            "mode": {"type": "string", "enum": ["a", "b"], "default": "a"},
-            "opts": {
-                "type": "object",
-                "properties": {"depth": {"type": "integer", "minimum": 0}},
-                "required": ["depth"],
-                "additionalProperties": False,
-            },
-        },
-        "required": [],
-    }
-    assert validate_arguments("t", schema, {}) == {"mode": "a"}
-    assert validate_arguments("t", schema, {"mode": None}) == {"mode": "a"}
-    assert validate_arguments("t", schema, {"opts": {"depth": 2}}) == {
-        "opts": {"depth": 2},
-        "mode": "a",
-    }
-    with pytest.raises(HooklineError, match=r"'mode' must be one of \"a\", \"b\", got \"c\""):
-        validate_arguments("t", schema, {"mode": "c"})
-    with pytest.raises(HooklineError, match=r"missing required argument 'opts\.depth'"):
-        validate_arguments("t", schema, {"opts": {}})
-    with pytest.raises(HooklineError, match=r"'opts\.depth' must be at least 0"):
-        validate_arguments("t", schema, {"opts": {"depth": -1}})
-    with pytest.raises(HooklineError, match=r"unknown argument 'opts\.x'"):
-        validate_arguments("t", schema, {"opts": {"depth": 1, "x": 1}})
-    with pytest.raises(HooklineError, match="arguments must be a JSON object, got array"):
-        validate_arguments("t", schema, [])
 
 
 # -- shell -------------------------------------------------------------------------------

@@ -12,12 +12,9 @@ import anyio
 import pytest
 from procs import wait_gone
 
-from hookline.builtins.environment import (
-    CommandResult,
-    LocalEnvironment,
-    LocalProcess,
-    run_command,
-)
+from hookline.builtins.commands import CommandResult, run_command
+from hookline.builtins.environment import LocalEnvironment
+from hookline.builtins.processes import LocalProcess
 from hookline.kernel.environment import Environment, Process
 from hookline.kernel.streaming import ErrorKind, HooklineError
 

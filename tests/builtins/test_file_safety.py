@@ -29,9 +29,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hookline.builtins import environment as environment_module
+from hookline.builtins import files as files_module
 from hookline.builtins import tools as tools_module
-from hookline.builtins.environment import LocalEnvironment, read_line_slice
+from hookline.builtins.environment import LocalEnvironment
+from hookline.builtins.files import read_line_slice
 from hookline.builtins.limits import MAX_EDIT_BYTES
 from hookline.builtins.tools import MAX_READ_CHARS, builtin_tools
 from hookline.kernel.streaming import ErrorKind, HooklineError
@@ -158,7 +159,7 @@ async def test_the_type_is_checked_on_the_opened_descriptor(
             return real_lstat(tmp_path / "decoy.txt")  # it looked regular when checked
         return real_lstat(path, *args, **kwargs)
 
-    monkeypatch.setattr(environment_module.os, "lstat", swapped)
+    monkeypatch.setattr(files_module.os, "lstat", swapped)
     error = await refused("fs.read", tmp_path, path="f")
     assert "it is a FIFO (named pipe), not a regular file" in error.message
 
@@ -305,12 +306,12 @@ def test_slices_match_an_in_memory_reference(data: bytes, offset: int, limit: in
                                              max_chars: int, chunk: int) -> None:
     """Chunks as small as one byte split lines, characters and invalid sequences anywhere:
     the streamed slice is still exactly the in-memory one."""
-    original = environment_module._SLICE_CHUNK
-    environment_module._SLICE_CHUNK = chunk
+    original = files_module._SLICE_CHUNK
+    files_module._SLICE_CHUNK = chunk
     try:
         piece = read_line_slice(io.BytesIO(data), offset, limit, max_chars)
     finally:
-        environment_module._SLICE_CHUNK = original
+        files_module._SLICE_CHUNK = original
     text, lines, truncated, replaced = _reference(data, offset, limit, max_chars)
     assert (piece.text, piece.replaced, piece.truncated) == (text, replaced, truncated)
     assert (piece.first, piece.lines, piece.complete) == (offset, lines, True)

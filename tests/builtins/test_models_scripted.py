@@ -134,7 +134,16 @@ async def test_error_turn_raises_after_its_text() -> None:
     [
         ("bad.json", "{oops", "is not valid JSON"),
         ("bad.toml", "[[turns]\n", "is not valid TOML"),
-        ("keys.json", '[{"txt": "typo"}]', "turn 1 has unknown key(s) txt"),
+        (
+            "keys.json",
+            '[{"txt": "typo"}]',
+            "turn 1 has unknown key(s) txt; known keys: error, text, tool_calls, usage.",
+        ),
+        (
+            "callkeys.json",
+            '[{"tool_calls": [{"name": "t", "args": {}}]}]',
+            "turn 1, tool call 1 has unknown key(s) args; known keys: arguments, id, name.",
+        ),
         ("call.json", '[{}, {"tool_calls": [{"arguments": {}}]}]', "turn 2, tool call 1"),
         ("usage.json", '[{"usage": {"input_tokens": -1}}]', "non-negative integer"),
         ("kind.json", '[{"error": {"kind": "nope", "message": "m"}}]', "unknown error kind"),

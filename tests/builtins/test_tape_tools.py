@@ -90,19 +90,31 @@ async def test_handoff() -> None:
 @pytest.mark.parametrize(
     ("name", "arguments", "fragment"),
     [
-        ("tape.search", {}, "'query' must be a non-empty string"),
-        ("tape.search", {"query": "  "}, "'query' must be a non-empty string"),
-        ("tape.search", {"query": 5}, "'query' must be a non-empty string"),
-        ("tape.search", {"query": "x", "limit": 0}, "'limit' must be an integer from 1 to 100"),
-        ("tape.search", {"query": "x", "limit": 101}, "'limit'"),
-        ("tape.search", {"query": "x", "limit": "3"}, "'limit'"),
-        ("tape.search", {"query": "x", "limit": True}, "'limit'"),
-        ("tape.search", {"query": "x", "text": "y"}, "unknown argument(s) text"),
-        ("tape.info", {"verbose": True}, "unknown argument(s) verbose"),
-        ("tape.handoff", {}, "'name' must be a non-empty string"),
-        ("tape.handoff", {"name": ""}, "'name'"),
-        ("tape.handoff", {"name": "x", "summary": 3}, "'summary' must be a string"),
-        ("tape.handoff", {"name": "x", "state": {}}, "unknown argument(s) state"),
+        ("tape.search", {}, "tape.search: missing required argument 'query'"),
+        ("tape.search", {"query": ""}, "tape.search: 'query' must not be empty, got \"\""),
+        ("tape.search", {"query": "  "}, "tape.search: 'query' must not be blank, got \"  \""),
+        ("tape.search", {"query": 5}, "tape.search: 'query' must be a string, got integer 5"),
+        ("tape.search", {"query": None}, "'query' must be a string, got null"),
+        ("tape.search", {"query": "x", "limit": 0}, "'limit' must be from 1 to 100, got 0"),
+        ("tape.search", {"query": "x", "limit": 101}, "'limit' must be from 1 to 100, got 101"),
+        ("tape.search", {"query": "x", "limit": "3"}, "'limit' must be an integer, got string"),
+        ("tape.search", {"query": "x", "limit": True}, "'limit' must be an integer, got boolean"),
+        ("tape.search", {"query": "x", "limit": 2.5}, "'limit' must be an integer, got number"),
+        (
+            "tape.search",
+            {"query": "x", "text": "y"},
+            "tape.search: unknown argument 'text' (expected: query, limit)",
+        ),
+        ("tape.info", {"verbose": True}, "tape.info: unknown argument 'verbose' (expected: none)"),
+        ("tape.handoff", {}, "tape.handoff: missing required argument 'name'"),
+        ("tape.handoff", {"name": ""}, "tape.handoff: 'name' must not be empty"),
+        ("tape.handoff", {"name": " \t"}, "tape.handoff: 'name' must not be blank"),
+        ("tape.handoff", {"name": "x", "summary": 3}, "'summary' must be a string, got integer 3"),
+        (
+            "tape.handoff",
+            {"name": "x", "state": {}},
+            "unknown argument 'state' (expected: name, summary)",
+        ),
     ],
 )
 async def test_bad_arguments_are_invalid_input(
@@ -113,7 +125,8 @@ async def test_bad_arguments_are_invalid_input(
     with pytest.raises(HooklineError) as caught:
         await tools()[name].invoke(arguments, context)
     assert caught.value.kind is ErrorKind.invalid_input
-    assert fragment in caught.value.message and name in caught.value.message
+    assert fragment in caught.value.message and caught.value.message.startswith(f"{name}: ")
+    assert caught.value.details is not None and caught.value.details["tool"] == name
     assert await tape.entries() == before
 
 

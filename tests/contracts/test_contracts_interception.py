@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from hookline.kernel import interception
 from hookline.kernel.interception import (
     LLMCallDecision,
     LLMCallRequest,
@@ -81,9 +80,3 @@ def test_tool_call_result_is_mutable() -> None:
     result.result = "edited by a hook"
     result.error = ValueError("kept")
     assert result.result == "edited by a hook"
-
-
-def test_aliases_name_the_same_classes() -> None:
-    assert interception.LlmCallRequest is LLMCallRequest
-    assert interception.LlmCallResult is LLMCallResult
-    assert interception.LlmCallDecision is LLMCallDecision
