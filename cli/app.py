@@ -19,7 +19,7 @@ from hookline.kernel import Framework
 
 from .chat import chat_command
 from .gateway import gateway_command
-from .output import TurnPrinter, fail, show_logs
+from .output import TurnPrinter, fail, innermost, show_logs
 from .store import store_commands
 
 WorkspaceOption = Annotated[
@@ -118,16 +118,24 @@ def _run_command(framework: Framework) -> Any:
         printer = TurnPrinter(stream=stream)
         show_logs(logging.ERROR, turn_failures=False)  # the one error line below says it
 
-        async def turn() -> Any:
+        outcome: dict[str, Any] = {}
+
+        async def turn() -> None:
             framework.router = printer
             async with framework.running():
-                return await framework.process_inbound(inbound, stream_output=True)
+                outcome["result"] = await framework.process_inbound(inbound,
+                                                                    stream_output=True)
 
         try:
-            result = anyio.run(turn)
+            anyio.run(turn)
         except Exception as exc:  # a one-line error, never a traceback
-            fail(exc)
-        printer.finish(result)
+            if "result" not in outcome:
+                fail(exc)
+            # The turn ran and its reply exists: show it, then say what failed after it.
+            printer.finish(outcome["result"], check_errors=False)
+            fail(RuntimeError(f"the turn finished, but closing its resources failed: "
+                              f"{innermost(exc)}"))
+        printer.finish(outcome["result"])
 
     return run
 

@@ -61,7 +61,7 @@ class TurnPrinter:
             self.errors.append(str(get_field(message, "content")))
         return True
 
-    def finish(self, result: Any) -> None:
+    def finish(self, result: Any, check_errors: bool = True) -> None:
         """Print the outbound messages (unless already streamed) and fail on errors."""
         if self.stream:
             if self.printed_text:
@@ -71,7 +71,7 @@ class TurnPrinter:
                 content = get_field(outbound, "content")
                 if get_field(outbound, "kind") != "error" and content:
                     typer.echo(str(content), file=self.out)
-        if self.errors:
+        if self.errors and check_errors:
             fail(RuntimeError(self.errors[0]))
 
 

@@ -237,3 +237,38 @@ def test_a_disabled_builtin_plugin_is_said_when_nothing_answers(env: dict[str, s
     assert out.returncode == 0
     assert out.stderr.startswith("warning: no plugin implements run_model or run_model_stream "
                                  "(the builtin plugin is disabled")
+
+
+FAILING_LIFESPAN = '''
+from hookline.kernel import hookimpl
+
+
+class Closer:
+    def __init__(self, framework):
+        self.framework = framework
+
+    @hookimpl
+    def provide_lifespan(self):
+        async def scope():  # an async generator: entered around the scope
+            yield
+            raise RuntimeError("the lifespan broke while closing")
+
+        return scope()
+'''
+
+
+def test_a_lifespan_failing_at_close_keeps_the_reply(env: dict[str, str],
+                                                     tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    dist = site / "closer-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: closer\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[hookline]\ncloser = closer:Closer\n")
+    (site / "closer.py").write_text(FAILING_LIFESPAN)
+    env["PYTHONPATH"] = str(site)
+    out = hookline("run", "keep my reply", env=env, cwd=tmp_path)
+    assert out.returncode == 1
+    assert out.stdout.startswith("[offline model]") and "keep my reply" in out.stdout
+    assert out.stderr.strip().splitlines() == [
+        "error: the turn finished, but closing its resources failed: the lifespan broke "
+        "while closing"]
