@@ -60,10 +60,17 @@ class TurnSnapshot:
     running_count: int = 0
     pending_count: int = 0
     steering_count: int = 0
+    is_running: bool = None  # type: ignore[assignment]
+    """`running_count > 0`. A field, as in the reference, so it can be given and appears in
+    `asdict`; left out it is derived, and given it must agree with `running_count`."""
 
-    @property
-    def is_running(self) -> bool:
-        return self.running_count > 0
+    def __post_init__(self) -> None:
+        running = self.running_count > 0
+        if self.is_running is None:
+            object.__setattr__(self, "is_running", running)
+        elif bool(self.is_running) is not running:
+            raise ValueError(f"TurnSnapshot(is_running={self.is_running!r}) contradicts "
+                             f"running_count={self.running_count}")
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,14 @@ def test_turn_snapshot() -> None:
     assert (idle.running_count, idle.pending_count, idle.steering_count) == (0, 0, 0)
     assert idle.is_running is False
     assert TurnSnapshot("s", running_count=2, pending_count=1).is_running is True
+    # A field, as in the reference: it can be given, and it is part of asdict.
+    built = TurnSnapshot("s", running_count=1, is_running=True)
+    assert dataclasses.asdict(built) == {"session_id": "s", "running_count": 1,
+                                         "pending_count": 0, "steering_count": 0,
+                                         "is_running": True}
+    assert dataclasses.asdict(TurnSnapshot("s"))["is_running"] is False
+    with pytest.raises(ValueError, match="contradicts running_count=0"):
+        TurnSnapshot("s", is_running=True)
 
 
 @pytest.mark.anyio
