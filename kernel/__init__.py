@@ -6,10 +6,16 @@ relative imports, so this folder can be copied into another package and keep wor
 
 from __future__ import annotations
 
+from ._dispatch.errors import PluginValidationError
+from ._dispatch.markers import HookimplOpts, HookspecOpts, hookimpl, hookspec
+from ._dispatch.registry import HookImpl, Registry, UnknownImpl
+from ._dispatch.report import HookBinding, HookReport, ImplInfo
+from ._dispatch.runtime import HookRuntime
+from ._dispatch.trace import DispatchTrace, TraceRecord
 from .agent_hooks import AgentPlugins, PluginAgentHooks
-from .errors import PluginValidationError
 from .events import EventBus
 from .framework import Framework
+from .hooks import HOOK_SPECS, HooklineSpecs, HookSpec
 from .interception import (
     LLMCallDecision,
     LLMCallRequest,
@@ -19,12 +25,6 @@ from .interception import (
     ToolCallResult,
 )
 from .loading import PluginLoadError, PluginStatus
-from .markers import HookimplOpts, HookspecOpts, hookimpl, hookspec
-from .registry import HookImpl, Registry, UnknownImpl
-from .report import HookBinding, HookReport, ImplInfo
-from .runtime import HookRuntime
-from .specs import HOOK_SPECS, HooklineSpecs, HookSpec
-from .trace import DispatchTrace, TraceRecord
 
 __all__ = [
     "HOOK_SPECS",

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ._dispatch.registry import HookImpl
 from .events import (
     EventBus,
     LLMCallFinished,
@@ -35,7 +36,6 @@ from .interception import (
     ToolCallResult,
 )
 from .prompt import LegacyPrompt, to_legacy_prompt
-from .registry import HookImpl
 
 if TYPE_CHECKING:
     from .framework import Framework

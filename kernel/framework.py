@@ -19,7 +19,10 @@ from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from ._plan import usable_sync
+from ._dispatch.plan import usable_sync
+from ._dispatch.registry import HookImpl, Registry
+from ._dispatch.report import HookReport
+from ._dispatch.runtime import HookRuntime
 from ._util import dedupe_by_name
 from .agent_hooks import AgentPlugins, PluginAgentHooks
 from .channels import AdmitDecision, Channel, TurnSnapshot
@@ -29,9 +32,6 @@ from .environment import Environment
 from .loading import PluginLoader, PluginStatus
 from .models import ModelOptions, merge_model_options
 from .pipeline import TurnPipeline
-from .registry import HookImpl, Registry
-from .report import HookReport
-from .runtime import HookRuntime
 from .tape import TapeContext
 from .tools import Tool
 from .turn import TurnResult

@@ -96,7 +96,7 @@ paths = runner.fixture_paths()
 for backend in ('asyncio', 'trio'):
     for path in paths:
         runner.run_sync(path, adapter, backend)
-assert kernel.Registry.__module__ == 'acme_vendor.pluginkernel.registry'
+assert kernel.Registry.__module__ == 'acme_vendor.pluginkernel._dispatch.registry'
 print('ran', len(paths))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._plan import Plan
+from ..hooks import HOOK_SPECS, HookSpec, collect_specs
 from .errors import PluginValidationError, missing_argument
 from .markers import HookimplOpts, impl_options
-from .specs import HOOK_SPECS, HookSpec, collect_specs
+from .plan import Plan
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from .markers import SPEC_ATTR, HookspecOpts, hookspec
+from ._dispatch.markers import SPEC_ATTR, HookspecOpts, hookspec
 
 DISPATCH_KINDS = frozenset(
     {"first", "all", "first-sync", "all-sync", "model", "accumulate-sync", "observer", "chained"}

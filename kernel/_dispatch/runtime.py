@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ._plan import is_awaitable, usable_sync
+from .plan import is_awaitable, usable_sync
 from .registry import HookImpl, Registry
 from .report import HookReport, build_report
 from .trace import DispatchTrace

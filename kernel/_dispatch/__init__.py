@@ -1,0 +1,1 @@
+"""The dispatch core: markers, registry, plans, runtime, tracing and reports."""
