@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ._dispatch.registry import HookImpl
+from ._dispatch import HookImpl
+from ._util import get_logger
 from .events import (
     EventBus,
     LLMCallFinished,
@@ -41,8 +41,6 @@ if TYPE_CHECKING:
     from .framework import Framework
 
 __all__ = ["AgentPlugins", "PluginAgentHooks"]
-
-logger = logging.getLogger(__name__)
 
 _LLM_EXPECTED = "LLMCallRequest | LLMCallDecision | None"
 _TOOL_EXPECTED = "ToolCallDecision | None"
@@ -179,7 +177,7 @@ class PluginAgentHooks:
             if inspect.isawaitable(value):
                 value = await value
         except Exception:
-            logger.exception(
+            get_logger(__name__).exception(
                 "hook.agent_hook_failed hook=%s adapter=%s", impl.hook_name, impl.plugin_name
             )
             return None
@@ -187,7 +185,7 @@ class PluginAgentHooks:
 
 
 def _bad_return(impl: HookImpl, value: Any, expected: str) -> None:
-    logger.warning(
+    get_logger(__name__).warning(
         "hook.agent_hook_bad_return hook=%s adapter=%s got=%s expected=%s",
         impl.hook_name,
         impl.plugin_name,

@@ -1,6 +1,27 @@
-"""Errors raised by the plugin kernel."""
+"""Errors raised by the dispatch core, and the loggers it reports through."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import logging
+
+LOGGER_PREFIX = __name__.rpartition(".")[0].removesuffix("._dispatch")
+"""The package the core's loggers are named after.
+
+The core's own package, except that a trailing ``._dispatch`` is dropped: inside hookline
+(or a copy of the whole kernel) the loggers are ``<kernel>.runtime`` and
+``<kernel>.registry``, the names hookline has always logged under.
+"""
+
+
+def get_logger(name: str) -> logging.Logger:
+    """``<LOGGER_PREFIX>.<name>``; ``logging`` is imported on first use (a warning path),
+    so importing the core does not pay for it."""
+    import logging
+
+    return logging.getLogger(f"{LOGGER_PREFIX}.{name}")
 
 
 class PluginValidationError(ValueError):

@@ -1,30 +1,32 @@
-"""The ``hookimpl`` and ``hookspec`` markers.
+"""Implementation markers, in pluggy's model: a project's marks are named after it.
 
-A marker only records options on the function; the registry reads and validates them
-when a plugin is registered, because only then are the plugin name and the hook spec
-known, and an error can name both.
+``HookimplMarker("acme")`` stores an implementation's options in the function attribute
+``acme_impl`` (``HookspecMarker``, in ``specs``, stores spec options in ``acme_spec``). A
+registry reads the ``<project>_impl`` marks of the projects it accepts and nothing else,
+so a mark means the same to every copy of this code that accepts its project, and a
+function marked for another project is not an implementation (skipped, no warning).
+
+A marker only records options; the registry reads and validates them when a plugin is
+registered, because only then are the plugin name and the hook spec known, and an error
+can name both.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, TypeVar, overload
-
-IMPL_ATTR = "hookline_impl"
-"""Function attribute where ``@hookimpl`` stores its options."""
-
-BUB_IMPL_ATTR = "bub_impl"
-"""Function attribute of Bub's own marker: recognised so unmodified Bub plugins load."""
-
-SPEC_ATTR = "hookline_spec"
-"""Function attribute where ``@hookspec`` stores its options."""
+from typing import Any, NamedTuple, TypeVar, overload
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+_OPTION_NAMES = ("tryfirst", "trylast", "specname", "wrapper", "hookwrapper", "optionalhook")
 
-@dataclass(frozen=True, slots=True)
-class HookimplOpts:
+
+def impl_attr(project: str) -> str:
+    """The function attribute holding a project's implementation marks: ``<project>_impl``."""
+    return f"{project}_impl"
+
+
+class HookimplOpts(NamedTuple):
     """Options of one marked implementation.
 
     ``wrapper`` and ``hookwrapper`` are recorded only so that registration can reject
@@ -40,7 +42,7 @@ class HookimplOpts:
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any]) -> HookimplOpts:
-        """Read a foreign marker's option dict (missing keys mean false/None)."""
+        """Read an option dict, as pluggy's markers store it (missing keys: false/None)."""
         return cls(
             tryfirst=bool(options.get("tryfirst")),
             trylast=bool(options.get("trylast")),
@@ -58,81 +60,79 @@ class HookimplOpts:
         return (*found, f"specname={self.specname}") if self.specname else found
 
 
-@overload
-def hookimpl(function: F, /) -> F: ...
+class HookimplMarker:
+    """The ``@hookimpl`` decorator of one project (``hookimpl = HookimplMarker("acme")``)."""
+
+    def __init__(self, project: str) -> None:
+        if not project.isidentifier():
+            raise ValueError(f"project name {project!r} must be a Python identifier")
+        self.project = project
+        self.attr = impl_attr(project)
+
+    @overload
+    def __call__(self, function: F, /) -> F: ...
+
+    @overload
+    def __call__(
+        self,
+        /,
+        *,
+        tryfirst: bool = False,
+        trylast: bool = False,
+        specname: str | None = None,
+        wrapper: bool = False,
+        hookwrapper: bool = False,
+        optionalhook: bool = False,
+    ) -> Callable[[F], F]: ...
+
+    def __call__(
+        self,
+        function: F | None = None,
+        /,
+        *,
+        tryfirst: bool = False,
+        trylast: bool = False,
+        specname: str | None = None,
+        wrapper: bool = False,
+        hookwrapper: bool = False,
+        optionalhook: bool = False,
+    ) -> F | Callable[[F], F]:
+        """Mark a function or method as a hook implementation.
+
+        Use it bare (``@hookimpl``) or with options (``@hookimpl(tryfirst=True)``). The
+        hook is the function's name unless ``specname`` names another one.
+        """
+        opts = HookimplOpts(tryfirst, trylast, specname, wrapper, hookwrapper, optionalhook)
+        attr = self.attr
+
+        def mark(func: F) -> F:
+            # Above @staticmethod/@classmethod the marker sees the descriptor: mark the
+            # function inside it.
+            target = func.__func__ if isinstance(func, staticmethod | classmethod) else func
+            setattr(target, attr, opts)
+            return func
+
+        return mark if function is None else mark(function)
+
+    def __repr__(self) -> str:
+        return f"HookimplMarker({self.project!r})"
 
 
-@overload
-def hookimpl(
-    *,
-    tryfirst: bool = False,
-    trylast: bool = False,
-    specname: str | None = None,
-    wrapper: bool = False,
-    hookwrapper: bool = False,
-    optionalhook: bool = False,
-) -> Callable[[F], F]: ...
+def impl_options(function: object, projects: tuple[str, ...]) -> HookimplOpts | None:
+    """The options of the first of ``projects`` whose mark ``function`` carries, or None.
 
-
-def hookimpl(
-    function: F | None = None,
-    /,
-    *,
-    tryfirst: bool = False,
-    trylast: bool = False,
-    specname: str | None = None,
-    wrapper: bool = False,
-    hookwrapper: bool = False,
-    optionalhook: bool = False,
-) -> F | Callable[[F], F]:
-    """Mark a function or method as a hook implementation.
-
-    Use it bare (``@hookimpl``) or with options (``@hookimpl(tryfirst=True)``). The hook
-    is the function's name unless ``specname`` names another one.
+    A mark is read whatever made it: this copy's ``HookimplOpts``, another copy's (an
+    object with the same option attributes) or an option dict (pluggy's markers, such as
+    Bub's ``bub_impl``).
     """
-    opts = HookimplOpts(tryfirst, trylast, specname, wrapper, hookwrapper, optionalhook)
-
-    def mark(func: F) -> F:
-        # Above @staticmethod/@classmethod the marker sees the descriptor: mark the function.
-        target = func.__func__ if isinstance(func, staticmethod | classmethod) else func
-        setattr(target, IMPL_ATTR, opts)
-        return func
-
-    return mark if function is None else mark(function)
-
-
-@dataclass(frozen=True, slots=True)
-class HookspecOpts:
-    """Options of one hook specification: how it is dispatched and where it belongs."""
-
-    kind: str
-    family: str = "custom"
-
-
-def hookspec(*, kind: str, family: str = "custom") -> Callable[[F], F]:
-    """Mark a function as a hook specification with its dispatch kind.
-
-    The function's parameters are the hook's parameters and the first line of its
-    docstring is the hook's one-line description.
-    """
-
-    def mark(func: F) -> F:
-        setattr(func, SPEC_ATTR, HookspecOpts(kind, family))
-        return func
-
-    return mark
-
-
-def impl_options(function: object) -> HookimplOpts | None:
-    """The marker options carried by ``function``, or None when it is not marked."""
-    opts = getattr(function, IMPL_ATTR, None)
-    if isinstance(opts, HookimplOpts):
-        return opts
-    if opts is not None and hasattr(opts, "tryfirst") and hasattr(opts, "trylast"):
-        # Marked by another copy of this kernel (vendored elsewhere): same fields.
-        names = ("tryfirst", "trylast", "specname", "wrapper", "hookwrapper", "optionalhook")
-        return HookimplOpts.from_mapping({name: getattr(opts, name, None) for name in names})
-    foreign = getattr(function, BUB_IMPL_ATTR, None)
-    if isinstance(foreign, Mapping):
-        return HookimplOpts.from_mapping(foreign)
+    for project in projects:
+        opts = getattr(function, impl_attr(project), None)
+        if opts is None:
+            continue
+        if isinstance(opts, HookimplOpts):
+            return opts
+        if isinstance(opts, Mapping):
+            return HookimplOpts.from_mapping(opts)
+        if hasattr(opts, "tryfirst") and hasattr(opts, "trylast"):
+            return HookimplOpts.from_mapping({n: getattr(opts, n, None) for n in _OPTION_NAMES})
     return None

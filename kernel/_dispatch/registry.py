@@ -1,113 +1,27 @@
 """The plugin registry: discovery, validation, ordering and per-hook execution plans.
 
-Registration is atomic: every marked implementation of a plugin is discovered and
-validated before any is added, so a rejected plugin leaves nothing behind. After each
-change the affected hooks get a new ``Plan`` (implementations in execution order); the
-runtime reads plans and never sorts or introspects on a call.
+A registry starts with the hooks its owner declares (``Registry(specs)``, ``add_specs``,
+``add_hookspecs``) and accepts the implementation marks of the projects those hooks
+belong to (or of the projects it is given). Registration is atomic: every marked
+implementation of a plugin is discovered and validated before any is added, so a
+rejected plugin leaves nothing behind. After each change the affected hooks get a new
+``Plan`` (implementations in execution order); the runtime reads plans and never sorts
+or introspects on a call.
 """
 
 from __future__ import annotations
 
-import difflib
-import inspect
-import logging
 import types
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
 
-from ..hooks import HOOK_SPECS, HookSpec, collect_specs
-from .errors import PluginValidationError, missing_argument
-from .markers import HookimplOpts, impl_options
-from .plan import Plan
+from .errors import PluginValidationError, get_logger
+from .impl import HookImpl, UnknownImpl, canonical_name, make_impl
+from .markers import impl_options
+from .plan import Plan, Tracer
+from .specs import HookSpec, collect_specs
 
-logger = logging.getLogger(__name__)
-
-_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-
-
-@dataclass(frozen=True, slots=True)
-class HookImpl:
-    """One registered implementation of one hook."""
-
-    plugin: object
-    plugin_name: str
-    hook_name: str
-    function: Callable[..., Any]
-    function_name: str
-    argnames: tuple[str, ...]
-    tryfirst: bool
-    trylast: bool
-    flavor: str
-    """``sync``, ``async``, ``generator`` or ``async-generator``."""
-    location: str
-    """``file:line`` of the function, for error messages and reports."""
-    opts: HookimplOpts
-
-    @property
-    def is_async(self) -> bool:
-        """True when calling the function returns a coroutine."""
-        return self.flavor == "async"
-
-    def call(self, kwargs: Mapping[str, Any]) -> Any:
-        """Call with the declared arguments taken from ``kwargs`` (slow path, no plan)."""
-        try:
-            arguments = {name: kwargs[name] for name in self.argnames}
-        except KeyError as exc:
-            raise missing_argument(self.hook_name, exc.args[0], [self.describe()]) from None
-        return self.function(**arguments)
-
-    def describe(self) -> str:
-        """``plugin 'p', function 'f' (file:line)`` for messages."""
-        return f"plugin {self.plugin_name!r}, function {self.function_name!r} ({self.location})"
-
-
-@dataclass(frozen=True, slots=True)
-class UnknownImpl:
-    """A marked function whose hook name matches no spec: recorded, never silently lost."""
-
-    plugin_name: str
-    hook_name: str
-    function_name: str
-    location: str
-    suggestion: str | None
-
-    def message(self) -> str:
-        hint = f"; did you mean {self.suggestion!r}?" if self.suggestion else ""
-        return (
-            f"plugin {self.plugin_name!r}: function {self.function_name!r} ({self.location}) "
-            f"implements {self.hook_name!r}, which is not a known hook{hint}"
-        )
-
-
-def canonical_name(plugin: object) -> str:
-    """Default plugin name: its ``__name__`` (modules, classes), else its id."""
-    return getattr(plugin, "__name__", None) or str(id(plugin))
-
-
-def function_location(function: Callable[..., Any]) -> str:
-    """``file:line`` of a function's innermost definition, or ``<unknown>``."""
-    inner = inspect.unwrap(getattr(function, "__func__", function))
-    code = getattr(inner, "__code__", None)
-    if code is None:
-        return "<unknown>"
-    return f"{code.co_filename}:{code.co_firstlineno}"
-
-
-def _flavor(function: Callable[..., Any]) -> str:
-    if inspect.iscoroutinefunction(function):
-        return "async"
-    inner = inspect.unwrap(getattr(function, "__func__", function))
-    if inspect.isasyncgenfunction(inner):
-        return "async-generator"
-    if inspect.isgeneratorfunction(inner):
-        return "generator"
-    return "sync"
-
-
-def _qualified_name(function: Callable[..., Any]) -> str:
-    inner = getattr(function, "__func__", function)
-    return getattr(inner, "__qualname__", None) or getattr(inner, "__name__", repr(inner))
+SpecSource = Mapping[str, HookSpec] | Iterable[HookSpec]
+"""Specs as a ``Registry`` takes them: ``HookSpec``s, or a mapping of name to ``HookSpec``."""
 
 
 class Registry:
@@ -120,16 +34,30 @@ class Registry:
     first.
     """
 
-    def __init__(self, specs: Mapping[str, HookSpec] | None = None) -> None:
-        self._specs: dict[str, HookSpec] = dict(HOOK_SPECS if specs is None else specs)
+    def __init__(self, specs: SpecSource = (), *, projects: Iterable[str] | None = None) -> None:
+        """A registry of the hooks ``specs`` declares (none by default).
+
+        ``projects`` are the projects whose implementation marks (``<project>_impl``) are
+        read, in order of precedence; by default, the projects of the specs, as they are
+        added. A function carrying none of those marks is not an implementation.
+        """
+        self._specs: dict[str, HookSpec] = {}
+        self._projects: tuple[str, ...] | None = None
+        if projects is not None:
+            self._projects = tuple(projects)
+            bad = [p for p in self._projects if not isinstance(p, str) or not p.isidentifier()]
+            if bad:
+                raise ValueError(f"project names must be Python identifiers, got {bad!r}")
+        self._accepted: tuple[str, ...] = ()
         self._plugins: dict[str, object] = {}
         self._stored: dict[str, list[HookImpl]] = {}
         self._unknown: list[UnknownImpl] = []
         self.plans: dict[str, Plan] = {}
         """Hook name -> execution plan; the runtime reads this dict directly."""
-        self._tracer: Any = None
+        self._tracer: Tracer | None = None
         self.generation = 0
         """Incremented on every change, so callers can cache what they derive from plugins."""
+        self.add_specs(specs)
 
     # -- specs ---------------------------------------------------------------------
 
@@ -137,24 +65,38 @@ class Registry:
     def specs(self) -> Mapping[str, HookSpec]:
         return types.MappingProxyType(self._specs)
 
-    def add_hookspecs(self, namespace: object) -> list[str]:
-        """Add hook specs from a namespace of ``@hookspec`` functions; returns their names.
+    @property
+    def projects(self) -> tuple[str, ...]:
+        """The projects whose implementation marks this registry reads, in precedence order."""
+        return self._accepted
+
+    def add_specs(self, specs: SpecSource) -> list[str]:
+        """Declare hooks; returns their names.
 
         Existing implementations of those names are validated against the new specs first;
-        if any does not fit, nothing is added.
+        if any does not fit, or a name is declared already, nothing is added.
         """
-        new = collect_specs(namespace)
+        new = _spec_dict(specs)
         clash = sorted(set(new) & set(self._specs))
         if clash:
             raise ValueError(f"hook specs already defined: {', '.join(clash)}")
         for name, spec in new.items():
             for impl in self._stored.get(name, ()):
-                self._check_against_spec(impl.plugin_name, name, impl.function, impl.argnames,
-                                         impl.location, spec)
+                self._check_against_spec(impl, spec)
         self._specs.update(new)
+        if self._projects is not None:
+            self._accepted = self._projects
+        else:
+            owners = (spec.project for spec in self._specs.values() if spec.project)
+            self._accepted = tuple(dict.fromkeys(owners))
         self._unknown = [u for u in self._unknown if u.hook_name not in new]
         self._rebuild(new.keys())
         return list(new)
+
+    def add_hookspecs(self, namespace: object, project: str | None = None) -> list[str]:
+        """``add_specs`` of the ``@hookspec`` functions of a namespace (a class, module or
+        instance); only marks of ``project`` count when it is given."""
+        return self.add_specs(collect_specs(namespace, project))
 
     # -- plugins -------------------------------------------------------------------
 
@@ -185,7 +127,7 @@ class Registry:
         for impl in impls:
             _insert(self._stored.setdefault(impl.hook_name, []), impl)
         for entry in unknown:
-            logger.warning("hook.unknown_hook %s", entry.message())
+            get_logger("registry").warning("hook.unknown_hook %s", entry.message())
         self._unknown.extend(unknown)
         self._rebuild({impl.hook_name for impl in impls})
         return plugin_name
@@ -194,7 +136,7 @@ class Registry:
         """Remove a plugin (given by object or name) and all its implementations."""
         plugin_name = self._name_of(plugin_or_name)
         plugin = self._plugins.pop(plugin_name)
-        touched = set()
+        touched: set[str] = set()
         for hook_name, impls in self._stored.items():
             kept = [impl for impl in impls if impl.plugin_name != plugin_name]
             if len(kept) != len(impls):
@@ -260,18 +202,18 @@ class Registry:
 
     # -- tracing -------------------------------------------------------------------
 
-    def set_tracer(self, tracer: Any) -> None:
+    def set_tracer(self, tracer: Tracer | None) -> None:
         """Swap every plan for a traced one (``tracer``) or back to plain ones (None)."""
         self._tracer = tracer
         self._rebuild(self._stored.keys())
 
     @property
-    def tracer(self) -> Any:
+    def tracer(self) -> Tracer | None:
         return self._tracer
 
     # -- internals -----------------------------------------------------------------
 
-    def _rebuild(self, hook_names: Any) -> None:
+    def _rebuild(self, hook_names: Iterable[str]) -> None:
         self.generation += 1
         for hook_name in list(hook_names):
             stored = self._stored.get(hook_name)
@@ -285,8 +227,11 @@ class Registry:
     def _discover(
         self, plugin: object, plugin_name: str
     ) -> tuple[list[HookImpl], list[UnknownImpl]]:
+        import inspect  # registration only; importing the core does not pay for it
+
         impls: list[HookImpl] = []
         unknown: list[UnknownImpl] = []
+        projects = self._accepted
         for attr in dir(plugin):
             # Looked up statically: a property or another descriptor of the plugin is never
             # run by registration (it may be expensive, or fail); only marked functions,
@@ -296,138 +241,62 @@ class Registry:
             except AttributeError:
                 continue
             raw = static.__func__ if isinstance(static, staticmethod | classmethod) else static
-            if not inspect.isroutine(raw) or impl_options(raw) is None:
+            if not inspect.isroutine(raw) or impl_options(raw, projects) is None:
                 continue
             value = getattr(plugin, attr)
-            opts = impl_options(value)
+            opts = impl_options(value, projects)
             if opts is None:
                 continue
             hook_name = opts.specname or attr
-            impl = self._validate(plugin, plugin_name, hook_name, value, opts)
+            impl = make_impl(plugin, plugin_name, hook_name, value, opts)
+            spec = self._specs.get(hook_name)
+            if spec is not None:
+                self._check_against_spec(impl, spec)
             impls.append(impl)
-            if hook_name not in self._specs:
-                close = difflib.get_close_matches(hook_name, list(self._specs), n=1, cutoff=0.6)
-                unknown.append(
-                    UnknownImpl(plugin_name, hook_name, impl.function_name, impl.location,
-                                close[0] if close else None)
-                )
+            if spec is None:
+                unknown.append(self._unknown_impl(impl))
         return impls, unknown
 
-    def _validate(
-        self,
-        plugin: object,
-        plugin_name: str,
-        hook_name: str,
-        function: Callable[..., Any],
-        opts: HookimplOpts,
-    ) -> HookImpl:
-        location = function_location(function)
-        function_name = _qualified_name(function)
+    def _unknown_impl(self, impl: HookImpl) -> UnknownImpl:
+        import difflib
 
-        def reject(problem: str) -> PluginValidationError:
-            return PluginValidationError(
-                f"plugin {plugin_name!r}, hook {hook_name!r}, function {function_name!r} "
-                f"({location}): {problem}",
-                plugin_name=plugin_name,
-                hook_name=hook_name,
-                function=function_name,
-                location=location,
-            )
-
-        for marker in ("wrapper", "hookwrapper"):
-            if getattr(opts, marker):
-                raise reject(
-                    f"{marker}=True is not supported: the kernel calls implementations "
-                    f"directly and has no wrapper support; remove the marker and implement "
-                    f"the hook as a plain function (use tryfirst/trylast to order it)"
-                )
-        if opts.tryfirst and opts.trylast:
-            raise reject(
-                "tryfirst=True and trylast=True together are contradictory; keep one of them"
-            )
-        argnames = _argnames(function, reject)
-        spec = self._specs.get(hook_name)
-        if spec is not None:
-            self._check_against_spec(plugin_name, hook_name, function, argnames, location, spec)
-        return HookImpl(
-            plugin=plugin,
-            plugin_name=plugin_name,
-            hook_name=hook_name,
-            function=function,
-            function_name=function_name,
-            argnames=argnames,
-            tryfirst=opts.tryfirst,
-            trylast=opts.trylast,
-            flavor=_flavor(function),
-            location=location,
-            opts=opts,
-        )
+        close = difflib.get_close_matches(impl.hook_name, list(self._specs), n=1, cutoff=0.6)
+        return UnknownImpl(impl.plugin_name, impl.hook_name, impl.function_name, impl.location,
+                           close[0] if close else None)
 
     @staticmethod
-    def _check_against_spec(
-        plugin_name: str,
-        hook_name: str,
-        function: Callable[..., Any],
-        argnames: tuple[str, ...],
-        location: str,
-        spec: HookSpec,
-    ) -> None:
-        extra = [name for name in argnames if name not in spec.params]
+    def _check_against_spec(impl: HookImpl, spec: HookSpec) -> None:
+        extra = [name for name in impl.argnames if name not in spec.params]
         if extra:
-            function_name = _qualified_name(function)
             raise PluginValidationError(
-                f"plugin {plugin_name!r}, hook {hook_name!r}, function {function_name!r} "
-                f"({location}): declares {', '.join(repr(n) for n in extra)}, which the hook "
-                f"does not have; the hook's parameters are "
-                f"({', '.join(spec.params) or 'none'}): rename or remove the parameter",
-                plugin_name=plugin_name,
-                hook_name=hook_name,
-                function=function_name,
-                location=location,
+                f"plugin {impl.plugin_name!r}, hook {impl.hook_name!r}, function "
+                f"{impl.function_name!r} ({impl.location}): declares "
+                f"{', '.join(repr(n) for n in extra)}, which the hook does not have; the "
+                f"hook's parameters are ({', '.join(spec.params) or 'none'}): rename or "
+                f"remove the parameter",
+                plugin_name=impl.plugin_name,
+                hook_name=impl.hook_name,
+                function=impl.function_name,
+                location=impl.location,
             )
 
 
-def _argnames(
-    function: Callable[..., Any], reject: Callable[[str], PluginValidationError]
-) -> tuple[str, ...]:
-    """The parameters the kernel passes: required positional-or-keyword ones.
-
-    Follows pluggy: defaults and ``*args``/``**kwargs`` are never passed; the first
-    parameter is dropped for bound methods, and for functions defined in a class when it
-    is named ``self``. The signature is read through ``__wrapped__``. Arguments are passed
-    by keyword, so parameters that can never be passed (required keyword-only,
-    positional-only) are registration errors rather than failures at call time.
-    """
-    try:
-        signature = inspect.signature(function)
-    except (TypeError, ValueError) as exc:
-        raise reject(f"its signature cannot be read ({exc})") from exc
-    # inspect.signature already drops the bound first parameter of a method.
-    params = list(signature.parameters.values())
-    if (
-        not inspect.ismethod(function)
-        and params
-        and params[0].kind in _POSITIONAL
-        and params[0].name in ("self", "cls")
-        and "." in getattr(inspect.unwrap(function), "__qualname__", "")
-    ):
-        params = params[1:]
-    names: list[str] = []
-    for param in params:
-        required = param.default is inspect.Parameter.empty
-        if param.kind is inspect.Parameter.KEYWORD_ONLY and required:
-            raise reject(
-                f"keyword-only parameter {param.name!r} has no default, so it could never be "
-                f"passed; give it a default or make it a normal parameter"
-            )
-        if param.kind is inspect.Parameter.POSITIONAL_ONLY and required:
-            raise reject(
-                f"positional-only parameter {param.name!r} could never be passed (hooks are "
-                f"called with keyword arguments); remove the '/'"
-            )
-        if param.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and required:
-            names.append(param.name)
-    return tuple(names)
+def _spec_dict(specs: SpecSource) -> dict[str, HookSpec]:
+    """Specs by name, refusing a name given twice or a mapping key that is not the name."""
+    found: dict[str, HookSpec] = {}
+    if isinstance(specs, Mapping):
+        pairs: Iterable[tuple[str, HookSpec]] = specs.items()
+    else:
+        pairs = ((spec.name, spec) for spec in specs)
+    for name, spec in pairs:
+        if not isinstance(spec, HookSpec):
+            raise TypeError(f"hook spec {name!r} must be a HookSpec, got {type(spec).__name__}")
+        if name != spec.name:
+            raise ValueError(f"hook spec {spec.name!r} is filed under another name, {name!r}")
+        if name in found:
+            raise ValueError(f"hook spec {name!r} is given twice")
+        found[name] = spec
+    return found
 
 
 def _insert(stored: list[HookImpl], impl: HookImpl) -> None:
