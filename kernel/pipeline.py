@@ -8,10 +8,10 @@ to ``on_error`` with stage ``turn`` and re-raised.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
+from ._util import get_logger
 from .envelope import default_session_id, envelope_content, get_field, set_field
 from .prompt import to_content, to_legacy_prompt
 from .streaming import AsyncStreamEvents, ErrorKind, HooklineError, StreamEvent
@@ -19,8 +19,6 @@ from .turn import RUNTIME_ENVIRONMENT, RUNTIME_STEERING_INBOX, RUNTIME_WORKSPACE
 
 if TYPE_CHECKING:
     from .framework import Framework
-
-logger = logging.getLogger(__name__)
 
 _UNCACHED = object()
 RUN_MODEL = "run_model"
@@ -44,7 +42,7 @@ class TurnPipeline:
             with self.framework.environments.hold(session_id):
                 return await self._run_turn(inbound, session_id, stream_output)
         except Exception as exc:
-            logger.warning("turn.failed error=%s: %s", type(exc).__name__, exc)
+            get_logger(__name__).warning("turn.failed error=%s: %s", type(exc).__name__, exc)
             await self.runtime.notify_error("turn", exc, inbound)
             raise
 
