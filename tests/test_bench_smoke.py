@@ -61,3 +61,19 @@ def test_bench_session_memory_quick_runs() -> None:
     assert list(rows) == ["bounded", "unbounded", "refused"], done.stdout
     # before, peak, after, expired are megabytes; cached is before/after/expired.
     assert [row[5].split("/")[2] for row in rows.values()] == ["0", "220", "0"], done.stdout
+
+
+def test_bench_import_tiny_runs() -> None:
+    script = SCRIPT.with_name("bench_import.py")
+    done = subprocess.run([sys.executable, str(script), "--runs", "1"], capture_output=True,
+                          text=True, timeout=300, cwd=SCRIPT.parents[1], check=False)
+    assert done.returncode == 0, done.stderr
+    rows = {line.rsplit(None, 2)[0]: line.split()[-2:] for line in done.stdout.splitlines()
+            if line.startswith(("dispatch core ", "hookline.kernel "))}
+    assert list(rows) == ["dispatch core", "hookline.kernel"], done.stdout
+    core_modules, kernel_modules = (int(rows[name][0]) for name in rows)
+    assert 0 < core_modules < kernel_modules, done.stdout
+    assert "heaviest modules of dispatch core" in done.stdout
+    assert "  hookline.kernel._dispatch" in done.stdout
+    verdicts = [line for line in done.stdout.splitlines() if line.startswith(("PASS", "MISS"))]
+    assert [line.split()[1] for line in verdicts] == ["dispatch", "hookline.kernel"], verdicts
