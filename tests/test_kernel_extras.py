@@ -370,8 +370,10 @@ def test_bad_specs_and_projects_are_refused_with_the_reason() -> None:
         Registry({"greet": ("greet", ("name",), "first")})  # type: ignore[dict-item]
     with pytest.raises(ValueError, match="hook specs already defined: resolve_session"):
         Registry(HOOK_SPECS).add_specs([HOOK_SPECS["resolve_session"]])
-    with pytest.raises(ValueError, match="must be Python identifiers"):
+    with pytest.raises(ValueError, match="'my-app' must be a Python identifier"):
         Registry(projects=["my-app"])
+    with pytest.raises(TypeError, match="a list of project names, not 'acme'"):
+        Registry(projects="acme")
     with pytest.raises(ValueError, match="'my-app' must be a Python identifier"):
         HookimplMarker("my-app")
 

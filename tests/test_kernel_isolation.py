@@ -174,7 +174,9 @@ def test_import_check_catches_a_bad_import(tmp_path: Path) -> None:
 
 def test_import_kernel_loads_no_third_party_module() -> None:
     code = (
-        "import sys, hookline.kernel\n"
+        "import sys\n"
+        "from hookline.kernel import *  # every public name, so every layer\n"
+        "assert 'hookline.kernel.framework' in sys.modules\n"
         "heavy = [m for m in ('anyio', 'republic', 'typer', 'httpx', 'pydantic') "
         "if m in sys.modules]\n"
         "print(','.join(heavy))\n"

@@ -24,6 +24,17 @@ def get_logger(name: str) -> logging.Logger:
     return logging.getLogger(f"{LOGGER_PREFIX}.{name}")
 
 
+def check_project(project: object) -> str:
+    """``project`` as a project name: marks live in the attribute ``<project>_impl``, so
+    it must be a Python identifier; a ValueError saying so otherwise."""
+    if not isinstance(project, str) or not project.isidentifier():
+        raise ValueError(
+            f"project name {project!r} must be a Python identifier (marks are the function "
+            f"attributes <project>_impl and <project>_spec)"
+        )
+    return project
+
+
 class PluginValidationError(ValueError):
     """A plugin cannot be registered; nothing of it was added.
 

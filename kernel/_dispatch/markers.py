@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, TypeVar, overload
 
+from .errors import check_project
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 _OPTION_NAMES = ("tryfirst", "trylast", "specname", "wrapper", "hookwrapper", "optionalhook")
@@ -64,9 +66,7 @@ class HookimplMarker:
     """The ``@hookimpl`` decorator of one project (``hookimpl = HookimplMarker("acme")``)."""
 
     def __init__(self, project: str) -> None:
-        if not project.isidentifier():
-            raise ValueError(f"project name {project!r} must be a Python identifier")
-        self.project = project
+        self.project = check_project(project)
         self.attr = impl_attr(project)
 
     @overload

@@ -14,7 +14,7 @@ from __future__ import annotations
 import types
 from collections.abc import Iterable, Iterator, Mapping
 
-from .errors import PluginValidationError, get_logger
+from .errors import PluginValidationError, check_project, get_logger
 from .impl import HookImpl, UnknownImpl, canonical_name, make_impl
 from .markers import impl_options
 from .plan import Plan, Tracer
@@ -44,10 +44,9 @@ class Registry:
         self._specs: dict[str, HookSpec] = {}
         self._projects: tuple[str, ...] | None = None
         if projects is not None:
-            self._projects = tuple(projects)
-            bad = [p for p in self._projects if not isinstance(p, str) or not p.isidentifier()]
-            if bad:
-                raise ValueError(f"project names must be Python identifiers, got {bad!r}")
+            if isinstance(projects, str):
+                raise TypeError(f"projects must be a list of project names, not {projects!r}")
+            self._projects = tuple(check_project(project) for project in projects)
         self._accepted: tuple[str, ...] = ()
         self._plugins: dict[str, object] = {}
         self._stored: dict[str, list[HookImpl]] = {}

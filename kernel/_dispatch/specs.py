@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final, Literal, NamedTuple, TypeVar, cast
 
+from .errors import check_project
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 DispatchKind = Literal["first", "many", "first_sync", "many_sync"]
@@ -63,9 +65,7 @@ class HookspecMarker:
     """The ``@hookspec`` decorator of one project (``hookspec = HookspecMarker("acme")``)."""
 
     def __init__(self, project: str) -> None:
-        if not project.isidentifier():
-            raise ValueError(f"project name {project!r} must be a Python identifier")
-        self.project = project
+        self.project = check_project(project)
         self.attr = spec_attr(project)
 
     def __call__(self, *, kind: DispatchKind) -> Callable[[F], F]:
