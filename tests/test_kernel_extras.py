@@ -367,7 +367,7 @@ def test_bad_specs_and_projects_are_refused_with_the_reason() -> None:
     with pytest.raises(ValueError, match="'greet' is filed under another name, 'wave'"):
         Registry({"wave": spec})
     with pytest.raises(TypeError, match="'greet' must be a HookSpec, got tuple"):
-        Registry({"greet": ("greet", ("name",), "first")})  # type: ignore[dict-item]
+        Registry({"greet": ("greet", ("name",), "first")})
     with pytest.raises(ValueError, match="hook specs already defined: resolve_session"):
         Registry(HOOK_SPECS).add_specs([HOOK_SPECS["resolve_session"]])
     with pytest.raises(ValueError, match="'my-app' must be a Python identifier"):
