@@ -31,7 +31,7 @@ from typing import Any
 
 import pluggy
 
-from hookline.kernel import HookRuntime, Registry, hookimpl
+from hookline.kernel import HOOK_SPECS, HookRuntime, Registry, hookimpl
 
 IMPL_COUNTS = (1, 5, 20)
 GOAL_COUNTS = (5, 20)
@@ -134,7 +134,7 @@ class Setup:
 
 
 def build(count: int) -> Setup:
-    registry, async_registry = Registry(), Registry()
+    registry, async_registry = Registry(HOOK_SPECS), Registry(HOOK_SPECS)
     pluggy_many, pluggy_first = pluggy.PluginManager("bench"), pluggy.PluginManager("bench")
     pluggy_many.add_hookspecs(ManySpec)
     pluggy_first.add_hookspecs(FirstSpec)

@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    import logging
 
 T = TypeVar("T")
 
-__all__ = ["dedupe_by_name"]
+__all__ = ["dedupe_by_name", "get_logger"]
+
+
+def get_logger(name: str) -> logging.Logger:
+    """``logging.getLogger(name)``, importing ``logging`` on first use: the kernel logs
+    only when something goes wrong, so importing it does not pay for ``logging``."""
+    import logging
+
+    return logging.getLogger(name)
 
 
 def dedupe_by_name(items: Iterable[T], key: Callable[[T], Hashable]) -> list[T]:

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from ._dispatch import HookImpl, Registry
+from ._util import get_logger
 from .events import (
     EventBus,
     LLMCallFinished,
@@ -35,11 +36,8 @@ from .interception import (
     ToolCallResult,
 )
 from .prompt import LegacyPrompt, to_legacy_prompt
-from .registry import HookImpl, Registry
 
 __all__ = ["AgentPlugins", "PluginAgentHooks"]
-
-logger = logging.getLogger(__name__)
 
 _LLM_EXPECTED = "LLMCallRequest | LLMCallDecision | None"
 _TOOL_EXPECTED = "ToolCallDecision | None"
@@ -178,7 +176,7 @@ class PluginAgentHooks:
         except Exception:
             # Isolated by the contract (the agent goes on): a warning, as the reference logs
             # it, with the traceback so the plugin's author can find the fault.
-            logger.warning(
+            get_logger(__name__).warning(
                 "hook.agent_hook_failed hook=%s adapter=%s", impl.hook_name, impl.plugin_name,
                 exc_info=True,
             )
@@ -187,7 +185,7 @@ class PluginAgentHooks:
 
 
 def _bad_return(impl: HookImpl, value: Any, expected: str) -> None:
-    logger.warning(
+    get_logger(__name__).warning(
         "hook.agent_hook_bad_return hook=%s adapter=%s got=%s expected=%s",
         impl.hook_name,
         impl.plugin_name,

@@ -7,7 +7,6 @@ hook has to guess whether it got a mapping or an attribute object.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Mapping, MutableMapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -108,6 +107,8 @@ class MediaItem:
         if self.url is not None:
             return self.url
         if self.data is not None:
+            import base64  # media only: importing the kernel does not pay for it
+
             encoded = base64.b64encode(self.data).decode("ascii")
             return f"data:{self.mime_type};base64,{encoded}"
         return None

@@ -7,8 +7,6 @@ namespace, not host paths.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -165,6 +163,9 @@ class Environment(ABC):
         if returncode != 0:
             message = errors.decode("utf-8", "replace").strip() or f"exit status {returncode}"
             raise OSError(f"cannot read {target!r}: {message}")
+        import base64
+        import binascii
+
         try:
             return base64.b64decode(encoded, validate=True)
         except (binascii.Error, ValueError) as exc:

@@ -12,31 +12,27 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
-import logging
 import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from ._plan import usable_sync
-from ._util import dedupe_by_name
+from ._dispatch import HookImpl, HookReport, Registry
+from ._dispatch.plan import usable_sync
+from ._util import dedupe_by_name, get_logger
 from .agent_hooks import AgentPlugins, PluginAgentHooks
 from .channels import AdmitDecision, Channel, ChannelRouter, TurnSnapshot
 from .envcache import EnvironmentCache, Evicted
 from .envelope import get_field
 from .environment import Environment
+from .hooks import HOOK_SPECS, IMPL_PROJECTS, HookRuntime
 from .loading import PluginLoader, PluginStatus
 from .models import ModelOptions, merge_model_options
 from .pipeline import TurnPipeline
-from .registry import HookImpl, Registry
-from .report import HookReport
-from .runtime import HookRuntime
 from .tape import TapeContext
 from .tools import Tool
 from .turn import TurnResult
-
-logger = logging.getLogger(__name__)
 
 
 class Framework:
@@ -48,7 +44,7 @@ class Framework:
 
     def __init__(self, workspace: str | os.PathLike[str] | None = None) -> None:
         self.workspace = Path(workspace if workspace is not None else os.getcwd()).resolve()
-        self.registry = Registry()
+        self.registry = Registry(HOOK_SPECS, projects=IMPL_PROJECTS)
         self.runtime = HookRuntime(self.registry)
         self.agent_hooks = PluginAgentHooks(self.registry)
         self.agent_plugins = AgentPlugins(self.agent_hooks, self.continue_prompt)
@@ -326,7 +322,7 @@ async def _close_quietly(environment: Environment, session_id: str) -> None:
     try:
         await environment.close()
     except Exception as exc:
-        logger.warning("environment.close_failed session=%s error=%s: %s", session_id,
+        get_logger(__name__).warning("environment.close_failed session=%s error=%s: %s", session_id,
                        type(exc).__name__, exc)
 
 

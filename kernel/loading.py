@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import logging
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._util import get_logger
+
 if TYPE_CHECKING:
     from importlib import metadata
-
-logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "hookline"
 DISABLE_ENV = "HOOKLINE_DISABLE_PLUGINS"
@@ -128,7 +127,7 @@ class PluginLoader:
 
     def _fail(self, name: str, source: str, phase: str, exc: Exception, strict: bool) -> None:
         status = PluginStatus(name, False, f"{type(exc).__name__}: {exc}", source, exc)
-        logger.warning("Failed to %s plugin %r: %s", phase, name, status.detail)
+        get_logger(__name__).warning("Failed to %s plugin %r: %s", phase, name, status.detail)
         self._record(status)
         if strict:
             raise PluginLoadError(status) from exc

@@ -9,10 +9,10 @@ to ``on_error`` with stage ``turn`` and re-raised.
 from __future__ import annotations
 
 import inspect
-import logging
 from collections.abc import AsyncIterator, MutableMapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ._util import get_logger
 from .envelope import default_session_id, envelope_content, get_field, set_field
 from .prompt import to_content, to_legacy_prompt
 from .streaming import AsyncStreamEvents, ErrorKind, HooklineError, StreamEvent
@@ -21,10 +21,10 @@ from .turn import RUNTIME_ENVIRONMENT, RUNTIME_STEERING_INBOX, RUNTIME_WORKSPACE
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from ._dispatch import HookImpl, Registry
     from .channels import ChannelRouter
     from .envcache import EnvironmentCache
     from .environment import Environment
-    from .registry import HookImpl, Registry
     from .runtime import HookRuntime
 
 
@@ -41,8 +41,6 @@ class TurnHost(Protocol):
     def cached_environment(self, session_id: str, default: Any = None) -> Any: ...
 
     async def get_environment(self, session_id: str) -> Environment | None: ...
-
-logger = logging.getLogger(__name__)
 
 _UNCACHED = object()
 RUN_MODEL = "run_model"
@@ -89,7 +87,7 @@ class TurnPipeline:
             where = (f" plugin={culprit.plugin_name} hook={culprit.hook_name} "
                      f"function={culprit.function_name} ({culprit.location})"
                      if culprit is not None else "")
-            logger.error("turn.failed%s error=%s: %s", where, type(exc).__name__, exc,
+            get_logger(__name__).error("turn.failed%s error=%s: %s", where, type(exc).__name__, exc,
                          exc_info=exc)
             await self.runtime.notify_error("turn", exc, inbound)
             raise

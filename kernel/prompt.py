@@ -8,11 +8,8 @@ to become a republic object, so the kernel itself stays free of third-party impo
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, TypeAlias
-from urllib.parse import unquote_to_bytes
 
 from .streaming import ErrorKind, HooklineError
 
@@ -78,6 +75,11 @@ def _media_class(kind: str) -> Any:
 
 
 def _decode_data_url(url: str, kind: str) -> bytes:
+    # Imported here, for media blocks only: importing the kernel does not pay for them.
+    import base64
+    import binascii
+    from urllib.parse import unquote_to_bytes
+
     header, separator, payload = url.partition(",")
     if not separator:
         raise _invalid(f"Invalid data URL in {kind} prompt block")
@@ -111,6 +113,9 @@ def _block_to_content(block: Mapping[str, Any]) -> UserContent:
         if isinstance(inline, bytes):
             data = inline
         else:
+            import base64
+            import binascii
+
             try:
                 data = base64.b64decode(inline, validate=True)
             except (binascii.Error, ValueError, TypeError) as exc:

@@ -32,7 +32,7 @@ class HooklineAdapter:
         return self.kernel.hookimpl(**options)(function)
 
     def new_kernel(self) -> HooklineKernel:
-        registry = self.kernel.Registry()
+        registry = self.kernel.Registry(self.kernel.HOOK_SPECS)
         return HooklineKernel(registry, self.kernel.HookRuntime(registry))
 
     def new_framework(self) -> HooklineFramework:

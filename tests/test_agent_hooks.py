@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from hookline.kernel import hookimpl
 from hookline.kernel.agent_hooks import AgentPlugins, PluginAgentHooks
 from hookline.kernel.events import (
     EventBus,
@@ -29,7 +30,6 @@ from hookline.kernel.interception import (
     ToolCallDecision,
     ToolCallResult,
 )
-from hookline.kernel.markers import hookimpl
 from hookline.kernel.tools import ToolContext
 
 LOGGER = "hookline.kernel.agent_hooks"

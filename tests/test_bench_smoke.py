@@ -64,3 +64,16 @@ def test_bench_session_length_tiny_runs() -> None:
     assert all(float(line.split()[1]) > 0 for line in lines[2:4])
     assert lines[4].startswith("goal: turn 40 <= 1.5x turn 10: ")
     assert ("PASS" in lines[4]) != ("MISS" in lines[4])
+
+
+def test_bench_import_tiny_runs() -> None:
+    done = run_benchmark("bench_import.py", "--runs", "1")
+    rows = {line.rsplit(None, 2)[0]: line.split()[-2:] for line in done.stdout.splitlines()
+            if line.startswith(("dispatch core ", "hookline.kernel "))}
+    assert list(rows) == ["dispatch core", "hookline.kernel"], done.stdout
+    core_modules, kernel_modules = (int(rows[name][0]) for name in rows)
+    assert 0 < core_modules < kernel_modules, done.stdout
+    assert "heaviest modules of dispatch core" in done.stdout
+    assert "  hookline.kernel._dispatch" in done.stdout
+    verdicts = [line for line in done.stdout.splitlines() if line.startswith(("PASS", "MISS"))]
+    assert [line.split()[1] for line in verdicts] == ["dispatch", "hookline.kernel"], verdicts

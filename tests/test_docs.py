@@ -88,3 +88,20 @@ def test_every_command_and_option_is_in_the_cli_reference() -> None:
         undocumented += [f"hookline {name} {flag}" for flag in _options(command)
                          if f"`{flag}" not in text]
     assert not undocumented, f"options missing from docs/cli.md: {undocumented}"
+
+
+def test_every_hook_entry_states_the_spec_kind() -> None:
+    """Each hook's '- **Kind:**' line and its row in the index table name the kind its
+    spec declares (`first`, `many`, `first_sync` or `many_sync`)."""
+    stated: dict[str, str] = {}
+    for page in sorted((DOCS / "hooks").glob("*.md")):
+        sections = re.split(r"^## ", page.read_text("utf-8"), flags=re.MULTILINE)
+        for section in sections[1:]:
+            name = section.split("\n", 1)[0].strip()
+            kind = re.search(r"^- \*\*Kind:\*\* `(\w+)`", section, re.MULTILINE)
+            if name in HOOK_SPECS:
+                stated[name] = kind.group(1) if kind else "(none)"
+    assert stated == {name: spec.kind for name, spec in HOOK_SPECS.items()}
+    rows = re.findall(r"^\| \d+ \| \[(\w+)\]\([^)]*\) \| \w+ \| (\w+) \|",
+                      (DOCS / "hooks" / "index.md").read_text("utf-8"), re.MULTILINE)
+    assert dict(rows) == {name: spec.kind for name, spec in HOOK_SPECS.items()}

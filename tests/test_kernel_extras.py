@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from hookline.kernel import (
+    HOOK_SPECS,
     DispatchTrace,
     HookRuntime,
     PluginValidationError,
@@ -18,10 +19,11 @@ from hookline.kernel import (
     hookimpl,
     hookspec,
 )
+from hookline.kernel.hooks import IMPL_PROJECTS
 
 
-def make_runtime() -> tuple[Registry, HookRuntime]:
-    registry = Registry()
+def make_runtime(projects: tuple[str, ...] | None = None) -> tuple[Registry, HookRuntime]:
+    registry = Registry(HOOK_SPECS, projects=projects)
     return registry, HookRuntime(registry)
 
 
@@ -120,7 +122,7 @@ def test_bub_marker_attribute_is_recognised() -> None:
 
     resolve_session.bub_impl = {"tryfirst": True}  # what Bub's own marker stores
     plugin = type("BubPlugin", (), {"resolve_session": staticmethod(resolve_session)})
-    registry, runtime = make_runtime()
+    registry, runtime = make_runtime(IMPL_PROJECTS)
     registry.register(Answer("ours"), "ours")
     registry.register(plugin, "bub")
     assert runtime.call_first_sync("resolve_session", message={}) == "from-bub"
@@ -134,7 +136,7 @@ def test_bub_wrapper_marker_is_rejected_too() -> None:
     resolve_session.bub_impl = {"hookwrapper": True}
     plugin = type("BubWrapper", (), {"resolve_session": staticmethod(resolve_session)})
     with pytest.raises(PluginValidationError, match="no wrapper support"):
-        Registry().register(plugin, "bub")
+        Registry(HOOK_SPECS, projects=IMPL_PROJECTS).register(plugin, "bub")
 
 
 def test_validation_error_carries_structured_fields() -> None:
@@ -144,7 +146,7 @@ def test_validation_error_carries_structured_fields() -> None:
             return None
 
     with pytest.raises(PluginValidationError) as info:
-        Registry().register(Extra(), "extra")
+        Registry(HOOK_SPECS).register(Extra(), "extra")
     error = info.value
     assert (error.plugin_name, error.hook_name) == ("extra", "load_state")
     assert error.function.endswith("Extra.load_state")
@@ -193,7 +195,7 @@ def test_spec_with_unknown_kind_is_refused() -> None:
             """Odd."""
 
     with pytest.raises(ValueError, match="unknown kind 'sometimes'"):
-        Registry().add_hookspecs(Specs)
+        Registry(HOOK_SPECS).add_hookspecs(Specs)
 
 
 def test_plan_is_compiled_once_and_shows_its_source() -> None:
@@ -256,7 +258,7 @@ def test_registration_never_runs_properties_or_descriptors() -> None:
         def build_prompt(message):
             return "static"
 
-    registry = Registry()
+    registry = Registry(HOOK_SPECS)
     registry.register(Touchy(), "touchy")
     assert reads == [], "registration read no property or descriptor"
     assert [i.function_name.rsplit(".", 2)[-2:] for i in
@@ -270,7 +272,7 @@ def test_registration_never_runs_properties_or_descriptors() -> None:
 
 
 def test_unregister_unknown_plugin_lists_registered_ones() -> None:
-    registry = Registry()
+    registry = Registry(HOOK_SPECS)
     registry.register(Answer("x"), "answer")
     with pytest.raises(ValueError, match="registered: answer"):
         registry.unregister("nope")
@@ -281,7 +283,7 @@ def test_unregister_unknown_plugin_lists_registered_ones() -> None:
 def test_parameter_names_cannot_shadow_generated_code(param: str) -> None:
     from hookline.kernel import HookSpec
 
-    registry = Registry(specs={"h": HookSpec("h", (param,), "all", "custom", "")})
+    registry = Registry({"h": HookSpec("h", (param,), "many_sync", project="hookline")})
     namespace: dict[str, object] = {}
     exec(f"def h({param}):\n    return {param}\n", namespace)
     registry.register(type("P", (), {"h": staticmethod(hookimpl(namespace["h"]))}), "p")
@@ -313,3 +315,123 @@ async def test_first_result_type_errors_name_the_plugin_and_function() -> None:
         await framework.admit_message("s", {}, TurnSnapshot("s"))
     with pytest.raises(TypeError, match=r"TapeContext; plugin 'wrong'.* returned dict"):
         framework.build_tape_context()
+
+
+# -- the dispatch core without the agent contract -------------------------------------------
+
+
+def test_a_registry_starts_with_the_hooks_it_is_given() -> None:
+    from hookline.kernel import Framework
+
+    assert (dict(Registry().specs), Registry().projects) == ({}, ())
+    registry = Registry(HOOK_SPECS)
+    assert list(registry.specs) == list(HOOK_SPECS)
+    assert registry.projects == ("hookline",)
+    assert Framework().registry.projects == IMPL_PROJECTS == ("hookline", "bub")
+    assert list(Framework().registry.specs) == list(HOOK_SPECS)
+
+
+def test_a_registry_without_projects_reads_no_marks() -> None:
+    registry = Registry()
+    registry.register(Answer("x"), "answer")
+    assert registry.plugin_hooks("answer") == set()
+    assert registry.unknown_impls == ()
+    registry.add_hookspecs(type("Specs", (), {"greet": hookspec(kind="first")(
+        lambda self, name: None)}))
+    assert registry.projects == ("hookline",)
+    registry.register(Answer("y"), "later")
+    assert [u.hook_name for u in registry.unknown_impls] == ["resolve_session"]
+
+
+def test_only_a_registry_given_bubs_project_reads_bub_marks() -> None:
+    def resolve_session(message):
+        return "from-bub"
+
+    resolve_session.bub_impl = {}
+    plugin = type("BubPlugin", (), {"resolve_session": staticmethod(resolve_session)})
+    plain, _ = make_runtime()
+    plain.register(plugin, "bub")
+    assert plain.hook_impls("resolve_session") == ()
+    with_bub, runtime = make_runtime(IMPL_PROJECTS)
+    with_bub.register(plugin, "bub")
+    assert runtime.call_first_sync("resolve_session", message={}) == "from-bub"
+
+
+def test_bad_specs_and_projects_are_refused_with_the_reason() -> None:
+    from hookline.kernel import HookSpec
+    from hookline.kernel._dispatch import HookimplMarker
+
+    spec = HookSpec("greet", ("name",), "first", project="acme")
+    with pytest.raises(ValueError, match="'greet' is given twice"):
+        Registry([spec, spec])
+    with pytest.raises(ValueError, match="'greet' is filed under another name, 'wave'"):
+        Registry({"wave": spec})
+    with pytest.raises(TypeError, match="'greet' must be a HookSpec, got tuple"):
+        Registry({"greet": ("greet", ("name",), "first")})
+    with pytest.raises(ValueError, match="hook specs already defined: resolve_session"):
+        Registry(HOOK_SPECS).add_specs([HOOK_SPECS["resolve_session"]])
+    with pytest.raises(ValueError, match="'my-app' must be a Python identifier"):
+        Registry(projects=["my-app"])
+    with pytest.raises(TypeError, match="a list of project names, not 'acme'"):
+        Registry(projects="acme")
+    with pytest.raises(ValueError, match="'my-app' must be a Python identifier"):
+        HookimplMarker("my-app")
+
+
+def test_notify_isolates_each_implementation_and_names_the_context(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    seen: list[str] = []
+
+    class Broken:
+        @hookimpl(tryfirst=True)
+        def on_error(self, stage):
+            raise RuntimeError("observer down")
+
+    class Recorder:
+        @hookimpl
+        def on_error(self, stage, error):
+            seen.append(f"{stage}: {error}")
+
+    registry, runtime = make_runtime()
+    registry.register(Recorder(), "recorder")
+    registry.register(Broken(), "broken")
+    with caplog.at_level(logging.ERROR, logger="hookline.kernel.runtime"):
+        runtime.notify_sync("on_error", "stage=tool", stage="tool", error="x", message=None)
+        runtime.notify_sync("on_error", stage="turn", error="y", message=None)
+    assert seen == ["tool: x", "turn: y"]
+    assert [r.getMessage() for r in caplog.records] == [
+        "hook.on_error_failed stage=tool adapter=broken",
+        "hook.on_error_failed adapter=broken",
+    ]
+    assert all(r.exc_info and r.exc_info[0] is RuntimeError for r in caplog.records)
+
+
+def test_the_kernel_exports_the_same_names_and_loads_them_on_first_use() -> None:
+    import subprocess
+    import sys
+
+    import hookline.kernel as kernel
+
+    assert kernel.__all__ == list(kernel._EXPORTS)
+    for name in kernel.__all__:
+        assert getattr(kernel, name) is not None
+    with pytest.raises(AttributeError, match="has no attribute 'nothing_here'"):
+        kernel.nothing_here  # noqa: B018
+    code = (
+        "import sys\n"
+        "import hookline.kernel._dispatch\n"
+        "print(sorted(m for m in sys.modules if m.startswith('hookline.kernel.')"
+        " and not m.startswith('hookline.kernel._dispatch')))\n"
+        "from hookline.kernel import hookimpl\n"
+        "print('hookline.kernel.framework' in sys.modules)\n"
+        "import hookline.kernel\n"
+        "print(hookline.kernel.tape.__name__, hookline.kernel.Framework.__module__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.splitlines() == [
+        "[]",
+        "False",
+        "hookline.kernel.tape hookline.kernel.framework",
+    ]

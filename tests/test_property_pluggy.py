@@ -19,10 +19,19 @@ import pluggy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hookline.kernel import HookRuntime, PluginValidationError, Registry, hookimpl, hookspec
+from hookline.kernel import (
+    HOOK_SPECS,
+    HookRuntime,
+    PluginValidationError,
+    Registry,
+    hookimpl,
+    hookspec,
+)
+from hookline.kernel.hooks import IMPL_PROJECTS
 
-# pluggy's marker for project "bub" stores its options in ``bub_impl``, which the kernel
-# also reads; the same marked function therefore means the same thing to both sides.
+# pluggy's marker for project "bub" stores its options in ``bub_impl``, which a registry
+# accepting the projects hookline and bub (as a Framework's does) also reads; the same
+# marked function therefore means the same thing to both sides.
 PROJECT = "bub"
 pluggy_impl = pluggy.HookimplMarker(PROJECT)
 pluggy_spec = pluggy.HookspecMarker(PROJECT)
@@ -49,7 +58,7 @@ class OracleSpecs:
 class ProbeSpecs:
     """A three-parameter hook for signature probing, independent of the contract's specs."""
 
-    @hookspec(kind="all")
+    @hookspec(kind="many")
     def probe(self, message: Any, session_id: str, state: dict) -> Any:
         """Receives whatever the generated implementation declares."""
 
@@ -140,7 +149,8 @@ def plugin_defs(draw: st.DrawFn, *, several: bool) -> PluginDef:
 class Harness:
     """The kernel and pluggy side by side, fed the same plugin objects in the same order."""
 
-    registry: Registry = field(default_factory=Registry)
+    registry: Registry = field(
+        default_factory=lambda: Registry(HOOK_SPECS, projects=IMPL_PROJECTS))
     manager: pluggy.PluginManager = field(default_factory=new_manager)
     log: list[tuple[str, str]] = field(default_factory=list)
     registered: list[tuple[str, object]] = field(default_factory=list)
@@ -425,7 +435,7 @@ class Outcome:
 
 
 def kernel_outcome(plugin: object) -> Outcome:
-    registry = Registry(specs={})
+    registry = Registry()
     registry.add_hookspecs(ProbeSpecs)
     try:
         registry.register(plugin, "p")

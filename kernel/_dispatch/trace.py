@@ -10,19 +10,16 @@ import functools
 import reprlib
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple
 
-if TYPE_CHECKING:
-    from .registry import HookImpl
+from .impl import HookImpl
 
 _summary = reprlib.Repr()
 _summary.maxstring = 60
 _summary.maxother = 60
 
 
-@dataclass(frozen=True, slots=True)
-class TraceRecord:
+class TraceRecord(NamedTuple):
     """One implementation call seen by a trace."""
 
     hook: str
@@ -63,7 +60,9 @@ class DispatchTrace:
     def format(self) -> str:
         return "\n".join(record.format() for record in self.records)
 
-    def _record(self, impl: HookImpl, value: Any, error: BaseException | None, start: float):
+    def _record(
+        self, impl: HookImpl, value: Any, error: BaseException | None, start: float
+    ) -> None:
         self.records.append(
             TraceRecord(
                 hook=impl.hook_name,

@@ -1,22 +1,22 @@
 """``HookRuntime``: dispatch primitives over the registry's precomputed plans.
 
-Ordinary hooks propagate exceptions unchanged and stop the dispatch. ``on_error``
-observers are isolated: an observer's exception is logged and the next one runs.
+Ordinary dispatch propagates an implementation's exception unchanged and stops. The
+``notify`` primitives are for observers: each implementation is isolated, so an
+observer's exception is logged and the next one runs.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ._plan import is_awaitable, usable_sync
-from .registry import HookImpl, Registry
+from .errors import get_logger
+from .impl import HookImpl
+from .plan import is_awaitable, usable_sync
+from .registry import Registry
 from .report import HookReport, build_report
 from .trace import DispatchTrace
-
-logger = logging.getLogger(__name__)
 
 
 class HookRuntime:
@@ -54,7 +54,7 @@ class HookRuntime:
 
     async def call_each(self, hook_name: str, /, **kwargs: Any) -> list[tuple[HookImpl, Any]]:
         """``(implementation, awaited value)`` for every implementation, in execution order."""
-        pairs = []
+        pairs: list[tuple[HookImpl, Any]] = []
         for impl in self.registry.hook_impls(hook_name):
             value = impl.call(kwargs)
             if is_awaitable(value):
@@ -89,31 +89,28 @@ class HookRuntime:
                 return impl, value
         return None, None
 
-    async def notify_error(self, stage: str, error: BaseException, message: Any = None) -> None:
-        """Call every ``on_error`` observer; an observer's exception is logged and skipped."""
-        kwargs = {"stage": stage, "error": error, "message": message}
-        for impl in self.registry.hook_impls("on_error"):
+    async def notify(self, hook_name: str, context: str = "", /, **kwargs: Any) -> None:
+        """Call every implementation, each isolated: an ``Exception`` it raises (or its
+        awaitable raises) is logged as ``hook.<hook>_failed <context> adapter=<plugin>``
+        with its traceback, and the next one runs. Values are ignored; BaseExceptions such
+        as cancellation propagate."""
+        for impl in self.registry.hook_impls(hook_name):
             try:
                 value = impl.call(kwargs)
                 if is_awaitable(value):
                     await value
             except Exception:
-                logger.exception(
-                    "hook.on_error_failed stage=%s adapter=%s", stage, impl.plugin_name
-                )
+                _observer_failed(hook_name, context, impl)
 
-    def notify_error_sync(self, stage: str, error: BaseException, message: Any = None) -> None:
-        """Sync ``notify_error``: awaitable results are skipped with a warning."""
-        kwargs = {"stage": stage, "error": error, "message": message}
-        for impl in self.registry.hook_impls("on_error"):
+    def notify_sync(self, hook_name: str, context: str = "", /, **kwargs: Any) -> None:
+        """Sync ``notify``: awaitable results are skipped with a warning."""
+        for impl in self.registry.hook_impls(hook_name):
             try:
                 value = impl.call(kwargs)
             except Exception:
-                logger.exception(
-                    "hook.on_error_failed stage=%s adapter=%s", stage, impl.plugin_name
-                )
+                _observer_failed(hook_name, context, impl)
                 continue
-            usable_sync("on_error", impl.plugin_name, value)
+            usable_sync(hook_name, impl.plugin_name, value)
 
     def hook_report(self) -> HookReport:
         """Every hook with its implementations in execution and stored order."""
@@ -129,6 +126,13 @@ class HookRuntime:
             yield trace
         finally:
             self.registry.set_tracer(previous)
+
+
+def _observer_failed(hook_name: str, context: str, impl: HookImpl) -> None:
+    get_logger("runtime").exception(
+        "hook.%s_failed %sadapter=%s", hook_name, f"{context} " if context else "",
+        impl.plugin_name,
+    )
 
 
 async def _nothing() -> None:

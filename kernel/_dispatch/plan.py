@@ -1,42 +1,57 @@
 """Execution plans: a hook's implementations in order, compiled into direct callers.
 
 A plan is built when plugins change. Its four callers (``first``, ``many``,
-``first_sync``, ``many_sync``) are generated on first use as straight-line Python: one
-direct keyword call per implementation with only the arguments that implementation
-declares. A call therefore does no sorting, no signature inspection and no per-argument
-filtering, which keeps dispatch close to a hand-written loop. The generated source is
-kept on the plan (``plan.source(kind)``) so it can be read when debugging.
+``first_sync``, ``many_sync``: the dispatch kinds) are generated on first use as
+straight-line Python: one direct keyword call per implementation with only the arguments
+that implementation declares. A call therefore does no sorting, no signature inspection
+and no per-argument filtering, which keeps dispatch close to a hand-written loop. The
+generated source is kept on the plan (``plan.source(kind)``) so it can be read when
+debugging.
 """
 
 from __future__ import annotations
 
-import inspect
-import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+import types
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
-from .errors import missing_argument
+from .errors import get_logger, missing_argument
+from .impl import HookImpl
+from .specs import DISPATCH_KINDS, DispatchKind
 
-if TYPE_CHECKING:
-    from .registry import HookImpl
-
-logger = logging.getLogger(__name__.rpartition(".")[0] + ".runtime")
-
-KINDS = ("first", "many", "first_sync", "many_sync")
-
-# Results of these types are never awaitable; checking the class first skips isawaitable.
+# Results of these types are never awaitable; checking the class first skips the test.
 _PLAIN = frozenset({type(None), str, int, float, bool, bytes, dict, list, tuple, set})
+
+_ITERABLE_COROUTINE = 0x100
+"""``inspect.CO_ITERABLE_COROUTINE``: a generator-based coroutine (``types.coroutine``)."""
 
 _SKIPPED: Any = object()
 """Stands for a skipped awaitable in a sync collecting caller, filtered out at the end."""
 
 
-def is_awaitable(value: Any) -> bool:
-    """``inspect.isawaitable``, answered at once for the common plain result types."""
-    return value.__class__ not in _PLAIN and inspect.isawaitable(value)
+class Tracer(Protocol):
+    """What a plan asks of a tracer: a recording stand-in for one implementation."""
+
+    def wrap(self, impl: HookImpl) -> Callable[..., Any]: ...
 
 
-def usable_sync(hook_name: str, plugin_name: str | None, value: Any) -> bool:
+def isawaitable(value: object) -> bool:
+    """``inspect.isawaitable``, without importing ``inspect``: a coroutine, a
+    generator-based coroutine, or any object with ``__await__``."""
+    return (
+        isinstance(value, types.CoroutineType)
+        or (isinstance(value, types.GeneratorType)
+            and bool(value.gi_code.co_flags & _ITERABLE_COROUTINE))
+        or isinstance(value, Awaitable)
+    )
+
+
+def is_awaitable(value: object) -> bool:
+    """``isawaitable``, answered at once for the common plain result types."""
+    return value.__class__ not in _PLAIN and isawaitable(value)
+
+
+def usable_sync(hook_name: str, plugin_name: str | None, value: object) -> bool:
     """On a sync path: False (after the warning and closing it) for an awaitable value."""
     if is_awaitable(value):
         skip_awaitable(hook_name, plugin_name, value)
@@ -44,9 +59,9 @@ def usable_sync(hook_name: str, plugin_name: str | None, value: Any) -> bool:
     return True
 
 
-def skip_awaitable(hook_name: str, plugin_name: str | None, value: Any) -> None:
+def skip_awaitable(hook_name: str, plugin_name: str | None, value: object) -> None:
     """Log a skipped awaitable on a sync path and close it so no warning leaks."""
-    logger.warning(
+    get_logger("runtime").warning(
         "hook.async_not_supported hook=%s adapter=%s", hook_name, plugin_name or "<unknown>"
     )
     close = getattr(value, "close", None)
@@ -62,7 +77,7 @@ class Plan:
         hook_name: str,
         impls: tuple[HookImpl, ...],
         params: tuple[str, ...],
-        tracer: Any = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self.hook_name = hook_name
         self.impls = impls
@@ -74,25 +89,33 @@ class Plan:
         )
         self._sources: dict[str, str] = {}
 
-    def __getattr__(self, kind: str) -> Callable[..., Any]:
-        # Called only while the caller is not compiled yet; later lookups hit __dict__.
-        if kind not in KINDS:
-            raise AttributeError(kind)
-        caller = self._compile(kind)
-        setattr(self, kind, caller)
-        return caller
+    # The four callers, as the type checker sees them; at run time each is compiled by
+    # __getattr__ on first use and then found in the instance dict.
+    first: Callable[[dict[str, Any]], Awaitable[Any]]
+    many: Callable[[dict[str, Any]], Awaitable[list[Any]]]
+    first_sync: Callable[[dict[str, Any]], Any]
+    many_sync: Callable[[dict[str, Any]], list[Any]]
 
-    def source(self, kind: str) -> str:
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        # Called only while the caller is not compiled yet; later lookups hit __dict__.
+        for kind in DISPATCH_KINDS:
+            if name == kind:
+                caller = self._compile(kind)
+                setattr(self, kind, caller)
+                return caller
+        raise AttributeError(name)
+
+    def source(self, kind: DispatchKind) -> str:
         """The generated source of one caller (compiling it if needed)."""
         getattr(self, kind)
         return self._sources[kind]
 
-    def _compile(self, kind: str) -> Callable[..., Any]:
+    def _compile(self, kind: DispatchKind) -> Callable[..., Any]:
         is_async = kind in ("first", "many")
         collect = kind.startswith("many")
         namespace: dict[str, Any] = {
             "_PLAIN": _PLAIN,
-            "_isawaitable": inspect.isawaitable,
+            "_isawaitable": isawaitable,
             "_skip": self._skip,
             "_SKIPPED": _SKIPPED,
             "_missing": self._missing,
@@ -127,9 +150,10 @@ class Plan:
             lines.append("    return None")
         source = "\n".join(lines) + "\n"
         self._sources[kind] = source
-        code = compile(source, f"<hookline plan {self.hook_name}.{kind}>", "exec")
+        code = compile(source, f"<plan {self.hook_name}.{kind}>", "exec")
         exec(code, namespace)
-        return namespace[kind]
+        caller: Callable[..., Any] = namespace[kind]
+        return caller
 
     def _skip(self, index: int, value: Any) -> None:
         skip_awaitable(self.hook_name, self.impls[index].plugin_name, value)

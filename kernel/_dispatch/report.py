@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from .impl import HookImpl, UnknownImpl
+from .specs import DispatchKind
 
 if TYPE_CHECKING:
-    from .registry import HookImpl, Registry, UnknownImpl
+    from .registry import Registry
 
 
-@dataclass(frozen=True, slots=True)
-class ImplInfo:
+class ImplInfo(NamedTuple):
     """One implementation as reports show it."""
 
     plugin: str
@@ -29,20 +30,28 @@ class ImplInfo:
         return f"{self.plugin}" + (f" [{', '.join(extras)}]" if extras else "")
 
 
-@dataclass(frozen=True, slots=True)
-class HookBinding:
+class HookBinding(NamedTuple):
     """One hook: execution order (what runs first comes first) and stored order."""
 
     name: str
-    kind: str | None
+    kind: DispatchKind | None
     """Dispatch kind from the spec, or None for a hook name no spec declares."""
     doc: str
     execution: tuple[ImplInfo, ...]
     stored: tuple[ImplInfo, ...]
 
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form: the fields, with each implementation as a dict."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "doc": self.doc,
+            "execution": tuple(info._asdict() for info in self.execution),
+            "stored": tuple(info._asdict() for info in self.stored),
+        }
 
-@dataclass(frozen=True, slots=True)
-class HookReport:
+
+class HookReport(NamedTuple):
     """Bindings of every specified hook (also those without implementations), then of
     unspecified names that have implementations, and the unknown-hook diagnostics."""
 
@@ -55,8 +64,9 @@ class HookReport:
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {
-            "hooks": [asdict(hook) for hook in self.hooks],
-            "unknown": [{**asdict(entry), "message": entry.message()} for entry in self.unknown],
+            "hooks": [hook.as_dict() for hook in self.hooks],
+            "unknown": [{**entry._asdict(), "message": entry.message()}
+                        for entry in self.unknown],
         }
 
     def format(self) -> str:

@@ -1,0 +1,58 @@
+"""The dispatch core: markers, hook specs, the registry, compiled plans and the runtime.
+
+It knows no application: a ``Registry`` holds the hooks its owner declares and accepts
+the marks of their project. Standard library only, relative imports only, and nothing
+from the package around it, so this folder can be copied alone into another project::
+
+    hookspec = HookspecMarker("acme")
+    hookimpl = HookimplMarker("acme")
+
+    class AcmeSpecs:
+        @hookspec(kind="many_sync")
+        def greet(self, name: str) -> str: ...
+
+    registry = Registry(collect_specs(AcmeSpecs))
+    runtime = HookRuntime(registry)
+"""
+
+from __future__ import annotations
+
+from .errors import PluginValidationError
+from .impl import HookImpl, UnknownImpl
+from .markers import HookimplMarker, HookimplOpts
+from .plan import Plan
+from .registry import Registry, SpecSource
+from .report import HookBinding, HookReport, ImplInfo
+from .runtime import HookRuntime
+from .specs import (
+    DISPATCH_KINDS,
+    DispatchKind,
+    HookSpec,
+    HookspecMarker,
+    HookspecOpts,
+    collect_specs,
+)
+from .trace import DispatchTrace, TraceRecord
+
+__all__ = [
+    "DISPATCH_KINDS",
+    "DispatchKind",
+    "DispatchTrace",
+    "HookBinding",
+    "HookImpl",
+    "HookReport",
+    "HookRuntime",
+    "HookSpec",
+    "HookimplMarker",
+    "HookimplOpts",
+    "HookspecMarker",
+    "HookspecOpts",
+    "ImplInfo",
+    "Plan",
+    "PluginValidationError",
+    "Registry",
+    "SpecSource",
+    "TraceRecord",
+    "UnknownImpl",
+    "collect_specs",
+]

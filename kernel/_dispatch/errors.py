@@ -1,0 +1,66 @@
+"""Errors raised by the dispatch core, and the loggers it reports through."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import logging
+
+LOGGER_PREFIX = __name__.rpartition(".")[0].removesuffix("._dispatch")
+"""The package the core's loggers are named after.
+
+The core's own package, except that a trailing ``._dispatch`` is dropped: inside hookline
+(or a copy of the whole kernel) the loggers are ``<kernel>.runtime`` and
+``<kernel>.registry``, the names hookline has always logged under.
+"""
+
+
+def get_logger(name: str) -> logging.Logger:
+    """``<LOGGER_PREFIX>.<name>``; ``logging`` is imported on first use (a warning path),
+    so importing the core does not pay for it."""
+    import logging
+
+    return logging.getLogger(f"{LOGGER_PREFIX}.{name}")
+
+
+def check_project(project: object) -> str:
+    """``project`` as a project name: marks live in the attribute ``<project>_impl``, so
+    it must be a Python identifier; a ValueError saying so otherwise."""
+    if not isinstance(project, str) or not project.isidentifier():
+        raise ValueError(
+            f"project name {project!r} must be a Python identifier (marks are the function "
+            f"attributes <project>_impl and <project>_spec)"
+        )
+    return project
+
+
+class PluginValidationError(ValueError):
+    """A plugin cannot be registered; nothing of it was added.
+
+    It subclasses ``ValueError`` because duplicate names and duplicate plugin objects,
+    which the reference reports as ``ValueError``, are reported with it too.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        plugin_name: str | None = None,
+        hook_name: str | None = None,
+        function: str | None = None,
+        location: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.plugin_name = plugin_name
+        self.hook_name = hook_name
+        self.function = function
+        self.location = location
+
+
+def missing_argument(hook_name: str, name: str, declared_by: list[str]) -> TypeError:
+    """A dispatch lacks an argument that the named implementations declare."""
+    return TypeError(
+        f"hook {hook_name!r} was called without argument {name!r}, which "
+        f"{'; '.join(declared_by)} declares; pass {name}=... to the dispatch call"
+    )

@@ -1,0 +1,197 @@
+"""One registered implementation (``HookImpl``), and how a marked function becomes one.
+
+Everything read from a function (its parameters, whether it is async, where it is
+defined) is read once here, at registration, so that dispatch never inspects anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+from .errors import PluginValidationError, missing_argument
+from .markers import HookimplOpts
+
+
+class HookImpl(NamedTuple):
+    """One registered implementation of one hook."""
+
+    plugin: object
+    plugin_name: str
+    hook_name: str
+    function: Callable[..., Any]
+    function_name: str
+    argnames: tuple[str, ...]
+    """The parameters it receives (required positional-or-keyword ones), in order."""
+    tryfirst: bool
+    trylast: bool
+    flavor: str
+    """``sync``, ``async``, ``generator`` or ``async-generator``."""
+    location: str
+    """``file:line`` of the function, for error messages and reports."""
+    opts: HookimplOpts
+
+    @property
+    def is_async(self) -> bool:
+        """True when calling the function returns a coroutine."""
+        return self.flavor == "async"
+
+    def call(self, kwargs: Mapping[str, Any]) -> Any:
+        """Call with the declared arguments taken from ``kwargs`` (slow path, no plan)."""
+        try:
+            arguments = {name: kwargs[name] for name in self.argnames}
+        except KeyError as exc:
+            raise missing_argument(self.hook_name, exc.args[0], [self.describe()]) from None
+        return self.function(**arguments)
+
+    def describe(self) -> str:
+        """``plugin 'p', function 'f' (file:line)`` for messages."""
+        return f"plugin {self.plugin_name!r}, function {self.function_name!r} ({self.location})"
+
+
+class UnknownImpl(NamedTuple):
+    """A marked function whose hook name matches no spec: recorded, never silently lost."""
+
+    plugin_name: str
+    hook_name: str
+    function_name: str
+    location: str
+    suggestion: str | None
+
+    def message(self) -> str:
+        hint = f"; did you mean {self.suggestion!r}?" if self.suggestion else ""
+        return (
+            f"plugin {self.plugin_name!r}: function {self.function_name!r} ({self.location}) "
+            f"implements {self.hook_name!r}, which is not a known hook{hint}"
+        )
+
+
+def canonical_name(plugin: object) -> str:
+    """Default plugin name: its ``__name__`` (modules, classes), else its id."""
+    return getattr(plugin, "__name__", None) or str(id(plugin))
+
+
+def function_location(function: Callable[..., Any]) -> str:
+    """``file:line`` of a function's innermost definition, or ``<unknown>``."""
+    import inspect
+
+    inner = inspect.unwrap(getattr(function, "__func__", function))
+    code = getattr(inner, "__code__", None)
+    if code is None:
+        return "<unknown>"
+    return f"{code.co_filename}:{code.co_firstlineno}"
+
+
+def qualified_name(function: Callable[..., Any]) -> str:
+    """The function's ``__qualname__`` (of the function inside a bound method)."""
+    inner = getattr(function, "__func__", function)
+    return str(getattr(inner, "__qualname__", None) or getattr(inner, "__name__", repr(inner)))
+
+
+def make_impl(
+    plugin: object,
+    plugin_name: str,
+    hook_name: str,
+    function: Callable[..., Any],
+    opts: HookimplOpts,
+) -> HookImpl:
+    """Check the marker options and the signature of ``function`` and describe it.
+
+    Raises ``PluginValidationError`` naming the plugin, hook, function and location.
+    """
+    location = function_location(function)
+    function_name = qualified_name(function)
+
+    def reject(problem: str) -> PluginValidationError:
+        return PluginValidationError(
+            f"plugin {plugin_name!r}, hook {hook_name!r}, function {function_name!r} "
+            f"({location}): {problem}",
+            plugin_name=plugin_name,
+            hook_name=hook_name,
+            function=function_name,
+            location=location,
+        )
+
+    for marker in ("wrapper", "hookwrapper"):
+        if getattr(opts, marker):
+            raise reject(
+                f"{marker}=True is not supported: the kernel calls implementations "
+                f"directly and has no wrapper support; remove the marker and implement "
+                f"the hook as a plain function (use tryfirst/trylast to order it)"
+            )
+    if opts.tryfirst and opts.trylast:
+        raise reject(
+            "tryfirst=True and trylast=True together are contradictory; keep one of them"
+        )
+    return HookImpl(
+        plugin=plugin,
+        plugin_name=plugin_name,
+        hook_name=hook_name,
+        function=function,
+        function_name=function_name,
+        argnames=_argnames(function, reject),
+        tryfirst=opts.tryfirst,
+        trylast=opts.trylast,
+        flavor=_flavor(function),
+        location=location,
+        opts=opts,
+    )
+
+
+def _flavor(function: Callable[..., Any]) -> str:
+    import inspect
+
+    if inspect.iscoroutinefunction(function):
+        return "async"
+    inner = inspect.unwrap(getattr(function, "__func__", function))
+    if inspect.isasyncgenfunction(inner):
+        return "async-generator"
+    if inspect.isgeneratorfunction(inner):
+        return "generator"
+    return "sync"
+
+
+def _argnames(
+    function: Callable[..., Any], reject: Callable[[str], PluginValidationError]
+) -> tuple[str, ...]:
+    """The parameters the kernel passes: required positional-or-keyword ones.
+
+    Follows pluggy: defaults and ``*args``/``**kwargs`` are never passed; the first
+    parameter is dropped for bound methods, and for functions defined in a class when it
+    is named ``self``. The signature is read through ``__wrapped__``. Arguments are passed
+    by keyword, so parameters that can never be passed (required keyword-only,
+    positional-only) are registration errors rather than failures at call time.
+    """
+    import inspect
+
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError) as exc:
+        raise reject(f"its signature cannot be read ({exc})") from exc
+    # inspect.signature already drops the bound first parameter of a method.
+    params = list(signature.parameters.values())
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if (
+        not inspect.ismethod(function)
+        and params
+        and params[0].kind in positional
+        and params[0].name in ("self", "cls")
+        and "." in getattr(inspect.unwrap(function), "__qualname__", "")
+    ):
+        params = params[1:]
+    names: list[str] = []
+    for param in params:
+        required = param.default is inspect.Parameter.empty
+        if param.kind is inspect.Parameter.KEYWORD_ONLY and required:
+            raise reject(
+                f"keyword-only parameter {param.name!r} has no default, so it could never be "
+                f"passed; give it a default or make it a normal parameter"
+            )
+        if param.kind is inspect.Parameter.POSITIONAL_ONLY and required:
+            raise reject(
+                f"positional-only parameter {param.name!r} could never be passed (hooks are "
+                f"called with keyword arguments); remove the '/'"
+            )
+        if param.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and required:
+            names.append(param.name)
+    return tuple(names)

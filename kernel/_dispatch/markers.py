@@ -1,0 +1,138 @@
+"""Implementation markers, in pluggy's model: a project's marks are named after it.
+
+``HookimplMarker("acme")`` stores an implementation's options in the function attribute
+``acme_impl`` (``HookspecMarker``, in ``specs``, stores spec options in ``acme_spec``). A
+registry reads the ``<project>_impl`` marks of the projects it accepts and nothing else,
+so a mark means the same to every copy of this code that accepts its project, and a
+function marked for another project is not an implementation (skipped, no warning).
+
+A marker only records options; the registry reads and validates them when a plugin is
+registered, because only then are the plugin name and the hook spec known, and an error
+can name both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple, TypeVar, overload
+
+from .errors import check_project
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_OPTION_NAMES = ("tryfirst", "trylast", "specname", "wrapper", "hookwrapper", "optionalhook")
+
+
+def impl_attr(project: str) -> str:
+    """The function attribute holding a project's implementation marks: ``<project>_impl``."""
+    return f"{project}_impl"
+
+
+class HookimplOpts(NamedTuple):
+    """Options of one marked implementation.
+
+    ``wrapper`` and ``hookwrapper`` are recorded only so that registration can reject
+    them with a clear message: the kernel calls implementations directly.
+    """
+
+    tryfirst: bool = False
+    trylast: bool = False
+    specname: str | None = None
+    wrapper: bool = False
+    hookwrapper: bool = False
+    optionalhook: bool = False
+
+    @classmethod
+    def from_mapping(cls, options: Mapping[str, Any]) -> HookimplOpts:
+        """Read an option dict, as pluggy's markers store it (missing keys: false/None)."""
+        return cls(
+            tryfirst=bool(options.get("tryfirst")),
+            trylast=bool(options.get("trylast")),
+            specname=options.get("specname") or None,
+            wrapper=bool(options.get("wrapper")),
+            hookwrapper=bool(options.get("hookwrapper")),
+            optionalhook=bool(options.get("optionalhook")),
+        )
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """Marker names that are set, for reports."""
+        names = ("tryfirst", "trylast", "wrapper", "hookwrapper", "optionalhook")
+        found = tuple(name for name in names if getattr(self, name))
+        return (*found, f"specname={self.specname}") if self.specname else found
+
+
+class HookimplMarker:
+    """The ``@hookimpl`` decorator of one project (``hookimpl = HookimplMarker("acme")``)."""
+
+    def __init__(self, project: str) -> None:
+        self.project = check_project(project)
+        self.attr = impl_attr(project)
+
+    @overload
+    def __call__(self, function: F, /) -> F: ...
+
+    @overload
+    def __call__(
+        self,
+        /,
+        *,
+        tryfirst: bool = False,
+        trylast: bool = False,
+        specname: str | None = None,
+        wrapper: bool = False,
+        hookwrapper: bool = False,
+        optionalhook: bool = False,
+    ) -> Callable[[F], F]: ...
+
+    def __call__(
+        self,
+        function: F | None = None,
+        /,
+        *,
+        tryfirst: bool = False,
+        trylast: bool = False,
+        specname: str | None = None,
+        wrapper: bool = False,
+        hookwrapper: bool = False,
+        optionalhook: bool = False,
+    ) -> F | Callable[[F], F]:
+        """Mark a function or method as a hook implementation.
+
+        Use it bare (``@hookimpl``) or with options (``@hookimpl(tryfirst=True)``). The
+        hook is the function's name unless ``specname`` names another one.
+        """
+        opts = HookimplOpts(tryfirst, trylast, specname, wrapper, hookwrapper, optionalhook)
+        attr = self.attr
+
+        def mark(func: F) -> F:
+            # Above @staticmethod/@classmethod the marker sees the descriptor: mark the
+            # function inside it.
+            target = func.__func__ if isinstance(func, staticmethod | classmethod) else func
+            setattr(target, attr, opts)
+            return func
+
+        return mark if function is None else mark(function)
+
+    def __repr__(self) -> str:
+        return f"HookimplMarker({self.project!r})"
+
+
+def impl_options(function: object, projects: tuple[str, ...]) -> HookimplOpts | None:
+    """The options of the first of ``projects`` whose mark ``function`` carries, or None.
+
+    A mark is read whatever made it: this copy's ``HookimplOpts``, another copy's (an
+    object with the same option attributes) or an option dict (pluggy's markers, such as
+    Bub's ``bub_impl``).
+    """
+    for project in projects:
+        opts = getattr(function, impl_attr(project), None)
+        if opts is None:
+            continue
+        if isinstance(opts, HookimplOpts):
+            return opts
+        if isinstance(opts, Mapping):
+            return HookimplOpts.from_mapping(opts)
+        if hasattr(opts, "tryfirst") and hasattr(opts, "trylast"):
+            return HookimplOpts.from_mapping({n: getattr(opts, n, None) for n in _OPTION_NAMES})
+    return None
