@@ -90,10 +90,11 @@ class PluginAgentHooks:
                 return call, value
             if value.arguments is None:
                 continue
-            if not isinstance(value.arguments, Mapping):
-                _bad_return(impl, value.arguments, "ToolCallDecision.arguments: dict")
+            arguments: Any = value.arguments  # a plugin may break the declared type
+            if not isinstance(arguments, Mapping):
+                _bad_return(impl, arguments, "ToolCallDecision.arguments: dict")
                 continue
-            call = dataclasses.replace(call, arguments=dict(value.arguments))
+            call = dataclasses.replace(call, arguments=dict(arguments))
         return call, ToolCallDecision.proceed(call.arguments)
 
     async def after_tool_call(

@@ -52,6 +52,10 @@ class StopEvent(Protocol):
     async def wait(self) -> Any: ...
 
 
+_DERIVED: Any = object()
+"""Default of `TurnSnapshot.is_running`: derive it from `running_count`."""
+
+
 @dataclass(frozen=True)
 class TurnSnapshot:
     """How busy a session is when a new message arrives for it."""
@@ -60,13 +64,13 @@ class TurnSnapshot:
     running_count: int = 0
     pending_count: int = 0
     steering_count: int = 0
-    is_running: bool = None  # type: ignore[assignment]
+    is_running: bool = _DERIVED
     """`running_count > 0`. A field, as in the reference, so it can be given and appears in
     `asdict`; left out it is derived, and given it must agree with `running_count`."""
 
     def __post_init__(self) -> None:
         running = self.running_count > 0
-        if self.is_running is None:
+        if self.is_running is _DERIVED:
             object.__setattr__(self, "is_running", running)
         elif bool(self.is_running) is not running:
             raise ValueError(f"TurnSnapshot(is_running={self.is_running!r}) contradicts "

@@ -16,7 +16,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ._dispatch import HookImpl, HookReport, Registry
 from ._dispatch.plan import usable_sync
@@ -84,7 +84,7 @@ class Framework:
     async def build_state(self, message: Any, session_id: str) -> dict[str, Any]:
         return await self._pipeline.build_state(message, session_id)
 
-    async def build_prompt(self, message: Any, session_id: str, state: dict[str, Any]) -> list:
+    async def build_prompt(self, message: Any, session_id: str, state: dict[str, Any]) -> list[Any]:
         return await self._pipeline.build_prompt(message, session_id, state)
 
     async def continue_prompt(self, prompt: Any, tape: Any, state: Any) -> str | None:
@@ -94,7 +94,7 @@ class Framework:
         )
         if impl is not None and not isinstance(value, str):
             raise _bad_return(impl, "str or None", value)
-        return value
+        return cast("str | None", value)
 
     async def notify_error(self, stage: str, error: BaseException, message: Any = None) -> None:
         await self.runtime.notify_error(stage, error, message)
@@ -153,19 +153,19 @@ class Framework:
         """The session's environment, created by provide_environment once per scope and
         kept while it is used (see ``EnvironmentCache`` for the bounds)."""
         if session_id in self.environments:
-            return self.environments.get(session_id)
+            return cast("Environment | None", self.environments.get(session_id))
         impl, value = await self.runtime.call_first_each(
             "provide_environment", session_id=session_id, workspace=self.workspace
         )
         if impl is not None and not isinstance(value, Environment):
             raise _bad_return(impl, "Environment or None", value)
         if session_id in self.environments:  # a concurrent first request won the race
-            winner = self.environments.get(session_id)
+            winner: Environment | None = self.environments.get(session_id)
             if value is not None and value is not winner:
                 await _close_quietly(value, session_id)
             return winner
         await self._close_evicted(self.environments.put(session_id, value))
-        return value
+        return cast("Environment | None", value)
 
     async def close_idle_environments(self) -> int:
         """Close the environments idle for longer than ``environments.idle_seconds`` (and
@@ -291,7 +291,7 @@ class Framework:
         )
         if impl is not None and not isinstance(value, AdmitDecision):
             raise _bad_return(impl, "AdmitDecision or None", value)
-        return value
+        return cast("AdmitDecision | None", value)
 
     def _collect_lists(self, hook: str, expected: str, **kwargs: Any) -> list[Any]:
         items: list[Any] = []

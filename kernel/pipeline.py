@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .channels import ChannelRouter
     from .envcache import EnvironmentCache
     from .environment import Environment
-    from .runtime import HookRuntime
+    from .hooks import HookRuntime
 
 
 class TurnHost(Protocol):
@@ -135,7 +135,7 @@ class TurnPipeline:
                 state.update(fragment)
         return state
 
-    async def build_prompt(self, message: Any, session_id: str, state: dict[str, Any]) -> list:
+    async def build_prompt(self, message: Any, session_id: str, state: dict[str, Any]) -> list[Any]:
         """The selected prompt as content; a falsy selection falls back to the envelope text."""
         value = await self.runtime.call_first(
             "build_prompt", message=message, session_id=session_id, state=state
@@ -168,7 +168,7 @@ class TurnPipeline:
         return choice
 
     async def run_model_stage(
-        self, inbound: Any, prompt: list, session_id: str, state: dict[str, Any],
+        self, inbound: Any, prompt: list[Any], session_id: str, state: dict[str, Any],
         stream_output: bool,
     ) -> str:
         """Run the chosen model hook and return the model output text."""

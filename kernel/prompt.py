@@ -125,7 +125,8 @@ def _block_to_content(block: Mapping[str, Any]) -> UserContent:
         if data is None:
             data = _decode_data_url(url, kind)
         url = None
-    return _media_class(kind)(str(media_type), data=data, url=url)
+    media: str | MediaContent = _media_class(kind)(str(media_type), data=data, url=url)
+    return media
 
 
 def to_content(value: object) -> list[UserContent]:
