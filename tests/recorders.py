@@ -6,6 +6,7 @@ parameters (read from `HOOK_SPECS`, so the kernel passes exactly what the spec p
 appends each call's arguments to `seen` as a tuple in the spec's order, counts the calls,
 and returns the fixed result (or raises it, when it is an exception). `AsyncAnswering` is
 the same with an `async def` implementation, for the tests that await it.
+`FakeEnvironment` is an environment that only logs its close.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hookline.kernel import HOOK_SPECS, hookimpl
+from hookline.kernel.environment import Environment
 
 
 class Answering:
@@ -63,3 +65,30 @@ class AsyncAnswering(Answering):
             return self.answer(params, arguments)
 
         return answer
+
+
+class FakeEnvironment(Environment):
+    """An environment that does nothing but log (and optionally fail) its close."""
+
+    def __init__(self, name: str = "fake", log: list[str] | None = None,
+                 fail_close: bool = False) -> None:
+        super().__init__()
+        self.name, self.fail_close = name, fail_close
+        self.log = [] if log is None else log
+
+    async def spawn(self, command, *, cwd=None, env=None):  # pragma: no cover - unused
+        raise NotImplementedError
+
+    async def read_text(self, path):  # pragma: no cover - unused
+        raise NotImplementedError
+
+    async def write_text(self, path, content):  # pragma: no cover - unused
+        raise NotImplementedError
+
+    async def run_code(self, code, *, tools, call_tool, write):  # pragma: no cover - unused
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        self.log.append(f"close {self.name}")
+        if self.fail_close:
+            raise OSError(f"cannot close {self.name}")

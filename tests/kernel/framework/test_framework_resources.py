@@ -12,11 +12,10 @@ from typing import Any
 
 import anyio
 import pytest
-from recorders import Answering, AsyncAnswering
+from recorders import Answering, AsyncAnswering, FakeEnvironment
 
 from hookline.kernel import hookimpl
 from hookline.kernel.channels import AdmitDecision, Channel, TurnSnapshot
-from hookline.kernel.environment import Environment
 from hookline.kernel.framework import Framework
 from hookline.kernel.models import ModelChoice, ModelOptions
 from hookline.kernel.tape import TapeContext
@@ -346,29 +345,6 @@ async def test_coroutine_provider_is_skipped_with_a_warning(
 
 
 # -- environments -------------------------------------------------------------------------
-
-
-class FakeEnvironment(Environment):
-    def __init__(self, name: str, log: list[str], fail_close: bool = False) -> None:
-        super().__init__()
-        self.name, self.log, self.fail_close = name, log, fail_close
-
-    async def spawn(self, command, *, cwd=None, env=None):  # pragma: no cover - unused
-        raise NotImplementedError
-
-    async def read_text(self, path):  # pragma: no cover - unused
-        raise NotImplementedError
-
-    async def write_text(self, path, content):  # pragma: no cover - unused
-        raise NotImplementedError
-
-    async def run_code(self, code, *, tools, call_tool, write):  # pragma: no cover - unused
-        raise NotImplementedError
-
-    async def close(self) -> None:
-        self.log.append(f"close {self.name}")
-        if self.fail_close:
-            raise OSError(f"cannot close {self.name}")
 
 
 class EnvironmentProvider:

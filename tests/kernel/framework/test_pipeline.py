@@ -12,10 +12,9 @@ from typing import Any
 import anyio
 import pytest
 import republic
-from recorders import Answering, AsyncAnswering
+from recorders import Answering, AsyncAnswering, FakeEnvironment
 
 from hookline.kernel import hookimpl
-from hookline.kernel.environment import Environment
 from hookline.kernel.framework import Framework
 from hookline.kernel.streaming import (
     AsyncStreamEvents,
@@ -258,20 +257,6 @@ async def test_object_inbound_is_not_touched(framework: Framework) -> None:
 # -- load_state ------------------------------------------------------------------------------
 
 
-class SimpleEnvironment(Environment):
-    async def spawn(self, command, *, cwd=None, env=None):  # pragma: no cover - unused
-        raise NotImplementedError
-
-    async def read_text(self, path):  # pragma: no cover - unused
-        raise NotImplementedError
-
-    async def write_text(self, path, content):  # pragma: no cover - unused
-        raise NotImplementedError
-
-    async def run_code(self, code, *, tools, call_tool, write):  # pragma: no cover - unused
-        raise NotImplementedError
-
-
 @pytest.mark.anyio
 async def test_load_state_merges_fragments_higher_priority_wins(framework: Framework) -> None:
     seen: list[Any] = []
@@ -299,7 +284,7 @@ async def test_load_state_merges_fragments_higher_priority_wins(framework: Frame
 @pytest.mark.anyio
 async def test_runtime_keys_are_pre_seeded(framework: Framework) -> None:
     inbox = object()
-    environment = SimpleEnvironment()
+    environment = FakeEnvironment()
     seen_states: list[dict[str, Any]] = []
 
     class Resources:
