@@ -20,6 +20,7 @@ import pytest
 from openai_server import OpenAIServer, RecordedRequest, Reply, closed_port_url
 
 from hookline.builtins.models import ModelOpener, content_text
+from hookline.builtins.models.base import Finished
 from hookline.builtins.plugin import BuiltinPlugin
 from hookline.builtins.settings import Settings
 from hookline.builtins.store import SQLiteTapeStore
@@ -803,3 +804,12 @@ async def test_closing_the_stream_early_ends_the_run_as_cancelled(
     assert recorded[1].payload == {"role": "assistant", "content": "partial answer"}
     assert recorded[1].meta["interrupted"] is True
     assert recorded[2].payload["data"]["status"] == "cancelled"
+
+
+def test_finished_text_without_deltas_is_the_reply() -> None:
+    from hookline.builtins.agent import _StepOutcome
+
+    outcome = _StepOutcome()
+    event = outcome.take(Finished(text="whole reply"))
+    assert outcome.text == "whole reply"
+    assert event is not None and event.data == {"delta": "whole reply"}

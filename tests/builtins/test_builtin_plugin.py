@@ -671,3 +671,32 @@ async def test_envelope_media_reaches_the_model_request_as_an_image_part(
     # Runs do not persist media on the tape (fork redaction): only the text is recorded.
     (recorded,) = [e for e in entries if e.kind == "message" and e.payload["role"] == "user"]
     assert "base64" not in json.dumps(recorded.payload)
+
+
+def test_model_options_name_the_model_turns_use(tmp_path: Path) -> None:
+    """With only fallbacks set, the first fallback used to be reported as current."""
+    plugin = BuiltinPlugin(Framework(tmp_path),
+                           settings=Settings(home=tmp_path, fallback_models=("a:x", "b:y")))
+    options = plugin.provide_model_options("s", tmp_path)
+    assert options.current_model == "offline"
+    assert [choice.id for choice in options.models] == ["offline", "a:x", "b:y"]
+
+
+def test_media_without_a_remote_or_inline_url_is_not_sent(tmp_path: Path) -> None:
+    """A plain path used to be read by republic as a local file, outside workspace rules."""
+    plugin = BuiltinPlugin(Framework(tmp_path), settings=Settings(home=tmp_path))
+    message = {"content": "look", "media": [{"type": "image", "url": "/etc/passwd"},
+                                            {"type": "image", "url": None}]}
+    assert plugin.build_prompt(message, "s", {}) == "look"
+
+
+@pytest.mark.anyio
+async def test_temp_sessions_leave_nothing_in_the_store(tmp_path: Path) -> None:
+    """The bootstrap anchor used to be written to the store before the fork."""
+    framework = Framework(tmp_path)
+    plugin = BuiltinPlugin(framework, settings=Settings(home=tmp_path / "home"))
+    framework.registry.register(plugin, name="builtin")
+    async with framework.running():
+        await framework.process_inbound({"content": "hi", "session_id": "temp/x"})
+        store: Any = framework.get_tape_store()
+        assert store.list_tapes() == []

@@ -428,3 +428,16 @@ async def test_edit_works_up_to_the_limit_and_notices_growth(
     assert await env.read_bytes("ten.txt", max_bytes=10) == b"x123456789"
     with pytest.raises(HooklineError, match="more than the 9 bytes this read allows"):
         await env.read_bytes("ten.txt", max_bytes=9)
+
+
+@pytest.mark.anyio
+async def test_file_writes_replace_the_file_whole(tmp_path: Path) -> None:
+    """fs.write used to truncate the file before writing; now a sibling is renamed over it."""
+    target = tmp_path / "notes.txt"
+    target.write_text("old")
+    os.chmod(target, 0o640)
+    environment = LocalEnvironment(tmp_path)
+    await environment.write_text("notes.txt", "new")
+    assert target.read_text() == "new"
+    assert target.stat().st_mode & 0o777 == 0o640, "the file keeps its mode"
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"], "no temporary left behind"

@@ -831,3 +831,42 @@ async def test_the_context_window_bounds_history_but_never_the_runs_own_entries(
     # Without the anchor rule's anchor, the window still applies to the whole tape.
     named = tape.with_context(TapeContext(anchor="missing", window=2))
     assert [m["content"] for m in await named.read_messages()] == ["run 4", "run 5"]
+
+
+class FlakyStore:
+    """An async memory store whose next appends fail on request."""
+
+    def __init__(self) -> None:
+        self.inner = as_async_store(InMemoryTapeStore())
+        self.failures = 0
+
+    async def list_tapes(self) -> list[str]:
+        return await self.inner.list_tapes()
+
+    async def reset(self, tape: str) -> None:
+        await self.inner.reset(tape)
+
+    async def fetch_all(self, query: TapeQuery) -> list[TapeEntry]:
+        return list(await self.inner.fetch_all(query))
+
+    async def append(self, tape: str, entry: TapeEntry) -> TapeEntry:
+        if self.failures:
+            self.failures -= 1
+            raise OSError("disk full")
+        return await self.inner.append(tape, entry)
+
+
+@pytest.mark.anyio
+async def test_a_failed_merge_keeps_what_was_not_written() -> None:
+    """Merging used to empty the fork's buffer first: a failing append lost the rest."""
+    store = FlakyStore()
+    tape = Tape(store, "t")
+    with pytest.raises(OSError, match="disk full"):
+        async with tape.fork() as fork:
+            for n in range(4):
+                await fork.append("event", {"n": n})
+            store.failures = 1
+            forked_store = fork.store
+    assert await tape.entries() == []
+    await forked_store.merge("t")  # retry: everything buffered is still there
+    assert [e.payload["n"] for e in await tape.entries()] == [0, 1, 2, 3]

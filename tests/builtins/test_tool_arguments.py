@@ -6,16 +6,20 @@ as soon as it exists, and a keyword these tests do not know fails them."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from hookline.builtins.plugin import BuiltinPlugin
+from hookline.builtins.settings import Settings
 from hookline.builtins.store import InMemoryTapeStore
 from hookline.builtins.tape import Tape
 from hookline.builtins.tape_tools import SEARCH_LIMIT_MAX, SPILL_READ_MAX, spill_tools, tape_tools
 from hookline.builtins.tools import builtin_tools
+from hookline.kernel.framework import Framework
 from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tools import Tool, ToolContext, validate_arguments
 
@@ -212,3 +216,21 @@ async def test_defaults_from_the_schema_reach_the_tool(tmp_path: Path) -> None:
         {"query": "needle", "limit": None}, ToolContext(tape=tape)
     )
     assert len(found) == 20  # a null counts as leaving the argument out
+
+
+@pytest.mark.anyio
+async def test_invalid_json_arguments_are_reported_as_such(tmp_path: Path) -> None:
+    script = tmp_path / "turns.json"
+    script.write_text(json.dumps([
+        {"tool_calls": [{"name": "fs_read", "arguments": "{not json"}]},
+        {"text": "done"},
+    ]))
+    framework = Framework(tmp_path)
+    plugin = BuiltinPlugin(framework, settings=Settings(home=tmp_path / "home",
+                                                        model=f"scripted:{script}"))
+    framework.registry.register(plugin, name="builtin")
+    async with framework.running():
+        await framework.process_inbound({"content": "go"})
+    model = plugin.get_agent().open_model(f"scripted:{script}")
+    tool_message = model.calls[1].messages[-1]
+    assert "not valid JSON" in tool_message.text and "_raw" not in tool_message.text

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from hookline.kernel import HOOK_SPECS
+
 HOOKLINE = shutil.which("hookline", path=str(Path(sys.executable).parent))
 
 
@@ -76,10 +78,11 @@ def test_hooks_lists_every_hook_in_execution_order(env: dict[str, str]) -> None:
     out = hookline("hooks", env=env)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert len([line for line in lines if ":" in line]) >= 27
+    listed = [line.split(":", 1)[0] for line in lines if ":" in line]
+    assert listed[: len(HOOK_SPECS)] == list(HOOK_SPECS)
     assert "run_model_stream: builtin    [stored: builtin]" in lines
     data = json.loads(hookline("hooks", "--json", env=env).stdout)
-    assert len([h for h in data["hooks"] if h["kind"] is not None]) == 27
+    assert [h["name"] for h in data["hooks"] if h["kind"] is not None] == list(HOOK_SPECS)
 
 
 def test_plugin_from_an_entry_point_shows_in_hooks_plugins_and_turns(

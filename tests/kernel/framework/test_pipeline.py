@@ -12,9 +12,9 @@ from typing import Any
 import anyio
 import pytest
 import republic
+from recorders import Answering, AsyncAnswering, FakeEnvironment
 
 from hookline.kernel import hookimpl
-from hookline.kernel.environment import Environment
 from hookline.kernel.framework import Framework
 from hookline.kernel.streaming import (
     AsyncStreamEvents,
@@ -177,23 +177,12 @@ async def test_stage_order_and_turn_result(framework: Framework) -> None:
 # -- resolve_session -------------------------------------------------------------------------
 
 
-class Resolver:
-    def __init__(self, answer: Any) -> None:
-        self.answer = answer
-        self.calls = 0
-
-    @hookimpl
-    def resolve_session(self, message):
-        self.calls += 1
-        return self.answer
-
-
 @pytest.mark.anyio
 async def test_resolve_session_first_result_wins(framework: Framework) -> None:
-    low = Resolver("low")
+    low = Answering("resolve_session", "low")
     framework.registry.register(low, "low")
-    framework.registry.register(Resolver(None), "abstains")
-    framework.registry.register(Resolver("high"), "high")
+    framework.registry.register(Answering("resolve_session", None), "abstains")
+    framework.registry.register(Answering("resolve_session", "high"), "high")
     result = await framework.process_inbound({"content": "x", "session_id": "envelope"})
     assert result.session_id == "high"
     assert low.calls == 0
@@ -201,7 +190,7 @@ async def test_resolve_session_first_result_wins(framework: Framework) -> None:
 
 @pytest.mark.anyio
 async def test_resolve_session_result_is_converted_to_text(framework: Framework) -> None:
-    framework.registry.register(Resolver(42), "number")
+    framework.registry.register(Answering("resolve_session", 42), "number")
     assert (await framework.process_inbound({"content": "x"})).session_id == "42"
 
 
@@ -210,9 +199,9 @@ async def test_resolve_session_result_is_converted_to_text(framework: Framework)
 async def test_falsy_resolve_session_falls_back_and_hides_lower_ones(
     framework: Framework, falsy: Any
 ) -> None:
-    low = Resolver("low")
+    low = Answering("resolve_session", "low")
     framework.registry.register(low, "low")
-    framework.registry.register(Resolver(falsy), "falsy")
+    framework.registry.register(Answering("resolve_session", falsy), "falsy")
     inbound = {"content": "x", "channel": "tg", "chat_id": 9}
     assert (await framework.process_inbound(inbound)).session_id == "tg:9"
     assert low.calls == 0
@@ -242,7 +231,7 @@ async def test_default_session_id(framework: Framework, inbound: Any, expected: 
 
 @pytest.mark.anyio
 async def test_dict_inbound_gets_the_resolved_session_id(framework: Framework) -> None:
-    framework.registry.register(Resolver("resolved"), "resolver")
+    framework.registry.register(Answering("resolve_session", "resolved"), "resolver")
     inbound = {"content": "x", "session_id": "stale"}
     await framework.process_inbound(inbound)
     assert inbound["session_id"] == "resolved"
@@ -255,7 +244,7 @@ async def test_dict_inbound_gets_the_resolved_session_id(framework: Framework) -
 
 @pytest.mark.anyio
 async def test_object_inbound_is_not_touched(framework: Framework) -> None:
-    framework.registry.register(Resolver("resolved"), "resolver")
+    framework.registry.register(Answering("resolve_session", "resolved"), "resolver")
     inbound = types.SimpleNamespace(content="x", session_id="stale")
     result = await framework.process_inbound(inbound)
     assert result.session_id == "resolved"
@@ -268,38 +257,13 @@ async def test_object_inbound_is_not_touched(framework: Framework) -> None:
 # -- load_state ------------------------------------------------------------------------------
 
 
-class StateFragment:
-    def __init__(self, fragment: Any, seen: list[Any] | None = None) -> None:
-        self.fragment, self.seen = fragment, seen
-
-    @hookimpl
-    def load_state(self, message, session_id):
-        if self.seen is not None:
-            self.seen.append((message, session_id))
-        return self.fragment
-
-
-class SimpleEnvironment(Environment):
-    async def spawn(self, command, *, cwd=None, env=None):  # pragma: no cover - unused
-        raise NotImplementedError
-
-    async def read_text(self, path):  # pragma: no cover - unused
-        raise NotImplementedError
-
-    async def write_text(self, path, content):  # pragma: no cover - unused
-        raise NotImplementedError
-
-    async def run_code(self, code, *, tools, call_tool, write):  # pragma: no cover - unused
-        raise NotImplementedError
-
-
 @pytest.mark.anyio
 async def test_load_state_merges_fragments_higher_priority_wins(framework: Framework) -> None:
     seen: list[Any] = []
-    framework.registry.register(StateFragment({"a": "low", "b": "low"}, seen), "low")
-    framework.registry.register(StateFragment(None), "none")
-    framework.registry.register(StateFragment(["not", "a", "dict"]), "list")
-    framework.registry.register(StateFragment({"b": "mid", "c": "mid"}), "mid")
+    framework.registry.register(Answering("load_state", {"a": "low", "b": "low"}, seen), "low")
+    framework.registry.register(Answering("load_state", None), "none")
+    framework.registry.register(Answering("load_state", ["not", "a", "dict"]), "list")
+    framework.registry.register(Answering("load_state", {"b": "mid", "c": "mid"}), "mid")
 
     class High:
         @hookimpl(tryfirst=True)
@@ -320,7 +284,7 @@ async def test_load_state_merges_fragments_higher_priority_wins(framework: Frame
 @pytest.mark.anyio
 async def test_runtime_keys_are_pre_seeded(framework: Framework) -> None:
     inbox = object()
-    environment = SimpleEnvironment()
+    environment = FakeEnvironment()
     seen_states: list[dict[str, Any]] = []
 
     class Resources:
@@ -361,26 +325,15 @@ async def test_runtime_keys_are_pre_seeded(framework: Framework) -> None:
 # -- build_prompt ----------------------------------------------------------------------------
 
 
-class Prompter:
-    def __init__(self, answer: Any) -> None:
-        self.answer = answer
-        self.calls = 0
-
-    @hookimpl
-    def build_prompt(self, message, session_id, state):
-        self.calls += 1
-        return self.answer
-
-
 @pytest.mark.anyio
 @pytest.mark.parametrize("falsy", ["", []])
 async def test_falsy_build_prompt_falls_back_to_content(
     framework: Framework, falsy: Any
 ) -> None:
-    low = Prompter("from low")
+    low = Answering("build_prompt", "from low")
     model = TextModel("ok")
     framework.registry.register(low, "low")
-    framework.registry.register(Prompter(falsy), "falsy")
+    framework.registry.register(Answering("build_prompt", falsy), "falsy")
     framework.registry.register(model, "model")
     result = await framework.process_inbound({"content": "raw content"})
     assert result.prompt == ["raw content"]
@@ -401,10 +354,10 @@ async def test_no_build_prompt_uses_content_or_empty(framework: Framework) -> No
 async def test_build_prompt_first_result_wins_and_text_lists_are_joined(
     framework: Framework,
 ) -> None:
-    low = Prompter("low")
+    low = Answering("build_prompt", "low")
     model = TextModel("ok")
     framework.registry.register(low, "low")
-    framework.registry.register(Prompter(["line one", "line two"]), "high")
+    framework.registry.register(Answering("build_prompt", ["line one", "line two"]), "high")
     framework.registry.register(model, "model")
     result = await framework.process_inbound({"content": "raw"})
     assert result.prompt == ["line one", "line two"]
@@ -416,7 +369,7 @@ async def test_build_prompt_first_result_wins_and_text_lists_are_joined(
 async def test_media_prompt_reaches_run_model_as_legacy_blocks(framework: Framework) -> None:
     image = republic.image(PNG_DATA_URL)
     model = TextModel("a picture")
-    framework.registry.register(Prompter(["describe this", image]), "prompter")
+    framework.registry.register(Answering("build_prompt", ["describe this", image]), "prompter")
     framework.registry.register(model, "model")
     result = await framework.process_inbound({"content": "raw"})
     assert result.prompt == ["describe this", image]
@@ -436,7 +389,7 @@ async def test_legacy_media_blocks_from_build_prompt_are_normalised(
         {"type": "text", "text": "look"},
         {"type": "image", "media_type": "image/png", "url": PNG_DATA_URL},
     ]
-    framework.registry.register(Prompter(blocks), "prompter")
+    framework.registry.register(Answering("build_prompt", blocks), "prompter")
     framework.registry.register(model, "model")
     result = await framework.process_inbound({"content": "raw"})
     assert result.prompt[0] == "look"
@@ -451,7 +404,7 @@ async def test_unsupported_prompt_raises_invalid_input_without_save_state(
     log: list[Any] = []
     recorder = Recorder(log)
     framework.registry.register(recorder, "recorder")
-    framework.registry.register(Prompter({"not": "a prompt"}), "bad")
+    framework.registry.register(Answering("build_prompt", {"not": "a prompt"}), "bad")
     with pytest.raises(HooklineError) as info:
         await framework.process_inbound({"content": "x"})
     assert info.value.kind == ErrorKind.invalid_input
@@ -545,7 +498,7 @@ async def test_chosen_name_dispatches_over_all_implementations(framework: Framew
 @pytest.mark.anyio
 async def test_model_hook_receives_session_and_state(framework: Framework) -> None:
     model = TextModel("ok")
-    framework.registry.register(StateFragment({"model": "p:m"}), "state")
+    framework.registry.register(Answering("load_state", {"model": "p:m"}), "state")
     framework.registry.register(model, "model")
     result = await framework.process_inbound({"content": "hi", "session_id": "s9"})
     call = model.calls[0]
@@ -681,12 +634,6 @@ async def test_stream_is_read_through_the_bound_router(framework: Framework) -> 
     assert plain.model_output == "model"
 
 
-class NoneStream:
-    @hookimpl
-    def run_model_stream(self, prompt, session_id, state):
-        return None
-
-
 def no_model(framework: Framework) -> None:
     pass
 
@@ -696,7 +643,7 @@ def none_text(framework: Framework) -> None:
 
 
 def none_stream(framework: Framework) -> None:
-    framework.registry.register(NoneStream(), "none_stream")
+    framework.registry.register(Answering("run_model_stream"), "none_stream")
 
 
 def unmarked_only(framework: Framework) -> None:
@@ -911,15 +858,6 @@ async def test_run_model_stream_wrong_type_is_a_type_error(
 # -- outbound --------------------------------------------------------------------------------
 
 
-class Renderer:
-    def __init__(self, batch: Any) -> None:
-        self.batch = batch
-
-    @hookimpl
-    async def render_outbound(self, message, session_id, state, model_output):
-        return self.batch
-
-
 class Dispatcher:
     def __init__(self, name: str, log: list[Any], answer: Any = True) -> None:
         self.name, self.log, self.answer = name, log, answer
@@ -937,11 +875,11 @@ async def test_render_outbound_batches_are_concatenated_in_priority_order(
     framework: Framework,
 ) -> None:
     log: list[Any] = []
-    framework.registry.register(Renderer(["list-1", "list-2"]), "lists")
-    framework.registry.register(Renderer(None), "none")
-    framework.registry.register(Renderer(("tuple-1",)), "tuples")
-    framework.registry.register(Renderer({"single": True}), "single")
-    framework.registry.register(Renderer([]), "empty")
+    framework.registry.register(AsyncAnswering("render_outbound", ["list-1", "list-2"]), "lists")
+    framework.registry.register(AsyncAnswering("render_outbound", None), "none")
+    framework.registry.register(AsyncAnswering("render_outbound", ("tuple-1",)), "tuples")
+    framework.registry.register(AsyncAnswering("render_outbound", {"single": True}), "single")
+    framework.registry.register(AsyncAnswering("render_outbound", []), "empty")
     framework.registry.register(Dispatcher("first", log), "d1")
     framework.registry.register(Dispatcher("second", log, answer=False), "d2")
     result = await framework.process_inbound({"content": "hi", "channel": "cli"})
@@ -984,8 +922,8 @@ async def test_render_outbound_receives_the_turn(framework: Framework) -> None:
 )
 async def test_fallback_outbound(framework: Framework, inbound: Any, extra: dict) -> None:
     log: list[Any] = []
-    framework.registry.register(Renderer(None), "none")
-    framework.registry.register(Resolver("sid"), "resolver")
+    framework.registry.register(AsyncAnswering("render_outbound", None), "none")
+    framework.registry.register(Answering("resolve_session", "sid"), "resolver")
     framework.registry.register(TextModel("answer"), "model")
     framework.registry.register(Dispatcher("d", log), "dispatcher")
     result = await framework.process_inbound(inbound)

@@ -11,7 +11,7 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {"kernel": "hookline.kernel", "builtins": "hookline.builtins", "cli": "hookline.cli"}
 
 

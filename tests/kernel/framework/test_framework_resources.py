@@ -12,10 +12,10 @@ from typing import Any
 
 import anyio
 import pytest
+from recorders import Answering, AsyncAnswering, FakeEnvironment
 
 from hookline.kernel import hookimpl
 from hookline.kernel.channels import AdmitDecision, Channel, TurnSnapshot
-from hookline.kernel.environment import Environment
 from hookline.kernel.framework import Framework
 from hookline.kernel.models import ModelChoice, ModelOptions
 from hookline.kernel.tape import TapeContext
@@ -347,29 +347,6 @@ async def test_coroutine_provider_is_skipped_with_a_warning(
 # -- environments -------------------------------------------------------------------------
 
 
-class FakeEnvironment(Environment):
-    def __init__(self, name: str, log: list[str], fail_close: bool = False) -> None:
-        super().__init__()
-        self.name, self.log, self.fail_close = name, log, fail_close
-
-    async def spawn(self, command, *, cwd=None, env=None):  # pragma: no cover - unused
-        raise NotImplementedError
-
-    async def read_text(self, path):  # pragma: no cover - unused
-        raise NotImplementedError
-
-    async def write_text(self, path, content):  # pragma: no cover - unused
-        raise NotImplementedError
-
-    async def run_code(self, code, *, tools, call_tool, write):  # pragma: no cover - unused
-        raise NotImplementedError
-
-    async def close(self) -> None:
-        self.log.append(f"close {self.name}")
-        if self.fail_close:
-            raise OSError(f"cannot close {self.name}")
-
-
 class EnvironmentProvider:
     def __init__(self, log: list[str], fail_close: tuple[str, ...] = ()) -> None:
         self.log = log
@@ -492,21 +469,16 @@ def tool(name: str, tag: str) -> Tool:
     return Tool(name=name, handler=lambda: tag, description=tag)
 
 
-class ToolProvider:
-    def __init__(self, result: Any) -> None:
-        self.result = result
-
-    @hookimpl
-    def provide_tools(self):
-        return self.result
-
-
 def test_get_tools_dedupes_by_name_first_in_priority_order_wins(
     framework: Framework,
 ) -> None:
-    framework.registry.register(ToolProvider([tool("a", "low"), tool("b", "low")]), "low")
-    framework.registry.register(ToolProvider(None), "nothing")
-    framework.registry.register(ToolProvider([tool("b", "high"), tool("c", "high")]), "high")
+    framework.registry.register(
+        Answering("provide_tools", [tool("a", "low"), tool("b", "low")]), "low"
+    )
+    framework.registry.register(Answering("provide_tools", None), "nothing")
+    framework.registry.register(
+        Answering("provide_tools", [tool("b", "high"), tool("c", "high")]), "high"
+    )
     tools = framework.get_tools()
     assert [(t.name, t.description) for t in tools] == [
         ("b", "high"), ("c", "high"), ("a", "low"),
@@ -515,8 +487,8 @@ def test_get_tools_dedupes_by_name_first_in_priority_order_wins(
 
 def test_get_tools_empty_and_none(framework: Framework) -> None:
     assert framework.get_tools() == []
-    framework.registry.register(ToolProvider(None), "nothing")
-    framework.registry.register(ToolProvider([]), "empty")
+    framework.registry.register(Answering("provide_tools", None), "nothing")
+    framework.registry.register(Answering("provide_tools", []), "empty")
     assert framework.get_tools() == []
 
 
@@ -524,8 +496,8 @@ def test_get_tools_empty_and_none(framework: Framework) -> None:
 def test_get_tools_non_list_is_a_type_error_naming_plugin_and_hook(
     framework: Framework, bad: Any
 ) -> None:
-    framework.registry.register(ToolProvider([tool("a", "ok")]), "fine")
-    framework.registry.register(ToolProvider(bad), "offender")
+    framework.registry.register(Answering("provide_tools", [tool("a", "ok")]), "fine")
+    framework.registry.register(Answering("provide_tools", bad), "offender")
     with pytest.raises(TypeError) as info:
         framework.get_tools()
     message = str(info.value)
@@ -590,56 +562,36 @@ def test_get_channels_non_list_is_a_type_error(framework: Framework) -> None:
     assert "'solo_provider'" in str(info.value)
 
 
-class SidecarProvider:
-    def __init__(self, result: Any) -> None:
-        self.result = result
-
-    @hookimpl
-    def provide_tape_sidecar(self):
-        return self.result
-
-
 def test_get_tape_sidecars_dedupes_and_skips_none(framework: Framework) -> None:
     spill_low = types.SimpleNamespace(name="spill", tag="low")
     notes = types.SimpleNamespace(name="notes", tag="low")
     spill_high = types.SimpleNamespace(name="spill", tag="high")
-    framework.registry.register(SidecarProvider(spill_low), "low1")
-    framework.registry.register(SidecarProvider(notes), "low2")
-    framework.registry.register(SidecarProvider(None), "none")
-    framework.registry.register(SidecarProvider(spill_high), "high")
+    framework.registry.register(Answering("provide_tape_sidecar", spill_low), "low1")
+    framework.registry.register(Answering("provide_tape_sidecar", notes), "low2")
+    framework.registry.register(Answering("provide_tape_sidecar", None), "none")
+    framework.registry.register(Answering("provide_tape_sidecar", spill_high), "high")
     sidecars = framework.get_tape_sidecars()
     assert [(s.name, s.tag) for s in sidecars] == [("spill", "high"), ("notes", "low")]
 
 
 def test_get_tape_sidecars_none_only(framework: Framework) -> None:
     assert framework.get_tape_sidecars() == []
-    framework.registry.register(SidecarProvider(None), "none")
+    framework.registry.register(Answering("provide_tape_sidecar", None), "none")
     assert framework.get_tape_sidecars() == []
 
 
 # -- system prompt and tape context --------------------------------------------------------
 
 
-class SystemBlock:
-    def __init__(self, block: Any, seen: list[Any] | None = None) -> None:
-        self.block, self.seen = block, seen
-
-    @hookimpl
-    def system_prompt(self, prompt, state):
-        if self.seen is not None:
-            self.seen.append((prompt, state))
-        return self.block
-
-
 def test_system_prompt_joins_truthy_blocks_lowest_priority_first(
     framework: Framework,
 ) -> None:
     seen: list[Any] = []
-    framework.registry.register(SystemBlock("lowest", seen), "lowest")
-    framework.registry.register(SystemBlock(""), "empty")
-    framework.registry.register(SystemBlock(None), "none")
-    framework.registry.register(SystemBlock("middle"), "middle")
-    framework.registry.register(SystemBlock("highest"), "highest")
+    framework.registry.register(Answering("system_prompt", "lowest", seen), "lowest")
+    framework.registry.register(Answering("system_prompt", ""), "empty")
+    framework.registry.register(Answering("system_prompt", None), "none")
+    framework.registry.register(Answering("system_prompt", "middle"), "middle")
+    framework.registry.register(Answering("system_prompt", "highest"), "highest")
     state = {"k": "v"}
     assert framework.get_system_prompt("hi", state) == "lowest\n\nmiddle\n\nhighest"
     assert seen == [("hi", state)]
@@ -647,7 +599,7 @@ def test_system_prompt_joins_truthy_blocks_lowest_priority_first(
 
 def test_system_prompt_empty_and_bad_type(framework: Framework) -> None:
     assert framework.get_system_prompt("", {}) == ""
-    framework.registry.register(SystemBlock(["not", "text"]), "bad")
+    framework.registry.register(Answering("system_prompt", ["not", "text"]), "bad")
     with pytest.raises(TypeError, match="system_prompt"):
         framework.get_system_prompt("", {})
 
@@ -792,33 +744,22 @@ def test_onboard_config_plugin_filter_without_any_implementation() -> None:
 # -- model options, admission, continue_prompt ---------------------------------------------
 
 
-class Options:
-    def __init__(self, result: Any, seen: list[Any] | None = None) -> None:
-        self.result, self.seen = result, seen
-
-    @hookimpl
-    def provide_model_options(self, session_id, workspace):
-        if self.seen is not None:
-            self.seen.append((session_id, workspace))
-        return self.result
-
-
-class AsyncOptions(Options):
-    @hookimpl
-    async def provide_model_options(self, session_id, workspace):
-        return self.result
-
-
 @pytest.mark.anyio
 async def test_get_model_options_merges_in_priority_order(
     framework: Framework, tmp_path: Path
 ) -> None:
     a, b, c = ModelChoice("p:a"), ModelChoice("p:b"), ModelChoice("p:c")
     seen: list[Any] = []
-    framework.registry.register(Options(ModelOptions([a], current_model="p:a"), seen), "low")
-    framework.registry.register(Options(None), "none")
-    framework.registry.register(AsyncOptions(ModelOptions([b, c], current_model="")), "mid")
-    framework.registry.register(Options(ModelOptions([a], current_model=None)), "high")
+    framework.registry.register(
+        Answering("provide_model_options", ModelOptions([a], current_model="p:a"), seen), "low"
+    )
+    framework.registry.register(Answering("provide_model_options", None), "none")
+    framework.registry.register(
+        AsyncAnswering("provide_model_options", ModelOptions([b, c], current_model="")), "mid"
+    )
+    framework.registry.register(
+        Answering("provide_model_options", ModelOptions([a], current_model=None)), "high"
+    )
 
     merged = await framework.get_model_options("s1")
     assert merged == ModelOptions([a, b, c, a], current_model="p:a")
@@ -832,24 +773,13 @@ async def test_get_model_options_merges_in_priority_order(
 @pytest.mark.anyio
 async def test_get_model_options_none_and_wrong_type(framework: Framework) -> None:
     assert await framework.get_model_options("s") == ModelOptions([], None)
-    framework.registry.register(Options(None), "none")
+    framework.registry.register(Answering("provide_model_options", None), "none")
     assert (await framework.get_model_options("s")).models == []
-    framework.registry.register(Options({"models": []}), "wrong")
+    framework.registry.register(Answering("provide_model_options", {"models": []}), "wrong")
     with pytest.raises(TypeError) as info:
         await framework.get_model_options("s")
     assert "provide_model_options" in str(info.value)
     assert "'wrong'" in str(info.value)
-
-
-class Admit:
-    def __init__(self, result: Any, seen: list[Any] | None = None) -> None:
-        self.result, self.seen = result, seen
-
-    @hookimpl
-    async def admit_message(self, session_id, message, turn):
-        if self.seen is not None:
-            self.seen.append((session_id, message, turn))
-        return self.result
 
 
 @pytest.mark.anyio
@@ -859,34 +789,27 @@ async def test_admit_message(framework: Framework) -> None:
     assert await framework.admit_message("s1", message, snapshot) is None
 
     seen: list[Any] = []
-    framework.registry.register(Admit(AdmitDecision.follow_up("busy")), "low")
-    framework.registry.register(Admit(None, seen), "abstain")
+    framework.registry.register(
+        AsyncAnswering("admit_message", AdmitDecision.follow_up("busy")), "low"
+    )
+    framework.registry.register(AsyncAnswering("admit_message", None, seen), "abstain")
     decision = await framework.admit_message("s1", message, snapshot)
     assert decision == AdmitDecision("follow_up", "busy")
     assert seen == [("s1", message, snapshot)]
 
-    framework.registry.register(Admit("steer"), "wrong")
+    framework.registry.register(AsyncAnswering("admit_message", "steer"), "wrong")
     with pytest.raises(TypeError, match="admit_message must return AdmitDecision or None"):
         await framework.admit_message("s1", message, snapshot)
-
-
-class Continue:
-    def __init__(self, result: Any) -> None:
-        self.result = result
-
-    @hookimpl
-    def continue_prompt(self, prompt, tape, state):
-        return self.result
 
 
 @pytest.mark.anyio
 async def test_continue_prompt(framework: Framework) -> None:
     assert await framework.continue_prompt("p", None, None) is None
-    framework.registry.register(Continue("next"), "low")
+    framework.registry.register(Answering("continue_prompt", "next"), "low")
     assert await framework.continue_prompt("p", None, None) == "next"
-    framework.registry.register(Continue(""), "empty")
+    framework.registry.register(Answering("continue_prompt", ""), "empty")
     assert await framework.continue_prompt(None, None, None) == ""
-    framework.registry.register(Continue(["not", "text"]), "wrong")
+    framework.registry.register(Answering("continue_prompt", ["not", "text"]), "wrong")
     with pytest.raises(TypeError, match="continue_prompt must return str or None"):
         await framework.continue_prompt("p", None, None)
 

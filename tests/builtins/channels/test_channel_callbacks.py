@@ -32,7 +32,7 @@ from hookline.kernel.envelope import get_field
 from hookline.kernel.framework import Framework
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 # -- the source: no look-up by name, no attribute written on someone else's object -------
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = {"kernel": "hookline.kernel", "builtins": "hookline.builtins", "cli": "hookline.cli"}
 
 

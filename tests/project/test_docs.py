@@ -19,7 +19,7 @@ import typer
 
 from hookline.kernel import HOOK_SPECS, Framework
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from test_framework_resources import FakeEnvironment
+from recorders import FakeEnvironment
 
 from hookline.kernel import hookimpl
 from hookline.kernel.envcache import EnvironmentCache
