@@ -54,7 +54,6 @@ def test_every_hook_is_in_the_chinese_reference() -> None:
     text = (DOCS / "zh" / "hooks.md").read_text("utf-8")
     missing = [name for name in HOOK_SPECS if f"`{name}`" not in text]
     assert not missing, f"hooks missing from docs/zh/hooks.md: {missing}"
-    assert len(HOOK_SPECS) == 27
 
 
 def _core_cli() -> Any:

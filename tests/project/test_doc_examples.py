@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 PAGES = ["dispatch.md", "plugins.md", "vendoring.md", "hooks/index.md"]
 
 
