@@ -1,0 +1,341 @@
+"""The adapter that runs the conformance suite against Bub 0.6.0a3, the reference.
+
+It needs Python 3.12+ with ``bub[app]==0.6.0a3`` and ``pluggy==1.6.0`` installed (see
+``run_on_bub.py``); it imports nothing from hookline (only the kernel-neutral helpers of
+``hookline_adapter.py``, which import nothing either). Every action goes through Bub's own
+public objects: a ``BubFramework`` (its pluggy ``PluginManager`` with ``BubHookSpecs``, its
+``HookRuntime``, its ``PluginAgentHooks``), Bub's ``hookimpl`` marker and Bub's types.
+
+Where Bub has no counterpart for what an action asks, the adapter raises
+``NotApplicable`` (a ``BaseException``, so the runner does not take it for an error of the
+kernel and it reaches the caller unchanged). ``NOT_APPLICABLE`` lists those actions and why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+import os
+import tempfile
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import republic
+from bub.channels.admission import AdmitDecision, TurnSnapshot
+from bub.channels.base import Channel
+from bub.core import events as bub_events
+from bub.core.tape import LAST_ANCHOR, TapeContext
+from bub.core.tools import Tool
+from bub.environment import Environment
+from bub.framework import BubFramework
+from bub.hooks import hookimpl
+from bub.model_selection import ModelChoice, ModelOptions
+from bub.prompt import to_content
+from bub.streaming import AsyncStreamEvents, StreamEvent
+from hookline_adapter import _channel_class, _environment_class, _named, _Sidecar
+from loguru import logger
+
+WORKSPACE = "/spec-workspace"
+"""The workspace of every framework under test (it need not exist)."""
+
+NOT_APPLICABLE: dict[str, str] = {
+    "get_tools": (
+        "Bub 0.6 has no provide_tools hook: tools come from a process-global registry "
+        "snapshotted when the agent is built; an implementation named provide_tools is "
+        "accepted as an unspecified hook and never called (contract 2.21, section 6)"
+    ),
+}
+"""Framework actions Bub 0.6 has no counterpart for, with the reason."""
+
+
+class NotApplicable(BaseException):
+    """Bub lacks what the fixture asks for. A BaseException so the runner lets it through."""
+
+
+def _forward_loguru_to_logging() -> None:
+    """Bub logs through loguru; the runner reads the standard ``logging`` records.
+
+    Each loguru record becomes a ``logging`` record of the same level and message (its
+    first line is what fixtures compare), instead of loguru's default stderr output.
+    """
+
+    def sink(message: Any) -> None:
+        record = message.record
+        logging.getLogger(record["name"] or "bub").log(record["level"].no, record["message"])
+
+    logger.remove()
+    logger.add(sink, level="DEBUG", format="{message}")
+
+
+_forward_loguru_to_logging()
+_CONFIG_DIR = tempfile.TemporaryDirectory(prefix="spec-bub-config-")
+"""Where each framework's config file lives (so Bub's home is never read); removed at exit."""
+
+
+class BubAdapter:
+    name = "bub"
+
+    def mark(self, function: Callable[..., Any], options: dict[str, Any]) -> Callable[..., Any]:
+        return hookimpl(**options)(function)
+
+    def new_kernel(self) -> BubKernel:
+        return BubKernel(self._framework())
+
+    def new_framework(self) -> BubFrameworkUnderTest:
+        return BubFrameworkUnderTest(self._framework())
+
+    @staticmethod
+    def _framework() -> BubFramework:
+        framework = BubFramework(config_file=Path(_CONFIG_DIR.name) / "config.yml")
+        framework.workspace = Path(WORKSPACE)
+        return framework
+
+    # -- values --------------------------------------------------------------------------
+
+    def make(self, tag: str, data: dict[str, Any]) -> Any:
+        """Build a Bub value from a fixture tag; see spec/README.md for the tags."""
+        value = data["value"]
+        if tag == "replace":
+            return dataclasses.replace(value, **data["fields"])
+        if tag == "tool":
+            return Tool(name=value, handler=lambda: None, description=data.get("tag", ""))
+        if tag == "channel":
+            return _SpecChannel(value, data.get("tag", ""))
+        if tag == "sidecar":
+            return _Sidecar(value, data.get("tag", ""))
+        if tag == "admit":
+            return AdmitDecision(value, data.get("reason"))
+        if tag == "turn":
+            counts = {"running_count": 0, "pending_count": 0, "steering_count": 0, **value}
+            # Bub's snapshot stores is_running; its channel manager derives it the same way.
+            return TurnSnapshot(is_running=counts["running_count"] > 0, **counts)
+        if tag == "model_options":
+            return ModelOptions(models=[ModelChoice(m) for m in value.get("models", [])],
+                                current_model=value.get("current_model"))
+        if tag == "tape_context":
+            anchor = value.get("anchor", "$last_anchor")
+            return TapeContext(anchor=LAST_ANCHOR if anchor == "$last_anchor" else anchor,
+                               state=dict(value.get("state", {})))
+        if tag == "environment":
+            return _SpecEnvironment(value, data["on_close"])
+        if tag == "stream":
+            return _stream(value, data["on_close"], data.get("raises"))
+        if tag == "llm_request":
+            fields = dict(value)
+            fields["tool_names"] = tuple(fields.get("tool_names", ()))
+            return bub_events.LLMCallRequest(**fields)
+        if tag == "llm_result":
+            return bub_events.LLMCallResult(**value)
+        if tag == "llm_finish":
+            return bub_events.LLMCallDecision.finish(value)
+        if tag == "tool_call":
+            return bub_events.ToolCall(**value)
+        if tag == "tool_decision":
+            options = {k: v for k, v in data.items() if k != "value"}
+            return bub_events.ToolCallDecision(value, **options)
+        if tag == "tool_result":
+            return bub_events.ToolCallResult(**value)
+        if tag == "image":
+            return republic.image(value)
+        raise ValueError(f"the bub adapter cannot make ${tag}")
+
+    def describe(self, value: Any) -> Any:
+        """Plain data for Bub's values, in the shapes spec/README.md lists."""
+        if isinstance(value, enum.Enum):
+            return value.value
+        if isinstance(value, _Sidecar | Channel):
+            return _named(value.name, getattr(value, "spec_tag", ""))
+        if isinstance(value, Tool):
+            return _named(value.name, value.description)
+        if isinstance(value, Environment):
+            return {"$environment": getattr(value, "spec_label", "?")}
+        if isinstance(value, republic.Image | republic.Audio | republic.Video):
+            return {f"${value.kind}": value.data_url, "inline": value.data is not None}
+        if isinstance(value, ModelOptions):
+            return {"models": [choice.id for choice in value.models],
+                    "current_model": value.current_model}
+        if isinstance(value, TapeContext):
+            anchor = "$last_anchor" if value.anchor is LAST_ANCHOR else value.anchor
+            return {"anchor": anchor, "state": value.state}
+        if isinstance(value, os.PathLike):
+            return os.fspath(value)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            # TurnResult, decisions, requests, results, snapshots, BubError: their compared
+            # fields (a ToolCall's context is not compared, so it is left out).
+            return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)
+                    if f.compare}
+        return value
+
+
+_SpecChannel = _channel_class(Channel)
+_SpecEnvironment = _environment_class(Environment)
+
+
+def _stream(events: list[dict[str, Any]], on_close: Callable[[], None],
+            error: BaseException | None) -> AsyncStreamEvents:
+    async def source() -> Any:
+        for event in events:
+            yield StreamEvent(event["kind"], dict(event.get("data", {})))
+        if error is not None:
+            raise error
+
+    async def closed() -> None:
+        on_close()
+
+    return AsyncStreamEvents(source(), on_close=closed)
+
+
+def _bub_agent_class() -> type:
+    """``bub.builtin.agent.BubAgent``, imported without registering the builtin's settings.
+
+    Importing the builtin agent imports ``bub.builtin.settings``, which adds the builtin's
+    config classes to Bub's process-wide ``configure.CONFIG_MAP``; ``collect_onboard_config``
+    validates against every class there. The frameworks under test have no builtin plugin,
+    so what the import added is taken out again.
+    """
+    from bub import configure
+
+    before = {section: list(classes) for section, classes in configure.CONFIG_MAP.items()}
+    from bub.builtin.agent import BubAgent
+
+    configure.CONFIG_MAP.clear()
+    configure.CONFIG_MAP.update(before)
+    return BubAgent
+
+
+class BubKernel:
+    """A BubFramework's plugin manager and hook runtime, as the runner's KernelUnderTest."""
+
+    def __init__(self, framework: BubFramework) -> None:
+        self.framework = framework
+        self.plugin_manager = framework.plugin_manager
+        self.runtime = framework._hook_runtime  # Bub's dispatcher; the framework calls only it
+
+    def register(self, plugin: object, name: str) -> None:
+        self.plugin_manager.register(plugin, name=name)
+
+    def unregister(self, name: str) -> None:
+        self.plugin_manager.unregister(name=name)
+
+    def plugin_names(self) -> list[str]:
+        return [name for name, _ in self.plugin_manager.list_name_plugin()]
+
+    def execution_order(self, hook: str) -> list[Callable[..., Any]]:
+        return [impl.function for impl in self.runtime._iter_hookimpls(hook)]
+
+    def stored_order(self, hook: str) -> list[Callable[..., Any]]:
+        """pluggy's stored list, which ``bub hooks`` (HookRuntime.hook_report) shows."""
+        caller = getattr(self.plugin_manager.hook, hook, None)
+        return [impl.function for impl in caller.get_hookimpls()] if caller is not None else []
+
+    def unknown_hooks(self) -> list[dict[str, Any]]:
+        return []  # Bub records nothing about implementations of unknown hooks
+
+    def dispatch(self, call: str, hook: str, kwargs: dict[str, Any]) -> Any:
+        if call.startswith("notify_error"):
+            # Bub's notify_error takes message as a required keyword; every call site
+            # passes one, None when there is no envelope.
+            return getattr(self.runtime, call)(**{"message": None, **kwargs})
+        return getattr(self.runtime, call)(hook, **kwargs)
+
+
+class BubFrameworkUnderTest(BubKernel):
+    """A BubFramework as the runner's FrameworkUnderTest; each method is one Bub call."""
+
+    def process_inbound(self, inbound: Any, stream_output: bool) -> Any:
+        return self.framework.process_inbound(inbound, stream_output=stream_output)
+
+    def running(self) -> Any:
+        return self.framework.running()
+
+    def get_tools(self) -> list[Any]:
+        raise NotApplicable(NOT_APPLICABLE["get_tools"])
+
+    def get_channels(self, message_handler: Any) -> list[Any]:
+        return list(self.framework.get_channels(message_handler).values())
+
+    def get_tape_sidecars(self) -> Any:
+        return self.framework.get_tape_sidecars()
+
+    def get_system_prompt(self, prompt: Any, state: dict[str, Any]) -> str:
+        """Fixtures give the prompt in the legacy form the hooks receive (hookline's
+        get_system_prompt takes that form; its agent converts first). Bub's takes user
+        content and converts it itself, so the prompt goes through Bub's ``to_content``
+        (which leaves content as it is)."""
+        return self.framework.get_system_prompt(to_content(prompt), state)
+
+    def build_tape_context(self) -> Any:
+        return self.framework.build_tape_context()
+
+    def collect_onboard_config(self, current_config: Any, plugin: str | None) -> dict:
+        """Bub reads the current config from its loaded config file, so the adapter writes
+        ``current_config`` to the framework's config file and loads it first."""
+        import yaml
+        from bub import configure
+
+        config_file = self.framework.config_file
+        config_file.write_text(yaml.safe_dump(current_config or {}), encoding="utf-8")
+        try:
+            configure.load(config_file)
+        finally:
+            config_file.unlink()
+        return self.framework.collect_onboard_config(plugin_name=plugin)
+
+    def get_model_options(self, session_id: str, workspace: Any) -> Any:
+        return self.framework.get_model_options(session_id=session_id, workspace=workspace)
+
+    def admit_message(self, session_id: str, message: Any, turn: Any) -> Any:
+        return self.framework.admit_message(session_id=session_id, message=message, turn=turn)
+
+    def get_environment(self, session_id: str) -> Any:
+        return self.framework.get_environment(session_id)
+
+    def get_tape_store(self) -> Any:
+        return self.framework.get_tape_store()
+
+    def get_steering_inbox(self) -> Any:
+        return self.framework.get_steering_inbox()
+
+    async def steer_message(self, message: Any, state: dict[str, Any], reason: str | None) -> Any:
+        """Bub's steer_message takes the session id; its channel manager passes the id
+        ``resolve_session`` gave the message, as this does."""
+        session_id = await self.framework.resolve_session(message)
+        return await self.framework.steer_message(message=message, session_id=session_id,
+                                                  state=state, reason=reason)
+
+    def continue_prompt(self, prompt: Any, tape: Any, state: Any) -> Any:
+        return self.framework.continue_prompt(prompt=prompt, tape=tape, state=state)
+
+    async def step_finished(self, prompt: Any, status: str, tape: Any, stream_state: Any,
+                            step: int) -> Any:
+        """Bub 0.6 has no adapter reacting to StepFinished: its agent loop
+        (``Agent._run_steps``) calls ``BubAgent.continue_prompt(tape, prompt, state)`` for a
+        step that continues, right before emitting StepFinished(status="continue"), and
+        for no other status. That method only reads the agent's ``framework``, so it is
+        called on a stand-in agent: a real BubAgent needs a build_tape_context hook the
+        fixtures do not have. Its answer is user content (``[text]``); the text is returned.
+        """
+        if status != "continue":
+            return None
+        agent = types.SimpleNamespace(framework=self.framework)
+        content = await _bub_agent_class().continue_prompt(agent, tape, prompt, stream_state)
+        if content is None:
+            return None
+        (text,) = content
+        return text
+
+    async def before_llm_call(self, request: Any, state: dict[str, Any]) -> Any:
+        request, decision = await self.framework.get_agent_hooks().before_llm_call(request, state)
+        return request if decision is None else decision
+
+    def after_llm_call(self, request: Any, result: Any, state: dict[str, Any]) -> Any:
+        return self.framework.get_agent_hooks().after_llm_call(request, result, state)
+
+    def before_tool_call(self, call: Any, state: dict[str, Any]) -> Any:
+        return self.framework.get_agent_hooks().before_tool_call(call, state)
+
+    def after_tool_call(self, call: Any, result: Any, state: dict[str, Any]) -> Any:
+        return self.framework.get_agent_hooks().after_tool_call(call, result, state)
