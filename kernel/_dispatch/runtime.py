@@ -129,9 +129,11 @@ class HookRuntime:
 
 
 def _observer_failed(hook_name: str, context: str, impl: HookImpl) -> None:
-    get_logger("runtime").exception(
+    # Isolated by design (the next observer runs): a warning with the traceback, as the
+    # reference logs a failing on_error observer.
+    get_logger("runtime").warning(
         "hook.%s_failed %sadapter=%s", hook_name, f"{context} " if context else "",
-        impl.plugin_name,
+        impl.plugin_name, exc_info=True,
     )
 
 

@@ -396,7 +396,7 @@ def test_notify_isolates_each_implementation_and_names_the_context(
     registry, runtime = make_runtime()
     registry.register(Recorder(), "recorder")
     registry.register(Broken(), "broken")
-    with caplog.at_level(logging.ERROR, logger="hookline.kernel.runtime"):
+    with caplog.at_level(logging.WARNING, logger="hookline.kernel.runtime"):
         runtime.notify_sync("on_error", "stage=tool", stage="tool", error="x", message=None)
         runtime.notify_sync("on_error", stage="turn", error="y", message=None)
     assert seen == ["tool: x", "turn: y"]
@@ -405,6 +405,7 @@ def test_notify_isolates_each_implementation_and_names_the_context(
         "hook.on_error_failed adapter=broken",
     ]
     assert all(r.exc_info and r.exc_info[0] is RuntimeError for r in caplog.records)
+    assert {r.levelname for r in caplog.records} == {"WARNING"}, "as the reference logs it"
 
 
 def test_the_kernel_exports_the_same_names_and_loads_them_on_first_use() -> None:
