@@ -100,7 +100,10 @@ async def test_escaped_descendants_end_with_the_scope(tmp_path: Path) -> None:
         result = await env.run(f"setsid sleep 300 {QUIET} & echo $!")
         foreground = int(result.stdout)
         pids = [*background, foreground]
-        assert not any(is_gone(pid) for pid in pids)
+        names = [*ESCAPE_FILES, "foreground"]
+        gone = {name: read_proc(pid) for name, pid in zip(names, pids, strict=True)
+                if is_gone(pid)}
+        assert gone == {}, "every escaped process is alive inside the scope"
         # Orphans were re-parented to this process, not to init.
         for pid in (background[1], background[3], foreground):
             info = read_proc(pid)
