@@ -872,12 +872,9 @@ async def _discard_body(receive: Receive) -> None:
 def _parse_message(body: bytes) -> dict[str, Any]:
     try:
         payload = json.loads(body, parse_constant=_refuse_constant)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise HttpError(400, f"the body is not valid JSON: {exc}") from None
     except RecursionError:
-        raise HttpError(400, f"the body nests arrays or objects deeper than {MAX_JSON_DEPTH} "
-                             f"levels") from None
-    except ValueError as exc:  # an integer too long to convert, NaN, Infinity
+        raise _too_deep() from None
+    except (UnicodeDecodeError, ValueError) as exc:  # bad JSON, an overlong integer, NaN
         raise HttpError(400, f"the body is not valid JSON: {exc}") from None
     if not isinstance(payload, dict):
         raise HttpError(400, "the body must be a JSON object with a \"content\" string")
@@ -910,6 +907,11 @@ def _parse_message(body: bytes) -> dict[str, Any]:
     return payload
 
 
+def _too_deep() -> HttpError:
+    return HttpError(400, f"the body nests arrays or objects deeper than {MAX_JSON_DEPTH} "
+                          f"levels")
+
+
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
@@ -921,8 +923,7 @@ def _check_values(payload: dict[str, Any]) -> None:
     while pending:
         where, value, depth = pending.pop()
         if isinstance(value, dict | list) and depth > MAX_JSON_DEPTH:
-            raise HttpError(400, f"the body nests arrays or objects deeper than "
-                                 f"{MAX_JSON_DEPTH} levels")
+            raise _too_deep()
         if isinstance(value, dict):
             for key, item in value.items():
                 _check_text(f"a key in {where}", key)
