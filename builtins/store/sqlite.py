@@ -36,6 +36,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -167,7 +168,7 @@ class SQLiteTapeStore:
     def _setup(self, conn: sqlite3.Connection, busy_timeout: float, synchronous: str) -> None:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
         # journal_mode is stored in the file; synchronous is per connection.
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        mode = _switch_to_wal(conn, busy_timeout)
         if str(mode).lower() != "wal":
             raise HooklineError(ErrorKind.config, f"SQLite refused WAL mode (got {mode!r}).")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
@@ -529,6 +530,22 @@ def _journal_rows(conn: sqlite3.Connection, run: str) -> list[_Row]:
 def _drop_journal(conn: sqlite3.Connection, run: str) -> None:
     conn.execute("DELETE FROM journal WHERE run = ?", (run,))
     conn.execute("DELETE FROM journal_runs WHERE run = ?", (run,))
+
+
+def _switch_to_wal(conn: sqlite3.Connection, busy_timeout: float) -> str:
+    """`PRAGMA journal_mode = WAL`, retried while another process holds the new file's
+    lock: SQLite does not apply the busy timeout to this switch, so two processes opening
+    a new store at once would otherwise fail with "database is locked"."""
+    deadline = time.monotonic() + busy_timeout
+    while True:
+        try:
+            return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _rollback(conn: sqlite3.Connection) -> None:
