@@ -14,9 +14,9 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 
@@ -134,7 +134,8 @@ class _Run:
     async def events(self) -> AsyncIterator[StreamEvent]:
         started = time.perf_counter()
         session_tape = self.agent.tape_for(self.session_id, self.state)
-        status, error = "ok", None
+        status: Literal["ok", "error", "cancelled"] = "ok"
+        error: str | None = None
         async with session_tape.fork(merge_back=should_merge_back(self.session_id)) as tape:
             await tape.ensure_bootstrap_anchor()  # in the fork: temp/ sessions write nothing
             self.tape = tape
@@ -167,7 +168,7 @@ class _Run:
                         "usage": self.stream_state.usage, "model": self.model,
                     }, run_id=self.run_id)
 
-    async def _steps(self) -> AsyncIterator[StreamEvent]:
+    async def _steps(self) -> AsyncGenerator[StreamEvent, None]:
         prompt = self.prompt
         first = prompt if any(not isinstance(item, str) for item in prompt) else "\n".join(prompt)
         new_messages = [ModelMessage.user(first)]
@@ -211,7 +212,9 @@ class _Run:
                                         "tool_calls": [c.to_dict() for c in outcome.tool_calls]})
             inbox = self.agent.framework.get_steering_inbox()
             pending = inbox.message_count(self.state) if inbox is not None else 0
-            status = "continue" if (outcome.tool_calls or pending) else "ok"
+            status: Literal["continue", "ok"] = (
+                "continue" if (outcome.tool_calls or pending) else "ok"
+            )
             finished = await self._emit(StepFinished(
                 step=self.steps, status=status, state=self.state, tape=self.tape,
                 stream_state=self.stream_state,
@@ -224,7 +227,8 @@ class _Run:
                 new_messages = [ModelMessage.user(finished.next_prompt)]
 
     async def _model_call(self, run_id: str, outcome: _StepOutcome,
-                          conversation: list[ModelMessage]) -> AsyncIterator[StreamEvent]:
+                          conversation: list[ModelMessage]
+                          ) -> AsyncGenerator[StreamEvent, None]:
         """One provider call (or a finish decision), streamed and recorded."""
         system = self.agent.framework.get_system_prompt(
             to_legacy_prompt(self.prompt) if self.steps == 1 else "", self.state)

@@ -78,6 +78,10 @@ SWEEP_SECONDS = 5.0
 _SESSIONS_PRUNED_AT = 1024
 """Known sessions beyond which `track()` forgets the finished ones (without sweeps)."""
 
+# Descendant processes with whether each carries the owner token (a module-level alias:
+# inside BackgroundProcesses, `list` names its method).
+_Scanned = list[tuple[ProcInfo, bool]]
+
 
 @dataclass(frozen=True)
 class BackgroundInfo:
@@ -353,7 +357,7 @@ class BackgroundProcesses:
 
     # -- descendants that left their session (Linux) ---------------------------------------
 
-    def _scan(self) -> list[tuple[ProcInfo, bool]]:
+    def _scan(self) -> _Scanned:
         """Our descendants, each with whether it carries the owner token (worker thread)."""
         marker = f"{OWNER_ENV}={self._owner}"
         return [(info, not info.zombie and environ_has(info.pid, marker))

@@ -127,8 +127,9 @@ class BuiltinPlugin:
         context = state.get("context") or ""
         if context:
             text = f"[{context}] {text}"
-        media = [item for item in get_field(message, "media") or () if _media_kind(item)]
-        return [text, *(_to_republic(item) for item in media)] if media else text
+        media = [(kind, item) for item in get_field(message, "media") or ()
+                 if (kind := _media_kind(item)) is not None]
+        return [text, *(_to_republic(kind, item) for kind, item in media)] if media else text
 
     @hookimpl
     def run_model_stream(self, prompt: Any, session_id: str, state: dict[str, Any]) -> Any:
@@ -189,6 +190,7 @@ class BuiltinPlugin:
     async def provide_tape_store(self) -> AsyncIterator[SQLiteTapeStore]:
         # Opening (schema, WAL) and closing (checkpoint) touch the disk: worker threads.
         path = self.get_settings().tape_store
+        assert path is not None  # Settings.__post_init__ fills in the default
         store = await anyio.to_thread.run_sync(SQLiteTapeStore, path)
         try:
             yield store
@@ -320,12 +322,12 @@ def _media_kind(item: Any) -> str | None:
     return kind
 
 
-def _to_republic(item: Any) -> Any:
+def _to_republic(kind: str, item: Any) -> Any:
     import republic
 
     url = item.data_url() if hasattr(item, "data_url") else get_field(item, "url")
     build = {"image": republic.image, "audio": republic.audio, "video": republic.video}
-    return build[_media_kind(item)](url, media_type=get_field(item, "mime_type"))
+    return build[kind](url, media_type=get_field(item, "mime_type"))
 
 
 def _read_regular(path: Path) -> str | None:

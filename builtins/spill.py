@@ -88,7 +88,9 @@ async def spill_result(
     tape = state.get(RUNTIME_TAPE)
     if tape is None and call is not None and call.context is not None:
         tape = call.context.tape
-    sidecar = tape.get_sidecar(SPILL_SIDECAR) if tape is not None else None
+    if tape is None:
+        return None
+    sidecar = tape.get_sidecar(SPILL_SIDECAR)
     if not isinstance(sidecar, SpillSidecar):
         return None
     text = model_text(result.result)

@@ -787,7 +787,8 @@ def messages_from_entries(entries: Iterable[TapeEntry]) -> list[dict[str, Any]]:
                 {"role": "assistant", "content": _note(f"[anchor {payload.get('name')}]", state)}
             )
         elif entry.kind == "event" and payload.get("name") == "handoff":
-            data = payload.get("data") if isinstance(payload.get("data"), dict) else {}
+            raw = payload.get("data")
+            data = raw if isinstance(raw, dict) else {}
             note = _note(f"[handoff to {data.get('name')}]", data.get("state"))
             messages.append({"role": "assistant", "content": note})
     return messages

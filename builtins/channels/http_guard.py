@@ -190,7 +190,8 @@ class Guard:
             raise HttpError(403, f"the Host header names {name!r}, which is not an address "
                                  f"of this gateway (add it to http_allowed_hosts if clients "
                                  f"really use that name)")
-        origin = (headers.get("origin") or [None])[0]
+        origins = headers.get("origin")
+        origin = origins[0] if origins else None
         fetch_site = (headers.get("sec-fetch-site") or ["none"])[0].strip().lower()
         if origin is not None and origin.strip().lower().rstrip("/") in self.origins:
             return origin.strip()

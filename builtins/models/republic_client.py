@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 import random
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, aclosing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -345,7 +345,9 @@ class RepublicModel:
         delay = min(self.max_retry_delay, self.retry_delay * 2 ** min(attempt, 30))
         return delay * random.uniform(0.75, 1.0)  # jitter, not cryptography
 
-    async def _translate(self, events: AsyncIterator[Any]) -> AsyncIterator[ModelEvent]:
+    async def _translate(
+        self, events: AsyncIterator[Any]
+    ) -> AsyncGenerator[ModelEvent, None]:
         from republic.events import (
             Completed,
             RefusalDelta,
