@@ -26,7 +26,7 @@ from .channels import AdmitDecision, Channel, ChannelRouter, TurnSnapshot
 from .envcache import EnvironmentCache, Evicted
 from .envelope import get_field
 from .environment import Environment
-from .hooks import HOOK_SPECS, IMPL_PROJECTS, HookRuntime
+from .hooks import HOOK_SPECS, IMPL_PROJECTS, HookRuntime, bad_return
 from .loading import PluginLoader, PluginStatus
 from .models import ModelOptions, merge_model_options
 from .pipeline import TurnPipeline
@@ -93,7 +93,7 @@ class Framework:
             "continue_prompt", prompt=prompt, tape=tape, state=state
         )
         if impl is not None and not isinstance(value, str):
-            raise _bad_return(impl, "str or None", value)
+            raise bad_return(impl, "str or None", value)
         return cast("str | None", value)
 
     async def notify_error(self, stage: str, error: BaseException, message: Any = None) -> None:
@@ -158,7 +158,7 @@ class Framework:
             "provide_environment", session_id=session_id, workspace=self.workspace
         )
         if impl is not None and not isinstance(value, Environment):
-            raise _bad_return(impl, "Environment or None", value)
+            raise bad_return(impl, "Environment or None", value)
         if session_id in self.environments:  # a concurrent first request won the race
             winner: Environment | None = self.environments.get(session_id)
             if value is not None and value is not winner:
@@ -227,7 +227,7 @@ class Framework:
             if not value:
                 continue
             if not isinstance(value, str):
-                raise _bad_return(impl, "str", value)
+                raise bad_return(impl, "str", value)
             blocks.append(value)
         return "\n\n".join(blocks)
 
@@ -239,7 +239,7 @@ class Framework:
                 "(register a plugin implementing build_tape_context)"
             )
         if not isinstance(value, TapeContext):
-            raise _bad_return(impl, "TapeContext", value)
+            raise bad_return(impl, "TapeContext", value)
         return value
 
     def collect_onboard_config(
@@ -262,7 +262,7 @@ class Framework:
             if not usable_sync("onboard_config", impl.plugin_name, value) or value is None:
                 continue
             if not isinstance(value, dict):
-                raise _bad_return(impl, "dict or None", value)
+                raise bad_return(impl, "dict or None", value)
             _deep_merge(config, value)
         return config
 
@@ -279,7 +279,7 @@ class Framework:
             if value is None:
                 continue
             if not isinstance(value, ModelOptions):
-                raise _bad_return(impl, "ModelOptions or None", value)
+                raise bad_return(impl, "ModelOptions or None", value)
             options.append(value)
         return merge_model_options(options) or ModelOptions()
 
@@ -290,7 +290,7 @@ class Framework:
             "admit_message", session_id=session_id, message=message, turn=turn
         )
         if impl is not None and not isinstance(value, AdmitDecision):
-            raise _bad_return(impl, "AdmitDecision or None", value)
+            raise bad_return(impl, "AdmitDecision or None", value)
         return cast("AdmitDecision | None", value)
 
     def _collect_lists(self, hook: str, expected: str, **kwargs: Any) -> list[Any]:
@@ -299,7 +299,7 @@ class Framework:
             if value is None:
                 continue
             if not isinstance(value, list | tuple):
-                raise _bad_return(impl, f"{expected} or None", value)
+                raise bad_return(impl, f"{expected} or None", value)
             for item in value:
                 _require_name(impl, item)
             items.extend(value)
@@ -324,13 +324,6 @@ async def _close_quietly(environment: Environment, session_id: str) -> None:
     except Exception as exc:
         get_logger(__name__).warning("environment.close_failed session=%s error=%s: %s", session_id,
                        type(exc).__name__, exc)
-
-
-def _bad_return(impl: HookImpl, expected: str, value: Any) -> TypeError:
-    return TypeError(
-        f"hook.{impl.hook_name} must return {expected}; {impl.describe()} returned "
-        f"{type(value).__name__}"
-    )
 
 
 def _require_name(impl: HookImpl, item: Any) -> Any:

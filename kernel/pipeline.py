@@ -9,13 +9,13 @@ to ``on_error`` with stage ``turn`` and re-raised.
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, MutableMapping
+from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ._util import get_logger
 from .envelope import default_session_id, envelope_content, get_field, set_field
 from .prompt import to_content, to_legacy_prompt
-from .streaming import AsyncStreamEvents, ErrorKind, HooklineError, StreamEvent
+from .streaming import AsyncStreamEvents, ErrorKind, HooklineError, StreamEvent, TextAnswerStream
 from .turn import RUNTIME_ENVIRONMENT, RUNTIME_STEERING_INBOX, RUNTIME_WORKSPACE, TurnResult
 
 if TYPE_CHECKING:
@@ -43,8 +43,6 @@ class TurnHost(Protocol):
     async def get_environment(self, session_id: str) -> Environment | None: ...
 
 _UNCACHED = object()
-RUN_MODEL = "run_model"
-RUN_MODEL_STREAM = "run_model_stream"
 
 
 def blame(registry: Registry, error: BaseException) -> HookImpl | None:
@@ -72,7 +70,6 @@ class TurnPipeline:
         self.runtime = runtime
         self.registry = registry
         self.host = host
-        self._model_choice: tuple[int, bool, str | None] | None = None
 
     async def process_inbound(self, inbound: Any, stream_output: bool = False) -> TurnResult:
         try:
@@ -145,77 +142,46 @@ class TurnPipeline:
     # -- model stage -------------------------------------------------------------------
 
     def select_model_hook(self, stream_output: bool) -> str | None:
-        """Which model hook this turn dispatches, or None when no plugin offers one.
-
-        Plugins are walked newest first; the first one that implements either hook (with a
-        marked implementation) decides; a plugin implementing both uses the kind the path
-        prefers. Cached until plugins change.
-        """
-        registry = self.registry
-        cached = self._model_choice
-        if cached is not None and cached[0] == registry.generation and cached[1] == stream_output:
-            return cached[2]
-        preferred = (RUN_MODEL, RUN_MODEL_STREAM)
-        if stream_output:
-            preferred = preferred[::-1]
-        choice = None
-        for name, _ in reversed(registry.list_name_plugin()):
-            hooks = registry.plugin_hooks(name)
-            choice = next((hook for hook in preferred if hook in hooks), None)
-            if choice:
-                break
-        self._model_choice = (registry.generation, stream_output, choice)
-        return choice
+        """Which model hook this turn dispatches (see ``HookRuntime.model_hook``)."""
+        return self.runtime.model_hook(stream_output)
 
     async def run_model_stage(
         self, inbound: Any, prompt: list[Any], session_id: str, state: dict[str, Any],
         stream_output: bool,
     ) -> str:
-        """Run the chosen model hook and return the model output text."""
-        legacy = to_legacy_prompt(prompt)
-        hook = self.select_model_hook(stream_output)
-        kwargs = {"prompt": legacy, "session_id": session_id, "state": state}
-        answered = [False]
-        output: str | None = None
-        if hook == RUN_MODEL and not stream_output:
-            output = _check_text(await self.runtime.call_first(RUN_MODEL, **kwargs))
-        elif hook is not None:
-            if hook == RUN_MODEL_STREAM:
-                stream = _check_stream(await self.runtime.call_first(RUN_MODEL_STREAM, **kwargs))
-            else:
-                stream = AsyncStreamEvents(self._text_as_stream(kwargs, answered))
-            if stream is not None:
-                output = await self._consume(inbound, stream, stream_output)
-                if hook == RUN_MODEL and not answered[0]:
-                    output = None
+        """Run the model hooks and return the model output text.
+
+        No answer (no model plugin, or a None result) is reported to ``on_error`` with
+        stage ``run_model`` and the turn answers with the prompt's text.
+        """
+        output: str | None
+        if not stream_output:
+            output = await self.runtime.run_model(prompt, session_id, state)
+        else:
+            stream = await self.runtime.run_model_stream(prompt, session_id, state)
+            output = None if stream is None else await self._consume(inbound, stream)
+            if isinstance(stream, TextAnswerStream) and not stream.answered:
+                output = None
         if output is None:
             await self.runtime.notify_error(
                 "run_model", RuntimeError("no model skill returned output"), inbound
             )
+            legacy = to_legacy_prompt(prompt)
             return legacy if isinstance(legacy, str) else envelope_content(inbound)
         return output
 
-    async def _text_as_stream(
-        self, kwargs: dict[str, Any], answered: list[bool]
-    ) -> AsyncIterator[StreamEvent]:
-        """A run_model answer as a one-event stream, dispatched on first iteration."""
-        text = _check_text(await self.runtime.call_first(RUN_MODEL, **kwargs))
-        if text is not None:
-            answered[0] = True
-            yield StreamEvent("text", {"delta": text})
-
-    async def _consume(self, inbound: Any, stream: AsyncStreamEvents, stream_output: bool) -> str:
-        """Collect text deltas; on the stream path report error events to on_error."""
+    async def _consume(self, inbound: Any, stream: AsyncStreamEvents) -> str:
+        """Collect text deltas through the router's wrapper; report error events to on_error."""
         router = self.host.router
         events: Any = stream
-        if stream_output and router is not None:
+        if router is not None:
             events = router.wrap_stream(inbound, stream)
         parts: list[str] = []
         try:
             async for event in events:
                 if event.kind == "text":
                     parts.append(str(event.data.get("delta", "")))
-                elif event.kind == "error" and stream_output:
+                elif event.kind == "error":
                     await self.runtime.notify_error("run_model", _stream_error(event), inbound)
         finally:
             await stream.aclose()
@@ -247,23 +213,6 @@ class TurnPipeline:
             if value is not None:
                 fallback[key] = value
         return [fallback]
-
-
-def _check_text(value: Any) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise TypeError(
-            f"hook.run_model must return str or None, got {type(value).__name__}"
-        )
-    return value
-
-
-def _check_stream(value: Any) -> AsyncStreamEvents | None:
-    if value is not None and not isinstance(value, AsyncStreamEvents):
-        raise TypeError(
-            f"hook.run_model_stream must return AsyncStreamEvents or None, got "
-            f"{type(value).__name__}; wrap an async generator in AsyncStreamEvents(...)"
-        )
-    return value
 
 
 def _stream_error(event: StreamEvent) -> HooklineError:

@@ -20,6 +20,7 @@ __all__ = [
     "HooklineError",
     "StreamEvent",
     "StreamState",
+    "TextAnswerStream",
 ]
 
 
@@ -149,3 +150,24 @@ class AsyncStreamEvents:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+class TextAnswerStream(AsyncStreamEvents):
+    """A ``run_model`` answer offered as a stream: one ``text`` event with the whole text.
+
+    The answer is awaited when the stream is first iterated, so a host that never reads
+    the stream never runs the model. ``answered`` says whether a text arrived (a None
+    answer gives an empty stream).
+    """
+
+    def __init__(self, answer: Callable[[], Awaitable[str | None]]) -> None:
+        self.answered = False
+        super().__init__(self._events(answer))
+
+    async def _events(
+        self, answer: Callable[[], Awaitable[str | None]]
+    ) -> AsyncIterator[StreamEvent]:
+        text = await answer()
+        if text is not None:
+            self.answered = True
+            yield StreamEvent("text", {"delta": text})

@@ -222,12 +222,20 @@ ACTIONS: dict[str, Action] = {
                                     "state": REQUIRED}),
     "before_tool_call": Action(True, {"call": REQUIRED, "state": REQUIRED}),
     "after_tool_call": Action(True, {"call": REQUIRED, "result": REQUIRED, "state": REQUIRED}),
+    "run_model": Action(True, {"prompt": REQUIRED, "session_id": REQUIRED, "state": REQUIRED}),
+    "run_model_stream": Action(True, {"prompt": REQUIRED, "session_id": REQUIRED,
+                                      "state": REQUIRED}),
 }
 """Every framework action: whether the framework method is awaited, and its parameters.
 
 Each action except ``enter_running`` and ``exit_running`` calls the framework method of
-the same name with every parameter, by keyword (defaults filled in by the runner).
+the same name with every parameter, by keyword (defaults filled in by the runner). The
+model-stage actions (``RUNTIME_ACTIONS``) call the method of the framework's ``runtime``;
+a stream that ``run_model_stream`` returns is read to its end and closed, and the step's
+result is ``{"events": [{"kind": ..., "data": ...}, ...]}``.
 """
+
+RUNTIME_ACTIONS = frozenset({"run_model", "run_model_stream"})
 
 
 class Scope:
@@ -294,12 +302,24 @@ async def run_action(
             error = make_exception({"type": error, "message": "raised by the running() body"})
         await scope.exit(error)
         return None, args
-    method = getattr(framework, action, None)
+    owner = framework.runtime if action in RUNTIME_ACTIONS else framework
+    method = getattr(owner, action, None)
     if method is None:
-        raise FixtureError(f"the framework under test has no {action}()")
+        where = "the framework's runtime" if action in RUNTIME_ACTIONS else "the framework"
+        raise FixtureError(f"{where} under test has no {action}()")
     result = method(**args)
     if spec.is_async:
         result = await result
+    if action == "run_model_stream" and result is not None:
+        result = {"events": await _read_stream(result)}
     elif inspect.isawaitable(result):
         raise FixtureError(f"{action}() is synchronous but returned an awaitable")
     return result, args
+
+
+async def _read_stream(stream: Any) -> list[dict[str, Any]]:
+    """Every event of a stream as plain data; the stream is closed at the end."""
+    try:
+        return [{"kind": event.kind, "data": dict(event.data)} async for event in stream]
+    finally:
+        await stream.aclose()
