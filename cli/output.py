@@ -22,9 +22,12 @@ def innermost(error: BaseException) -> BaseException:
 
 
 def fail(error: BaseException) -> NoReturn:
-    """One clear line on stderr and exit code 1."""
+    """One clear line on stderr and exit code 1 (with the error's notes, which name the
+    plugin to blame where the kernel knows it)."""
     error = innermost(error)
-    text = redact_credentials(str(error) or type(error).__name__)
+    notes = "; ".join(getattr(error, "__notes__", ()))
+    text = (str(error) or type(error).__name__) + (f" ({notes})" if notes else "")
+    text = redact_credentials(text)
     typer.echo(f"error: {text}", err=True)
     raise typer.Exit(1)
 

@@ -117,12 +117,12 @@ class Framework:
         try:
             async with AsyncExitStack() as stack:
                 try:
-                    for value in self.runtime.call_many_sync("provide_lifespan"):
-                        await _enter(stack, value)
-                    store = self.runtime.call_first_sync("provide_tape_store")
-                    self._tape_store = await _enter(stack, store)
-                    inbox = self.runtime.call_first_sync("provide_steering_inbox")
-                    self._steering_inbox = await _enter(stack, inbox)
+                    for lifespan, value in self.runtime.call_each_sync("provide_lifespan"):
+                        await _enter_blamed(stack, lifespan, value)
+                    provider, store = self.runtime.call_first_each_sync("provide_tape_store")
+                    self._tape_store = await _enter_blamed(stack, provider, store)
+                    provider, inbox = self.runtime.call_first_each_sync("provide_steering_inbox")
+                    self._steering_inbox = await _enter_blamed(stack, provider, inbox)
                 except BaseException:
                     self._tape_store = self._steering_inbox = None
                     raise
@@ -316,6 +316,48 @@ async def _enter(stack: AsyncExitStack, value: Any) -> Any:
     if inspect.isgenerator(value):
         return stack.enter_context(contextmanager(lambda: value)())
     return value
+
+
+async def _enter_blamed(stack: AsyncExitStack, impl: HookImpl | None, value: Any) -> Any:
+    """``_enter`` for one plugin's resource: an exception its code raises when the scope
+    starts or stops gets a note naming the plugin, function and hook (the exception itself
+    is unchanged)."""
+    if impl is None:
+        return await _enter(stack, value)
+    blame = _ResourceBlame(impl)
+    stack.push(blame.after_exit)  # runs after the resource's own exit
+    try:
+        entered = await _enter(stack, value)
+    except Exception as exc:
+        blame.note(exc, "start")
+        raise
+    blame.entered = True
+    stack.push(blame.before_exit)  # runs before it
+    return entered
+
+
+class _ResourceBlame:
+    """Sees the exception going into a resource's exit and the one coming out: a new one
+    was raised by the resource itself."""
+
+    def __init__(self, impl: HookImpl) -> None:
+        self.impl = impl
+        self.entered = False
+        self.incoming: BaseException | None = None
+
+    def before_exit(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        self.incoming = exc
+        return False
+
+    def after_exit(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        if self.entered and isinstance(exc, Exception) and exc is not self.incoming:
+            self.note(exc, "stop")
+        return False
+
+    def note(self, exc: Exception, phase: str) -> None:
+        moment = "started" if phase == "start" else "stopped"
+        exc.add_note(f"raised by {self.impl.describe()}, hook {self.impl.hook_name}, when "
+                     f"the running() scope {moment}")
 
 
 async def _close_quietly(environment: Environment, session_id: str) -> None:

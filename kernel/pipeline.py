@@ -108,8 +108,15 @@ class TurnPipeline:
         return TurnResult(session_id, prompt, model_output, outbounds, state)
 
     async def resolve_session(self, message: Any) -> str:
-        """First non-None result as text; a falsy one falls back to the default id."""
-        value = await self.runtime.call_first("resolve_session", message=message)
+        """First non-None result as text; a falsy one falls back to the default id.
+
+        A result that is not a str is turned into one, as the reference does, with a
+        warning naming the plugin (a list would otherwise become a session silently)."""
+        impl, value = await self.runtime.call_first_each("resolve_session", message=message)
+        if impl is not None and value and not isinstance(value, str):
+            get_logger(__name__).warning(
+                "hook.resolve_session_not_text %s returned %s; its str() %r is the session id "
+                "(return a str)", impl.describe(), type(value).__name__, str(value))
         return str(value) if value else default_session_id(message)
 
     async def build_state(self, message: Any, session_id: str) -> dict[str, Any]:
@@ -127,9 +134,12 @@ class TurnPipeline:
         fragments = await self.runtime.call_many(
             "load_state", message=message, session_id=session_id
         )
-        for fragment in reversed(fragments):
+        for index in reversed(range(len(fragments))):
+            fragment = fragments[index]
             if isinstance(fragment, dict):
                 state.update(fragment)
+            elif fragment is not None:
+                _ignored_state(self.registry, index, fragment)
         return state
 
     async def build_prompt(self, message: Any, session_id: str, state: dict[str, Any]) -> list[Any]:
@@ -213,6 +223,15 @@ class TurnPipeline:
             if value is not None:
                 fallback[key] = value
         return [fallback]
+
+
+def _ignored_state(registry: Registry, index: int, fragment: Any) -> None:
+    """Warn about a load_state result that is not a dict: it is ignored, as the reference
+    ignores it, but never silently. Results come in the implementations' order."""
+    impl = registry.hook_impls("load_state")[index]
+    get_logger(__name__).warning(
+        "hook.load_state_ignored %s returned %s, which is ignored (return a dict or None)",
+        impl.describe(), type(fragment).__name__)
 
 
 def _stream_error(event: StreamEvent) -> HooklineError:
