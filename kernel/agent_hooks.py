@@ -57,10 +57,21 @@ class PluginAgentHooks:
 
     async def before_llm_call(
         self, request: LLMCallRequest, state: dict[str, Any]
-    ) -> LLMCallRequest | LLMCallDecision:
-        """The request to send, or the finish decision that answers instead of the provider."""
-        request, decision = await self._before_llm_call(request, state)
-        return request if decision is None else decision
+    ) -> tuple[LLMCallRequest, LLMCallDecision | None]:
+        """The request as the chain left it, and the finish decision that answers instead
+        of the provider (None: send the request). The reference's shape; the before-hooks
+        both return ``(payload, decision)``, the after-hooks None."""
+        for impl in self._impls("before_llm_call"):
+            value = await self._call(impl, {"request": request, "state": state})
+            if value is None:
+                continue
+            if isinstance(value, LLMCallDecision):
+                return request, value
+            if isinstance(value, LLMCallRequest):
+                request = value
+            else:
+                _bad_return(impl, value, _LLM_EXPECTED)
+        return request, None
 
     async def after_llm_call(
         self, request: LLMCallRequest, result: LLMCallResult, state: dict[str, Any]
@@ -73,7 +84,8 @@ class PluginAgentHooks:
     async def before_tool_call(
         self, call: ToolCall, state: dict[str, Any]
     ) -> tuple[ToolCall, ToolCallDecision]:
-        """The call as the chain left it and what to do with it.
+        """The call as the chain left it, and what to do with it (``(payload, decision)``,
+        as ``before_llm_call``).
 
         A ``proceed(arguments)`` answer replaces the call with a copy carrying a copy of
         the arguments, so later implementations (and the tool) see them and the plugin
@@ -130,7 +142,7 @@ class PluginAgentHooks:
     async def _on_llm_call_started(self, event: LLMCallStarted) -> None:
         # The event keeps the final request even on a finish, so the step records the
         # model the chain chose.
-        event.request, decision = await self._before_llm_call(event.request, event.state)
+        event.request, decision = await self.before_llm_call(event.request, event.state)
         if decision is not None:
             event.decision = decision
 
@@ -144,22 +156,6 @@ class PluginAgentHooks:
         await self.after_tool_call(event.call, event.result, event.state)
 
     # -- internals -----------------------------------------------------------------------
-
-    async def _before_llm_call(
-        self, request: LLMCallRequest, state: dict[str, Any]
-    ) -> tuple[LLMCallRequest, LLMCallDecision | None]:
-        """The chain itself: the request as left so far, and the decision if one stopped it."""
-        for impl in self._impls("before_llm_call"):
-            value = await self._call(impl, {"request": request, "state": state})
-            if value is None:
-                continue
-            if isinstance(value, LLMCallDecision):
-                return request, value
-            if isinstance(value, LLMCallRequest):
-                request = value
-            else:
-                _bad_return(impl, value, _LLM_EXPECTED)
-        return request, None
 
     def _impls(self, hook_name: str) -> tuple[HookImpl, ...]:
         return self.registry.hook_impls(hook_name)

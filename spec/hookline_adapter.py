@@ -290,8 +290,9 @@ class HooklineFramework(HooklineKernel):
             step=step, status=status, tape=tape, stream_state=stream_state))
         return finished.next_prompt
 
-    def before_llm_call(self, request: Any, state: dict[str, Any]) -> Any:
-        return self.framework.agent_hooks.before_llm_call(request, state)
+    async def before_llm_call(self, request: Any, state: dict[str, Any]) -> Any:
+        request, decision = await self.framework.agent_hooks.before_llm_call(request, state)
+        return request if decision is None else decision
 
     def after_llm_call(self, request: Any, result: Any, state: dict[str, Any]) -> Any:
         return self.framework.agent_hooks.after_llm_call(request, result, state)

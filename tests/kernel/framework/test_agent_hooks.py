@@ -67,7 +67,7 @@ async def test_before_llm_call_without_plugins_returns_the_request(
     framework: Framework,
 ) -> None:
     request = _request()
-    assert await framework.agent_hooks.before_llm_call(request, {}) is request
+    assert await framework.agent_hooks.before_llm_call(request, {}) == (request, None)
 
 
 @pytest.mark.anyio
@@ -95,9 +95,9 @@ async def test_before_llm_call_chains_replacements(framework: Framework) -> None
     for plugin in (Watcher(), Limiter(), Router()):
         framework.registry.register(plugin, name=type(plugin).__name__)
     state: dict[str, Any] = {}
-    result = await framework.agent_hooks.before_llm_call(_request(), state)
+    result, decision = await framework.agent_hooks.before_llm_call(_request(), state)
 
-    assert isinstance(result, LLMCallRequest)
+    assert decision is None
     assert (result.model, result.max_tokens) == ("ollama:llama", 64)
     assert seen == ["openai:gpt", "ollama:llama", "ollama:llama/64"]
     assert state == {"limited": True}
@@ -120,9 +120,11 @@ async def test_finish_decision_stops_the_chain(framework: Framework) -> None:
 
     framework.registry.register(Later(), name="later")
     framework.registry.register(Cache(), name="cache")
-    result = await framework.agent_hooks.before_llm_call(_request(), {})
+    request = _request()
+    final, decision = await framework.agent_hooks.before_llm_call(request, {})
 
-    assert result == LLMCallDecision.finish("cached answer")
+    assert decision == LLMCallDecision.finish("cached answer")
+    assert final == request  # the request as the chain left it comes with the decision
     assert called == ["cache"]
 
 
@@ -157,11 +159,11 @@ async def test_plugins_are_read_at_call_time(framework: Framework) -> None:
         def before_llm_call(self, request: LLMCallRequest) -> LLMCallRequest:
             return dataclasses.replace(request, model="late:model")
 
-    assert (await hooks.before_llm_call(_request(), {})).model == "openai:gpt"  # type: ignore[union-attr]
+    assert (await hooks.before_llm_call(_request(), {}))[0].model == "openai:gpt"
     framework.registry.register(Router(), name="router")
-    assert (await hooks.before_llm_call(_request(), {})).model == "late:model"  # type: ignore[union-attr]
+    assert (await hooks.before_llm_call(_request(), {}))[0].model == "late:model"
     framework.registry.unregister("router")
-    assert (await hooks.before_llm_call(_request(), {})).model == "openai:gpt"  # type: ignore[union-attr]
+    assert (await hooks.before_llm_call(_request(), {}))[0].model == "openai:gpt"
 
 
 @pytest.mark.anyio
@@ -181,9 +183,9 @@ async def test_before_llm_call_bad_return_is_logged_and_ignored(
     framework.registry.register(Router(), name="router")
     framework.registry.register(Confused(), name="confused")
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        result = await framework.agent_hooks.before_llm_call(_request(), {})
+        result, decision = await framework.agent_hooks.before_llm_call(_request(), {})
 
-    assert isinstance(result, LLMCallRequest) and result.model == "routed:model"
+    assert decision is None and result.model == "routed:model"
     [record] = _messages(caplog, "hook.agent_hook_bad_return")
     assert record.levelno == logging.WARNING
     assert record.getMessage() == (
@@ -215,9 +217,9 @@ async def test_exceptions_are_logged_and_the_chain_continues(
     framework.registry.register(AsyncBroken(), name="async-broken")
     framework.registry.register(SyncBroken(), name="sync-broken")
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        result = await framework.agent_hooks.before_llm_call(_request(), {})
+        result, decision = await framework.agent_hooks.before_llm_call(_request(), {})
 
-    assert isinstance(result, LLMCallRequest) and result.model == "still:called"
+    assert decision is None and result.model == "still:called"
     records = _messages(caplog, "hook.agent_hook_failed")
     assert [r.getMessage() for r in records] == [
         "hook.agent_hook_failed hook=before_llm_call adapter=sync-broken",
