@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from builtin_support import build_builtin, model_of
+from builtin_support import write_script as write_turns
 
 from hookline.builtins.environment import LocalEnvironment
-from hookline.builtins.models import ModelMessage, ScriptedModel
+from hookline.builtins.models import ModelMessage
 from hookline.builtins.models.offline import OFFLINE_LABEL
 from hookline.builtins.plugin import CONTEXT_WINDOW, DEFAULT_SYSTEM_PROMPT, BuiltinPlugin
 from hookline.builtins.settings import Settings, SettingsError
@@ -92,29 +94,13 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def write_script(path: Path, *texts: str) -> str:
-    path.write_text(json.dumps([{"text": text} for text in texts]))
-    return f"scripted:{path}"
+    return write_turns(path, [{"text": text} for text in texts])
 
 
 def build(workspace: Path, *plugins: object, replies: tuple[str, ...] = ("ok",) * 4,
           **settings: Any) -> tuple[Framework, BuiltinPlugin]:
     """The builtin plugin (a scripted model by default), then `plugins` after it."""
-    if "model" not in settings:
-        settings["model"] = write_script(workspace.parent / "turns.json", *replies)
-    framework = Framework(workspace)
-    builtin = BuiltinPlugin(framework, settings=Settings(home=workspace.parent / "home",
-                                                         **settings))
-    framework.registry.register(builtin, name="builtin")
-    for index, plugin in enumerate(plugins):
-        framework.registry.register(plugin, name=f"{type(plugin).__name__.lower()}-{index}")
-    return framework, builtin
-
-
-def model_of(builtin: BuiltinPlugin) -> ScriptedModel:
-    """The scripted model the agent uses (the opener keeps one client per spec)."""
-    model = builtin.get_agent().open_model(builtin.get_settings().model_spec)
-    assert isinstance(model, ScriptedModel)
-    return model
+    return build_builtin(workspace, [{"text": text} for text in replies], *plugins, **settings)
 
 
 def builtin_of(framework: Framework) -> BuiltinPlugin:

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from builtin_support import build_builtin, model_of
 
 from hookline.builtins import spill as spill_module
-from hookline.builtins.models import ModelMessage, ScriptedModel
+from hookline.builtins.models import ModelMessage
 from hookline.builtins.plugin import BuiltinPlugin
-from hookline.builtins.settings import Settings
 from hookline.builtins.spill import SpillSidecar, spill_result
 from hookline.builtins.store import InMemoryTapeStore
 from hookline.builtins.tape import Tape, session_tape_name
@@ -88,21 +88,7 @@ class TrylastObserver(Seen):
 
 def build(workspace: Path, turns: list[dict[str, Any]], *plugins: object
           ) -> tuple[Framework, BuiltinPlugin]:
-    script = workspace.parent / "turns.json"
-    script.write_text(json.dumps(turns))
-    framework = Framework(workspace)
-    builtin = BuiltinPlugin(framework, settings=Settings(home=workspace.parent / "home",
-                                                         model=f"scripted:{script}"))
-    framework.registry.register(builtin, name="builtin")
-    for index, plugin in enumerate(plugins):
-        framework.registry.register(plugin, name=f"{type(plugin).__name__.lower()}-{index}")
-    return framework, builtin
-
-
-def model_of(builtin: BuiltinPlugin) -> ScriptedModel:
-    model = builtin.get_agent().open_model(builtin.get_settings().model_spec)
-    assert isinstance(model, ScriptedModel)
-    return model
+    return build_builtin(workspace, turns, *plugins)
 
 
 def call_turn(name: str, arguments: dict[str, Any], call_id: str = "call-1") -> dict[str, Any]:

@@ -7,12 +7,13 @@ from __future__ import annotations
 import io
 import logging
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from channel_support import serving
 
 from hookline.builtins.agent import Agent, AgentConfig
 from hookline.builtins.channels import ChannelManager, CliChannel
@@ -168,16 +169,10 @@ class Setup:
         self.builtin._agent = Agent(self.framework, AgentConfig(model="gated", max_steps=5),
                                     lambda spec: self.model, self.builtin.tape_for)
 
-    @asynccontextmanager
-    async def serving(self, channels: dict[str, Channel] | None = None, **options: Any
-                      ) -> AsyncIterator[ChannelManager]:
+    def serving(self, channels: dict[str, Channel] | None = None, **options: Any
+                ) -> AbstractAsyncContextManager[ChannelManager]:
         """A running manager inside `running()`; stops it (gracefully) at the end."""
-        manager = ChannelManager(self.framework, channels, **options)
-        stop = anyio.Event()
-        async with self.framework.running(), anyio.create_task_group() as task_group:
-            await task_group.start(manager.run, stop)
-            yield manager
-            stop.set()
+        return serving(self.framework, channels, **options)
 
 
 @pytest.fixture

@@ -5,12 +5,13 @@ messages need recent activity, bursts become one merged message, shutdown flushe
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from channel_support import serving
 
 from hookline.builtins.agent import Agent, AgentConfig
 from hookline.builtins.channels import ChannelManager
@@ -90,16 +91,9 @@ class Setup:
         self.chat = FakeChannel("chat", debounce=True)
         self.plain = FakeChannel("plain", debounce=False)
 
-    @asynccontextmanager
-    async def serving(self, **options: Any) -> AsyncIterator[ChannelManager]:
+    def serving(self, **options: Any) -> AbstractAsyncContextManager[ChannelManager]:
         options.setdefault("debounce_seconds", WINDOW)
-        manager = ChannelManager(self.framework, {"chat": self.chat, "plain": self.plain},
-                                 **options)
-        stop = anyio.Event()
-        async with self.framework.running(), anyio.create_task_group() as task_group:
-            await task_group.start(manager.run, stop)
-            yield manager
-            stop.set()
+        return serving(self.framework, {"chat": self.chat, "plain": self.plain}, **options)
 
 
 @pytest.fixture
