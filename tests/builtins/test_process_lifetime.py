@@ -96,8 +96,13 @@ async def test_escaped_descendants_end_with_the_scope(tmp_path: Path) -> None:
         await processes.start(f"{escapes(tmp_path)}\nexec sleep 300", cwd=tmp_path)
         background = await escaped_pids(tmp_path)
         # A foreground command too: its process group is killed when it finishes, the
-        # escaped sleep is not in it.
-        result = await env.run(f"setsid sleep 300 {QUIET} & echo $!")
+        # escaped sleep is not in it. The command waits until the sleep has its own session
+        # (the pid file is written after setsid()); otherwise the group could be killed
+        # while the background child is still in it.
+        result = await env.run(
+            f"setsid sh -c 'echo $$ > {tmp_path}/foreground.pid; exec sleep 300' {QUIET} &\n"
+            f"while [ ! -s {tmp_path}/foreground.pid ]; do sleep 0.01; done\n"
+            f"cat {tmp_path}/foreground.pid")
         foreground = int(result.stdout)
         pids = [*background, foreground]
         names = [*ESCAPE_FILES, "foreground"]
