@@ -343,7 +343,8 @@ class _Run:
             output = json.dumps(_error_dict(result.error), ensure_ascii=False)
         output = model_text(output)
         record = {"call_id": spec.id, "name": spec.name, "output": output,
-                  "is_error": result.error is not None and result.result is None}
+                  "is_error": result.error is not None and result.result is None,
+                  **_what_ran(decision.action, arguments, call, result)}
         await self.tape.append("tool_result", {"results": [record]}, run_id=run_id)
         await self.tape.flush()  # what the tool did is durable before anything else runs
         return record
@@ -421,3 +422,20 @@ def _as_hookline_error(exc: Exception, model: str) -> HooklineError:
 
 
 __all__ = ["Agent", "AgentConfig"]
+
+
+def _what_ran(action: str, requested: dict[str, Any], call: ToolCall,
+              result: ToolCallResult) -> dict[str, Any]:
+    """What a tool_result record keeps of what really happened: the outcome (`ran`,
+    `denied`, `replaced` or `failed`), the arguments that ran, and the model's own when a
+    plugin rewrote them, and the error message."""
+    outcome = {"deny": "denied", "replace": "replaced"}.get(action, "ran")
+    if outcome == "ran" and result.error is not None:
+        outcome = "failed"
+    what: dict[str, Any] = {"outcome": outcome, "arguments": dict(call.arguments)}
+    if dict(call.arguments) != requested:
+        what["requested_arguments"] = requested
+    if result.error is not None:
+        what["error"] = str(getattr(result.error, "message", result.error))
+    return what
+

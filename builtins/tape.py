@@ -12,7 +12,8 @@ Payload shapes written and read here (and expected from the agent loop):
 - `tool_call`: `{"calls": [{"id", "name", "arguments"}], "content"?: str}`; `arguments`
   is the raw JSON text the model produced; an optional `metadata` dict per call is kept.
 - `tool_result`: `{"results": [{"call_id", "name", "output", "is_error"}]}`; `output` is
-  the text given to the model (anything else is shown as JSON).
+  the text given to the model (anything else is shown as JSON). The agent loop adds what
+  really ran: `outcome`, `arguments`, `requested_arguments` (when rewritten), `error`.
 - `anchor`: `{"name": str, "state": dict}`.
 - `event`: `{"name": str, "data": dict}` (`append_event`). Token usage is read from the
   most recent event whose `data` holds a `usage` dict in republic's `TokenUsage` field

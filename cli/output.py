@@ -10,6 +10,7 @@ from typing import Any, NoReturn
 import typer
 
 from hookline.builtins.redact import redact_credentials
+from hookline.builtins.tool_notes import tool_notes
 from hookline.kernel.envelope import get_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
@@ -57,6 +58,9 @@ class TurnPrinter:
                 for call in event.data.get("tool_calls", []):
                     typer.echo(f"\n[tool] {call.get('name')} {call.get('arguments', '')}",
                                err=True)
+            elif self.stream and event.kind == "tool_result":
+                for note in tool_notes(list(event.data.get("tool_results") or [])):
+                    typer.echo(note, err=True)
             yield event
 
     async def dispatch(self, message: Any) -> bool:

@@ -37,6 +37,8 @@ from hookline.kernel.channels import (
 from hookline.kernel.envelope import get_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
+from ..tool_notes import tool_notes
+
 __all__ = ["PROMPT", "QUIT_COMMAND", "CliChannel"]
 
 PROMPT = "you> "
@@ -277,6 +279,13 @@ class CliChannel(Interface):
             names = ", ".join(str(call.get("name")) for call in calls)
             self._show_indicator(f"running {names}" if names else "thinking")
         elif event.kind == "tool_result":
+            notes = tool_notes(list(event.data.get("tool_results") or []))
+            if notes:
+                self._begin_output()
+                if not self._at_line_start:
+                    self._write("\n")
+                for note in notes:
+                    self._write(self._style(note, _CYAN) + "\n")
             self._show_indicator("thinking")
 
     async def send(self, message: Any) -> None:

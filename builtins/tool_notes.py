@@ -1,0 +1,27 @@
+"""What the agent's tool_result records say about how a call really ran, as lines for the
+terminal (`hookline run --stream`, `hookline chat`). Standard library only: the command
+line imports it at start-up."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def tool_notes(records: list[dict[str, Any]]) -> list[str]:
+    """One line per tool call whose run differs from what the model asked: rewritten
+    arguments, a denial, a plugin's replacement, or a failure. Calls that ran as asked get
+    no line (the `[tool] name arguments` line shown before the call says it all)."""
+    notes = []
+    for record in records:
+        name, outcome = record.get("name"), record.get("outcome")
+        if "requested_arguments" in record and outcome != "denied":
+            arguments = json.dumps(record.get("arguments"), ensure_ascii=False)
+            notes.append(f"[tool] {name} ran with {arguments} (rewritten by a plugin)")
+        if outcome == "denied":
+            notes.append(f"[tool] {name} denied: {record.get('error', '')}")
+        elif outcome == "replaced":
+            notes.append(f"[tool] {name} not run: a plugin gave its result")
+        elif outcome == "failed":
+            notes.append(f"[tool] {name} failed: {record.get('error', '')}")
+    return notes
