@@ -264,6 +264,7 @@ async def test_tool_call_runs_and_its_result_reaches_the_next_request(
     assert tool_result.payload["results"] == [{
         "call_id": "call_w", "name": "fs_write",
         "output": "wrote 11 bytes to 'notes/hello.txt'", "is_error": False,
+        "outcome": "ran", "arguments": {"path": "notes/hello.txt", "content": "hello there"},
     }]
     assert answer.payload == {"role": "assistant",
                               "content": "I wrote notes/hello.txt for you."}
