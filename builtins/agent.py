@@ -421,9 +421,6 @@ def _as_hookline_error(exc: Exception, model: str) -> HooklineError:
                                              f"{exc}")
 
 
-__all__ = ["Agent", "AgentConfig"]
-
-
 def _what_ran(action: str, requested: dict[str, Any], call: ToolCall,
               result: ToolCallResult) -> dict[str, Any]:
     """What a tool_result record keeps of what really happened: the outcome (`ran`,
@@ -432,10 +429,13 @@ def _what_ran(action: str, requested: dict[str, Any], call: ToolCall,
     outcome = {"deny": "denied", "replace": "replaced"}.get(action, "ran")
     if outcome == "ran" and result.error is not None:
         outcome = "failed"
-    what: dict[str, Any] = {"outcome": outcome, "arguments": dict(call.arguments)}
-    if dict(call.arguments) != requested:
+    ran = dict(call.arguments)
+    what: dict[str, Any] = {"outcome": outcome, "arguments": ran}
+    if ran != requested:
         what["requested_arguments"] = requested
     if result.error is not None:
         what["error"] = str(getattr(result.error, "message", result.error))
     return what
 
+
+__all__ = ["Agent", "AgentConfig"]

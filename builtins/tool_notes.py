@@ -11,11 +11,13 @@ from typing import Any
 def tool_notes(records: list[dict[str, Any]]) -> list[str]:
     """One line per tool call whose run differs from what the model asked: rewritten
     arguments, a denial, a plugin's replacement, or a failure. Calls that ran as asked get
-    no line (the `[tool] name arguments` line shown before the call says it all)."""
+    no line (the `[tool] name arguments` line shown before the call says it all). Control
+    characters (a hostile file name in an error, say) are shown escaped, never sent to the
+    terminal."""
     notes = []
     for record in records:
         name, outcome = record.get("name"), record.get("outcome")
-        if "requested_arguments" in record and outcome != "denied":
+        if "requested_arguments" in record and outcome in ("ran", "failed"):
             arguments = json.dumps(record.get("arguments"), ensure_ascii=False)
             notes.append(f"[tool] {name} ran with {arguments} (rewritten by a plugin)")
         if outcome == "denied":
@@ -24,4 +26,8 @@ def tool_notes(records: list[dict[str, Any]]) -> list[str]:
             notes.append(f"[tool] {name} not run: a plugin gave its result")
         elif outcome == "failed":
             notes.append(f"[tool] {name} failed: {record.get('error', '')}")
-    return notes
+    return [_printable(note) for note in notes]
+
+
+def _printable(text: str) -> str:
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)

@@ -83,6 +83,17 @@ async def test_the_tape_records_what_ran(tmp_path: Path) -> None:
     ]
 
 
+def test_notes_say_only_what_happened_and_escape_control_characters() -> None:
+    replaced = {"name": "fs_read", "outcome": "replaced", "arguments": {"path": "b"},
+                "requested_arguments": {"path": "a"}}
+    assert tool_notes([replaced]) == ["[tool] fs_read not run: a plugin gave its result"]
+    hostile = {"name": "fs_edit", "outcome": "failed", "arguments": {},
+               "error": "no such file: evil\x1b]0;pwned\x07.txt"}
+    (note,) = tool_notes([hostile])
+    assert "\x1b" not in note and "\x07" not in note
+    assert note == "[tool] fs_edit failed: no such file: evil\\x1b]0;pwned\\x07.txt"
+
+
 def test_hookline_run_stream_shows_the_denial_and_the_rewrite(tmp_path: Path) -> None:
     script = textwrap.dedent(f'''
         import sys
