@@ -329,9 +329,9 @@ async def _enter_blamed(stack: AsyncExitStack, impl: HookImpl | None, value: Any
     try:
         entered = await _enter(stack, value)
     except Exception as exc:
-        blame.note(exc, "start")
+        blame.note(exc, "started")
+        blame.incoming = exc  # already noted: after_exit sees it pass
         raise
-    blame.entered = True
     stack.push(blame.before_exit)  # runs before it
     return entered
 
@@ -342,7 +342,6 @@ class _ResourceBlame:
 
     def __init__(self, impl: HookImpl) -> None:
         self.impl = impl
-        self.entered = False
         self.incoming: BaseException | None = None
 
     def before_exit(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
@@ -350,12 +349,11 @@ class _ResourceBlame:
         return False
 
     def after_exit(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
-        if self.entered and isinstance(exc, Exception) and exc is not self.incoming:
-            self.note(exc, "stop")
+        if isinstance(exc, Exception) and exc is not self.incoming:
+            self.note(exc, "stopped")
         return False
 
-    def note(self, exc: Exception, phase: str) -> None:
-        moment = "started" if phase == "start" else "stopped"
+    def note(self, exc: Exception, moment: str) -> None:
         exc.add_note(f"raised by {self.impl.describe()}, hook {self.impl.hook_name}, when "
                      f"the running() scope {moment}")
 
