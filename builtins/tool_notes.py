@@ -26,8 +26,15 @@ def tool_notes(records: list[dict[str, Any]]) -> list[str]:
             notes.append(f"[tool] {name} not run: a plugin gave its result")
         elif outcome == "failed":
             notes.append(f"[tool] {name} failed: {record.get('error', '')}")
-    return [_printable(note) for note in notes]
+    return [terminal_text(note, keep_newlines=False) for note in notes]
 
 
-def _printable(text: str) -> str:
-    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
+def terminal_text(text: str, *, keep_newlines: bool = True) -> str:
+    """`text` safe to write to a terminal: control characters (escape sequences that move
+    the cursor, retitle the window or write the clipboard) are shown escaped, as `\\x1b`.
+    Newlines and tabs stay unless `keep_newlines` is false."""
+    if text.isprintable():
+        return text
+    kept = "\n\t" if keep_newlines else ""
+    return "".join(char if char.isprintable() or char in kept else repr(char)[1:-1]
+                   for char in text)

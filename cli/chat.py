@@ -4,13 +4,16 @@ One `running()` scope stays open for the whole session (tape store, steering inb
 background processes, environments). The channel manager runs only the `cli` channel, with
 streamed output. Ctrl-C while a turn runs cancels that turn (its run is recorded as
 cancelled) and gives the prompt back; Ctrl-C at the prompt, Ctrl-D or `/quit` leave.
-History survives restarts through the tape: the same session id continues its conversation.
+The conversation survives restarts through the tape: the same session id continues it. In a
+terminal, lines are read with the line editor (builtins/channels/line_editor.py); what was
+typed is kept in `<hookline home>/chat_history` for Up and Ctrl-R in later sessions.
 """
 
 from __future__ import annotations
 
 import logging
 import signal
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -26,6 +29,8 @@ if TYPE_CHECKING:
     from hookline.builtins.channels import ChannelManager
 
 CHANNEL = "cli"
+HISTORY_FILE = "chat_history"
+"""The line editor's history, in the hookline home: shared by every chat session."""
 
 
 def chat_command(framework: Framework) -> Any:
@@ -69,7 +74,7 @@ async def run_chat(framework: Framework, session: str | None, model: str | None)
             f"the plugins that implement provide_channels (hookline hooks)"
         )
     if isinstance(channel, CliChannel):
-        channel.configure(session_id=session, model=model)
+        channel.configure(session_id=session, model=model, history=_history_path())
     # Only the CLI channel: exclude everything else, background channels included.
     manager.enabled_channels = [CHANNEL, *(f"!{name}" for name in manager.channels
                                            if name != CHANNEL)]
@@ -107,6 +112,12 @@ async def _handle_interrupts(manager: ChannelManager, channel: Channel,
             for session_id in busy:
                 await manager.quit_session(session_id)
             channel.turns_cancelled(busy)
+
+
+def _history_path() -> Path:
+    from hookline.builtins.settings import default_home
+
+    return default_home() / HISTORY_FILE
 
 
 def _configured_model() -> str:

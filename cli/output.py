@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 import typer
 
 from hookline.builtins.redact import redact_credentials
-from hookline.builtins.tool_notes import tool_notes
+from hookline.builtins.tool_notes import terminal_text, tool_notes
 from hookline.kernel.envelope import get_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
@@ -35,11 +35,15 @@ def fail(error: BaseException) -> NoReturn:
 
 class TurnPrinter:
     """Bound as the framework's router for one command: it sees the model stream and the
-    outbound messages, prints them, and remembers errors so the command can fail."""
+    outbound messages, prints them, and remembers errors so the command can fail.
+
+    On a terminal the reply's control characters are shown escaped (`terminal_text`);
+    piped, the reply is written as it is, for scripts."""
 
     def __init__(self, stream: bool, out: Any = None) -> None:
         self.stream = stream
         self.out = out or sys.stdout
+        self.safe = _isatty(self.out)
         self.errors: list[str] = []
         self.printed_text = False
 
@@ -51,13 +55,13 @@ class TurnPrinter:
             if event.kind == "error":
                 self.errors.append(str(event.data.get("message") or event.data))
             elif self.stream and event.kind == "text":
-                self.out.write(str(event.data.get("delta", "")))
+                self.out.write(self._shown(str(event.data.get("delta", ""))))
                 self.out.flush()
                 self.printed_text = True
             elif self.stream and event.kind == "tool_call":
                 for call in event.data.get("tool_calls", []):
-                    typer.echo(f"\n[tool] {call.get('name')} {call.get('arguments', '')}",
-                               err=True)
+                    line = f"[tool] {call.get('name')} {call.get('arguments', '')}"
+                    typer.echo("\n" + terminal_text(line, keep_newlines=False), err=True)
             elif self.stream and event.kind == "tool_result":
                 for note in tool_notes(list(event.data.get("tool_results") or [])):
                     typer.echo(note, err=True)
@@ -77,9 +81,20 @@ class TurnPrinter:
             for outbound in result.outbounds:
                 content = get_field(outbound, "content")
                 if get_field(outbound, "kind") != "error" and content:
-                    typer.echo(str(content), file=self.out)
+                    typer.echo(self._shown(str(content)), file=self.out)
         if self.errors and check_errors:
             fail(RuntimeError(self.errors[0]))
+
+
+    def _shown(self, text: str) -> str:
+        return terminal_text(text) if self.safe else text
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 def show_logs(level: int = logging.INFO, *, turn_failures: bool = True) -> None:

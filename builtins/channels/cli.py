@@ -11,9 +11,17 @@ A line typed while a turn of the session runs is steered into that turn (`admit_
 answers `steer`). End of input (Ctrl-D) or `/quit` ends the session by setting the stop
 event the channel was started with.
 
-Reading polls the terminal with a short timeout, so the reading thread never outlives the
-channel; when the input has no selectable file descriptor (Windows consoles, test doubles)
-it falls back to a blocking `readline` whose thread is abandoned on cancellation.
+When both the input and the output are a terminal, lines are read with the line editor
+(`line_editor.py`: editing, a history kept in the `history` file, Ctrl-R search, multi-line
+messages, and a prompt that stays at the bottom while replies print above it). Otherwise
+(pipes, files, `TERM=dumb`) reading polls the input with a short timeout, so the reading
+thread never outlives the channel; when the input has no selectable file descriptor
+(Windows consoles, test doubles) it falls back to a blocking `readline` whose thread is
+abandoned on cancellation.
+
+Text from the model, tools and plugins is shown with control characters escaped
+(`terminal_text`): a reply cannot move the cursor, retitle the window or write the
+clipboard through escape sequences.
 """
 
 from __future__ import annotations
@@ -23,7 +31,8 @@ import os
 import select
 import sys
 from collections.abc import AsyncIterator, Iterable
-from typing import Any, ClassVar, TextIO
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, TextIO
 
 import anyio
 
@@ -37,7 +46,10 @@ from hookline.kernel.channels import (
 from hookline.kernel.envelope import get_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
-from ..tool_notes import tool_notes
+from ..tool_notes import terminal_text, tool_notes
+
+if TYPE_CHECKING:
+    from .line_editor import LineEditor
 
 __all__ = ["PROMPT", "QUIT_COMMAND", "CliChannel"]
 
@@ -108,13 +120,29 @@ def _isatty(stream: Any) -> bool:
         return False
 
 
+def _can_edit(stream: Any, output: Any) -> bool:
+    """The line editor needs the process's own terminal at both ends, and asyncio."""
+    if stream is not sys.stdin or output is not sys.stdout or os.environ.get("TERM") == "dumb":
+        return False
+    if not (_isatty(stream) and _isatty(output)):
+        return False
+    import sniffio
+
+    try:
+        return sniffio.current_async_library() == "asyncio"
+    except sniffio.AsyncLibraryNotFoundError:
+        return False
+
+
 class CliChannel(Interface):
     """The terminal as a channel (see the module docstring).
 
     `session_id` (None: the framework's default, `cli:default`), `chat_id` and `model`
     (None: the configured one) shape the envelopes; `input` and `output` default to the
     process's stdin and stdout, read when the channel starts. `interactive` (default: the
-    output is a terminal) enables the transient indicators and colours.
+    output is a terminal) enables the transient indicators and colours. `editor` (default:
+    both are the process's terminal) reads lines with the line editor, keeping them in the
+    `history` file (None: for this session only).
     """
 
     name: ClassVar[str] = "cli"
@@ -129,6 +157,8 @@ class CliChannel(Interface):
         input: TextIO | None = None,
         output: TextIO | None = None,
         interactive: bool | None = None,
+        editor: bool | None = None,
+        history: Path | None = None,
     ) -> None:
         self.message_handler = message_handler
         self.session_id = session_id
@@ -137,6 +167,9 @@ class CliChannel(Interface):
         self.input = input
         self.output = output
         self.interactive = interactive
+        self.editor = editor
+        self.history = history
+        self._editor: LineEditor | None = None
         self.session_ids: set[str] = set()
         """Resolved ids of the sessions this channel's messages went to."""
         self.quit_requested = False
@@ -151,8 +184,9 @@ class CliChannel(Interface):
 
     def configure(self, **options: Any) -> None:
         """Set envelope and terminal options (`session_id`, `chat_id`, `model`, `input`,
-        `output`, `interactive`) before the channel starts."""
-        known = {"session_id", "chat_id", "model", "input", "output", "interactive"}
+        `output`, `interactive`, `editor`, `history`) before the channel starts."""
+        known = {"session_id", "chat_id", "model", "input", "output", "interactive", "editor",
+                 "history"}
         unknown = sorted(set(options) - known)
         if unknown:
             raise TypeError(f"CliChannel.configure: unknown option(s) {', '.join(unknown)}")
@@ -176,6 +210,10 @@ class CliChannel(Interface):
         self._closed = False
         self.quit_requested = False
         stream = self.input if self.input is not None else sys.stdin
+        use_editor = self.editor if self.editor is not None else _can_edit(stream, self._out())
+        if use_editor:
+            await self._read_with_editor()
+            return
         reader = _LineReader(stream)
         echo = not _isatty(stream)
         self.show_prompt()
@@ -206,6 +244,25 @@ class CliChannel(Interface):
                     self.show_prompt()
                 continue
             await self._submit(line)
+
+    async def _read_with_editor(self) -> None:
+        from .line_editor import LineEditor
+
+        self._editor = editor = LineEditor(prompt=PROMPT, history=self.history)
+        try:
+            with editor.active():
+                while not (self._closed or self._stop_event is None
+                           or self._stop_event.is_set()):
+                    line = await editor.read()
+                    if line is None or line.strip() == QUIT_COMMAND:
+                        self.request_quit()
+                        return
+                    if line.strip():
+                        await self._submit(line)
+        finally:
+            if editor.partial:
+                editor.write("\n")
+            self._editor = None
 
     async def _submit(self, line: str) -> None:
         message = self.envelope(line)
@@ -263,7 +320,7 @@ class CliChannel(Interface):
 
     def _show_event(self, session_id: str, event: StreamEvent) -> None:
         if event.kind == "text":
-            delta = str(event.data.get("delta", ""))
+            delta = terminal_text(str(event.data.get("delta", "")))
             if delta:
                 self._begin_output()
                 self._write(delta)
@@ -274,8 +331,9 @@ class CliChannel(Interface):
             if not self._at_line_start:
                 self._write("\n")
             for call in calls:
-                self._write(self._style(f"[tool] {call.get('name')} {call.get('arguments', '')}",
-                                        _CYAN) + "\n")
+                line = terminal_text(f"[tool] {call.get('name')} {call.get('arguments', '')}",
+                                     keep_newlines=False)
+                self._write(self._style(line, _CYAN) + "\n")
             names = ", ".join(str(call.get("name")) for call in calls)
             self._show_indicator(f"running {names}" if names else "thinking")
         elif event.kind == "tool_result":
@@ -291,7 +349,7 @@ class CliChannel(Interface):
     async def send(self, message: Any) -> None:
         """Print an outbound message unless its text was already streamed; then prompt."""
         kind = get_field(message, "kind") or "normal"
-        content = str(get_field(message, "content") or "")
+        content = terminal_text(str(get_field(message, "content") or ""))
         streamed = self._streamed.pop(str(get_field(message, "session_id") or ""), None)
         if kind == "error":
             self.show_error(content)
@@ -331,12 +389,14 @@ class CliChannel(Interface):
         for token, session_id in list(self._streams.items()):
             if session_id in cancelled:
                 del self._streams[token]
+        if self._editor is not None:
+            self._editor.set_status(None)
         self.say(self._style("(turn cancelled)", _DIM))
         self.show_prompt()
 
     def show_prompt(self) -> None:
         """Show the input prompt on a fresh line (once until the next input or output)."""
-        if self._prompt_shown or self._closed:
+        if self._prompt_shown or self._closed or self._editor is not None:
             return
         self._clear_indicator()
         if not self._at_line_start:
@@ -346,11 +406,14 @@ class CliChannel(Interface):
 
     def _begin_output(self) -> None:
         self._clear_indicator()
-        if self._prompt_shown:
+        if self._prompt_shown and self._editor is None:
             self._write("\n")
             self._prompt_shown = False
 
     def _show_indicator(self, text: str) -> None:
+        if self._editor is not None:
+            self._editor.set_status(text)
+            return
         if not self._is_interactive():
             return
         self._clear_indicator()
@@ -360,6 +423,8 @@ class CliChannel(Interface):
         self._indicator = True
 
     def _clear_indicator(self) -> None:
+        if self._editor is not None:
+            self._editor.set_status(None)
         if self._indicator:
             self._indicator = False
             self._write(_CLEAR_LINE, track=False)
@@ -379,6 +444,11 @@ class CliChannel(Interface):
 
     def _write(self, text: str, *, track: bool = True) -> None:
         if not text:
+            return
+        if self._editor is not None:
+            if track:
+                self._editor.write(text)
+                self._at_line_start = self._editor.at_line_start
             return
         out = self._out()
         with contextlib.suppress(ValueError, OSError):  # closed or broken terminal

@@ -137,3 +137,74 @@ def test_chat_streams_cancels_with_ctrl_c_and_keeps_history(terminal: Terminal) 
 
     terminal.keys("C-c")  # at an empty prompt: leave
     terminal.wait_for(lambda s: "CHAT-EXIT=0" in s, "a clean exit after Ctrl-C at the prompt")
+
+
+def input_line(screen: str) -> str:
+    """The prompt line being edited (the last one on screen)."""
+    return last_line(screen)
+
+
+def test_line_editor_recalls_edits_and_searches_history_across_restarts(
+        terminal: Terminal, tmp_path: Path) -> None:
+    terminal.chat("edit", "--session", "editing")
+    terminal.wait_for(lambda s: "hookline chat" in s and at_prompt(s), "the banner")
+    terminal.type("first line")
+    terminal.wait_for(lambda s: 'You said: "first line"' in s and at_prompt(s), "reply 1")
+    terminal.type("second message")
+    terminal.wait_for(lambda s: 'You said: "second message"' in s and at_prompt(s), "reply 2")
+
+    terminal.keys("Up")
+    terminal.wait_for(lambda s: input_line(s) == "you> second message", "Up: the last line")
+    terminal.keys("Up")
+    terminal.wait_for(lambda s: input_line(s) == "you> first line", "Up again: the one before")
+    terminal.keys("Left", "Left", "Left", "Left")
+    terminal.tmux("send-keys", "-t", terminal.target, "-l", "edited ")
+    terminal.wait_for(lambda s: input_line(s) == "you> first edited line", "Left, then typing")
+    terminal.keys("Right", "Right", "Right", "Right", "Enter")
+    terminal.wait_for(lambda s: 'You said: "first edited line"' in s and at_prompt(s),
+                      "the edited line sent")
+
+    # Alt-Enter (Esc, Enter) starts a second line of the same message.
+    terminal.tmux("send-keys", "-t", terminal.target, "-l", "top half")
+    terminal.keys("Escape", "Enter")
+    terminal.type("bottom half")
+    terminal.wait_for(lambda s: "(4 words, 2 lines)" in s and at_prompt(s),
+                      "one message of two lines")
+    terminal.type("/quit")
+    terminal.wait_for(lambda s: "CHAT-EXIT=0" in s, "the exit")
+
+    history = tmp_path / "home" / "chat_history"
+    assert history.stat().st_mode & 0o777 == 0o600, "the history may hold secrets"
+
+    # A new process, another session: the history is still there, and Ctrl-R finds in it.
+    terminal.chat("again", "--session", "other")
+    terminal.wait_for(lambda s: "hookline chat" in s and at_prompt(s), "the second banner")
+    terminal.keys("Up")
+    terminal.wait_for(lambda s: input_line(s) == "you> /quit", "Up after a restart")
+    terminal.keys("C-u", "C-r")
+    terminal.tmux("send-keys", "-t", terminal.target, "-l", "edited")
+    terminal.wait_for(lambda s: "first edited line" in input_line(s), "Ctrl-R's match")
+    terminal.keys("Enter")  # leaves the search with the match on the line
+    terminal.wait_for(lambda s: input_line(s) == "you> first edited line", "the match kept")
+    terminal.keys("Enter")
+    terminal.wait_for(lambda s: s.count('You said: "first edited line"') == 1
+                      and at_prompt(s), "the found line sent in the new session")
+
+
+def test_a_line_typed_while_a_reply_runs_stays_in_the_prompt(terminal: Terminal) -> None:
+    terminal.chat("typing", "--session", "typing")
+    terminal.wait_for(lambda s: "hookline chat" in s and at_prompt(s), "the banner")
+    terminal.type('/tool shell {"command": "sleep 2; echo slept"}')
+    terminal.wait_for(lambda s: "running shell" in s, "the status line while the tool runs")
+    terminal.tmux("send-keys", "-t", terminal.target, "-l", "typed meanwhile")
+    screen = terminal.wait_for(lambda s: input_line(s) == "you> typed meanwhile",
+                               "the typed text in the input line, below the status")
+    assert screen.count("typed meanwhile") == 1
+    terminal.wait_for(lambda s: "Tool `shell` returned" in s and "running shell" not in s,
+                      "the tool's result, the status line gone")
+    screen = terminal.wait_for(lambda s: input_line(s) == "you> typed meanwhile",
+                               "the typed text still waiting in the prompt")
+    assert screen.count("typed meanwhile") == 1, "the typed text was echoed into the reply"
+    terminal.keys("Enter")
+    terminal.wait_for(lambda s: 'You said: "typed meanwhile"' in s and at_prompt(s),
+                      "the typed line sent when Enter was pressed")
