@@ -100,8 +100,10 @@ class BuiltinPlugin:
         """The session's tape on the scope's store, with the hooks' context and sidecars."""
         store = self.framework.get_tape_store() or self.memory_store
         context = replace(self.framework.build_tape_context(), state=state)
-        name = session_tape_name(session_id, self.framework.workspace)
-        return Tape(store, name, context, self.framework.get_tape_sidecars())
+        workspace = str(Path(self.framework.workspace).expanduser().resolve())
+        return Tape(store, session_tape_name(session_id, workspace), context,
+                    self.framework.get_tape_sidecars(),
+                    session={"id": session_id, "workspace": workspace})
 
     # -- turn ----------------------------------------------------------------------------
 

@@ -64,6 +64,7 @@ __all__ = [
     "messages_from_entries",
     "session_tape_name",
     "should_merge_back",
+    "write_archive",
 ]
 
 logger = logging.getLogger("hookline.builtins.tape")
@@ -126,12 +127,15 @@ class TapeInfo:
 class Tape:
     """A session tape over a store; immutable (forks and scopes are new Tape objects).
 
-    `Tape(store, name, context=TapeContext(), sidecars=())`: `store` may be sync or async
-    (`store` always returns the async form); `sidecars` are de-duplicated by name, first
-    wins. An empty name raises ValueError.
+    `Tape(store, name, context=TapeContext(), sidecars=(), session=None)`: `store` may be
+    sync or async (`store` always returns the async form); `sidecars` are de-duplicated by
+    name, first wins. An empty name raises ValueError. `session` (`{"id", "workspace"}`,
+    given by `session_tape`) is written in the `meta` of the `session/start` anchors this
+    tape writes, so a session can be found and listed by its id (`sessions.py`): tape
+    names are hashes. Meta is never model context, so the model sees the reference anchor.
     """
 
-    __slots__ = ("_context", "_name", "_sidecars", "_store")
+    __slots__ = ("_context", "_name", "_session", "_sidecars", "_store")
 
     def __init__(
         self,
@@ -139,6 +143,8 @@ class Tape:
         name: str,
         context: TapeContext | None = None,
         sidecars: Iterable[TapeSidecar] = (),
+        *,
+        session: Mapping[str, str] | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError(f"A tape needs a non-empty name, got {name!r}")
@@ -154,6 +160,7 @@ class Tape:
                 raise TypeError(f"A tape sidecar needs a non-empty str name, got {sidecar!r}")
             mounted.setdefault(sidecar_name, sidecar)
         self._sidecars = tuple(mounted.values())
+        self._session = dict(session) if session else None
 
     # -- identity -----------------------------------------------------------------------
 
@@ -170,6 +177,14 @@ class Tape:
         return self._context
 
     @property
+    def session(self) -> dict[str, str] | None:
+        """The session id and workspace this tape records, when known."""
+        return dict(self._session) if self._session else None
+
+    def _start_meta(self) -> dict[str, Any]:
+        return {"session": dict(self._session)} if self._session else {}
+
+    @property
     def sidecars(self) -> tuple[TapeSidecar, ...]:
         return self._sidecars
 
@@ -182,11 +197,13 @@ class Tape:
         return Tape(self._store, name, self._context, self._sidecars)
 
     def with_context(self, context: TapeContext) -> Tape:
-        return Tape(self._store, self._name, context, self._sidecars)
+        return Tape(self._store, self._name, context, self._sidecars, session=self._session)
 
     def session_tape(self, session_id: str, workspace: str | PathLike[str]) -> Tape:
         """This tape's setup on the session's tape (`session_tape_name`)."""
-        return self.scoped(session_tape_name(session_id, workspace))
+        resolved = str(Path(workspace).expanduser().resolve())
+        return Tape(self._store, session_tape_name(session_id, resolved), self._context,
+                    self._sidecars, session={"id": session_id, "workspace": resolved})
 
     def query(self) -> TapeQuery:
         """A query bound to this tape and store: `await tape.query().kinds(...).all()`."""
@@ -243,7 +260,8 @@ class Tape:
         """
         if await self.entries(self.query().kinds("anchor").limit(1)):
             return None
-        anchor = TapeEntry.new("anchor", {"name": BOOTSTRAP_ANCHOR, "state": {"owner": "human"}})
+        anchor = TapeEntry.new("anchor", {"name": BOOTSTRAP_ANCHOR, "state": {"owner": "human"}},
+                               **self._start_meta())
         if isinstance(self._store, _ForkStore):
             return await self._store.append_bootstrap(self._name, anchor)
         stored = await append_batch(self._store, self._name, [], bootstrap=anchor)
@@ -385,7 +403,8 @@ class Tape:
         kept = {keep_sidecars} if isinstance(keep_sidecars, str) else set(keep_sidecars)
         await self._store.reset(self._name)
         anchor = await self.append(
-            "anchor", {"name": BOOTSTRAP_ANCHOR, "state": {"owner": "human", **dict(state or {})}}
+            "anchor", {"name": BOOTSTRAP_ANCHOR, "state": {"owner": "human", **dict(state or {})}},
+            **self._start_meta(),
         )
         for sidecar in self._sidecars:
             if sidecar.name in kept:
@@ -412,7 +431,7 @@ class Tape:
         folder = Path(directory).expanduser()
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
         main_path = folder / f"{_file_safe(self._name)}.jsonl.{stamp}.bak"
-        await _write_archive(main_path, await self.entries())
+        await write_archive(main_path, await self.entries())
 
         outcomes: list[tuple[str, dict[str, Any]]] = []
         failed: set[str] = set()
@@ -421,7 +440,7 @@ class Tape:
             path = folder / f"{_file_safe(tape_name)}.jsonl.{stamp}.bak"
             try:
                 entries = list(await self._store.fetch_all(TapeQuery(tape_name)))
-                await _write_archive(path, entries)
+                await write_archive(path, entries)
             except Exception as exc:
                 logger.warning(
                     "tape.sidecar_archive_failed sidecar=%s tape=%s: %s",
@@ -480,7 +499,7 @@ class Tape:
         tapes = {sidecar.name: self.sidecar_tape_name(sidecar.name) for sidecar in self._sidecars}
         journal = journal_of(self._store) if merge_back else None
         store = _ForkStore(self._store, [*tapes.values(), self._name], self._name, journal)
-        forked = Tape(store, self._name, self._context, self._sidecars)
+        forked = Tape(store, self._name, self._context, self._sidecars, session=self._session)
         try:
             yield forked
         except BaseException:
@@ -903,7 +922,9 @@ def _entry_record(entry: TapeEntry) -> dict[str, Any]:
     }
 
 
-async def _write_archive(path: Path, entries: list[TapeEntry]) -> None:
+async def write_archive(path: Path, entries: list[TapeEntry]) -> None:
+    """Write `entries` to `path` as JSON lines (one record per entry), mode 0600, all or
+    nothing (`Tape.archive`, `hookline sessions archive`)."""
     lines = [json.dumps(_entry_record(entry), ensure_ascii=False) + "\n" for entry in entries]
     await anyio.to_thread.run_sync(_write_lines, path, lines)
 
@@ -913,7 +934,9 @@ def _write_lines(path: Path, lines: list[str]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
     try:
-        with partial.open("w", encoding="utf-8") as handle:
+        # Private from the first byte: a tape holds the whole conversation.
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with open(fd, "w", encoding="utf-8") as handle:
             handle.writelines(lines)
             handle.flush()
             os.fsync(handle.fileno())

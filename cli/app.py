@@ -20,6 +20,7 @@ from hookline.kernel import Framework
 from .chat import chat_command
 from .gateway import gateway_command
 from .output import TurnPrinter, fail, innermost, show_logs
+from .sessions import check_session_flags, choose_session, session_commands
 from .store import store_commands
 
 WorkspaceOption = Annotated[
@@ -76,6 +77,7 @@ def create_app(framework: Framework | None = None) -> typer.Typer:
     app.command(name="hooks")(_hooks_command(framework))
     app.command(name="plugins")(_plugins_command(framework))
     app.command(name="onboard")(_onboard_command(framework))
+    app.add_typer(session_commands(framework))
     app.add_typer(store_commands())
     framework.runtime.call_many_sync("register_cli_commands", app=app)
     return app
@@ -89,7 +91,12 @@ def _run_command(framework: Framework) -> Any:
                            help="The message to send; '-' (or nothing, with piped input) "
                                 "reads it from standard input."),
         ] = None,
-        session: Annotated[str | None, typer.Option(metavar="ID", help="Session id.")] = None,
+        session: Annotated[str | None, typer.Option(
+            metavar="ID", help="Session id (default: this folder's current session).")] = None,
+        new: Annotated[bool, typer.Option(
+            "--new", help="Start a fresh session, made this folder's current one.")] = False,
+        continue_: Annotated[bool, typer.Option(
+            "--continue", help="Continue this folder's most recently active session.")] = False,
         channel: Annotated[str, typer.Option(metavar="NAME", help="Channel name.")] = "cli",
         chat_id: Annotated[
             str, typer.Option("--chat-id", metavar="ID", help="Chat id.")
@@ -109,12 +116,13 @@ def _run_command(framework: Framework) -> Any:
 
         if workspace is not None:
             framework.workspace = workspace.expanduser().resolve()
+        check_session_flags(session, new, continue_)
         message = _message_text(message)
         _warn_if_nothing_answers(framework)
 
         inbound: dict[str, Any] = {"content": message, "channel": channel, "chat_id": chat_id}
-        if session:
-            inbound["session_id"] = session
+        # Another channel or chat id names its own session (`<channel>:<chat_id>`).
+        default_address = channel == "cli" and chat_id == "default"
         if model:
             inbound["context"] = {"model": model}
         printer = TurnPrinter(stream=stream)
@@ -125,6 +133,9 @@ def _run_command(framework: Framework) -> Any:
         async def turn() -> None:
             framework.router = printer
             async with framework.running():
+                if session or new or continue_ or default_address:
+                    inbound["session_id"] = await choose_session(framework, session, new,
+                                                                 continue_)
                 outcome["result"] = await framework.process_inbound(inbound,
                                                                     stream_output=True)
 

@@ -22,6 +22,7 @@ from hookline.kernel import Framework
 from hookline.kernel.channels import Channel
 
 from .output import fail, show_logs
+from .sessions import check_session_flags, choose_session
 
 if TYPE_CHECKING:
     import anyio
@@ -37,9 +38,13 @@ def chat_command(framework: Framework) -> Any:
     def chat(
         session: Annotated[
             str | None,
-            typer.Option(help="Session id; the same id continues its history "
-                              "(default: cli:default)."),
+            typer.Option(metavar="ID", help="Session id; the same id continues its history "
+                                            "(default: this folder's current session)."),
         ] = None,
+        new: Annotated[bool, typer.Option(
+            "--new", help="Start a fresh session, made this folder's current one.")] = False,
+        continue_: Annotated[bool, typer.Option(
+            "--continue", help="Continue this folder's most recently active session.")] = False,
         model: Annotated[
             str | None, typer.Option(help="Model for this session (provider:model).")
         ] = None,
@@ -48,9 +53,10 @@ def chat_command(framework: Framework) -> Any:
         Ctrl-C cancels the running turn; /quit, Ctrl-D or Ctrl-C at the prompt leave."""
         import anyio
 
+        check_session_flags(session, new, continue_)
         show_logs(logging.ERROR, turn_failures=False)  # the conversation shows failures itself
         try:
-            anyio.run(run_chat, framework, session, model)
+            anyio.run(run_chat, framework, session, model, new, continue_)
         except KeyboardInterrupt:  # before the handler was installed, or after it was removed
             raise typer.Exit(130) from None
         except Exception as exc:  # a one-line error, never a traceback
@@ -59,7 +65,8 @@ def chat_command(framework: Framework) -> Any:
     return chat
 
 
-async def run_chat(framework: Framework, session: str | None, model: str | None) -> None:
+async def run_chat(framework: Framework, session: str | None, model: str | None,
+                   new: bool = False, continue_: bool = False) -> None:
     """The chat session (the command's body, callable from tests and plugins)."""
     import anyio
 
@@ -73,16 +80,16 @@ async def run_chat(framework: Framework, session: str | None, model: str | None)
             f"no channel named {CHANNEL!r} is provided, and hookline chat needs one; check "
             f"the plugins that implement provide_channels (hookline hooks)"
         )
-    if isinstance(channel, CliChannel):
-        channel.configure(session_id=session, model=model, history=_history_path())
     # Only the CLI channel: exclude everything else, background channels included.
     manager.enabled_channels = [CHANNEL, *(f"!{name}" for name in manager.channels
                                            if name != CHANNEL)]
     stop = anyio.Event()
     async with framework.running():
-        template: dict[str, Any] = {"channel": CHANNEL, "chat_id": "default"}
-        if session:
-            template["session_id"] = session
+        chosen = await choose_session(framework, session, new, continue_)
+        if isinstance(channel, CliChannel):
+            channel.configure(session_id=chosen, model=model, history=_history_path())
+        template: dict[str, Any] = {"channel": CHANNEL, "chat_id": "default",
+                                    "session_id": chosen}
         session_id = await framework.resolve_session(template)
         say = channel.say if isinstance(channel, CliChannel) else print
         say(f"hookline chat - model {model_in_use} - session {session_id}")

@@ -1,0 +1,356 @@
+"""Sessions as the user sees them: list, find, read, archive and delete them, and the
+folder's current session.
+
+Tapes are named by hashes (`session_tape_name`); the `session/start` anchor a tape begins
+with carries the session id and workspace in its `meta` (`Tape(session=...)`), which is
+how a session is found again. Tapes written before that (or by other tools) are listed by
+their tape name and can be named by it. Everything here goes through the `TapeStore`
+protocol (`list_tapes`, `fetch_all`, `reset`), so it works on any store a plugin provides,
+sync or async.
+
+The folder's current session is what `hookline run` and `hookline chat` continue when
+given no session: `cli:default`, until `--new` starts another one there. It is kept in
+`<hookline home>/current_sessions.json` (workspace -> session id, at most
+`MAX_CURRENT_SESSIONS` folders, the least recently set dropped first).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import stat
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from hookline.kernel.tape import AsyncTapeStore, TapeEntry, TapeQuery, TapeStore
+
+from .store.asyncstore import as_async_store
+from .store.memory import SIDECAR_MARKER, is_sidecar_tape
+from .tape import BOOTSTRAP_ANCHOR, session_tape_name, write_archive
+
+__all__ = [
+    "CURRENT_SESSIONS_FILE",
+    "DEFAULT_SESSION",
+    "MAX_CURRENT_SESSIONS",
+    "SessionError",
+    "SessionSummary",
+    "archive_session",
+    "current_session",
+    "delete_session",
+    "find_session",
+    "list_sessions",
+    "new_session_id",
+    "set_current_session",
+    "transcript",
+]
+
+DEFAULT_SESSION = "cli:default"
+CURRENT_SESSIONS_FILE = "current_sessions.json"
+MAX_CURRENT_SESSIONS = 1000
+_SHOWN_OUTPUT = 400
+"""Characters of a tool's output a transcript shows."""
+
+
+class SessionError(LookupError):
+    """A session that cannot be found, or a name that matches several."""
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    """One session: its tape, id and workspace (None when the tape does not record them),
+    the number of turns (`run` events), entries, and the dates of its first and last."""
+
+    tape: str
+    session_id: str | None
+    workspace: str | None
+    turns: int
+    entries: int
+    started: str
+    last_activity: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"tape": self.tape, "session_id": self.session_id, "workspace": self.workspace,
+                "turns": self.turns, "entries": self.entries, "started": self.started,
+                "last_activity": self.last_activity}
+
+
+def _workspace_key(workspace: str | os.PathLike[str]) -> str:
+    return str(Path(workspace).expanduser().resolve())
+
+
+def _tape_prefix(workspace: str | os.PathLike[str]) -> str:
+    return session_tape_name("", _workspace_key(workspace)).split("__", 1)[0] + "__"
+
+
+# -- finding and listing ----------------------------------------------------------------
+
+
+async def list_sessions(store: TapeStore | AsyncTapeStore,
+                        workspace: str | os.PathLike[str] | None = None) -> list[SessionSummary]:
+    """Every session on the store (only `workspace`'s when given), most recent first.
+
+    One tape at a time: memory holds one tape's events, whatever the number of sessions.
+    """
+    async_store = as_async_store(store)
+    prefix = _tape_prefix(workspace) if workspace is not None else ""
+    summaries = []
+    for tape in await async_store.list_tapes():
+        if is_sidecar_tape(tape) or not tape.startswith(prefix):
+            continue
+        summary = await _summary(async_store, tape)
+        if summary is not None:
+            summaries.append(summary)
+    summaries.sort(key=lambda item: item.last_activity, reverse=True)
+    return summaries
+
+
+async def _summary(store: AsyncTapeStore, tape: str) -> SessionSummary | None:
+    entries = list(await store.fetch_all(TapeQuery(tape)))
+    if not entries:
+        return None  # emptied meanwhile
+    turns = sum(1 for entry in entries
+                if entry.kind == "event" and entry.payload.get("name") == "run")
+    identity = _identity_in(entries)
+    return SessionSummary(tape=tape, session_id=identity.get("id"),
+                          workspace=identity.get("workspace"), turns=turns,
+                          entries=len(entries), started=entries[0].date,
+                          last_activity=entries[-1].date)
+
+
+async def _identity(store: AsyncTapeStore, tape: str) -> dict[str, str]:
+    return _identity_in(await store.fetch_all(TapeQuery(tape).kinds("anchor")))
+
+
+def _identity_in(entries: Iterable[TapeEntry]) -> dict[str, str]:
+    """The id and workspace from the newest `session/start` anchor that records them."""
+    for entry in reversed(list(entries)):
+        if entry.kind != "anchor":
+            continue
+        session = entry.meta.get("session")
+        if entry.payload.get("name") == BOOTSTRAP_ANCHOR and isinstance(session, dict):
+            return {key: str(value) for key, value in session.items()
+                    if key in ("id", "workspace") and isinstance(value, str)}
+    return {}
+
+
+async def find_session(store: TapeStore | AsyncTapeStore, name: str,
+                       workspace: str | os.PathLike[str]) -> str:
+    """The tape of session `name`: in `workspace`, else the one session of that id in any
+    folder, else the tape called `name`. SessionError says why none (or several) match."""
+    async_store = as_async_store(store)
+    tapes = [tape for tape in await async_store.list_tapes() if not is_sidecar_tape(tape)]
+    here = session_tape_name(name, _workspace_key(workspace))
+    if here in tapes:
+        return here
+    if name in tapes:
+        return name
+    elsewhere = []
+    for tape in tapes:
+        identity = await _identity(async_store, tape)
+        if identity.get("id") == name:
+            elsewhere.append((tape, identity.get("workspace", "?")))
+    if len(elsewhere) == 1:
+        return elsewhere[0][0]
+    if elsewhere:
+        folders = ", ".join(sorted(folder for _, folder in elsewhere))
+        raise SessionError(f"session {name!r} exists in several folders ({folders}); "
+                           f"choose one with -w FOLDER")
+    raise SessionError(f"no session {name!r} in {_workspace_key(workspace)} or elsewhere; "
+                       f"'hookline sessions' lists them")
+
+
+# -- reading -------------------------------------------------------------------------------
+
+
+def transcript(entries: Iterable[TapeEntry]) -> Iterator[str]:
+    """A readable transcript, a block of lines per entry: what the user and the assistant
+    said, tool calls with the arguments that ran, denials, failures, interrupted runs."""
+    for entry in entries:
+        yield from _entry_lines(entry)
+
+
+def _entry_lines(entry: TapeEntry) -> Iterator[str]:
+    payload, kind = entry.payload, entry.kind
+    if kind == "message":
+        role = payload.get("role")
+        label = {"user": "you", "assistant": "assistant"}.get(str(role), str(role))
+        yield f"{label}: {_content_text(payload.get('content'))}"
+    elif kind == "tool_call":
+        content = payload.get("content")
+        if isinstance(content, str) and content.strip():
+            yield f"assistant: {content}"
+        for call in _dicts(payload.get("calls")):
+            yield f"[tool] {call.get('name')} {call.get('arguments', '')}"
+    elif kind == "tool_result":
+        for result in _dicts(payload.get("results")):
+            yield from _result_lines(result)
+    elif kind == "anchor":
+        name = payload.get("name")
+        yield f"--- {name} ({_short_date(entry.date)})"
+    elif kind == "event":
+        yield from _event_lines(payload)
+    elif kind == "error":
+        yield f"error: {payload.get('message', payload)}"
+
+
+def _result_lines(result: dict[str, Any]) -> Iterator[str]:
+    name, outcome = result.get("name"), result.get("outcome")
+    if "requested_arguments" in result:
+        yield (f"[tool] {name} ran with {json.dumps(result.get('arguments'), ensure_ascii=False)}"
+               f" (rewritten by a plugin; asked: "
+               f"{json.dumps(result.get('requested_arguments'), ensure_ascii=False)})")
+    if outcome == "denied":
+        yield f"[tool] {name} denied: {result.get('error', '')}"
+    elif outcome == "replaced":
+        yield f"[tool] {name} not run: a plugin gave its result"
+    elif outcome == "failed" or (outcome is None and result.get("is_error")):
+        yield f"[tool] {name} failed: {result.get('error') or _shortened(result.get('output'))}"
+    if outcome in (None, "ran", "replaced"):
+        yield f"[result] {name}: {_shortened(result.get('output'))}"
+
+
+def _event_lines(payload: dict[str, Any]) -> Iterator[str]:
+    name = payload.get("name")
+    data = payload.get("data") if isinstance(payload.get("data"), dict) else {}
+    if name == "run":
+        status = data.get("status", "ok")
+        if status != "ok":
+            error = data.get("error")
+            yield f"(turn {status}{f': {error}' if error else ''})"
+    elif name == "handoff":
+        state = data.get("state") if isinstance(data.get("state"), dict) else {}
+        summary = state.get("summary") if state else None
+        yield f"--- handoff to {data.get('name')}{f': {summary}' if summary else ''}"
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = []
+    for part in content if isinstance(content, list) else [content]:
+        if isinstance(part, dict) and part.get("type") == "text":
+            parts.append(str(part.get("text", "")))
+        elif isinstance(part, dict):
+            parts.append(f"[{part.get('type', 'part')}]")
+        else:
+            parts.append(str(part))
+    return " ".join(parts)
+
+
+def _shortened(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = text.strip()
+    if len(text) > _SHOWN_OUTPUT:
+        return f"{text[:_SHOWN_OUTPUT]}... ({len(text)} characters)"
+    return text
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _short_date(date: str) -> str:
+    with contextlib.suppress(ValueError):
+        return datetime.fromisoformat(date).astimezone().strftime("%Y-%m-%d %H:%M")
+    return date
+
+
+# -- archive and delete ---------------------------------------------------------------------
+
+
+async def _session_tapes(store: AsyncTapeStore, tape: str,
+                         sidecars: Sequence[str]) -> list[str]:
+    """The tape and the sidecar tapes of the mounted sidecars that hold entries."""
+    names = [tape]
+    for sidecar in sidecars:
+        name = f"{tape}{SIDECAR_MARKER}{sidecar}"
+        if list(await store.fetch_all(TapeQuery(name).limit(1))):
+            names.append(name)
+    return names
+
+
+async def archive_session(store: TapeStore | AsyncTapeStore, tape: str, directory: Path,
+                          sidecars: Sequence[str] = (), label: str = "") -> list[Path]:
+    """Write the session's tape and sidecar tapes to JSON-lines files in `directory`
+    (`<label>__<tape>.<stamp>.jsonl`, mode 0600), then remove them from the store. Nothing
+    is removed unless every file was written. Returns the files."""
+    async_store = as_async_store(store)
+    stamp = datetime.now().astimezone().strftime("%Y%m%dT%H%M%S")
+    prefix = re.sub(r"[^A-Za-z0-9._-]", "_", label)[:60] + "__" if label else ""
+    written: list[tuple[str, Path]] = []
+    for name in await _session_tapes(async_store, tape, sidecars):
+        path = directory / f"{prefix}{name}.{stamp}.jsonl"
+        await write_archive(path, list(await async_store.fetch_all(TapeQuery(name))))
+        written.append((name, path))
+    for name, _ in written:
+        await async_store.reset(name)
+    return [path for _, path in written]
+
+
+async def delete_session(store: TapeStore | AsyncTapeStore, tape: str,
+                         sidecars: Sequence[str] = ()) -> int:
+    """Remove the session's tape and sidecar tapes; returns the entries removed."""
+    async_store = as_async_store(store)
+    removed = 0
+    for name in await _session_tapes(async_store, tape, sidecars):
+        removed += len(list(await async_store.fetch_all(TapeQuery(name))))
+        await async_store.reset(name)
+    return removed
+
+
+# -- the folder's current session ------------------------------------------------------------
+
+
+def new_session_id(channel: str = "cli") -> str:
+    """A fresh session id: `<channel>:<local date and time>-<4 hex digits>`."""
+    return f"{channel}:{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+def current_session(home: Path, workspace: str | os.PathLike[str]) -> str:
+    """The folder's current session: the last `--new` one there, else `cli:default`."""
+    value = _read_current(home).get(_workspace_key(workspace))
+    return value if isinstance(value, str) and value else DEFAULT_SESSION
+
+
+def set_current_session(home: Path, workspace: str | os.PathLike[str], session_id: str) -> None:
+    """Make `session_id` the folder's current session (atomic rewrite, mode 0600)."""
+    current = _read_current(home)
+    key = _workspace_key(workspace)
+    current.pop(key, None)
+    current[key] = session_id  # newest last: the oldest are dropped first
+    while len(current) > MAX_CURRENT_SESSIONS:
+        current.pop(next(iter(current)))
+    home.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=home, prefix=".current_sessions.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(current, handle, ensure_ascii=False, indent=1)
+        os.replace(temp, home / CURRENT_SESSIONS_FILE)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+
+
+def _read_current(home: Path) -> dict[str, Any]:
+    path = home / CURRENT_SESSIONS_FILE
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return {}
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_size > 1 << 24:
+                return {}
+            data = json.loads(handle.read().decode("utf-8", errors="replace"))
+    except (OSError, ValueError):
+        return {}  # unreadable or damaged: every folder is back on cli:default
+    return data if isinstance(data, dict) else {}

@@ -1,0 +1,229 @@
+"""`hookline sessions`: list, read, archive and delete sessions; and how `run` and `chat`
+choose theirs (`--session`, `--new`, `--continue`, else the folder's current session).
+
+The commands open the configured tape store inside one `running()` scope, so they work on
+whatever store a plugin provides; the logic is in `hookline.builtins.sessions`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from hookline.kernel import Framework
+
+from .output import fail
+
+T = TypeVar("T")
+
+SessionIdArgument = Annotated[
+    str | None,
+    typer.Argument(metavar="ID", show_default=False,
+                   help="Session id (or tape name); default: this folder's current session."),
+]
+YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+
+
+def session_commands(framework: Framework) -> typer.Typer:
+    """The `sessions` command group."""
+    group = typer.Typer(name="sessions", help="List, read, archive and delete sessions.")
+
+    @group.callback(invoke_without_command=True)
+    def sessions(ctx: typer.Context) -> None:
+        """List, read, archive and delete sessions (no subcommand: list them)."""
+        if ctx.invoked_subcommand is None:
+            list_command(here=False, as_json=False)
+
+    def list_command(
+        here: Annotated[bool, typer.Option("--here", help="Only this folder's sessions.")] = False,
+        as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    ) -> None:
+        """List sessions, most recent first; * marks this folder's current session."""
+        from hookline.builtins.sessions import list_sessions
+
+        found = _with_store(framework, lambda store: list_sessions(
+            store, framework.workspace if here else None))
+        if as_json:
+            typer.echo(json.dumps([item.as_dict() for item in found], indent=2))
+            return
+        if not found:
+            typer.echo("(no sessions yet: 'hookline run' or 'hookline chat' starts one)")
+            return
+        current = _current(framework)
+        here_key = str(framework.workspace.resolve())
+        rows = [("", "SESSION", "TURNS", "LAST ACTIVITY", "WORKSPACE")]
+        for item in found:
+            mark = "*" if item.session_id == current and item.workspace == here_key else ""
+            rows.append((mark, item.session_id or f"(tape {item.tape})", str(item.turns),
+                         _local(item.last_activity), item.workspace or "?"))
+        widths = [max(len(_safe(row[column])) for row in rows) for column in range(4)]
+        for row in rows:
+            cells = [_safe(cell).ljust(width) for cell, width in zip(row, widths, strict=False)]
+            typer.echo(" ".join([*cells, _safe(row[4])]).rstrip())
+
+    def show(
+        session_id: SessionIdArgument = None,
+        as_json: Annotated[bool, typer.Option("--json", help="The raw entries, as JSON.")] = False,
+    ) -> None:
+        """Show a session as a transcript: messages, tool calls as run, denials, errors."""
+        from hookline.builtins.sessions import find_session, transcript
+        from hookline.kernel.tape import TapeQuery
+
+        name = session_id or _current(framework)
+
+        async def read(store: Any) -> tuple[str, list[Any]]:
+            from hookline.builtins.store.asyncstore import as_async_store
+
+            tape = await find_session(store, name, framework.workspace)
+            return tape, list(await as_async_store(store).fetch_all(TapeQuery(tape)))
+
+        tape, entries = _with_store(framework, read)
+        if as_json:
+            typer.echo(json.dumps([{"id": e.id, "kind": e.kind, "payload": e.payload,
+                                    "meta": e.meta, "date": e.date} for e in entries],
+                                  indent=2, ensure_ascii=False))
+            return
+        typer.echo(_safe(f"session {name} (tape {tape}, {len(entries)} entries)"))
+        for line in transcript(entries):
+            typer.echo(_safe(line, keep_newlines=True))
+
+    def archive(session_id: Annotated[str, typer.Argument(metavar="ID", help="Session id.")],
+                yes: YesOption = False) -> None:
+        """Move a session out of the store into <hookline home>/archive (JSON lines)."""
+        from hookline.builtins.sessions import archive_session
+        from hookline.builtins.settings import default_home
+
+        folder = default_home() / "archive"
+        tape = _confirmed(framework, session_id, yes,
+                          f"archive session {session_id!r} to {folder} and remove it "
+                          f"from the store?")
+        paths = _with_store(framework, lambda store: archive_session(
+            store, tape, folder, _sidecars(framework), label=session_id))
+        for path in paths:
+            typer.echo(f"archived to {path}")
+
+    def delete(session_id: Annotated[str, typer.Argument(metavar="ID", help="Session id.")],
+               yes: YesOption = False) -> None:
+        """Delete a session and its sidecar tapes from the store, for good."""
+        from hookline.builtins.sessions import delete_session
+
+        tape = _confirmed(framework, session_id, yes,
+                          f"delete session {session_id!r} for good (no copy is kept)?")
+        removed = _with_store(framework, lambda store: delete_session(
+            store, tape, _sidecars(framework)))
+        typer.echo(f"deleted session {session_id} ({removed} entries)")
+
+    group.command(name="list")(list_command)
+    group.command(name="show")(show)
+    group.command(name="archive")(archive)
+    group.command(name="delete")(delete)
+    return group
+
+
+def _confirmed(framework: Framework, session_id: str, yes: bool, question: str) -> str:
+    """The session's tape, once the user said yes (or passed --yes)."""
+    from hookline.builtins.sessions import find_session
+
+    tape = _with_store(framework, lambda store: find_session(store, session_id,
+                                                             framework.workspace))
+    if yes:
+        return tape
+    if not sys.stdin.isatty():
+        fail(ValueError(f"{question.rstrip('?')}: pass --yes to confirm (standard input is "
+                        f"not a terminal, so there is no one to ask)"))
+    if not typer.confirm(question, default=False):
+        typer.echo("nothing changed")
+        raise typer.Exit(1)
+    return tape
+
+
+def _with_store(framework: Framework, action: Callable[[Any], Awaitable[T]]) -> T:
+    """Run `action(store)` on the configured tape store; any failure is one error line."""
+    import anyio
+
+    async def run() -> T:
+        async with framework.running():
+            store = framework.get_tape_store()
+            if store is None:
+                raise RuntimeError("no plugin provides a tape store (provide_tape_store), so "
+                                   "there are no sessions to show")
+            return await action(store)
+
+    try:
+        return anyio.run(run)
+    except Exception as exc:
+        fail(exc)
+
+
+def _sidecars(framework: Framework) -> list[str]:
+    return [sidecar.name for sidecar in framework.get_tape_sidecars()]
+
+
+def _current(framework: Framework) -> str:
+    from hookline.builtins.sessions import current_session
+    from hookline.builtins.settings import default_home
+
+    return current_session(default_home(), framework.workspace)
+
+
+def _local(date: str) -> str:
+    try:
+        return datetime.fromisoformat(date).astimezone().strftime("%Y-%m-%d %H:%M")
+    except ValueError:
+        return date
+
+
+def _safe(text: str, keep_newlines: bool = False) -> str:
+    """Escaped on a terminal: tapes hold what models and tools wrote."""
+    from hookline.builtins.tool_notes import terminal_text
+
+    return terminal_text(text, keep_newlines=keep_newlines) if sys.stdout.isatty() else text
+
+
+# -- choosing the session of a run or chat ---------------------------------------------
+
+
+def check_session_flags(session: str | None, new: bool, continue_: bool) -> None:
+    """At most one way of choosing the session."""
+    chosen = [flag for flag, given in (("--session", session), ("--new", new),
+                                        ("--continue", continue_)) if given]
+    if len(chosen) > 1:
+        fail(ValueError(f"{' and '.join(chosen)} choose the session in different ways; "
+                        f"give one of them"))
+
+
+async def choose_session(framework: Framework, session: str | None, new: bool,
+                         continue_: bool) -> str:
+    """The session a `run` or `chat` goes to, inside its running() scope: `--session`;
+    `--new` (a fresh one) or `--continue` (this folder's most recently active one), either
+    made this folder's current session; else this folder's current session."""
+    from hookline.builtins.sessions import (
+        current_session,
+        list_sessions,
+        new_session_id,
+        set_current_session,
+    )
+    from hookline.builtins.settings import default_home
+
+    home = default_home()
+    if session:
+        return session
+    if new:
+        fresh = new_session_id()
+        set_current_session(home, framework.workspace, fresh)
+        typer.echo(f"new session {fresh} (the previous one is kept: hookline sessions)",
+                   err=True)
+        return fresh
+    if continue_:
+        store = framework.get_tape_store()
+        if store is not None:
+            for item in await list_sessions(store, framework.workspace):
+                if item.session_id:
+                    set_current_session(home, framework.workspace, item.session_id)
+                    return item.session_id
+    return current_session(home, framework.workspace)
