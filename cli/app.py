@@ -19,7 +19,7 @@ from hookline.kernel import Framework
 
 from .chat import chat_command
 from .gateway import gateway_command
-from .output import TurnPrinter, fail, innermost, show_logs
+from .output import StatusLine, TurnPrinter, fail, innermost, show_logs
 from .sessions import check_session_flags, choose_session, session_commands
 from .store import store_commands
 
@@ -125,19 +125,26 @@ def _run_command(framework: Framework) -> Any:
         default_address = channel == "cli" and chat_id == "default"
         if model:
             inbound["context"] = {"model": model}
-        printer = TurnPrinter(stream=stream)
+        # The status line only without --stream: a streamed reply shows progress itself.
+        printer = TurnPrinter(stream=stream, status=None if stream else StatusLine())
         show_logs(logging.ERROR, turn_failures=False)  # the one error line below says it
 
         outcome: dict[str, Any] = {}
 
         async def turn() -> None:
             framework.router = printer
-            async with framework.running():
-                if session or new or continue_ or default_address:
-                    inbound["session_id"] = await choose_session(framework, session, new,
-                                                                 continue_)
-                outcome["result"] = await framework.process_inbound(inbound,
-                                                                    stream_output=True)
+            try:
+                async with framework.running(), anyio.create_task_group() as tasks:
+                    if printer.status.enabled:
+                        tasks.start_soon(printer.status.tick)
+                    if session or new or continue_ or default_address:
+                        inbound["session_id"] = await choose_session(framework, session, new,
+                                                                     continue_)
+                    outcome["result"] = await framework.process_inbound(inbound,
+                                                                        stream_output=True)
+                    tasks.cancel_scope.cancel()
+            finally:
+                printer.status.clear()
 
         try:
             anyio.run(turn)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
+import time
 from collections.abc import AsyncIterator
 from typing import Any, NoReturn
 
@@ -40,18 +42,30 @@ class TurnPrinter:
     On a terminal the reply's control characters are shown escaped (`terminal_text`);
     piped, the reply is written as it is, for scripts."""
 
-    def __init__(self, stream: bool, out: Any = None) -> None:
+    def __init__(self, stream: bool, out: Any = None, status: StatusLine | None = None) -> None:
         self.stream = stream
         self.out = out or sys.stdout
         self.safe = _isatty(self.out)
         self.errors: list[str] = []
         self.printed_text = False
+        self.status = status if status is not None else StatusLine(enabled=False)
 
     def wrap_stream(self, message: Any, stream: AsyncStreamEvents) -> AsyncIterator[StreamEvent]:
         return self._watch(stream)
 
     async def _watch(self, stream: AsyncStreamEvents) -> AsyncIterator[StreamEvent]:
+        step = 1
+        self.status.show(f"step {step}: thinking")
         async for event in stream:
+            if event.kind == "tool_call":
+                names = ", ".join(str(call.get("name")) for call in
+                                  event.data.get("tool_calls", []))
+                self.status.show(f"step {step}: running {names}")
+            elif event.kind == "tool_result":
+                step += 1
+                self.status.show(f"step {step}: thinking")
+            elif event.kind == "text" and not self.stream:
+                self.status.show(f"step {step}: writing the reply", restart=False)
             if event.kind == "error":
                 self.errors.append(str(event.data.get("message") or event.data))
             elif self.stream and event.kind == "text":
@@ -59,6 +73,7 @@ class TurnPrinter:
                 self.out.flush()
                 self.printed_text = True
             elif self.stream and event.kind == "tool_call":
+                self.status.clear()
                 for call in event.data.get("tool_calls", []):
                     line = f"[tool] {call.get('name')} {call.get('arguments', '')}"
                     typer.echo("\n" + terminal_text(line, keep_newlines=False), err=True)
@@ -74,6 +89,7 @@ class TurnPrinter:
 
     def finish(self, result: Any, check_errors: bool = True) -> None:
         """Print the outbound messages (unless already streamed) and fail on errors."""
+        self.status.clear()
         if self.stream:
             if self.printed_text:
                 self.out.write("\n")
@@ -88,6 +104,58 @@ class TurnPrinter:
 
     def _shown(self, text: str) -> str:
         return terminal_text(text) if self.safe else text
+
+
+class StatusLine:
+    """A one-line status on stderr while `run` works without `--stream`: the step, the
+    tool running and the time it has taken, redrawn in place and erased before anything
+    else prints. Only on a terminal (and not with `TERM=dumb`): piped stderr gets nothing,
+    so `run` stays scriptable."""
+
+    def __init__(self, out: Any = None, *, enabled: bool | None = None) -> None:
+        self.out = out or sys.stderr
+        self.enabled = (_isatty(self.out) and os.environ.get("TERM") != "dumb"
+                        if enabled is None else enabled)
+        self.text = ""
+        self._since = time.monotonic()
+        self._shown = False
+
+    def show(self, text: str, *, restart: bool = True) -> None:
+        if text != self.text:
+            self.text = text
+            if restart:
+                self._since = time.monotonic()
+        self.redraw()
+
+    def redraw(self) -> None:
+        if not self.enabled or not self.text:
+            return
+        elapsed = int(time.monotonic() - self._since)
+        dim, reset = ("", "") if os.environ.get("NO_COLOR") else ("\x1b[2m", "\x1b[0m")
+        self._write(f"\r\x1b[K{dim}…{terminal_text(self.text, keep_newlines=False)} "
+                    f"{elapsed}s{reset}")
+        self._shown = True
+
+    def clear(self) -> None:
+        self.text = ""
+        if self._shown:
+            self._write("\r\x1b[K")
+            self._shown = False
+
+    async def tick(self, every: float = 0.5) -> None:
+        """Redraw every `every` seconds (the clock) until cancelled."""
+        import anyio
+
+        while True:
+            await anyio.sleep(every)
+            self.redraw()
+
+    def _write(self, text: str) -> None:
+        try:
+            self.out.write(text)
+            self.out.flush()
+        except (OSError, ValueError):  # a closed terminal: no status, the turn goes on
+            self.enabled = False
 
 
 def _isatty(stream: Any) -> bool:
