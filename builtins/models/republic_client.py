@@ -55,8 +55,11 @@ if TYPE_CHECKING:
     import republic
 
 __all__ = [
+    "NEEDS_API_BASE",
     "ModelOpener",
     "RepublicModel",
+    "env_prefix",
+    "known_providers",
     "open_model",
     "to_republic_messages",
     "to_republic_tools",
@@ -78,8 +81,18 @@ def _ensure_providers() -> None:
         republic.register_provider(republic.providers.OpenAICompatible)
 
 
-def _env_prefix(provider: str) -> str:
+def env_prefix(provider: str) -> str:
+    """The prefix of republic's own variables for `provider` (`REPUBLIC_OPENAI_COMPATIBLE`
+    then `_API_KEY` / `_API_BASE`)."""
     return f"REPUBLIC_{provider.upper().replace('-', '_')}"
+
+
+def known_providers() -> list[str]:
+    """Provider names a `provider:model` spec can use: republic's, openai-compatible too."""
+    import republic
+
+    _ensure_providers()
+    return sorted(republic.all_providers())
 
 
 # Conversion to republic ------------------------------------------------------------------
@@ -192,7 +205,7 @@ class RepublicModel:
         self.retry_delay = retry_delay
         self.max_retry_delay = max_retry_delay
         self.options = dict(options)
-        self.env_prefix = str(self.options.get("env_prefix") or _env_prefix(provider))
+        self.env_prefix = str(self.options.get("env_prefix") or env_prefix(provider))
         if provider in NEEDS_API_BASE and not (self.api_base
                                                or os.environ.get(f"{self.env_prefix}_API_BASE")):
             # republic would fall back to the public OpenAI endpoint: a local model's
