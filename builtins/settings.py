@@ -10,6 +10,9 @@ Settings (file key / environment variable: value; default):
 - fallback_models / HOOKLINE_FALLBACK_MODELS: list of specs (comma separated in the
   environment), offered as alternatives; none.
 - api_key / HOOKLINE_API_KEY: key for the provider; republic's REPUBLIC_<PROVIDER>_API_KEY.
+- api_key_env / HOOKLINE_API_KEY_ENV: the name of an environment variable holding the key,
+  read when the model is opened and used when api_key is unset (so the file need not hold
+  the secret); an empty or unset variable is then an error; none.
 - api_base / HOOKLINE_API_BASE: http(s) URL of the provider endpoint; the provider's.
 - api_format / HOOKLINE_API_FORMAT: chat, responses, messages or gemini; the provider's.
 - max_steps / HOOKLINE_MAX_STEPS: positive integer, model calls per run; 20.
@@ -51,13 +54,19 @@ kept in `Settings.extra` for plugins; an unknown plain key is an error (typos sh
 be silently ignored). Invalid values raise `SettingsError`, naming the key, where it came
 from, the bad value and the fix.
 
+`settings_from_config(data, environ, home)` resolves a config not yet written (what
+`hookline onboard` is about to save) with the same rules, and `parse_setting(key, value)`
+checks one value, so callers validate answers without repeating the rules here.
+
 `write_config(path, data)` writes such a file (a small TOML writer for tables of strings,
-integers, floats, booleans and lists); `update_config(path, updates)` merges into it.
+integers, floats, booleans and lists); `update_config(path, updates)` merges into it
+(`merge_config` is that merge, in memory).
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import difflib
 import math
 import os
@@ -86,6 +95,9 @@ __all__ = [
     "default_home",
     "dumps_toml",
     "load_settings",
+    "merge_config",
+    "parse_setting",
+    "settings_from_config",
     "update_config",
     "write_config",
 ]
@@ -138,6 +150,7 @@ class Settings:
     model: str | None = None
     fallback_models: tuple[str, ...] = ()
     api_key: str | None = field(default=None, repr=False)
+    api_key_env: str | None = None
     api_base: str | None = None
     api_format: str | None = None
     max_steps: int = DEFAULT_MAX_STEPS
@@ -182,6 +195,29 @@ class Settings:
     def model_spec(self) -> str:
         """The model to use: the configured one, else `offline`."""
         return self.model or "offline"
+
+    def resolved_api_key(self, environ: Mapping[str, str] | None = None) -> str | None:
+        """`api_key`, else the variable `api_key_env` names (read now, not at load time, so
+        a key exported later is seen); None when neither is set. A named variable that is
+        empty is an error: silently sending no key would fail later, less clearly."""
+        if self.api_key:
+            return self.api_key
+        if not self.api_key_env:
+            return None
+        env = os.environ if environ is None else environ
+        value = env.get(self.api_key_env, "").strip()
+        if not value:
+            source = self.sources.get("api_key_env", "default")
+            raise SettingsError(
+                f"api_key_env names the environment variable {self.api_key_env}, which is "
+                f"empty or unset (api_key_env from {source.partition(':')[2] or source}). "
+                f"Fix: export {self.api_key_env}=<your key>, or set api_key "
+                f"(HOOKLINE_API_KEY), or remove api_key_env.",
+                key="api_key_env",
+                source=source,
+                value=self.api_key_env,
+            )
+        return value
 
 
 def default_home(environ: Mapping[str, str] | None = None) -> Path:
@@ -234,6 +270,13 @@ def _url(value: Any) -> str:
     if not re.match(r"^https?://[^/\s]+", url):
         raise _Invalid
     return url.rstrip("/")
+
+
+def _env_name(value: Any) -> str:
+    name = _text(value)
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise _Invalid
+    return name
 
 
 def _api_format(value: Any) -> str:
@@ -379,6 +422,14 @@ _SPECS = (
     ),
     _Spec("api_key", "HOOKLINE_API_KEY", _text, "a string", "<your key>", '"<your key>"'),
     _Spec(
+        "api_key_env",
+        "HOOKLINE_API_KEY_ENV",
+        _env_name,
+        "the name of an environment variable (letters, digits and _, not starting with a digit)",
+        "OPENAI_API_KEY",
+        '"OPENAI_API_KEY"',
+    ),
+    _Spec(
         "api_base",
         "HOOKLINE_API_BASE",
         _url,
@@ -500,8 +551,8 @@ _SPECS = (
     ),
 )
 _BY_KEY = {spec.key: spec for spec in _SPECS}
-_BLANK_MEANS_UNSET = frozenset({"model", "fallback_models", "api_key", "api_base", "api_format",
-                                "http_token"})
+_BLANK_MEANS_UNSET = frozenset({"model", "fallback_models", "api_key", "api_key_env", "api_base",
+                                "api_format", "http_token"})
 _SECRETS = frozenset({"api_key", "http_token"})
 """Settings whose values are never shown in an error message."""
 _PATHS = frozenset({"tape_store", "http_certfile", "http_keyfile"})
@@ -570,8 +621,19 @@ def load_settings(
     """
     env = os.environ if environ is None else environ
     home_path = Path(home).expanduser().absolute() if home is not None else default_home(env)
+    return settings_from_config(_read_config(home_path / _CONFIG_NAME), env, home_path)
+
+
+def settings_from_config(
+    data: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+    home: str | os.PathLike[str] | None = None,
+) -> Settings:
+    """The settings `data` would give as `<home>/config.toml`, with `environ` applied:
+    what `load_settings` does after reading the file, for a config not written yet."""
+    env = os.environ if environ is None else environ
+    home_path = Path(home).expanduser().absolute() if home is not None else default_home(env)
     config_path = home_path / _CONFIG_NAME
-    data = _read_config(config_path)
 
     values: dict[str, Any] = {}
     sources: dict[str, str] = {spec.key: "default" for spec in _SPECS}
@@ -617,6 +679,20 @@ def load_settings(
 
     _check_tls_pair(values, sources)
     return Settings(home=home_path, sources=sources, extra=extra, **values)
+
+
+def parse_setting(key: str, value: Any) -> Any:
+    """One setting's value parsed as the file would be (a relative path stays relative),
+    or a SettingsError saying what the key expects; for checking an answer on its own."""
+    spec = _BY_KEY.get(key)
+    if spec is None:
+        raise SettingsError(f"Unknown setting {key!r}. Known settings: {', '.join(_BY_KEY)}.",
+                            key=key, source="value", value=value)
+    try:
+        return spec.parse(value)
+    except _Invalid:
+        raise SettingsError(f"{key} must be {spec.expected}, got {_shown(value, key)}",
+                            key=key, source="value", value=value) from None
 
 
 def _check_tls_pair(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
@@ -743,10 +819,10 @@ def write_config(path: str | os.PathLike[str], data: Mapping[str, Any]) -> Path:
     return target
 
 
-def update_config(path: str | os.PathLike[str], updates: Mapping[str, Any]) -> dict[str, Any]:
-    """Merge `updates` into the config file at `path` (None removes a key); returns the result."""
-    target = Path(path).expanduser()
-    data = _read_config(target)
+def merge_config(data: Mapping[str, Any], updates: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of `data` with `updates` merged in: tables merge key by key, None removes a
+    key, anything else replaces. `data` is left as it was."""
+    merged = copy.deepcopy(dict(data))
 
     def merge(base: dict[str, Any], changes: Mapping[str, Any]) -> None:
         for key, value in changes.items():
@@ -755,8 +831,15 @@ def update_config(path: str | os.PathLike[str], updates: Mapping[str, Any]) -> d
             elif isinstance(value, Mapping) and isinstance(base.get(key), dict):
                 merge(base[key], value)
             else:
-                base[key] = dict(value) if isinstance(value, Mapping) else value
+                base[key] = copy.deepcopy(dict(value)) if isinstance(value, Mapping) else value
 
-    merge(data, updates)
+    merge(merged, updates)
+    return merged
+
+
+def update_config(path: str | os.PathLike[str], updates: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge `updates` into the config file at `path` (None removes a key); returns the result."""
+    target = Path(path).expanduser()
+    data = merge_config(_read_config(target), updates)
     write_config(target, data)
     return data

@@ -6,7 +6,8 @@ through republic 0.6 and reports hookline events and errors only:
 - `openai-compatible:<model>` works out of the box (republic 0.6 does not register that
   provider; it is registered here on first use); give it `api_base`.
 - Keys and endpoints: the arguments (from HOOKLINE_API_KEY / HOOKLINE_API_BASE or the
-  config file), else republic's `REPUBLIC_<PROVIDER>_API_KEY` / `_API_BASE` variables.
+  config file; `open_model` reads the variable `api_key_env` names when no key is set),
+  else republic's `REPUBLIC_<PROVIDER>_API_KEY` / `_API_BASE` variables.
 - Every failure is a `HooklineError` whose message names the provider, the model and what
   to set: kind `config` for what configuration fixes (unknown provider, bad spec or api
   format, rejected or missing key, unknown model or endpoint), kind `provider` for what
@@ -54,8 +55,11 @@ if TYPE_CHECKING:
     import republic
 
 __all__ = [
+    "NEEDS_API_BASE",
     "ModelOpener",
     "RepublicModel",
+    "env_prefix",
+    "known_providers",
     "open_model",
     "to_republic_messages",
     "to_republic_tools",
@@ -77,8 +81,18 @@ def _ensure_providers() -> None:
         republic.register_provider(republic.providers.OpenAICompatible)
 
 
-def _env_prefix(provider: str) -> str:
+def env_prefix(provider: str) -> str:
+    """The prefix of republic's own variables for `provider` (`REPUBLIC_OPENAI_COMPATIBLE`
+    then `_API_KEY` / `_API_BASE`)."""
     return f"REPUBLIC_{provider.upper().replace('-', '_')}"
+
+
+def known_providers() -> list[str]:
+    """Provider names a `provider:model` spec can use: republic's, openai-compatible too."""
+    import republic
+
+    _ensure_providers()
+    return sorted(republic.all_providers())
 
 
 # Conversion to republic ------------------------------------------------------------------
@@ -191,7 +205,7 @@ class RepublicModel:
         self.retry_delay = retry_delay
         self.max_retry_delay = max_retry_delay
         self.options = dict(options)
-        self.env_prefix = str(self.options.get("env_prefix") or _env_prefix(provider))
+        self.env_prefix = str(self.options.get("env_prefix") or env_prefix(provider))
         if provider in NEEDS_API_BASE and not (self.api_base
                                                or os.environ.get(f"{self.env_prefix}_API_BASE")):
             # republic would fall back to the public OpenAI endpoint: a local model's
@@ -555,7 +569,8 @@ def open_model(spec: str | None, settings: Any = None, **options: Any) -> ModelC
     - `scripted:<path>`: a ScriptedModel playing back that file (relative to the working
       directory); every call returns a fresh one, starting at the first turn;
     - anything else: a RepublicModel with the provider settings (`api_key`, `api_base`,
-      `api_format`) of `settings` (a `Settings`, or any object with those attributes).
+      `api_format`) of `settings` (a `Settings`, or any object with those attributes);
+      a Settings without `api_key` reads the variable its `api_key_env` names, now.
 
     Extra `options` go to RepublicModel.
     """
@@ -572,11 +587,21 @@ def open_model(spec: str | None, settings: Any = None, **options: Any) -> ModelC
         return ScriptedModel(Path(path).expanduser(), name=spec)
     return RepublicModel(
         spec,
-        api_key=getattr(settings, "api_key", None),
+        api_key=_api_key(settings),
         api_base=getattr(settings, "api_base", None),
         api_format=getattr(settings, "api_format", None),
         **options,
     )
+
+
+def _api_key(settings: Any) -> str | None:
+    """The key `settings` give: through `resolved_api_key` when they have it (a Settings:
+    `api_key`, else the variable `api_key_env` names), else their `api_key` attribute."""
+    resolve = getattr(settings, "resolved_api_key", None)
+    if callable(resolve):
+        key = resolve()
+        return str(key) if key else None
+    return getattr(settings, "api_key", None)
 
 
 class ModelOpener:

@@ -193,6 +193,24 @@ async def test_open_model_uses_settings(server: OpenAIServer, tmp_path: Any) -> 
     assert (await collect(model, [ModelMessage.user("x")]))[-1].text == "via settings"
 
 
+async def test_open_model_reads_the_key_from_the_variable_api_key_env_names(
+        server: OpenAIServer, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    server.add(Reply(text="key from the environment"))
+    monkeypatch.setenv("MY_TEST_KEY", "sk-test")
+    settings = Settings(home=tmp_path, model=SPEC, api_key_env="MY_TEST_KEY",
+                        api_base=server.base_url)
+    model = open_model(settings.model_spec, settings, retry_delay=0.0)
+    events = await collect(model, [ModelMessage.user("x")])
+    assert events[-1].text == "key from the environment"
+    assert server.requests[0].headers["authorization"] == "Bearer sk-test"
+
+    monkeypatch.setenv("MY_TEST_KEY", " ")
+    with pytest.raises(HooklineError) as info:
+        open_model(settings.model_spec, settings)
+    assert info.value.kind is ErrorKind.config
+    assert "MY_TEST_KEY" in info.value.message and "empty or unset" in info.value.message
+
+
 # Closing and cancellation --------------------------------------------------------------------
 
 

@@ -20,6 +20,9 @@ from hookline.builtins.settings import (
     SettingsError,
     dumps_toml,
     load_settings,
+    merge_config,
+    parse_setting,
+    settings_from_config,
     update_config,
     write_config,
 )
@@ -305,3 +308,57 @@ _tables = st.recursive(
 @given(_tables)
 def test_dumps_toml_round_trips(data: dict[str, Any]) -> None:
     assert tomllib.loads(dumps_toml(data)) == data
+
+
+def test_api_key_env_names_the_variable_read_when_api_key_is_unset(tmp_path: Path) -> None:
+    path = config(tmp_path, 'api_key_env = "MY_KEY"\n')
+    s = load_settings(environ={}, home=tmp_path)
+    assert s.api_key_env == "MY_KEY" and s.api_key is None
+    assert s.resolved_api_key({"MY_KEY": " sk-from-env "}) == "sk-from-env"
+    with pytest.raises(SettingsError) as info:
+        s.resolved_api_key({})
+    assert "MY_KEY" in info.value.message and str(path) in info.value.message
+    assert info.value.key == "api_key_env"
+    both = load_settings(environ={"HOOKLINE_API_KEY": "sk-direct"}, home=tmp_path)
+    assert both.resolved_api_key({}) == "sk-direct", "api_key wins over api_key_env"
+    assert Settings(home=tmp_path).resolved_api_key({}) is None
+    env = load_settings(environ={"HOOKLINE_API_KEY_ENV": "OTHER"}, home=tmp_path)
+    assert env.api_key_env == "OTHER" and env.sources["api_key_env"] == "env:HOOKLINE_API_KEY_ENV"
+
+
+def test_api_key_env_must_be_a_variable_name(tmp_path: Path) -> None:
+    config(tmp_path, 'api_key_env = "$MY KEY"\n')
+    with pytest.raises(SettingsError, match="api_key_env must be the name of an environment"):
+        load_settings(environ={}, home=tmp_path)
+
+
+def test_parse_setting_checks_one_value_without_a_file() -> None:
+    assert parse_setting("api_base", "http://localhost:11434/v1/") == "http://localhost:11434/v1"
+    assert parse_setting("model", "offline") == "offline"
+    with pytest.raises(SettingsError) as info:
+        parse_setting("api_base", "localhost:11434")
+    assert info.value.message == ("api_base must be an http:// or https:// URL, got "
+                                  "'localhost:11434'")
+    with pytest.raises(SettingsError, match="provider:model"):
+        parse_setting("model", "gpt-4o")
+    with pytest.raises(SettingsError, match="hidden"):
+        parse_setting("api_key", 42)
+    with pytest.raises(SettingsError, match="Unknown setting 'modle'"):
+        parse_setting("modle", "x")
+
+
+def test_settings_from_config_resolves_data_not_yet_written(tmp_path: Path) -> None:
+    data = {"model": "openai:gpt-4o-mini", "tape_store": "t.db", "plugins": {"x": {"k": 1}}}
+    s = settings_from_config(data, {"HOOKLINE_MAX_STEPS": "4"}, tmp_path)
+    assert (s.model, s.max_steps, s.tape_store) == ("openai:gpt-4o-mini", 4, tmp_path / "t.db")
+    assert s.extra == {"plugins": {"x": {"k": 1}}}
+    assert not (tmp_path / "config.toml").exists()
+    with pytest.raises(SettingsError, match="Unknown setting 'modle'"):
+        settings_from_config({"modle": "x"}, {}, tmp_path)
+
+
+def test_merge_config_leaves_its_input_alone() -> None:
+    base = {"model": "a:b", "plugins": {"x": {"k": 1}}}
+    merged = merge_config(base, {"model": None, "plugins": {"x": {"j": 2}}})
+    assert merged == {"plugins": {"x": {"k": 1, "j": 2}}}
+    assert base == {"model": "a:b", "plugins": {"x": {"k": 1}}}

@@ -1,82 +1,19 @@
 """`hookline chat` in a real terminal: tmux runs the console script, the test types keys
-and reads the screen (capture-pane), polling each expectation up to a deadline."""
+and reads the screen (capture-pane), polling each expectation up to a deadline
+(`terminal_support.Terminal`)."""
 
 from __future__ import annotations
 
-import os
-import shlex
-import shutil
-import subprocess
-import sys
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-TMUX = shutil.which("tmux")
-HOOKLINE = shutil.which("hookline", path=str(Path(sys.executable).parent))
+from terminal_support import TMUX, Terminal, clean_env, last_line
 
 pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
 
-DEADLINE = 30.0
 PROMPT = "you>"
-
-
-class Terminal:
-    """A private tmux server (its own socket) whose panes run commands in `cwd`."""
-
-    def __init__(self, cwd: Path, env: dict[str, str]) -> None:
-        assert TMUX and HOOKLINE, "tmux and the hookline console script are needed"
-        self.cwd = cwd
-        self.env = env
-        self.socket = f"hookline-test-{uuid.uuid4().hex[:12]}"
-        self.target = ""
-
-    def tmux(self, *args: str) -> str:
-        assert TMUX
-        done = subprocess.run([TMUX, "-L", self.socket, "-f", os.devnull, "-u", *args],
-                              env=self.env, capture_output=True, text=True, timeout=30)
-        assert done.returncode == 0, f"tmux {' '.join(args)} failed: {done.stderr}"
-        return done.stdout
-
-    def chat(self, name: str, *options: str) -> None:
-        """Start `hookline chat` in a new tmux session; its exit code is printed after it."""
-        command = shlex.join([str(HOOKLINE), "chat", *options])
-        self.tmux("new-session", "-d", "-s", name, "-x", "160", "-y", "50", "-c", str(self.cwd),
-                  f"{command}; echo CHAT-EXIT=$?; sleep 600")
-        self.target = name
-
-    def type(self, text: str) -> None:
-        self.tmux("send-keys", "-t", self.target, "-l", text)
-        self.tmux("send-keys", "-t", self.target, "Enter")
-
-    def keys(self, *keys: str) -> None:
-        self.tmux("send-keys", "-t", self.target, *keys)
-
-    def screen(self) -> str:
-        return self.tmux("capture-pane", "-p", "-J", "-t", self.target, "-S", "-3000")
-
-    def wait_for(self, predicate: Callable[[str], bool], what: str,
-                 timeout: float = DEADLINE) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            screen = self.screen()
-            if predicate(screen):
-                return screen
-            if time.monotonic() > deadline:
-                pytest.fail(f"timed out waiting for {what}; the screen shows:\n{screen}")
-            time.sleep(0.05)
-
-    def close(self) -> None:
-        subprocess.run([str(TMUX), "-L", self.socket, "kill-server"], env=self.env,
-                       capture_output=True, timeout=30)
-
-
-def last_line(screen: str) -> str:
-    lines = [line.rstrip() for line in screen.splitlines() if line.strip()]
-    return lines[-1] if lines else ""
 
 
 def at_prompt(screen: str) -> bool:
@@ -85,8 +22,7 @@ def at_prompt(screen: str) -> bool:
 
 @pytest.fixture
 def terminal(tmp_path: Path) -> Iterator[Terminal]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HOOKLINE_", "TMUX"))}
-    env.update(HOOKLINE_HOME=str(tmp_path / "home"), LANG="C.UTF-8")
+    env = clean_env(tmp_path / "home")
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     term = Terminal(workspace, env)

@@ -142,7 +142,7 @@ def test_onboard_writes_the_config_file(env: dict[str, str]) -> None:
     assert out.returncode == 0, out.stderr
     config = Path(env["HOOKLINE_HOME"]) / "config.toml"
     assert 'model = "offline"' in config.read_text()
-    answered = hookline("onboard", env=env, input="scripted:turns.json\n")
+    answered = hookline("onboard", "--model", "scripted:turns.json", env=env)
     assert answered.returncode == 0, answered.stderr
     assert 'model = "scripted:turns.json"' in config.read_text()
     unknown = hookline("onboard", "--plugin", "nope", env=env)
