@@ -1,0 +1,47 @@
+"""`hookline run` without --stream shows a live status line on a terminal's stderr (step,
+running tool, elapsed), erased before the reply prints; piped, stderr gets nothing."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from terminal_support import TMUX, Terminal, clean_env
+from test_cli import hookline
+
+SLOW_TOOL = '/tool shell {"command": "sleep 3; echo finished"}'
+
+
+@pytest.fixture
+def terminal(tmp_path: Path) -> Iterator[Terminal]:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    term = Terminal(workspace, clean_env(tmp_path / "home"))
+    try:
+        yield term
+    finally:
+        term.close()
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+def test_the_status_line_shows_the_running_tool_then_disappears(terminal: Terminal) -> None:
+    terminal.start("status", "run", SLOW_TOOL)
+    screen = terminal.wait_for(lambda s: "running shell" in s, "the status line")
+    assert re.search(r"…step 1: running shell \d+s", screen)
+    terminal.wait_for(lambda s: re.search(r"running shell [12]s", s) is not None,
+                      "the clock moving while the tool runs")
+    screen = terminal.wait_for(lambda s: "EXIT=0" in s, "the end of the run")
+    assert "…step" not in screen and "running shell" not in screen, "the status stayed"
+    assert screen.lstrip().startswith("[offline model] Calling tool `shell`.")
+    assert "finished" in screen
+
+
+def test_piped_stderr_gets_no_status(tmp_path: Path) -> None:
+    env = clean_env(tmp_path / "home")
+    done = hookline("run", '/tool shell {"command": "sleep 1; echo finished"}', env=env,
+                    cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "" and "\x1b" not in done.stdout
+    assert "finished" in done.stdout
