@@ -121,7 +121,7 @@ class BuiltinPlugin:
     def get_agent(self) -> Agent:
         if self._agent is None:
             from .agent import Agent, AgentConfig
-            from .models import ModelOpener
+            from .models.opening import ModelOpener
 
             settings = self.get_settings()
             config = AgentConfig(settings.model_spec, settings.max_steps, settings.max_tokens)
