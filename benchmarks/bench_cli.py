@@ -17,7 +17,7 @@ them alike. Not a test: the goal lines say PASS/MISS without changing the exit s
 Goal (issue 12): ``hookline --help`` and ``hookline run hello`` each take at most 0.25x
 ``bub --help`` on the same machine.
 
-    python benchmarks/bench_cli.py [--runs N] [--bub PATH] [--hookline PATH]
+    python benchmarks/bench_cli.py [--runs N] [--bub PATH | --no-bub] [--hookline PATH]
 """
 
 from __future__ import annotations
@@ -117,6 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=11, help="fresh processes per command")
     parser.add_argument("--bub", help=f"the bub command (default: {DEFAULT_BUB} if present)")
+    parser.add_argument("--no-bub", action="store_true", help="do not run bub --help")
     parser.add_argument("--hookline", help="the hookline command (default: the console "
                                            "script next to this interpreter)")
     args = parser.parse_args(argv)
@@ -128,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         Command("hookline --version", [*hookline, "--version"]),
         Command("hookline run hello", [*hookline, "run", "hello"], fresh_home=True),
     ]
-    bub = bub_path(args.bub)
+    bub = None if args.no_bub else bub_path(args.bub)
     if bub is not None:
         commands.append(Command("bub --help", [bub, "--help"], own_cache=False))
 
@@ -147,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{command.label:<20} {value:>10.1f} {value / bare:>9.2f}x {versus_bub:>14}")
     print()
     if reference is None:
-        print("bub not found (--bub PATH): no goal verdicts")
+        print("no bub --help to compare with (--bub PATH): no goal verdicts")
     else:
         for command in commands[1:]:
             if command.label not in ("hookline --help", "hookline run hello"):
