@@ -133,8 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if bub is not None:
         commands.append(Command("bub --help", [bub, "--help"], own_cache=False))
 
+    load = f", load {os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else ""
     print(f"python {platform.python_version()} on {platform.machine()}, "
-          f"{os.cpu_count()} cpus; median of {args.runs} fresh processes per command, "
+          f"{os.cpu_count()} cpus{load}; median of {args.runs} fresh processes per command, "
           f"interleaved")
     measure(commands, args.runs)
 
