@@ -14,10 +14,7 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
-
-import anyio
-import anyio.to_thread
+from typing import TYPE_CHECKING, Any
 
 from hookline.kernel import hookimpl
 from hookline.kernel.channels import (
@@ -35,20 +32,22 @@ from hookline.kernel.tape import TapeContext
 from hookline.kernel.tools import Tool
 from hookline.kernel.turn import RUNTIME_THREAD_ID, RUNTIME_WORKSPACE
 
-from .agent import Agent, AgentConfig
-from .environment import LocalEnvironment
-from .files import open_regular_file
-from .lifespan import SWEEP_SECONDS, BackgroundProcesses
 from .limits import check_session_fields
-from .models import ModelOpener
-from .redact import redact_credentials, redact_paths
-from .settings import Settings, default_home, load_settings
-from .spill import SpillSidecar, spill_result
-from .steering import InMemorySteeringInbox
-from .store import InMemoryTapeStore, SQLiteTapeStore
-from .tape import Tape, session_tape_name
-from .tape_tools import spill_tools, tape_tools
-from .tools import builtin_tools
+
+if TYPE_CHECKING:
+    from .agent import Agent
+    from .environment import LocalEnvironment
+    from .lifespan import BackgroundProcesses
+    from .settings import Settings
+    from .spill import SpillSidecar
+    from .steering import InMemorySteeringInbox
+    from .store import InMemoryTapeStore, SQLiteTapeStore
+    from .tape import Tape
+
+# The framework has loaded the whole kernel already. The builtin modules behind the hooks
+# (the agent, the tape, the stores, the models, the tools, the settings) are imported by
+# the hooks that use them, on first use: every command builds this plugin, and
+# `hookline --help` runs none of its hooks (issue 12).
 
 logger = logging.getLogger(__name__)
 
@@ -71,26 +70,59 @@ MEDIA_KINDS = ("image", "audio", "video")
 class BuiltinPlugin:
     """Default implementations; ``settings`` may be given (tests) or read on first use."""
 
-    sweep_seconds = SWEEP_SECONDS
-    """How often the lifespan reaps adopted orphans and closes idle environments."""
+    sweep_seconds: float | None = 5.0
+    """How often the lifespan reaps adopted orphans and closes idle environments (the
+    lifespan's `SWEEP_SECONDS`, spelled out here so that building the plugin does not
+    import the lifespan)."""
 
     def __init__(self, framework: Any, settings: Settings | None = None) -> None:
         self.framework = framework
         self._settings = settings
         self._agent: Agent | None = None
-        self.processes = BackgroundProcesses()
-        self.memory_store = InMemoryTapeStore()
-        """Used by turns run outside running(), where no tape store is provided."""
+        self._processes: BackgroundProcesses | None = None
+        self._memory_store: InMemoryTapeStore | None = None
 
-    # Settings are read on first use, by a command that needs them.
+    # Settings, the background processes and the memory store are made on first use, by a
+    # command that needs them.
+
+    @property
+    def processes(self) -> BackgroundProcesses:
+        """The background processes of this plugin's environments, tools and lifespan."""
+        if self._processes is None:
+            from .lifespan import BackgroundProcesses
+
+            self._processes = BackgroundProcesses()
+        return self._processes
+
+    @processes.setter
+    def processes(self, processes: BackgroundProcesses) -> None:
+        self._processes = processes
+
+    @property
+    def memory_store(self) -> InMemoryTapeStore:
+        """Used by turns run outside running(), where no tape store is provided."""
+        if self._memory_store is None:
+            from .store.memory import InMemoryTapeStore
+
+            self._memory_store = InMemoryTapeStore()
+        return self._memory_store
+
+    @memory_store.setter
+    def memory_store(self, store: InMemoryTapeStore) -> None:
+        self._memory_store = store
 
     def get_settings(self) -> Settings:
         if self._settings is None:
+            from .settings import load_settings
+
             self._settings = load_settings()
         return self._settings
 
     def get_agent(self) -> Agent:
         if self._agent is None:
+            from .agent import Agent, AgentConfig
+            from .models.opening import ModelOpener
+
             settings = self.get_settings()
             config = AgentConfig(settings.model_spec, settings.max_steps, settings.max_tokens)
             self._agent = Agent(self.framework, config, ModelOpener(settings), self.tape_for)
@@ -98,6 +130,8 @@ class BuiltinPlugin:
 
     def tape_for(self, session_id: str, state: dict[str, Any]) -> Tape:
         """The session's tape on the scope's store, with the hooks' context and sidecars."""
+        from .tape import Tape, session_tape_name
+
         store = self.framework.get_tape_store() or self.memory_store
         context = replace(self.framework.build_tape_context(), state=state)
         workspace = str(Path(self.framework.workspace).expanduser().resolve())
@@ -176,6 +210,8 @@ class BuiltinPlugin:
 
     @hookimpl
     def provide_environment(self, session_id: str, workspace: Any) -> LocalEnvironment:
+        from .environment import LocalEnvironment
+
         return LocalEnvironment(workspace, processes=self.processes)
 
     @hookimpl
@@ -191,6 +227,11 @@ class BuiltinPlugin:
     @hookimpl
     async def provide_tape_store(self) -> AsyncIterator[SQLiteTapeStore]:
         # Opening (schema, WAL) and closing (checkpoint) touch the disk: worker threads.
+        import anyio
+        import anyio.to_thread
+
+        from .store.sqlite import SQLiteTapeStore
+
         path = self.get_settings().tape_store
         assert path is not None  # Settings.__post_init__ fills in the default
         store = await anyio.to_thread.run_sync(SQLiteTapeStore, path)
@@ -204,7 +245,7 @@ class BuiltinPlugin:
     def provide_lifespan(self) -> Any:
         """The background processes' lifespan, with the process records in the hookline
         home and a periodic sweep that also closes idle environments."""
-        home = self._settings.home if self._settings is not None else default_home()
+        home = self._home()
         return self.processes.lifespan(records=home / PROCESS_RECORDS,
                                        sweep=self.framework.close_idle_environments,
                                        sweep_seconds=self.sweep_seconds)
@@ -215,15 +256,22 @@ class BuiltinPlugin:
 
     @hookimpl
     def provide_tools(self) -> list[Tool]:
+        from .tape_tools import spill_tools, tape_tools
+        from .tools import builtin_tools
+
         return [*builtin_tools(self.processes), *tape_tools(), *spill_tools()]
 
     @hookimpl
     def provide_steering_inbox(self) -> InMemorySteeringInbox:
+        from .steering import InMemorySteeringInbox
+
         return InMemorySteeringInbox()
 
     @hookimpl
     def provide_tape_sidecar(self) -> SpillSidecar:
         """The spill sidecar: where oversized tool results go (see `after_tool_call`)."""
+        from .spill import SpillSidecar
+
         return SpillSidecar()
 
     # -- interception --------------------------------------------------------------------
@@ -237,6 +285,8 @@ class BuiltinPlugin:
         Trylast and registered first: it runs after every normal and tryfirst
         implementation and before the trylast ones of plugins registered later.
         """
+        from .spill import spill_result
+
         await spill_result(call, result, state)
 
     # -- channels ------------------------------------------------------------------------
@@ -260,6 +310,8 @@ class BuiltinPlugin:
 
     async def store_health(self) -> str | None:
         """Why the running tape store cannot record turns now, or None when it can."""
+        import anyio.to_thread
+
         store = self.framework.get_tape_store()
         probe = getattr(store, "check_writable", None)
         if probe is None:
@@ -276,9 +328,19 @@ class BuiltinPlugin:
     def scrub_text(self, text: str) -> str:
         """`text` without credentials in URLs, with workspace paths relative to it and the
         hookline home and the user's home folder named, not spelled out."""
-        home = self._settings.home if self._settings is not None else default_home()
+        from .redact import redact_credentials, redact_paths
+
+        home = self._home()
         others = [(str(home), "$HOOKLINE_HOME"), (str(Path.home()), "~")]
         return redact_paths(redact_credentials(text), self.framework.workspace, others)
+
+    def _home(self) -> Path:
+        """The hookline home: the settings' when read, else the default (no config read)."""
+        if self._settings is not None:
+            return self._settings.home
+        from .settings import default_home
+
+        return default_home()
 
     @hookimpl
     async def admit_message(
@@ -338,6 +400,8 @@ def _read_regular(path: Path) -> str | None:
     Opened without blocking and checked on the open descriptor, so a FIFO or a device under
     that name can never hang the prompt.
     """
+    from .files import open_regular_file
+
     try:
         handle, _info = open_regular_file(os.path.realpath(path))
     except (OSError, HooklineError):

@@ -588,8 +588,6 @@ def _file_error(spec: _Spec, value: Any, path: Path) -> SettingsError:
 
 
 def _read_config(path: Path) -> dict[str, Any]:
-    import tomllib
-
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -601,6 +599,8 @@ def _read_config(path: Path) -> dict[str, Any]:
             key="config",
             source=f"file:{path}",
         ) from exc
+    import tomllib  # only with a config file to parse
+
     try:
         return tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -1,4 +1,4 @@
-"""Real providers through republic `provider:model` specs, and `open_model`.
+"""Real providers through republic `provider:model` specs.
 
 `RepublicModel("openai:gpt-4o-mini", api_key=..., api_base=..., api_format=...)` streams
 through republic 0.6 and reports hookline events and errors only:
@@ -26,9 +26,8 @@ from __future__ import annotations
 import json
 import os
 import random
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, aclosing
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hookline.kernel.prompt import to_content
@@ -38,7 +37,6 @@ from ..redact import redact_credentials
 from .base import (
     USAGE_FIELDS,
     Finished,
-    ModelClient,
     ModelEvent,
     TextDelta,
     ToolCallEvent,
@@ -48,19 +46,15 @@ from .base import (
     as_model_message,
     usage_dict,
 )
-from .offline import OfflineModel
-from .scripted import ScriptedModel
 
 if TYPE_CHECKING:
     import republic
 
 __all__ = [
     "NEEDS_API_BASE",
-    "ModelOpener",
     "RepublicModel",
     "env_prefix",
     "known_providers",
-    "open_model",
     "to_republic_messages",
     "to_republic_tools",
 ]
@@ -557,80 +551,3 @@ def _body_message(body: str) -> str:
             text = error
     text = " ".join(text.split())
     return text if len(text) <= _BODY_LIMIT else text[: _BODY_LIMIT - 3] + "..."
-
-
-# Opening a client from a spec -------------------------------------------------------------
-
-
-def open_model(spec: str | None, settings: Any = None, **options: Any) -> ModelClient:
-    """The client for a model spec.
-
-    - `""`, None, `offline` (or `offline:<anything>`): the embedded OfflineModel;
-    - `scripted:<path>`: a ScriptedModel playing back that file (relative to the working
-      directory); every call returns a fresh one, starting at the first turn;
-    - anything else: a RepublicModel with the provider settings (`api_key`, `api_base`,
-      `api_format`) of `settings` (a `Settings`, or any object with those attributes);
-      a Settings without `api_key` reads the variable its `api_key_env` names, now.
-
-    Extra `options` go to RepublicModel.
-    """
-    spec = (spec or "").strip()
-    if not spec or spec == "offline" or spec.startswith("offline:"):
-        return OfflineModel(spec or "offline")
-    if spec.startswith("scripted:"):
-        path = spec.removeprefix("scripted:").strip()
-        if not path:
-            raise HooklineError(
-                ErrorKind.config,
-                "Model spec 'scripted:' needs a file of model turns: scripted:<path>.",
-            )
-        return ScriptedModel(Path(path).expanduser(), name=spec)
-    return RepublicModel(
-        spec,
-        api_key=_api_key(settings),
-        api_base=getattr(settings, "api_base", None),
-        api_format=getattr(settings, "api_format", None),
-        **options,
-    )
-
-
-def _api_key(settings: Any) -> str | None:
-    """The key `settings` give: through `resolved_api_key` when they have it (a Settings:
-    `api_key`, else the variable `api_key_env` names), else their `api_key` attribute."""
-    resolve = getattr(settings, "resolved_api_key", None)
-    if callable(resolve):
-        key = resolve()
-        return str(key) if key else None
-    return getattr(settings, "api_key", None)
-
-
-class ModelOpener:
-    """`open_model` with one client per spec, reused for later calls with the same spec.
-
-    Give it to the agent loop as its `open_model(spec)`: a scripted model then keeps its
-    place across steps and turns (a fresh one would replay its first turn), and a
-    RepublicModel is not rebuilt for every step. `clear()` forgets the clients.
-    """
-
-    def __init__(
-        self,
-        settings: Any = None,
-        *,
-        opener: Callable[..., ModelClient] | None = None,
-        **options: Any,
-    ) -> None:
-        self.settings = settings
-        self.options = options
-        self._open = opener or open_model
-        self._clients: dict[str, ModelClient] = {}
-
-    def __call__(self, spec: str | None) -> ModelClient:
-        key = (spec or "").strip() or "offline"
-        client = self._clients.get(key)
-        if client is None:
-            client = self._open(key, self.settings, **self.options)
-            self._clients[key] = client
-        return client
-
-    def clear(self) -> None:
-        self._clients.clear()

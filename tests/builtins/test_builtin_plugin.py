@@ -19,6 +19,7 @@ from builtin_support import build_builtin, model_of
 from builtin_support import write_script as write_turns
 
 from hookline.builtins.environment import LocalEnvironment
+from hookline.builtins.lifespan import SWEEP_SECONDS, BackgroundProcesses
 from hookline.builtins.models import ModelMessage
 from hookline.builtins.models.offline import OFFLINE_LABEL
 from hookline.builtins.plugin import CONTEXT_WINDOW, DEFAULT_SYSTEM_PROMPT, BuiltinPlugin
@@ -150,6 +151,20 @@ def test_loading_reads_no_settings_until_they_are_needed(
     assert framework.plugin_status()["builtin"].ok
     with pytest.raises(SettingsError, match="modle"):  # ...it is reported when used
         builtin_of(framework).get_settings()
+
+
+def test_the_lazily_made_parts_are_made_once_and_can_be_replaced(workspace: Path) -> None:
+    """The background processes and the memory store are made on first use (building the
+    plugin imports neither module), then kept; the sweep period is the lifespan's."""
+    plugin = BuiltinPlugin(Framework(workspace))
+    assert plugin.sweep_seconds == SWEEP_SECONDS
+    assert isinstance(plugin.processes, BackgroundProcesses)
+    assert plugin.processes is plugin.processes
+    assert isinstance(plugin.memory_store, InMemoryTapeStore)
+    assert plugin.memory_store is plugin.memory_store
+    processes, store = BackgroundProcesses(), InMemoryTapeStore()
+    plugin.processes, plugin.memory_store = processes, store
+    assert plugin.processes is processes and plugin.memory_store is store
 
 
 @pytest.mark.parametrize("hook", DEFAULT_HOOKS)

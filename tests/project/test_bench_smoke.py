@@ -77,3 +77,15 @@ def test_bench_import_tiny_runs() -> None:
     assert "  hookline.kernel._dispatch" in done.stdout
     verdicts = [line for line in done.stdout.splitlines() if line.startswith(("PASS", "MISS"))]
     assert [line.split()[1] for line in verdicts] == ["dispatch", "hookline.kernel"], verdicts
+
+
+def test_bench_cli_tiny_runs() -> None:
+    done = run_benchmark("bench_cli.py", "--runs", "1", "--no-bub")
+    lines = done.stdout.splitlines()
+    assert lines[2].split() == ["command", "median", "ms", "vs", "python", "vs", "bub", "--help"]
+    rows = {line[:20].strip(): line[20:].split() for line in lines[3:7]}
+    assert list(rows) == ["python -c pass", "hookline --help", "hookline --version",
+                          "hookline run hello"], done.stdout
+    assert all(float(row[0]) > 0 and row[1].endswith("x") and row[2] == "-"
+               for row in rows.values()), done.stdout
+    assert "no goal verdicts" in done.stdout, done.stdout

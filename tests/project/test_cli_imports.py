@@ -1,0 +1,134 @@
+"""What the command line imports at start-up: the boundaries that keep it fast, not timed.
+
+Each command runs through the real console script in a fresh interpreter under
+``python -X importtime``, which names every module the process imports (at start-up and
+later, inside functions) together with the module that imported it first. Timings are
+never asserted (benchmarks/bench_cli.py measures them); what is checked is which modules
+are loaded at all:
+
+- ``hookline --help`` and ``hookline --version`` build the application and print: no
+  event loop, no tape store, no agent, no model client, no HTTP stack, no pydantic;
+- ``hookline run hello`` runs one turn on the offline model (an empty HOOKLINE_HOME):
+  neither republic nor an HTTP client or server, nor the scripted model or the republic
+  client module; pydantic only through typer's own option conversion (typer 0.29
+  converts every option value with a pydantic TypeAdapter, see docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+HOOKLINE = shutil.which("hookline", path=str(Path(sys.executable).parent))
+
+NETWORK = ("republic", "httpx", "httpx2", "httpcore", "hypercorn", "h11", "h2")
+"""The model providers' client and the gateway's server, with what they stand on."""
+RICH = ("rich", "markdown_it", "pygments")
+"""typer's rich help formatter (the application is built with plain help)."""
+
+HELP_FORBIDDEN = (
+    # ssl comes with asyncio (which a turn needs), never before it
+    *NETWORK, *RICH, "pydantic", "pydantic_core", "asyncio", "anyio", "ssl", "sqlite3",
+    "hookline.builtins.agent", "hookline.builtins.tape", "hookline.builtins.store",
+    "hookline.builtins.models", "hookline.builtins.settings", "hookline.builtins.lifespan",
+    "hookline.builtins.tools", "hookline.builtins.environment", "hookline.builtins.channels",
+)
+RUN_FORBIDDEN = (
+    *NETWORK, *RICH,
+    "hookline.builtins.models.republic_client", "hookline.builtins.models.scripted",
+    "hookline.builtins.channels",
+)
+
+
+@dataclass(frozen=True)
+class Imported:
+    """One ``-X importtime`` line: the module and the chain of modules that imported it."""
+
+    name: str
+    chain: tuple[str, ...]
+
+
+def imports(stderr: str) -> list[Imported]:
+    """The modules of an ``-X importtime`` report, each with its importers, innermost first.
+
+    The report lists a module after the modules it imports, indented one level deeper
+    than its importer; a module's importer is the next line with less indentation."""
+    rows = []
+    for line in stderr.splitlines():
+        if not line.startswith("import time:") or "self [us]" in line:
+            continue
+        field = line.split("|", 2)[2]
+        rows.append(((len(field) - len(field.lstrip())) // 2, field.strip()))
+    found = []
+    for index, (depth, name) in enumerate(rows):
+        chain = []
+        for later_depth, later in rows[index + 1:]:
+            if later_depth < depth:
+                chain.append(later)
+                depth = later_depth
+        found.append(Imported(name, tuple(chain)))
+    return found
+
+
+def loaded(found: Iterable[Imported], prefixes: Iterable[str]) -> list[str]:
+    """The imported modules that are, or are inside, one of `prefixes`."""
+    prefixes = tuple(prefixes)
+    return sorted({item.name for item in found
+                   if any(item.name == p or item.name.startswith(p + ".") for p in prefixes)})
+
+
+def run_imports(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str],
+                                                       list[Imported]]:
+    assert HOOKLINE, "the hookline console script is not installed in this environment"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
+    env["HOOKLINE_HOME"] = str(tmp_path / "home")
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    done = subprocess.run([sys.executable, "-X", "importtime", HOOKLINE, *args],
+                          capture_output=True, text=True, env=env, cwd=workspace,
+                          stdin=subprocess.DEVNULL, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done, imports(done.stderr)
+
+
+def test_the_importtime_reader_finds_each_importer() -> None:
+    report = "\n".join([
+        "import time: self [us] | cumulative | imported package",
+        "import time:       10 |         10 |     c",
+        "import time:       10 |         20 |   b",
+        "import time:       10 |         10 |   d",
+        "import time:       10 |         40 | a",
+        "import time:       10 |         10 | e",
+        "not an importtime line",
+    ])
+    found = {item.name: item.chain for item in imports(report)}
+    assert found == {"c": ("b", "a"), "b": ("a",), "d": ("a",), "a": (), "e": ()}
+    assert loaded(imports(report), ["a", "c.x"]) == ["a"]
+
+
+@pytest.mark.parametrize("args", [("--help",), ("--version",)])
+def test_help_and_version_load_no_turn_machinery(tmp_path: Path, args: tuple[str, ...]) -> None:
+    done, found = run_imports(tmp_path, *args)
+    assert done.stdout.strip(), "the command printed its output"
+    assert loaded(found, ["hookline.cli.app", "typer"]), "the report names the CLI's modules"
+    assert loaded(found, HELP_FORBIDDEN) == []
+
+
+def test_an_offline_turn_loads_no_model_provider_nor_http(tmp_path: Path) -> None:
+    done, found = run_imports(tmp_path, "run", "hello")
+    assert done.stdout.startswith("[offline model]"), done.stdout
+    assert loaded(found, ["hookline.builtins.agent", "hookline.builtins.models.offline"])
+    assert loaded(found, RUN_FORBIDDEN) == []
+    # pydantic (when at all) comes in through typer's option conversion, nothing else:
+    # the first import of each package is made, outermost, by typer._adapters.
+    first = {item.name: item.chain for item in found
+             if item.name in ("pydantic", "pydantic_core")}
+    assert {name: chain[-1:] for name, chain in first.items()} == {
+        name: ("typer._adapters",) for name in first}, first
