@@ -268,7 +268,7 @@ def test_the_documented_mypy_runs_report_what_the_page_shows(mypy: Mypy) -> None
 
 @pytest.fixture(scope="module")
 def good_plugin() -> Iterator[ModuleType]:
-    """The correct sample imported under its own name (it imports itself)."""
+    """The correct sample, imported as the module `good_plugin` that mypy checked."""
     spec = importlib.util.spec_from_file_location("good_plugin", SAMPLES / "good_plugin.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -12,8 +12,6 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import good_plugin  # this very module, checked as a plugin at the end
-
 from hookline.kernel import (
     HOOK_PROTOCOLS,
     AdmitDecision,
@@ -242,6 +240,8 @@ async def dispatch_outbound(message: Envelope) -> bool | None:
 # the bound methods ``clock`` and ``lifespan``) would be one more implementation of this
 # module, registered under the alias's name.
 if TYPE_CHECKING:
+    import good_plugin  # this very module: a module is checked as a plugin too
+
     turns: ResolveSessionHook = TurnHooks("chat")
     interception: BeforeToolCallHook = Interception
     module: DispatchOutboundHook = good_plugin
