@@ -13,16 +13,29 @@ import sys
 import hookline.kernel as kernel
 
 CONTRACT_MODULES = ("channels", "envelope", "environment", "events", "interception", "models",
-                    "prompt", "streaming", "tape", "tools", "turn", "envcache")
+                    "prompt", "streaming", "tape", "tools", "turn", "envcache", "typed")
 # Named by issue 11 as what host and plugin authors reach for first.
 NEEDED = {"ModelOptions", "ModelChoice", "AdmitDecision", "TurnSnapshot", "StreamEvent",
           "AsyncStreamEvents", "StreamState", "Environment", "Tool", "Channel",
           "HooklineError", "TapeEntry", "Framework", "HookRuntime", "hookimpl", "hookspec",
           "Registry", "PluginValidationError", "LLMCallRequest", "ToolCallDecision"}
+# Issue 13 (typed hooks): plugin authors subclass or annotate with the hook protocols.
+TYPED = {"SystemPromptHook", "SystemPromptImpl", "LoadStateHook", "BeforeLLMCallHook",
+         "RegisterCLICommandsHook", "MaybeAwaitable", "HOOK_PROTOCOLS", "IMPL_PROTOCOLS"}
 
 
 def test_the_names_authors_need_are_exported() -> None:
     assert set(kernel.__all__) >= NEEDED, sorted(NEEDED - set(kernel.__all__))
+
+
+def test_the_typed_hooks_are_exported_whole() -> None:
+    """Every name of ``hookline.kernel.typed`` (two protocols per hook, ``MaybeAwaitable``
+    and the two maps), from the root, lazily like the rest."""
+    typed = importlib.import_module("hookline.kernel.typed")
+    assert set(typed.__all__) >= TYPED
+    assert len(typed.__all__) == 2 * 27 + 3
+    assert {name for name, module in kernel._EXPORTS.items() if module == "typed"} == set(
+        typed.__all__)
 
 
 def test_every_contract_type_is_exported_from_the_root() -> None:
