@@ -272,8 +272,7 @@ class Registry:
                 problems.append(PluginProblem(
                     plugin_name, hook_name, impl.function_name, impl.location, "unknown-hook",
                     f"implements {hook_name!r}, which is not a known hook",
-                    f"{hint}rename the function or set specname= to a known hook (or declare "
-                    f"the hook with add_specs)",
+                    f"{hint}rename the function, or name a known hook with specname=",
                     fatal=False, suggestion=unknown.suggestion,
                 ))
             impls.append(impl)
