@@ -328,7 +328,7 @@ def check_plugin(plugin: object, name: str, *, fallback: tuple[str, int] = ("<un
             _display(where[0]), where[1], name, None, None, "no-hooks",
             "has no hook implementations (no function marked with @hookimpl)", fix,
             source=source, direct=direct))
-    return sorted(findings, key=lambda f: (f.file, f.line, f.code))
+    return sorted(findings, key=lambda f: (f.file, f.line))  # stable: the kernel's order
 
 
 def _plugin_classes(module: types.ModuleType, registry: Registry) -> list[str]:
