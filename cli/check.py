@@ -186,10 +186,20 @@ def _folder_sources(folder: Path) -> list[Source]:
 
 
 def _declaration_line(text: str, name: str) -> int:
-    """The line of `name = ...` (quoted or not) in a TOML or INI text, else 1."""
+    """The line of `name = ...` (quoted or not) in the `hookline` table of a TOML text
+    (`[project.entry-points.hookline]`) or section of an INI one (`[hookline]`), else 1."""
+    import re
+
+    header = re.compile(r"\[\s*(project\.entry-points\.)?[\"']?" + re.escape(ENTRY_POINT_GROUP)
+                        + r"[\"']?\s*\]")
+    inside = False
     for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if stripped.startswith("["):
+            inside = header.fullmatch(stripped) is not None
+            continue
         key = line.split("=", 1)[0].strip().strip("\"'")
-        if "=" in line and key == name:
+        if inside and "=" in line and key == name:
             return number
     return 1
 
@@ -317,7 +327,7 @@ def check_plugin(plugin: object, name: str, *, fallback: tuple[str, int] = ("<un
         spec = HOOK_SPECS.get(impl.hook_name)
         if spec is not None:
             findings += [_finding(impl, *found) for found in extra_checks(impl, spec)]
-    if not result.impls and not findings:
+    if not result.impls:
         where = _definition_location(plugin) or fallback
         fix = ("mark its hook functions with @hookimpl (a class registered as a plugin needs "
                "staticmethods or classmethods; an instance or a factory's result, methods)")

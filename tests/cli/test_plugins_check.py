@@ -295,6 +295,21 @@ def test_warnings_pass_unless_strict(env: dict[str, str], tmp_path: Path) -> Non
     assert data["summary"]["ok"] is False
 
 
+def test_a_plugin_without_marked_functions_fails(env: dict[str, str], tmp_path: Path) -> None:
+    write_plugin(tmp_path, """\
+        def build_prompt(self, message):
+            return "x"
+    """)
+    out = hookline("plugins", "check", "sample_plugin:Plugin", env=env, cwd=tmp_path)
+    assert out.returncode == 1
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith(
+        "sample_plugin.py:4: [plugin Plugin] target sample_plugin:Plugin: has no hook "
+        "implementations (no function marked with @hookimpl); fix: mark its hook functions")
+    assert "warning: is named like the hook 'build_prompt'" in lines[1]
+    assert lines[-1] == "checked 1 plugin (Plugin): 1 error, 1 warning"
+
+
 def test_json_shape(env: dict[str, str], tmp_path: Path) -> None:
     write_plugin(tmp_path, """\
         @hookimpl
@@ -484,6 +499,7 @@ def test_an_installed_distribution(env: dict[str, str], tmp_path: Path) -> None:
     (site / "shouty-0.1.dist-info" / "METADATA").write_text(
         "Metadata-Version: 2.1\nName: shouty\nVersion: 0.1\n")
     (site / "shouty-0.1.dist-info" / "entry_points.txt").write_text(
+        "[console_scripts]\nghost = shouty_plugin:main\n\n"
         "[hookline]\nshouty = shouty_plugin:Shouty\nghost = shouty_ghost:Plugin\n")
     write_plugin(site, """\
         @hookimpl
@@ -504,7 +520,7 @@ def test_an_installed_distribution(env: dict[str, str], tmp_path: Path) -> None:
         f"Shouty.provide_tool: implements 'provide_tool', which is not a known hook; fix: did "
         f"you mean 'provide_tools'? rename the function, or name a known hook with specname= "
         f"(or mark it optionalhook=True if it is for a hook of a newer hookline)",
-        "site/shouty-0.1.dist-info/entry_points.txt:3: [plugin ghost] entry point "
+        "site/shouty-0.1.dist-info/entry_points.txt:6: [plugin ghost] entry point "
         "shouty_ghost:Plugin: module 'shouty_ghost' cannot be found; fix: check the module "
         "name, or install the package that provides it",
         "checked 2 plugins (shouty, ghost): 2 errors, 0 warnings",
