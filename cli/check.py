@@ -208,6 +208,8 @@ def _forget_other_copies(module: str, folder: Path) -> None:
     """Drop an already imported copy of `module`'s package from outside `folder` (loading
     the installed plugins imported it), so the folder's own code is what is checked."""
     top = module.split(".")[0]
+    if top == __name__.split(".")[0]:  # never hookline itself: this command runs on it
+        return
     loaded = sys.modules.get(top)
     origin = getattr(loaded, "__file__", None)
     if loaded is None or (origin and Path(origin).resolve().is_relative_to(folder)):
