@@ -18,6 +18,7 @@ import typer
 from hookline.kernel import Framework
 
 from .chat import chat_command
+from .check import plugins_commands
 from .gateway import gateway_command
 from .onboard import onboard_command
 from .output import StatusLine, TurnPrinter, fail, innermost, show_logs
@@ -76,7 +77,7 @@ def create_app(framework: Framework | None = None) -> typer.Typer:
     app.command(name="chat")(chat_command(framework))
     app.command(name="gateway")(gateway_command(framework))
     app.command(name="hooks")(_hooks_command(framework))
-    app.command(name="plugins")(_plugins_command(framework))
+    app.add_typer(plugins_commands(framework, _plugins_command(framework)))
     app.command(name="onboard")(onboard_command(framework))
     app.add_typer(session_commands(framework))
     app.add_typer(store_commands())

@@ -18,10 +18,10 @@ from the package around it, so this folder can be copied alone into another proj
 from __future__ import annotations
 
 from .errors import PluginValidationError
-from .impl import HookImpl, UnknownImpl
+from .impl import HookImpl, Rejection, UnknownImpl
 from .markers import HookimplMarker, HookimplOpts
 from .plan import Plan
-from .registry import Registry, SpecSource
+from .registry import PluginCheck, PluginProblem, Registry, SpecSource
 from .report import HookBinding, HookReport, ImplInfo
 from .runtime import HookRuntime
 from .specs import (
@@ -49,8 +49,11 @@ __all__ = [
     "HookspecOpts",
     "ImplInfo",
     "Plan",
+    "PluginCheck",
+    "PluginProblem",
     "PluginValidationError",
     "Registry",
+    "Rejection",
     "SpecSource",
     "TraceRecord",
     "UnknownImpl",

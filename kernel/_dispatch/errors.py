@@ -50,12 +50,15 @@ class PluginValidationError(ValueError):
         hook_name: str | None = None,
         function: str | None = None,
         location: str | None = None,
+        code: str | None = None,
     ) -> None:
         super().__init__(message)
         self.plugin_name = plugin_name
         self.hook_name = hook_name
         self.function = function
         self.location = location
+        self.code = code
+        """A stable name of the problem (``Rejection.code``), or None for plugin-level ones."""
 
 
 def missing_argument(hook_name: str, name: str, declared_by: list[str]) -> TypeError:

@@ -88,6 +88,23 @@ def qualified_name(function: Callable[..., Any]) -> str:
     return str(getattr(inner, "__qualname__", None) or getattr(inner, "__name__", repr(inner)))
 
 
+class Rejection(NamedTuple):
+    """Why registration refuses one implementation, in parts a tool can show apart.
+
+    ``code`` is stable (``wrapper``, ``hookwrapper``, ``tryfirst-trylast``,
+    ``signature-unreadable``, ``keyword-only``, ``positional-only``,
+    ``unknown-parameter``); ``reason`` says what is wrong and ``fix`` what to do.
+    """
+
+    code: str
+    reason: str
+    fix: str
+
+    def text(self) -> str:
+        """``reason; fix``: the tail of the ``PluginValidationError`` message."""
+        return f"{self.reason}; {self.fix}" if self.fix else self.reason
+
+
 def make_impl(
     plugin: object,
     plugin_name: str,
@@ -97,44 +114,70 @@ def make_impl(
 ) -> HookImpl:
     """Check the marker options and the signature of ``function`` and describe it.
 
-    Raises ``PluginValidationError`` naming the plugin, hook, function and location.
+    Raises ``PluginValidationError`` naming the plugin, hook, function and location, for
+    the first problem ``inspect_impl`` finds.
     """
-    location = function_location(function)
-    function_name = qualified_name(function)
+    impl, rejections = inspect_impl(plugin, plugin_name, hook_name, function, opts)
+    if rejections:
+        raise rejection_error(impl, rejections[0])
+    return impl
 
-    def reject(problem: str) -> PluginValidationError:
-        return PluginValidationError(
-            f"plugin {plugin_name!r}, hook {hook_name!r}, function {function_name!r} "
-            f"({location}): {problem}",
-            plugin_name=plugin_name,
-            hook_name=hook_name,
-            function=function_name,
-            location=location,
+
+def inspect_impl(
+    plugin: object,
+    plugin_name: str,
+    hook_name: str,
+    function: Callable[..., Any],
+    opts: HookimplOpts,
+) -> tuple[HookImpl, list[Rejection]]:
+    """Describe ``function`` and list every problem of its marker options and signature.
+
+    The ``HookImpl`` is built even when there are problems (its ``argnames`` then hold
+    only the parameters that could be passed), so a checker can report all of them.
+    """
+    rejections = [
+        Rejection(
+            marker,
+            f"{marker}=True is not supported: the kernel calls implementations directly "
+            f"and has no wrapper support",
+            "remove the marker and implement the hook as a plain function (use "
+            "tryfirst/trylast to order it)",
         )
-
-    for marker in ("wrapper", "hookwrapper"):
-        if getattr(opts, marker):
-            raise reject(
-                f"{marker}=True is not supported: the kernel calls implementations "
-                f"directly and has no wrapper support; remove the marker and implement "
-                f"the hook as a plain function (use tryfirst/trylast to order it)"
-            )
+        for marker in ("wrapper", "hookwrapper")
+        if getattr(opts, marker)
+    ]
     if opts.tryfirst and opts.trylast:
-        raise reject(
-            "tryfirst=True and trylast=True together are contradictory; keep one of them"
-        )
-    return HookImpl(
+        rejections.append(Rejection(
+            "tryfirst-trylast", "tryfirst=True and trylast=True together are contradictory",
+            "keep one of them",
+        ))
+    argnames, signature_rejections = _argnames(function)
+    impl = HookImpl(
         plugin=plugin,
         plugin_name=plugin_name,
         hook_name=hook_name,
         function=function,
-        function_name=function_name,
-        argnames=_argnames(function, reject),
+        function_name=qualified_name(function),
+        argnames=argnames,
         tryfirst=opts.tryfirst,
         trylast=opts.trylast,
         flavor=_flavor(function),
-        location=location,
+        location=function_location(function),
         opts=opts,
+    )
+    return impl, [*rejections, *signature_rejections]
+
+
+def rejection_error(impl: HookImpl, rejection: Rejection) -> PluginValidationError:
+    """The ``PluginValidationError`` registration raises for ``rejection`` of ``impl``."""
+    return PluginValidationError(
+        f"plugin {impl.plugin_name!r}, hook {impl.hook_name!r}, function "
+        f"{impl.function_name!r} ({impl.location}): {rejection.text()}",
+        plugin_name=impl.plugin_name,
+        hook_name=impl.hook_name,
+        function=impl.function_name,
+        location=impl.location,
+        code=rejection.code,
     )
 
 
@@ -151,10 +194,9 @@ def _flavor(function: Callable[..., Any]) -> str:
     return "sync"
 
 
-def _argnames(
-    function: Callable[..., Any], reject: Callable[[str], PluginValidationError]
-) -> tuple[str, ...]:
-    """The parameters the kernel passes: required positional-or-keyword ones.
+def _argnames(function: Callable[..., Any]) -> tuple[tuple[str, ...], list[Rejection]]:
+    """The parameters the kernel passes (required positional-or-keyword ones), and the
+    parameters that could never be passed.
 
     Follows pluggy: defaults and ``*args``/``**kwargs`` are never passed; the first
     parameter is dropped for bound methods, and for functions defined in a class when it
@@ -167,7 +209,8 @@ def _argnames(
     try:
         signature = inspect.signature(function)
     except (TypeError, ValueError) as exc:
-        raise reject(f"its signature cannot be read ({exc})") from exc
+        return (), [Rejection("signature-unreadable", f"its signature cannot be read ({exc})",
+                              "")]
     # inspect.signature already drops the bound first parameter of a method.
     params = list(signature.parameters.values())
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
@@ -180,18 +223,23 @@ def _argnames(
     ):
         params = params[1:]
     names: list[str] = []
+    rejections: list[Rejection] = []
     for param in params:
         required = param.default is inspect.Parameter.empty
         if param.kind is inspect.Parameter.KEYWORD_ONLY and required:
-            raise reject(
+            rejections.append(Rejection(
+                "keyword-only",
                 f"keyword-only parameter {param.name!r} has no default, so it could never be "
-                f"passed; give it a default or make it a normal parameter"
-            )
+                f"passed",
+                "give it a default or make it a normal parameter",
+            ))
         if param.kind is inspect.Parameter.POSITIONAL_ONLY and required:
-            raise reject(
+            rejections.append(Rejection(
+                "positional-only",
                 f"positional-only parameter {param.name!r} could never be passed (hooks are "
-                f"called with keyword arguments); remove the '/'"
-            )
+                f"called with keyword arguments)",
+                "remove the '/'",
+            ))
         if param.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and required:
             names.append(param.name)
-    return tuple(names)
+    return tuple(names), rejections

@@ -13,10 +13,21 @@ from __future__ import annotations
 
 import types
 from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, NamedTuple
 
 from .errors import PluginValidationError, check_project, get_logger
-from .impl import HookImpl, UnknownImpl, canonical_name, make_impl
-from .markers import impl_options
+from .impl import (
+    HookImpl,
+    Rejection,
+    UnknownImpl,
+    canonical_name,
+    function_location,
+    inspect_impl,
+    make_impl,
+    qualified_name,
+    rejection_error,
+)
+from .markers import HookimplOpts, impl_options
 from .plan import Plan, Tracer
 from .specs import HookSpec, collect_specs
 
@@ -223,13 +234,58 @@ class Registry:
             params = spec.params if spec else ()
             self.plans[hook_name] = Plan(hook_name, tuple(reversed(stored)), params, self._tracer)
 
-    def _discover(
-        self, plugin: object, plugin_name: str
-    ) -> tuple[list[HookImpl], list[UnknownImpl]]:
+    def validate(self, plugin: object, name: str | None = None) -> PluginCheck:
+        """Every problem ``register(plugin, name)`` would meet, registering nothing.
+
+        ``register`` stops at the first problem; this lists them all, for tools that check
+        a plugin before it is installed (``hookline plugins check``). It runs the same
+        discovery and the same checks, plus two findings ``register`` does not refuse: a
+        marked function naming no hook (``unknown-hook``) and an unmarked routine named
+        like a hook (``unmarked``), which are ``fatal=False``. Name clashes with plugins
+        already registered are not checked.
+        """
+        plugin_name = name or canonical_name(plugin)
+        impls: list[HookImpl] = []
+        problems: list[PluginProblem] = []
+        for attr, raw, value, opts in self._candidates(plugin, marked_only=False):
+            if opts is None:
+                if attr in self._specs:
+                    problems.append(PluginProblem(
+                        plugin_name, attr, qualified_name(raw), function_location(raw),
+                        "unmarked",
+                        f"is named like the hook {attr!r} but carries no mark this registry "
+                        f"reads ({', '.join(f'{p}_impl' for p in self._accepted) or 'none'}),"
+                        f" so it is ignored",
+                        "mark it with @hookimpl, or rename it if it is not meant as one",
+                        fatal=False,
+                    ))
+                continue
+            hook_name = opts.specname or attr
+            impl, rejections = inspect_impl(plugin, plugin_name, hook_name, value, opts)
+            spec = self._specs.get(hook_name)
+            if spec is not None:
+                rejections += self._spec_rejections(impl, spec)
+            problems += [PluginProblem.of(impl, rejection) for rejection in rejections]
+            if spec is None:
+                unknown = self._unknown_impl(impl)
+                hint = f"did you mean {unknown.suggestion!r}? " if unknown.suggestion else ""
+                problems.append(PluginProblem(
+                    plugin_name, hook_name, impl.function_name, impl.location, "unknown-hook",
+                    f"implements {hook_name!r}, which is not a known hook",
+                    f"{hint}rename the function, or name a known hook with specname=",
+                    fatal=False, suggestion=unknown.suggestion,
+                ))
+            impls.append(impl)
+        return PluginCheck(plugin_name, tuple(impls), tuple(problems))
+
+    def _candidates(
+        self, plugin: object, *, marked_only: bool = True
+    ) -> Iterator[tuple[str, Any, Any, HookimplOpts | None]]:
+        """``(attr, raw function, bound value, options)`` of each routine of ``plugin``
+        carrying a mark this registry reads (or of every routine, options None when
+        unmarked, with ``marked_only=False``; the value is then the raw function)."""
         import inspect  # registration only; importing the core does not pay for it
 
-        impls: list[HookImpl] = []
-        unknown: list[UnknownImpl] = []
         projects = self._accepted
         for attr in dir(plugin):
             # Looked up statically: a property or another descriptor of the plugin is never
@@ -240,12 +296,25 @@ class Registry:
             except AttributeError:
                 continue
             raw = static.__func__ if isinstance(static, staticmethod | classmethod) else static
-            if not inspect.isroutine(raw) or impl_options(raw, projects) is None:
+            if not inspect.isroutine(raw):
+                continue
+            if impl_options(raw, projects) is None:
+                if not marked_only:
+                    yield attr, raw, raw, None
                 continue
             value = getattr(plugin, attr)
             opts = impl_options(value, projects)
             if opts is None:
                 continue
+            yield attr, raw, value, opts
+
+    def _discover(
+        self, plugin: object, plugin_name: str
+    ) -> tuple[list[HookImpl], list[UnknownImpl]]:
+        impls: list[HookImpl] = []
+        unknown: list[UnknownImpl] = []
+        for attr, _raw, value, opts in self._candidates(plugin):
+            assert opts is not None
             hook_name = opts.specname or attr
             impl = make_impl(plugin, plugin_name, hook_name, value, opts)
             spec = self._specs.get(hook_name)
@@ -264,20 +333,65 @@ class Registry:
                            close[0] if close else None)
 
     @staticmethod
-    def _check_against_spec(impl: HookImpl, spec: HookSpec) -> None:
+    def _spec_rejections(impl: HookImpl, spec: HookSpec) -> list[Rejection]:
         extra = [name for name in impl.argnames if name not in spec.params]
-        if extra:
-            raise PluginValidationError(
-                f"plugin {impl.plugin_name!r}, hook {impl.hook_name!r}, function "
-                f"{impl.function_name!r} ({impl.location}): declares "
-                f"{', '.join(repr(n) for n in extra)}, which the hook does not have; the "
-                f"hook's parameters are ({', '.join(spec.params) or 'none'}): rename or "
-                f"remove the parameter",
-                plugin_name=impl.plugin_name,
-                hook_name=impl.hook_name,
-                function=impl.function_name,
-                location=impl.location,
-            )
+        if not extra:
+            return []
+        return [Rejection(
+            "unknown-parameter",
+            f"declares {', '.join(repr(n) for n in extra)}, which the hook does not have",
+            f"the hook's parameters are ({', '.join(spec.params) or 'none'}): rename or "
+            f"remove the parameter",
+        )]
+
+    @classmethod
+    def _check_against_spec(cls, impl: HookImpl, spec: HookSpec) -> None:
+        rejections = cls._spec_rejections(impl, spec)
+        if rejections:
+            raise rejection_error(impl, rejections[0])
+
+
+class PluginProblem(NamedTuple):
+    """One finding of ``Registry.validate``: where, what is wrong, and the fix."""
+
+    plugin_name: str
+    hook_name: str
+    function_name: str
+    location: str
+    """``file:line`` of the function, as in ``PluginValidationError``."""
+    code: str
+    """``Rejection.code``, or ``unknown-hook`` / ``unmarked``."""
+    reason: str
+    fix: str
+    fatal: bool = True
+    """True when ``register`` refuses the plugin for it."""
+    suggestion: str | None = None
+    """For ``unknown-hook``: the closest known hook name, if any."""
+
+    @classmethod
+    def of(cls, impl: HookImpl, rejection: Rejection) -> PluginProblem:
+        return cls(impl.plugin_name, impl.hook_name, impl.function_name, impl.location,
+                   rejection.code, rejection.reason, rejection.fix)
+
+    def message(self) -> str:
+        """The whole message, worded like a ``PluginValidationError``."""
+        tail = f"{self.reason}; {self.fix}" if self.fix else self.reason
+        return (f"plugin {self.plugin_name!r}, hook {self.hook_name!r}, function "
+                f"{self.function_name!r} ({self.location}): {tail}")
+
+
+class PluginCheck(NamedTuple):
+    """What ``Registry.validate`` found on one plugin."""
+
+    plugin_name: str
+    impls: tuple[HookImpl, ...]
+    """Every marked implementation, valid or not, in discovery (attribute) order."""
+    problems: tuple[PluginProblem, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when ``register`` would accept the plugin (no fatal problem)."""
+        return not any(problem.fatal for problem in self.problems)
 
 
 def _spec_dict(specs: SpecSource) -> dict[str, HookSpec]:
