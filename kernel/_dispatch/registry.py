@@ -15,9 +15,9 @@ import types
 from collections.abc import Iterable, Iterator, Mapping
 
 from .errors import PluginValidationError, check_project, get_logger
-from .impl import HookImpl, UnknownImpl, canonical_name, make_impl
+from .impl import HookImpl, Tracer, UnknownImpl, canonical_name, make_impl
 from .markers import impl_options
-from .plan import Plan, Tracer
+from .plan import Plan
 from .specs import HookSpec, collect_specs
 
 SpecSource = Mapping[str, HookSpec] | Iterable[HookSpec]
