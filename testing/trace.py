@@ -18,6 +18,8 @@ from hookline.kernel import DispatchTrace, Framework, TraceRecord, hookimpl
 __all__ = ["ErrorCapture", "ErrorReport", "HookTrace", "capture_errors", "trace_hooks"]
 
 _NO_ANSWER = repr(None)
+_CAPTURE_PREFIX = "hookline.testing.errors-"
+"""Names of `capture_errors` observers: left out of every `HookTrace`."""
 _names = itertools.count(1)
 
 
@@ -31,7 +33,8 @@ class HookTrace:
     """
 
     def __init__(self, records: Sequence[TraceRecord] = ()) -> None:
-        self.records: list[TraceRecord] = list(records)
+        self.records: list[TraceRecord] = [
+            record for record in records if not record.plugin.startswith(_CAPTURE_PREFIX)]
 
     def __iter__(self) -> Iterator[TraceRecord]:
         return iter(self.records)
@@ -126,7 +129,7 @@ def trace_hooks(framework: Framework) -> Iterator[HookTrace]:
         try:
             yield result
         finally:
-            result.records[:] = tracer.records[start:]
+            result.records[:] = HookTrace(tracer.records[start:]).records
         return
     if tracer is not None:  # someone else's tracer: leave it alone, record nothing
         yield result
@@ -135,7 +138,7 @@ def trace_hooks(framework: Framework) -> Iterator[HookTrace]:
         try:
             yield result
         finally:
-            result.records[:] = trace.records
+            result.records[:] = HookTrace(trace.records).records
 
 
 @dataclass(frozen=True)
@@ -185,7 +188,7 @@ def capture_errors(framework: Framework) -> Iterator[ErrorCapture]:
     every report, so registering it changes nothing for the plugins under test.
     """
     capture = ErrorCapture()
-    name = framework.registry.register(capture, name=f"hookline.testing.errors-{next(_names)}")
+    name = framework.registry.register(capture, name=f"{_CAPTURE_PREFIX}{next(_names)}")
     try:
         yield capture
     finally:
