@@ -78,6 +78,17 @@ class Turn:
     def event_kinds(self) -> list[str]:
         return [event.kind for event in self.events]
 
+    def tool_calls(self) -> list[dict[str, Any]]:
+        """Every tool call the model made (`id`, `name`, `arguments`), from the stream."""
+        return [call for event in self.events if event.kind == "tool_call"
+                for call in event.data.get("tool_calls", [])]
+
+    def tool_results(self) -> list[dict[str, Any]]:
+        """Every tool result (`name`, `output`, `is_error`, `outcome`, ...), from the
+        stream: `outcome` is `denied` when a `before_tool_call` refused the call."""
+        return [result for event in self.events if event.kind == "tool_result"
+                for result in event.data.get("tool_results", [])]
+
     def entry_kinds(self) -> list[str]:
         return [entry.kind for entry in self.entries]
 

@@ -181,6 +181,9 @@ async def test_a_scripted_turn_with_a_tool_call(hookline_framework: FrameworkFac
     assert turn.reply == turn.text == "The file says hello."
     assert turn.event_kinds() == ["tool_call", "tool_result", "final", "text", "text", "final"]
     assert turn.events[1].data["tool_results"][0]["output"] == "hello there"
+    assert [call["name"] for call in turn.tool_calls()] == ["fs_read"]
+    assert [(result["output"], result["outcome"]) for result in turn.tool_results()] == [
+        ("hello there", "ran")]
     assert turn.entry_kinds() == ["anchor", "message", "tool_call", "tool_result", "message",
                                   "event"]
     assert turn.entries[1].payload == {"role": "user", "content": "read notes.txt"}
