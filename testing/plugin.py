@@ -7,7 +7,6 @@ framework and the builtins when a test asks for it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,10 +44,9 @@ def hookline_workspace(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def hookline_framework(hookline_home: Path, hookline_workspace: Path
-                       ) -> Iterator[FrameworkFactory]:
+def hookline_framework(hookline_home: Path, hookline_workspace: Path) -> FrameworkFactory:
     """A factory of frameworks in the test's home and workspace:
     `make(*plugins, builtin=True, entry_points=(), settings=None, script=None)`."""
     from .framework import FrameworkFactory
 
-    yield FrameworkFactory(hookline_home, hookline_workspace)
+    return FrameworkFactory(hookline_home, hookline_workspace)

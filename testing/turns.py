@@ -127,9 +127,10 @@ class _RecordingRouter:
 
     def __getattr__(self, name: str) -> Any:
         # admit_message and anything else the bound router offers stay reachable.
-        if self.inner is None:
+        inner = self.__dict__.get("inner")
+        if inner is None:
             raise AttributeError(name)
-        return getattr(self.inner, name)
+        return getattr(inner, name)
 
 
 def _inbound(message: Any, session_id: str | None, channel: str, chat_id: str) -> Any:
