@@ -20,6 +20,7 @@ from hookline.kernel import Framework
 from .chat import chat_command
 from .check import plugins_commands
 from .gateway import gateway_command
+from .new import new_commands
 from .onboard import onboard_command
 from .output import StatusLine, TurnPrinter, fail, innermost, show_logs
 from .sessions import check_session_flags, choose_session, session_commands
@@ -81,6 +82,7 @@ def create_app(framework: Framework | None = None) -> typer.Typer:
     app.command(name="onboard")(onboard_command(framework))
     app.add_typer(session_commands(framework))
     app.add_typer(store_commands())
+    app.add_typer(new_commands())
     framework.runtime.call_many_sync("register_cli_commands", app=app)
     return app
 

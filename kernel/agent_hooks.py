@@ -160,14 +160,13 @@ class PluginAgentHooks:
     def _impls(self, hook_name: str) -> tuple[HookImpl, ...]:
         return self.registry.hook_impls(hook_name)
 
-    @staticmethod
-    async def _call(impl: HookImpl, kwargs: Mapping[str, Any]) -> Any:
+    async def _call(self, impl: HookImpl, kwargs: Mapping[str, Any]) -> Any:
         """Call one implementation; an Exception (raised or awaited) is logged and means None.
 
         BaseExceptions such as cancellation are deliberately not caught.
         """
         try:
-            value = impl.call(kwargs)
+            value = impl.call(kwargs, self.registry.tracer)
             if inspect.isawaitable(value):
                 value = await value
         except Exception:

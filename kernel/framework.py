@@ -137,6 +137,11 @@ class Framework:
             if environment is not None:
                 await _close_quietly(environment, session_id)
 
+    @property
+    def in_scope(self) -> bool:
+        """Whether ``running()`` is active, so a helper knows whether to open a scope."""
+        return self._in_scope
+
     def get_tape_store(self) -> Any:
         """The scope's tape store, or None outside ``running()``."""
         return self._tape_store
@@ -258,7 +263,7 @@ class Framework:
                 )
         config = copy.deepcopy(dict(current_config or {}))
         for impl in impls:
-            value = impl.call({"current_config": config})
+            value = impl.call({"current_config": config}, self.registry.tracer)
             if not usable_sync("onboard_config", impl.plugin_name, value) or value is None:
                 continue
             if not isinstance(value, dict):

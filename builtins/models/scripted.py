@@ -33,12 +33,15 @@ Turn keys (all optional, unknown keys are an error):
 - `usage`: token counts among input_tokens, output_tokens, reasoning_tokens,
   cached_tokens, cache_write_tokens (`total_tokens` is computed);
 - `error`: `{kind, message}`: after the text (if any) is streamed, the call fails with
-  `HooklineError(kind, message)`; kind is an ErrorKind value, default `provider`.
+  `HooklineError(kind, message)`; kind is an ErrorKind value, default `provider`;
+- `delay`: seconds (a non-negative number) the call waits before its first event, so a
+  test can cancel, steer or time out a turn while the model "thinks".
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -63,7 +66,7 @@ from .base import (
 
 __all__ = ["ScriptedCall", "ScriptedModel", "ScriptedTurn", "load_turns", "parse_turns"]
 
-_TURN_KEYS = frozenset({"text", "tool_calls", "usage", "error"})
+_TURN_KEYS = frozenset({"text", "tool_calls", "usage", "error", "delay"})
 _CALL_KEYS = frozenset({"name", "arguments", "id"})
 _INLINE = "<inline turns>"
 
@@ -76,6 +79,8 @@ class ScriptedTurn:
     tool_calls: tuple[ToolCallSpec, ...] = ()
     usage: dict[str, int] | None = None
     error: HooklineError | None = None
+    delay: float = 0.0
+    """Seconds to wait before the first event."""
 
     @property
     def text(self) -> str:
@@ -150,6 +155,7 @@ class ScriptedModel:
         *,
         max_tokens: int | None = None,
     ) -> AsyncIterator[ModelEvent]:
+        from anyio import sleep
         from anyio.lowlevel import checkpoint
 
         cursor = self._cursor
@@ -165,6 +171,8 @@ class ScriptedModel:
             )
         turn = self.turns[cursor.used]
         cursor.used += 1
+        if turn.delay:
+            await sleep(turn.delay)
         for delta in turn.deltas:
             await checkpoint()
             yield TextDelta(delta)
@@ -245,7 +253,14 @@ def _parse_turn(turn: Any, number: int, source: str) -> ScriptedTurn:
         tool_calls=calls,
         usage=_parse_usage(turn.get("usage"), where, source),
         error=_parse_error(turn.get("error"), where, source),
+        delay=_parse_delay(turn.get("delay", 0), where, source),
     )
+
+
+def _parse_delay(delay: Any, where: str, source: str) -> float:
+    if isinstance(delay, bool) or not isinstance(delay, int | float) or not 0 <= delay < math.inf:
+        raise _config_error(source, f"{where}: 'delay' must be a non-negative number of seconds.")
+    return float(delay)
 
 
 def _parse_call(call: Any, turn: int, index: int, source: str) -> ToolCallSpec:

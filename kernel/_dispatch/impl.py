@@ -7,10 +7,16 @@ defined) is read once here, at registration, so that dispatch never inspects any
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from .errors import PluginValidationError, missing_argument
 from .markers import HookimplOpts
+
+
+class Tracer(Protocol):
+    """What dispatch asks of a tracer: a recording stand-in for one implementation."""
+
+    def wrap(self, impl: HookImpl) -> Callable[..., Any]: ...
 
 
 class HookImpl(NamedTuple):
@@ -36,12 +42,15 @@ class HookImpl(NamedTuple):
         """True when calling the function returns a coroutine."""
         return self.flavor == "async"
 
-    def call(self, kwargs: Mapping[str, Any]) -> Any:
-        """Call with the declared arguments taken from ``kwargs`` (slow path, no plan)."""
+    def call(self, kwargs: Mapping[str, Any], tracer: Tracer | None = None) -> Any:
+        """Call with the declared arguments taken from ``kwargs`` (slow path, no plan);
+        through ``tracer``'s recorder when one is given (the registry's, while tracing)."""
         try:
             arguments = {name: kwargs[name] for name in self.argnames}
         except KeyError as exc:
             raise missing_argument(self.hook_name, exc.args[0], [self.describe()]) from None
+        if tracer is not None:
+            return tracer.wrap(self)(**arguments)
         return self.function(**arguments)
 
     def describe(self) -> str:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import types
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any
 
 from .errors import get_logger, missing_argument
-from .impl import HookImpl
+from .impl import HookImpl, Tracer
 from .specs import DISPATCH_KINDS, DispatchKind
 
 # Results of these types are never awaitable; checking the class first skips the test.
@@ -27,12 +27,6 @@ _ITERABLE_COROUTINE = 0x100
 
 _SKIPPED: Any = object()
 """Stands for a skipped awaitable in a sync collecting caller, filtered out at the end."""
-
-
-class Tracer(Protocol):
-    """What a plan asks of a tracer: a recording stand-in for one implementation."""
-
-    def wrap(self, impl: HookImpl) -> Callable[..., Any]: ...
 
 
 def isawaitable(value: object) -> bool:

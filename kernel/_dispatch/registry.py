@@ -19,6 +19,7 @@ from .errors import PluginValidationError, check_project, get_logger
 from .impl import (
     HookImpl,
     Rejection,
+    Tracer,
     UnknownImpl,
     canonical_name,
     function_location,
@@ -28,7 +29,7 @@ from .impl import (
     rejection_error,
 )
 from .markers import HookimplOpts, impl_options
-from .plan import Plan, Tracer
+from .plan import Plan
 from .specs import HookSpec, collect_specs
 
 SpecSource = Mapping[str, HookSpec] | Iterable[HookSpec]

@@ -50,13 +50,14 @@ class HookRuntime:
         return [] if plan is None else plan.many_sync(kwargs)
 
     # Slow paths: each value paired with the implementation that returned it, for call
-    # sites that must name the plugin in an error. Not for per-call hot paths.
+    # sites that must name the plugin in an error. Not for per-call hot paths. They call
+    # through the registry's tracer while one is set, so a trace sees them too.
 
     async def call_each(self, hook_name: str, /, **kwargs: Any) -> list[tuple[HookImpl, Any]]:
         """``(implementation, awaited value)`` for every implementation, in execution order."""
         pairs: list[tuple[HookImpl, Any]] = []
         for impl in self.registry.hook_impls(hook_name):
-            value = impl.call(kwargs)
+            value = impl.call(kwargs, self.registry.tracer)
             if is_awaitable(value):
                 value = await value
             pairs.append((impl, value))
@@ -64,15 +65,16 @@ class HookRuntime:
 
     def call_each_sync(self, hook_name: str, /, **kwargs: Any) -> list[tuple[HookImpl, Any]]:
         """Sync ``call_each``: awaitable values are skipped with a warning."""
+        tracer = self.registry.tracer
         return [(impl, value) for impl in self.registry.hook_impls(hook_name)
-                if usable_sync(hook_name, impl.plugin_name, value := impl.call(kwargs))]
+                if usable_sync(hook_name, impl.plugin_name, value := impl.call(kwargs, tracer))]
 
     async def call_first_each(
         self, hook_name: str, /, **kwargs: Any
     ) -> tuple[HookImpl | None, Any]:
         """``call_first`` with the implementation that answered (None, None when none did)."""
         for impl in self.registry.hook_impls(hook_name):
-            value = impl.call(kwargs)
+            value = impl.call(kwargs, self.registry.tracer)
             if is_awaitable(value):
                 value = await value
             if value is not None:
@@ -84,7 +86,7 @@ class HookRuntime:
     ) -> tuple[HookImpl | None, Any]:
         """``call_first_sync`` with the implementation that answered."""
         for impl in self.registry.hook_impls(hook_name):
-            value = impl.call(kwargs)
+            value = impl.call(kwargs, self.registry.tracer)
             if value is not None and usable_sync(hook_name, impl.plugin_name, value):
                 return impl, value
         return None, None
@@ -96,7 +98,7 @@ class HookRuntime:
         as cancellation propagate."""
         for impl in self.registry.hook_impls(hook_name):
             try:
-                value = impl.call(kwargs)
+                value = impl.call(kwargs, self.registry.tracer)
                 if is_awaitable(value):
                     await value
             except Exception:
@@ -106,7 +108,7 @@ class HookRuntime:
         """Sync ``notify``: awaitable results are skipped with a warning."""
         for impl in self.registry.hook_impls(hook_name):
             try:
-                value = impl.call(kwargs)
+                value = impl.call(kwargs, self.registry.tracer)
             except Exception:
                 _observer_failed(hook_name, context, impl)
                 continue

@@ -129,6 +129,22 @@ async def test_error_turn_raises_after_its_text() -> None:
     assert caught.value.kind is ErrorKind.temporary and caught.value.message == "x"
 
 
+async def test_delay_waits_before_the_first_event() -> None:
+    import anyio
+
+    model = ScriptedModel([{"text": "late", "delay": 0.2}, {"text": "soon"}])
+    assert model.turns[0].delay == 0.2 and model.turns[1].delay == 0.0
+    with anyio.move_on_after(0.05) as scope:
+        async with aclosing(model.stream([ModelMessage.user("go")])) as events:
+            async for _ in events:
+                pass
+    assert scope.cancelled_caught, "the delayed turn answered before its delay"
+    start = anyio.current_time()
+    async with aclosing(model.stream([ModelMessage.user("again")])) as events:
+        seen = [event async for event in events]
+    assert seen[0] == TextDelta("soon") and anyio.current_time() - start < 0.2
+
+
 @pytest.mark.parametrize(
     ("name", "text", "expected"),
     [
@@ -137,7 +153,7 @@ async def test_error_turn_raises_after_its_text() -> None:
         (
             "keys.json",
             '[{"txt": "typo"}]',
-            "turn 1 has unknown key(s) txt; known keys: error, text, tool_calls, usage.",
+            "turn 1 has unknown key(s) txt; known keys: delay, error, text, tool_calls, usage.",
         ),
         (
             "callkeys.json",
@@ -149,6 +165,8 @@ async def test_error_turn_raises_after_its_text() -> None:
         ("kind.json", '[{"error": {"kind": "nope", "message": "m"}}]', "unknown error kind"),
         ("top.json", '{"turn": []}', "unknown top-level key(s) turn"),
         ("shape.json", '"just text"', "must hold a list of turns"),
+        ("delay.json", '[{"delay": -1}]', "'delay' must be a non-negative number"),
+        ("delaytype.json", '[{"delay": "1s"}]', "'delay' must be a non-negative number"),
     ],
 )
 def test_invalid_files_are_config_errors(

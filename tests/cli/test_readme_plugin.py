@@ -1,4 +1,5 @@
-"""The README's five-minute plugin, taken from the README itself, works as it says."""
+"""The README's five-minute plugin, taken from the README itself, works as it says, and so
+does its test (on the hookline.testing fixtures)."""
 
 from __future__ import annotations
 
@@ -22,12 +23,12 @@ def _block(language: str, after: str) -> str:
     return match.group(1)
 
 
-def test_readme_plugin_shows_in_hooks_and_takes_effect_in_a_turn(tmp_path: Path) -> None:
-    assert HOOKLINE, "the hookline console script is not installed"
+def _installed(tmp_path: Path) -> dict[str, str]:
+    """What `pip install -e ./hookline-guard` makes visible (the module and its metadata),
+    as the environment of a subprocess."""
     code = _block("python", "## A plugin in five minutes")
     project = tomllib.loads(_block("toml", "## A plugin in five minutes"))
     entry = project["project"]["entry-points"]["hookline"]
-    # What `pip install -e ./hookline-guard` makes visible: the module and its metadata.
     site = tmp_path / "site"
     info = site / "hookline_guard-0.1.0.dist-info"
     info.mkdir(parents=True)
@@ -35,8 +36,14 @@ def test_readme_plugin_shows_in_hooks_and_takes_effect_in_a_turn(tmp_path: Path)
     (info / "entry_points.txt").write_text(
         "[hookline]\n" + "".join(f"{name} = {target}\n" for name, target in entry.items()))
     (site / "guard_plugin.py").write_text(code)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HOOKLINE_", "PYTEST_"))}
     env.update(HOOKLINE_HOME=str(tmp_path / "home"), PYTHONPATH=str(site))
+    return env
+
+
+def test_readme_plugin_shows_in_hooks_and_takes_effect_in_a_turn(tmp_path: Path) -> None:
+    assert HOOKLINE, "the hookline console script is not installed"
+    env = _installed(tmp_path)
 
     def hookline(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([HOOKLINE, *args], capture_output=True, text=True, env=env,
@@ -52,3 +59,16 @@ def test_readme_plugin_shows_in_hooks_and_takes_effect_in_a_turn(tmp_path: Path)
     assert (tmp_path / "build").is_dir(), "the command was not run"
     allowed = hookline("run", '/tool shell {"command": "echo still here"}')
     assert "still here" in allowed.stdout
+
+
+def test_readme_plugins_test_passes(tmp_path: Path) -> None:
+    env = _installed(tmp_path)
+    tests = tmp_path / "hookline-guard" / "tests"
+    tests.mkdir(parents=True)
+    (tests / "test_guard.py").write_text(_block("python", "`tests/test_guard.py`:"))
+    done = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider",
+                           "hookline-guard/tests"], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # One test, run on every backend anyio's pytest plugin finds (asyncio, and trio here).
+    assert "test_rm_is_refused[asyncio] PASSED" in done.stdout, done.stdout

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = {"kernel": "hookline.kernel", "builtins": "hookline.builtins", "cli": "hookline.cli"}
+PACKAGES = {"kernel": "hookline.kernel", "builtins": "hookline.builtins", "cli": "hookline.cli",
+            "testing": "hookline.testing"}
 
 
 def module_name(path: Path) -> str:

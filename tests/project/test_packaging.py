@@ -6,7 +6,8 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDERS = {"kernel": "hookline.kernel", "builtins": "hookline.builtins", "cli": "hookline.cli"}
+FOLDERS = {"kernel": "hookline.kernel", "builtins": "hookline.builtins", "cli": "hookline.cli",
+           "testing": "hookline.testing"}
 
 
 def test_every_package_folder_is_listed_in_pyproject() -> None:

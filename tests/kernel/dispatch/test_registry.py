@@ -83,6 +83,39 @@ async def test_trace_covers_async_implementations() -> None:
     assert [r.value for r in trace] == ["{'k': 's'}"]
 
 
+@pytest.mark.anyio
+async def test_trace_covers_the_slow_paths_and_observers() -> None:
+    """call_each, call_first_each (and their sync forms) and notify go through the
+    tracer too, so a trace shows every hook a framework stage dispatched."""
+
+    class Observer:
+        @hookimpl
+        async def on_error(self, stage, error):
+            raise RuntimeError("observer down")
+
+    registry, runtime = make_runtime()
+    registry.register(Answer(None), "quiet")
+    registry.register(Answer("s-1"), "loud")
+    registry.register(Observer(), "observer")
+    with runtime.tracing() as trace:
+        pairs = await runtime.call_each("resolve_session", message={})
+        _impl, value = await runtime.call_first_each("resolve_session", message={})
+        runtime.call_each_sync("resolve_session", message={})
+        runtime.call_first_each_sync("resolve_session", message={})
+        await runtime.notify_error("turn", ValueError("bad"))
+    assert [impl.plugin_name for impl, _ in pairs] == ["loud", "quiet"] and value == "s-1"
+    assert [(r.hook, r.plugin, r.value) for r in trace] == [
+        ("resolve_session", "loud", "'s-1'"), ("resolve_session", "quiet", "None"),
+        ("resolve_session", "loud", "'s-1'"),
+        ("resolve_session", "loud", "'s-1'"), ("resolve_session", "quiet", "None"),
+        ("resolve_session", "loud", "'s-1'"),
+        ("on_error", "observer", "-"),
+    ]
+    assert trace.records[-1].error == "RuntimeError: observer down"
+    await runtime.call_each("resolve_session", message={})
+    assert len(trace) == 7, "nothing is recorded after the block"
+
+
 def test_report_lists_all_hooks_with_execution_and_stored_order() -> None:
     registry, runtime = make_runtime()
     registry.register(Answer("a"), "first")
