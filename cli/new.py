@@ -121,6 +121,8 @@ def plugin(
     typer.echo(f"  cd {folder}")
     typer.echo("  pip install -e '.[test]'   # in the environment hookline is installed in")
     typer.echo("  pytest")
+    typer.echo("  hookline plugins check .   # what CI should run too")
+    typer.echo(f"  mypy {names.module}                # the typed hook signatures")
     typer.echo(f"  hookline plugins           # lists {names.project} as ok")
 
 
@@ -139,8 +141,8 @@ dependencies = ["hookline"]
 
 [project.optional-dependencies]
 # pytest finds hookline's fixtures by itself (hookline.testing); trio runs the tests
-# on trio as well as asyncio.
-test = ["pytest>=8", "anyio[trio]>=4.4"]
+# on trio as well as asyncio; mypy checks the plugin against the typed hooks.
+test = ["pytest>=8", "anyio[trio]>=4.4", "mypy>=1.10"]
 
 # The loader calls the class with the framework and registers the plugin under the
 # entry point's name.
@@ -172,11 +174,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from hookline.kernel import hookimpl
+from hookline.kernel import SystemPromptHook, hookimpl
 
 
-class {cls}:
-    """Registered as `{project}` by the `hookline` entry point."""
+class {cls}(SystemPromptHook):
+    """Registered as `{project}` by the `hookline` entry point.
+
+    `SystemPromptHook` is the hook's typed description: a type checker (mypy) reports a
+    misspelled parameter or a wrong return type; at run time it changes nothing.
+    """
 
     instructions = "Greet the user by name when they tell you their name."
 
@@ -242,6 +248,8 @@ In the environment hookline is installed in:
 ```sh
 pip install -e '.[test]'
 pytest
+hookline plugins check .   # markers, signatures, entry point: run it in CI too
+mypy {module}      # the hooks' typed signatures
 hookline plugins     # {project} is listed as ok
 hookline hooks       # system_prompt: {project}, builtin ...
 ```

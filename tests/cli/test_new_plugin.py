@@ -88,9 +88,11 @@ def test_output_and_refusals(tmp_path: Path) -> None:
     assert out.splitlines()[0] == (f"created {folder}: plugin 'demo-greeter' "
                                    f"(demo_greeter.plugin:DemoGreeterPlugin)")
     assert "  demo_greeter/plugin.py" in out.splitlines()
-    assert out.splitlines()[-4:] == [
+    assert out.splitlines()[-6:] == [
         f"  cd {folder}", "  pip install -e '.[test]'   # in the environment hookline is "
-        "installed in", "  pytest", "  hookline plugins           # lists demo-greeter as ok"]
+        "installed in", "  pytest", "  hookline plugins check .   # what CI should run too",
+        "  mypy demo_greeter                # the typed hook signatures",
+        "  hookline plugins           # lists demo-greeter as ok"]
     before = {path: path.read_text() for path in folder.rglob("*") if path.is_file()}
 
     again = _run(HOOKLINE, "new", "plugin", "demo-greeter", cwd=tmp_path, env=env)
@@ -115,12 +117,14 @@ def test_output_and_refusals(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def author_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh virtual environment with this checkout installed, as an author makes one."""
+    """A fresh virtual environment with this checkout installed, as an author makes one:
+    as a built package (not editable), as from the index, so mypy reads its types."""
     root = tmp_path_factory.mktemp("author-venv")
     env = _env(root / "home")
     _ok(_run(sys.executable, "-m", "venv", root / "venv", cwd=root, env=env))
     python = root / "venv" / "bin" / "python"
-    _ok(_run(python, "-m", "pip", "install", "--quiet", "-e", REPO, cwd=root, env=env))
+    _ok(_run(python, "-m", "pip", "install", "--quiet", REPO, cwd=root, env=env,
+             timeout=600))
     return python
 
 
@@ -144,3 +148,76 @@ def test_a_new_plugin_installs_tests_green_and_loads(author_python: Path,
                and "demo_greeter.plugin:DemoGreeterPlugin" in line for line in plugins), plugins
     hooks = _ok(_run(bin_dir / "hookline", "hooks", cwd=tmp_path, env=env)).splitlines()
     assert "system_prompt: demo-greeter, builtin    [stored: builtin, demo-greeter]" in hooks
+
+
+BROKEN_PLUGIN = """\
+from typing import Any
+
+from hookline.kernel import SystemPromptHook, hookimpl
+
+
+class DemoGreeterPlugin(SystemPromptHook):
+    def __init__(self, framework: Any) -> None:
+        self.framework = framework
+
+    @hookimpl
+    def system_prompt(self, prompt: Any, state: dict[str, Any]) -> int:  # typed mistake
+        return 3
+
+    @hookimpl
+    def load_state(self, message: Any, sesion_id: str) -> dict[str, Any]:  # misspelled
+        return {}
+
+    @hookimpl(wrapper=True)
+    def build_prompt(self, message: Any, session_id: str, state: dict[str, Any]) -> Any:
+        return (yield)
+
+    @hookimpl
+    async def provide_tools(self) -> list[Any]:  # provide_tools is dispatched sync-only
+        return []
+"""
+
+
+@pytest.mark.slow
+def test_the_checker_and_the_type_checker_pass_a_new_plugin_and_catch_a_broken_copy(
+        author_python: Path, tmp_path: Path) -> None:
+    env = _env(tmp_path / "home")
+    bin_dir = author_python.parent
+    _ok(_run(bin_dir / "hookline", "new", "plugin", "demo-greeter", cwd=tmp_path, env=env))
+    project = tmp_path / "demo-greeter"
+    _ok(_run(author_python, "-m", "pip", "install", "--quiet", "-e", f"{project}[test]",
+             cwd=tmp_path, env=env))
+    checked = _run(bin_dir / "hookline", "plugins", "check", ".", cwd=project, env=env)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    typed = _run(bin_dir / "mypy", "--strict", "demo_greeter", cwd=project, env=env,
+                 timeout=300)
+    assert typed.returncode == 0, typed.stdout + typed.stderr
+
+    broken = tmp_path / "broken"
+    shutil.copytree(project, broken, ignore=shutil.ignore_patterns("*.egg-info",
+                                                                   "__pycache__"))
+    (broken / "demo_greeter" / "plugin.py").write_text(BROKEN_PLUGIN)
+    checked = _run(bin_dir / "hookline", "plugins", "check", ".", cwd=broken, env=env)
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    report = checked.stdout
+    where = "demo_greeter/plugin.py"
+    lines = report.splitlines()
+    assert lines[-1] == "checked 1 plugin (demo-greeter): 4 errors, 0 warnings", report
+    expected = {
+        10: ("system_prompt", "is annotated '-> int', but system_prompt returns str | None"),
+        14: ("load_state", "declares 'sesion_id', which the hook does not have"),
+        18: ("build_prompt", "wrapper=True is not supported"),
+        22: ("provide_tools", "is async, but provide_tools is dispatched on a sync path"),
+    }
+    for line, (hook, message) in expected.items():
+        prefix = (f"{where}:{line}: [plugin demo-greeter] hook {hook}, "
+                  f"function DemoGreeterPlugin.{hook}: {message}")
+        assert any(shown.startswith(prefix) and "; fix: " in shown for shown in lines), (
+            prefix, report)
+
+    typed = _run(bin_dir / "mypy", "--strict", "demo_greeter", cwd=broken, env=env,
+                 timeout=300)
+    assert typed.returncode == 1, typed.stdout
+    assert (f'{where}:11: error: Signature of "system_prompt" incompatible with supertype '
+            f'"hookline.kernel.typed.SystemPromptHook"') in typed.stdout, typed.stdout
+    assert "def system_prompt(self, prompt: Any, state: dict[str, Any]) -> int" in typed.stdout
