@@ -5,11 +5,10 @@ and reads the screen (capture-pane), polling each expectation up to a deadline
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from terminal_support import TMUX, Terminal, clean_env, last_line
+from terminal_support import TMUX, Terminal, last_line
 
 pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
 
@@ -20,16 +19,6 @@ def at_prompt(screen: str) -> bool:
     return last_line(screen) == PROMPT
 
 
-@pytest.fixture
-def terminal(tmp_path: Path) -> Iterator[Terminal]:
-    env = clean_env(tmp_path / "home")
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-    term = Terminal(workspace, env)
-    try:
-        yield term
-    finally:
-        term.close()
 
 
 def test_chat_streams_cancels_with_ctrl_c_and_keeps_history(terminal: Terminal) -> None:

@@ -8,12 +8,11 @@ import os
 import stat
 import subprocess
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from openai_server import OpenAIServer, Reply
-from terminal_support import HOOKLINE, TMUX, Terminal, clean_env
+from terminal_support import HOOKLINE, TMUX, Terminal
 
 SPEC = "openai-compatible:test-model"
 
@@ -181,15 +180,6 @@ def test_a_failed_test_call_shows_the_error_and_writes_nothing(
 needs_tmux = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
 
 
-@pytest.fixture
-def terminal(tmp_path: Path) -> Iterator[Terminal]:
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-    term = Terminal(workspace, clean_env(tmp_path / "home"))
-    try:
-        yield term
-    finally:
-        term.close()
 
 
 @needs_tmux

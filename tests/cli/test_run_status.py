@@ -4,7 +4,6 @@ running tool, elapsed), erased before the reply prints; piped, stderr gets nothi
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,15 +13,6 @@ from test_cli import hookline
 SLOW_TOOL = '/tool shell {"command": "sleep 3; echo finished"}'
 
 
-@pytest.fixture
-def terminal(tmp_path: Path) -> Iterator[Terminal]:
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-    term = Terminal(workspace, clean_env(tmp_path / "home"))
-    try:
-        yield term
-    finally:
-        term.close()
 
 
 @pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
