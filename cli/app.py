@@ -18,11 +18,11 @@ import typer
 from hookline.kernel import Framework
 
 from .chat import chat_command
-from .check import plugins_commands
 from .gateway import gateway_command
 from .new import new_commands
 from .onboard import onboard_command
 from .output import StatusLine, TurnPrinter, fail, innermost, show_logs
+from .plugins import plugins_commands
 from .sessions import check_session_flags, choose_session, session_commands
 from .store import store_commands
 

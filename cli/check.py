@@ -6,7 +6,8 @@ The target is imported and each plugin object is built the way `load_hooks()` bu
 afford to look at: defaults that hide hook arguments, `async def` on hooks dispatched on
 a sync path, and return annotations that contradict the hook's spec. Nothing is started:
 no `running()`, no lifespans, no turns. Every problem becomes one `file:line` line, so an
-editor or a CI log links straight to it.
+editor or a CI log links straight to it. The command itself is in cli/plugins.py, which
+imports this module only when `check` runs.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
-import json
 import os
 import sys
 import types
@@ -22,9 +22,7 @@ import typing
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
-
-import typer
+from typing import Any, Literal
 
 from hookline.kernel import HOOK_SPECS, Framework, HookImpl, HookSpec, PluginProblem, Registry
 from hookline.kernel.hooks import IMPL_PROJECTS
@@ -621,67 +619,3 @@ def _factory_location(factory: object, exc: BaseException) -> tuple[str, int] | 
         if inside:
             return defined[0], inside[-1]
     return defined
-
-
-# -- the command ---------------------------------------------------------------------
-
-
-def plugins_commands(framework: Framework, show: Callable[..., Any]) -> typer.Typer:
-    """The `plugins` group: bare, today's load status (`show`); `check`, validation."""
-    group = typer.Typer(name="plugins", help="Show each plugin's load status, or check a plugin.")
-
-    @group.callback(invoke_without_command=True)
-    def plugins(
-        ctx: typer.Context,
-        as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-    ) -> None:
-        """Show each plugin's load status (`plugins check TARGET` validates a plugin)."""
-        if ctx.invoked_subcommand is None:
-            show(as_json=as_json)
-
-    @group.command(name="check")
-    def check(
-        target: Annotated[str, typer.Argument(
-            metavar="TARGET", show_default=False,
-            help="A folder with a pyproject.toml, module:object, a module, or an installed "
-                 "distribution.")],
-        as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-        strict: Annotated[bool, typer.Option(
-            "--strict", help="Warnings fail the check too.")] = False,
-    ) -> None:
-        """Check a plugin's hook implementations without starting anything.
-
-        Exit status: 0 no problems, 1 problems found, 2 the target cannot be found.
-        """
-        try:
-            outcome = check_target(target, framework.workspace)
-        except TargetError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from None
-        errors = sum(f.severity == "error" for f in outcome.findings)
-        warnings = len(outcome.findings) - errors
-        failed = errors > 0 or (strict and warnings > 0)
-        if as_json:
-            typer.echo(json.dumps({
-                "target": target,
-                "problems": [finding.as_dict() for finding in outcome.findings],
-                "summary": {"plugins": outcome.plugins, "errors": errors,
-                            "warnings": warnings, "ok": not failed},
-            }, indent=2))
-        else:
-            for finding in outcome.findings:
-                typer.echo(finding.text())
-            typer.echo(_summary(outcome.plugins, errors, warnings))
-        raise typer.Exit(1 if failed else 0)
-
-    return group
-
-
-def _summary(plugins: list[str], errors: int, warnings: int) -> str:
-    def count(n: int, word: str) -> str:
-        return f"{n} {word}{'' if n == 1 else 's'}"
-
-    checked = f"checked {count(len(plugins), 'plugin')} ({', '.join(plugins)})"
-    if not errors and not warnings:
-        return f"{checked}: no problems"
-    return f"{checked}: {count(errors, 'error')}, {count(warnings, 'warning')}"

@@ -123,7 +123,11 @@ def author_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     env = _env(root / "home")
     _ok(_run(sys.executable, "-m", "venv", root / "venv", cwd=root, env=env))
     python = root / "venv" / "bin" / "python"
-    _ok(_run(python, "-m", "pip", "install", "--quiet", REPO, cwd=root, env=env,
+    # From a copy: building in the checkout would leave a build/ folder behind in it.
+    source = root / "hookline-source"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
+        ".git", "build", "dist", "site", "*.egg-info", "__pycache__", ".*cache", ".venv"))
+    _ok(_run(python, "-m", "pip", "install", "--quiet", source, cwd=root, env=env,
              timeout=600))
     return python
 

@@ -39,11 +39,12 @@ HELP_FORBIDDEN = (
     "hookline.builtins.agent", "hookline.builtins.tape", "hookline.builtins.store",
     "hookline.builtins.models", "hookline.builtins.settings", "hookline.builtins.lifespan",
     "hookline.builtins.tools", "hookline.builtins.environment", "hookline.builtins.channels",
+    "hookline.cli.check", "prompt_toolkit",
 )
 RUN_FORBIDDEN = (
     *NETWORK, *RICH,
     "hookline.builtins.models.republic_client", "hookline.builtins.models.scripted",
-    "hookline.builtins.channels",
+    "hookline.builtins.channels", "hookline.cli.check", "prompt_toolkit",
 )
 
 
