@@ -46,6 +46,7 @@ from .settings import Settings, default_home, load_settings
 from .spill import SpillSidecar, spill_result
 from .steering import InMemorySteeringInbox
 from .store import InMemoryTapeStore, SQLiteTapeStore
+from .storeurl import is_postgres_url
 from .tape import Tape, session_tape_name
 from .tape_tools import spill_tools, tape_tools
 from .tools import builtin_tools
@@ -189,10 +190,16 @@ class BuiltinPlugin:
         return "\n\n".join(parts)
 
     @hookimpl
-    async def provide_tape_store(self) -> AsyncIterator[SQLiteTapeStore]:
-        # Opening (schema, WAL) and closing (checkpoint) touch the disk: worker threads.
+    async def provide_tape_store(self) -> AsyncIterator[Any]:
         path = self.get_settings().tape_store
         assert path is not None  # Settings.__post_init__ fills in the default
+        if is_postgres_url(path):  # the driver is imported only then
+            from .store.postgres import open_postgres_store
+
+            async with open_postgres_store(str(path)) as shared:
+                yield shared
+            return
+        # Opening (schema, WAL) and closing (checkpoint) touch the disk: worker threads.
         store = await anyio.to_thread.run_sync(SQLiteTapeStore, path)
         try:
             yield store
