@@ -98,30 +98,39 @@ class Cluster:
     def stop(self, mode: str = "fast") -> None:
         self.run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop", check=False)
 
+    def remove(self) -> None:
+        """Stop the server (immediately) and delete its folder."""
+        if (self.data / "postmaster.pid").exists():
+            self.stop("immediate")
+        shutil.rmtree(self.root, ignore_errors=True)
+
 
 def _group(user: str) -> int:
     return pwd.getpwnam(user).pw_gid
 
 
-def start_cluster(root: Path) -> Cluster:
-    """initdb and start a cluster under `root` (made accessible to its user)."""
+def start_cluster() -> Cluster:
+    """initdb and start a cluster in a new temporary folder (owned by the cluster's user);
+    `cluster.remove()` stops it and deletes the folder."""
     binaries = find_binaries()
     if binaries is None:
         raise RuntimeError("no PostgreSQL binaries")
     user = "nobody" if os.geteuid() == 0 else None
-    root.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="hookline-pg-"))
     (root / "pw").write_text(PASSWORD + "\n")
     if user is not None:
         entry = pwd.getpwnam(user)
         for path in (root, root / "pw"):
             os.chown(path, entry.pw_uid, entry.pw_gid)
-        for parent in root.parents:  # the user must reach the folder
-            if parent.stat().st_mode & 0o001 == 0:
-                os.chmod(parent, parent.stat().st_mode | 0o001)
     cluster = Cluster(binaries, root, free_port(), user)
-    cluster.run("initdb", "-D", str(cluster.data), "-U", "hookline", "--auth=scram-sha-256",
-                f"--pwfile={root / 'pw'}", "-E", "UTF8", "--locale=C", "--no-sync")
-    cluster.start()
+    try:
+        cluster.run("initdb", "-D", str(cluster.data), "-U", "hookline",
+                    "--auth=scram-sha-256", f"--pwfile={root / 'pw'}", "-E", "UTF8",
+                    "--locale=C", "--no-sync")
+        cluster.start()
+    except BaseException:
+        cluster.remove()
+        raise
     return cluster
 
 
@@ -135,13 +144,11 @@ def server_url() -> Iterator[str]:
     if find_binaries() is None:
         yield ""
         return
-    root = Path(tempfile.mkdtemp(prefix="hookline-pg-"))
-    cluster = start_cluster(root / "cluster")
+    cluster = start_cluster()
     try:
         yield cluster.url
     finally:
-        cluster.stop("immediate")
-        shutil.rmtree(root, ignore_errors=True)
+        cluster.remove()
 
 
 def with_schema(url: str, schema: str) -> str:

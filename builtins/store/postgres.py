@@ -26,11 +26,12 @@ The guarantees are the SQLite store's, across processes and machines:
   id, holding the session-level advisory lock `pg_advisory_lock(id)` on a dedicated
   connection and refreshing a heartbeat row every `heartbeat` seconds. A process that dies
   loses its connection and so its lock; once its heartbeat is also older than `grace`
-  seconds (so that a replica reconnecting after a database restart is not mistaken for a
-  dead one), any other replica's periodic sweep (`maintain`, every `sweep` seconds, and
-  once at open) moves the dead run's journal onto its tape followed by a `run` event with
-  status `interrupted`. A journal of this store's own whose commit failed (the database
-  was down) is recovered the same way by the next sweep.
+  seconds, and the server has itself been up that long (so that a replica reconnecting
+  after a database restart is not mistaken for a dead one), any other replica's periodic
+  sweep (`maintain`, every `sweep` seconds, and once at open) moves the dead run's journal
+  onto its tape followed by a `run` event with status `interrupted`. A journal of this
+  store's own whose commit failed (the database was down) is recovered the same way by
+  the next sweep.
 - Versioned schema: `hookline_schema_version` holds the version; opening applies the
   missing migrations in one transaction under an advisory lock (replicas starting at once
   do not race) and refuses a database of a newer version.
@@ -136,6 +137,9 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
 _COLUMNS: Final = "e.id, e.kind, e.payload, e.meta, e.date"
+_SETTLED: Final = "now() - pg_postmaster_start_time() > make_interval(secs => %(grace)s)"
+"""The server has run for `grace` seconds: after its restart every owner lost its lock at
+once, and live ones get that long to reconnect before anyone counts them as dead."""
 _HOOKLINE_PARAMS: Final = ("hookline_pool_max", "hookline_grace")
 """Query parameters of the URL read by hookline (and removed before libpq sees it)."""
 
@@ -356,11 +360,12 @@ class PostgresTapeStore:
                              {"store": self.display})
 
     @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[AsyncConnection]:
+    async def _connection(self, wait: float | None = None) -> AsyncIterator[AsyncConnection]:
+        """A pooled connection (waiting at most `wait`, default `timeout`, for one)."""
         if self._closed or self._pool is None:
             raise HooklineError(ErrorKind.config, f"Tape store {self.display} is closed.")
         try:
-            async with self._pool.connection() as conn:
+            async with self._pool.connection(timeout=wait) as conn:
                 yield conn
         except HooklineError:
             raise
@@ -373,17 +378,17 @@ class PostgresTapeStore:
             raise self._error(exc) from exc
 
     @asynccontextmanager
-    async def _write(self) -> AsyncIterator[AsyncConnection]:
+    async def _write(self, wait: float | None = None) -> AsyncIterator[AsyncConnection]:
         """One write transaction, shielded from cancellation (a started write completes
         or fails, it is never abandoned half-way) and bounded by a deadline."""
         with anyio.CancelScope(shield=True), anyio.fail_after(max(self.timeout * 6, 30.0)):
-            async with self._connection() as conn, conn.transaction():
+            async with self._connection(wait) as conn, conn.transaction():
                 yield conn
 
     async def check_writable(self) -> None:
         """Raise unless the database takes a write now (a committed heartbeat update);
-        backs the gateway's `/v1/health`."""
-        async with self._write() as conn:
+        backs the gateway's `/v1/health`, so it waits at most 2 s for a connection."""
+        async with self._write(min(self.timeout, 2.0)) as conn:
             await conn.execute("UPDATE hookline_owners SET heartbeat = now() WHERE owner = %s",
                                (self.owner,))
 
@@ -556,7 +561,7 @@ class PostgresTapeStore:
                 "LEFT JOIN hookline_owners o ON o.owner = r.owner "
                 "WHERE (r.owner = %(me)s AND NOT r.run = ANY(%(active)s::text[])) "
                 "OR (r.owner <> %(me)s AND (o.heartbeat IS NULL "
-                "OR o.heartbeat < now() - make_interval(secs => %(grace)s)))",
+                f"OR o.heartbeat < now() - make_interval(secs => %(grace)s)) AND {_SETTLED})",
                 {"me": self.owner, "active": list(self._active), "grace": self.grace},
             )
             runs = [row[0] for row in await cursor.fetchall()]
@@ -580,10 +585,12 @@ class PostgresTapeStore:
         turns out to be alive or taken by another sweep; returns its tape if finished."""
         async with self._write() as conn:
             row = await (await conn.execute(
-                "SELECT r.tape, r.owner, r.started, o.heartbeat IS NULL "
-                "OR o.heartbeat < now() - make_interval(secs => %s) "
+                "SELECT r.tape, r.owner, r.started, (o.heartbeat IS NULL "
+                "OR o.heartbeat < now() - make_interval(secs => %(grace)s)) "
+                f"AND {_SETTLED} "
                 "FROM hookline_journal_runs r LEFT JOIN hookline_owners o ON o.owner = r.owner "
-                "WHERE r.run = %s FOR UPDATE OF r SKIP LOCKED", (self.grace, run),
+                "WHERE r.run = %(run)s FOR UPDATE OF r SKIP LOCKED",
+                {"grace": self.grace, "run": run},
             )).fetchone()
             if row is None:
                 return None
