@@ -39,6 +39,12 @@ PASSWORD = "pw-" + secrets.token_hex(8)
 """The superuser password of clusters started here (tests check it is never printed)."""
 
 
+def password_of(url: str) -> str:
+    """The URL's password (a placeholder no text contains when it has none), for tests
+    checking that it is never shown."""
+    return urlsplit(url).password or "\x00no password\x00"
+
+
 def find_binaries() -> Path | None:
     """The folder holding initdb and pg_ctl, or None."""
     candidates = [os.environ.get(ENV_BIN, "")]

@@ -279,6 +279,13 @@ def test_list_tapes_is_sorted_hides_sidecars_and_empty_tapes(store: TapeStore) -
     assert ids(store.fetch_all(q("ws__sess__sidecar__spill"))) == [1]
 
 
+def test_list_all_tapes_includes_sidecar_tapes(store: TapeStore) -> None:
+    for tape in ("b", "a__sidecar__x", "c"):
+        store.append(tape, new("event"))
+    store.reset("c")
+    assert store.list_all_tapes() == ["a__sidecar__x", "b"]  # type: ignore[attr-defined]
+
+
 def test_tape_names_with_like_wildcards_are_literal(store: TapeStore) -> None:
     store.append("a_b", new("event"))
     store.append("a%b", new("event"))

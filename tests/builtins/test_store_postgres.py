@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from postgres_support import PASSWORD, BlockingStore, StoreFactory, unavailable, wait_until
+from postgres_support import BlockingStore, StoreFactory, password_of, unavailable, wait_until
 
 from hookline.builtins.settings import load_settings
 from hookline.builtins.storeurl import StoreURL, is_postgres_url, redact_url
@@ -99,23 +99,24 @@ def test_schema_version_is_recorded_and_a_newer_database_refused(
         postgres_stores.open(url)
     assert caught.value.kind is ErrorKind.config
     assert "schema version 99, newer than this hookline supports (1)" in caught.value.message
-    assert PASSWORD not in caught.value.message and "***@" in caught.value.message
+    assert password_of(url) not in caught.value.message and "***@" in caught.value.message
 
 
 def test_errors_and_reprs_never_show_the_password(postgres_stores: StoreFactory) -> None:
     url = postgres_stores.url()
     store = postgres_stores.open(url)
-    assert PASSWORD not in repr(store) and PASSWORD not in store.display
+    secret = password_of(url)
+    assert secret not in repr(store) and secret not in store.display
     from postgres_support import free_port
 
     closed = url.replace(url.split("@")[1].split("/")[0], f"127.0.0.1:{free_port()}")
-    wrong = url.replace(PASSWORD, PASSWORD + "-wrong")
+    wrong = url.replace(secret, secret + "-wrong")
     for bad in (closed, wrong):
         with pytest.raises(HooklineError) as caught:
             postgres_stores.open(bad, timeout=2.0)
         assert caught.value.kind is ErrorKind.temporary
         text = str(caught.value) + repr(caught.value.args)
-        assert PASSWORD not in text and "cannot be opened" in text
+        assert secret not in text and "cannot be opened" in text
 
 
 def test_the_journal_is_unseen_until_its_commit_which_applies_it_once(

@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 from gateway_support import Gateway, call, gateway_env, post, start_gateway_process
 from postgres_support import (
-    PASSWORD,
     Cluster,
     StoreFactory,
     find_binaries,
+    password_of,
     start_cluster,
     unavailable,
     wait_until,
@@ -71,7 +71,7 @@ def gateways(url: str, tmp_path: Path) -> Iterator[Start]:
         for gateway in started:
             gateway.end()
         for gateway in started:  # nothing a replica printed shows the password
-            assert PASSWORD not in "\n".join(gateway.stdout + gateway.stderr)
+            assert password_of(url) not in "\n".join(gateway.stdout + gateway.stderr)
 
 
 @pytest.fixture
@@ -245,7 +245,7 @@ def test_a_database_restart_under_load(own_cluster: Cluster, tmp_path: Path) -> 
             if status != 200:
                 assert body.get("error"), body
             if status == 503:
-                assert "tape store" in body["reason"] and PASSWORD not in json.dumps(body)
+                assert "tape store" in body["reason"] and password_of(url) not in json.dumps(body)
         stored = {e[2].get("content") for entries in tape_rows(url).values() for e in entries
                   if e[1] == "message"}
         lost = [content for content, status, _ in results if status == 200
