@@ -90,6 +90,64 @@ NS_MIGRATE: Final = 0x686C0002
 """Advisory lock class of the schema migration (key: this, 0)."""
 # Owner locks use the one-bigint form, a key space apart from the two-int one.
 
+_APPLY_FUNCTION: Final = f"""
+CREATE OR REPLACE FUNCTION hookline_apply(
+    p_run text, p_lock text[], p_tape text[], p_action text[], p_kind text[],
+    p_payload text[], p_meta text[], p_date text[], p_anchor text[])
+RETURNS TABLE (o_tape text, o_id bigint, o_kind text, o_payload text, o_meta text,
+               o_date text)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    w record;
+    next_id bigint;
+BEGIN
+    -- Lock every tape written, in key order; a sidecar tape shares its session tape's key.
+    PERFORM pg_advisory_xact_lock({NS_TAPE}, k) FROM (
+        SELECT DISTINCT hashtext(split_part(t, '{SIDECAR_MARKER}', 1)) AS k
+        FROM unnest(p_lock || p_tape || ARRAY(
+            SELECT j.tape FROM hookline_journal j WHERE j.run = p_run)) AS t
+        ORDER BY 1) AS keys;
+    FOR w IN
+        SELECT x.tape, x.action, x.kind, x.payload, x.meta, x.date, x.anchor FROM (
+            SELECT 0 AS part, j.seq::bigint AS n, j.tape, j.action, j.kind, j.payload,
+                   j.meta, j.date, j.anchor
+            FROM hookline_journal j WHERE j.run = p_run
+            UNION ALL
+            SELECT 1, g.n, g.tape, g.action, g.kind, g.payload, g.meta, g.date, g.anchor
+            FROM unnest(p_tape, p_action, p_kind, p_payload, p_meta, p_date, p_anchor)
+                 WITH ORDINALITY AS g (tape, action, kind, payload, meta, date, anchor, n)
+        ) AS x ORDER BY x.part, x.n
+    LOOP
+        IF w.action = 'reset' THEN
+            DELETE FROM hookline_entries e WHERE e.tape = w.tape;
+            CONTINUE;
+        END IF;
+        IF w.action = 'bootstrap' AND EXISTS (
+                SELECT 1 FROM hookline_entries e WHERE e.tape = w.tape AND e.kind = 'anchor') THEN
+            CONTINUE;
+        END IF;
+        SELECT COALESCE(max(e.id), 0) + 1 INTO next_id
+        FROM hookline_entries e WHERE e.tape = w.tape;
+        INSERT INTO hookline_entries (tape, id, kind, payload, meta, date, anchor)
+        VALUES (w.tape, next_id, w.kind, w.payload, w.meta, w.date, w.anchor);
+        o_tape := w.tape; o_id := next_id; o_kind := w.kind; o_payload := w.payload;
+        o_meta := w.meta; o_date := w.date;
+        RETURN NEXT;
+    END LOOP;
+    IF p_run IS NOT NULL THEN
+        DELETE FROM hookline_journal j WHERE j.run = p_run;
+        DELETE FROM hookline_journal_runs r WHERE r.run = p_run;
+    END IF;
+END
+$fn$
+"""
+"""Every write in one statement (one round trip, atomic even without a transaction
+around it): lock the tapes, then apply the run's journal (when `p_run` is given) and the
+given writes in order (each gets its tape's next id; `bootstrap` only on a tape without an
+anchor; `reset` empties a tape), drop the journal; returns the entries stored. Doing it
+in the server keeps the time a pooled connection is held to one round trip, however busy
+the gateway's event loop is."""
+
 _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     (  # version 1
         """CREATE TABLE hookline_entries (
@@ -132,11 +190,20 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
             anchor  text,
             PRIMARY KEY (run, seq)
         )""",
+        _APPLY_FUNCTION,
     ),
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
 _COLUMNS: Final = "e.id, e.kind, e.payload, e.meta, e.date"
+_LOCK_TAPES: Final = (
+    "SELECT pg_advisory_xact_lock(%s, k) FROM (SELECT DISTINCT "
+    f"hashtext(split_part(t, '{SIDECAR_MARKER}', 1)) AS k FROM unnest(%s::text[]) AS t "
+    "ORDER BY 1) AS keys"
+)
+"""Lock tapes for a write, in key order (so writers never deadlock). A sidecar tape shares
+its session tape's key: a run's commit knows its session tape before it has read which
+sidecars its journal wrote."""
 _SETTLED: Final = "now() - pg_postmaster_start_time() > make_interval(secs => %(grace)s)"
 """The server has run for `grace` seconds: after its restart every owner lost its lock at
 once, and live ones get that long to reconnect before anyone counts them as dead."""
@@ -226,7 +293,8 @@ class PostgresTapeStore:
         """Tapes on which opening the store finished an interrupted run."""
         self._pool: AsyncConnectionPool | None = None
         self._owner_conn: AsyncConnection | None = None
-        self._active: set[str] = set()
+        self._active: dict[str, tuple[str, int]] = {}
+        """The runs this store is running: run -> (its tape, its last journal seq)."""
         self._closed = False
         self._psycopg: Any = None
 
@@ -247,7 +315,6 @@ class PostgresTapeStore:
             pool = psycopg_pool.AsyncConnectionPool(
                 self._conninfo, min_size=self.pool_min, max_size=self.pool_max,
                 kwargs={"autocommit": True}, open=False, timeout=self.timeout,
-                check=psycopg_pool.AsyncConnectionPool.check_connection,
                 name="hookline-tapes",
             )
             try:
@@ -375,12 +442,35 @@ class PostgresTapeStore:
         except Exception as exc:
             if not self._is_driver_error(exc):
                 raise
+            if isinstance(exc, self._psycopg.OperationalError):
+                await self._drop_dead_connections()
             raise self._error(exc) from exc
+
+    async def _drop_dead_connections(self) -> None:
+        """After a connection failed (the server restarted?), check the idle ones now, so
+        that the requests after this one get live connections: checking every connection
+        before each use would cost a round trip per call."""
+        pool = self._pool
+        if pool is None:
+            return
+        with anyio.CancelScope(shield=True), anyio.move_on_after(self.timeout):
+            try:
+                await pool.check()
+            except Exception:
+                logger.debug("store.postgres_pool_check_failed", exc_info=True)
+
+    @asynccontextmanager
+    async def _statement(self, wait: float | None = None) -> AsyncIterator[AsyncConnection]:
+        """A connection for one writing statement (its own transaction), shielded from
+        cancellation (a started write completes or fails, it is never abandoned half-way)
+        and bounded by a deadline."""
+        with anyio.CancelScope(shield=True), anyio.fail_after(max(self.timeout * 6, 30.0)):
+            async with self._connection(wait) as conn:
+                yield conn
 
     @asynccontextmanager
     async def _write(self, wait: float | None = None) -> AsyncIterator[AsyncConnection]:
-        """One write transaction, shielded from cancellation (a started write completes
-        or fails, it is never abandoned half-way) and bounded by a deadline."""
+        """One write transaction of several statements, shielded and bounded likewise."""
         with anyio.CancelScope(shield=True), anyio.fail_after(max(self.timeout * 6, 30.0)):
             async with self._connection(wait) as conn, conn.transaction():
                 yield conn
@@ -388,7 +478,7 @@ class PostgresTapeStore:
     async def check_writable(self) -> None:
         """Raise unless the database takes a write now (a committed heartbeat update);
         backs the gateway's `/v1/health`, so it waits at most 2 s for a connection."""
-        async with self._write(min(self.timeout, 2.0)) as conn:
+        async with self._statement(min(self.timeout, 2.0)) as conn:
             await conn.execute("UPDATE hookline_owners SET heartbeat = now() WHERE owner = %s",
                                (self.owner,))
 
@@ -411,7 +501,7 @@ class PostgresTapeStore:
 
     async def reset(self, tape: str) -> None:
         check_tape_name(tape)
-        async with self._write() as conn:
+        async with self._statement() as conn:
             await _apply(conn, [(tape, "reset", None, None, None, None, None)])
 
     async def append(self, tape: str, entry: TapeEntry) -> TapeEntry:
@@ -426,7 +516,7 @@ class PostgresTapeStore:
         checked, bootstrap = check_batch(entries, bootstrap)
         rows = [] if bootstrap is None else [_row(tape, "bootstrap", bootstrap)]
         rows += [_row(tape, "append", entry) for entry in checked]
-        async with self._write() as conn:
+        async with self._statement() as conn:
             return await _apply(conn, rows)
 
     async def fetch_all(self, query: TapeQuery) -> list[TapeEntry]:
@@ -459,42 +549,39 @@ class PostgresTapeStore:
     # -- the run journal -----------------------------------------------------------------
 
     async def journal_write(self, run: str, tape: str, ops: Sequence[JournalOp]) -> None:
-        """Record a run's writes durably (one commit) without touching any tape yet; see
-        `SQLiteTapeStore.journal_write`."""
+        """Record a run's writes durably (one statement, so one commit) without touching any
+        tape yet; see `SQLiteTapeStore.journal_write`. A run's writes come one at a time
+        (the fork serialises them), so its sequence numbers are counted here."""
         rows = [_op_row(op) for op in ops]
         check_tape_name(tape)
-        self._active.add(run)  # before the commit: a sweep never sees it as abandoned
-        async with self._write() as conn:
+        known = self._active.get(run)
+        seq = known[1] if known is not None else 0
+        # Registered before the commit: a sweep never sees the run as abandoned.
+        self._active[run] = (known[0] if known is not None else tape, seq)
+        columns = list(zip(*[(seq + n, *row) for n, row in enumerate(rows, 1)], strict=True)) \
+            or [[]] * 8
+        async with self._statement() as conn:
             await conn.execute(
-                "INSERT INTO hookline_journal_runs (run, tape, owner, started) "
-                "VALUES (%s, %s, %s, %s) ON CONFLICT (run) DO NOTHING",
-                (run, tape, self.owner, _now()),
+                "WITH run AS (INSERT INTO hookline_journal_runs (run, tape, owner, started) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (run) DO NOTHING) "
+                "INSERT INTO hookline_journal (run, seq, tape, action, kind, payload, meta, "
+                "date, anchor) SELECT %s, * FROM unnest(%s::integer[], %s::text[], %s::text[], "
+                "%s::text[], %s::text[], %s::text[], %s::text[], %s::text[])",
+                (run, tape, self.owner, _now(), run, *(list(column) for column in columns)),
             )
-            row = await (await conn.execute(
-                "SELECT COALESCE(max(seq), 0) FROM hookline_journal WHERE run = %s", (run,)
-            )).fetchone()
-            seq = int(row[0]) if row else 0
-            async with conn.cursor() as cursor:
-                await cursor.executemany(
-                    "INSERT INTO hookline_journal (run, seq, tape, action, kind, payload, meta, "
-                    "date, anchor) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                    [(run, seq + n, *item) for n, item in enumerate(rows, 1)],
-                )
+        self._active[run] = (self._active[run][0], seq + len(rows))
 
     async def journal_commit(self, run: str, ops: Sequence[JournalOp] = ()) -> list[TapeEntry]:
         """Apply the run's journal and then `ops` to the tapes, and drop the journal, in one
         transaction; returns the entries stored."""
         try:
             rows = [_op_row(op) for op in ops]
-            async with self._write() as conn:
-                # Waits for a sweep recovering this run (then its journal is gone: applied).
-                await conn.execute(
-                    "SELECT 1 FROM hookline_journal_runs WHERE run = %s FOR UPDATE", (run,))
-                stored = await _apply(conn, await _journal_rows(conn, run) + rows)
-                await _drop_journal(conn, run)
-            return stored
+            known = self._active.get(run)
+            async with self._statement() as conn:
+                return await _apply(conn, rows, run=run,
+                                    lock=[known[0]] if known is not None else [])
         finally:
-            self._active.discard(run)
+            self._active.pop(run, None)
 
     async def pending_runs(self) -> int:
         """How many run journals the database holds (running, or left by dead owners)."""
@@ -557,18 +644,17 @@ class PostgresTapeStore:
         """Recover the journals of dead owners and this store's own abandoned ones."""
         async with self._connection() as conn:
             cursor = await conn.execute(
-                "SELECT r.run FROM hookline_journal_runs r "
+                "SELECT r.run, r.tape FROM hookline_journal_runs r "
                 "LEFT JOIN hookline_owners o ON o.owner = r.owner "
                 "WHERE (r.owner = %(me)s AND NOT r.run = ANY(%(active)s::text[])) "
                 "OR (r.owner <> %(me)s AND (o.heartbeat IS NULL "
                 f"OR o.heartbeat < now() - make_interval(secs => %(grace)s)) AND {_SETTLED})",
                 {"me": self.owner, "active": list(self._active), "grace": self.grace},
             )
-            runs = [row[0] for row in await cursor.fetchall()]
+            runs = [(str(row[0]), str(row[1])) for row in await cursor.fetchall()]
         recovered = []
-        for run in runs:
-            tape = await self._recover_run(run)
-            if tape is not None:
+        for run, tape in runs:
+            if await self._recover_run(run, tape):
                 recovered.append(tape)
         async with self._write() as conn:  # owners gone for good, without journals
             await conn.execute(
@@ -580,40 +666,42 @@ class PostgresTapeStore:
             )
         return recovered
 
-    async def _recover_run(self, run: str) -> str | None:
+    async def _recover_run(self, run: str, tape: str) -> bool:
         """Finish one abandoned run (its journal, then the interrupted marker), unless it
-        turns out to be alive or taken by another sweep; returns its tape if finished."""
+        turns out to be alive or already finished; True if this call finished it.
+
+        The tape lock comes first, as in a commit: a commit of the same run either went
+        before (the journal row is gone) or waits and then finds nothing left to apply."""
         async with self._write() as conn:
+            await conn.execute(_LOCK_TAPES, (NS_TAPE, [tape]))
             row = await (await conn.execute(
-                "SELECT r.tape, r.owner, r.started, (o.heartbeat IS NULL "
+                "SELECT r.owner, r.started, (o.heartbeat IS NULL "
                 "OR o.heartbeat < now() - make_interval(secs => %(grace)s)) "
                 f"AND {_SETTLED} "
                 "FROM hookline_journal_runs r LEFT JOIN hookline_owners o ON o.owner = r.owner "
-                "WHERE r.run = %(run)s FOR UPDATE OF r SKIP LOCKED",
+                "WHERE r.run = %(run)s FOR UPDATE OF r",
                 {"grace": self.grace, "run": run},
             )).fetchone()
             if row is None:
-                return None
-            tape, owner, started, stale = row
+                return False
+            owner, started, stale = row
             if owner == self.owner:
                 if run in self._active:
-                    return None
+                    return False
             else:
                 if not stale:
-                    return None
+                    return False
                 locked = await (await conn.execute(
                     "SELECT pg_try_advisory_xact_lock(%s)", (owner,))).fetchone()
                 if not locked or not locked[0]:
-                    return None  # its process still holds the lock: alive
+                    return False  # its process still holds the lock: alive
             marker = TapeEntry.new(
                 "event",
                 {"name": "run", "data": {"status": "interrupted", "error": INTERRUPTED_ERROR}},
                 interrupted=True, started=started, recovered=_now(),
             )
-            await _apply(conn, [*await _journal_rows(conn, run),
-                                _row(tape, "append", marker)])
-            await _drop_journal(conn, run)
-        return str(tape)
+            await _apply(conn, [_row(tape, "append", marker)], run=run, lock=[tape])
+        return True
 
 
 @asynccontextmanager
@@ -719,67 +807,17 @@ def _op_row(op: JournalOp) -> _Row:
     return _row(tape, action, check_entry(entry))
 
 
-async def _apply(conn: AsyncConnection, rows: Sequence[_Row]) -> list[TapeEntry]:
-    """Perform writes in order inside the caller's transaction; returns the entries stored.
-
-    Locks every tape written (in hash order, so concurrent writers cannot deadlock), reads
-    each tape's highest id and whether it has an anchor in one statement, then inserts."""
-    tapes = sorted({row[0] for row in rows})
-    if not tapes:
-        return []
-    await conn.execute(
-        "SELECT pg_advisory_xact_lock(%s, h) FROM "
-        "(SELECT DISTINCT hashtext(t) AS h FROM unnest(%s::text[]) AS t ORDER BY 1) AS k",
-        (NS_TAPE, tapes),
-    )
+async def _apply(conn: AsyncConnection, rows: Sequence[_Row], *, run: str | None = None,
+                 lock: Sequence[str] = ()) -> list[TapeEntry]:
+    """Perform writes in order (after `run`'s journal, which is then dropped) with one
+    call of `hookline_apply`; returns the entries stored."""
+    columns = [list(column) for column in zip(*rows, strict=True)] or [[]] * 7
     cursor = await conn.execute(
-        "SELECT t, COALESCE((SELECT max(id) FROM hookline_entries WHERE tape = t), 0), "
-        "EXISTS (SELECT 1 FROM hookline_entries WHERE tape = t AND kind = 'anchor') "
-        "FROM unnest(%s::text[]) AS t", (tapes,))
-    next_ids: dict[str, int] = {}
-    anchored: dict[str, bool] = {}
-    for tape, last, has_anchor in await cursor.fetchall():
-        next_ids[tape], anchored[tape] = int(last) + 1, bool(has_anchor)
-    stored: list[TapeEntry] = []
-    inserts: list[tuple[Any, ...]] = []
-    for tape, action, kind, payload, meta, date, anchor in rows:
-        if action == "reset":
-            await _insert(conn, inserts)
-            await conn.execute("DELETE FROM hookline_entries WHERE tape = %s", (tape,))
-            next_ids[tape], anchored[tape] = 1, False
-            continue
-        if action == "bootstrap" and anchored[tape]:
-            continue
-        entry_id = next_ids[tape]
-        inserts.append((tape, entry_id, kind, payload, meta, date, anchor))
-        next_ids[tape] = entry_id + 1
-        if kind == "anchor":
-            anchored[tape] = True
-        stored.append(TapeEntry(entry_id, str(kind), _loads(payload), _loads(meta), str(date)))
-    await _insert(conn, inserts)
-    return stored
-
-
-async def _insert(conn: AsyncConnection, rows: list[tuple[Any, ...]]) -> None:
-    if not rows:
-        return
-    async with conn.cursor() as cursor:
-        await cursor.executemany(
-            "INSERT INTO hookline_entries (tape, id, kind, payload, meta, date, anchor) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s)", rows)
-    rows.clear()
-
-
-async def _journal_rows(conn: AsyncConnection, run: str) -> list[_Row]:
-    cursor = await conn.execute(
-        "SELECT tape, action, kind, payload, meta, date, anchor FROM hookline_journal "
-        "WHERE run = %s ORDER BY seq", (run,))
-    return [tuple(row) for row in await cursor.fetchall()]  # type: ignore[misc]
-
-
-async def _drop_journal(conn: AsyncConnection, run: str) -> None:
-    await conn.execute("DELETE FROM hookline_journal WHERE run = %s", (run,))
-    await conn.execute("DELETE FROM hookline_journal_runs WHERE run = %s", (run,))
+        "SELECT o_tape, o_id, o_kind, o_payload, o_meta, o_date FROM hookline_apply("
+        "%s, %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], "
+        "%s::text[], %s::text[])", (run, list(lock), *columns))
+    return [TapeEntry(int(entry_id), str(kind), _loads(payload), _loads(meta), str(date))
+            for _tape, entry_id, kind, payload, meta, date in await cursor.fetchall()]
 
 
 def _loads(text: str | None) -> dict[str, Any]:
