@@ -315,7 +315,7 @@ class PostgresTapeStore:
             pool = psycopg_pool.AsyncConnectionPool(
                 self._conninfo, min_size=self.pool_min, max_size=self.pool_max,
                 kwargs={"autocommit": True}, open=False, timeout=self.timeout,
-                name="hookline-tapes",
+                name="hookline-tapes", reconnect_timeout=24 * 3600.0,  # never give up
             )
             try:
                 await pool.open(wait=True, timeout=max(self.timeout, 10.0))
@@ -558,8 +558,7 @@ class PostgresTapeStore:
         seq = known[1] if known is not None else 0
         # Registered before the commit: a sweep never sees the run as abandoned.
         self._active[run] = (known[0] if known is not None else tape, seq)
-        columns = list(zip(*[(seq + n, *row) for n, row in enumerate(rows, 1)], strict=True)) \
-            or [[]] * 8
+        columns = _columns([(seq + n, *row) for n, row in enumerate(rows, 1)], 8)
         async with self._statement() as conn:
             await conn.execute(
                 "WITH run AS (INSERT INTO hookline_journal_runs (run, tape, owner, started) "
@@ -567,7 +566,7 @@ class PostgresTapeStore:
                 "INSERT INTO hookline_journal (run, seq, tape, action, kind, payload, meta, "
                 "date, anchor) SELECT %s, * FROM unnest(%s::integer[], %s::text[], %s::text[], "
                 "%s::text[], %s::text[], %s::text[], %s::text[], %s::text[])",
-                (run, tape, self.owner, _now(), run, *(list(column) for column in columns)),
+                (run, tape, self.owner, _now(), run, *columns),
             )
         self._active[run] = (self._active[run][0], seq + len(rows))
 
@@ -811,13 +810,20 @@ async def _apply(conn: AsyncConnection, rows: Sequence[_Row], *, run: str | None
                  lock: Sequence[str] = ()) -> list[TapeEntry]:
     """Perform writes in order (after `run`'s journal, which is then dropped) with one
     call of `hookline_apply`; returns the entries stored."""
-    columns = [list(column) for column in zip(*rows, strict=True)] or [[]] * 7
+    columns = _columns(rows, 7)
     cursor = await conn.execute(
         "SELECT o_tape, o_id, o_kind, o_payload, o_meta, o_date FROM hookline_apply("
         "%s, %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], "
         "%s::text[], %s::text[])", (run, list(lock), *columns))
     return [TapeEntry(int(entry_id), str(kind), _loads(payload), _loads(meta), str(date))
             for _tape, entry_id, kind, payload, meta, date in await cursor.fetchall()]
+
+
+def _columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:
+    """Rows turned into `width` column lists (arrays for `unnest`), empty ones for no rows."""
+    if not rows:
+        return [[] for _ in range(width)]
+    return [list(column) for column in zip(*rows, strict=True)]
 
 
 def _loads(text: str | None) -> dict[str, Any]:

@@ -299,3 +299,17 @@ def test_maintenance_keeps_the_heartbeat_fresh(postgres_stores: StoreFactory) ->
     postgres_stores.portal.call(briefly)
     time.sleep(0.01)
     assert sql(url, "SELECT heartbeat FROM hookline_owners")[0][0] > before
+
+
+def test_hooklines_own_url_parameters_are_read_and_removed() -> None:
+    from hookline.builtins.store.postgres import PostgresTapeStore, split_url
+
+    url = "postgresql://u:pw@h/db?sslmode=require&hookline_pool_max=3&hookline_grace=0.5"
+    assert split_url(url) == ("postgresql://u:pw@h/db?sslmode=require",
+                              {"hookline_pool_max": "3", "hookline_grace": "0.5"})
+    store = PostgresTapeStore(url)
+    assert (store.pool_max, store.grace) == (3, 0.5)
+    with pytest.raises(HooklineError) as caught:
+        PostgresTapeStore("postgresql://u:pw@h/db?hookline_grace=soon")
+    assert caught.value.kind is ErrorKind.config and "hookline_grace" in caught.value.message
+    assert "pw" not in caught.value.message.replace("postgresql", "")
