@@ -218,15 +218,17 @@ def _result_lines(result: dict[str, Any]) -> Iterator[str]:
 
 def _event_lines(payload: dict[str, Any]) -> Iterator[str]:
     name = payload.get("name")
-    data = payload.get("data") if isinstance(payload.get("data"), dict) else {}
+    found = payload.get("data")
+    data: dict[str, Any] = found if isinstance(found, dict) else {}
     if name == "run":
         status = data.get("status", "ok")
         if status != "ok":
             error = data.get("error")
             yield f"(turn {status}{f': {error}' if error else ''})"
     elif name == "handoff":
-        state = data.get("state") if isinstance(data.get("state"), dict) else {}
-        summary = state.get("summary") if state else None
+        held = data.get("state")
+        state: dict[str, Any] = held if isinstance(held, dict) else {}
+        summary = state.get("summary")
         yield f"--- handoff to {data.get('name')}{f': {summary}' if summary else ''}"
 
 
