@@ -12,7 +12,8 @@ replies come):
 
 Printed: turns/s, p50 and p99 latency, and each as a ratio to the floor, in one run. The
 PostgreSQL server is `--postgres-url` (or HOOKLINE_BENCH_POSTGRES_URL), else a throwaway
-cluster started here (as tests/postgres_support.py does; needs the binaries). The load
+cluster started here (as tests/postgres_support.py does, but with fsync on, so that
+commits are as durable as SQLite's `synchronous=FULL`; needs the binaries). The load
 generator runs in this process, on one core: on a small machine it shares the CPU with
 the servers, so read the ratios, not the absolute figures. Not a test: nothing is judged.
 
@@ -212,7 +213,7 @@ def postgres(args: argparse.Namespace) -> Iterator[str]:
     sys.path.insert(0, str(TESTS))
     from postgres_support import start_cluster
 
-    cluster = start_cluster()
+    cluster = start_cluster(fsync=True)  # durable commits, as SQLite's synchronous=FULL
     try:
         yield cluster.url
     finally:

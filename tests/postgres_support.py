@@ -80,6 +80,8 @@ class Cluster:
     root: Path
     port: int
     user: str | None
+    fsync: bool = False
+    """Off for tests (speed); a benchmark turns it on to measure real durability."""
 
     @property
     def data(self) -> Path:
@@ -97,7 +99,8 @@ class Cluster:
 
     def start(self) -> None:
         options = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.data} "
-                   f"-c fsync=off -c max_connections=200 -c shared_buffers=64MB")
+                   f"-c fsync={'on' if self.fsync else 'off'} -c max_connections=200 "
+                   f"-c shared_buffers=64MB")
         self.run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "log"), "-w", "-t", "60",
                  "-o", options, "start")
 
@@ -115,7 +118,7 @@ def _group(user: str) -> int:
     return pwd.getpwnam(user).pw_gid
 
 
-def start_cluster() -> Cluster:
+def start_cluster(*, fsync: bool = False) -> Cluster:
     """initdb and start a cluster in a new temporary folder (owned by the cluster's user);
     `cluster.remove()` stops it and deletes the folder."""
     binaries = find_binaries()
@@ -128,7 +131,7 @@ def start_cluster() -> Cluster:
         entry = pwd.getpwnam(user)
         for path in (root, root / "pw"):
             os.chown(path, entry.pw_uid, entry.pw_gid)
-    cluster = Cluster(binaries, root, free_port(), user)
+    cluster = Cluster(binaries, root, free_port(), user, fsync)
     try:
         cluster.run("initdb", "-D", str(cluster.data), "-U", "hookline",
                     "--auth=scram-sha-256", f"--pwfile={root / 'pw'}", "-E", "UTF8",
