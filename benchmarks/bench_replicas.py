@@ -220,11 +220,24 @@ def postgres(args: argparse.Namespace) -> Iterator[str]:
         cluster.remove()
 
 
+SCHEMAS: list[str] = []
+
+
 def fresh_schema(server: str) -> str:
+    """A new schema for one set-up (dropped at the end), as the URL selecting it."""
     sys.path.insert(0, str(TESTS))
     from postgres_support import create_schema
 
-    return create_schema(server)[1]
+    name, url = create_schema(server)
+    SCHEMAS.append(name)
+    return url
+
+
+def drop_schemas(server: str) -> None:
+    from postgres_support import drop_schema
+
+    for name in SCHEMAS:
+        drop_schema(server, name)
 
 
 def main() -> None:
@@ -249,13 +262,16 @@ def main() -> None:
         gateway = [HOOKLINE, "gateway", "--port", "0"]
         with process(gateway, gateway_env(root / "home-sqlite", None), workspace) as url:
             results.append(measure("sqlite, 1 gateway", [url], args))
-        url_pg = fresh_schema(server)
-        with process(gateway, gateway_env(root / "home-pg", url_pg), workspace) as url:
-            results.append(measure("postgres, 1 gateway", [url], args))
-        url_pg = fresh_schema(server)
-        with process(gateway, gateway_env(root / "home-a", url_pg), workspace) as url_a, \
-                process(gateway, gateway_env(root / "home-b", url_pg), workspace) as url_b:
-            results.append(measure("postgres, 2 replicas", [url_a, url_b], args))
+        try:
+            url_pg = fresh_schema(server)
+            with process(gateway, gateway_env(root / "home-pg", url_pg), workspace) as url:
+                results.append(measure("postgres, 1 gateway", [url], args))
+            url_pg = fresh_schema(server)
+            with process(gateway, gateway_env(root / "home-a", url_pg), workspace) as url_a, \
+                    process(gateway, gateway_env(root / "home-b", url_pg), workspace) as url_b:
+                results.append(measure("postgres, 2 replicas", [url_a, url_b], args))
+        finally:
+            drop_schemas(server)
     floor = results[0]
     print(f"\n{'set-up':<24} {'turns/s':>9} {'x floor':>8} {'p50 ms':>8} {'x floor':>8} "
           f"{'p99 ms':>8} {'x floor':>8} {'errors':>6}")
