@@ -225,15 +225,23 @@ class BuiltinPlugin:
         return "\n\n".join(parts)
 
     @hookimpl
-    async def provide_tape_store(self) -> AsyncIterator[SQLiteTapeStore]:
+    async def provide_tape_store(self) -> AsyncIterator[Any]:
+        from .storeurl import is_postgres_url
+
+        path = self.get_settings().tape_store
+        assert path is not None  # Settings.__post_init__ fills in the default
+        if is_postgres_url(path):  # the driver is imported only then
+            from .store.postgres import open_postgres_store
+
+            async with open_postgres_store(str(path)) as shared:
+                yield shared
+            return
         # Opening (schema, WAL) and closing (checkpoint) touch the disk: worker threads.
         import anyio
         import anyio.to_thread
 
         from .store.sqlite import SQLiteTapeStore
 
-        path = self.get_settings().tape_store
-        assert path is not None  # Settings.__post_init__ fills in the default
         store = await anyio.to_thread.run_sync(SQLiteTapeStore, path)
         try:
             yield store

@@ -17,7 +17,9 @@ Settings (file key / environment variable: value; default):
 - api_format / HOOKLINE_API_FORMAT: chat, responses, messages or gemini; the provider's.
 - max_steps / HOOKLINE_MAX_STEPS: positive integer, model calls per run; 20.
 - max_tokens / HOOKLINE_MAX_TOKENS: positive integer, output tokens per call; the provider's.
-- tape_store / HOOKLINE_TAPE_STORE: path of the SQLite tape store; `<home>/tapes.db`.
+- tape_store / HOOKLINE_TAPE_STORE: path of the SQLite tape store, or a `postgresql://`
+  (or `postgres://`) URL of a PostgreSQL database shared by gateway replicas (needs
+  `pip install 'hookline[postgres]'`); `<home>/tapes.db`.
 - stream / HOOKLINE_STREAM: true/false, show replies as they arrive; true.
 - http_host / HOOKLINE_HTTP_HOST: address the `http` channel listens on; 127.0.0.1.
 - http_port / HOOKLINE_HTTP_PORT: its TCP port, 0 to 65535 (0: any free port); 8787.
@@ -80,6 +82,7 @@ from typing import Any
 from hookline.kernel.streaming import ErrorKind, HooklineError
 
 from .redact import redact_credentials
+from .storeurl import StoreURL, is_postgres_url
 
 __all__ = [
     "API_FORMATS",
@@ -155,7 +158,7 @@ class Settings:
     api_format: str | None = None
     max_steps: int = DEFAULT_MAX_STEPS
     max_tokens: int | None = None
-    tape_store: Path | None = None
+    tape_store: Path | str | None = None
     stream: bool = True
     http_host: str = DEFAULT_HTTP_HOST
     http_port: int = DEFAULT_HTTP_PORT
@@ -393,6 +396,14 @@ def _path(value: Any) -> Path:
     return Path(text).expanduser()
 
 
+def _tape_store(value: Any) -> Path | StoreURL:
+    """A PostgreSQL URL stays a string (a Path would fold its `//`); anything else is the
+    SQLite file's path."""
+    if is_postgres_url(value):
+        return StoreURL(_text(value))
+    return _path(value)
+
+
 @dataclass(frozen=True)
 class _Spec:
     key: str
@@ -457,8 +468,8 @@ _SPECS = (
     _Spec(
         "tape_store",
         "HOOKLINE_TAPE_STORE",
-        _path,
-        "a file path",
+        _tape_store,
+        "a file path or a postgresql:// URL",
         "~/.hookline/tapes.db",
         '"tapes.db"',
     ),
@@ -659,7 +670,7 @@ def settings_from_config(
             parsed = spec.parse(raw)
         except _Invalid:
             raise _file_error(spec, raw, config_path) from None
-        if spec.key in _PATHS and not parsed.is_absolute():
+        if spec.key in _PATHS and isinstance(parsed, Path) and not parsed.is_absolute():
             parsed = home_path / parsed
         values[spec.key] = parsed
         sources[spec.key] = f"file:{config_path}"
@@ -672,7 +683,7 @@ def settings_from_config(
             parsed = spec.parse(raw_env)
         except _Invalid:
             raise _env_error(spec, raw_env) from None
-        if spec.key in _PATHS:
+        if spec.key in _PATHS and isinstance(parsed, Path):
             parsed = parsed.absolute()
         values[spec.key] = parsed
         sources[spec.key] = f"env:{spec.env}"

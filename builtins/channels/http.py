@@ -10,7 +10,9 @@ this gateway (403 otherwise), no `Origin` unless allowed (403), and on every end
   channel's (session, admission, scheduling), then the request waits for its turn:
   - whole (default): `200 {"session_id", "content", "outbounds": [...]}` once the turn's
     outbound messages have arrived; `500` with the same fields plus `"error"` when the
-    turn failed (the builtin `on_error` sends an outbound of kind `error`);
+    turn failed (the builtin `on_error` sends an outbound of kind `error`), `503` with
+    `"reason"` added when the health check then says the tape store cannot write (a
+    database restarting: retry later);
   - streamed (`"stream": true`): Server-Sent Events `text`, `tool_call`, `tool_result`,
     `error` and `final` as the model produces them, then one `done` event carrying what
     the whole reply would have carried;
@@ -567,6 +569,15 @@ class HttpChannel(Lifecycle):
             raise HttpError(503, "the gateway is shutting down")
         await self._post_message(payload, receive, send)
 
+    async def _store_trouble(self) -> str | None:
+        """The health check's reason for refusing turns now, or None (healthy, no check)."""
+        if self.health is None:
+            return None
+        try:
+            return await self.health()
+        except Exception as exc:
+            return f"the health check failed: {exc}"
+
     async def _health(self, send: Send) -> None:
         reason: str | None = None if self._accepting else "the gateway is shutting down"
         if reason is None and self.health is not None:
@@ -631,7 +642,14 @@ class HttpChannel(Lifecycle):
     async def _answer(self, reply: _Reply, send: Send) -> None:
         if not reply.stream:
             await reply.finished.wait()
-            await _send_json(send, *self._whole(reply))
+            status, body = self._whole(reply)
+            if status == 500 and reply.errors:
+                # A turn that failed while the tape store cannot write (a database being
+                # restarted) is worth retrying: 503 with the store's reason, not a 500.
+                reason = await self._store_trouble()
+                if reason is not None:
+                    status, body = 503, {**body, "reason": self.scrub(reason)}
+            await _send_json(send, status, body)
             return
         await reply.decided.wait()
         if reply.outcome in _NO_TURN:

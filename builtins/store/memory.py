@@ -114,6 +114,11 @@ class InMemoryTapeStore:
                 if entries and not is_sidecar_tape(name)
             )
 
+    def list_all_tapes(self) -> list[str]:
+        """Every tape holding entries, sidecar tapes included (what a copy must read)."""
+        with self._lock:
+            return sorted(name for name, entries in self._tapes.items() if entries)
+
     def reset(self, tape: str) -> None:
         check_tape_name(tape)
         with self._lock:

@@ -280,6 +280,12 @@ class SQLiteTapeStore:
             ).fetchall()
         return [row[0] for row in rows]
 
+    def list_all_tapes(self) -> list[str]:
+        """Every tape holding entries, sidecar tapes included (what a copy must read)."""
+        with self._connection() as conn:
+            rows = conn.execute("SELECT DISTINCT tape FROM entries ORDER BY tape").fetchall()
+        return [row[0] for row in rows]
+
     def reset(self, tape: str) -> None:
         check_tape_name(tape)
         with self._write() as conn:

@@ -1,4 +1,6 @@
-"""One contract suite for every builtin tape store (in-memory and SQLite), sync and async."""
+"""One contract suite for every builtin tape store (in-memory, SQLite and PostgreSQL), sync
+and async. The PostgreSQL store is asynchronous: it runs here behind
+`postgres_support.BlockingStore`, on a real server (see tests/postgres_support.py)."""
 
 from __future__ import annotations
 
@@ -30,14 +32,18 @@ from hookline.kernel.tape import (
 StoreFactory = Callable[[], TapeStore]
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
-    """A factory of fresh stores of one kind (SQLite: a new file per call)."""
+    """A factory of fresh stores of one kind (SQLite: a new file per call; PostgreSQL: a
+    new schema per call)."""
     made: list[SQLiteTapeStore] = []
+    postgres = request.getfixturevalue("postgres_stores") if request.param == "postgres" else None
 
     def factory() -> TapeStore:
         if request.param == "memory":
             return InMemoryTapeStore()
+        if postgres is not None:
+            return postgres.blocking()
         store = SQLiteTapeStore(tmp_path / "nested" / f"tapes-{len(made)}.db")
         made.append(store)
         return store
@@ -271,6 +277,13 @@ def test_list_tapes_is_sorted_hides_sidecars_and_empty_tapes(store: TapeStore) -
     assert store.list_tapes() == ["alpha", "ws__sess", "zeta"]
     # Sidecar tapes stay readable by name.
     assert ids(store.fetch_all(q("ws__sess__sidecar__spill"))) == [1]
+
+
+def test_list_all_tapes_includes_sidecar_tapes(store: TapeStore) -> None:
+    for tape in ("b", "a__sidecar__x", "c"):
+        store.append(tape, new("event"))
+    store.reset("c")
+    assert store.list_all_tapes() == ["a__sidecar__x", "b"]  # type: ignore[attr-defined]
 
 
 def test_tape_names_with_like_wildcards_are_literal(store: TapeStore) -> None:

@@ -89,3 +89,19 @@ def test_bench_cli_tiny_runs() -> None:
     assert all(float(row[0]) > 0 and row[1].endswith("x") and row[2] == "-"
                for row in rows.values()), done.stdout
     assert "no goal verdicts" in done.stdout, done.stdout
+
+
+def test_bench_replicas_tiny_runs(postgres_server: str) -> None:
+    from postgres_support import unavailable
+
+    if not postgres_server:
+        unavailable("no PostgreSQL server for bench_replicas.py")
+    done = run_benchmark("bench_replicas.py", "--seconds", "0.5", "--warmup", "0.2",
+                         "--clients", "4", "--sessions", "2", "--postgres-url", postgres_server)
+    lines = done.stdout.splitlines()
+    header = next((n for n, line in enumerate(lines) if line.startswith("set-up")), None)
+    assert header is not None, done.stdout
+    names = [line[:24].strip() for line in lines[header + 1:header + 5]]
+    assert names == ["floor (bare hypercorn)", "sqlite, 1 gateway", "postgres, 1 gateway",
+                     "postgres, 2 replicas"], done.stdout
+    assert all(line.split()[-1] == "0" for line in lines[header + 1:header + 5]), done.stdout

@@ -1,0 +1,253 @@
+"""Several `hookline gateway` replicas on one PostgreSQL tape store (issue 14).
+
+Real console-script gateways on loopback, each with its own home but the same workspace,
+token and database (a fresh schema per test, tests/postgres_support.py): turns of one
+session alternate or race between replicas; one replica is SIGKILLed mid-turn while the
+other keeps serving; the database is restarted under load. The offline model answers;
+`/tool tape_info {}` makes a turn report how many entries its context saw.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import re
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gateway_support import Gateway, call, gateway_env, post, start_gateway_process
+from postgres_support import (
+    Cluster,
+    StoreFactory,
+    find_binaries,
+    password_of,
+    start_cluster,
+    unavailable,
+    wait_until,
+)
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="signals are POSIX")
+
+Start = Callable[[str], Gateway]
+
+
+def rows(url: str, statement: str, *args: Any) -> list[tuple]:
+    import psycopg
+
+    with psycopg.connect(url.split("&hookline_")[0], autocommit=True) as conn:
+        return conn.execute(statement, args or None).fetchall()
+
+
+def tape_rows(url: str) -> dict[str, list[tuple[int, str, dict, dict]]]:
+    """Every tape: (id, kind, payload, meta) in id order."""
+    tapes: dict[str, list[tuple[int, str, dict, dict]]] = {}
+    for tape, entry_id, kind, payload, meta in rows(
+            url, "SELECT tape, id, kind, payload, meta FROM hookline_entries ORDER BY tape, id"):
+        tapes.setdefault(tape, []).append((entry_id, kind, json.loads(payload), json.loads(meta)))
+    return tapes
+
+
+@contextlib.contextmanager
+def gateways(url: str, tmp_path: Path) -> Iterator[Start]:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir(exist_ok=True)
+    started: list[Gateway] = []
+
+    def start(name: str) -> Gateway:
+        env = gateway_env(tmp_path / f"home-{name}", HOOKLINE_TAPE_STORE=url)
+        started.append(start_gateway_process(["--port", "0"], env, workspace))
+        return started[-1]
+
+    try:
+        yield start
+    finally:
+        for gateway in started:
+            gateway.end()
+        for gateway in started:  # nothing a replica printed shows the password
+            assert password_of(url) not in "\n".join(gateway.stdout + gateway.stderr)
+
+
+@pytest.fixture
+def replicas(postgres_stores: StoreFactory, tmp_path: Path) -> Iterator[tuple[str, Start]]:
+    url = postgres_stores.url() + "&hookline_grace=1"
+    with gateways(url, tmp_path) as start:
+        yield url, start
+
+
+def ask(gateway: Gateway, content: str, session: str, timeout: float = 60.0) -> Any:
+    return post(gateway.url, {"content": content, "session_id": session}, timeout=timeout)
+
+
+def seen_entries(reply: Any) -> int:
+    match = re.search(r'"entries": (\d+)', reply.json()["content"])
+    assert match, reply.json()
+    return int(match.group(1))
+
+
+def test_a_sessions_turns_alternate_between_replicas_and_each_sees_all_before_it(
+    replicas: tuple[str, Start],
+) -> None:
+    url, start = replicas
+    pair = [start("a"), start("b")]
+    counts = []
+    for turn in range(6):
+        reply = ask(pair[turn % 2], "/tool tape_info {}", "shared")
+        assert reply.status == 200, reply.body
+        counts.append(seen_entries(reply))
+    steps = {later - earlier for earlier, later in itertools.pairwise(counts)}
+    assert len(steps) == 1 and steps.pop() > 0, counts  # every turn saw every earlier one
+    (tape,) = [rows_ for name, rows_ in tape_rows(url).items() if "__sidecar__" not in name]
+    assert [entry[1] for entry in tape].count("anchor") == 1
+
+
+def test_concurrent_turns_on_two_replicas_never_interleave_and_none_is_lost(
+    replicas: tuple[str, Start],
+) -> None:
+    url, start = replicas
+    pair = [start("a"), start("b")]
+    jobs = [(n, f"s{n % 3}") for n in range(36)]
+
+    def send(job: tuple[int, str]) -> tuple[int, str, int]:
+        n, session = job
+        reply = ask(pair[n % 2], f"message-{n}", session)
+        return n, session, reply.status
+
+    with ThreadPoolExecutor(12) as pool:
+        results = list(pool.map(send, jobs))
+    assert {status for _, _, status in results} == {200}
+    tapes = tape_rows(url)
+    assert len(tapes) == 3
+    seen: list[str] = []
+    for entries in tapes.values():
+        assert [entry[0] for entry in entries] == list(range(1, len(entries) + 1))
+        assert entries[0][1] == "anchor" and [e[1] for e in entries].count("anchor") == 1
+        body = entries[1:]
+        assert len(body) == 12 * 3  # per turn: the prompt, the reply, the run event
+        for offset in range(0, len(body), 3):  # each run is one contiguous block
+            block = body[offset:offset + 3]
+            assert [e[1] for e in block] == ["message", "message", "event"]
+            assert len({e[3]["run_id"] for e in block}) == 1
+            seen.append(block[0][2]["content"])
+    assert sorted(seen) == sorted(f"message-{n}" for n, _ in jobs)
+
+
+def test_sigkill_of_a_replica_mid_turn(replicas: tuple[str, Start], tmp_path: Path) -> None:
+    """The survivor keeps answering the same session, every acknowledged reply is stored,
+    and the killed run shows up on the tape as interrupted."""
+    url, start = replicas
+    doomed, survivor = start("doomed"), start("survivor")
+    acknowledged = []
+    for n, gateway in enumerate([doomed, survivor, doomed]):
+        assert ask(gateway, f"before-{n}", "s").status == 200
+        acknowledged.append(f"before-{n}")
+    marker = tmp_path / "tool-started"
+    command = json.dumps({"command": f"touch {marker}; sleep 20"})
+    killed: dict[str, Any] = {}
+
+    def doomed_turn() -> None:
+        try:
+            killed["reply"] = ask(doomed, f"/tool shell {command}", "s")
+        except Exception as exc:  # the connection dies with the process
+            killed["error"] = exc
+
+    thread = threading.Thread(target=doomed_turn)
+    thread.start()
+    wait_until(marker.exists)
+    doomed.proc.send_signal(signal.SIGKILL)
+    doomed.proc.wait()
+    thread.join()
+    assert "error" in killed
+    for n in range(3):  # the survivor answers the same session at once
+        assert ask(survivor, f"after-{n}", "s").status == 200
+        acknowledged.append(f"after-{n}")
+
+    def interrupted() -> list[tuple]:
+        (tape,) = tape_rows(url).values()
+        return [e for e in tape if e[1] == "event" and e[2].get("name") == "run"
+                and e[2]["data"]["status"] == "interrupted"]
+
+    (marker_entry,) = wait_until(interrupted, timeout=60)
+    (tape,) = tape_rows(url).values()
+    prompts = [e[2]["content"] for e in tape if e[1] == "message" and e[2]["role"] == "user"]
+    assert [p for p in prompts if not p.startswith("/tool")] == acknowledged
+    # What the killed run recorded before it died sits right before its marker.
+    before = tape[[e[0] for e in tape].index(marker_entry[0]) - 2:][:2]
+    assert before[0][2].get("content", "").startswith("/tool shell")
+    assert before[1][1] == "tool_call"
+    assert rows(url, "SELECT count(*) FROM hookline_journal_runs") == [(0,)]
+
+
+@pytest.fixture
+def own_cluster() -> Iterator[Cluster]:
+    """A private server this test may stop and start."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        unavailable("psycopg is not installed")
+    if find_binaries() is None:
+        unavailable("no PostgreSQL binaries to run a server the test can restart")
+    cluster = start_cluster()
+    try:
+        yield cluster
+    finally:
+        cluster.remove()
+
+
+def test_a_database_restart_under_load(own_cluster: Cluster, tmp_path: Path) -> None:
+    """Requests fail cleanly (503 with the store's reason) while the database is down and
+    succeed again once it is back; nothing acknowledged is lost."""
+    url = own_cluster.url
+    with gateways(url, tmp_path) as start:
+        pair = [start("a"), start("b")]
+        results: list[tuple[str, int, dict]] = []
+        stop = threading.Event()
+        lock = threading.Lock()
+
+        def load(worker: int) -> None:
+            n = 0
+            while not stop.is_set():
+                content = f"w{worker}-{n}"
+                reply = ask(pair[(worker + n) % 2], content, f"s{worker % 3}")
+                with lock:
+                    results.append((content, reply.status, reply.json()))
+                n += 1
+
+        def count(status: int) -> int:
+            with lock:
+                return sum(1 for _, got, _ in results if got == status)
+
+        workers = [threading.Thread(target=load, args=(n,)) for n in range(6)]
+        for worker in workers:
+            worker.start()
+        try:
+            wait_until(lambda: count(200) >= 20)
+            own_cluster.stop("fast")
+            wait_until(lambda: count(503) >= 3, timeout=60)
+            health = call(pair[0].url, "GET", "/v1/health")
+            assert health.status == 503 and "tape store" in health.json()["reason"]
+            own_cluster.start()
+            served = count(200)
+            wait_until(lambda: count(200) >= served + 20, timeout=60)
+        finally:
+            stop.set()
+            for worker in workers:
+                worker.join()
+        assert call(pair[1].url, "GET", "/v1/health").status == 200
+        for content, status, body in results:
+            assert status in (200, 500, 503), (content, status, body)
+            if status != 200:
+                assert body.get("error"), body
+            if status == 503:
+                assert "tape store" in body["reason"] and password_of(url) not in json.dumps(body)
+        stored = {e[2].get("content") for entries in tape_rows(url).values() for e in entries
+                  if e[1] == "message"}
+        lost = [content for content, status, _ in results if status == 200
+                and content not in stored]
+        assert lost == []
