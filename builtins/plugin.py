@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from .settings import Settings
     from .spill import SpillSidecar
     from .steering import InMemorySteeringInbox
-    from .store import InMemoryTapeStore, SQLiteTapeStore
+    from .store import InMemoryTapeStore
     from .tape import Tape
 
 # The framework has loaded the whole kernel already. The builtin modules behind the hooks
