@@ -54,8 +54,15 @@ class Gateway:
     stdout: list[str] = field(default_factory=list)
     stderr: list[str] = field(default_factory=list)
     lines: queue.Queue[str] = field(default_factory=queue.Queue)
+    passed: list[str] = field(default_factory=list)
+    """Lines read while waiting for another one: stdout and stderr are read by two
+    threads, so a later wait may be for a line that arrived first."""
 
     def wait_for_line(self, text: str, timeout: float = START_TIMEOUT) -> str:
+        """The first line containing `text` not returned yet, waiting up to `timeout`."""
+        for index, line in enumerate(self.passed):
+            if text in line:
+                return self.passed.pop(index)
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
@@ -68,6 +75,7 @@ class Gateway:
                 continue
             if text in line:
                 return line
+            self.passed.append(line)
 
     def wait_for_gate(self, name: str, timeout: float = 30.0) -> None:
         marker = self.gates / f"{name}.started"
