@@ -71,6 +71,7 @@ async def run_chat(framework: Framework, session: str | None, model: str | None,
     import anyio
 
     from hookline.builtins.channels import ChannelManager, CliChannel
+    from hookline.kernel.channels import Lifecycle
 
     model_in_use = model or _configured_model()
     manager = ChannelManager(framework, stream_output=True)
@@ -80,9 +81,10 @@ async def run_chat(framework: Framework, session: str | None, model: str | None,
             f"no channel named {CHANNEL!r} is provided, and hookline chat needs one; check "
             f"the plugins that implement provide_channels (hookline hooks)"
         )
-    # Only the CLI channel: exclude everything else, background channels included.
-    manager.enabled_channels = [CHANNEL, *(f"!{name}" for name in manager.channels
-                                           if name != CHANNEL)]
+    # The CLI channel and, as Bub's chat does, the background (Lifecycle) channels beside
+    # it (a Bub plugin's scheduler, MCP clients); every other channel is excluded.
+    manager.enabled_channels = [CHANNEL, *(f"!{name}" for name, other in manager.channels.items()
+                                           if name != CHANNEL and not isinstance(other, Lifecycle))]
     stop = anyio.Event()
     async with framework.running():
         chosen = await choose_session(framework, session, new, continue_)

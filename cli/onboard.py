@@ -161,6 +161,14 @@ def _onboard(framework: Framework, flags: _Flags, *, plugin: str | None, interac
                           "or pass --save-anyway to write the file all the same (--no-test "
                           "skips the call)"))
     _write(path, config)
+    from hookline.builtins.bub import save_onboard_config
+
+    try:  # Bub plugins read their answers from Bub's own config file
+        bub_file = save_onboard_config(framework)
+    except Exception as exc:  # Bub's validation of the answers: one line
+        fail(RuntimeError(f"cannot write the Bub plugins' settings: {exc}"))
+    if bub_file is not None:
+        typer.echo(f"wrote the Bub plugins' settings to {bub_file}")
 
 
 class _Questions:
