@@ -204,9 +204,7 @@ class BubGroup(PluginGroup):
 
     @contextlib.contextmanager
     def _watching(self, name: str) -> Iterator[None]:
-        from bub.core.tools import REGISTRY
-
-        before = dict(REGISTRY)
+        before = dict(_registry())
         modules = set(sys.modules)
         try:
             yield
@@ -217,14 +215,13 @@ class BubGroup(PluginGroup):
 
     def _collect(self, before: dict[str, Any], default: str | None,
                  new_modules: list[Any]) -> None:
-        from bub.core.tools import REGISTRY
-
+        registry = _registry()
         for tool_name, tool in before.items():
-            if tool_name not in REGISTRY:  # a plugin took it back (bub-web-search does)
+            if tool_name not in registry:  # a plugin took it back (bub-web-search does)
                 for table in (*self._tools.values(), *self._pending.values()):
                     if table.get(tool_name) is tool:
                         del table[tool_name]
-        for tool_name, tool in list(REGISTRY.items()):
+        for tool_name, tool in list(registry.items()):
             if before.get(tool_name) is tool:
                 continue
             owner = self._owner_of(tool, default, new_modules)
@@ -234,7 +231,7 @@ class BubGroup(PluginGroup):
                 table.pop(tool_name, None)  # replaced in the registry: the last one counts
             target = self._tools if owner in self._tools else self._pending
             target.setdefault(owner, {})[tool_name] = tool
-        self._seen = dict(REGISTRY)
+        self._seen = dict(registry)
 
     def _owner_of(self, tool: Any, default: str | None, modules: list[Any]) -> str | None:
         """The entry point whose distribution defines the tool; None for Bub's own."""
@@ -251,10 +248,9 @@ class BubGroup(PluginGroup):
 
     def sync(self) -> None:
         """Attribute tools registered since the last look (at run time, say)."""
-        from bub.core.tools import REGISTRY
-
-        if len(REGISTRY) == len(self._seen) and all(
-                self._seen.get(name) is tool for name, tool in REGISTRY.items()):
+        registry = _registry()
+        if len(registry) == len(self._seen) and all(
+                self._seen.get(name) is tool for name, tool in registry.items()):
             return
         self._collect(self._seen, COMPAT_NAME, [])
 
@@ -420,6 +416,16 @@ class BubGroup(PluginGroup):
 
 
 _DISTRIBUTIONS: dict[str, list[str]] | None = None
+
+
+def _registry() -> dict[str, Any]:
+    """Bub's tool registry (``bub.tools.REGISTRY``); empty when Bub cannot be imported."""
+    try:
+        from bub.core.tools import REGISTRY
+    except ImportError:
+        return {}
+    registry: dict[str, Any] = REGISTRY
+    return registry
 
 
 def _packages_distributions() -> dict[str, list[str]]:
