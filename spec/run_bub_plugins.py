@@ -227,7 +227,7 @@ def check_tools() -> None:
     import threading
 
     class SearXNG(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             body = json.dumps({"results": [{
                 "title": "Fake SearXNG result", "url": "https://example.invalid/hit",
                 "content": f"what {self.path} found"}]}).encode()
