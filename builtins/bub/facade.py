@@ -27,7 +27,8 @@ from .convert import bub_admit_decision, bub_model_options
 if TYPE_CHECKING:
     from hookline.kernel.tools import Tool
 
-    from .group import BubGroup
+BubGroup = Any
+"""The group (``group.BubGroup``), named loosely: the group imports this module."""
 
 __all__ = [
     "AgentFacade",

@@ -372,9 +372,7 @@ class BubGroup(PluginGroup):
             if not isinstance(fragment, dict):
                 raise TypeError("hook.onboard_config must return dict or None "
                                 f"(Bub plugin {name!r} returned {type(fragment).__name__})")
-            from bub import configure
-
-            configure.merge(current, fragment)
+            _merge_config(current, fragment)
             return None
 
         functools.update_wrapper(wrapper, function)
@@ -385,9 +383,7 @@ class BubGroup(PluginGroup):
         """The accumulated Bub config of this onboarding pass (a plugin asked twice means
         a new pass)."""
         if self._onboard is None or name in self._onboard_answered:
-            from bub import configure
-
-            self._onboard = configure.get_config_data()
+            self._onboard = _config_data()
             self._onboard_answered = set()
         self._onboard_answered.add(name)
         return self._onboard
@@ -416,6 +412,32 @@ class BubGroup(PluginGroup):
 
 
 _DISTRIBUTIONS: dict[str, list[str]] | None = None
+
+
+def _config_data() -> dict[str, Any]:
+    """A copy of Bub's loaded config (``bub.configure.get_config_data``); empty without
+    Bub."""
+    try:
+        from bub import configure
+    except ImportError:
+        return {}
+    data: dict[str, Any] = configure.get_config_data()
+    return data
+
+
+def _merge_config(base: dict[str, Any], update: dict[str, Any]) -> None:
+    """Bub's ``configure.merge`` (incoming values win, tables merge); the same rule when
+    Bub cannot be imported."""
+    try:
+        from bub import configure
+    except ImportError:
+        for key, value in update.items():
+            if isinstance(value, dict) and isinstance(base.get(key), dict):
+                _merge_config(base[key], value)
+            else:
+                base[key] = dict(value) if isinstance(value, dict) else value
+        return
+    configure.merge(base, update)
 
 
 def _registry() -> dict[str, Any]:

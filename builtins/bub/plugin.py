@@ -19,15 +19,14 @@ from .convert import resolve_media
 if TYPE_CHECKING:
     from hookline.kernel.tools import Tool
 
-    from .group import BubGroup
-
 __all__ = ["BubCompatPlugin"]
 
 
 class BubCompatPlugin:
     """The glue between Bub plugins and hookline's builtin."""
 
-    def __init__(self, group: BubGroup) -> None:
+    def __init__(self, group: Any) -> None:
+        """``group``: the ``group.BubGroup`` (not imported: it imports this module)."""
         self.group = group
 
     def __repr__(self) -> str:
