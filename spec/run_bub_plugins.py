@@ -9,7 +9,7 @@ of its own, with a fresh home folder (``HOME``, so Bub's ``~/.bub``, and
 
 - ``plugins``: ``hookline plugins --json`` lists every plugin, from the ``bub`` group;
   ``HOOKLINE_BUB_PLUGINS=0`` turns the group off and ``HOOKLINE_DISABLE_PLUGINS`` skips
-  one; ``hookline hooks`` attributes the tools to the plugins that registered them;
+  one; the tools are given by the plugins that registered them;
 - ``tools``: ``hookline run`` with a scripted model that calls bub-web-search's
   ``web.search`` (against a small SearXNG stand-in on a local port) and bub-qq's
   ``qq.version`` (a comma command: never offered to the model);
@@ -17,7 +17,8 @@ of its own, with a fresh home folder (``HOME``, so Bub's ``~/.bub``, and
   own ``ChannelManager`` starts (a Bub ``Interface`` of a test plugin included);
 - ``runtime``: one gateway-like run (``ChannelManager`` with a probe channel): the
   ``Lifecycle`` channels start beside it; bub-mcp's tool against a small MCP server this
-  script starts; bub-qq's deny denies (its policy read from Bub's config file);
+  script starts; bub-qq's deny denies and its finish decision answers (its policy read
+  from Bub's config file);
   bub-feishu's media reaches the prompt through its data fetcher; bub-schedule's round
   trip (tool call, job fires, the message comes back through ``process_inbound``);
   bub-mcp-server's SSE server answers through the model; a test plugin touching what
@@ -205,21 +206,37 @@ def check_plugins() -> None:
         _expect(entry and entry["ok"] and entry["group"] == "bub",
                 f"{name} is not loaded from the bub group: {entry}")
     _ok(f"hookline plugins lists {len(EXPECTED)} plugins of the bub group, all loaded")
-    text = _hookline("plugins").stdout
-    _expect(all(f" {name} " in text and " bub " in text for name in EXPECTED), text)
-    off = json.loads(_hookline("plugins", "--json", env={"HOOKLINE_BUB_PLUGINS": "0"}).stdout)
-    _expect(not any(entry["group"] == "bub" for entry in off.values()), off)
+    # The rest in this process: the plugins are imported once, so each load is quick.
+    from hookline.kernel import Framework
+
+    def load(**env: str) -> Framework:
+        saved = {key: os.environ.get(key) for key in env}
+        os.environ.update(env)
+        try:
+            framework = Framework()
+            framework.load_hooks()
+            return framework
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+    off = load(HOOKLINE_BUB_PLUGINS="0").plugin_status()
+    _expect(not any(entry.group == "bub" for entry in off.values()), off)
     _ok("HOOKLINE_BUB_PLUGINS=0 turns the group off")
-    some = json.loads(_hookline("plugins", "--json",
-                                env={"HOOKLINE_DISABLE_PLUGINS": "discord"}).stdout)
-    _expect(some["discord"]["detail"] == "disabled" and some["schedule"]["ok"], some)
+    some = load(HOOKLINE_DISABLE_PLUGINS="discord").plugin_status()
+    _expect(some["discord"].detail == "disabled" and some["schedule"].ok, some)
     _ok("HOOKLINE_DISABLE_PLUGINS=discord skips it alone")
-    hooks = _hookline("hooks", "--json")
-    data = json.loads(hooks.stdout)
-    tools = next(hook for hook in data["hooks"] if hook["name"] == "provide_tools")
-    owners = {impl["plugin"] for impl in tools["execution"]}
+    framework = load()
+    owners = {impl.plugin_name for impl in framework.registry.hook_impls("provide_tools")}
     _expect({"schedule", "mcp", "qq"} <= owners, f"provide_tools implemented by {owners}")
-    _ok("hookline hooks: provide_tools of schedule, mcp and qq (their bub.tools)")
+    tools = {tool.name: tool for tool in framework.get_tools()}
+    _expect({"schedule.add", "schedule.list", "mcp", "qq.send"} <= set(tools), sorted(tools))
+    _expect(tools["qq.version"].exposure == "command" and tools["schedule.add"].context,
+            "exposure and context")
+    _ok("provide_tools of schedule, mcp and qq give their bub.tools (exposure, context kept)")
 
 
 def check_tools() -> None:
@@ -350,7 +367,8 @@ def check_runtime() -> None:
     with socket.socket() as probe_socket:
         probe_socket.bind(("127.0.0.1", 0))
         sse_port = probe_socket.getsockname()[1]
-    _bub_config({"qq": {"group_tool_policy": "locked"},
+    _bub_config({"qq": {"group_tool_policy": "locked", "llm_rate_limit_per_minute": 2,
+                        "llm_rate_limit_notice": "slow down"},
                  "mcp-server": {"port": sse_port, "log_level": "warning"}})
     server = Path.cwd() / "calc_server.py"
     server.write_text(MCP_SERVER, encoding="utf-8")
@@ -460,11 +478,20 @@ async def _runtime(sse_port: int) -> None:
                     and not (workspace / "x.txt").exists(), f"fs.write: {denied}")
             _ok("bub-qq's ToolCallDecision.deny denied fs.write (group_tool_policy: locked "
                 "read from ~/.bub/config.yml)")
+            calls = len(requests)
+            await handler(ChannelMessage(session_id="", channel="probe", chat_id="q",
+                                         content="again", context={"_qq": {
+                                             "scope": "group", "sender_id": "u1",
+                                             "sender_role": "member", "group_openid": "g1"}}))
+            await until("qq limit", lambda: any(m.content == "slow down" for m in sent))
+            _expect(len(requests) == calls + 1, "the rate-limited step reached the model")
+            _ok("bub-qq's LLMCallDecision.finish answered the third model call of the minute "
+                "with its notice (no provider call)")
 
             # bub-feishu: an image message; its MediaItem.data_fetcher reaches the prompt.
             await _feishu_image(framework, manager)
-            await until("feishu turn", lambda: len(requests) >= 5)
-            parts = [part for message in requests[4].messages
+            await until("feishu turn", lambda: len(requests) >= 6)
+            parts = [part for message in requests[5].messages
                      for part in (message.content if isinstance(message.content, list) else [])]
             _expect(any(getattr(part, "data", None) == PNG for part in parts),
                     f"prompt parts: {parts!r}")

@@ -230,19 +230,3 @@ def hookline_tool(tool: Any) -> Tool:
                 parameters=dict(parameters), context=bool(bub_tool.context),
                 exposure=bub_tool.exposure, renderer=bub_tool.render,
                 output_schema=bub_tool.output_schema, deferred=bool(bub_tool.deferred))
-
-
-def bub_tool(tool: Tool) -> Any:
-    """A hookline ``Tool`` as a Bub ``Tool`` (for a Bub plugin reading the agent's table)."""
-    from bub.core.tools import Tool as BubTool
-
-    async def handler(*args: Any, **kwargs: Any) -> Any:
-        context = kwargs.pop("context", None)
-        if tool.context:
-            return await tool.invoke(kwargs, context)
-        return await tool.invoke(kwargs)
-
-    return BubTool(name=tool.name, handler=handler, description=tool.description,
-                   parameters=dict(tool.parameters), context=tool.context,
-                   exposure=tool.exposure, renderer=tool.renderer,
-                   output_schema=tool.output_schema, deferred=tool.deferred)

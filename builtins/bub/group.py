@@ -148,6 +148,7 @@ class BubGroup(PluginGroup):
             return BubCompatPlugin(self)
         with self._watching(name):
             plugin = obj(self.facade(name)) if callable(obj) else obj
+        self._claim(name)
         self.originals[name] = plugin
         return self._shim(name, plugin)
 
@@ -231,7 +232,26 @@ class BubGroup(PluginGroup):
                 table.pop(tool_name, None)  # replaced in the registry: the last one counts
             target = self._tools if owner in self._tools else self._pending
             target.setdefault(owner, {})[tool_name] = tool
+            _OWNERS[id(tool)] = (tool, owner)
         self._seen = dict(registry)
+
+    def _claim(self, name: str) -> None:
+        """Tools of ``name`` already in the registry before it loaded here (its modules
+        were imported by an earlier framework in this process): the owner recorded then,
+        else the one its module's distribution names."""
+        claimed = {id(tool) for table in (*self._tools.values(), *self._pending.values())
+                   for tool in table.values()}
+        for tool_name, tool in list(_registry().items()):
+            if id(tool) in claimed:
+                continue
+            known = _OWNERS.get(id(tool))
+            if known is not None and known[0] is tool:
+                owner: str | None = known[1]
+            else:
+                owner = self._owner_of(tool, None, [])
+                _OWNERS[id(tool)] = (tool, owner or "")
+            if owner == name:
+                self._pending.setdefault(name, {})[tool_name] = tool
 
     def _owner_of(self, tool: Any, default: str | None, modules: list[Any]) -> str | None:
         """The entry point whose distribution defines the tool; None for Bub's own."""
@@ -305,7 +325,8 @@ class BubGroup(PluginGroup):
             def provide_tools() -> list[Tool]:
                 return self.tools_for(name)
 
-            provide_tools.__qualname__ = f"{type(plugin).__name__}.provide_tools (bub.tools)"
+            owner = getattr(plugin, "__name__", None) or type(plugin).__name__
+            provide_tools.__qualname__ = f"{owner}.provide_tools (bub.tools)"
             shim._hookline_bub_tools = provide_tools  # type: ignore[attr-defined]
         return shim
 
@@ -412,6 +433,10 @@ class BubGroup(PluginGroup):
 
 
 _DISTRIBUTIONS: dict[str, list[str]] | None = None
+
+_OWNERS: dict[int, tuple[Any, str]] = {}
+"""Process-wide: tool id -> (the Bub tool, the entry point that registered it; "" for Bub's
+own), so a second framework in the process attributes tools whose modules are imported."""
 
 
 def _config_data() -> dict[str, Any]:
