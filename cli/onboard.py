@@ -122,6 +122,9 @@ def _onboard(framework: Framework, flags: _Flags, *, plugin: str | None, interac
 
     path = default_home() / "config.toml"
     current = _read_toml(path)
+    from hookline.builtins.bub import set_onboard_interactive
+
+    set_onboard_interactive(framework, interactive)  # Bub plugins ask only when we may
     try:  # first: an unknown --plugin is the error to report, whatever else is given
         proposed = framework.collect_onboard_config(current, plugin=plugin)
     except Exception as exc:  # bad fragments, invalid settings: one line, no traceback

@@ -30,7 +30,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BUB_GROUP", "SWITCH_ENV", "available", "plugin_groups", "save_onboard_config"]
+__all__ = [
+    "BUB_GROUP",
+    "SWITCH_ENV",
+    "available",
+    "plugin_groups",
+    "save_onboard_config",
+    "set_onboard_interactive",
+]
 
 BUB_GROUP = "bub"
 SWITCH_ENV = "HOOKLINE_BUB_PLUGINS"
@@ -66,3 +73,11 @@ def save_onboard_config(framework: Any) -> Path | None:
         return None
     saved: Path | None = group.save_onboard_config()
     return saved
+
+
+def set_onboard_interactive(framework: Any, interactive: bool) -> None:
+    """Tell the layer whether onboarding may ask questions: Bub plugins ask through Bub's
+    terminal UI, so with ``--yes`` (or no terminal) their questions are skipped."""
+    group = getattr(framework, "bub_group", None)
+    if group is not None:
+        group.onboard_interactive = interactive

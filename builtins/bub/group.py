@@ -119,6 +119,8 @@ class BubGroup(PluginGroup):
         self._prepare_error: Exception | None = None
         self._onboard: dict[str, Any] | None = None
         self._onboard_answered: set[str] = set()
+        self.onboard_interactive: bool | None = None
+        """Set by ``hookline onboard``: whether it may ask (False with ``--yes``)."""
 
     # -- the loader's steps --------------------------------------------------------------
 
@@ -380,6 +382,11 @@ class BubGroup(PluginGroup):
         (``save_onboard_config``) and nothing goes into hookline's."""
 
         def wrapper(**kwargs: Any) -> None:
+            if not self._can_ask():
+                logger.warning("bub.onboard_skipped plugin=%s reason=Bub's questions need an "
+                               "interactive terminal (run hookline onboard without --yes)",
+                               name)
+                return None
             current = self._onboard_start(name)
             if "current_config" in kwargs:
                 kwargs["current_config"] = current
@@ -399,6 +406,23 @@ class BubGroup(PluginGroup):
         functools.update_wrapper(wrapper, function)
         wrapper.hookline_impl = opts  # type: ignore[attr-defined]
         return wrapper
+
+    def _can_ask(self) -> bool:
+        """Whether a Bub plugin's onboarding questions can be answered: Bub's inquirer
+        opens a terminal UI, which waits forever without a terminal, so they are asked
+        only when onboarding is interactive (``onboard_interactive``, else standard input
+        is a terminal), or when the inquirer's functions were replaced (answers scripted)."""
+        try:
+            import bub.inquirer as inquirer
+        except ImportError:
+            return True
+        own = all(getattr(getattr(inquirer, ask, None), "__module__", "") == "bub.inquirer"
+                  for ask in ("ask_text", "ask_secret", "ask_select", "ask_confirm"))
+        if not own:
+            return True
+        if self.onboard_interactive is not None:
+            return self.onboard_interactive
+        return sys.stdin.isatty()
 
     def _onboard_start(self, name: str) -> dict[str, Any]:
         """The accumulated Bub config of this onboarding pass (a plugin asked twice means
