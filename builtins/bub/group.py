@@ -184,22 +184,27 @@ class BubGroup(PluginGroup):
                 raise self._prepare_error
             return
         self._prepared = True
+        try:
+            from bub import configure
+            from bub.core.tools import REGISTRY
+            from bub.framework import DEFAULT_CONFIG_FILE
+        except (ImportError, SyntaxError) as exc:  # Bub 0.6 needs Python 3.12
+            self._prepare_error = RuntimeError(
+                f"Bub cannot be imported ({type(exc).__name__}: {exc}); Bub 0.6 needs "
+                f"Python 3.12 or newer, this is {sys.version.split()[0]}")
+            raise self._prepare_error from exc
         from .aliases import install_aliases, install_tool_keywords
 
         install_aliases()
         install_tool_keywords()
         _forward_loguru()
         try:
-            from bub import configure
-            from bub.core.tools import REGISTRY
-            from bub.framework import DEFAULT_CONFIG_FILE
-
             self.config_file = Path(DEFAULT_CONFIG_FILE)
             configure.load(self.config_file)
         except Exception as exc:
             self._prepare_error = RuntimeError(
                 f"Bub's config file {self.config_file} could not be read: "
-                f"{type(exc).__name__}: {exc}")
+                f"{type(exc).__name__}: {' '.join(str(exc).split())}")
             raise self._prepare_error from exc
         self._seen = dict(REGISTRY)
 
