@@ -15,3 +15,15 @@ def create_plugin(framework: Any) -> BuiltinPlugin:
     from .plugin import BuiltinPlugin
 
     return BuiltinPlugin(framework)
+
+
+def plugin_groups(framework: Any) -> list[Any]:
+    """Entry point groups to read besides ``hookline`` (the kernel asks for them by name).
+
+    The ``bub`` group, through the Bub compatibility layer, when the ``bub`` distribution
+    is installed and ``HOOKLINE_BUB_PLUGINS`` does not turn it off. Nothing is imported
+    otherwise, so a framework without Bub pays only for one ``find_spec``.
+    """
+    from .bub import plugin_groups as bub_groups
+
+    return bub_groups(framework)

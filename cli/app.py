@@ -224,14 +224,15 @@ def _plugins_command(framework: Framework) -> Any:
         statuses = framework.plugin_status()
         if as_json:
             typer.echo(json.dumps(
-                {n: {"ok": s.ok, "detail": s.detail, "source": s.source}
+                {n: {"ok": s.ok, "detail": s.detail, "source": s.source, "group": s.group}
                  for n, s in statuses.items()}, indent=2))
             return
         if not statuses:
             typer.echo("(no plugins loaded)")
         for name, status in statuses.items():
             mark = "ok  " if status.ok else "off " if status.detail == "disabled" else "FAIL"
-            typer.echo(f"{mark} {name:<20} {status.source:<40} {status.detail}")
+            group = status.group or "-"
+            typer.echo(f"{mark} {name:<20} {group:<9} {status.source:<40} {status.detail}")
 
     return plugins
 

@@ -71,6 +71,8 @@ async def run_chat(framework: Framework, session: str | None, model: str | None,
     import anyio
 
     from hookline.builtins.channels import ChannelManager, CliChannel
+    from hookline.builtins.channels.http import HttpChannel
+    from hookline.kernel.channels import Lifecycle
 
     model_in_use = model or _configured_model()
     manager = ChannelManager(framework, stream_output=True)
@@ -80,9 +82,13 @@ async def run_chat(framework: Framework, session: str | None, model: str | None,
             f"no channel named {CHANNEL!r} is provided, and hookline chat needs one; check "
             f"the plugins that implement provide_channels (hookline hooks)"
         )
-    # Only the CLI channel: exclude everything else, background channels included.
+    # The CLI channel and, as Bub's chat does, the background (Lifecycle) channels beside
+    # it (a Bub plugin's scheduler, MCP clients), except the builtin HTTP API, which is the
+    # gateway's; every other channel is excluded.
+    beside = {name for name, other in manager.channels.items()
+              if isinstance(other, Lifecycle) and not isinstance(other, HttpChannel)}
     manager.enabled_channels = [CHANNEL, *(f"!{name}" for name in manager.channels
-                                           if name != CHANNEL)]
+                                           if name != CHANNEL and name not in beside)]
     stop = anyio.Event()
     async with framework.running():
         chosen = await choose_session(framework, session, new, continue_)

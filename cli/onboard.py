@@ -122,6 +122,9 @@ def _onboard(framework: Framework, flags: _Flags, *, plugin: str | None, interac
 
     path = default_home() / "config.toml"
     current = _read_toml(path)
+    from hookline.builtins.bub import set_onboard_interactive
+
+    set_onboard_interactive(framework, interactive)  # Bub plugins ask only when we may
     try:  # first: an unknown --plugin is the error to report, whatever else is given
         proposed = framework.collect_onboard_config(current, plugin=plugin)
     except Exception as exc:  # bad fragments, invalid settings: one line, no traceback
@@ -161,6 +164,14 @@ def _onboard(framework: Framework, flags: _Flags, *, plugin: str | None, interac
                           "or pass --save-anyway to write the file all the same (--no-test "
                           "skips the call)"))
     _write(path, config)
+    from hookline.builtins.bub import save_onboard_config
+
+    try:  # Bub plugins read their answers from Bub's own config file
+        bub_file = save_onboard_config(framework)
+    except Exception as exc:  # Bub's validation of the answers: one line
+        fail(RuntimeError(f"cannot write the Bub plugins' settings: {exc}"))
+    if bub_file is not None:
+        typer.echo(f"wrote the Bub plugins' settings to {bub_file}")
 
 
 class _Questions:

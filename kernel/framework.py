@@ -69,6 +69,10 @@ class Framework:
     def plugin_status(self) -> dict[str, PluginStatus]:
         return dict(self._loader.status)
 
+    def retire_plugin(self, name: str, error: BaseException) -> None:
+        """Unregister a plugin that failed at run time and record why in its status."""
+        self._loader.retire(name, error)
+
     def hook_report(self) -> HookReport:
         return self.runtime.hook_report()
 

@@ -1,10 +1,12 @@
-"""Plugin loading: the builtin plugin first, then the ``hookline`` entry points.
+"""Plugin loading: the builtin plugin first, then the ``hookline`` entry points, then
+the entry points of any other group the builtins package adds (``PluginGroup``).
 
 Entry points are handled in two passes, as in the reference: every entry point is
 loaded first, then each loaded object is turned into a plugin (a callable is called
 with the framework) and registered under the entry point's name. A failure in either
 pass is logged and recorded in the load status, and the other plugins still load,
-unless strict loading is on, in which case the first failure is raised at once.
+unless strict loading is on, in which case the first failure is raised at once. The
+disable list and strict mode apply to every group alike.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import importlib
 import importlib.util
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ._util import get_logger
@@ -38,6 +40,9 @@ class PluginStatus:
     source: str = ""
     """Where it came from: ``builtin`` or the entry point's ``module:attr``."""
     error: BaseException | None = None
+    group: str = field(default="", compare=False)
+    """The entry point group it was read from (``hookline``, ``bub``); empty for the
+    builtin plugin."""
 
 
 class PluginLoadError(RuntimeError):
@@ -82,6 +87,53 @@ def find_builtin_plugin() -> Any:
     return getattr(importlib.import_module(name), "create_plugin", None)
 
 
+class PluginGroup:
+    """How the loader reads one entry point group; this base reads hookline's own.
+
+    A group other than ``hookline`` is offered by the builtins package
+    (``plugin_groups(framework)``), so that a compatibility layer can load another
+    ecosystem's plugins with the same status, disable list and strict mode, while the
+    kernel knows nothing about it. Each step may be overridden.
+    """
+
+    name: str = ENTRY_POINT_GROUP
+
+    def entry_points(self) -> Iterable[Any]:
+        """The group's entry points (objects with ``name``, ``value`` and ``load()``)."""
+        from importlib import metadata
+
+        return metadata.entry_points(group=self.name)
+
+    def load(self, entry_point: Any) -> Any:
+        """The first pass: import what the entry point names."""
+        return entry_point.load()
+
+    def plugin(self, name: str, obj: Any, framework: Any) -> Any:
+        """The second pass: the plugin to register (a callable is called with the
+        framework, as the reference does)."""
+        return obj(framework) if callable(obj) else obj
+
+    def registered(self, name: str, plugin: Any) -> None:
+        """Told once the plugin is registered under ``name``."""
+
+    def failed(self, name: str) -> None:
+        """Told when loading, initialising or registering ``name`` failed."""
+
+
+def find_plugin_groups(framework: Any) -> list[Any]:
+    """The extra entry point groups the builtins package offers (``plugin_groups``)."""
+    name = builtin_module_name()
+    if name is None:
+        return []
+    try:
+        if importlib.util.find_spec(name) is None:
+            return []
+    except (ImportError, ValueError):
+        return []
+    offer = getattr(importlib.import_module(name), "plugin_groups", None)
+    return list(offer(framework)) if offer is not None else []
+
+
 class PluginLoader:
     """Loads plugins into a framework and remembers each plugin's status."""
 
@@ -90,43 +142,94 @@ class PluginLoader:
         self.group = group
         self.status: dict[str, PluginStatus] = {}
 
-    def load(self, entry_points: Iterable[metadata.EntryPoint] | None = None) -> None:
+    def load(
+        self,
+        entry_points: Iterable[metadata.EntryPoint] | None = None,
+        groups: Iterable[Any] | None = None,
+    ) -> None:
+        """Register the builtin plugin, then the entry points of every group.
+
+        ``entry_points`` replaces the ``hookline`` group's (and then no other group is
+        read unless ``groups`` is given); ``groups`` replaces the extra groups the
+        builtins package offers.
+        """
         strict = _env_flag(STRICT_ENV)
         disabled = _disabled_names()
         factory = find_builtin_plugin()
         if factory is not None and BUILTIN_NAME in disabled:
             self._record(PluginStatus(BUILTIN_NAME, False, "disabled", "builtin"))
         elif factory is not None:
-            self._initialise(BUILTIN_NAME, factory, "builtin", strict)
-        if entry_points is None:
-            # Imported here: importlib.metadata is slow to import and only loading needs it.
-            from importlib import metadata
-
-            entry_points = metadata.entry_points(group=self.group)
-        loaded: list[tuple[metadata.EntryPoint, Any]] = []
-        for entry_point in entry_points:
-            if entry_point.name in disabled:
-                self._record(PluginStatus(entry_point.name, False, "disabled",
-                                          entry_point.value))
-                continue
+            self._initialise(BUILTIN_NAME, factory, "builtin", strict, None)
+        own = PluginGroup()
+        own.name = self.group
+        if groups is None and entry_points is not None:
+            groups = []
+        elif groups is None:
             try:
-                loaded.append((entry_point, entry_point.load()))
-            except Exception as exc:
-                self._fail(entry_point.name, entry_point.value, "load", exc, strict)
-        for entry_point, obj in loaded:
-            self._initialise(entry_point.name, obj, entry_point.value, strict)
+                groups = find_plugin_groups(self.framework)
+            except Exception as exc:  # a broken extra group must not stop hookline's own
+                get_logger(__name__).warning("Failed to read the extra plugin groups: %s: %s",
+                                             type(exc).__name__, exc)
+                if strict:
+                    raise
+                groups = []
+        # Both passes run over every group: all imports first, as in the reference.
+        loaded: list[tuple[PluginGroup, Any, Any]] = []
+        seen: set[tuple[str, str]] = set()
+        for group in [own, *groups]:
+            found = entry_points if group is own and entry_points is not None else (
+                group.entry_points())
+            for entry_point in found:
+                if (entry_point.name, entry_point.value) in seen:
+                    continue  # declared in two groups: loaded once, from the first
+                seen.add((entry_point.name, entry_point.value))
+                if entry_point.name in disabled:
+                    self._record(PluginStatus(entry_point.name, False, "disabled",
+                                              entry_point.value, group=group.name))
+                    continue
+                try:
+                    loaded.append((group, entry_point, group.load(entry_point)))
+                except Exception as exc:
+                    group.failed(entry_point.name)
+                    self._fail(entry_point.name, entry_point.value, "load", exc, strict,
+                               group)
+        for group, entry_point, obj in loaded:
+            self._initialise(entry_point.name, obj, entry_point.value, strict, group)
 
-    def _initialise(self, name: str, obj: Any, source: str, strict: bool) -> None:
+    def _initialise(self, name: str, obj: Any, source: str, strict: bool,
+                    group: PluginGroup | None) -> None:
         try:
-            plugin = obj(self.framework) if callable(obj) else obj
+            if group is None:
+                plugin = obj(self.framework) if callable(obj) else obj
+            else:
+                plugin = group.plugin(name, obj, self.framework)
             self.framework.registry.register(plugin, name=name)
         except Exception as exc:
-            self._fail(name, source, "initialize", exc, strict)
+            if group is not None:
+                group.failed(name)
+            self._fail(name, source, "initialize", exc, strict, group)
         else:
-            self._record(PluginStatus(name, True, "loaded", source))
+            self._record(PluginStatus(name, True, "loaded", source,
+                                      group=group.name if group is not None else ""))
+            if group is not None:
+                group.registered(name, plugin)
 
-    def _fail(self, name: str, source: str, phase: str, exc: Exception, strict: bool) -> None:
-        status = PluginStatus(name, False, f"{type(exc).__name__}: {exc}", source, exc)
+    def retire(self, name: str, exc: BaseException) -> None:
+        """Take a loaded plugin out after it failed at run time (for a compatibility
+        layer: a plugin that touches what the layer does not provide fails alone)."""
+        status = self.status.get(name)
+        registry = self.framework.registry
+        if registry.has_plugin(name):
+            registry.unregister(name)
+        self.status[name] = PluginStatus(
+            name, False, f"{type(exc).__name__}: {exc}",
+            status.source if status is not None else "", exc,
+            group=status.group if status is not None else "")
+
+    def _fail(self, name: str, source: str, phase: str, exc: Exception, strict: bool,
+              group: PluginGroup | None = None) -> None:
+        status = PluginStatus(name, False, f"{type(exc).__name__}: {exc}", source, exc,
+                              group=group.name if group is not None else "")
         get_logger(__name__).warning("Failed to %s plugin %r: %s", phase, name, status.detail)
         self._record(status)
         if strict:

@@ -78,6 +78,11 @@ _CONFIG_DIR = tempfile.TemporaryDirectory(prefix="spec-bub-config-")
 class BubAdapter:
     name = "bub"
 
+    @staticmethod
+    def supports(requirement: str) -> bool:
+        """``group:bub``: Bub loads plugins from its own entry point group."""
+        return requirement == "group:bub"
+
     def mark(self, function: Callable[..., Any], options: dict[str, Any]) -> Callable[..., Any]:
         return hookimpl(**options)(function)
 
@@ -216,6 +221,13 @@ class BubKernel:
 
     def register(self, plugin: object, name: str) -> None:
         self.plugin_manager.register(plugin, name=name)
+
+    def register_from_group(self, plugin: object, name: str, group: str) -> None:
+        """What ``BubFramework.load_hooks`` does with an entry point of the ``bub`` group:
+        a callable is called with the framework, the result registered under the name."""
+        if group != "bub":
+            raise ValueError(f"Bub reads only the bub entry point group, not {group!r}")
+        self.register(plugin(self.framework) if callable(plugin) else plugin, name)
 
     def unregister(self, name: str) -> None:
         self.plugin_manager.unregister(name=name)

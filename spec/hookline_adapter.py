@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import importlib
+import importlib.util
 import os
 import types
 from collections.abc import Callable
@@ -30,6 +31,17 @@ class HooklineAdapter:
 
     def mark(self, function: Callable[..., Any], options: dict[str, Any]) -> Callable[..., Any]:
         return self.kernel.hookimpl(**options)(function)
+
+    def supports(self, requirement: str) -> bool:
+        """``group:bub``: plugins loaded as the ``bub`` entry point group loads them, through
+        hookline's Bub compatibility layer (hookline's own kernel only: a vendored copy has
+        no builtins beside it)."""
+        if requirement != "group:bub" or self.kernel.__name__ != "hookline.kernel":
+            return False
+        try:
+            return importlib.util.find_spec("hookline.builtins.bub") is not None
+        except ImportError:
+            return False
 
     def new_kernel(self) -> HooklineKernel:
         registry = self.kernel.Registry(self.kernel.HOOK_SPECS)
@@ -231,6 +243,18 @@ class HooklineFramework(HooklineKernel):
         self.framework = framework
         self._events = events
         self._bus: Any = None
+
+    def register_from_group(self, plugin: object, name: str, group: str) -> None:
+        """Register ``plugin`` as the loader registers an entry point of ``group`` (only
+        ``bub``): through the group's ``plugin`` step and the Bub layer's shim."""
+        if group != "bub":
+            raise ValueError(f"no entry point group {group!r} here")
+        from hookline.builtins.bub.group import BubGroup
+
+        layer = getattr(self.framework, "bub_group", None) or BubGroup(self.framework)
+        shim = layer.plugin(name, plugin, self.framework)
+        self.registry.register(shim, name=name)
+        layer.registered(name, shim)
 
     def process_inbound(self, inbound: Any, stream_output: bool) -> Any:
         return self.framework.process_inbound(inbound, stream_output=stream_output)

@@ -347,6 +347,8 @@ class _Fixture:
     capture: _Capture
     scope: Scope
     framework: bool
+    groups: dict[str, str] = field(default_factory=dict)
+    """Fixture plugin name -> the entry point group it is loaded from (``group``)."""
 
 
 def _tag(function: Callable[..., Any]) -> list[str]:
@@ -377,12 +379,17 @@ def _check_error(expected: dict[str, Any] | None, error: BaseException | None) -
         _check(kind == expected["kind"], "error kind", expected["kind"], kind)
 
 
-async def run_fixture(path: Path, adapter: Adapter) -> None:
-    """Play one fixture; raises ``FixtureFailure`` on the first mismatch."""
+async def run_fixture(path: Path, adapter: Adapter) -> str | None:
+    """Play one fixture; raises ``FixtureFailure`` on the first mismatch. Returns why the
+    fixture was skipped (the adapter lacks something it ``requires``), else None."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise FixtureFailure(f"{path.name} is not valid TOML: {exc}") from None
+    supports = getattr(adapter, "supports", None)
+    for requirement in data.get("requires", []):
+        if supports is None or not supports(requirement):
+            return f"the adapter does not support {requirement!r}"
     framework = bool(data.get("framework", False))
     transcript = Transcript(adapter)
     tags = Tags(adapter, transcript.record, lambda value, args: decode(value, tags, args))
@@ -391,7 +398,7 @@ async def run_fixture(path: Path, adapter: Adapter) -> None:
     kernel = adapter.new_framework() if framework else adapter.new_kernel()
     plugins = {p["name"]: build_plugin(p, adapter, transcript, tags) for p in data["plugins"]}
     fixture = _Fixture(adapter, kernel, plugins, transcript, tags, _Capture(), Scope(),
-                       framework)
+                       framework, {p["name"]: p["group"] for p in data["plugins"] if "group" in p})
     steps = data.get("steps", [])
     if data.get("register_all", True):
         steps = [{"action": "register", "plugin": name} for name in plugins] + steps
@@ -425,12 +432,17 @@ async def run_fixture(path: Path, adapter: Adapter) -> None:
             gc.unfreeze()
         root.removeHandler(fixture.capture)
         root.setLevel(previous_level)
+    return None
 
 
 async def _perform(step: dict[str, Any], fixture: _Fixture) -> tuple[Any, dict[str, Any]]:
     """Run the step's action; returns its result and the arguments it was given."""
     action, kernel = step["action"], fixture.kernel
-    if action == "register":
+    if action == "register" and step["plugin"] in fixture.groups:
+        # Loaded as an entry point of that group would be (the adapter says how).
+        kernel.register_from_group(fixture.plugins[step["plugin"]],
+                                   step.get("name", step["plugin"]), fixture.groups[step["plugin"]])
+    elif action == "register":
         kernel.register(fixture.plugins[step["plugin"]], step.get("name", step["plugin"]))
     elif action == "unregister":
         kernel.unregister(step["plugin"])
@@ -547,14 +559,15 @@ def load_rules(path: Path = RULES_FILE) -> dict[str, dict[str, Any]]:
     return dict(tomllib.loads(path.read_text(encoding="utf-8"))["rules"])
 
 
-def run_sync(path: Path, adapter: Adapter, backend: str = "asyncio") -> None:
-    """Run one fixture to completion on ``backend`` (``trio`` needs anyio and trio)."""
+def run_sync(path: Path, adapter: Adapter, backend: str = "asyncio") -> str | None:
+    """Run one fixture to completion on ``backend`` (``trio`` needs anyio and trio);
+    returns why it was skipped, or None."""
     if backend == "asyncio":
-        asyncio.run(run_fixture(path, adapter))
-    else:
-        import anyio
+        return asyncio.run(run_fixture(path, adapter))
+    import anyio
 
-        anyio.run(run_fixture, path, adapter, backend=backend)
+    skipped: str | None = anyio.run(run_fixture, path, adapter, backend=backend)
+    return skipped
 
 
 def _load_adapter(spec: str) -> Adapter:
@@ -574,15 +587,21 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("fixtures", nargs="*", type=Path)
     args = parser.parse_args(list(argv) if argv is not None else None)
     adapter = _load_adapter(args.adapter)
-    failed = 0
+    failed = skipped = 0
     paths = args.fixtures or fixture_paths()
     for path in paths:
+        shown = path.relative_to(SPEC_DIR) if path.is_absolute() else path
         try:
-            run_sync(path, adapter, args.backend)
+            why = run_sync(path, adapter, args.backend)
         except FixtureFailure as failure:
             failed += 1
-            print(f"FAIL {path.relative_to(SPEC_DIR) if path.is_absolute() else path}: {failure}")
-    print(f"{len(paths) - failed} passed, {failed} failed")
+            print(f"FAIL {shown}: {failure}")
+            continue
+        if why is not None:
+            skipped += 1
+            print(f"SKIP {shown}: {why}")
+    print(f"{len(paths) - failed - skipped} passed, {failed} failed"
+          + (f", {skipped} skipped" if skipped else ""))
     return 1 if failed else 0
 
 
