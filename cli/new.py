@@ -119,11 +119,13 @@ def plugin(
         typer.echo(f"  {file.relative_to(folder)}")
     typer.echo("next:")
     typer.echo(f"  cd {folder}")
-    typer.echo("  pip install -e '.[test]'   # in the environment hookline is installed in")
-    typer.echo("  pytest")
-    typer.echo("  hookline plugins check .   # what CI should run too")
-    typer.echo(f"  mypy {names.module}                # the typed hook signatures")
-    typer.echo(f"  hookline plugins           # lists {names.project} as ok")
+    steps = [("pip install -e '.[test]'", "in the environment hookline is installed in"),
+             ("pytest", ""), ("hookline plugins check .", "what CI should run too"),
+             (f"mypy {names.module}", "the typed hook signatures"),
+             ("hookline plugins", f"lists {names.project} as ok")]
+    width = max(len(command) for command, _ in steps)
+    for command, why in steps:
+        typer.echo(f"  {command.ljust(width)}   # {why}" if why else f"  {command}")
 
 
 _PYPROJECT = """\

@@ -91,7 +91,7 @@ def test_output_and_refusals(tmp_path: Path) -> None:
     assert out.splitlines()[-6:] == [
         f"  cd {folder}", "  pip install -e '.[test]'   # in the environment hookline is "
         "installed in", "  pytest", "  hookline plugins check .   # what CI should run too",
-        "  mypy demo_greeter                # the typed hook signatures",
+        "  mypy demo_greeter          # the typed hook signatures",
         "  hookline plugins           # lists demo-greeter as ok"]
     before = {path: path.read_text() for path in folder.rglob("*") if path.is_file()}
 
