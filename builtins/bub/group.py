@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from hookline.kernel import hookimpl
-from hookline.kernel._dispatch.markers import impl_options
+from hookline.kernel._dispatch.markers import marked_routines
 from hookline.kernel.hooks import IMPL_PROJECTS
 from hookline.kernel.loading import PluginGroup
 from hookline.kernel.tools import Tool
@@ -312,18 +312,8 @@ class BubGroup(PluginGroup):
 
     def _shim(self, name: str, plugin: Any) -> BubPluginShim:
         shim = BubPluginShim(name, plugin)
-        for attr in dir(plugin):
-            try:
-                static = inspect.getattr_static(plugin, attr)
-            except AttributeError:
-                continue
-            raw = static.__func__ if isinstance(static, staticmethod | classmethod) else static
-            if not inspect.isroutine(raw) or impl_options(raw, IMPL_PROJECTS) is None:
-                continue
-            value = getattr(plugin, attr)
-            opts = impl_options(value, IMPL_PROJECTS)
-            if opts is None:
-                continue
+        for attr, _raw, value, opts in marked_routines(plugin, IMPL_PROJECTS):
+            assert opts is not None  # marked_only
             setattr(shim, attr, self._wrap(name, opts.specname or attr, value, opts))
         if self._pending.get(name) or self._tools.get(name):
             self._providers.add(name)

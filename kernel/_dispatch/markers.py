@@ -13,7 +13,7 @@ can name both.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple, TypeVar, overload
 
 from .errors import check_project
@@ -136,3 +136,35 @@ def impl_options(function: object, projects: tuple[str, ...]) -> HookimplOpts | 
         if hasattr(opts, "tryfirst") and hasattr(opts, "trylast"):
             return HookimplOpts.from_mapping({n: getattr(opts, n, None) for n in _OPTION_NAMES})
     return None
+
+
+def marked_routines(
+    plugin: object, projects: tuple[str, ...], *, marked_only: bool = True
+) -> Iterator[tuple[str, Any, Any, HookimplOpts | None]]:
+    """``(attr, raw function, bound value, options)`` of each routine of ``plugin`` that
+    carries a mark of one of ``projects`` (with ``marked_only=False`` also the unmarked
+    ones, options None and the value the raw function).
+
+    Attributes are looked up statically: a property or another descriptor of the plugin
+    is never run (it may be expensive, or fail); only marked functions, classmethods and
+    staticmethods are fetched, to bind them. Registration and anything that must see a
+    plugin as registration does (the Bub layer's shim) share this one rule.
+    """
+    import inspect  # registration only; importing the core does not pay for it
+
+    for attr in dir(plugin):
+        try:
+            static = inspect.getattr_static(plugin, attr)
+        except AttributeError:
+            continue
+        raw = static.__func__ if isinstance(static, staticmethod | classmethod) else static
+        if not inspect.isroutine(raw):
+            continue
+        if impl_options(raw, projects) is None:
+            if not marked_only:
+                yield attr, raw, raw, None
+            continue
+        value = getattr(plugin, attr)
+        opts = impl_options(value, projects)
+        if opts is not None:
+            yield attr, raw, value, opts

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from .errors import PluginValidationError, check_project, get_logger
 from .impl import (
@@ -28,7 +28,7 @@ from .impl import (
     qualified_name,
     rejection_error,
 )
-from .markers import HookimplOpts, impl_options
+from .markers import marked_routines
 from .plan import Plan
 from .specs import HookSpec, collect_specs
 
@@ -248,7 +248,7 @@ class Registry:
         plugin_name = name or canonical_name(plugin)
         impls: list[HookImpl] = []
         problems: list[PluginProblem] = []
-        for attr, raw, value, opts in self._candidates(plugin, marked_only=False):
+        for attr, raw, value, opts in marked_routines(plugin, self._accepted, marked_only=False):
             if opts is None:
                 if attr in self._specs:
                     problems.append(PluginProblem(
@@ -279,42 +279,12 @@ class Registry:
             impls.append(impl)
         return PluginCheck(plugin_name, tuple(impls), tuple(problems))
 
-    def _candidates(
-        self, plugin: object, *, marked_only: bool = True
-    ) -> Iterator[tuple[str, Any, Any, HookimplOpts | None]]:
-        """``(attr, raw function, bound value, options)`` of each routine of ``plugin``
-        carrying a mark this registry reads (or of every routine, options None when
-        unmarked, with ``marked_only=False``; the value is then the raw function)."""
-        import inspect  # registration only; importing the core does not pay for it
-
-        projects = self._accepted
-        for attr in dir(plugin):
-            # Looked up statically: a property or another descriptor of the plugin is never
-            # run by registration (it may be expensive, or fail); only marked functions,
-            # classmethods and staticmethods are fetched, to bind them.
-            try:
-                static = inspect.getattr_static(plugin, attr)
-            except AttributeError:
-                continue
-            raw = static.__func__ if isinstance(static, staticmethod | classmethod) else static
-            if not inspect.isroutine(raw):
-                continue
-            if impl_options(raw, projects) is None:
-                if not marked_only:
-                    yield attr, raw, raw, None
-                continue
-            value = getattr(plugin, attr)
-            opts = impl_options(value, projects)
-            if opts is None:
-                continue
-            yield attr, raw, value, opts
-
     def _discover(
         self, plugin: object, plugin_name: str
     ) -> tuple[list[HookImpl], list[UnknownImpl]]:
         impls: list[HookImpl] = []
         unknown: list[UnknownImpl] = []
-        for attr, _raw, value, opts in self._candidates(plugin):
+        for attr, _raw, value, opts in marked_routines(plugin, self._accepted):
             assert opts is not None
             hook_name = opts.specname or attr
             impl = make_impl(plugin, plugin_name, hook_name, value, opts)
