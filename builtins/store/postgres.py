@@ -62,7 +62,7 @@ from hookline.kernel.tape import LAST_ANCHOR, TapeEntry, TapeQuery, apply_query
 
 from ..storeurl import is_postgres_url, redact_url
 from .memory import SIDECAR_MARKER, check_batch, check_entry, check_tape_name, dump_json
-from .sqlite import _ACTIONS, INTERRUPTED_ERROR, JournalOp
+from .sqlite import INTERRUPTED_ERROR, JournalOp, check_journal_op
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -787,23 +787,10 @@ def _row(tape: str, action: str, entry: TapeEntry) -> _Row:
 
 def _op_row(op: JournalOp) -> _Row:
     """Check one journal op and turn it into its stored form."""
-    try:
-        tape, action, entry = op
-    except (TypeError, ValueError):
-        raise HooklineError(
-            ErrorKind.invalid_input, f"A journal op is (tape, action, entry), got {op!r}."
-        ) from None
-    check_tape_name(tape)
-    if action not in _ACTIONS:
-        raise HooklineError(
-            ErrorKind.invalid_input,
-            f"Unknown journal action {action!r}; expected one of {', '.join(_ACTIONS)}.",
-        )
-    if action == "reset":
+    tape, action, entry = check_journal_op(op)
+    if entry is None:
         return (tape, action, None, None, None, None, None)
-    if action == "bootstrap":
-        check_batch([], entry)
-    return _row(tape, action, check_entry(entry))
+    return _row(tape, action, entry)
 
 
 async def _apply(conn: AsyncConnection, rows: Sequence[_Row], *, run: str | None = None,

@@ -472,8 +472,12 @@ def _row(tape: str, action: str, entry: TapeEntry) -> _Row:
             dump_json(entry.meta, "meta"), entry.date)
 
 
-def _op_row(op: JournalOp) -> _Row:
-    """Check one journal op and turn it into its stored form."""
+def check_journal_op(op: Any) -> tuple[str, str, TapeEntry | None]:
+    """One journal op checked: `(tape, action, entry)`, the entry None for a reset.
+    Shared by every store with a run journal (SQLite, PostgreSQL)."""
+    tape: str
+    action: str
+    entry: Any
     try:
         tape, action, entry = op
     except (TypeError, ValueError):
@@ -487,10 +491,18 @@ def _op_row(op: JournalOp) -> _Row:
             f"Unknown journal action {action!r}; expected one of {', '.join(_ACTIONS)}.",
         )
     if action == "reset":
-        return (tape, action, None, None, None, None)
+        return tape, action, None
     if action == "bootstrap":
-        check_batch([], entry)  # type: ignore[arg-type]
-    return _row(tape, action, check_entry(entry))
+        check_batch([], entry)
+    return tape, action, check_entry(entry)
+
+
+def _op_row(op: JournalOp) -> _Row:
+    """Check one journal op and turn it into its stored form."""
+    tape, action, entry = check_journal_op(op)
+    if entry is None:
+        return (tape, action, None, None, None, None)
+    return _row(tape, action, entry)
 
 
 def _apply(conn: sqlite3.Connection, rows: Sequence[_Row]) -> list[TapeEntry]:
