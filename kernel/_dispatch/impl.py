@@ -180,14 +180,19 @@ def inspect_impl(
 def rejection_error(impl: HookImpl, rejection: Rejection) -> PluginValidationError:
     """The ``PluginValidationError`` registration raises for ``rejection`` of ``impl``."""
     return PluginValidationError(
-        f"plugin {impl.plugin_name!r}, hook {impl.hook_name!r}, function "
-        f"{impl.function_name!r} ({impl.location}): {rejection.text()}",
+        problem_message(impl.plugin_name, impl.hook_name, impl.function_name, impl.location,
+                        rejection.text()),
         plugin_name=impl.plugin_name,
         hook_name=impl.hook_name,
         function=impl.function_name,
         location=impl.location,
         code=rejection.code,
     )
+
+
+def problem_message(plugin: str, hook: str, function: str, location: str, what: str) -> str:
+    """How every problem of one implementation is worded: who, where, then what."""
+    return f"plugin {plugin!r}, hook {hook!r}, function {function!r} ({location}): {what}"
 
 
 def _flavor(function: Callable[..., Any]) -> str:

@@ -25,6 +25,7 @@ from .impl import (
     function_location,
     inspect_impl,
     make_impl,
+    problem_message,
     qualified_name,
     rejection_error,
 )
@@ -346,9 +347,9 @@ class PluginProblem(NamedTuple):
 
     def message(self) -> str:
         """The whole message, worded like a ``PluginValidationError``."""
-        tail = f"{self.reason}; {self.fix}" if self.fix else self.reason
-        return (f"plugin {self.plugin_name!r}, hook {self.hook_name!r}, function "
-                f"{self.function_name!r} ({self.location}): {tail}")
+        what = Rejection(self.code, self.reason, self.fix).text()
+        return problem_message(self.plugin_name, self.hook_name, self.function_name,
+                               self.location, what)
 
 
 class PluginCheck(NamedTuple):
