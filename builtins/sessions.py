@@ -96,7 +96,8 @@ async def list_sessions(store: TapeStore | AsyncTapeStore,
                         workspace: str | os.PathLike[str] | None = None) -> list[SessionSummary]:
     """Every session on the store (only `workspace`'s when given), most recent first.
 
-    One tape at a time: memory holds one tape's events, whatever the number of sessions.
+    One tape at a time, reading its first and last entries, anchors and events: memory
+    holds one tape's events, whatever the number of sessions.
     """
     async_store = as_async_store(store)
     prefix = _tape_prefix(workspace) if workspace is not None else ""
@@ -112,16 +113,21 @@ async def list_sessions(store: TapeStore | AsyncTapeStore,
 
 
 async def _summary(store: AsyncTapeStore, tape: str) -> SessionSummary | None:
-    entries = list(await store.fetch_all(TapeQuery(tape)))
-    if not entries:
+    """The summary from the tape's ends, its anchors and its events: never the whole tape
+    (the messages and tool results are most of a long session)."""
+    first = list(await store.fetch_all(TapeQuery(tape).limit(1)))
+    last = list(await store.fetch_all(TapeQuery(tape).tail(1)))
+    if not first or not last:
         return None  # emptied meanwhile
-    turns = sum(1 for entry in entries
-                if entry.kind == "event" and entry.payload.get("name") == "run")
-    identity = _identity_in(entries)
+    events = await store.fetch_all(TapeQuery(tape).kinds("event"))
+    turns = sum(1 for entry in events if entry.payload.get("name") == "run")
+    # Ids are gapless per tape from 1 (the store contract), so the last id counts them;
+    # a store that assigns none (id 0) is counted the long way.
+    count = last[0].id or len(list(await store.fetch_all(TapeQuery(tape))))
+    identity = await _identity(store, tape)
     return SessionSummary(tape=tape, session_id=identity.get("id"),
-                          workspace=identity.get("workspace"), turns=turns,
-                          entries=len(entries), started=entries[0].date,
-                          last_activity=entries[-1].date)
+                          workspace=identity.get("workspace"), turns=turns, entries=count,
+                          started=first[0].date, last_activity=last[0].date)
 
 
 async def _identity(store: AsyncTapeStore, tape: str) -> dict[str, str]:

@@ -99,11 +99,11 @@ def session_commands(framework: Framework) -> typer.Typer:
         from hookline.builtins.settings import default_home
 
         folder = default_home() / "archive"
-        tape = _confirmed(framework, session_id, yes,
-                          f"archive session {session_id!r} to {folder} and remove it "
-                          f"from the store?")
-        paths = _with_store(framework, lambda store: archive_session(
-            store, tape, folder, _sidecars(framework), label=session_id))
+        paths = _confirmed(framework, session_id, yes,
+                           f"archive session {session_id!r} to {folder} and remove it from "
+                           f"the store?",
+                           lambda store, tape: archive_session(
+                               store, tape, folder, _sidecars(framework), label=session_id))
         for path in paths:
             typer.echo(f"archived to {path}")
 
@@ -112,10 +112,10 @@ def session_commands(framework: Framework) -> typer.Typer:
         """Delete a session and its sidecar tapes from the store, for good."""
         from hookline.builtins.sessions import delete_session
 
-        tape = _confirmed(framework, session_id, yes,
-                          f"delete session {session_id!r} for good (no copy is kept)?")
-        removed = _with_store(framework, lambda store: delete_session(
-            store, tape, _sidecars(framework)))
+        removed = _confirmed(framework, session_id, yes,
+                             f"delete session {session_id!r} for good (no copy is kept)?",
+                             lambda store, tape: delete_session(store, tape,
+                                                                _sidecars(framework)))
         typer.echo(f"deleted session {session_id} ({removed} entries)")
 
     group.command(name="list")(list_command)
@@ -125,21 +125,34 @@ def session_commands(framework: Framework) -> typer.Typer:
     return group
 
 
-def _confirmed(framework: Framework, session_id: str, yes: bool, question: str) -> str:
-    """The session's tape, once the user said yes (or passed --yes)."""
+def _confirmed(framework: Framework, session_id: str, yes: bool, question: str,
+               act: Callable[[Any, str], Awaitable[T]]) -> T:
+    """`act(store, tape)` on the session's tape once the user said yes (or passed --yes),
+    in one `running()` scope: finding, asking and acting see the same store."""
+    import anyio.to_thread
+
     from hookline.builtins.sessions import find_session
 
-    tape = _with_store(framework, lambda store: find_session(store, session_id,
-                                                             framework.workspace))
-    if yes:
-        return tape
-    if not sys.stdin.isatty():
+    if not yes and not sys.stdin.isatty():
         fail(ValueError(f"{question.rstrip('?')}: pass --yes to confirm (standard input is "
                         f"not a terminal, so there is no one to ask)"))
-    if not typer.confirm(question, default=False):
+    declined = False
+
+    async def confirm_then_act(store: Any) -> T | None:
+        nonlocal declined
+        tape = await find_session(store, session_id, framework.workspace)
+        if not yes and not await anyio.to_thread.run_sync(
+                lambda: typer.confirm(question, default=False)):
+            declined = True
+            return None
+        return await act(store, tape)
+
+    result = _with_store(framework, confirm_then_act)
+    if declined:
         typer.echo("nothing changed")
         raise typer.Exit(1)
-    return tape
+    assert result is not None
+    return result
 
 
 def _with_store(framework: Framework, action: Callable[[Any], Awaitable[T]]) -> T:

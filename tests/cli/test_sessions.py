@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from terminal_support import TMUX, Terminal
 from test_cli import hookline
 
 SLEEPER = '/tool shell {"command": "touch started; sleep 60"}'
@@ -61,6 +62,9 @@ def test_new_starts_a_fresh_current_session_and_keeps_the_old_one(
     assert "new session" not in fresh.stdout, "stdout stays the reply alone"
     run(env, folder, "third goes to the new one")
     assert turns(env, folder) == {"cli:default": 1, new_id: 2}
+    shown = hookline("sessions", "show", new_id, "--json", env=env, cwd=folder)
+    counted = {item["session_id"]: item["entries"] for item in sessions(env, folder)}
+    assert counted[new_id] == len(json.loads(shown.stdout)) > 4
 
     table = hookline("sessions", env=env, cwd=folder)
     assert table.returncode == 0, table.stderr
@@ -211,3 +215,21 @@ def test_a_terminal_gets_a_transcript_with_control_characters_escaped(
         os.close(primary)
     assert b"\x1b" not in shown and b"\x07" not in shown
     assert b"you: title \\x1b]0;pwned\\x07 and \\x1b[2J clear" in shown
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+def test_delete_asks_on_a_terminal_and_a_no_keeps_the_session(terminal: Terminal) -> None:
+    env = terminal.env
+    run(env, terminal.cwd, "--session", "asked", "keep me unless I say yes")
+    terminal.start("no", "sessions", "delete", "asked")
+    terminal.wait_for(lambda s: "for good (no copy is kept)? [y/N]:" in s, "the question")
+    terminal.type("n")
+    screen = terminal.wait_for(lambda s: "EXIT=" in s, "the answer taken")
+    assert "nothing changed" in screen and "EXIT=1" in screen
+    assert "asked" in turns(env, terminal.cwd)
+    terminal.start("yes", "sessions", "delete", "asked")
+    terminal.wait_for(lambda s: "[y/N]:" in s, "the question again")
+    terminal.type("y")
+    screen = terminal.wait_for(lambda s: "EXIT=" in s, "the deletion")
+    assert "deleted session asked (" in screen and "EXIT=0" in screen
+    assert turns(env, terminal.cwd) == {}
