@@ -121,10 +121,13 @@ class StatusLine:
         self._shown = False
 
     def show(self, text: str, *, restart: bool = True) -> None:
-        if text != self.text:
-            self.text = text
-            if restart:
-                self._since = time.monotonic()
+        """Say `text` from now on (its clock restarts unless `restart` is False); drawn
+        at once when it changed, else by the next tick."""
+        if text == self.text:
+            return
+        self.text = text
+        if restart:
+            self._since = time.monotonic()
         self.redraw()
 
     def redraw(self) -> None:
