@@ -46,6 +46,7 @@ __all__ = [
     "delete_session",
     "find_session",
     "list_sessions",
+    "local_date",
     "new_session_id",
     "set_current_session",
     "transcript",
@@ -199,7 +200,7 @@ def _entry_lines(entry: TapeEntry) -> Iterator[str]:
             yield from _result_lines(result)
     elif kind == "anchor":
         name = payload.get("name")
-        yield f"--- {name} ({_short_date(entry.date)})"
+        yield f"--- {name} ({local_date(entry.date)})"
     elif kind == "event":
         yield from _event_lines(payload)
     elif kind == "error":
@@ -263,7 +264,8 @@ def _dicts(value: Any) -> list[dict[str, Any]]:
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
-def _short_date(date: str) -> str:
+def local_date(date: str) -> str:
+    """An entry's ISO date as local `YYYY-MM-DD HH:MM` (unchanged when not ISO)."""
     with contextlib.suppress(ValueError):
         return datetime.fromisoformat(date).astimezone().strftime("%Y-%m-%d %H:%M")
     return date

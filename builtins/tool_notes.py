@@ -29,6 +29,14 @@ def tool_notes(records: list[dict[str, Any]]) -> list[str]:
     return [terminal_text(note, keep_newlines=False) for note in notes]
 
 
+def is_terminal(stream: Any) -> bool:
+    """Whether `stream` is a terminal (False for closed, detached or fake streams)."""
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
 def terminal_text(text: str, *, keep_newlines: bool = True) -> str:
     """`text` safe to write to a terminal: control characters (escape sequences that move
     the cursor, retitle the window or write the clipboard) are shown escaped, as `\\x1b`.

@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 import typer
 
 from hookline.builtins.redact import redact_credentials
-from hookline.builtins.tool_notes import terminal_text, tool_notes
+from hookline.builtins.tool_notes import is_terminal, terminal_text, tool_notes
 from hookline.kernel.envelope import get_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
@@ -45,7 +45,7 @@ class TurnPrinter:
     def __init__(self, stream: bool, out: Any = None, status: StatusLine | None = None) -> None:
         self.stream = stream
         self.out = out or sys.stdout
-        self.safe = _isatty(self.out)
+        self.safe = is_terminal(self.out)
         self.errors: list[str] = []
         self.printed_text = False
         self.status = status if status is not None else StatusLine(enabled=False)
@@ -114,7 +114,7 @@ class StatusLine:
 
     def __init__(self, out: Any = None, *, enabled: bool | None = None) -> None:
         self.out = out or sys.stderr
-        self.enabled = (_isatty(self.out) and os.environ.get("TERM") != "dumb"
+        self.enabled = (is_terminal(self.out) and os.environ.get("TERM") != "dumb"
                         if enabled is None else enabled)
         self.text = ""
         self._since = time.monotonic()
@@ -160,12 +160,6 @@ class StatusLine:
         except (OSError, ValueError):  # a closed terminal: no status, the turn goes on
             self.enabled = False
 
-
-def _isatty(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, OSError, ValueError):
-        return False
 
 
 def show_logs(level: int = logging.INFO, *, turn_failures: bool = True) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -44,7 +43,7 @@ def session_commands(framework: Framework) -> typer.Typer:
         as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     ) -> None:
         """List sessions, most recent first; * marks this folder's current session."""
-        from hookline.builtins.sessions import list_sessions
+        from hookline.builtins.sessions import list_sessions, local_date
 
         found = _with_store(framework, lambda store: list_sessions(
             store, framework.workspace if here else None))
@@ -60,7 +59,7 @@ def session_commands(framework: Framework) -> typer.Typer:
         for item in found:
             mark = "*" if item.session_id == current and item.workspace == here_key else ""
             rows.append((mark, item.session_id or f"(tape {item.tape})", str(item.turns),
-                         _local(item.last_activity), item.workspace or "?"))
+                         local_date(item.last_activity), item.workspace or "?"))
         widths = [max(len(_safe(row[column])) for row in rows) for column in range(4)]
         for row in rows:
             cells = [_safe(cell).ljust(width) for cell, width in zip(row, widths, strict=False)]
@@ -184,18 +183,11 @@ def _current(framework: Framework) -> str:
     return current_session(default_home(), framework.workspace)
 
 
-def _local(date: str) -> str:
-    try:
-        return datetime.fromisoformat(date).astimezone().strftime("%Y-%m-%d %H:%M")
-    except ValueError:
-        return date
-
-
 def _safe(text: str, keep_newlines: bool = False) -> str:
     """Escaped on a terminal: tapes hold what models and tools wrote."""
-    from hookline.builtins.tool_notes import terminal_text
+    from hookline.builtins.tool_notes import is_terminal, terminal_text
 
-    return terminal_text(text, keep_newlines=keep_newlines) if sys.stdout.isatty() else text
+    return terminal_text(text, keep_newlines=keep_newlines) if is_terminal(sys.stdout) else text
 
 
 # -- choosing the session of a run or chat ---------------------------------------------

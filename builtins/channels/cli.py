@@ -46,7 +46,7 @@ from hookline.kernel.channels import (
 from hookline.kernel.envelope import get_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
-from ..tool_notes import terminal_text, tool_notes
+from ..tool_notes import is_terminal, terminal_text, tool_notes
 
 if TYPE_CHECKING:
     from .line_editor import LineEditor
@@ -113,18 +113,12 @@ def _selectable_fd(stream: Any) -> int | None:
     return fd
 
 
-def _isatty(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, OSError, ValueError):
-        return False
-
 
 def _can_edit(stream: Any, output: Any) -> bool:
     """The line editor needs the process's own terminal at both ends, and asyncio."""
     if stream is not sys.stdin or output is not sys.stdout or os.environ.get("TERM") == "dumb":
         return False
-    if not (_isatty(stream) and _isatty(output)):
+    if not (is_terminal(stream) and is_terminal(output)):
         return False
     import sniffio
 
@@ -215,7 +209,7 @@ class CliChannel(Interface):
             await self._read_with_editor()
             return
         reader = _LineReader(stream)
-        echo = not _isatty(stream)
+        echo = not is_terminal(stream)
         self.show_prompt()
         while not (self._closed or stop_event.is_set()):
             if reader.fd is None:
@@ -432,7 +426,7 @@ class CliChannel(Interface):
     def _is_interactive(self) -> bool:
         if self.interactive is not None:
             return self.interactive
-        return _isatty(self._out())
+        return is_terminal(self._out())
 
     def _style(self, text: str, code: str) -> str:
         if not self._is_interactive() or os.environ.get("NO_COLOR"):
