@@ -51,6 +51,9 @@ Booleans accept true/false, yes/no, on/off, 1/0. Lists are comma separated in th
 environment. A relative path (`tape_store`, `http_certfile`, `http_keyfile`) is relative to
 the home directory in the file and to the working directory in the environment.
 
+The config file must be a regular file of at most 1 MiB (`MAX_CONFIG_BYTES`): a FIFO, a
+device or a larger file is refused with a `SettingsError` rather than read.
+
 Tables in the config file other than the keys above (for example `[plugins.myplugin]`) are
 kept in `Settings.extra` for plugins; an unknown plain key is an error (typos should not
 be silently ignored). Invalid values raise `SettingsError`, naming the key, where it came
@@ -73,6 +76,7 @@ import difflib
 import math
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -100,6 +104,7 @@ __all__ = [
     "load_settings",
     "merge_config",
     "parse_setting",
+    "read_config_file",
     "settings_from_config",
     "update_config",
     "write_config",
@@ -117,6 +122,8 @@ API_FORMATS = ("chat", "responses", "messages", "gemini")
 """Chat wire formats republic 0.6 speaks (`api_format`)."""
 
 _HOME_ENV = "HOOKLINE_HOME"
+MAX_CONFIG_BYTES = 1 << 20
+"""A larger config file is refused rather than read."""
 _CONFIG_NAME = "config.toml"
 _TAPES_NAME = "tapes.db"
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -598,9 +605,12 @@ def _file_error(spec: _Spec, value: Any, path: Path) -> SettingsError:
     )
 
 
-def _read_config(path: Path) -> dict[str, Any]:
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The config file's tables ({} when there is none); SettingsError, naming the file
+    and the fix, when it cannot be read or is not TOML, is not a regular file (a FIFO
+    would block every command) or is over `MAX_CONFIG_BYTES`."""
     try:
-        raw = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         return {}
     except OSError as exc:
@@ -610,6 +620,26 @@ def _read_config(path: Path) -> dict[str, Any]:
             key="config",
             source=f"file:{path}",
         ) from exc
+    try:
+        info = os.fstat(fd)
+        problem = ("is not a regular file" if not stat.S_ISREG(info.st_mode) else
+                   f"is over {MAX_CONFIG_BYTES} bytes" if info.st_size > MAX_CONFIG_BYTES
+                   else None)
+        if problem:
+            raise SettingsError(
+                f"The config file {path} {problem}. Replace it with a TOML file, or set "
+                f"{_HOME_ENV} to another directory.", key="config", source=f"file:{path}")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise SettingsError(
+            f"Cannot read the config file {path}: {exc.strerror or exc}. "
+            f"Fix its permissions, or set {_HOME_ENV} to another directory.",
+            key="config",
+            source=f"file:{path}",
+        ) from exc
+    finally:
+        os.close(fd)
     import tomllib  # only with a config file to parse
 
     try:
@@ -632,7 +662,7 @@ def load_settings(
     """
     env = os.environ if environ is None else environ
     home_path = Path(home).expanduser().absolute() if home is not None else default_home(env)
-    return settings_from_config(_read_config(home_path / _CONFIG_NAME), env, home_path)
+    return settings_from_config(read_config_file(home_path / _CONFIG_NAME), env, home_path)
 
 
 def settings_from_config(
@@ -851,6 +881,6 @@ def merge_config(data: Mapping[str, Any], updates: Mapping[str, Any]) -> dict[st
 def update_config(path: str | os.PathLike[str], updates: Mapping[str, Any]) -> dict[str, Any]:
     """Merge `updates` into the config file at `path` (None removes a key); returns the result."""
     target = Path(path).expanduser()
-    data = merge_config(_read_config(target), updates)
+    data = merge_config(read_config_file(target), updates)
     write_config(target, data)
     return data

@@ -121,7 +121,7 @@ def _onboard(framework: Framework, flags: _Flags, *, plugin: str | None, interac
     from hookline.builtins.settings import default_home
 
     path = default_home() / "config.toml"
-    current = _read_toml(path)
+    current = _read_config(path)
     from hookline.builtins.bub import set_onboard_interactive
 
     set_onboard_interactive(framework, interactive)  # Bub plugins ask only when we may
@@ -474,12 +474,10 @@ def _write(path: Path, config: Mapping[str, Any]) -> None:
     typer.echo('try it: hookline run "hello"')
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
-    import tomllib
+def _read_config(path: Path) -> dict[str, Any]:
+    from hookline.builtins.settings import read_config_file
 
-    if not path.is_file():
-        return {}
     try:
-        return tomllib.loads(path.read_text("utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        fail(RuntimeError(f"cannot read {path}: {exc}; fix or remove the file"))
+        return read_config_file(path)
+    except Exception as exc:  # unreadable, not TOML: one line naming the file and the fix
+        fail(exc)

@@ -205,7 +205,7 @@ def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
 
 def test_unreadable_config(tmp_path: Path) -> None:
     (tmp_path / "config.toml").mkdir(parents=True)
-    with pytest.raises(SettingsError, match="Cannot read the config file"):
+    with pytest.raises(SettingsError, match="config.toml is not a regular file"):
         load_settings({}, home=tmp_path)
 
 
@@ -362,3 +362,31 @@ def test_merge_config_leaves_its_input_alone() -> None:
     merged = merge_config(base, {"model": None, "plugins": {"x": {"j": 2}}})
     assert merged == {"plugins": {"x": {"k": 1, "j": 2}}}
     assert base == {"model": "a:b", "plugins": {"x": {"k": 1}}}
+
+
+def test_a_config_file_that_is_a_fifo_or_huge_is_refused_not_read(tmp_path: Path) -> None:
+    import os
+    import threading
+
+    from hookline.builtins.settings import MAX_CONFIG_BYTES, SettingsError, load_settings
+
+    os.mkfifo(tmp_path / "config.toml")
+    outcome: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            load_settings(environ={"HOOKLINE_HOME": str(tmp_path)})
+        except BaseException as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=load, daemon=True)
+    worker.start()
+    worker.join(5)
+    assert outcome, "a FIFO as the config file blocked"
+    assert isinstance(outcome[0], SettingsError)
+    assert "is not a regular file" in str(outcome[0]) and "config.toml" in str(outcome[0])
+
+    os.unlink(tmp_path / "config.toml")
+    (tmp_path / "config.toml").write_text("# " + "x" * MAX_CONFIG_BYTES + "\n")
+    with pytest.raises(SettingsError, match=f"is over {MAX_CONFIG_BYTES} bytes"):
+        load_settings(environ={"HOOKLINE_HOME": str(tmp_path)})
