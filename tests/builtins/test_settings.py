@@ -205,7 +205,7 @@ def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
 
 def test_unreadable_config(tmp_path: Path) -> None:
     (tmp_path / "config.toml").mkdir(parents=True)
-    with pytest.raises(SettingsError, match="config.toml is not a regular file"):
+    with pytest.raises(SettingsError, match=r"config\.toml is not a regular file"):
         load_settings({}, home=tmp_path)
 
 
