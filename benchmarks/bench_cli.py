@@ -62,7 +62,7 @@ def hookline_argv(explicit: str | None) -> list[str]:
     script = Path(sys.executable).with_name("hookline")
     if script.is_file():
         return [str(script)]
-    return [sys.executable, "-c", "import sys; from hookline.cli.app import main; "
+    return [sys.executable, "-c", "import sys; from hookline.cli import main; "
             "sys.argv[0] = 'hookline'; sys.exit(main())"]
 
 

@@ -5,11 +5,10 @@ application is built. Heavy modules (republic, HTTP clients) are imported only b
 commands that run turns.
 """
 
-from __future__ import annotations
-
 import json
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -237,10 +236,15 @@ def _plugins_command(framework: Framework) -> Any:
     return plugins
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Console script entry point."""
+def main(argv: list[str] | None = None, *,
+         started: Callable[[], object] | None = None) -> None:
+    """Build the application and run the command ``argv`` names (default: the process's
+    arguments). ``started`` is called once the application is built, before the command
+    runs (the console script, ``hookline.cli.main``, resumes garbage collection there)."""
     try:
         app = create_app()
+        if started is not None:
+            started()
         app(args=argv if argv is not None else sys.argv[1:], prog_name="hookline")
     except typer.Exit as exit_:
         raise SystemExit(exit_.exit_code) from None

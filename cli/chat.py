@@ -9,8 +9,6 @@ terminal, lines are read with the line editor (builtins/channels/line_editor.py)
 typed is kept in `<hookline home>/chat_history` for Up and Ctrl-R in later sessions.
 """
 
-from __future__ import annotations
-
 import logging
 import signal
 from pathlib import Path
@@ -107,8 +105,8 @@ async def run_chat(framework: Framework, session: str | None, model: str | None,
             task_group.cancel_scope.cancel()
 
 
-async def _handle_interrupts(manager: ChannelManager, channel: Channel,
-                             stop: anyio.Event) -> None:
+async def _handle_interrupts(manager: "ChannelManager", channel: Channel,
+                             stop: "anyio.Event") -> None:
     """SIGINT cancels the running turns; with none running it ends the session."""
     import anyio
 

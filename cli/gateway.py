@@ -17,8 +17,6 @@ Status lines go to stdout (`hookline gateway: ...`); the log of the channels (wh
 listen, dropped messages, failed turns) goes to stderr.
 """
 
-from __future__ import annotations
-
 import signal
 from typing import Annotated, Any
 

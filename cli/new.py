@@ -7,8 +7,6 @@ the `hookline.testing` fixtures (asyncio and trio), and a README with the next s
 Nothing is overwritten: an existing folder must be empty.
 """
 
-from __future__ import annotations
-
 import keyword
 import re
 import sys

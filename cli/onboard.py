@@ -12,8 +12,6 @@ line naming the flag. Nothing is written unless every step succeeded (or the use
 ``--save-anyway``, said to save after a failed test call).
 """
 
-from __future__ import annotations
-
 import os
 import sys
 from collections.abc import Callable, Mapping

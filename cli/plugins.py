@@ -4,8 +4,6 @@ The checker itself (cli/check.py) is imported only when `check` runs: every comm
 builds this group, and start-up counts.
 """
 
-from __future__ import annotations
-
 import json
 from collections.abc import Callable
 from typing import Annotated, Any

@@ -5,8 +5,6 @@ The commands open the configured tape store inside one `running()` scope, so the
 whatever store a plugin provides; the logic is in `hookline.builtins.sessions`.
 """
 
-from __future__ import annotations
-
 import json
 import sys
 from collections.abc import Awaitable, Callable

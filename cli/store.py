@@ -8,8 +8,6 @@ while a gateway or another `hookline` process is using the store. On a PostgreSQ
 `backup` refuses (use `pg_dump`). `copy` opens both stores, like any command using them.
 """
 
-from __future__ import annotations
-
 from functools import partial
 from pathlib import Path
 from typing import Annotated

@@ -12,8 +12,10 @@ disable list and strict mode apply to every group alike.
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
 import os
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -87,6 +89,60 @@ def find_builtin_plugin() -> Any:
     return getattr(importlib.import_module(name), "create_plugin", None)
 
 
+_METADATA_SUFFIXES = (".dist-info", ".egg-info")
+
+
+def may_declare_entry_points(group: str) -> bool:
+    """False only when no distribution ``importlib.metadata`` can see declares ``group``.
+
+    Importing ``importlib.metadata`` costs more than the rest of plugin loading (it pulls
+    in ``email``, ``zipfile`` and ``csv``), and most starts have no plugin installed. So
+    this looks first, without it, at every ``entry_points.txt`` of the dist-info and
+    egg-info folders on ``sys.path`` for a ``[group]`` section header. It never finds
+    entry points itself, and it answers True (ask ``importlib.metadata``) whenever it
+    cannot be sure: a ``sys.path`` entry that is not a folder (a zip file) or is an egg,
+    a meta path finder besides ``PathFinder`` that can find distributions, an unreadable
+    folder or file.
+    """
+    for finder in sys.meta_path:
+        if finder is not importlib.machinery.PathFinder and hasattr(
+                finder, "find_distributions"):
+            return True
+    for entry in sys.path:
+        root = entry or "."
+        if root.lower().endswith(".egg"):
+            return True
+        try:
+            with os.scandir(root) as children:
+                folders = [child.path for child in children
+                           if child.name.lower().endswith(_METADATA_SUFFIXES)]
+        except (NotADirectoryError, PermissionError):
+            return True  # a zip file, or a folder only importlib.metadata may explain
+        except OSError:
+            continue  # missing: importlib.metadata finds nothing there either
+        for folder in folders:
+            if _declares_section(os.path.join(folder, "entry_points.txt"), group):
+                return True
+    return False
+
+
+def _declares_section(path: str, group: str) -> bool:
+    """Whether the file has a ``[group]`` line (looser than ``importlib.metadata``'s
+    parser, which is what makes the scan safe); True when it exists but cannot be read."""
+    try:
+        with open(path, "rb") as file:
+            text = file.read().decode("utf-8", "replace")
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return True
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("[") and line.endswith("]") and line.strip("[] \t") == group:
+            return True
+    return False
+
+
 class PluginGroup:
     """How the loader reads one entry point group; this base reads hookline's own.
 
@@ -100,6 +156,8 @@ class PluginGroup:
 
     def entry_points(self) -> Iterable[Any]:
         """The group's entry points (objects with ``name``, ``value`` and ``load()``)."""
+        if not may_declare_entry_points(self.name):
+            return ()
         from importlib import metadata
 
         return metadata.entry_points(group=self.name)

@@ -129,3 +129,56 @@ def test_an_offline_turn_loads_no_model_provider_nor_http(tmp_path: Path) -> Non
     assert loaded(found, RUN_FORBIDDEN) == []
     # typer below 0.29 converts option values without pydantic (pyproject.toml).
     assert loaded(found, ["pydantic", "pydantic_core"]) == []
+
+
+def test_an_offline_turn_reads_entry_points_only_when_a_distribution_declares_some(
+    tmp_path: Path,
+) -> None:
+    """``importlib.metadata`` (email, zipfile, csv) is imported only when some
+    distribution on the path declares a ``hookline`` entry point, or Bub is installed."""
+    probe = ("import importlib.util\n"
+             "from hookline.kernel.loading import may_declare_entry_points\n"
+             "print(may_declare_entry_points('hookline')"
+             " or importlib.util.find_spec('bub') is not None)")
+    (tmp_path / "probe").mkdir()
+    expected = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                              cwd=tmp_path / "probe", check=True).stdout.strip()
+    done, found = run_imports(tmp_path, "run", "hello")
+    assert done.stdout.startswith("[offline model]"), done.stdout
+    assert bool(loaded(found, ["importlib.metadata"])) == (expected == "True"), expected
+
+
+GC_PROBE = """
+import gc, sys
+from hookline.cli import app
+seen = {}
+real_create_app = app.create_app
+def create_app(*args, **kwargs):
+    seen["collecting while built"] = gc.isenabled()
+    return real_create_app(*args, **kwargs)
+app.create_app = create_app
+from hookline.cli import main
+entry = main if sys.argv[1] == "console" else app.main
+try:
+    entry(["--help"])
+except SystemExit:
+    pass
+print(seen["collecting while built"], gc.isenabled(), gc.get_freeze_count() > 0)
+"""
+
+
+@pytest.mark.parametrize(("entry", "expected"), [
+    # the console script: no collection while the app is built, then start-up frozen
+    ("console", "False True True"),
+    # app.main, as a test or an embedding program calls it: the collector left alone
+    ("app", "True True False"),
+])
+def test_only_the_console_script_pauses_and_freezes_the_collector(
+    tmp_path: Path, entry: str, expected: str,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
+    env["HOOKLINE_HOME"] = str(tmp_path)
+    done = subprocess.run([sys.executable, "-c", GC_PROBE, entry], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == expected, done.stdout

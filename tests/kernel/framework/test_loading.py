@@ -30,6 +30,7 @@ from hookline.kernel.loading import (
     PluginLoader,
     PluginLoadError,
     PluginStatus,
+    may_declare_entry_points,
 )
 
 LOADING_LOGGER = "hookline.kernel.loading"
@@ -431,3 +432,88 @@ def test_failed_duplicate_does_not_overwrite_the_successful_status(
     failures = [s for s in status.values() if not s.ok and s.name in (dup, "builtin")]
     assert sorted(s.name for s in failures) == sorted([dup, "builtin"])
     assert all("already registered" in s.detail for s in failures)
+
+
+# -- the scan that spares a start without plugins from importing importlib.metadata --------
+
+
+def _only_on_path(monkeypatch: pytest.MonkeyPatch, *entries: Path | str) -> None:
+    monkeypatch.setattr(sys, "path", [str(entry) for entry in entries])
+
+
+def _dist_info(root: Path, name: str, entry_points: str | None) -> Path:
+    info = root / f"{name}-0.1.dist-info"
+    info.mkdir(parents=True)
+    if entry_points is not None:
+        (info / "entry_points.txt").write_text(entry_points, encoding="utf-8")
+    return info
+
+
+def test_the_scan_says_no_only_when_no_distribution_declares_the_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _dist_info(tmp_path, "scripts_only", "[console_scripts]\nhookline = x:main\n")
+    _dist_info(tmp_path, "no_entry_points", None)
+    (tmp_path / "plain.py").write_text("", encoding="utf-8")
+    _only_on_path(monkeypatch, tmp_path, tmp_path / "missing")
+    assert not may_declare_entry_points("hookline")
+    # An egg-info folder, and a header spaced the way importlib.metadata would not read.
+    egg = tmp_path / "old.egg-info"
+    egg.mkdir()
+    (egg / "entry_points.txt").write_text("[ hookline ]\nx = y\n", encoding="utf-8")
+    assert may_declare_entry_points("hookline")
+    assert not may_declare_entry_points("bub")
+
+
+def test_the_scan_finds_what_importlib_metadata_finds(site: Site) -> None:
+    site.distribution("found", [(site.name("one"), site.plugins_module() + ":plugin")])
+    assert may_declare_entry_points("hookline")
+    assert [ep.name for ep in site.entry_points()] == [site.name("one")]
+
+
+@pytest.mark.parametrize("kind", ["zip", "egg", "unreadable file"])
+def test_the_scan_defers_to_importlib_metadata_when_unsure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    if kind == "zip":
+        entry = tmp_path / "plugins.zip"
+        entry.write_bytes(b"PK\x05\x06" + bytes(18))
+    elif kind == "egg":
+        entry = tmp_path / "plugin-0.1.egg"
+        entry.mkdir()
+    else:
+        entry = tmp_path
+        _dist_info(tmp_path, "odd", None)
+        (tmp_path / "odd-0.1.dist-info" / "entry_points.txt").mkdir()  # read fails
+    _only_on_path(monkeypatch, entry)
+    assert may_declare_entry_points("hookline")
+
+
+def test_the_scan_defers_when_another_finder_can_find_distributions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class DistributionFinder:
+        def find_spec(self, *args: object) -> None:
+            return None
+
+        def find_distributions(self, *args: object) -> list[object]:
+            return []
+
+    _only_on_path(monkeypatch, tmp_path)
+    assert not may_declare_entry_points("hookline")
+    monkeypatch.setattr(sys, "meta_path", [DistributionFinder(), *sys.meta_path])
+    assert may_declare_entry_points("hookline")
+
+
+def test_no_declaring_distribution_means_no_entry_points_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(metadata, "entry_points",
+                        lambda **kw: calls.append(kw["group"]) or [])
+    _only_on_path(monkeypatch, tmp_path)
+    assert list(loading_module.PluginGroup().entry_points()) == []
+    assert calls == []
+    _dist_info(tmp_path, "declares", "[hookline]\nx = y\n")
+    assert list(loading_module.PluginGroup().entry_points()) == []
+    assert calls == ["hookline"]
