@@ -34,6 +34,10 @@ EXCEPTIONS: dict[str, type[BaseException]] = {
 REQUIRED = object()
 """Marks an action parameter the fixture must give."""
 
+SELF_KEY = "$self"
+"""Where the plugin object travels among a call's arguments, for ``$self`` (no parameter
+can have this name)."""
+
 
 class FixtureError(AssertionError):
     """The fixture is malformed, or the adapter lacks what the fixture needs."""
@@ -121,11 +125,21 @@ class Tags:
         """The value of ``{"$<tag>" = ..., <other keys>}``; ``args`` are the arguments of the
         call being answered (None outside an implementation).
 
-        ``arg``, ``generator``, ``async_generator``, ``inbox``, ``object`` and ``tuple``
-        are built here; every other tag (``replace`` included) by ``adapter.make``.
+        ``arg``, ``self``, ``type_of``, ``generator``, ``async_generator``, ``inbox``,
+        ``object`` and ``tuple`` are built here; every other tag (``replace`` included) by
+        ``adapter.make``.
         """
         raw = table[f"${tag}"]
         extra = {k: v for k, v in table.items() if k != f"${tag}"}
+        if tag == "self":
+            if args is None or SELF_KEY not in args:
+                raise FixtureError("$self can only be used by an instance plugin's function")
+            return _attribute_path(args[SELF_KEY], raw)
+        if tag == "type_of":
+            if args is None or raw not in args:
+                raise FixtureError(f"$type_of names {raw!r}, which is not an argument of this call")
+            cls = type(args[raw])
+            return f"{cls.__module__}.{cls.__qualname__}"
         if tag in ("arg", "replace"):
             if args is None or raw not in args:
                 raise FixtureError(f"${tag} names {raw!r}, which is not an argument of this call")
@@ -169,6 +183,14 @@ class Tags:
         return on_close
 
 
+def _attribute_path(owner: Any, path: str) -> Any:
+    """``framework.workspace`` of ``owner``: each dotted part read with ``getattr``."""
+    value = owner
+    for part in path.split("."):
+        value = getattr(value, part)
+    return value
+
+
 def assign(args: dict[str, Any], path: str, value: Any) -> None:
     """``sets = { "result.result" = ... }``: assign into an argument the call received.
 
@@ -202,6 +224,7 @@ ACTIONS: dict[str, Action] = {
     "enter_running": Action(True),
     "exit_running": Action(True),
     "get_tools": Action(False),
+    "offered_tools": Action(True),
     "get_channels": Action(False, {"message_handler": "handler"}),
     "get_tape_sidecars": Action(False),
     "get_system_prompt": Action(False, {"prompt": REQUIRED, "state": REQUIRED}),
