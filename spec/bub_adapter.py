@@ -13,6 +13,7 @@ kernel and it reaches the caller unchanged). ``NOT_APPLICABLE`` lists those acti
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import logging
@@ -311,6 +312,46 @@ class BubFrameworkUnderTest(BubKernel):
 
     def get_channels(self, message_handler: Any) -> list[Any]:
         return list(self.framework.get_channels(message_handler).values())
+
+    async def run_channels(self, selection: str | None, environ: dict[str, str]) -> list[str]:
+        """What ``bub gateway`` runs: Bub's ``ChannelManager.listen_and_run`` (which enters
+        ``running()`` itself), cancelled as soon as every channel it selects is started;
+        returns their names in selection order. The selection is ``selection`` split at
+        commas (``--enable-channel``) when it is not blank, else Bub's
+        ``enabled_channels`` setting, read with ``environ`` set (``BUB_ENABLED_CHANNELS``)
+        and the framework's empty config file loaded again (so no earlier setting is
+        cached)."""
+        import asyncio
+
+        from bub import configure
+        from bub.channels.manager import ChannelManager
+
+        saved = {name: os.environ.get(name) for name in environ}
+        os.environ.update(environ)
+        try:
+            configure.load(self.framework.config_file)
+            explicit = selection is not None and selection.strip()
+            manager = ChannelManager(self.framework,
+                                     enabled_channels=selection.split(",") if explicit else None)
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+        selected = [channel.name for channel in manager.enabled_channels()]
+        task = asyncio.ensure_future(manager.listen_and_run())
+        # listen_and_run keeps the channels it started in _started_channels; once all are
+        # there it waits for messages, and a cancellation there ends it normally.
+        for _ in range(1000):
+            started = manager._started_channels
+            if task.done() or (started is not None and len(started) == len(selected)):
+                break
+            await asyncio.sleep(0)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return selected
 
     def get_tape_sidecars(self) -> Any:
         return self.framework.get_tape_sidecars()

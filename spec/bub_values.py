@@ -46,7 +46,7 @@ def make(tag: str, data: dict[str, Any]) -> Any:
         return ModelOptions(models=[ModelChoice(m) for m in value.get("models", [])],
                             current_model=value.get("current_model"))
     if tag == "channel":
-        return _spec_channel_class()(value, data.get("tag", ""))
+        return _spec_channel_class()(value, data.get("tag", ""), data.get("on_start"))
     if tag == "registered_tool":
         return _registered_tool(value, data)
     if tag == "attachment":

@@ -138,8 +138,7 @@ class Tags:
         if tag == "type_of":
             if args is None or raw not in args:
                 raise FixtureError(f"$type_of names {raw!r}, which is not an argument of this call")
-            cls = type(args[raw])
-            return f"{cls.__module__}.{cls.__qualname__}"
+            return type_name(args[raw])
         if tag in ("arg", "replace"):
             if args is None or raw not in args:
                 raise FixtureError(f"${tag} names {raw!r}, which is not an argument of this call")
@@ -162,6 +161,8 @@ class Tags:
                 if key not in ("raises", "close_raises")}
         if "raises" in extra:
             data["raises"] = make_exception(extra["raises"])
+        if tag == "channel":
+            data["on_start"] = self._starter(value)
         if tag in CLOSABLE_TAGS:
             label = value if tag == "environment" else extra.get("label", tag)
             close_error = make_exception(extra["close_raises"]) if "close_raises" in extra else None
@@ -174,6 +175,12 @@ class Tags:
             raise FixtureError(f"the adapter has no make(); it cannot build ${tag}")
         return make(tag, data)
 
+    def _starter(self, name: str) -> Callable[[Any], None]:
+        def on_start(stop_event: Any) -> None:
+            self.record({"start": name, "stop_event": type_name(stop_event)})
+
+        return on_start
+
     def _closer(self, label: str, error: BaseException | None) -> Callable[[], None]:
         def on_close() -> None:
             self.record({"close": label})
@@ -181,6 +188,14 @@ class Tags:
                 raise error
 
         return on_close
+
+
+def type_name(value: Any) -> str:
+    """``package.QualName`` of a value's type: the top-level package that defines it and
+    the class (``hookline.ToolCall``, ``bub.ToolCall``, ``asyncio.Event``; an
+    ``anyio.Event`` is ``anyio.Event`` on every backend)."""
+    cls = type(value)
+    return f"{cls.__module__.partition('.')[0]}.{cls.__qualname__}"
 
 
 def _attribute_path(owner: Any, path: str) -> Any:
@@ -245,6 +260,7 @@ ACTIONS: dict[str, Action] = {
                                     "state": REQUIRED}),
     "before_tool_call": Action(True, {"call": REQUIRED, "state": REQUIRED}),
     "after_tool_call": Action(True, {"call": REQUIRED, "result": REQUIRED, "state": REQUIRED}),
+    "run_channels": Action(True, {"selection": None, "environ": {}}),
     "run_model": Action(True, {"prompt": REQUIRED, "session_id": REQUIRED, "state": REQUIRED}),
     "run_model_stream": Action(True, {"prompt": REQUIRED, "session_id": REQUIRED,
                                       "state": REQUIRED}),

@@ -109,7 +109,8 @@ class HooklineAdapter:
             tools = self._module("tools")
             return tools.Tool(name=value, handler=lambda: None, description=data.get("tag", ""))
         if tag == "channel":
-            return _channel_class(self._module("channels").Channel)(value, data.get("tag", ""))
+            channel_class = _channel_class(self._module("channels").Channel)
+            return channel_class(value, data.get("tag", ""), data.get("on_start"))
         if tag == "sidecar":
             return _Sidecar(value, data.get("tag", ""))
         if tag == "admit":
@@ -214,11 +215,13 @@ class _Sidecar:
 
 def _channel_class(base: type) -> type:
     class SpecChannel(base):  # type: ignore[misc, valid-type]
-        def __init__(self, name: str, tag: str) -> None:
-            self.name, self.spec_tag = name, tag
+        def __init__(self, name: str, tag: str,
+                     on_start: Callable[[Any], None] | None = None) -> None:
+            self.name, self.spec_tag, self._on_start = name, tag, on_start
 
         async def start(self, stop_event: Any) -> None:
-            return None
+            if self._on_start is not None:
+                self._on_start(stop_event)
 
         async def stop(self) -> None:
             return None
@@ -367,6 +370,29 @@ class HooklineFramework(HooklineKernel):
         channels = self.framework.get_channels(message_handler)
         assert all(name == channel.name for name, channel in channels.items())
         return list(channels.values())
+
+    async def run_channels(self, selection: str | None, environ: dict[str, str]) -> list[str]:
+        """Run the channels ``hookline gateway`` runs, inside ``running()``, and stop them
+        as soon as they are started; returns their names in selection order. The selection
+        is the gateway's (``cli/gateway.py``): ``selection`` (its ``--channels``) when it is
+        not blank, else the ``channels`` setting, read here from ``environ`` alone
+        (``HOOKLINE_CHANNELS``) and an empty config file, never the user's. The channel
+        manager is the builtins' (``hookline.builtins.channels``)."""
+        import anyio
+
+        from hookline.builtins.channels import ChannelManager
+        from hookline.builtins.settings import settings_from_config
+
+        with tempfile.TemporaryDirectory(prefix="spec-hookline-home-") as home:
+            settings = settings_from_config({}, environ, home)
+        names = selection if selection is not None and selection.strip() else settings.channels
+        manager = ChannelManager(self.framework, enabled_channels=names)
+        stop = anyio.Event()
+        async with self.framework.running(), anyio.create_task_group() as task_group:
+            await task_group.start(manager.run, stop)
+            started = list(manager.active)
+            stop.set()
+        return started
 
     def get_tape_sidecars(self) -> list[Any]:
         return self.framework.get_tape_sidecars()
