@@ -13,6 +13,7 @@ kernel and it reaches the caller unchanged). ``NOT_APPLICABLE`` lists those acti
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import logging
@@ -23,8 +24,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import bub_values
 import republic
-from bub.channels.admission import AdmitDecision, TurnSnapshot
+from bub.channels.admission import TurnSnapshot
 from bub.channels.base import Channel
 from bub.core import events as bub_events
 from bub.core.tape import LAST_ANCHOR, TapeContext
@@ -32,10 +34,10 @@ from bub.core.tools import Tool
 from bub.environment import Environment
 from bub.framework import BubFramework
 from bub.hooks import hookimpl
-from bub.model_selection import ModelChoice, ModelOptions
+from bub.model_selection import ModelOptions
 from bub.prompt import to_content
 from bub.streaming import AsyncStreamEvents, StreamEvent
-from hookline_adapter import _channel_class, _environment_class, _named, _Sidecar
+from hookline_adapter import _environment_class, _named, _Sidecar
 from loguru import logger
 
 WORKSPACE = "/spec-workspace"
@@ -58,16 +60,25 @@ class NotApplicable(BaseException):
 def _forward_loguru_to_logging() -> None:
     """Bub logs through loguru; the runner reads the standard ``logging`` records.
 
-    Each loguru record becomes a ``logging`` record of the same level and message (its
-    first line is what fixtures compare), instead of loguru's default stderr output.
+    Each loguru record of Bub's own modules (``bub``, ``bub.*``) becomes a ``logging``
+    record of the same level and message (its first line is what fixtures compare),
+    instead of loguru's default stderr output, so fixtures can check what Bub itself
+    logs. Records of other modules, a plugin's included, are not forwarded: under Bub they
+    go to loguru's handlers only, never to ``logging``
+    (``reference.difference.bub-loguru-to-logging``); here they are dropped, which keeps
+    the run's output to the classification.
     """
 
     def sink(message: Any) -> None:
         record = message.record
         logging.getLogger(record["name"] or "bub").log(record["level"].no, record["message"])
 
+    def bub_own(record: Any) -> bool:
+        name = record["name"] or ""
+        return name == "bub" or name.startswith("bub.")
+
     logger.remove()
-    logger.add(sink, level="DEBUG", format="{message}")
+    logger.add(sink, level="DEBUG", format="{message}", filter=bub_own)
 
 
 _forward_loguru_to_logging()
@@ -80,17 +91,27 @@ class BubAdapter:
 
     @staticmethod
     def supports(requirement: str) -> bool:
-        """``group:bub``: Bub loads plugins from its own entry point group."""
-        return requirement == "group:bub"
+        """``group:bub``: Bub loads plugins from its own entry point group; ``bub``: Bub's
+        own package is there (it is the reference)."""
+        return requirement in ("group:bub", "bub")
 
     def mark(self, function: Callable[..., Any], options: dict[str, Any]) -> Callable[..., Any]:
         return hookimpl(**options)(function)
 
     def new_kernel(self) -> BubKernel:
+        bub_values.forget_registered()  # the previous fixture's tools
         return BubKernel(self._framework())
 
     def new_framework(self) -> BubFrameworkUnderTest:
+        bub_values.forget_registered()
         return BubFrameworkUnderTest(self._framework())
+
+    @staticmethod
+    def log(group: str, level: str, message: str) -> None:
+        """A ``bub`` plugin logs through loguru."""
+        if group != "bub":
+            raise ValueError(f"Bub reads only the bub entry point group, not {group!r}")
+        bub_values.log(level, message)
 
     @staticmethod
     def _framework() -> BubFramework:
@@ -103,23 +124,19 @@ class BubAdapter:
     def make(self, tag: str, data: dict[str, Any]) -> Any:
         """Build a Bub value from a fixture tag; see spec/README.md for the tags."""
         value = data["value"]
+        data.pop("group", None)  # Bub's own types are what this adapter makes anyway
+        if tag in bub_values.TAGS:
+            return bub_values.make(tag, data)
         if tag == "replace":
             return dataclasses.replace(value, **data["fields"])
         if tag == "tool":
             return Tool(name=value, handler=lambda: None, description=data.get("tag", ""))
-        if tag == "channel":
-            return _SpecChannel(value, data.get("tag", ""))
         if tag == "sidecar":
             return _Sidecar(value, data.get("tag", ""))
-        if tag == "admit":
-            return AdmitDecision(value, data.get("reason"))
         if tag == "turn":
             counts = {"running_count": 0, "pending_count": 0, "steering_count": 0, **value}
             # Bub's snapshot stores is_running; its channel manager derives it the same way.
             return TurnSnapshot(is_running=counts["running_count"] > 0, **counts)
-        if tag == "model_options":
-            return ModelOptions(models=[ModelChoice(m) for m in value.get("models", [])],
-                                current_model=value.get("current_model"))
         if tag == "tape_context":
             anchor = value.get("anchor", "$last_anchor")
             return TapeContext(anchor=LAST_ANCHOR if anchor == "$last_anchor" else anchor,
@@ -134,13 +151,8 @@ class BubAdapter:
             return bub_events.LLMCallRequest(**fields)
         if tag == "llm_result":
             return bub_events.LLMCallResult(**value)
-        if tag == "llm_finish":
-            return bub_events.LLMCallDecision.finish(value)
         if tag == "tool_call":
             return bub_events.ToolCall(**value)
-        if tag == "tool_decision":
-            options = {k: v for k, v in data.items() if k != "value"}
-            return bub_events.ToolCallDecision(value, **options)
         if tag == "tool_result":
             return bub_events.ToolCallResult(**value)
         if tag == "image":
@@ -175,7 +187,6 @@ class BubAdapter:
         return value
 
 
-_SpecChannel = _channel_class(Channel)
 _SpecEnvironment = _environment_class(Environment)
 
 
@@ -191,6 +202,24 @@ def _stream(events: list[dict[str, Any]], on_close: Callable[[], None],
         on_close()
 
     return AsyncStreamEvents(source(), on_close=closed)
+
+
+class _EmptyTape:
+    """A tape with no entries and an empty state (what ``prepare_tools`` reads)."""
+
+    def __init__(self) -> None:
+        self.context = types.SimpleNamespace(state={})
+
+    def query(self) -> Any:
+        return _AnyQuery()
+
+    async def search(self, query: Any) -> list[Any]:
+        return []
+
+
+class _AnyQuery:
+    def kinds(self, *kinds: str) -> _AnyQuery:
+        return self
 
 
 def _bub_agent_class() -> type:
@@ -266,8 +295,63 @@ class BubFrameworkUnderTest(BubKernel):
     def get_tools(self) -> list[Any]:
         raise NotApplicable(NOT_APPLICABLE["get_tools"])
 
+    async def offered_tools(self) -> list[str]:
+        """What Bub's builtin agent offers the model at a turn's first step:
+        ``BubAgent.prepare_tools`` on a stand-in agent whose tool table is what a new
+        ``BubAgent`` takes (``bub.tools.REGISTRY``, by name, as ``Agent.__init__`` builds
+        it) and a tape with an empty state and no entries (no code mode, no tool loaded
+        through ``tool.describe`` yet). The method reads only the agent's tool table and
+        the tape; a real BubAgent needs hooks the fixtures do not have."""
+        from bub.core.tools import REGISTRY
+
+        agent_class = _bub_agent_class()
+        agent = agent_class.__new__(agent_class)
+        agent.tools = {tool.name: tool for tool in REGISTRY.values()}
+        offered = await agent_class.prepare_tools(agent, _EmptyTape(), None)
+        return [tool.name for tool in offered]
+
     def get_channels(self, message_handler: Any) -> list[Any]:
         return list(self.framework.get_channels(message_handler).values())
+
+    async def run_channels(self, selection: str | None, environ: dict[str, str]) -> list[str]:
+        """What ``bub gateway`` runs: Bub's ``ChannelManager.listen_and_run`` (which enters
+        ``running()`` itself), cancelled as soon as every channel it selects is started;
+        returns their names in selection order. The selection is ``selection`` split at
+        commas (``--enable-channel``) when it is not blank, else Bub's
+        ``enabled_channels`` setting, read with ``environ`` set (``BUB_ENABLED_CHANNELS``)
+        and the framework's empty config file loaded again (so no earlier setting is
+        cached)."""
+        import asyncio
+
+        from bub import configure
+        from bub.channels.manager import ChannelManager
+
+        saved = {name: os.environ.get(name) for name in environ}
+        os.environ.update(environ)
+        try:
+            configure.load(self.framework.config_file)
+            explicit = selection is not None and selection.strip()
+            manager = ChannelManager(self.framework,
+                                     enabled_channels=selection.split(",") if explicit else None)
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+        selected = [channel.name for channel in manager.enabled_channels()]
+        task = asyncio.ensure_future(manager.listen_and_run())
+        # listen_and_run keeps the channels it started in _started_channels; once all are
+        # there it waits for messages, and a cancellation there ends it normally.
+        for _ in range(1000):
+            started = manager._started_channels
+            if task.done() or (started is not None and len(started) == len(selected)):
+                break
+            await asyncio.sleep(0)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return selected
 
     def get_tape_sidecars(self) -> Any:
         return self.framework.get_tape_sidecars()

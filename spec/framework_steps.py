@@ -34,6 +34,10 @@ EXCEPTIONS: dict[str, type[BaseException]] = {
 REQUIRED = object()
 """Marks an action parameter the fixture must give."""
 
+SELF_KEY = "$self"
+"""Where the plugin object travels among a call's arguments, for ``$self`` (no parameter
+can have this name)."""
+
 
 class FixtureError(AssertionError):
     """The fixture is malformed, or the adapter lacks what the fixture needs."""
@@ -121,11 +125,20 @@ class Tags:
         """The value of ``{"$<tag>" = ..., <other keys>}``; ``args`` are the arguments of the
         call being answered (None outside an implementation).
 
-        ``arg``, ``generator``, ``async_generator``, ``inbox``, ``object`` and ``tuple``
-        are built here; every other tag (``replace`` included) by ``adapter.make``.
+        ``arg``, ``self``, ``type_of``, ``generator``, ``async_generator``, ``inbox``,
+        ``object`` and ``tuple`` are built here; every other tag (``replace`` included) by
+        ``adapter.make``.
         """
         raw = table[f"${tag}"]
         extra = {k: v for k, v in table.items() if k != f"${tag}"}
+        if tag == "self":
+            if args is None or SELF_KEY not in args:
+                raise FixtureError("$self can only be used by an instance plugin's function")
+            return _attribute_path(args[SELF_KEY], raw)
+        if tag == "type_of":
+            if args is None or raw not in args:
+                raise FixtureError(f"$type_of names {raw!r}, which is not an argument of this call")
+            return type_name(args[raw])
         if tag in ("arg", "replace"):
             if args is None or raw not in args:
                 raise FixtureError(f"${tag} names {raw!r}, which is not an argument of this call")
@@ -148,6 +161,8 @@ class Tags:
                 if key not in ("raises", "close_raises")}
         if "raises" in extra:
             data["raises"] = make_exception(extra["raises"])
+        if tag == "channel":
+            data["on_start"] = self._starter(value)
         if tag in CLOSABLE_TAGS:
             label = value if tag == "environment" else extra.get("label", tag)
             close_error = make_exception(extra["close_raises"]) if "close_raises" in extra else None
@@ -160,6 +175,12 @@ class Tags:
             raise FixtureError(f"the adapter has no make(); it cannot build ${tag}")
         return make(tag, data)
 
+    def _starter(self, name: str) -> Callable[[Any], None]:
+        def on_start(stop_event: Any) -> None:
+            self.record({"start": name, "stop_event": type_name(stop_event)})
+
+        return on_start
+
     def _closer(self, label: str, error: BaseException | None) -> Callable[[], None]:
         def on_close() -> None:
             self.record({"close": label})
@@ -167,6 +188,22 @@ class Tags:
                 raise error
 
         return on_close
+
+
+def type_name(value: Any) -> str:
+    """``package.QualName`` of a value's type: the top-level package that defines it and
+    the class (``hookline.ToolCall``, ``bub.ToolCall``, ``asyncio.Event``; an
+    ``anyio.Event`` is ``anyio.Event`` on every backend)."""
+    cls = type(value)
+    return f"{cls.__module__.partition('.')[0]}.{cls.__qualname__}"
+
+
+def _attribute_path(owner: Any, path: str) -> Any:
+    """``framework.workspace`` of ``owner``: each dotted part read with ``getattr``."""
+    value = owner
+    for part in path.split("."):
+        value = getattr(value, part)
+    return value
 
 
 def assign(args: dict[str, Any], path: str, value: Any) -> None:
@@ -202,6 +239,7 @@ ACTIONS: dict[str, Action] = {
     "enter_running": Action(True),
     "exit_running": Action(True),
     "get_tools": Action(False),
+    "offered_tools": Action(True),
     "get_channels": Action(False, {"message_handler": "handler"}),
     "get_tape_sidecars": Action(False),
     "get_system_prompt": Action(False, {"prompt": REQUIRED, "state": REQUIRED}),
@@ -222,6 +260,7 @@ ACTIONS: dict[str, Action] = {
                                     "state": REQUIRED}),
     "before_tool_call": Action(True, {"call": REQUIRED, "state": REQUIRED}),
     "after_tool_call": Action(True, {"call": REQUIRED, "result": REQUIRED, "state": REQUIRED}),
+    "run_channels": Action(True, {"selection": None, "environ": {}}),
     "run_model": Action(True, {"prompt": REQUIRED, "session_id": REQUIRED, "state": REQUIRED}),
     "run_model_stream": Action(True, {"prompt": REQUIRED, "session_id": REQUIRED,
                                       "state": REQUIRED}),

@@ -12,12 +12,34 @@ import enum
 import importlib
 import importlib.util
 import os
+import sys
+import tempfile
 import types
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 WORKSPACE = "/spec-workspace"
 """The workspace of every framework under test (it need not exist)."""
+
+_BUB_CONFIG_DIR: list[tempfile.TemporaryDirectory[str]] = []
+"""Where the Bub layer's config file lives (so Bub's home is never read); made on first
+use, removed at exit."""
+
+
+def _importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _forget_bub_tools() -> None:
+    """The previous fixture's tools out of Bub's process-wide registry (``bub_values``
+    is imported only by fixtures that made Bub values)."""
+    values = sys.modules.get("bub_values")
+    if values is not None:
+        values.forget_registered()
 
 
 class HooklineAdapter:
@@ -35,34 +57,60 @@ class HooklineAdapter:
     def supports(self, requirement: str) -> bool:
         """``group:bub``: plugins loaded as the ``bub`` entry point group loads them, through
         hookline's Bub compatibility layer (hookline's own kernel only: a vendored copy has
-        no builtins beside it)."""
-        if requirement != "group:bub" or self.kernel.__name__ != "hookline.kernel":
+        no builtins beside it). ``bub``: Bub itself can be imported as well (Python 3.12),
+        so the layer runs as it does in use: it prepares Bub, registers its own plugin and
+        uses Bub's classes."""
+        if self.kernel.__name__ != "hookline.kernel":
             return False
-        try:
-            return importlib.util.find_spec("hookline.builtins.bub") is not None
-        except ImportError:
-            return False
+        if requirement == "group:bub":
+            return _importable("hookline.builtins.bub")
+        if requirement == "bub":
+            return _importable("hookline.builtins.bub") and _importable("bub")
+        return False
 
     def new_kernel(self) -> HooklineKernel:
+        _forget_bub_tools()
         registry = self.kernel.Registry(self.kernel.HOOK_SPECS)
         return HooklineKernel(registry, self.kernel.HookRuntime(registry))
 
     def new_framework(self) -> HooklineFramework:
+        _forget_bub_tools()
         framework = self._module("framework").Framework(workspace=WORKSPACE)
         return HooklineFramework(framework, self._module("events"))
+
+    @staticmethod
+    def log(group: str, level: str, message: str) -> None:
+        """A plugin of the ``bub`` group logs as Bub plugins do, through loguru."""
+        if group != "bub":
+            raise ValueError(f"no entry point group {group!r} here")
+        import bub_values
+
+        bub_values.log(level, message)
 
     # -- values --------------------------------------------------------------------------
 
     def make(self, tag: str, data: dict[str, Any]) -> Any:
-        """Build a contract value from a fixture tag; see spec/README.md for the tags."""
+        """Build a contract value from a fixture tag; see spec/README.md for the tags.
+
+        With ``group = "bub"`` (and for the tags only Bub has, ``registered_tool`` and
+        ``attachment``) the value is Bub's own, as a Bub plugin or channel hands it over
+        (``bub_values``, which imports Bub)."""
         value = data["value"]
+        group = data.pop("group", None)
+        if group not in (None, "bub"):
+            raise ValueError(f"no entry point group {group!r} here")
+        if group == "bub" or tag in ("registered_tool", "attachment"):
+            import bub_values
+
+            return bub_values.make(tag, data)
         if tag == "replace":
             return dataclasses.replace(value, **data["fields"])
         if tag == "tool":
             tools = self._module("tools")
             return tools.Tool(name=value, handler=lambda: None, description=data.get("tag", ""))
         if tag == "channel":
-            return _channel_class(self._module("channels").Channel)(value, data.get("tag", ""))
+            channel_class = _channel_class(self._module("channels").Channel)
+            return channel_class(value, data.get("tag", ""), data.get("on_start"))
         if tag == "sidecar":
             return _Sidecar(value, data.get("tag", ""))
         if tag == "admit":
@@ -167,11 +215,13 @@ class _Sidecar:
 
 def _channel_class(base: type) -> type:
     class SpecChannel(base):  # type: ignore[misc, valid-type]
-        def __init__(self, name: str, tag: str) -> None:
-            self.name, self.spec_tag = name, tag
+        def __init__(self, name: str, tag: str,
+                     on_start: Callable[[Any], None] | None = None) -> None:
+            self.name, self.spec_tag, self._on_start = name, tag, on_start
 
         async def start(self, stop_event: Any) -> None:
-            return None
+            if self._on_start is not None:
+                self._on_start(stop_event)
 
         async def stop(self) -> None:
             return None
@@ -201,6 +251,17 @@ def _environment_class(base: type) -> type:
             self._on_close()
 
     return SpecEnvironment
+
+
+class _EntryPoint:
+    """An entry point of a plugin group, as the loader sees one: a name, a value and
+    ``load()``, which gives the fixture's plugin."""
+
+    def __init__(self, name: str, obj: object) -> None:
+        self.name, self.value, self._obj = name, f"<fixture {name}>", obj
+
+    def load(self) -> object:
+        return self._obj
 
 
 class HooklineKernel:
@@ -245,16 +306,48 @@ class HooklineFramework(HooklineKernel):
         self._bus: Any = None
 
     def register_from_group(self, plugin: object, name: str, group: str) -> None:
-        """Register ``plugin`` as the loader registers an entry point of ``group`` (only
-        ``bub``): through the group's ``plugin`` step and the Bub layer's shim."""
+        """Register ``plugin`` as the kernel's loader registers an entry point of ``group``
+        (only ``bub``), through the Bub layer's steps: ``load`` (the import; the layer
+        prepares Bub first, once), ``plugin`` (a callable is called with the framework
+        facade, and the tools it registers in ``bub.tools.REGISTRY`` are attributed to
+        it), the registration of the shim, then ``registered``; a failure tells the layer
+        (``failed``: the plugin leaves no tools behind) and is raised. As the loader does,
+        the layer's own plugin ``bub`` is registered before the first Bub plugin.
+
+        Without Bub (hookline's own environment: Bub needs Python 3.12) the layer cannot
+        prepare, so only the ``plugin`` step and the registration run: enough for the
+        fixtures that need nothing of Bub (those that do ``require`` ``bub``)."""
         if group != "bub":
             raise ValueError(f"no entry point group {group!r} here")
-        from hookline.builtins.bub.group import BubGroup
-
-        layer = getattr(self.framework, "bub_group", None) or BubGroup(self.framework)
-        shim = layer.plugin(name, plugin, self.framework)
-        self.registry.register(shim, name=name)
+        layer = self._bub_layer()
+        with_bub = _importable("bub")
+        try:
+            obj = layer.load(_EntryPoint(name, plugin)) if with_bub else plugin
+            shim = layer.plugin(name, obj, self.framework)
+            self.registry.register(shim, name=name)
+        except Exception:
+            layer.failed(name)
+            raise
         layer.registered(name, shim)
+
+    def _bub_layer(self) -> Any:
+        """The framework's Bub layer, made (with its own plugin, when Bub is there) on
+        first use, with Bub's config file in a temporary folder."""
+        layer = getattr(self.framework, "bub_group", None)
+        if layer is not None:
+            return layer
+        from hookline.builtins.bub.group import COMPAT_NAME, BubGroup
+        from hookline.builtins.bub.plugin import BubCompatPlugin
+
+        if not _BUB_CONFIG_DIR:
+            _BUB_CONFIG_DIR.append(tempfile.TemporaryDirectory(prefix="spec-bub-config-"))
+        layer = BubGroup(self.framework, config_file=Path(_BUB_CONFIG_DIR[0].name) / "config.yml")
+        if _importable("bub"):
+            loaded = layer.load(_EntryPoint(COMPAT_NAME, BubCompatPlugin))  # prepares Bub
+            compat = layer.plugin(COMPAT_NAME, loaded, self.framework)
+            self.registry.register(compat, name=COMPAT_NAME)
+            layer.registered(COMPAT_NAME, compat)
+        return layer
 
     def process_inbound(self, inbound: Any, stream_output: bool) -> Any:
         return self.framework.process_inbound(inbound, stream_output=stream_output)
@@ -265,10 +358,41 @@ class HooklineFramework(HooklineKernel):
     def get_tools(self) -> list[Any]:
         return self.framework.get_tools()
 
+    async def offered_tools(self) -> list[str]:
+        """The names the model is offered at a turn's first step, as the builtin agent
+        offers them (``builtins/agent.py``): the collected tools whose exposure lets the
+        model call them (``auto``, ``direct``), by their model names. hookline has no
+        deferred loading: a deferred tool is offered like any other."""
+        return [tool.model_name for tool in self.framework.get_tools()
+                if tool.exposure in ("auto", "direct")]
+
     def get_channels(self, message_handler: Any) -> list[Any]:
         channels = self.framework.get_channels(message_handler)
         assert all(name == channel.name for name, channel in channels.items())
         return list(channels.values())
+
+    async def run_channels(self, selection: str | None, environ: dict[str, str]) -> list[str]:
+        """Run the channels ``hookline gateway`` runs, inside ``running()``, and stop them
+        as soon as they are started; returns their names in selection order. The selection
+        is the gateway's (``cli/gateway.py``): ``selection`` (its ``--channels``) when it is
+        not blank, else the ``channels`` setting, read here from ``environ`` alone
+        (``HOOKLINE_CHANNELS``) and an empty config file, never the user's. The channel
+        manager is the builtins' (``hookline.builtins.channels``)."""
+        import anyio
+
+        from hookline.builtins.channels import ChannelManager
+        from hookline.builtins.settings import settings_from_config
+
+        with tempfile.TemporaryDirectory(prefix="spec-hookline-home-") as home:
+            settings = settings_from_config({}, environ, home)
+        names = selection if selection is not None and selection.strip() else settings.channels
+        manager = ChannelManager(self.framework, enabled_channels=names)
+        stop = anyio.Event()
+        async with self.framework.running(), anyio.create_task_group() as task_group:
+            await task_group.start(manager.run, stop)
+            started = list(manager.active)
+            stop.set()
+        return started
 
     def get_tape_sidecars(self) -> list[Any]:
         return self.framework.get_tape_sidecars()

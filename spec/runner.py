@@ -40,6 +40,7 @@ if str(SPEC_DIR) not in sys.path:  # framework_steps sits beside this file
 
 from framework_steps import ACTIONS as FRAMEWORK_ACTIONS  # noqa: E402
 from framework_steps import (  # noqa: E402
+    SELF_KEY,
     FixtureError,
     Scope,
     Tags,
@@ -79,8 +80,10 @@ class FrameworkUnderTest(KernelUnderTest, Protocol):
     async def process_inbound(self, inbound: Any, stream_output: bool) -> Any: ...
     def running(self) -> AbstractAsyncContextManager[Any]: ...
     def get_tools(self) -> list[Any]: ...
+    async def offered_tools(self) -> list[str]: ...
     def get_channels(self, message_handler: Any) -> list[Any]: ...
     def get_tape_sidecars(self) -> list[Any]: ...
+    async def run_channels(self, selection: str | None, environ: dict[str, str]) -> list[str]: ...
     def get_system_prompt(self, prompt: Any, state: dict[str, Any]) -> str: ...
     def build_tape_context(self) -> Any: ...
     def collect_onboard_config(self, current_config: Any, plugin: str | None) -> dict: ...
@@ -221,7 +224,8 @@ class Transcript:
 
 
 def _make_function(
-    plugin: str, spec: dict[str, Any], prefix: str, transcript: Transcript, tags: Tags
+    plugin: str, spec: dict[str, Any], prefix: str, transcript: Transcript, tags: Tags,
+    group: str | None = None,
 ) -> Callable[..., Any]:
     attr = spec.get("attr", spec["hook"])
     params = spec.get("params", "")
@@ -229,19 +233,30 @@ def _make_function(
     returns = spec.get("returns", {"$none": True})
     raises = spec.get("raises")
     sets = spec.get("sets", {})
+    logs = spec.get("logs")
+    if logs is not None and group is None:
+        raise FixtureError(f"{plugin}.{attr}: logs needs a plugin with a group")
     full_params = ", ".join(p for p in (prefix, params) if p)
 
     def hit(seen: dict[str, Any]) -> Any:
         args = {k: v for k, v in seen.items() if k not in ("self", "cls")}
         transcript.record({"plugin": plugin, "function": attr, "args": args})
+        # ``$self`` reads the plugin object: it travels with the arguments, under a key
+        # no parameter can have.
+        scope = {**args, SELF_KEY: seen["self"]} if "self" in seen else args
         for path, value in sets.items():
-            assign(args, path, decode(value, tags, args))
+            assign(args, path, decode(value, tags, scope))
+        if logs is not None:
+            log = getattr(transcript.adapter, "log", None)
+            if log is None:
+                raise FixtureError("the adapter has no log(); it cannot log as a plugin")
+            log(group, logs.get("level", "WARNING"), logs["message"])
         if raises:
             exc = make_exception(raises)
             transcript.raised.append(exc)
             raise exc
         # Decoded at every call: each call gets fresh values (streams, generators, ...).
-        return decode(returns, tags, args)
+        return decode(returns, tags, scope)
 
     async def awaited(seen: dict[str, Any]) -> Any:
         return hit(seen)
@@ -299,10 +314,13 @@ def build_plugin(
 ) -> object:
     """An instance, class or module carrying the fixture plugin's implementations."""
     name, form = data["name"], data.get("form", "instance")
+    factory = data.get("factory")
+    if factory is not None and ("group" not in data or form != "instance"):
+        raise FixtureError(f"plugin {name}: factory needs a group and the instance form")
     prefix = {"instance": "self", "class": "cls", "static": "", "module": ""}[form]
     members: dict[str, Any] = {}
     for spec in data.get("impls", []):
-        function = _make_function(name, spec, prefix, transcript, tags)
+        function = _make_function(name, spec, prefix, transcript, tags, data.get("group"))
         if spec.get("marked", True):
             function = adapter.mark(function, dict(spec.get("markers", {})))
         wrap = {"class": classmethod, "static": staticmethod}.get(form)
@@ -315,8 +333,28 @@ def build_plugin(
         module = types.ModuleType(f"spec_plugin_{name}")
         vars(module).update(members)
         return module
+    if factory is not None:
+        members["__init__"] = _factory_init(name, factory, tags)
     cls = type(f"Plugin{name}", (), members)
+    if factory is not None:
+        return cls  # the group's loader calls it with the framework
     return cls() if form == "instance" else cls
+
+
+def _factory_init(name: str, factory: dict[str, Any], tags: Tags) -> Callable[..., None]:
+    """The constructor of a ``factory`` plugin: called with the framework by the group's
+    loader, it keeps it as ``self.framework``, decodes ``makes`` (so what those values do
+    when made, such as registering a tool, happens while the plugin loads), then raises
+    ``raises`` if given."""
+
+    def __init__(self: Any, framework: Any) -> None:
+        self.framework = framework
+        self.made = decode(factory.get("makes", []), tags, {})
+        if "raises" in factory:
+            raise make_exception(factory["raises"])
+
+    __init__.__qualname__ = f"Plugin{name}.__init__"
+    return __init__
 
 
 # -- running ---------------------------------------------------------------------------------

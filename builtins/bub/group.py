@@ -98,11 +98,13 @@ class BubGroup(PluginGroup):
 
     name = "bub"
 
-    def __init__(self, framework: Any) -> None:
+    def __init__(self, framework: Any, config_file: Path | None = None) -> None:
         self.framework = framework
         framework.bub_group = self
-        self.config_file = Path.home() / ".bub" / "config.yml"
-        """Bub's config file (``bub.framework.DEFAULT_CONFIG_FILE`` once Bub is read)."""
+        self._given_config_file = config_file
+        self.config_file = config_file or Path.home() / ".bub" / "config.yml"
+        """Bub's config file: ``config_file`` when given (a host, or a test, that must not
+        read the user's), else ``bub.framework.DEFAULT_CONFIG_FILE`` once Bub is read."""
         self.originals: dict[str, Any] = {}
         """Loaded Bub plugins by name, as their entry points made them."""
         self._facades: dict[str, BubFrameworkFacade] = {}
@@ -199,7 +201,7 @@ class BubGroup(PluginGroup):
         install_tool_keywords()
         _forward_loguru()
         try:
-            self.config_file = Path(DEFAULT_CONFIG_FILE)
+            self.config_file = self._given_config_file or Path(DEFAULT_CONFIG_FILE)
             configure.load(self.config_file)
         except Exception as exc:
             self._prepare_error = RuntimeError(
