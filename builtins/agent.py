@@ -14,7 +14,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -49,7 +49,7 @@ from hookline.kernel.streaming import (
     StreamEvent,
     StreamState,
 )
-from hookline.kernel.tools import ToolContext
+from hookline.kernel.tools import Tool, ToolContext
 from hookline.kernel.turn import RUNTIME_TAPE, RUNTIME_TOOL_NAMES
 
 from .models.base import (
@@ -109,6 +109,13 @@ class Agent:
         return AsyncStreamEvents(run.events(), state=stream_state)
 
 
+def offered_tools(tools: Iterable[Tool]) -> list[Tool]:
+    """The tools the model is offered, in order: those whose exposure lets it call them
+    (``auto``, ``direct``). Comma commands are not offered; nor is anything loaded later:
+    there is no deferred loading, a Bub ``deferred`` tool is offered like any other."""
+    return [tool for tool in tools if tool.exposure in ("auto", "direct")]
+
+
 class _Run:
     """One run's state; ``events()`` is its whole life as an async generator."""
 
@@ -121,8 +128,7 @@ class _Run:
         self.model = model
         self.stream_state = stream_state
         self.bus = agent.bus
-        offered = [tool for tool in agent.framework.get_tools()
-                   if tool.exposure in ("auto", "direct")]
+        offered = offered_tools(agent.framework.get_tools())
         self.tools = {tool.model_name: tool for tool in offered}
         # Calls may also use the tool's own name (`fs.read` for the model's `fs_read`).
         self.tool_aliases = {tool.name: tool for tool in offered}

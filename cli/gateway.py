@@ -75,6 +75,13 @@ def gateway_command(framework: Framework) -> Any:
     return gateway
 
 
+def channel_selection(channels: str | None, settings: Any) -> Any:
+    """The channels the gateway runs: ``--channels`` when it is not blank, else the
+    ``channels`` setting (``HOOKLINE_CHANNELS``, ``channels`` in config.toml); never Bub's
+    ``enabled_channels``."""
+    return channels if channels is not None and channels.strip() else settings.channels
+
+
 async def run_gateway(framework: Framework, settings: Any, host: str | None = None,
                       port: int | None = None, channels: str | None = None,
                       allow_remote: bool | None = None) -> None:
@@ -84,7 +91,7 @@ async def run_gateway(framework: Framework, settings: Any, host: str | None = No
     from hookline.builtins.channels import ChannelManager
     from hookline.builtins.channels.http import HttpChannel
 
-    names = channels if channels is not None and channels.strip() else settings.channels
+    names = channel_selection(channels, settings)
     manager = ChannelManager(framework, stream_output=settings.stream, enabled_channels=names)
     selected = manager.enabled(names)
     if not selected:

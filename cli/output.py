@@ -173,7 +173,7 @@ def show_logs(level: int = logging.INFO, *, turn_failures: bool = True) -> None:
     log = logging.getLogger("hookline")
     if root.handlers or log.handlers:
         return
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     handler.setFormatter(_OneLine())
     handler.setLevel(level)
     if not turn_failures:
@@ -181,6 +181,20 @@ def show_logs(level: int = logging.INFO, *, turn_failures: bool = True) -> None:
     log.addHandler(handler)
     if log.level == logging.NOTSET:
         log.setLevel(level)
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to ``sys.stderr`` as it is when a record comes, not as it was when the
+    handler was made: the chat's line editor swaps it for a writer that prints above the
+    prompt, and a line written past it would land inside the line being typed."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass  # always the current sys.stderr
 
 
 class _OneLine(logging.Formatter):

@@ -359,12 +359,12 @@ class HooklineFramework(HooklineKernel):
         return self.framework.get_tools()
 
     async def offered_tools(self) -> list[str]:
-        """The names the model is offered at a turn's first step, as the builtin agent
-        offers them (``builtins/agent.py``): the collected tools whose exposure lets the
-        model call them (``auto``, ``direct``), by their model names. hookline has no
-        deferred loading: a deferred tool is offered like any other."""
-        return [tool.model_name for tool in self.framework.get_tools()
-                if tool.exposure in ("auto", "direct")]
+        """The names the model is offered at a turn's first step: the builtin agent's own
+        choice (``hookline.builtins.agent.offered_tools``) of the collected tools, by their
+        model names."""
+        from hookline.builtins.agent import offered_tools
+
+        return [tool.model_name for tool in offered_tools(self.framework.get_tools())]
 
     def get_channels(self, message_handler: Any) -> list[Any]:
         channels = self.framework.get_channels(message_handler)
@@ -374,18 +374,19 @@ class HooklineFramework(HooklineKernel):
     async def run_channels(self, selection: str | None, environ: dict[str, str]) -> list[str]:
         """Run the channels ``hookline gateway`` runs, inside ``running()``, and stop them
         as soon as they are started; returns their names in selection order. The selection
-        is the gateway's (``cli/gateway.py``): ``selection`` (its ``--channels``) when it is
-        not blank, else the ``channels`` setting, read here from ``environ`` alone
+        is the gateway's own (``hookline.cli.gateway.channel_selection``) of ``selection``
+        (its ``--channels``) and the settings, read here from ``environ`` alone
         (``HOOKLINE_CHANNELS``) and an empty config file, never the user's. The channel
         manager is the builtins' (``hookline.builtins.channels``)."""
         import anyio
 
         from hookline.builtins.channels import ChannelManager
         from hookline.builtins.settings import settings_from_config
+        from hookline.cli.gateway import channel_selection
 
         with tempfile.TemporaryDirectory(prefix="spec-hookline-home-") as home:
             settings = settings_from_config({}, environ, home)
-        names = selection if selection is not None and selection.strip() else settings.channels
+        names = channel_selection(selection, settings)
         manager = ChannelManager(self.framework, enabled_channels=names)
         stop = anyio.Event()
         async with self.framework.running(), anyio.create_task_group() as task_group:
