@@ -88,6 +88,7 @@ class SpecInbox:
 
 
 def _generator(value: Any, label: str, error: BaseException | None,
+               exit_error: BaseException | None,
                record: Callable[[dict[str, Any]], None]) -> Any:
     record({"enter": label})
     if error is not None:
@@ -96,9 +97,12 @@ def _generator(value: Any, label: str, error: BaseException | None,
         yield value
     finally:
         record({"exit": label})
+        if exit_error is not None:
+            raise exit_error
 
 
 async def _async_generator(value: Any, label: str, error: BaseException | None,
+                           exit_error: BaseException | None,
                            record: Callable[[dict[str, Any]], None]) -> Any:
     record({"enter": label})
     if error is not None:
@@ -107,6 +111,8 @@ async def _async_generator(value: Any, label: str, error: BaseException | None,
         yield value
     finally:
         record({"exit": label})
+        if exit_error is not None:
+            raise exit_error
 
 
 CLOSABLE_TAGS = frozenset({"environment", "stream"})
@@ -149,8 +155,9 @@ class Tags:
         value = self.decode(raw, args)
         if tag in ("generator", "async_generator"):
             error = make_exception(extra["raises"]) if "raises" in extra else None
+            exit_error = make_exception(extra["exit_raises"]) if "exit_raises" in extra else None
             make = _generator if tag == "generator" else _async_generator
-            return make(value, extra.get("label", tag), error, self.record)
+            return make(value, extra.get("label", tag), error, exit_error, self.record)
         if tag == "inbox":
             return SpecInbox(value, self.record)
         if tag == "object":

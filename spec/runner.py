@@ -415,6 +415,16 @@ def _check_error(expected: dict[str, Any] | None, error: BaseException | None) -
         kind = getattr(error, "kind", None)
         kind = getattr(kind, "value", kind)
         _check(kind == expected["kind"], "error kind", expected["kind"], kind)
+    if "notes" in expected:
+        # PEP 678 notes (add_note): each fragment must occur in one of them; [] means none.
+        notes = [str(note) for note in getattr(error, "__notes__", None) or []]
+        wanted = expected["notes"]
+        wanted = [wanted] if isinstance(wanted, str) else wanted
+        if not wanted:
+            _check(not notes, "error notes", [], notes)
+        for fragment in wanted:
+            _check(any(fragment in note for note in notes), "error notes contain", fragment,
+                   notes)
 
 
 async def run_fixture(path: Path, adapter: Adapter) -> str | None:
