@@ -638,7 +638,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     failed = skipped = 0
     paths = args.fixtures or fixture_paths()
     for path in paths:
-        shown = path.relative_to(SPEC_DIR) if path.is_absolute() else path
+        shown = path.relative_to(SPEC_DIR) if path.is_relative_to(SPEC_DIR) else path
         try:
             why = run_sync(path, adapter, args.backend)
         except FixtureFailure as failure:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,26 @@ def test_framework_actions_need_a_framework_fixture(tmp_path: Path) -> None:
     path.write_text('rules = ["x"]\nplugins = []\n[[steps]]\naction = "get_tools"\n')
     with pytest.raises(runner.FixtureFailure, match="framework = true"):
         runner.run_sync(path, HooklineAdapter())
+
+
+def test_the_runner_plays_a_fixture_from_anywhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A fixture outside spec/ (an adapter author's own) is played and shown by its path."""
+    fixture = tmp_path / "mine.toml"
+    fixture.write_text(textwrap.dedent("""
+        rules = ["dispatch.first.non-none"]
+        description = "expects the wrong answer, so it fails"
+        [[plugins]]
+        name = "only"
+        impls = [{ hook = "resolve_session", params = "message", returns = "s" }]
+        [[steps]]
+        action = "call_first_sync"
+        hook = "resolve_session"
+        args = { message = "m" }
+        [steps.expect]
+        result = "not s"
+    """), encoding="utf-8")
+    assert runner.main([str(fixture)]) == 1
+    out = capsys.readouterr().out
+    assert f"FAIL {fixture}: mine.toml step 2 (call_first_sync resolve_session)" in out, out
