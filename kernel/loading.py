@@ -15,6 +15,7 @@ import importlib
 import importlib.machinery
 import importlib.util
 import os
+import stat
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -126,16 +127,31 @@ def may_declare_entry_points(group: str) -> bool:
     return False
 
 
+_MAX_SCANNED_BYTES = 1 << 20
+"""An ``entry_points.txt`` larger than this is not read by the scan (it defers)."""
+
+
 def _declares_section(path: str, group: str) -> bool:
     """Whether the file has a ``[group]`` line (looser than ``importlib.metadata``'s
-    parser, which is what makes the scan safe); True when it exists but cannot be read."""
+    parser, which is what makes the scan safe). True, to defer, when it exists but is not
+    a regular file (opened without blocking, so a FIFO cannot hang start-up), is larger
+    than ``_MAX_SCANNED_BYTES`` or cannot be read."""
     try:
-        with open(path, "rb") as file:
-            text = file.read().decode("utf-8", "replace")
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except (FileNotFoundError, NotADirectoryError):
         return False
     except OSError:
         return True
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_SCANNED_BYTES:
+            return True
+        with open(descriptor, "rb", closefd=False) as file:
+            text = file.read(_MAX_SCANNED_BYTES + 1).decode("utf-8", "replace")
+    except OSError:
+        return True
+    finally:
+        os.close(descriptor)
     for line in text.splitlines():
         line = line.strip()
         if line.startswith("[") and line.endswith("]") and line.strip("[] \t") == group:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 import textwrap
 import uuid
@@ -471,20 +472,26 @@ def test_the_scan_finds_what_importlib_metadata_finds(site: Site) -> None:
     assert [ep.name for ep in site.entry_points()] == [site.name("one")]
 
 
-@pytest.mark.parametrize("kind", ["zip", "egg", "unreadable file"])
+@pytest.mark.parametrize("kind", ["zip", "egg", "folder", "fifo", "huge"])
 def test_the_scan_defers_to_importlib_metadata_when_unsure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
+    entry = tmp_path
+    odd = tmp_path / "odd-0.1.dist-info" / "entry_points.txt"
     if kind == "zip":
         entry = tmp_path / "plugins.zip"
         entry.write_bytes(b"PK\x05\x06" + bytes(18))
     elif kind == "egg":
         entry = tmp_path / "plugin-0.1.egg"
         entry.mkdir()
-    else:
-        entry = tmp_path
+    elif kind == "folder":
         _dist_info(tmp_path, "odd", None)
-        (tmp_path / "odd-0.1.dist-info" / "entry_points.txt").mkdir()  # read fails
+        odd.mkdir()
+    elif kind == "fifo":  # opened without blocking: no writer ever comes
+        _dist_info(tmp_path, "odd", None)
+        os.mkfifo(odd)
+    else:  # not read past the limit, whatever it holds
+        _dist_info(tmp_path, "odd", "[console_scripts]\n" + "#" * (1 << 20) + "\n")
     _only_on_path(monkeypatch, entry)
     assert may_declare_entry_points("hookline")
 
