@@ -1,5 +1,6 @@
-"""Frameworks with the builtin plugin for the builtin tests: a scripted model by default,
-the home beside the workspace, and the plugins under test registered after the builtin."""
+"""Frameworks with the builtin plugin for the builtin tests, made with the plugin authors'
+toolkit (``hookline.testing``): a scripted model by default, the home beside the
+workspace, and the plugins under test registered after the builtin."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from hookline.builtins.models import ScriptedModel
 from hookline.builtins.plugin import BuiltinPlugin
 from hookline.builtins.settings import Settings
 from hookline.kernel import Framework
+from hookline.testing import build_framework, builtin_plugin, scripted_model
 
 
 def write_script(path: Path, turns: list[dict[str, Any]]) -> str:
@@ -21,20 +23,18 @@ def write_script(path: Path, turns: list[dict[str, Any]]) -> str:
 
 def build_builtin(workspace: Path, turns: list[dict[str, Any]] | None, *plugins: object,
                   **settings: Any) -> tuple[Framework, BuiltinPlugin]:
-    """The builtin plugin answering with `turns` (unless `model` is given), then `plugins`."""
+    """The builtin plugin answering with `turns` (unless `model` is given), then `plugins`,
+    named `<class>-<index>`; `settings` are `Settings` fields."""
     if turns is not None and "model" not in settings:
         settings["model"] = write_script(workspace.parent / "turns.json", turns)
-    framework = Framework(workspace)
-    builtin = BuiltinPlugin(framework, settings=Settings(home=workspace.parent / "home",
-                                                         **settings))
-    framework.registry.register(builtin, name="builtin")
-    for index, plugin in enumerate(plugins):
-        framework.registry.register(plugin, name=f"{type(plugin).__name__.lower()}-{index}")
-    return framework, builtin
+    home = workspace.parent / "home"
+    named = [(f"{type(plugin).__name__.lower()}-{index}", plugin)
+             for index, plugin in enumerate(plugins)]
+    framework = build_framework(*named, home=home, workspace=workspace,
+                                settings=Settings(home=home, **settings))
+    return framework, builtin_plugin(framework)
 
 
 def model_of(builtin: BuiltinPlugin) -> ScriptedModel:
     """The scripted model the agent uses (the opener keeps one client per spec)."""
-    model = builtin.get_agent().open_model(builtin.get_settings().model_spec)
-    assert isinstance(model, ScriptedModel)
-    return model
+    return scripted_model(builtin.framework)
