@@ -46,6 +46,9 @@ COMPAT_NAME = "bub"
 
 _BUB_DISTRIBUTION = "bub"
 
+SUPPORTED_BUB = "0.6.0a3"
+"""The Bub release the layer adapts to (and ``spec/run_bub_plugins.py`` installs)."""
+
 
 def _normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
@@ -190,10 +193,8 @@ class BubGroup(PluginGroup):
             from bub import configure
             from bub.core.tools import REGISTRY
             from bub.framework import DEFAULT_CONFIG_FILE
-        except (ImportError, SyntaxError) as exc:  # Bub 0.6 needs Python 3.12
-            self._prepare_error = RuntimeError(
-                f"Bub cannot be imported ({type(exc).__name__}: {exc}); Bub 0.6 needs "
-                f"Python 3.12 or newer, this is {sys.version.split()[0]}")
+        except (ImportError, SyntaxError) as exc:
+            self._prepare_error = RuntimeError(_unusable_bub(exc))
             raise self._prepare_error from exc
         from .aliases import install_aliases, install_tool_keywords
 
@@ -514,6 +515,24 @@ def _module_holding(tool: Any, first: list[Any]) -> str | None:
         if any(value is tool for value in list(namespace.values())):
             return str(getattr(module, "__name__", "")) or None
     return None
+
+
+def _unusable_bub(exc: BaseException) -> str:
+    """Why Bub cannot serve the layer, and what to do: Bub 0.6 needs Python 3.12, and
+    the layer needs Bub 0.6 (another release has another package layout)."""
+    found = f"Bub cannot be imported ({type(exc).__name__}: {exc})"
+    turn_off = "or turn the bub plugin group off with HOOKLINE_BUB_PLUGINS=0"
+    if sys.version_info < (3, 12):
+        return (f"{found}; Bub 0.6 needs Python 3.12 or newer, this is "
+                f"{sys.version.split()[0]}: run hookline with Python 3.12, {turn_off}")
+    from importlib import metadata
+
+    try:
+        version = metadata.version(_BUB_DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        version = "of unknown version"
+    return (f"{found}: the Bub compatibility layer works with Bub {SUPPORTED_BUB} and the "
+            f"installed bub is {version}; install bub=={SUPPORTED_BUB}, {turn_off}")
 
 
 def _forward_loguru() -> None:

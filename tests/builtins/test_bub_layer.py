@@ -174,3 +174,33 @@ def test_tools_written_into_the_agent_table_reach_the_model_first() -> None:
     assert framework.get_tools()[0].handler() == "own"
     with pytest.raises(KeyError):
         del group.agent_tools["other"]  # another plugin's tool is not the table's to remove
+
+
+def test_another_bub_release_is_refused_with_what_to_do(tmp_path: Any) -> None:
+    """Bub 0.5 (bub-qq 0.1.0 was written for it) has another package layout: each Bub
+    plugin fails with the installed release, the supported one and the switch, not with
+    a word about Python."""
+    site = tmp_path / "site"
+    (site / "bub").mkdir(parents=True)
+    (site / "bub" / "__init__.py").write_text("", encoding="utf-8")
+    info = site / "bub-0.5.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: bub\nVersion: 0.5.0\n",
+                                   encoding="utf-8")
+    code = ("import sys\n"
+            f"sys.path.insert(0, {str(site)!r})\n"
+            "from hookline.builtins.bub.group import BubGroup\n"
+            "from hookline.kernel import Framework\n"
+            "try:\n"
+            "    BubGroup(Framework())._prepare()\n"
+            "except RuntimeError as exc:\n"
+            "    print(exc)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60)
+    message = done.stdout.strip()
+    if sys.version_info < (3, 12):
+        assert "Bub 0.6 needs Python 3.12 or newer" in message, message
+    else:
+        assert "the installed bub is 0.5.0; install bub==0.6.0a3" in message, message
+    assert message.startswith("Bub cannot be imported (ImportError") and (
+        f"{layer.SWITCH_ENV}=0" in message), message
