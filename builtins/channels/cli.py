@@ -120,10 +120,24 @@ def _can_edit(stream: Any, output: Any) -> bool:
         return False
     if not (is_terminal(stream) and is_terminal(output)):
         return False
-    import sniffio
+    return _running_on_asyncio()
 
+
+def _running_on_asyncio() -> bool:
+    """Whether the running event loop is asyncio's. sniffio says so when it is installed;
+    anyio no longer needs it, and trio does, so without it only asyncio can be running."""
     try:
-        return sniffio.current_async_library() == "asyncio"
+        import sniffio
+    except ImportError:
+        import asyncio
+
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        return True
+    try:
+        return bool(sniffio.current_async_library() == "asyncio")
     except sniffio.AsyncLibraryNotFoundError:
         return False
 

@@ -133,3 +133,22 @@ def test_a_line_typed_while_a_reply_runs_stays_in_the_prompt(terminal: Terminal)
     terminal.keys("Enter")
     terminal.wait_for(lambda s: 'You said: "typed meanwhile"' in s and at_prompt(s),
                       "the typed line sent when Enter was pressed")
+
+
+def test_the_line_editor_needs_no_sniffio(terminal: Terminal, tmp_path: Path) -> None:
+    """A plain install has no sniffio (anyio no longer needs it; only the test extra's
+    trio brings it in): the chat must still edit lines in a terminal."""
+    blocker = tmp_path / "without-sniffio" / "sniffio"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text(  # what importing a missing module raises
+        "raise ModuleNotFoundError(\"No module named 'sniffio'\", name='sniffio')\n",
+        encoding="utf-8")
+    terminal.env["PYTHONPATH"] = str(blocker.parent)
+    terminal.chat("plain", "--session", "plain")
+    terminal.wait_for(lambda s: "hookline chat" in s and at_prompt(s), "the banner")
+    terminal.tmux("send-keys", "-t", terminal.target, "-l", "edited")  # no Enter yet
+    terminal.keys("Left", "Left", "BSpace")
+    terminal.wait_for(lambda s: input_line(s) == "you> edied", "the line edited in place")
+    terminal.keys("Enter")
+    screen = terminal.wait_for(lambda s: 'You said: "edied"' in s and at_prompt(s), "the reply")
+    assert "failed" not in screen, screen
