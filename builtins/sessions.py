@@ -21,7 +21,6 @@ import json
 import os
 import re
 import secrets
-import stat
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -29,8 +28,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from hookline.kernel.streaming import HooklineError
 from hookline.kernel.tape import AsyncTapeStore, TapeEntry, TapeQuery, TapeStore
 
+from .files import open_regular_file
 from .store.asyncstore import as_async_store
 from .store.memory import SIDECAR_MARKER, is_sidecar_tape
 from .tape import BOOTSTRAP_ANCHOR, session_tape_name, write_archive
@@ -349,15 +350,13 @@ def set_current_session(home: Path, workspace: str | os.PathLike[str], session_i
 
 
 def _read_current(home: Path) -> dict[str, Any]:
-    path = home / CURRENT_SESSIONS_FILE
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-    except OSError:
+    try:  # a regular file only: a FIFO or a link in its place is not read
+        handle, info = open_regular_file(str(home / CURRENT_SESSIONS_FILE))
+    except (HooklineError, OSError):
         return {}
     try:
-        with os.fdopen(fd, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode) or info.st_size > 1 << 24:
+        with handle:
+            if info.st_size > 1 << 24:
                 return {}
             data = json.loads(handle.read().decode("utf-8", errors="replace"))
     except (OSError, ValueError):

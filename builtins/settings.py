@@ -605,6 +605,15 @@ def _file_error(spec: _Spec, value: Any, path: Path) -> SettingsError:
     )
 
 
+def _unreadable_config(path: Path, exc: OSError) -> SettingsError:
+    return SettingsError(
+        f"Cannot read the config file {path}: {exc.strerror or exc}. "
+        f"Fix its permissions, or set {_HOME_ENV} to another directory.",
+        key="config",
+        source=f"file:{path}",
+    )
+
+
 def read_config_file(path: Path) -> dict[str, Any]:
     """The config file's tables ({} when there is none); SettingsError, naming the file
     and the fix, when it cannot be read or is not TOML, is not a regular file (a FIFO
@@ -614,12 +623,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
     except FileNotFoundError:
         return {}
     except OSError as exc:
-        raise SettingsError(
-            f"Cannot read the config file {path}: {exc.strerror or exc}. "
-            f"Fix its permissions, or set {_HOME_ENV} to another directory.",
-            key="config",
-            source=f"file:{path}",
-        ) from exc
+        raise _unreadable_config(path, exc) from exc
     try:
         info = os.fstat(fd)
         problem = ("is not a regular file" if not stat.S_ISREG(info.st_mode) else
@@ -632,12 +636,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
         with os.fdopen(fd, "rb", closefd=False) as handle:
             raw = handle.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
-        raise SettingsError(
-            f"Cannot read the config file {path}: {exc.strerror or exc}. "
-            f"Fix its permissions, or set {_HOME_ENV} to another directory.",
-            key="config",
-            source=f"file:{path}",
-        ) from exc
+        raise _unreadable_config(path, exc) from exc
     finally:
         os.close(fd)
     import tomllib  # only with a config file to parse

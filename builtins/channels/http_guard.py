@@ -31,6 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hookline.kernel.streaming import HooklineError
+
+from ..files import open_regular_file
 from ..settings import MIN_HTTP_TOKEN_LENGTH
 
 __all__ = [
@@ -103,18 +106,18 @@ def _read_or_create(path: Path) -> str:
 
 
 def _read_token_file(path: Path) -> str:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:  # a regular file only, never through a link, never blocking on a FIFO
+        handle, info = open_regular_file(str(path))
     except FileNotFoundError:
         raise
+    except HooklineError as exc:
+        raise RuntimeError(f"the http token file {path} is not a regular file; remove "
+                           f"it") from exc
     except OSError as exc:
         raise RuntimeError(f"cannot read the http token file {path}: {exc.strerror or exc}; "
                            f"remove it (a new token is made at the next start) or set "
                            f"HOOKLINE_HTTP_TOKEN") from exc
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise RuntimeError(f"the http token file {path} is not a regular file; remove it")
+    with handle:
         if info.st_mode & 0o077:
             raise RuntimeError(
                 f"the http token file {path} can be read by other users (mode "

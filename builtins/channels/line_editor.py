@@ -37,6 +37,10 @@ from typing import Any
 
 from prompt_toolkit.history import History
 
+from hookline.kernel.streaming import HooklineError
+
+from ..files import open_regular_file
+
 __all__ = ["MAX_HISTORY_BYTES", "MAX_HISTORY_ENTRIES", "BoundedFileHistory", "LineEditor"]
 
 MAX_HISTORY_ENTRIES = 1000
@@ -79,21 +83,17 @@ class BoundedFileHistory(History):
                 self._compact()
 
     def _read_entries(self) -> list[str]:
+        try:  # a regular file only: a FIFO or a link in its place is not read
+            handle, info = open_regular_file(str(self.path))
+        except (HooklineError, OSError):
+            return []
+        start = max(0, info.st_size - MAX_HISTORY_BYTES)
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            with handle:
+                handle.seek(start)
+                data = handle.read(MAX_HISTORY_BYTES)
         except OSError:
             return []
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                return []
-            start = max(0, info.st_size - MAX_HISTORY_BYTES)
-            os.lseek(fd, start, os.SEEK_SET)
-            data = os.read(fd, MAX_HISTORY_BYTES)
-        except OSError:
-            return []
-        finally:
-            os.close(fd)
         lines = data.split(b"\n")
         if start:
             lines = lines[1:]  # the first one was cut by the seek
