@@ -10,6 +10,7 @@ command a `/tool` line asks for never runs).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import socket
@@ -310,6 +311,28 @@ def test_a_token_file_others_can_read_is_refused(start: Any, home: Path) -> None
     token_file.write_text("short")
     out = finished(start(token=None, wait=False))
     assert out.returncode == 1 and "holds no valid token" in out.stderr
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link"])
+def test_a_token_file_that_is_a_fifo_or_a_link_is_refused(
+    start: Any, home: Path, tmp_path: Path, kind: str
+) -> None:
+    """A FIFO never blocks the start, and a link (say, to a file another user can plant)
+    is never followed: the gateway stops with one line naming the file."""
+    home.mkdir(parents=True)
+    token_file = home / "http_token"
+    if kind == "fifo":
+        os.mkfifo(token_file)
+    else:
+        target = tmp_path / "planted"
+        target.write_text("y" * 40)
+        target.chmod(0o600)
+        token_file.symlink_to(target)
+    out = finished(start(token=None, wait=False))
+    assert out.returncode == 1
+    assert (f"error: channel 'http' failed: the http token file {token_file} is not a "
+            f"regular file; remove it") in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
 
 
 def test_a_short_configured_token_is_a_settings_error(start: Any) -> None:
