@@ -18,10 +18,10 @@ def main(argv: list[str] | None = None) -> None:
     gc.disable()
     try:
         from .app import main as run
-    except BaseException:
-        gc.enable()
-        raise
-    run(argv, started=_collect_from_now_on)
+
+        run(argv, started=_collect_from_now_on)
+    finally:
+        gc.enable()  # also when the application could not be built
 
 
 def _collect_from_now_on() -> None:

@@ -137,7 +137,7 @@ def _running_on_asyncio() -> bool:
             return False
         return True
     try:
-        return bool(sniffio.current_async_library() == "asyncio")
+        return sniffio.current_async_library() == "asyncio"
     except sniffio.AsyncLibraryNotFoundError:
         return False
 
