@@ -11,11 +11,11 @@ framework runs on:
 - each spawned process leads its own process group (POSIX), so stopping it also stops
   everything it started (unless a descendant deliberately left the group with `setsid`);
   see `processes`;
-- `run()` runs a command to completion with a timeout and output limits (`commands`).
+- `run()` runs a command to completion with a timeout and output limits (`commands`);
+- every process it starts is confined by its `SandboxPolicy` (`sandbox`): a filtered
+  environment, and by default a Landlock sandbox that lets it write only the workspace.
 
-The workspace check guards against mistakes, not against a hostile process: a command run
-through `spawn()` or `run()` can still touch any file the user can. Code mode (`run_code`) is
-not supported by this environment.
+Code mode (`run_code`) is not supported by this environment.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from hookline.kernel.streaming import ErrorKind, HooklineError
 from .commands import run_command
 from .files import LineSlice, read_file, read_file_lines, write_file
 from .processes import LocalProcess, open_local_process, stop_processes
+from .sandbox import Confinement, SandboxPolicy
 
 if TYPE_CHECKING:
     from .lifespan import BackgroundProcesses
@@ -47,6 +48,10 @@ class LocalEnvironment(Environment):
     scope. Processes started with `spawn()` belong to this environment: `close()` stops
     the ones still running; with `processes`, the scope also ends their descendants that
     left the process group (see `lifespan`).
+
+    `sandbox` confines every process started here, background shells included; the
+    default is `SandboxPolicy()` (workspace-write, no network, filtered environment) with
+    the default hookline home hidden. The builtin plugin passes the configured policy.
     """
 
     workspace: str
@@ -57,11 +62,18 @@ class LocalEnvironment(Environment):
         *,
         processes: BackgroundProcesses | None = None,
         python: str | None = None,
+        sandbox: SandboxPolicy | None = None,
     ) -> None:
         root = os.path.realpath(os.fspath(workspace))
         super().__init__(root, python=python)
         self.processes = processes
         self._owned: set[LocalProcess] = set()
+        if sandbox is None:
+            from .settings import default_home
+
+            sandbox = SandboxPolicy(hidden=(str(default_home()),))
+        self.sandbox = sandbox
+        self._confinement = Confinement(sandbox, root)
 
     # -- paths -------------------------------------------------------------------------
 
@@ -148,7 +160,9 @@ class LocalEnvironment(Environment):
         """Start a process in the workspace (or `cwd`, which must be inside it)."""
         directory = self.resolve_path(cwd) if cwd is not None else self.workspace
         owner = self.processes.owner_env() if self.processes is not None else {}
-        process = await open_local_process(command, cwd=directory, env={**(env or {}), **owner})
+        environ, spawner = await anyio.to_thread.run_sync(self._confinement.prepare)
+        process = await open_local_process(command, cwd=directory, env={**(env or {}), **owner},
+                                           environ=environ, spawner=spawner)
         self._owned = {p for p in self._owned if not p.closed}
         self._owned.add(process)
         if self.processes is not None:  # the scope then ends what escapes from it too
@@ -173,7 +187,9 @@ class LocalEnvironment(Environment):
                 "LocalEnvironment with processes=... (the builtin lifespan's registry)",
             )
         directory = self.resolve_path(cwd) if cwd is not None else self.workspace
-        return await self.processes.start(command, cwd=directory, env=env)
+        environ, spawner = await anyio.to_thread.run_sync(self._confinement.prepare)
+        return await self.processes.start(command, cwd=directory, env=env, environ=environ,
+                                          spawner=spawner)
 
     async def run_code(
         self,
@@ -202,6 +218,7 @@ class LocalEnvironment(Environment):
         await stop_processes(running)
         for process in owned:
             await process.aclose()
+        await anyio.to_thread.run_sync(self._confinement.close)
 
 
 def _inside(path: str, root: str) -> bool:

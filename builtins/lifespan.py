@@ -42,7 +42,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -62,6 +62,9 @@ from .proctable import (
     reap,
     release_subreaper,
 )
+
+if TYPE_CHECKING:
+    from .confined import Spawner
 
 __all__ = ["OWNER_ENV", "BackgroundInfo", "BackgroundProcesses", "ProcessRecord"]
 
@@ -201,12 +204,16 @@ class BackgroundProcesses:
         command: str,
         cwd: str | os.PathLike[str] | None = None,
         env: Mapping[str, str] | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+        spawner: Spawner | None = None,
     ) -> str:
         """Start `command` through the shell as a process group leader; return its id.
 
         `cwd` is used as given (callers such as LocalEnvironment check it first); `env` is
-        added to the current environment. Stdin is empty; stdout and stderr go to the
-        process's log.
+        added to `environ` (default: the current environment); `spawner` is the sandbox's,
+        as for `open_local_process`. Stdin is empty; stdout and stderr go to the process's
+        log.
         """
         if not self._active or self._directory is None:
             raise HooklineError(
@@ -228,6 +235,8 @@ class BackgroundProcesses:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                environ=environ,
+                spawner=spawner,
             )
         finally:
             log.close()  # the child holds its own copy of the descriptor

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from .agent import Agent
     from .environment import LocalEnvironment
     from .lifespan import BackgroundProcesses
+    from .sandbox import SandboxPolicy
     from .settings import Settings
     from .spill import SpillSidecar
     from .steering import InMemorySteeringInbox
@@ -212,7 +213,13 @@ class BuiltinPlugin:
     def provide_environment(self, session_id: str, workspace: Any) -> LocalEnvironment:
         from .environment import LocalEnvironment
 
-        return LocalEnvironment(workspace, processes=self.processes)
+        return LocalEnvironment(workspace, processes=self.processes, sandbox=self.sandbox_policy())
+
+    def sandbox_policy(self) -> SandboxPolicy:
+        """The configured confinement of tool processes (hiding this home and its store)."""
+        from .sandbox import SandboxPolicy
+
+        return SandboxPolicy.from_settings(self.get_settings())
 
     @hookimpl
     def system_prompt(self, prompt: Any, state: dict[str, Any]) -> str:
@@ -252,8 +259,18 @@ class BuiltinPlugin:
     @hookimpl
     def provide_lifespan(self) -> Any:
         """The background processes' lifespan, with the process records in the hookline
-        home and a periodic sweep that also closes idle environments."""
+        home and a periodic sweep that also closes idle environments. A weakened sandbox
+        or environment policy is warned about here, at every start."""
         home = self._home()
+        from .sandbox import SECURITY_LOG
+        from .settings import SettingsError
+
+        try:
+            warnings = self.sandbox_policy().warnings()
+        except SettingsError:
+            warnings = []  # reported by whatever needs the settings, with the fix
+        for line in warnings:
+            logging.getLogger(SECURITY_LOG).warning("%s", line)
         return self.processes.lifespan(records=home / PROCESS_RECORDS,
                                        sweep=self.framework.close_idle_environments,
                                        sweep_seconds=self.sweep_seconds)

@@ -17,7 +17,7 @@ import os
 import signal as signals
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -26,6 +26,9 @@ from hookline.kernel.environment import StrPath
 from hookline.kernel.streaming import ErrorKind, HooklineError
 
 from .proctable import process_table
+
+if TYPE_CHECKING:
+    from .confined import Spawner
 
 __all__ = [
     "KILL_WAIT",
@@ -210,11 +213,15 @@ async def open_local_process(
     stdin: int | IO[Any] | None = subprocess.PIPE,
     stdout: int | IO[Any] | None = subprocess.PIPE,
     stderr: int | IO[Any] | None = subprocess.PIPE,
+    environ: Mapping[str, str] | None = None,
+    spawner: Spawner | None = None,
 ) -> LocalProcess:
     """Start a host process as the leader of a new session and process group (POSIX).
 
-    A string runs through the shell, a sequence is an argv; `env` is added to the current
-    environment. No workspace check happens here: `LocalEnvironment.spawn` does that.
+    A string runs through the shell, a sequence is an argv; `env` is added to `environ`
+    (default: the current environment). With `spawner`, the sandbox's confined thread
+    starts it, so it runs inside the sandbox. No workspace check happens here:
+    `LocalEnvironment.spawn` does that.
     """
     if isinstance(command, str):
         if not command.strip():
@@ -224,17 +231,23 @@ async def open_local_process(
         argv = [os.fspath(part) for part in command]
         if not argv:
             raise HooklineError(ErrorKind.invalid_input, "the command has no arguments")
-    environment = {**os.environ, **env} if env else None
-    process = await anyio.open_process(
-        argv,
-        stdin=stdin,
-        stdout=stdout,
-        stderr=stderr,
-        cwd=os.fspath(cwd) if cwd is not None else None,
-        env=environment,
-        start_new_session=POSIX,
-    )
-    return LocalProcess(process)
+    if environ is not None:
+        environment: Mapping[str, str] | None = {**environ, **(env or {})}
+    else:
+        environment = {**os.environ, **env} if env else None
+    options: dict[str, Any] = {
+        "stdin": stdin,
+        "stdout": stdout,
+        "stderr": stderr,
+        "cwd": os.fspath(cwd) if cwd is not None else None,
+        "env": environment,
+        "start_new_session": POSIX,
+    }
+    if spawner is None:
+        return LocalProcess(await anyio.open_process(argv, **options))
+    from .confined import open_confined
+
+    return LocalProcess(await open_confined(spawner, argv, **options))
 
 
 async def stop_processes(processes: Iterable[LocalProcess], grace: float = STOP_GRACE) -> None:

@@ -46,6 +46,17 @@ Settings (file key / environment variable: value; default):
 - channels / HOOKLINE_CHANNELS: channels `hookline gateway` runs: `all` (every channel
   that is not an interface), or a comma list of names (a list in the file); `!name`
   excludes one; all.
+- sandbox / HOOKLINE_SANDBOX: how shell commands are confined (Landlock): read-only,
+  workspace-write or off; workspace-write.
+- sandbox_network / HOOKLINE_SANDBOX_NETWORK: true/false, let sandboxed commands open TCP
+  connections and bind ports; false.
+- http_allow_unsandboxed / HOOKLINE_HTTP_ALLOW_UNSANDBOXED: true/false, let a gateway bound
+  beyond loopback run with sandbox = off; false.
+- tool_env / HOOKLINE_TOOL_ENV: the environment tool processes get: filtered (secrets and
+  hookline's own variables removed) or inherit (everything, warned at start); filtered.
+- tool_env_keep, tool_env_drop / HOOKLINE_TOOL_ENV_KEEP, HOOKLINE_TOOL_ENV_DROP: name
+  patterns (`fnmatch`, any case) a filtered environment keeps even though they look like
+  secrets, or drops besides the built-in ones; none.
 
 Booleans accept true/false, yes/no, on/off, 1/0. Lists are comma separated in the
 environment. A relative path (`tape_store`, `http_certfile`, `http_keyfile`) is relative to
@@ -117,6 +128,8 @@ DEFAULT_HTTP_TIMEOUT = 300.0
 DEFAULT_HTTP_BODY_TIMEOUT = 30.0
 MIN_HTTP_TOKEN_LENGTH = 32
 BUSY_SESSION_ACTIONS = ("follow_up", "process", "steer", "drop")
+SANDBOX_MODES = ("workspace-write", "read-only", "off")
+TOOL_ENV_MODES = ("filtered", "inherit")
 """Admission actions the `http_busy_session` setting can name."""
 API_FORMATS = ("chat", "responses", "messages", "gemini")
 """Chat wire formats republic 0.6 speaks (`api_format`)."""
@@ -180,6 +193,12 @@ class Settings:
     http_certfile: Path | None = None
     http_keyfile: Path | None = None
     channels: str = "all"
+    sandbox: str = "workspace-write"
+    sandbox_network: bool = False
+    http_allow_unsandboxed: bool = False
+    tool_env: str = "filtered"
+    tool_env_keep: tuple[str, ...] = ()
+    tool_env_drop: tuple[str, ...] = ()
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -190,6 +209,8 @@ class Settings:
         object.__setattr__(self, "fallback_models", tuple(self.fallback_models))
         object.__setattr__(self, "http_allowed_hosts", tuple(self.http_allowed_hosts))
         object.__setattr__(self, "http_allowed_origins", tuple(self.http_allowed_origins))
+        object.__setattr__(self, "tool_env_keep", tuple(self.tool_env_keep))
+        object.__setattr__(self, "tool_env_drop", tuple(self.tool_env_drop))
 
     @property
     def config_path(self) -> Path:
@@ -396,6 +417,24 @@ def _channel_names(value: Any) -> str:
     return ",".join(dict.fromkeys(names))
 
 
+def _choice(*choices: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        chosen = _text(value).lower().replace("_", "-")
+        if chosen not in choices:
+            raise _Invalid
+        return chosen
+    return parse
+
+
+def _env_pattern_list(value: Any) -> tuple[str, ...]:
+    def pattern(item: Any) -> str:
+        text = _text(item)
+        if not re.fullmatch(r"[A-Za-z0-9_*?\[\]!-]+", text):
+            raise _Invalid
+        return text
+    return _list_of(value, pattern)
+
+
 def _path(value: Any) -> Path:
     text = _text(value)
     if not text:
@@ -567,6 +606,20 @@ _SPECS = (
         "all,!cli",
         '["http"]',
     ),
+    _Spec("sandbox", "HOOKLINE_SANDBOX", _choice(*SANDBOX_MODES),
+          f"one of {', '.join(SANDBOX_MODES)}", "read-only", '"read-only"'),
+    _Spec("sandbox_network", "HOOKLINE_SANDBOX_NETWORK", _boolean, "true or false", "true",
+          "true"),
+    _Spec("http_allow_unsandboxed", "HOOKLINE_HTTP_ALLOW_UNSANDBOXED", _boolean,
+          "true or false", "true", "true"),
+    _Spec("tool_env", "HOOKLINE_TOOL_ENV", _choice(*TOOL_ENV_MODES),
+          f"one of {', '.join(TOOL_ENV_MODES)}", "inherit", '"inherit"'),
+    _Spec("tool_env_keep", "HOOKLINE_TOOL_ENV_KEEP", _env_pattern_list,
+          "a list of variable name patterns such as GH_TOKEN or MY_*_KEY (comma separated in "
+          "the environment)", "GH_TOKEN", '["GH_TOKEN"]'),
+    _Spec("tool_env_drop", "HOOKLINE_TOOL_ENV_DROP", _env_pattern_list,
+          "a list of variable name patterns such as INTERNAL_* (comma separated in the "
+          "environment)", "INTERNAL_*", '["INTERNAL_*"]'),
 )
 _BY_KEY = {spec.key: spec for spec in _SPECS}
 _BLANK_MEANS_UNSET = frozenset({"model", "fallback_models", "api_key", "api_key_env", "api_base",

@@ -169,18 +169,22 @@ def show_logs(level: int = logging.INFO, *, turn_failures: bool = True) -> None:
 
     ``turn_failures=False`` leaves out the pipeline's ``turn.failed`` record, for commands
     that print the failure themselves (one failure, one line)."""
+    from hookline.builtins.sandbox import SECURITY_LOG
+
     root = logging.getLogger()
     log = logging.getLogger("hookline")
     if root.handlers or log.handlers:
         return
     handler = _StderrHandler()
     handler.setFormatter(_OneLine())
-    handler.setLevel(level)
+    # Warnings about a weakened sandbox are shown whatever the level: they are the point.
+    handler.setLevel(min(level, logging.WARNING))
+    handler.addFilter(lambda record: record.levelno >= level or record.name == SECURITY_LOG)
     if not turn_failures:
         handler.addFilter(lambda record: not str(record.msg).startswith("turn.failed"))
     log.addHandler(handler)
     if log.level == logging.NOTSET:
-        log.setLevel(level)
+        log.setLevel(min(level, logging.WARNING))
 
 
 class _StderrHandler(logging.StreamHandler):

@@ -156,7 +156,9 @@ async def test_processes_of_another_owner_are_left_alone(tmp_path: Path) -> None
 
 
 def builtin_framework(tmp_path: Path, sweep: float = 0.1) -> tuple[Framework, BuiltinPlugin]:
-    framework = Framework(workspace=tmp_path)
+    # The home beside the workspace, not in it: the sandbox refuses a home commands can reach.
+    (tmp_path / "workspace").mkdir()
+    framework = Framework(workspace=tmp_path / "workspace")
     plugin = BuiltinPlugin(framework, settings=Settings(home=tmp_path / "home"))
     plugin.sweep_seconds = sweep
     plugin.processes.stop_grace = 0.5

@@ -270,6 +270,11 @@ def scripted(tmp_path: Path, turns: list[dict[str, Any]]) -> str:
     return f"scripted:{path}"
 
 
+def beside(workspace: Path) -> Path:
+    """A hookline home next to the workspace: the sandbox refuses one inside it."""
+    return workspace.with_name(f"{workspace.name}-home")
+
+
 TWO_FILES = [
     {"tool_calls": [{"name": "shell", "arguments": {"command": "echo a > a.txt"}}]},
     {"tool_calls": [{"name": "shell", "arguments": {"command": "echo b > b.txt"}}]},
@@ -280,14 +285,14 @@ TWO_FILES = [
 @pytest.mark.anyio
 async def test_a_completed_run_is_stored_once_and_leaves_no_journal(tmp_path: Path) -> None:
     framework = Framework(tmp_path)
-    settings = Settings(home=tmp_path / "home", model=scripted(tmp_path, TWO_FILES))
+    settings = Settings(home=beside(tmp_path), model=scripted(tmp_path, TWO_FILES))
     framework.registry.register(BuiltinPlugin(framework, settings=settings), name="builtin")
     async with framework.running():
         result = await framework.process_inbound({"content": "write", "session_id": "s"})
         store = framework.get_tape_store()
         assert isinstance(store, SQLiteTapeStore) and store.pending_runs() == 0
     assert result.model_output == "wrote both"
-    entries, recovered = stored(tmp_path / "home", "s", tmp_path)
+    entries, recovered = stored(beside(tmp_path), "s", tmp_path)
     assert recovered == []
     assert [e.kind for e in entries] == [
         "anchor", "message", "tool_call", "tool_result", "tool_call", "tool_result", "message",
@@ -331,7 +336,7 @@ async def test_a_failure_to_record_fails_the_turn_before_the_tool_runs(
     tmp_path: Path, stream_output: bool
 ) -> None:
     framework = Framework(tmp_path)
-    settings = Settings(home=tmp_path / "home", model=scripted(tmp_path, TWO_FILES))
+    settings = Settings(home=beside(tmp_path), model=scripted(tmp_path, TWO_FILES))
     framework.registry.register(BuiltinPlugin(framework, settings=settings), name="builtin")
     framework.registry.register(FailingStorePlugin(tmp_path / "tapes.db"), name="failing")
     errors: list[tuple[str, BaseException]] = []
@@ -369,7 +374,7 @@ class FailingCommit(SQLiteTapeStore):
 @pytest.mark.anyio
 async def test_a_failed_merge_is_reported_and_its_journal_recovered(tmp_path: Path) -> None:
     framework = Framework(tmp_path)
-    settings = Settings(home=tmp_path / "home", model=scripted(tmp_path, TWO_FILES))
+    settings = Settings(home=beside(tmp_path), model=scripted(tmp_path, TWO_FILES))
     framework.registry.register(BuiltinPlugin(framework, settings=settings), name="builtin")
 
     class Store:

@@ -1,0 +1,73 @@
+"""The cost of the shell sandbox: one `shell` tool call with and without it.
+
+Both runs call the builtin `shell` tool the way a turn does (through a `LocalEnvironment`
+in the tool context), side by side in one process, interleaved so that machine noise hits
+them alike: `off` (no Landlock, the environment still filtered) against the default
+`workspace-write`. The sandboxed call forks instead of vforking (a `preexec_fn` runs in the
+child) and makes two more system calls there; the ruleset is built once and reused.
+Figures are medians. Not a test: the goal line says PASS/MISS without changing the exit
+status.
+
+Goal: a sandboxed `shell` call costs at most 1.2x an unsandboxed one.
+
+    python benchmarks/bench_sandbox.py [--calls N] [--command 'true']
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+
+from hookline.builtins.environment import LocalEnvironment
+from hookline.builtins.sandbox import SandboxPolicy
+from hookline.builtins.tools import builtin_tools
+from hookline.kernel.tools import ToolContext
+
+GOAL_RATIO = 1.2
+
+
+async def measure(calls: int, command: str) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as folder:
+        workspace, home = Path(folder, "workspace"), Path(folder, "home")
+        workspace.mkdir()
+        home.mkdir()
+        [shell] = [tool for tool in builtin_tools() if tool.name == "shell"]
+        modes = {mode: LocalEnvironment(workspace, sandbox=SandboxPolicy(
+            mode=mode, hidden=(str(home),))) for mode in ("off", "workspace-write")}
+        contexts = {mode: ToolContext(tape=None, run_id="bench", state={
+            "_runtime_environment": env}) for mode, env in modes.items()}
+        samples: dict[str, list[float]] = {mode: [] for mode in modes}
+        for mode in modes:  # warm up: the ruleset and the private folder are made once
+            await shell.handler(command=command, context=contexts[mode])
+        for _ in range(calls):
+            for mode, context in contexts.items():
+                start = time.perf_counter()
+                await shell.handler(command=command, context=context)
+                samples[mode].append(time.perf_counter() - start)
+        for env in modes.values():
+            await env.close()
+    return {mode: statistics.median(values) * 1000 for mode, values in samples.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--command", default="true")
+    args = parser.parse_args()
+    figures = anyio.run(measure, args.calls, args.command)
+    off, confined = figures["off"], figures["workspace-write"]
+    ratio = confined / off
+    print(f"shell {args.command!r}, median of {args.calls} calls each")
+    print(f"  sandbox off             {off:8.3f} ms")
+    print(f"  sandbox workspace-write {confined:8.3f} ms")
+    verdict = "PASS" if ratio <= GOAL_RATIO else "MISS"
+    print(f"ratio {ratio:.2f}x (goal <= {GOAL_RATIO}x): {verdict}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+"""Confining the processes tools start: a Landlock sandbox and a filtered environment.
+
+The default (`sandbox = "workspace-write"`) lets a command read the file system, write only
+the workspace, its own temporary folder (its `TMPDIR`) and `/dev/null`-like devices, open no
+TCP connection and bind no port, signal no process outside its own sandbox, and neither
+read nor write the hookline home (tapes, token, config). `read-only` also refuses the
+workspace; `sandbox_network = true` allows TCP; `off` gives commands the user's full rights.
+Where Landlock cannot be applied, commands are refused with the reason: nothing runs
+unconfined by accident. See docs/security.md, "The sandboxed shell".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from hookline.kernel.streaming import ErrorKind, HooklineError
+
+from .toolenv import EnvironmentPolicy
+
+if TYPE_CHECKING:
+    from .confined import Spawner
+    from .landlock import Ruleset
+    from .settings import Settings
+
+__all__ = ["SECURITY_LOG", "Confinement", "SandboxPolicy"]
+
+SECURITY_LOG = "hookline.security"
+"""The logger of warnings about weakened confinement, which every command shows."""
+
+WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+"""Devices a sandboxed command may write: discarding output must keep working."""
+
+_STORE_SUFFIXES = ("", "-wal", "-shm", "-journal")
+
+
+@dataclass(frozen=True)
+class SandboxPolicy:
+    """How the processes of tools are confined (settings `sandbox`, `sandbox_network`,
+    `tool_env*`); `hidden` are paths no command may read or write."""
+
+    mode: str = "workspace-write"
+    network: bool = False
+    hidden: tuple[str, ...] = ()
+    environment: EnvironmentPolicy = field(default_factory=EnvironmentPolicy)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> SandboxPolicy:
+        hidden = [str(settings.home)]
+        store = settings.tape_store
+        if store is not None and not isinstance(store, str):  # a file, not a URL
+            hidden += [f"{store}{suffix}" for suffix in _STORE_SUFFIXES]
+        if settings.http_keyfile is not None:
+            hidden.append(str(settings.http_keyfile))
+        environment = EnvironmentPolicy(inherit=settings.tool_env == "inherit",
+                                        keep=settings.tool_env_keep,
+                                        drop=settings.tool_env_drop)
+        return cls(settings.sandbox, settings.sandbox_network, tuple(hidden), environment)
+
+    @property
+    def confined(self) -> bool:
+        return self.mode != "off"
+
+    def warnings(self) -> list[str]:
+        """What to say at every start about a weakened setting (empty by default)."""
+        lines = []
+        if not self.confined:
+            lines.append("the shell sandbox is OFF (sandbox = off): commands the model asks "
+                         "for run with your full rights; remove sandbox = off to confine them")
+        elif self.network:
+            lines.append("sandboxed commands may open network connections "
+                         "(sandbox_network = true)")
+        if self.environment.inherit:
+            lines.append("tool processes inherit hookline's whole environment, secrets "
+                         "included (tool_env = inherit); remove it to filter them out")
+        return lines
+
+
+class Confinement:
+    """One workspace's confinement: its private temporary folder and its Landlock ruleset.
+
+    The ruleset is built on first use and again when a folder it enumerated changes (a new
+    entry beside the hookline home needs its own rule); `close()` removes the folder.
+    """
+
+    def __init__(self, policy: SandboxPolicy, workspace: str) -> None:
+        self.policy = policy
+        self.workspace = os.path.realpath(workspace)
+        self.hidden = tuple(os.path.realpath(path) for path in policy.hidden)
+        self._lock = threading.Lock()
+        self._temporary: str | None = None
+        self._spawner: Spawner | None = None
+        self._watched: tuple[tuple[str, int], ...] = ()
+
+    def prepare(self, extra: Mapping[str, str] | None = None
+                ) -> tuple[dict[str, str], Spawner | None]:
+        """The complete environment for a new process (hookline's, filtered, plus `extra`)
+        and the confined thread that must start it (None when the sandbox is off).
+        Blocking (it may list folders): call it from a worker thread."""
+        environ = self.policy.environment.apply(os.environ)
+        if not self.policy.confined:
+            return {**environ, **(extra or {})}, None
+        self._check_layout()
+        with self._lock:
+            temporary = self._temporary_folder()
+            spawner = self._current_spawner(temporary)
+        for name in ("TMPDIR", "TMP", "TEMP"):
+            environ[name] = temporary
+        return {**environ, **(extra or {})}, spawner
+
+    def close(self) -> None:
+        with self._lock:
+            folder, self._temporary = self._temporary, None
+            spawner, self._spawner = self._spawner, None
+        if spawner is not None:
+            spawner.close()
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def _check_layout(self) -> None:
+        """Landlock grants whole hierarchies: a workspace that holds the hookline home
+        cannot be writable without the home being changeable too, so refuse it."""
+        writable = self.policy.mode == "workspace-write"
+        for path in self.hidden:
+            if _inside(self.workspace, path) or (writable and _inside(path, self.workspace)):
+                raise HooklineError(
+                    ErrorKind.config,
+                    f"the sandbox cannot confine commands here: the workspace and {path} "
+                    f"(the hookline home or its tape store, which commands must not read or "
+                    f"change) are one inside the other. Keep HOOKLINE_HOME outside the "
+                    f"workspace (the default is ~/.hookline), or set sandbox = \"read-only\"")
+
+    # -- the temporary folder and the ruleset -------------------------------------------
+
+    def _temporary_folder(self) -> str:
+        if self._temporary is None or not os.path.isdir(self._temporary):
+            self._temporary = tempfile.mkdtemp(prefix="hookline-tool-")  # mode 0700
+            if self._spawner is not None:  # its ruleset names the old folder
+                self._spawner.close()
+                self._spawner = None
+        return self._temporary
+
+    def _current_spawner(self, temporary: str) -> Spawner:
+        if self._spawner is not None and all(_mtime(path) == seen
+                                             for path, seen in self._watched):
+            return self._spawner
+        from .confined import Spawner
+
+        try:
+            ruleset = self._build(temporary)
+            try:
+                spawner = Spawner(ruleset.confine)
+            finally:
+                ruleset.close()  # the thread holds the policy now, not the descriptor
+        except OSError as exc:
+            raise HooklineError(
+                ErrorKind.config,
+                f"the shell is sandboxed (sandbox = {self.policy.mode}), but the sandbox "
+                f"cannot be applied here: {exc}. Nothing was run. To run commands with "
+                f"your full rights instead, set sandbox = \"off\" (HOOKLINE_SANDBOX=off); "
+                f"hookline then warns at every start") from None
+        if self._spawner is not None:
+            self._spawner.close()  # it finishes what was asked of it, then ends
+        self._spawner = spawner
+        return spawner
+
+    def _build(self, temporary: str) -> Ruleset:
+        from . import landlock
+
+        abi = landlock.abi_version()
+        if not self.policy.network and abi < landlock.MINIMUM_ABI:
+            raise landlock.LandlockUnavailable(
+                f"this kernel's Landlock (ABI {abi}) cannot refuse network connections "
+                f"(ABI {landlock.MINIMUM_ABI} can); set sandbox_network = true to confine "
+                f"files only")
+        network = 0 if self.policy.network else landlock.NET_BIND_TCP | landlock.NET_CONNECT_TCP
+        ruleset = landlock.Ruleset(
+            abi, fs=landlock.FS_READ | landlock.FS_WRITE, net=network,
+            scoped=landlock.SCOPE_SIGNAL | landlock.SCOPE_ABSTRACT_UNIX_SOCKET)
+        watched: list[tuple[str, int]] = []
+        # Listing folders stays possible everywhere (names, as `stat` shows them anyway);
+        # reading, running and writing files only where granted below.
+        ruleset.allow("/", landlock.READ_DIR)
+        self._grant(ruleset, "/", landlock.FS_READ, watched)
+        write = landlock.FS_READ | landlock.FS_WRITE
+        if self.policy.mode == "workspace-write":
+            self._grant(ruleset, self.workspace, write, watched)
+        ruleset.allow(temporary, write)
+        for device in WRITABLE_DEVICES:
+            ruleset.allow(device, landlock.FS_READ | landlock.WRITE_FILE | landlock.TRUNCATE)
+        self._watched = tuple(watched)
+        return ruleset
+
+    def _grant(self, ruleset: Ruleset, root: str, access: int,
+               watched: list[tuple[str, int]]) -> None:
+        """Grant `access` beneath `root` except beneath the hidden paths: a folder that
+        holds one is not granted itself; each of its other entries is, recursively."""
+        inner = [path for path in self.hidden if _inside(path, root)]
+        if not inner:
+            ruleset.allow(root, access)
+            return
+        if root in inner:
+            return
+        watched.append((root, _mtime(root)))
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError), os.scandir(root) as it:
+            for entry in it:
+                if not entry.is_symlink():  # a link's target is granted through its own path
+                    self._grant(ruleset, entry.path, access, watched)
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _mtime(path: str) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return -1

@@ -1,0 +1,153 @@
+"""The sandbox of `LocalEnvironment`: background shells, the probe's failure, the layout
+check, the environment policy and the ruleset's refresh, under asyncio and trio."""
+
+from __future__ import annotations
+
+import os
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+
+from hookline.builtins import landlock
+from hookline.builtins.environment import LocalEnvironment
+from hookline.builtins.lifespan import BackgroundProcesses
+from hookline.builtins.sandbox import SandboxPolicy
+from hookline.builtins.toolenv import EnvironmentPolicy
+from hookline.kernel.streaming import ErrorKind, HooklineError
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A workspace, a hidden hookline home holding a secret, and an outside folder."""
+    workspace, home, outside = (tmp_path / name for name in ("workspace", "home", "outside"))
+    for folder in (workspace, home, outside):
+        folder.mkdir()
+    (home / "secret").write_text("the secret")
+    return workspace, home, outside
+
+
+def environment(workspace: Path, home: Path, processes: BackgroundProcesses | None = None,
+                **policy: object) -> LocalEnvironment:
+    return LocalEnvironment(workspace, processes=processes,
+                            sandbox=SandboxPolicy(hidden=(str(home),), **policy))  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+async def test_a_background_shell_is_confined_too(layout: tuple[Path, Path, Path]) -> None:
+    workspace, home, outside = layout
+    processes = BackgroundProcesses(stop_grace=0.5)
+    async with asynccontextmanager(processes.lifespan)():
+        env = environment(workspace, home, processes)
+        process_id = await env.start_background(
+            f"touch inside; touch {outside}/escape; cat {home}/secret; echo finished")
+        with anyio.fail_after(20):
+            while "finished" not in (output := await processes.output(process_id)):
+                await anyio.sleep(0.02)
+        await env.close()
+    assert (workspace / "inside").exists() and not (outside / "escape").exists()
+    assert output.count("Permission denied") == 2 and "the secret" not in output
+
+
+@pytest.mark.anyio
+async def test_a_spawned_command_is_confined(layout: tuple[Path, Path, Path]) -> None:
+    workspace, home, outside = layout
+    env = environment(workspace, home)
+    try:
+        result = await env.run(f"cat {home}/secret; touch {outside}/x; touch ok; echo $TMPDIR")
+    finally:
+        await env.close()
+    assert result.stderr.count("Permission denied") == 2
+    assert (workspace / "ok").exists() and not (outside / "x").exists()
+    temporary = result.stdout.strip()
+    assert os.path.basename(temporary).startswith("hookline-tool-")
+    assert not os.path.exists(temporary), "close() removes the private temporary folder"
+
+
+@pytest.mark.anyio
+async def test_without_landlock_the_shell_is_refused_with_one_line(
+    layout: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workspace, home, _ = layout
+
+    def unavailable() -> int:
+        raise landlock.LandlockUnavailable("Landlock is not available: this kernel was built "
+                                           "without Landlock")
+
+    monkeypatch.setattr(landlock, "abi_version", unavailable)
+    env = environment(workspace, home)
+    with pytest.raises(HooklineError) as caught:
+        await env.run("touch never")
+    await env.close()
+    assert caught.value.kind is ErrorKind.config
+    message = caught.value.message
+    assert "\n" not in message and "built without Landlock" in message
+    assert 'sandbox = "off"' in message and "Nothing was run" in message
+    assert not (workspace / "never").exists()
+
+
+@pytest.mark.anyio
+async def test_an_old_abi_cannot_keep_the_network_closed(
+    layout: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workspace, home, _ = layout
+    monkeypatch.setattr(landlock, "abi_version", lambda: 3)
+    env = environment(workspace, home)
+    with pytest.raises(HooklineError, match="cannot refuse network connections"):
+        await env.run("true")
+    await env.close()
+
+
+@pytest.mark.anyio
+async def test_entries_created_beside_the_home_are_granted_on_the_next_command(
+    tmp_path: Path,
+) -> None:
+    """The ruleset names each entry beside the hidden home; a new one needs a new rule."""
+    workspace, home = tmp_path / "workspace", tmp_path / "home"
+    workspace.mkdir()
+    home.mkdir()
+    env = environment(workspace, home)
+    try:
+        assert (await env.run("true")).returncode == 0
+        (tmp_path / "later.txt").write_text("readable")
+        result = await env.run(f"cat {tmp_path}/later.txt")
+    finally:
+        await env.close()
+    assert result.stdout == "readable", result.stderr
+
+
+@pytest.mark.anyio
+async def test_off_runs_unconfined_but_still_filters_the_environment(
+    layout: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workspace, home, _ = layout
+    monkeypatch.setenv("SERVICE_API_KEY", "sk-never-shown")
+    env = environment(workspace, home, mode="off")
+    try:
+        result = await env.run(f"cat {home}/secret; env")
+    finally:
+        await env.close()
+    assert "the secret" in result.stdout and "sk-never-shown" not in result.stdout
+
+
+def test_the_environment_policy() -> None:
+    environ = {
+        "PATH": "/usr/bin", "HOME": "/home/u", "LANG": "C.UTF-8", "EDITOR": "vi",
+        "HOOKLINE_HOME": "/h", "OPENAI_API_KEY": "k", "openai_api_key": "k", "PGHOST": "db",
+        "SSH_AUTH_SOCK": "/s", "AWS_PROFILE": "p", "MY_SECRET_THING": "s",
+        "PROXY_URL": "http://user:pw@proxy:3128", "PLAIN_URL": "https://example.org/a@b",
+    }
+    kept = EnvironmentPolicy().apply(environ)
+    assert sorted(kept) == ["EDITOR", "HOME", "LANG", "PATH", "PLAIN_URL"]
+    assert EnvironmentPolicy().removed(environ)[0] == "AWS_PROFILE"
+    assert "PGHOST" in EnvironmentPolicy(keep=("pg*",)).apply(environ)
+    assert "EDITOR" not in EnvironmentPolicy(drop=("EDIT*",)).apply(environ)
+    assert EnvironmentPolicy(inherit=True).apply(environ) == environ
+
+
+def test_policy_warnings() -> None:
+    assert SandboxPolicy().warnings() == []
+    assert "OFF" in SandboxPolicy(mode="off").warnings()[0]
+    assert "network" in SandboxPolicy(network=True).warnings()[0]
+    assert "inherit" in SandboxPolicy(environment=EnvironmentPolicy(inherit=True)).warnings()[0]
