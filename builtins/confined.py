@@ -63,8 +63,8 @@ async def open_confined(spawner: Spawner, argv: str | Sequence[str], *,
     return ConfinedProcess(popen)
 
 
-class _Pipe:
-    """One end of a child's pipe, used without blocking: anyio's byte stream methods."""
+class _Pipe(anyio.abc.ByteStream):
+    """One end of a child's pipe, used without blocking (only one direction works)."""
 
     def __init__(self, file: IO[bytes]) -> None:
         self._file: IO[bytes] | None = file
@@ -96,6 +96,9 @@ class _Pipe:
             except (BrokenPipeError, ConnectionResetError) as exc:
                 raise anyio.BrokenResourceError from exc
 
+    async def send_eof(self) -> None:
+        await self.aclose()
+
     async def aclose(self) -> None:
         if self._file is not None:
             anyio.notify_closing(self.fd)
@@ -103,15 +106,27 @@ class _Pipe:
             file.close()
 
 
-class ConfinedProcess:
-    """A `subprocess.Popen` with the async face of `anyio.abc.Process`."""
+class ConfinedProcess(anyio.abc.Process):
+    """A `subprocess.Popen` as an `anyio.abc.Process`."""
 
     def __init__(self, popen: subprocess.Popen[bytes]) -> None:
         self._popen = popen
         self._pidfd = os.pidfd_open(popen.pid)
-        self.stdin = _Pipe(popen.stdin) if popen.stdin else None
-        self.stdout = _Pipe(popen.stdout) if popen.stdout else None
-        self.stderr = _Pipe(popen.stderr) if popen.stderr else None
+        self._stdin = _Pipe(popen.stdin) if popen.stdin else None
+        self._stdout = _Pipe(popen.stdout) if popen.stdout else None
+        self._stderr = _Pipe(popen.stderr) if popen.stderr else None
+
+    @property
+    def stdin(self) -> _Pipe | None:
+        return self._stdin
+
+    @property
+    def stdout(self) -> _Pipe | None:
+        return self._stdout
+
+    @property
+    def stderr(self) -> _Pipe | None:
+        return self._stderr
 
     @property
     def pid(self) -> int:
