@@ -2,8 +2,9 @@
 
 Long sessions past the context window (100 entries, about 20 turns with one tool call
 each), with the real agent loop, the real shell tool and the real SQLite store under a
-temporary HOOKLINE_HOME: a model that calls `call_1` (or `""`) every turn over real HTTP
-on 127.0.0.1, the offline model in process for 200 turns, and `hookline run` itself.
+temporary HOOKLINE_HOME: a provider that names its call `call_1`, or gives it no id,
+every turn (real HTTP on 127.0.0.1), a scripted model sending empty ids, the offline model
+in process for 200 turns, and `hookline run` itself, one process per turn.
 """
 
 from __future__ import annotations
