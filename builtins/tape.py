@@ -3,7 +3,7 @@
 A `Tape` is a named view over an AsyncTapeStore (sync stores are adapted, so blocking I/O
 runs in worker threads). It adds the session vocabulary on top of raw entries: anchors
 and handoffs, events, sidecar tapes, reset and archive, forks that buffer a run's writes
-and merge them back, and the conversion of entries into model messages.
+and merge them back, and reading the model context (converted by `model_context`).
 
 Payload shapes written and read here (and expected from the agent loop):
 
@@ -14,6 +14,8 @@ Payload shapes written and read here (and expected from the agent loop):
 - `tool_result`: `{"results": [{"call_id", "name", "output", "is_error"}]}`; `output` is
   the text given to the model (anything else is shown as JSON). The agent loop adds what
   really ran: `outcome`, `arguments`, `requested_arguments` (when rewritten), `error`.
+  A result answers the nearest earlier call with its `call_id` that has no result yet
+  (`model_context`), so ids need be unique only within one `tool_call` entry.
 - `anchor`: `{"name": str, "state": dict}`.
 - `event`: `{"name": str, "data": dict}` (`append_event`). Token usage is read from the
   most recent event whose `data` holds a `usage` dict in republic's `TokenUsage` field
@@ -52,6 +54,7 @@ from hookline.kernel.tape import (
     apply_query,
 )
 
+from .model_context import messages_from_entries
 from .store.asyncstore import AsyncJournal, append_batch, as_async_store, has_batch, journal_of
 from .store.memory import SIDECAR_MARKER, check_entry, copy_entry, dump_json, is_sidecar_tape
 
@@ -746,120 +749,6 @@ def _redact(entry: TapeEntry) -> TapeEntry:
     if not changed:
         return entry
     return replace(entry, payload={**payload, **changed})
-
-
-# -- model context ----------------------------------------------------------------------
-
-
-def messages_from_entries(entries: Iterable[TapeEntry]) -> list[dict[str, Any]]:
-    """The default conversion of tape entries into message dicts (republic's
-    `Message.to_dict` form, so `republic.Message.from_dict` accepts each of them).
-
-    - `message`: its payload (`role`, `content`, ...), when it has a role;
-    - `tool_call`: an assistant message with `tool_calls` (`id`, `name`, `arguments`),
-      keeping only calls answered by a `tool_result` in the selection, immediately
-      followed by one `tool` message per answered call (`tool_call`, `content` = the
-      output, `is_error` when set). Unanswered calls and results without their call are
-      left out, since providers reject either;
-    - `anchor`: a short assistant note `[anchor <name>]` (with the state's `summary`);
-    - `event` named `handoff`: a short assistant note carrying the handoff's summary (or
-      state), which is how a summary survives into the context after the anchor;
-    - everything else (`system`, `error`, other events) is not model context.
-    """
-    items = list(entries)
-    results: dict[str, dict[str, Any]] = {}
-    for entry in items:
-        if entry.kind != "tool_result":
-            continue
-        for result in _dict_items(entry.payload.get("results")):
-            call_id = result.get("call_id")
-            if isinstance(call_id, str) and call_id:
-                results.setdefault(call_id, result)
-
-    messages: list[dict[str, Any]] = []
-    answered: set[str] = set()
-    for entry in items:
-        payload = entry.payload
-        if entry.kind == "message":
-            if isinstance(payload.get("role"), str):
-                messages.append(_json_copy(payload))
-        elif entry.kind == "tool_call":
-            calls = []
-            for call in _dict_items(payload.get("calls")):
-                call_id = call.get("id")
-                if call_id in results and call_id not in answered:
-                    answered.add(call_id)
-                    calls.append(_call_dict(call))
-            content = payload.get("content")
-            if not calls:
-                if isinstance(content, str) and content:
-                    messages.append({"role": "assistant", "content": content})
-                continue
-            message: dict[str, Any] = {"role": "assistant", "tool_calls": calls}
-            if isinstance(content, str) and content:
-                message["content"] = content
-            messages.append(message)
-            for call in calls:
-                messages.append(_tool_message(call, results[call["id"]]))
-        elif entry.kind == "anchor":
-            state = payload.get("state")
-            messages.append(
-                {"role": "assistant", "content": _note(f"[anchor {payload.get('name')}]", state)}
-            )
-        elif entry.kind == "event" and payload.get("name") == "handoff":
-            raw = payload.get("data")
-            data = raw if isinstance(raw, dict) else {}
-            note = _note(f"[handoff to {data.get('name')}]", data.get("state"))
-            messages.append({"role": "assistant", "content": note})
-    return messages
-
-
-def _json_copy(value: Any) -> Any:
-    """A deep copy of JSON-shaped data (what tape payloads are), much cheaper than deepcopy."""
-    if isinstance(value, dict):
-        return {key: _json_copy(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_json_copy(item) for item in value]
-    if isinstance(value, tuple):
-        return tuple(_json_copy(item) for item in value)
-    return value
-
-
-def _dict_items(value: Any) -> list[dict[str, Any]]:
-    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
-
-
-def _call_dict(call: dict[str, Any]) -> dict[str, Any]:
-    arguments = call.get("arguments", "{}")
-    if not isinstance(arguments, str):
-        arguments = json.dumps(arguments, ensure_ascii=False)
-    data: dict[str, Any] = {
-        "id": call["id"],
-        "name": str(call.get("name", "")),
-        "arguments": arguments,
-    }
-    if isinstance(call.get("metadata"), dict) and call["metadata"]:
-        data["metadata"] = dict(call["metadata"])
-    return data
-
-
-def _tool_message(call: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
-    output = result.get("output", "")
-    content = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
-    message: dict[str, Any] = {"role": "tool", "content": content, "tool_call": dict(call)}
-    if result.get("is_error"):
-        message["is_error"] = True
-    return message
-
-
-def _note(head: str, state: Any) -> str:
-    if not isinstance(state, dict):
-        return head
-    summary = state.get("summary")
-    if isinstance(summary, str) and summary:
-        return f"{head} {summary}"
-    rest = {key: value for key, value in state.items() if key != "owner"}
-    return f"{head} {json.dumps(rest, ensure_ascii=False)}" if rest else head
 
 
 # -- small helpers ----------------------------------------------------------------------

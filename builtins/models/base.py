@@ -117,9 +117,10 @@ class ToolSchema:
 class ModelMessage:
     """One conversation message.
 
-    `tool_calls` is only for assistant messages; `tool_call_id` (required) and `name`
-    (the tool's name) only for tool messages, whose `content` is the tool output and
-    `is_error` tells the model that the call failed.
+    `tool_calls` is only for assistant messages; `tool_call_id` (required: a string, empty
+    when the provider gave the call no id) and `name` (the tool's name) only for tool
+    messages, whose `content` is the tool output and `is_error` tells the model that the
+    call failed.
     """
 
     role: Role
@@ -139,7 +140,8 @@ class ModelMessage:
         object.__setattr__(self, "tool_calls", list(self.tool_calls))
         if self.tool_calls and self.role != "assistant":
             raise ValueError(f"Only assistant messages carry tool_calls, not {self.role} messages")
-        if self.role == "tool" and not self.tool_call_id:
+        # An empty id is an id: some servers send none, and results pair by position too.
+        if self.role == "tool" and self.tool_call_id is None:
             raise ValueError("A tool message needs the tool_call_id of the call it answers")
         if self.role != "tool" and self.tool_call_id is not None:
             raise ValueError(f"tool_call_id is only for tool messages, not {self.role} messages")
@@ -211,7 +213,7 @@ class ModelMessage:
         name = data.get("name")
         answered = data.get("tool_call")
         if isinstance(answered, Mapping):
-            tool_call_id = tool_call_id or answered.get("id")
+            tool_call_id = answered.get("id") if tool_call_id is None else tool_call_id
             name = name or answered.get("name")
         return cls(
             data["role"],

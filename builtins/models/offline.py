@@ -1,7 +1,8 @@
 """The embedded offline model: the default when no model is configured.
 
 It needs no key and no network and is deterministic: the same conversation always gets
-the same reply. Every reply starts with `[offline model]` and says how to configure a
+the same reply (only tool call ids are new every time, so they never repeat in a
+session). Every reply starts with `[offline model]` and says how to configure a
 real model, so nobody mistakes it for one. It does not understand language; it echoes
 and summarises the last user message.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -101,7 +103,7 @@ class OfflineModel:
             return f"{OFFLINE_LABEL} There is no user message to answer.\n\n{CONFIGURE_HINT}", []
         match = _TOOL_COMMAND.match(user.text.strip())
         if match is not None:
-            return _tool_command(match, tools, call_id=f"offline-call-{len(conversation)}")
+            return _tool_command(match, tools, call_id=f"offline-call-{uuid.uuid4().hex[:16]}")
         return _echo(user, tools), []
 
 

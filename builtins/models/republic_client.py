@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from hookline.kernel.prompt import to_content
 from hookline.kernel.streaming import ErrorKind, HooklineError
 
+from ..pairing import OpenCalls
 from ..redact import redact_credentials
 from .base import (
     USAGE_FIELDS,
@@ -111,15 +112,19 @@ def to_republic_messages(messages: Sequence[Any]) -> list[republic.Message]:
     """republic Messages for ModelMessages (republic Messages pass through unchanged).
 
     A tool message answers the call with its id announced by an earlier assistant
-    message; without one, republic announces it itself.
+    message, paired by position as well (`pairing`), so ids repeated across responses
+    or within one do not mix calls up; without one, republic announces it itself.
     """
     from republic import Message, ToolCall, system
 
-    calls: dict[str, ToolCall] = {}
+    calls: OpenCalls[ToolCall] = OpenCalls()
     converted: list[Message] = []
-    for raw in messages:
+    for index, raw in enumerate(messages):
         if isinstance(raw, Message):
-            calls.update((call.id, call) for call in raw.tool_calls)
+            for call in raw.tool_calls:
+                calls.add(index, call.id, call)
+            if raw.tool_call is not None:
+                calls.answer(raw.tool_call.id)
             converted.append(raw)
             continue
         message = as_model_message(raw)
@@ -132,11 +137,12 @@ def to_republic_messages(messages: Sequence[Any]) -> list[republic.Message]:
                 ToolCall(call.id, call.name, call.arguments or "{}", metadata=dict(call.metadata))
                 for call in message.tool_calls
             )
-            calls.update((call.id, call) for call in tool_calls)
+            for call in tool_calls:
+                calls.add(index, call.id, call)
             converted.append(Message("assistant", _parts(message.content), tool_calls=tool_calls))
         else:
             call_id = str(message.tool_call_id)
-            answered = calls.get(call_id) or ToolCall(call_id, message.name or "", "{}")
+            answered = calls.answer(call_id) or ToolCall(call_id, message.name or "", "{}")
             converted.append(
                 Message(
                     "tool",

@@ -29,7 +29,9 @@ Turn keys (all optional, unknown keys are an error):
 - `text`: the reply, a string (streamed as one delta) or a list of strings (one delta each);
 - `tool_calls`: a list of `{name, arguments, id}`; `arguments` is an object or a JSON
   string (kept as is, so invalid JSON can be tested), default `{}`; `id` defaults to
-  `call-<turn>-<index>` (both counted from 1);
+  `call-<turn>-<index>-<8 hex digits>` (turn and index counted from 1, the digits new at
+  every play, so ids never repeat across turns, runs or `reset()`); a given `id` is sent
+  as is, even empty (as from a server that names no calls) or the same every turn;
 - `usage`: token counts among input_tokens, output_tokens, reasoning_tokens,
   cached_tokens, cache_write_tokens (`total_tokens` is computed);
 - `error`: `{kind, message}`: after the text (if any) is streamed, the call fails with
@@ -43,8 +45,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +80,9 @@ class ScriptedTurn:
 
     deltas: tuple[str, ...] = ()
     tool_calls: tuple[ToolCallSpec, ...] = ()
+    """The calls as scripted; those at `fresh_ids` get a new id suffix at each play."""
+    fresh_ids: tuple[int, ...] = ()
+    """Indexes of the calls whose script gave no id."""
     usage: dict[str, int] | None = None
     error: HooklineError | None = None
     delay: float = 0.0
@@ -85,6 +91,15 @@ class ScriptedTurn:
     @property
     def text(self) -> str:
         return "".join(self.deltas)
+
+    def played_calls(self) -> list[ToolCallSpec]:
+        """The calls as one play sends them: a call without a scripted id gets its
+        `call-<turn>-<index>` followed by 8 new hex digits."""
+        return [
+            replace(call, id=f"{call.id}-{uuid.uuid4().hex[:8]}") if index in self.fresh_ids
+            else call
+            for index, call in enumerate(self.tool_calls)
+        ]
 
 
 @dataclass(frozen=True)
@@ -179,14 +194,15 @@ class ScriptedModel:
         if turn.error is not None:
             await checkpoint()
             raise HooklineError(turn.error.kind, turn.error.message, turn.error.details)
-        for call in turn.tool_calls:
+        calls = turn.played_calls()
+        for call in calls:
             await checkpoint()
             yield ToolCallEvent(call)
         if turn.usage is not None:
             yield Usage(dict(turn.usage))
         yield Finished(
             turn.text,
-            list(turn.tool_calls),
+            calls,
             None if turn.usage is None else dict(turn.usage),
         )
 
@@ -251,6 +267,7 @@ def _parse_turn(turn: Any, number: int, source: str) -> ScriptedTurn:
     return ScriptedTurn(
         deltas=deltas,
         tool_calls=calls,
+        fresh_ids=tuple(index for index, call in enumerate(calls_raw) if "id" not in call),
         usage=_parse_usage(turn.get("usage"), where, source),
         error=_parse_error(turn.get("error"), where, source),
         delay=_parse_delay(turn.get("delay", 0), where, source),
@@ -277,8 +294,9 @@ def _parse_call(call: Any, turn: int, index: int, source: str) -> ToolCallSpec:
     elif not isinstance(arguments, str):
         raise _config_error(source, f"{where}: 'arguments' must be an object or a JSON string.")
     call_id = call.get("id", f"call-{turn}-{index}")
-    if not isinstance(call_id, str) or not call_id:
-        raise _config_error(source, f"{where}: 'id' must be a non-empty string.")
+    if not isinstance(call_id, str):
+        raise _config_error(source, f"{where}: 'id' must be a string (or left out for a "
+                                    f"fresh one at every play).")
     return ToolCallSpec(call_id, name, arguments)
 
 

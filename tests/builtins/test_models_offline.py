@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from contextlib import aclosing
 from typing import Any
 
@@ -90,6 +91,17 @@ async def test_tool_command_calls_the_tool_then_summarises_the_result() -> None:
     assert done.tool_calls == []
     assert done.text.startswith("[offline model]")
     assert "Tool `echo` returned" in done.text and "ping" in done.text
+
+
+async def test_every_tool_call_gets_a_new_id() -> None:
+    """The same conversation gets the same reply, but never the same call id: a session
+    that sends the same command every turn must not show the model one id twice."""
+    conversation = [ModelMessage.user('/tool echo {"text": "ping"}')]
+    calls = [final(await collect(OfflineModel(), conversation, [ECHO])).tool_calls[0]
+             for _ in range(20)]
+    assert len({call.id for call in calls}) == 20
+    assert all(re.fullmatch(r"offline-call-[0-9a-f]{16}", call.id) for call in calls)
+    assert {(call.name, call.arguments) for call in calls} == {("echo", '{"text": "ping"}')}
 
 
 async def test_tool_failure_is_reported() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,8 @@ async def test_toml_file_plays_turns_in_order(tmp_path: Path) -> None:
     first = await collect(model)
     assert first[0] == TextDelta("Let me read the file.")
     (call,) = [event.call for event in first if isinstance(event, ToolCallEvent)]
-    assert (call.id, call.name, call.args) == ("call-1-1", "fs.read", {"path": "notes.txt"})
+    assert re.fullmatch(r"call-1-1-[0-9a-f]{8}", call.id), call.id
+    assert (call.name, call.args) == ("fs.read", {"path": "notes.txt"})
     assert first[-1] == Finished("Let me read the file.", [call], None)
     assert not any(isinstance(event, Usage) for event in first)
 
@@ -83,12 +85,29 @@ async def test_json_file_list_and_object_forms(tmp_path: Path) -> None:
     for name, data in (("list.json", JSON_TURNS), ("obj.json", {"turns": JSON_TURNS})):
         model = ScriptedModel(write(tmp_path, name, json.dumps(data)))
         first = (await collect(model))[-1]
-        assert [(c.id, c.name, c.arguments) for c in first.tool_calls] == [
-            ("call-1-1", "a", "{}"),
-            ("mine", "b", "{}"),
-        ]
+        made, given = first.tool_calls
+        assert re.fullmatch(r"call-1-1-[0-9a-f]{8}", made.id), made.id
+        assert (made.name, made.arguments) == ("a", "{}")
+        assert (given.id, given.name, given.arguments) == ("mine", "b", "{}")
         second = (await collect(model))[-1]
         assert second.tool_calls[0].arguments == "{not json", "string arguments are kept as is"
+
+
+async def test_made_ids_never_repeat_and_given_ids_are_kept_even_empty() -> None:
+    turns = [{"tool_calls": [{"name": "a"}, {"name": "a"}, {"name": "b", "id": ""},
+                             {"name": "c", "id": "call_1"}]}]
+    model = ScriptedModel(turns)
+    plays = []
+    for _ in range(3):
+        plays.append((await collect(model))[-1].tool_calls)
+        model.reset()  # the same turn again, as a new process playing the file would
+    made = [call.id for play in plays for call in play[:2]]
+    assert len(set(made)) == 6, made
+    assert all(re.fullmatch(r"call-1-[12]-[0-9a-f]{8}", call_id) for call_id in made)
+    assert {(play[2].id, play[3].id) for play in plays} == {("", "call_1")}
+    events = await collect(model)
+    streamed = [event.call for event in events if isinstance(event, ToolCallEvent)]
+    assert streamed == events[-1].tool_calls, "the events and Finished carry the same ids"
 
 
 async def test_running_out_is_a_config_error_naming_the_file(tmp_path: Path) -> None:
@@ -161,6 +180,7 @@ async def test_delay_waits_before_the_first_event() -> None:
             "turn 1, tool call 1 has unknown key(s) args; known keys: arguments, id, name.",
         ),
         ("call.json", '[{}, {"tool_calls": [{"arguments": {}}]}]', "turn 2, tool call 1"),
+        ("id.json", '[{"tool_calls": [{"name": "t", "id": 7}]}]', "'id' must be a string"),
         ("usage.json", '[{"usage": {"input_tokens": -1}}]', "non-negative integer"),
         ("kind.json", '[{"error": {"kind": "nope", "message": "m"}}]', "unknown error kind"),
         ("top.json", '{"turn": []}', "unknown top-level key(s) turn"),

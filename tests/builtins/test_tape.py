@@ -333,12 +333,16 @@ async def test_unanswered_calls_and_results_are_dropped() -> None:
         TapeEntry(3, "tool_call", {"calls": [{"id": "lonely", "name": "b", "arguments": "{}"}]}),
         TapeEntry(4, "message", {"role": "user", "content": "next"}),
     ]
-    # A result before its call still pairs (placed after the call); the lonely call goes.
+    # A result answers only a call before it: one that comes first answers nothing, even
+    # when a later call has its id (ids repeat, so it cannot be that call's). Both go, as
+    # does the lonely call.
+    assert messages_from_entries(entries) == [{"role": "user", "content": "next"}]
+    entries.append(TapeEntry(5, "tool_result", {"results": [{"call_id": "early", "output": "y"}]}))
     assert messages_from_entries(entries) == [
         {"role": "assistant", "tool_calls": [{"id": "early", "name": "a", "arguments": "{}"}]},
         {
             "role": "tool",
-            "content": "x",
+            "content": "y",
             "tool_call": {"id": "early", "name": "a", "arguments": "{}"},
         },
         {"role": "user", "content": "next"},
