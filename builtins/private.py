@@ -58,10 +58,20 @@ SQLITE_SIDE_FILES = ("-wal", "-shm")
 
 
 def make_private_dir(path: str | os.PathLike[str]) -> Path:
-    """Create the directory (and missing parents) with mode 0700; an existing one is left
-    as it is (`tighten` is for that)."""
+    """Create the directory, and every missing parent, with mode 0700 (`mkdir -p` would
+    give the parents the umask's mode: `<home>/processes` made first would leave the home
+    open); an existing one is left as it is (`tighten` is for that)."""
     folder = Path(path)
-    folder.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+    missing = []
+    for candidate in (folder, *folder.parents):
+        if candidate.is_dir():
+            break
+        missing.append(candidate)
+    for candidate in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # another process made it meanwhile
+            candidate.mkdir(mode=PRIVATE_DIR_MODE)
+    if not folder.is_dir():
+        folder.mkdir()  # a file in the way: raise what mkdir says about it
     return folder
 
 

@@ -86,10 +86,11 @@ def test_another_user_reads_nothing_hookline_wrote(shared: Path) -> None:
     home, workspace = shared / "home", shared / "ws"
     out = hookline("run", "my secret is hunter2", home=home, cwd=workspace)
     assert out.returncode == 0, out.stderr
+    assert "warning:" not in out.stderr, "a fresh home is private from its creation"
     assert mode(home) == 0o700 and not nobody_reads(home)
     assert mode(home / "tapes.db") == 0o600
 
-    backup = shared / "backups" / "tapes-backup.db"  # a new folder for the backup: 0700
+    backup = shared / "backups" / "2024" / "tapes-backup.db"  # new folders: 0700 each
     out = hookline("store", "backup", str(backup), home=home, cwd=workspace)
     assert out.returncode == 0, out.stderr
     copy = shared / "tapes-copy.db"  # in a folder others may enter
@@ -100,9 +101,10 @@ def test_another_user_reads_nothing_hookline_wrote(shared: Path) -> None:
     archives = sorted((home / "archive").glob("*.jsonl"))
     assert archives and "hunter2" in archives[0].read_text()
 
-    assert mode(backup.parent) == 0o700 and not nobody_reads(backup.parent)
+    assert mode(backup.parent.parent) == mode(backup.parent) == 0o700
+    assert not nobody_reads(backup.parent.parent)
     loosen(home)
-    loosen(backup.parent)
+    loosen(backup.parent.parent)
     written = [home / "tapes.db", backup, copy, *archives]
     for path in written:
         assert mode(path) == 0o600, path
