@@ -12,7 +12,8 @@ confines it to the workspace) and under the builtin plugin's `AGENTS.md` read:
 - `read_line_slice` reads a slice of lines in bounded memory and time, whatever the
   file's size;
 - `write_file` writes a sibling file and renames it over the name, so a failure never
-  leaves a half-written file and other hard links keep the old content.
+  leaves a half-written file and other hard links keep the old content; the file keeps
+  its mode, and a new one gets 0666 masked by the process umask, as `open` would give.
 
 Everything here blocks: call it from a worker thread. `name` arguments are how errors name
 the file (the workspace-relative path), so messages never show where the workspace is.
@@ -31,6 +32,8 @@ from dataclasses import dataclass
 from typing import IO, BinaryIO
 
 from hookline.kernel.streaming import ErrorKind, HooklineError
+
+from .private import process_umask
 
 __all__ = [
     "FileTooLarge",
@@ -304,7 +307,8 @@ def read_file_lines(
 def write_file(target: str, name: str, data: bytes) -> None:
     """Write `data` as the whole file, creating missing parent directories.
 
-    A FIFO, socket or device under the name is refused, never replaced by a file.
+    A FIFO, socket or device under the name is refused, never replaced by a file. An
+    existing file keeps its mode; a new one gets 0666 masked by the process umask.
     """
     try:
         existing: os.stat_result | None = os.lstat(target)
@@ -329,8 +333,11 @@ def write_file(target: str, name: str, data: bytes) -> None:
             stream.write(data)
             stream.flush()
             os.fsync(stream.fileno())
-        # mkstemp makes 0600; keep the old file's mode, a new file is world-readable.
-        os.chmod(temporary, stat.S_IMODE(existing.st_mode) if existing else 0o644)
+        # mkstemp makes 0600: keep the old file's mode; a new file (or one replacing a
+        # link swapped in) gets what open(name, 0o666) would, under the process umask.
+        keep = existing is not None and stat.S_ISREG(existing.st_mode)
+        mode = stat.S_IMODE(existing.st_mode) if existing and keep else 0o666 & ~process_umask()
+        os.chmod(temporary, mode)
         os.replace(temporary, target)
     except BaseException:
         with contextlib.suppress(OSError):

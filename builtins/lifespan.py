@@ -48,6 +48,7 @@ import anyio
 
 from hookline.kernel.streaming import ErrorKind, HooklineError
 
+from .private import make_private_dir, write_private_file
 from .processes import STOP_GRACE, LocalProcess, open_local_process, stop_processes
 from .proctable import (
     HAS_PROC,
@@ -499,14 +500,11 @@ class ProcessRecord:
     def write(self, sessions: list[tuple[int, int]], adopted: list[tuple[int, int]]) -> None:
         """Replace the file (a whole new file renamed over the old one, never half written)."""
         data = {**self.head, "sessions": sessions, "adopted": adopted}
-        temporary = self.path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(data), encoding="utf-8")
-        os.replace(temporary, self.path)
+        write_private_file(self.path, json.dumps(data), durable=False)  # 0600, in a 0700 dir
 
     def remove(self) -> None:
-        for path in (self.path, self.path.with_suffix(".tmp")):
-            with contextlib.suppress(OSError):
-                path.unlink()
+        with contextlib.suppress(OSError):
+            self.path.unlink()
 
 
 def _open_record(directory: Path, owner: str, grace: float) -> ProcessRecord | None:
@@ -518,7 +516,7 @@ def _open_record(directory: Path, owner: str, grace: float) -> ProcessRecord | N
     if not HAS_PROC:
         return None
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        make_private_dir(directory)
         for line in end_leftovers(directory, grace):
             logger.warning(line)
         record = ProcessRecord(directory / f"{os.getpid()}-{owner}.json", owner)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import os
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import datetime
@@ -25,9 +24,9 @@ from hookline.kernel.channels import (
     TurnSnapshot,
 )
 from hookline.kernel.envelope import context_str, default_session_id, get_field
+from hookline.kernel.events import StepStarted
 from hookline.kernel.interception import ToolCall, ToolCallResult
 from hookline.kernel.models import ModelChoice, ModelOptions
-from hookline.kernel.streaming import HooklineError
 from hookline.kernel.tape import TapeContext
 from hookline.kernel.tools import Tool
 from hookline.kernel.turn import RUNTIME_THREAD_ID, RUNTIME_WORKSPACE
@@ -37,6 +36,7 @@ from .limits import check_session_fields
 if TYPE_CHECKING:
     from .agent import Agent
     from .environment import LocalEnvironment
+    from .instructions import WorkspaceInstructions
     from .lifespan import BackgroundProcesses
     from .sandbox import SandboxPolicy
     from .settings import Settings
@@ -58,7 +58,6 @@ Use the tools when the task needs them: shell to run commands, fs_read / fs_writ
 fs_edit for files (paths are relative to the workspace), tape_search and tape_info to
 look back at this session. Say what you did and what you found."""
 
-AGENTS_FILE = "AGENTS.md"
 PROCESS_RECORDS = "processes"
 """Folder of the hookline home holding one process record per open scope."""
 
@@ -82,6 +81,7 @@ class BuiltinPlugin:
         self._agent: Agent | None = None
         self._processes: BackgroundProcesses | None = None
         self._memory_store: InMemoryTapeStore | None = None
+        self._instructions: WorkspaceInstructions | None = None
 
     # Settings, the background processes and the memory store are made on first use, by a
     # command that needs them.
@@ -127,6 +127,7 @@ class BuiltinPlugin:
             settings = self.get_settings()
             config = AgentConfig(settings.model_spec, settings.max_steps, settings.max_tokens)
             self._agent = Agent(self.framework, config, ModelOpener(settings), self.tape_for)
+            self._agent.bus.on(StepStarted, self._refresh_instructions)
         return self._agent
 
     def tape_for(self, session_id: str, state: dict[str, Any]) -> Tape:
@@ -223,19 +224,45 @@ class BuiltinPlugin:
 
     @hookimpl
     def system_prompt(self, prompt: Any, state: dict[str, Any]) -> str:
-        workspace = Path(state.get(RUNTIME_WORKSPACE) or self.framework.workspace)
-        agents = workspace / AGENTS_FILE
+        """The default prompt, the date, and the workspace's `AGENTS.md` when it may be
+        sent (see `hookline.builtins.instructions`: read off the event loop, cached)."""
         parts = [DEFAULT_SYSTEM_PROMPT, f"Today is {datetime.now():%Y-%m-%d}."]
-        instructions = _read_regular(agents)
+        instructions = self.instructions.text(self._workspace_of(state))
         if instructions is not None:
+            from .instructions import AGENTS_FILE
+
             parts.append(f"{AGENTS_FILE} of the workspace:\n{instructions}")
         return "\n\n".join(parts)
 
+    @property
+    def instructions(self) -> WorkspaceInstructions:
+        if self._instructions is None:
+            from .instructions import WorkspaceInstructions
+
+            self._instructions = WorkspaceInstructions()
+        return self._instructions
+
+    def _workspace_of(self, state: dict[str, Any]) -> Path:
+        return Path(state.get(RUNTIME_WORKSPACE) or self.framework.workspace)
+
+    async def _refresh_instructions(self, event: StepStarted) -> None:
+        """Before each model call: `AGENTS.md` checked in a worker thread, for the
+        synchronous `system_prompt` that comes next."""
+        await self.instructions.refresh(self._workspace_of(event.state))
+
     @hookimpl
     async def provide_tape_store(self) -> AsyncIterator[Any]:
+        """The tape store of the settings, once the hookline home is private (0700)."""
+        # The home, opening (schema, WAL) and closing (checkpoint) touch the disk: threads.
+        import anyio
+        import anyio.to_thread
+
+        from .private import secure_home
         from .storeurl import is_postgres_url
 
-        path = self.get_settings().tape_store
+        settings = self.get_settings()
+        await anyio.to_thread.run_sync(secure_home, settings.home)
+        path = settings.tape_store
         assert path is not None  # Settings.__post_init__ fills in the default
         if is_postgres_url(path):  # the driver is imported only then
             from .store.postgres import open_postgres_store
@@ -243,10 +270,6 @@ class BuiltinPlugin:
             async with open_postgres_store(str(path)) as shared:
                 yield shared
             return
-        # Opening (schema, WAL) and closing (checkpoint) touch the disk: worker threads.
-        import anyio
-        import anyio.to_thread
-
         from .store.sqlite import SQLiteTapeStore
 
         store = await anyio.to_thread.run_sync(SQLiteTapeStore, path)
@@ -418,18 +441,3 @@ def _to_republic(kind: str, item: Any) -> Any:
     build = {"image": republic.image, "audio": republic.audio, "video": republic.video}
     return build[kind](url, media_type=get_field(item, "mime_type"))
 
-
-def _read_regular(path: Path) -> str | None:
-    """The UTF-8 text of `path` when it is a regular file, else None.
-
-    Opened without blocking and checked on the open descriptor, so a FIFO or a device under
-    that name can never hang the prompt.
-    """
-    from .files import open_regular_file
-
-    try:
-        handle, _info = open_regular_file(os.path.realpath(path))
-    except (OSError, HooklineError):
-        return None
-    with handle:
-        return handle.read().decode("utf-8")

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SECURITY_LOG", "Confinement", "SandboxPolicy"]
 
-SECURITY_LOG = "hookline.security"
+SECURITY_LOG = __name__
 """The logger of warnings about weakened confinement, which every command shows."""
 
 WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")

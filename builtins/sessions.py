@@ -21,7 +21,6 @@ import json
 import os
 import re
 import secrets
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,6 +31,7 @@ from hookline.kernel.streaming import HooklineError
 from hookline.kernel.tape import AsyncTapeStore, TapeEntry, TapeQuery, TapeStore
 
 from .files import open_regular_file
+from .private import write_private_file
 from .store.asyncstore import as_async_store
 from .store.memory import SIDECAR_MARKER, is_sidecar_tape
 from .tape import BOOTSTRAP_ANCHOR, session_tape_name, write_archive
@@ -337,16 +337,8 @@ def set_current_session(home: Path, workspace: str | os.PathLike[str], session_i
     current[key] = session_id  # newest last: the oldest are dropped first
     while len(current) > MAX_CURRENT_SESSIONS:
         current.pop(next(iter(current)))
-    home.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=home, prefix=".current_sessions.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(current, handle, ensure_ascii=False, indent=1)
-        os.replace(temp, home / CURRENT_SESSIONS_FILE)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
+    text = json.dumps(current, ensure_ascii=False, indent=1)
+    write_private_file(home / CURRENT_SESSIONS_FILE, text, durable=False)
 
 
 def _read_current(home: Path) -> dict[str, Any]:

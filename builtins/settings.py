@@ -63,7 +63,8 @@ environment. A relative path (`tape_store`, `http_certfile`, `http_keyfile`) is 
 the home directory in the file and to the working directory in the environment.
 
 The config file must be a regular file of at most 1 MiB (`MAX_CONFIG_BYTES`): a FIFO, a
-device or a larger file is refused with a `SettingsError` rather than read.
+device or a larger file is refused with a `SettingsError` rather than read; so is one that
+group or others can read holding a secret (see `hookline.builtins.private`).
 
 Tables in the config file other than the keys above (for example `[plugins.myplugin]`) are
 kept in `Settings.extra` for plugins; an unknown plain key is an error (typos should not
@@ -81,14 +82,12 @@ integers, floats, booleans and lists); `update_config(path, updates)` merges int
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import difflib
 import math
 import os
 import re
 import stat
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,6 +95,7 @@ from typing import Any
 
 from hookline.kernel.streaming import ErrorKind, HooklineError
 
+from .private import shared_secret_problem, write_private_file
 from .redact import redact_credentials
 from .storeurl import StoreURL, is_postgres_url
 
@@ -695,7 +695,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
     import tomllib  # only with a config file to parse
 
     try:
-        return tomllib.loads(raw.decode("utf-8"))
+        data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise SettingsError(
             f"The config file {path} is not valid TOML: {exc}. "
@@ -703,6 +703,9 @@ def read_config_file(path: Path) -> dict[str, Any]:
             key="config",
             source=f"file:{path}",
         ) from exc
+    if shared := shared_secret_problem(path, info.st_mode, data):  # as libpq's .pgpass
+        raise SettingsError(shared, key="config", source=f"file:{path}")
+    return data
 
 
 def load_settings(
@@ -895,20 +898,7 @@ def dumps_toml(data: Mapping[str, Any]) -> str:
 def write_config(path: str | os.PathLike[str], data: Mapping[str, Any]) -> Path:
     """Write `data` as TOML to `path` atomically, readable by the owner only (it may hold keys)."""
     target = Path(path).expanduser()
-    text = dumps_toml(data)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temp_name, 0o600)
-        os.replace(temp_name, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp_name)
-        raise
+    write_private_file(target, dumps_toml(data))
     return target
 
 

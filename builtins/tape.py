@@ -29,7 +29,6 @@ import hashlib
 import inspect
 import json
 import logging
-import os
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
@@ -55,6 +54,7 @@ from hookline.kernel.tape import (
 )
 
 from .model_context import messages_from_entries
+from .private import write_private_file
 from .store.asyncstore import AsyncJournal, append_batch, as_async_store, has_batch, journal_of
 from .store.memory import SIDECAR_MARKER, check_entry, copy_entry, dump_json, is_sidecar_tape
 
@@ -814,22 +814,7 @@ def _entry_record(entry: TapeEntry) -> dict[str, Any]:
 async def write_archive(path: Path, entries: list[TapeEntry]) -> None:
     """Write `entries` to `path` as JSON lines (one record per entry), mode 0600, all or
     nothing (`Tape.archive`, `hookline sessions archive`)."""
-    lines = [json.dumps(_entry_record(entry), ensure_ascii=False) + "\n" for entry in entries]
-    await anyio.to_thread.run_sync(_write_lines, path, lines)
-
-
-def _write_lines(path: Path, lines: list[str]) -> None:
-    """Write the file completely (temporary name, fsync, rename) or not at all."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    try:
-        # Private from the first byte: a tape holds the whole conversation.
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with open(fd, "w", encoding="utf-8") as handle:
-            handle.writelines(lines)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(partial, path)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
+    text = "".join(json.dumps(_entry_record(entry), ensure_ascii=False) + "\n"
+                   for entry in entries)
+    # Private from the first byte (a tape holds the whole conversation), fsynced, renamed.
+    await anyio.to_thread.run_sync(write_private_file, path, text)

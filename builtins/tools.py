@@ -18,7 +18,7 @@ strings meant for the model.
 
 The file tools open regular files only (no FIFO, socket or device can block them), do not
 read hard-linked files, read slices in bounded memory and edit files of up to
-`MAX_EDIT_BYTES`; see `hookline.builtins.files`.
+`MAX_EDIT_BYTES`, into files of up to that size; see `hookline.builtins.files`.
 """
 
 from __future__ import annotations
@@ -344,9 +344,23 @@ async def _fs_edit(
             f"text so it occurs exactly once, or set replace_all to replace all of them",
             argument="old",
         )
+    replaced = count if replace_all else 1
+    # The result is held to the input's cap too, measured before it is built: a short
+    # `new` replacing every one of many occurrences could otherwise make a huge file.
+    def encoded(part: str) -> int:
+        return len(part.encode("utf-8", "surrogatepass"))
+
+    size = encoded(text) + replaced * (encoded(new) - encoded(old))
+    if size > MAX_EDIT_BYTES:
+        raise argument_error(
+            "fs.edit",
+            f"the edit would make {path!r} {size:,} bytes, more than the {MAX_EDIT_BYTES:,} "
+            f"bytes fs.edit writes; make the change with the shell tool (sed, a script), "
+            f"or write a smaller file with fs.write",
+            argument="new",
+        )
     updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
     await _write(environment, path, updated)
-    replaced = count if replace_all else 1
     plural = "occurrence" if replaced == 1 else "occurrences"
     return f"replaced {replaced} {plural} in {path!r}"
 

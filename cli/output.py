@@ -162,29 +162,36 @@ class StatusLine:
 
 
 
+ALWAYS_WARN = ("hookline.builtins.private", "hookline.builtins.instructions",
+               "hookline.builtins.sandbox")
+"""Loggers whose warnings are shown whatever ``level``: a file made private, an
+``AGENTS.md`` kept from the model, a weakened sandbox (rare lines the user must see)."""
+
+
 def show_logs(level: int = logging.INFO, *, turn_failures: bool = True) -> None:
-    """hookline's log on stderr, one line per record from ``level`` up, unless the host
-    configured logging already. Without it, Python's last-resort handler would print raw
-    warnings and whole tracebacks next to the command's own one-line errors.
+    """hookline's log on stderr, one line per record from ``level`` up (and the warnings
+    of ``ALWAYS_WARN``), unless the host configured logging already. Without it, Python's
+    last-resort handler would print raw warnings and whole tracebacks next to the
+    command's own one-line errors.
 
     ``turn_failures=False`` leaves out the pipeline's ``turn.failed`` record, for commands
     that print the failure themselves (one failure, one line)."""
-    from hookline.builtins.sandbox import SECURITY_LOG
-
     root = logging.getLogger()
     log = logging.getLogger("hookline")
     if root.handlers or log.handlers:
         return
     handler = _StderrHandler()
     handler.setFormatter(_OneLine())
-    # Warnings about a weakened sandbox are shown whatever the level: they are the point.
     handler.setLevel(min(level, logging.WARNING))
-    handler.addFilter(lambda record: record.levelno >= level or record.name == SECURITY_LOG)
+    handler.addFilter(lambda record: record.levelno >= level or record.name in ALWAYS_WARN)
     if not turn_failures:
         handler.addFilter(lambda record: not str(record.msg).startswith("turn.failed"))
     log.addHandler(handler)
     if log.level == logging.NOTSET:
-        log.setLevel(min(level, logging.WARNING))
+        log.setLevel(level)
+    for name in ALWAYS_WARN:
+        if logging.getLogger(name).level == logging.NOTSET:
+            logging.getLogger(name).setLevel(min(level, logging.WARNING))
 
 
 class _StderrHandler(logging.StreamHandler):

@@ -29,7 +29,6 @@ import json
 import os
 import signal
 import stat
-import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -40,6 +39,7 @@ from prompt_toolkit.history import History
 from hookline.kernel.streaming import HooklineError
 
 from ..files import open_regular_file
+from ..private import make_private_dir, write_private_file
 
 __all__ = ["MAX_HISTORY_BYTES", "MAX_HISTORY_ENTRIES", "BoundedFileHistory", "LineEditor"]
 
@@ -69,7 +69,7 @@ class BoundedFileHistory(History):
             return
         line = json.dumps(string, ensure_ascii=False) + "\n"
         with contextlib.suppress(OSError):
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_private_dir(self.path.parent)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
                          | os.O_NONBLOCK, 0o600)
             try:
@@ -110,14 +110,8 @@ class BoundedFileHistory(History):
     def _compact(self) -> None:
         entries = self._read_entries()
         text = "".join(json.dumps(entry, ensure_ascii=False) + "\n" for entry in entries)
-        fd, temp = tempfile.mkstemp(dir=self.path.parent, prefix=".chat_history.")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as handle:
-                handle.write(text)
-            os.replace(temp, self.path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
+        with contextlib.suppress(OSError):
+            write_private_file(self.path, text.encode("utf-8", "replace"), durable=False)
 
 
 class LineEditor:

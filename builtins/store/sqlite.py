@@ -25,9 +25,11 @@ Guarantees:
   corruption, then or later, raises a `config` error that names the file and the fix;
   after one, the store refuses every further call instead of writing into the file.
 
-Readers never block writers (WAL). One connection per store, guarded by a lock: calls
-come from worker threads (see `as_async_store`), and a single connection can be closed
-from any thread, which per-thread connections in pooled threads could not.
+The file, its -wal and -shm are 0600; one that others can read is tightened at opening
+(`hookline.builtins.private.secure_store`). Readers never block writers (WAL). One
+connection per store, guarded by a lock: calls come from worker threads (see
+`as_async_store`), and a single connection can be closed from any thread, which
+per-thread connections in pooled threads could not.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from typing import Any, Final, Literal, TypeAlias
 from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tape import LAST_ANCHOR, TapeEntry, TapeQuery, apply_query
 
+from ..private import create_private_file, make_private_dir, secure_store
 from .memory import SIDECAR_MARKER, check_batch, check_entry, check_tape_name, dump_json
 
 try:  # POSIX: an exclusive flock on its owner file marks a process as alive
@@ -122,7 +125,7 @@ _Row: TypeAlias = tuple[str, str, str | None, str | None, str | None, str | None
 
 
 class SQLiteTapeStore:
-    """A synchronous BatchTapeStore over one SQLite file (created with its parent directory).
+    """A synchronous BatchTapeStore over one SQLite file (created 0600, its parent 0700).
 
     `list_tapes` lists every tape holding entries except sidecar tapes (names containing
     `__sidecar__`), sorted. `reset` deletes a tape's entries (its ids start again at 1).
@@ -145,7 +148,7 @@ class SQLiteTapeStore:
             raise ValueError(f"busy_timeout must be >= 0, got {busy_timeout}")
         self.path = Path(path).expanduser()
         self.synchronous = synchronous
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        secure_store(self.path)  # 0600 before SQLite opens it, so its -wal/-shm are too
         self._lock = threading.Lock()
         self._damage: str | None = None
         self._owner = _Owner(self.path)
@@ -633,7 +636,7 @@ class _Owner:
         with self._lock:
             if self._fd is not None:
                 return
-            self.folder.mkdir(parents=True, exist_ok=True)
+            make_private_dir(self.folder)
             fd = os.open(self.folder / self.name, os.O_CREAT | os.O_RDWR, 0o600)
             try:
                 if fcntl is not None:
@@ -733,10 +736,8 @@ def check_database(path: str | PathLike[str]) -> StoreCheck:
 
 
 def _has_table(conn: sqlite3.Connection, name: str) -> bool:
-    found = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
-    ).fetchone()
-    return found is not None
+    query = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+    return conn.execute(query, (name,)).fetchone() is not None
 
 
 def backup_database(source: str | PathLike[str], target: str | PathLike[str]) -> StoreCheck:
@@ -756,9 +757,8 @@ def backup_database(source: str | PathLike[str], target: str | PathLike[str]) ->
             ErrorKind.invalid_input,
             f"{goal} already exists; choose a new file name or remove it first.",
         )
-    goal.parent.mkdir(parents=True, exist_ok=True)
     partial = goal.with_name(goal.name + ".partial")
-    partial.unlink(missing_ok=True)
+    create_private_file(partial, fresh=True)  # a backup is as private as the store
     src = sqlite3.connect(origin, timeout=30.0)
     try:
         dst = sqlite3.connect(partial)

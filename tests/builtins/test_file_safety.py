@@ -431,6 +431,34 @@ async def test_edit_works_up_to_the_limit_and_notices_growth(
 
 
 @pytest.mark.anyio
+async def test_an_edit_cannot_make_a_file_larger_than_it_may_edit(tmp_path: Path) -> None:
+    # 100 KB and a 200-character `new`: replace_all would write 20 MB, past the 16 MiB.
+    (tmp_path / "many.txt").write_text("a" * 100_000)
+    error = await refused("fs.edit", tmp_path, path="many.txt", old="a", new="b" * 200,
+                          replace_all=True)
+    assert error.message == (
+        f"fs.edit: the edit would make 'many.txt' 20,000,000 bytes, more than the "
+        f"{MAX_EDIT_BYTES:,} bytes fs.edit writes; make the change with the shell tool (sed, "
+        f"a script), or write a smaller file with fs.write")
+    assert (tmp_path / "many.txt").read_text() == "a" * 100_000, "nothing was written"
+
+
+@pytest.mark.anyio
+async def test_the_edit_result_cap_counts_utf8_bytes_up_to_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tools_module, "MAX_EDIT_BYTES", 10)
+    (tmp_path / "five.txt").write_text("aaaaa")
+    assert await tool("fs.edit", tmp_path, path="five.txt", old="a", new="\u00e9",
+                      replace_all=True) == "replaced 5 occurrences in 'five.txt'"
+    assert (tmp_path / "five.txt").read_text() == "\u00e9" * 5  # 10 bytes: allowed
+    error = await refused("fs.edit", tmp_path, path="five.txt", old="\u00e9", new="ab\u00e9",
+                          replace_all=True)
+    assert "would make 'five.txt' 20 bytes, more than the 10 bytes" in error.message
+    assert (tmp_path / "five.txt").read_text() == "\u00e9" * 5
+
+
+@pytest.mark.anyio
 async def test_file_writes_replace_the_file_whole(tmp_path: Path) -> None:
     """fs.write used to truncate the file before writing; now a sibling is renamed over it."""
     target = tmp_path / "notes.txt"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import pickle
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -30,9 +31,11 @@ from hookline.kernel.streaming import ErrorKind, HooklineError
 
 
 def config(home: Path, text: str) -> Path:
+    """The config file, private as `hookline onboard` writes it (it may hold a key)."""
     home.mkdir(parents=True, exist_ok=True)
     path = home / "config.toml"
     path.write_text(text, encoding="utf-8")
+    path.chmod(0o600)
     return path
 
 
@@ -390,3 +393,20 @@ def test_a_config_file_that_is_a_fifo_or_huge_is_refused_not_read(tmp_path: Path
     (tmp_path / "config.toml").write_text("# " + "x" * MAX_CONFIG_BYTES + "\n")
     with pytest.raises(SettingsError, match=f"is over {MAX_CONFIG_BYTES} bytes"):
         load_settings(environ={"HOOKLINE_HOME": str(tmp_path)})
+
+
+@pytest.mark.parametrize("loose", [0o640, 0o604])
+def test_a_config_with_a_secret_that_group_or_others_can_read_is_refused(
+        tmp_path: Path, loose: int) -> None:
+    path = config(tmp_path, 'api_key = "sk-file"\n')
+    path.chmod(loose)
+    with pytest.raises(SettingsError) as info:
+        load_settings({}, home=tmp_path)
+    assert info.value.message == (
+        f"The config file {path} holds api_key and other users can read it (mode "
+        f"{loose:04o}); run `chmod 600 {path}`.")
+    assert "sk-file" not in str(info.value)
+    path.chmod(0o600)
+    assert load_settings({}, home=tmp_path).api_key == "sk-file"
+    write_config(path, {"api_key": "sk-new"})  # what onboard writes is private
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600

@@ -436,7 +436,7 @@ async def test_archive_writes_backups_then_resets(tmp_path: Path) -> None:
     ]
     sidecar_files = sorted((tmp_path / "archive").glob("main__sidecar__a.jsonl.*.bak"))
     assert len(sidecar_files) == 1 and read_jsonl(sidecar_files[0])[0]["payload"] == {"n": 1}
-    assert not list((tmp_path / "archive").glob("*.partial"))
+    assert not list((tmp_path / "archive").glob(".*.tmp")), "no temporary file is left"
 
     entries = await tape.entries()
     assert entries[0].payload["state"] == {"owner": "human", "archive": str(path), "by": "test"}

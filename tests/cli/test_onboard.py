@@ -92,6 +92,7 @@ def test_api_key_env_keeps_the_key_out_of_the_file(
         env: dict[str, str], config: Path, tmp_path: Path) -> None:
     config.parent.mkdir(parents=True)
     config.write_text(f'model = "{SPEC}"\napi_key = "sk-old"\n')
+    config.chmod(0o600)  # a config holding a key that others can read is refused
     env["MY_ONBOARD_KEY"] = "sk-from-env"
     with OpenAIServer([Reply(text="OK")], api_key="sk-from-env") as server:
         out = hookline("onboard", "-m", SPEC, "--api-base", server.base_url,
