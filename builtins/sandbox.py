@@ -171,29 +171,40 @@ class Confinement:
         return spawner
 
     def _build(self, temporary: str) -> Ruleset:
-        from . import landlock
+        from .landlock import (
+            FS_READ,
+            FS_WRITE,
+            MINIMUM_ABI,
+            NET_BIND_TCP,
+            NET_CONNECT_TCP,
+            READ_DIR,
+            SCOPE_ABSTRACT_UNIX_SOCKET,
+            SCOPE_SIGNAL,
+            TRUNCATE,
+            WRITE_FILE,
+            LandlockUnavailable,
+            Ruleset,
+            abi_version,
+        )
 
-        abi = landlock.abi_version()
-        if not self.policy.network and abi < landlock.MINIMUM_ABI:
-            raise landlock.LandlockUnavailable(
+        abi = abi_version()
+        if not self.policy.network and abi < MINIMUM_ABI:
+            raise LandlockUnavailable(
                 f"this kernel's Landlock (ABI {abi}) cannot refuse network connections "
-                f"(ABI {landlock.MINIMUM_ABI} can); set sandbox_network = true to confine "
-                f"files only")
-        network = 0 if self.policy.network else landlock.NET_BIND_TCP | landlock.NET_CONNECT_TCP
-        ruleset = landlock.Ruleset(
-            abi, fs=landlock.FS_READ | landlock.FS_WRITE, net=network,
-            scoped=landlock.SCOPE_SIGNAL | landlock.SCOPE_ABSTRACT_UNIX_SOCKET)
+                f"(ABI {MINIMUM_ABI} can); set sandbox_network = true to confine files only")
+        network = 0 if self.policy.network else NET_BIND_TCP | NET_CONNECT_TCP
+        ruleset = Ruleset(abi, fs=FS_READ | FS_WRITE, net=network,
+                          scoped=SCOPE_SIGNAL | SCOPE_ABSTRACT_UNIX_SOCKET)
         watched: list[tuple[str, int]] = []
         # Listing folders stays possible everywhere (names, as `stat` shows them anyway);
         # reading, running and writing files only where granted below.
-        ruleset.allow("/", landlock.READ_DIR)
-        self._grant(ruleset, "/", landlock.FS_READ, watched)
-        write = landlock.FS_READ | landlock.FS_WRITE
+        ruleset.allow("/", READ_DIR)
+        self._grant(ruleset, "/", FS_READ, watched)
         if self.policy.mode == "workspace-write":
-            self._grant(ruleset, self.workspace, write, watched)
-        ruleset.allow(temporary, write)
+            self._grant(ruleset, self.workspace, FS_READ | FS_WRITE, watched)
+        ruleset.allow(temporary, FS_READ | FS_WRITE)
         for device in WRITABLE_DEVICES:
-            ruleset.allow(device, landlock.FS_READ | landlock.WRITE_FILE | landlock.TRUNCATE)
+            ruleset.allow(device, FS_READ | WRITE_FILE | TRUNCATE)
         self._watched = tuple(watched)
         return ruleset
 

@@ -143,9 +143,9 @@ def finished(gateway: Gateway, timeout: float = 60.0) -> subprocess.CompletedPro
 
 
 def test_a_web_pages_cross_origin_text_plain_post_runs_nothing(start: Any,
-                                                               tmp_path: Path) -> None:
+                                                               workspace: Path) -> None:
     gateway = start()
-    pwned = tmp_path / "pwned"
+    pwned = workspace / "pwned"  # where a sandboxed command may write
     port = urlsplit(gateway.url).port
     body = json.dumps(shell_line(pwned)).encode()
     attack = {"content-type": "text/plain;charset=UTF-8", "origin": "https://evil.example"}

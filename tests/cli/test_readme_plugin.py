@@ -45,18 +45,20 @@ def test_readme_plugin_shows_in_hooks_and_takes_effect_in_a_turn(tmp_path: Path)
     assert HOOKLINE, "the hookline console script is not installed"
     env = _installed(tmp_path)
 
+    workspace = tmp_path / "workspace"  # beside the home: the sandbox refuses one inside
+    (workspace / "build").mkdir(parents=True)
+
     def hookline(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([HOOKLINE, *args], capture_output=True, text=True, env=env,
-                              cwd=tmp_path, timeout=120)
+                              cwd=workspace, timeout=120)
 
     hooks = hookline("hooks").stdout.splitlines()
     assert "system_prompt: guard, builtin    [stored: builtin, guard]" in hooks
     assert "before_tool_call: guard    [stored: guard]" in hooks
-    (tmp_path / "build").mkdir()
     denied = hookline("run", '/tool shell {"command": "rm -rf build"}')
     assert denied.returncode == 0, denied.stderr
     assert "guard: refusing to run 'rm -rf build'" in denied.stdout
-    assert (tmp_path / "build").is_dir(), "the command was not run"
+    assert (workspace / "build").is_dir(), "the command was not run"
     allowed = hookline("run", '/tool shell {"command": "echo still here"}')
     assert "still here" in allowed.stdout
 
