@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .landlock import Ruleset
     from .settings import Settings
 
-__all__ = ["SECURITY_LOG", "Confinement", "SandboxPolicy"]
+__all__ = ["SECURITY_LOG", "Confinement", "SandboxPolicy", "check_exposure"]
 
 SECURITY_LOG = __name__
 """The logger of warnings about weakened confinement, which every command shows."""
@@ -80,6 +80,16 @@ class SandboxPolicy:
             lines.append("tool processes inherit hookline's whole environment, secrets "
                          "included (tool_env = inherit); remove it to filter them out")
         return lines
+
+
+def check_exposure(settings: Settings, address: str, loopback: bool) -> None:
+    """Refuse to serve other machines with an unconfined shell, unless told twice."""
+    if loopback or settings.sandbox != "off" or settings.http_allow_unsandboxed:
+        return
+    raise RuntimeError(
+        f"refusing to listen on {address} with sandbox = off: whoever holds the token could "
+        f"run commands with your full rights from another machine; remove sandbox = off, "
+        f"or also set http_allow_unsandboxed = true if that is what you want")
 
 
 class Confinement:

@@ -85,6 +85,7 @@ from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
 from ..limits import MAX_SESSION_ID_LENGTH
 from ..redact import redact_credentials
+from ..sandbox import check_exposure
 from .http_guard import Guard, HttpError, Token, header_map, is_loopback_address, load_token
 
 __all__ = [
@@ -326,6 +327,7 @@ class HttpChannel(Lifecycle):
             try:
                 bound = listener.getsockname()[0]
                 _check_binding(host, bound, allow_remote, settings.http_auth, tls)
+                check_exposure(settings, f"{host} ({bound})", is_loopback_address(bound))
                 token = load_token(settings) if settings.http_auth else None
             except BaseException:
                 listener.close()

@@ -372,6 +372,19 @@ def test_a_remote_bind_without_authentication_never_starts(start: Any) -> None:
     assert out.returncode == 1 and "with authentication off" in out.stderr
 
 
+def test_a_remote_bind_with_the_sandbox_off_needs_a_second_setting(start: Any) -> None:
+    out = finished(start("--host", "0.0.0.0", "--allow-remote", wait=False,
+                         HOOKLINE_SANDBOX="off"))
+    assert out.returncode == 1
+    assert "refusing to listen on 0.0.0.0 (0.0.0.0) with sandbox = off" in out.stderr
+    assert "http_allow_unsandboxed = true" in out.stderr
+    gateway = start("--host", "0.0.0.0", "--allow-remote", HOOKLINE_SANDBOX="off",
+                    HOOKLINE_HTTP_ALLOW_UNSANDBOXED="true")
+    assert any("the shell sandbox is OFF" in line for line in gateway.stderr)
+    local = start(HOOKLINE_SANDBOX="off")  # on loopback the one setting is enough (warned)
+    assert any("the shell sandbox is OFF" in line for line in local.stderr)
+
+
 def test_authentication_off_on_loopback_is_warned_and_keeps_the_other_checks(
         start: Any, tmp_path: Path) -> None:
     gateway = start(HOOKLINE_HTTP_AUTH="false")
