@@ -107,6 +107,13 @@ class LocalEnvironment(Environment):
                 f"outside the workspace; only paths inside the workspace are allowed",
                 {"path": text, "resolved": os.path.relpath(resolved, self.workspace)},
             )
+        if any(_inside(resolved, hidden) for hidden in self._confinement.hidden):
+            raise HooklineError(
+                ErrorKind.invalid_input,
+                f"path {text!r} is in the hookline home (or its tape store), which tools may "
+                f"neither read nor write",
+                {"path": text},
+            )
         return resolved
 
     # -- files -------------------------------------------------------------------------

@@ -151,3 +151,20 @@ def test_policy_warnings() -> None:
     assert "OFF" in SandboxPolicy(mode="off").warnings()[0]
     assert "network" in SandboxPolicy(network=True).warnings()[0]
     assert "inherit" in SandboxPolicy(environment=EnvironmentPolicy(inherit=True)).warnings()[0]
+
+
+@pytest.mark.anyio
+async def test_the_file_tools_refuse_the_hookline_home_inside_the_workspace(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / ".hookline"
+    home.mkdir()
+    (home / "config.toml").write_text('api_key = "sk-in-home"\n')
+    env = environment(tmp_path, home)
+    for action in (env.read_text(".hookline/config.toml"),
+                   env.write_text(".hookline/config.toml", "sandbox = 'off'\n")):
+        with pytest.raises(HooklineError, match="is in the hookline home"):
+            await action
+    assert "sk-in-home" in (home / "config.toml").read_text()
+    await env.write_text("notes.txt", "fine")  # the rest of the workspace is the tools'
+    assert (tmp_path / "notes.txt").read_text() == "fine"
