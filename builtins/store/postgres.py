@@ -50,19 +50,40 @@ import secrets
 import socket
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from hookline.kernel.streaming import ErrorKind, HooklineError
-from hookline.kernel.tape import LAST_ANCHOR, TapeEntry, TapeQuery, apply_query
+from hookline.kernel.tape import TapeEntry, TapeQuery, apply_query
 
 from ..storeurl import is_postgres_url, redact_url
-from .memory import SIDECAR_MARKER, check_batch, check_entry, check_tape_name, dump_json
-from .sqlite import INTERRUPTED_ERROR, JournalOp, check_journal_op
+from .memory import SIDECAR_MARKER, check_batch, check_entry, check_tape_name
+from .postgres_check import PostgresCheck, check_postgres
+from .postgres_conn import (
+    INSTALL_HINT,
+    PostgresConnections,
+    _import_driver,
+    _positive,
+    _require_asyncio,
+    split_url,
+)
+from .postgres_sql import (
+    _LOCK_TAPES,
+    _MIGRATIONS,
+    _SETTLED,
+    NS_MIGRATE,
+    NS_TAPE,
+    SCHEMA_VERSION,
+    _apply,
+    _as_dict,
+    _columns,
+    _now,
+    _op_row,
+    _row,
+    _select,
+)
+from .sqlite import INTERRUPTED_ERROR, JournalOp
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -75,185 +96,13 @@ __all__ = [
     "PostgresTapeStore",
     "check_postgres",
     "open_postgres_store",
+    "split_url",
 ]
 
 logger = logging.getLogger(__name__)
 
-INSTALL_HINT: Final = "pip install 'hookline[postgres]'"
 
-SCHEMA_VERSION: Final = 1
-"""The version this hookline writes; `hookline_schema_version` holds the database's."""
-
-NS_TAPE: Final = 0x686C0001
-"""Advisory lock class of tape locks (two-int keys: this, hashtext(tape))."""
-NS_MIGRATE: Final = 0x686C0002
-"""Advisory lock class of the schema migration (key: this, 0)."""
-# Owner locks use the one-bigint form, a key space apart from the two-int one.
-
-_APPLY_FUNCTION: Final = f"""
-CREATE OR REPLACE FUNCTION hookline_apply(
-    p_run text, p_lock text[], p_tape text[], p_action text[], p_kind text[],
-    p_payload text[], p_meta text[], p_date text[], p_anchor text[])
-RETURNS TABLE (o_tape text, o_id bigint, o_kind text, o_payload text, o_meta text,
-               o_date text)
-LANGUAGE plpgsql AS $fn$
-DECLARE
-    w record;
-    next_id bigint;
-BEGIN
-    -- Lock every tape written, in key order; a sidecar tape shares its session tape's key.
-    PERFORM pg_advisory_xact_lock({NS_TAPE}, k) FROM (
-        SELECT DISTINCT hashtext(split_part(t, '{SIDECAR_MARKER}', 1)) AS k
-        FROM unnest(p_lock || p_tape || ARRAY(
-            SELECT j.tape FROM hookline_journal j WHERE j.run = p_run)) AS t
-        ORDER BY 1) AS keys;
-    FOR w IN
-        SELECT x.tape, x.action, x.kind, x.payload, x.meta, x.date, x.anchor FROM (
-            SELECT 0 AS part, j.seq::bigint AS n, j.tape, j.action, j.kind, j.payload,
-                   j.meta, j.date, j.anchor
-            FROM hookline_journal j WHERE j.run = p_run
-            UNION ALL
-            SELECT 1, g.n, g.tape, g.action, g.kind, g.payload, g.meta, g.date, g.anchor
-            FROM unnest(p_tape, p_action, p_kind, p_payload, p_meta, p_date, p_anchor)
-                 WITH ORDINALITY AS g (tape, action, kind, payload, meta, date, anchor, n)
-        ) AS x ORDER BY x.part, x.n
-    LOOP
-        IF w.action = 'reset' THEN
-            DELETE FROM hookline_entries e WHERE e.tape = w.tape;
-            CONTINUE;
-        END IF;
-        IF w.action = 'bootstrap' AND EXISTS (
-                SELECT 1 FROM hookline_entries e WHERE e.tape = w.tape AND e.kind = 'anchor') THEN
-            CONTINUE;
-        END IF;
-        SELECT COALESCE(max(e.id), 0) + 1 INTO next_id
-        FROM hookline_entries e WHERE e.tape = w.tape;
-        INSERT INTO hookline_entries (tape, id, kind, payload, meta, date, anchor)
-        VALUES (w.tape, next_id, w.kind, w.payload, w.meta, w.date, w.anchor);
-        o_tape := w.tape; o_id := next_id; o_kind := w.kind; o_payload := w.payload;
-        o_meta := w.meta; o_date := w.date;
-        RETURN NEXT;
-    END LOOP;
-    IF p_run IS NOT NULL THEN
-        DELETE FROM hookline_journal j WHERE j.run = p_run;
-        DELETE FROM hookline_journal_runs r WHERE r.run = p_run;
-    END IF;
-END
-$fn$
-"""
-"""Every write in one statement (one round trip, atomic even without a transaction
-around it): lock the tapes, then apply the run's journal (when `p_run` is given) and the
-given writes in order (each gets its tape's next id; `bootstrap` only on a tape without an
-anchor; `reset` empties a tape), drop the journal; returns the entries stored. Doing it
-in the server keeps the time a pooled connection is held to one round trip, however busy
-the gateway's event loop is."""
-
-_MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
-    (  # version 1
-        """CREATE TABLE hookline_entries (
-            tape    text   NOT NULL,
-            id      bigint NOT NULL,
-            kind    text   NOT NULL,
-            payload text   NOT NULL,
-            meta    text   NOT NULL,
-            date    text   NOT NULL,
-            anchor  text,
-            PRIMARY KEY (tape, id)
-        )""",
-        # The last anchor, and the last anchor of a name: index lookups on anchor rows only.
-        "CREATE INDEX hookline_entries_anchors ON hookline_entries (tape, id) "
-        "WHERE kind = 'anchor'",
-        "CREATE INDEX hookline_entries_named_anchors ON hookline_entries (tape, anchor, id) "
-        "WHERE kind = 'anchor'",
-        """CREATE TABLE hookline_owners (
-            owner     bigint      PRIMARY KEY,
-            heartbeat timestamptz NOT NULL,
-            host      text        NOT NULL,
-            pid       integer     NOT NULL,
-            opened    timestamptz NOT NULL
-        )""",
-        """CREATE TABLE hookline_journal_runs (
-            run     text   PRIMARY KEY,
-            tape    text   NOT NULL,
-            owner   bigint NOT NULL,
-            started text   NOT NULL
-        )""",
-        """CREATE TABLE hookline_journal (
-            run     text    NOT NULL,
-            seq     integer NOT NULL,
-            tape    text    NOT NULL,
-            action  text    NOT NULL,
-            kind    text,
-            payload text,
-            meta    text,
-            date    text,
-            anchor  text,
-            PRIMARY KEY (run, seq)
-        )""",
-        _APPLY_FUNCTION,
-    ),
-)
-assert len(_MIGRATIONS) == SCHEMA_VERSION
-
-_COLUMNS: Final = "e.id, e.kind, e.payload, e.meta, e.date"
-_LOCK_TAPES: Final = (
-    "SELECT pg_advisory_xact_lock(%s, k) FROM (SELECT DISTINCT "
-    f"hashtext(split_part(t, '{SIDECAR_MARKER}', 1)) AS k FROM unnest(%s::text[]) AS t "
-    "ORDER BY 1) AS keys"
-)
-"""Lock tapes for a write, in key order (so writers never deadlock). A sidecar tape shares
-its session tape's key: a run's commit knows its session tape before it has read which
-sidecars its journal wrote."""
-_SETTLED: Final = "now() - pg_postmaster_start_time() > make_interval(secs => %(grace)s)"
-"""The server has run for `grace` seconds: after its restart every owner lost its lock at
-once, and live ones get that long to reconnect before anyone counts them as dead."""
-_HOOKLINE_PARAMS: Final = ("hookline_pool_max", "hookline_grace")
-"""Query parameters of the URL read by hookline (and removed before libpq sees it)."""
-
-# A write as stored: (tape, action, kind, payload JSON, meta JSON, date, anchor name).
-_Row: TypeAlias = tuple[str, str, str | None, str | None, str | None, str | None, str | None]
-
-
-def _import_driver() -> tuple[Any, Any]:
-    """psycopg and psycopg_pool, or a `config` error saying how to install them."""
-    try:
-        import psycopg
-        import psycopg_pool
-    except ImportError as exc:
-        raise HooklineError(
-            ErrorKind.config,
-            f"The tape_store setting is a PostgreSQL URL, which needs the psycopg driver: "
-            f"{INSTALL_HINT} (missing: {exc.name or exc}).",
-        ) from exc
-    return psycopg, psycopg_pool
-
-
-def split_url(url: str) -> tuple[str, dict[str, str]]:
-    """The URL for libpq (without hookline's own query parameters) and those parameters."""
-    parts = urlsplit(url.strip())
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    ours = {key: value for key, value in query if key in _HOOKLINE_PARAMS}
-    rest = [(key, value) for key, value in query if key not in _HOOKLINE_PARAMS]
-    return urlunsplit(parts._replace(query=urlencode(rest))), ours
-
-
-def _positive(params: dict[str, str], key: str, default: float, display: str) -> float:
-    if key not in params:
-        return default
-    try:
-        value = float(params[key])
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise HooklineError(
-            ErrorKind.config,
-            f"{key} in the tape store URL {display} must be a positive number, got "
-            f"{params[key]!r}.",
-        )
-    return value
-
-
-class PostgresTapeStore:
+class PostgresTapeStore(PostgresConnections):
     """An asynchronous BatchTapeStore with a run journal, in one PostgreSQL database.
 
     Construct, then `await store.open()` (or `async with store:`); `open_postgres_store`
@@ -332,10 +181,6 @@ class PostgresTapeStore:
             raise self._error(exc, "cannot open") from exc
         return self
 
-    async def _connect(self) -> AsyncConnection:
-        with anyio.fail_after(max(self.timeout, 10.0)):
-            return await self._psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
-
     async def close(self) -> None:
         """Close the pool and the owner connection (releasing the owner lock); idempotent."""
         self._closed = True
@@ -402,78 +247,6 @@ class PostgresTapeStore:
             "ON CONFLICT (owner) DO UPDATE SET heartbeat = now()",
             (self.owner, socket.gethostname(), os.getpid()),
         )
-
-    # -- connections and errors ----------------------------------------------------------
-
-    def _is_driver_error(self, exc: BaseException) -> bool:
-        psycopg = self._psycopg
-        if psycopg is None:
-            return False
-        import psycopg_pool
-
-        return isinstance(exc, psycopg.Error | psycopg_pool.PoolTimeout | OSError | TimeoutError)
-
-    def _error(self, exc: BaseException, doing: str = "is unavailable") -> HooklineError:
-        """A HooklineError for a driver error, with every password scrubbed."""
-        detail = redact_url(" ".join(str(exc).split()) or type(exc).__name__)
-        psycopg = self._psycopg
-        if psycopg is not None and isinstance(exc, psycopg.DataError):
-            return HooklineError(ErrorKind.invalid_input,
-                                 f"The PostgreSQL tape store {self.display} refused the data: "
-                                 f"{detail}")
-        verb = "cannot be opened" if doing == "cannot open" else "is unavailable"
-        return HooklineError(ErrorKind.temporary,
-                             f"The PostgreSQL tape store {self.display} {verb}: {detail}",
-                             {"store": self.display})
-
-    @asynccontextmanager
-    async def _connection(self, wait: float | None = None) -> AsyncIterator[AsyncConnection]:
-        """A pooled connection (waiting at most `wait`, default `timeout`, for one)."""
-        if self._closed or self._pool is None:
-            raise HooklineError(ErrorKind.config, f"Tape store {self.display} is closed.")
-        try:
-            async with self._pool.connection(timeout=wait) as conn:
-                yield conn
-        except HooklineError:
-            raise
-        except UnicodeEncodeError as exc:
-            raise HooklineError(ErrorKind.invalid_input,
-                                f"An entry is not valid text for PostgreSQL: {exc}") from exc
-        except Exception as exc:
-            if not self._is_driver_error(exc):
-                raise
-            if isinstance(exc, self._psycopg.OperationalError):
-                await self._drop_dead_connections()
-            raise self._error(exc) from exc
-
-    async def _drop_dead_connections(self) -> None:
-        """After a connection failed (the server restarted?), check the idle ones now, so
-        that the requests after this one get live connections: checking every connection
-        before each use would cost a round trip per call."""
-        pool = self._pool
-        if pool is None:
-            return
-        with anyio.CancelScope(shield=True), anyio.move_on_after(self.timeout):
-            try:
-                await pool.check()
-            except Exception:
-                logger.debug("store.postgres_pool_check_failed", exc_info=True)
-
-    @asynccontextmanager
-    async def _statement(self, wait: float | None = None) -> AsyncIterator[AsyncConnection]:
-        """A connection for one writing statement (its own transaction), shielded from
-        cancellation (a started write completes or fails, it is never abandoned half-way)
-        and bounded by a deadline."""
-        with anyio.CancelScope(shield=True), anyio.fail_after(max(self.timeout * 6, 30.0)):
-            async with self._connection(wait) as conn:
-                yield conn
-
-    @asynccontextmanager
-    async def _write(self, wait: float | None = None) -> AsyncIterator[AsyncConnection]:
-        """One write transaction of several statements, shielded and bounded likewise."""
-        with anyio.CancelScope(shield=True), anyio.fail_after(max(self.timeout * 6, 30.0)):
-            async with self._connection(wait) as conn, conn.transaction():
-                yield conn
 
     async def check_writable(self) -> None:
         """Raise unless the database takes a write now (a committed heartbeat update);
@@ -718,168 +491,3 @@ async def open_postgres_store(url: str, **options: Any) -> AsyncIterator[Postgre
                 group.cancel_scope.cancel()
     finally:
         await store.close()
-
-
-def _require_asyncio() -> None:
-    import asyncio
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        raise HooklineError(
-            ErrorKind.config,
-            "The PostgreSQL tape store needs the asyncio event loop (psycopg's); this one "
-            "is another (trio?).",
-        ) from None
-
-
-# -- SQL ---------------------------------------------------------------------------------
-
-
-def _select(tape: str, query: TapeQuery) -> tuple[str, dict[str, Any]]:
-    """One statement reading what `query` needs of the tape (see `fetch_all`)."""
-    params: dict[str, Any] = {"tape": tape, "kinds": list(query.kind_filter)}
-    exact = query.text_filter is None and query.date_range is None
-    kinds = " AND e.kind = ANY(%(kinds)s::text[])" if query.kind_filter else ""
-    order = " ORDER BY e.id"
-    if exact and query.tail_entries is not None:
-        order, params["n"] = " ORDER BY e.id DESC LIMIT %(n)s", query.tail_entries
-    elif exact and query.max_entries is not None:
-        order, params["n"] = " ORDER BY e.id LIMIT %(n)s", query.max_entries
-    base = "FROM hookline_entries e WHERE e.tape = %(tape)s"
-    named = "SELECT max(id) AS id FROM hookline_entries WHERE tape = %(tape)s AND kind = 'anchor'"
-    if query.anchor_range is not None:
-        start, end = query.anchor_range
-        if not isinstance(start, str) or not isinstance(end, str):
-            return f"SELECT {_COLUMNS} {base} ORDER BY e.id", params
-        params.update(start=start, end=end)
-        cte = (f"WITH a AS ({named} AND anchor = %(start)s), "
-               f"b AS (SELECT min(x.id) AS id FROM hookline_entries x, a WHERE x.tape = %(tape)s "
-               f"AND x.kind = 'anchor' AND x.anchor = %(end)s AND x.id > a.id)")
-        head = f"SELECT {_COLUMNS} FROM hookline_entries e, a, b WHERE e.tape = %(tape)s " \
-               f"AND (e.id = a.id OR e.id = b.id)"
-        body = f"SELECT {_COLUMNS} FROM hookline_entries e, a, b WHERE e.tape = %(tape)s " \
-               f"AND e.id > a.id AND e.id < b.id{kinds}{order}"
-        return f"{cte} ({head}) UNION ALL ({body})", params
-    if query.anchor is None:
-        return f"SELECT {_COLUMNS} {base}{kinds}{order}", params
-    if query.anchor is LAST_ANCHOR:
-        cte = f"WITH a AS ({named})"
-    elif isinstance(query.anchor, str):
-        cte, params["name"] = f"WITH a AS ({named} AND anchor = %(name)s)", query.anchor
-    else:  # not a name SQL can match: the whole tape, for apply_query
-        return f"SELECT {_COLUMNS} {base} ORDER BY e.id", params
-    head = f"SELECT {_COLUMNS} FROM hookline_entries e, a WHERE e.tape = %(tape)s AND e.id = a.id"
-    body = (f"SELECT {_COLUMNS} FROM hookline_entries e, a WHERE e.tape = %(tape)s "
-            f"AND e.id > a.id{kinds}{order}")
-    return f"{cte} ({head}) UNION ALL ({body})", params
-
-
-def _anchor_name(kind: str, payload: dict[str, Any]) -> str | None:
-    name = payload.get("name") if kind == "anchor" else None
-    return name if isinstance(name, str) else None
-
-
-def _row(tape: str, action: str, entry: TapeEntry) -> _Row:
-    return (tape, action, entry.kind, dump_json(entry.payload, "payload"),
-            dump_json(entry.meta, "meta"), entry.date, _anchor_name(entry.kind, entry.payload))
-
-
-def _op_row(op: JournalOp) -> _Row:
-    """Check one journal op and turn it into its stored form."""
-    tape, action, entry = check_journal_op(op)
-    if entry is None:
-        return (tape, action, None, None, None, None, None)
-    return _row(tape, action, entry)
-
-
-async def _apply(conn: AsyncConnection, rows: Sequence[_Row], *, run: str | None = None,
-                 lock: Sequence[str] = ()) -> list[TapeEntry]:
-    """Perform writes in order (after `run`'s journal, which is then dropped) with one
-    call of `hookline_apply`; returns the entries stored."""
-    columns = _columns(rows, 7)
-    cursor = await conn.execute(
-        "SELECT o_tape, o_id, o_kind, o_payload, o_meta, o_date FROM hookline_apply("
-        "%s, %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], "
-        "%s::text[], %s::text[])", (run, list(lock), *columns))
-    return [TapeEntry(int(entry_id), str(kind), _loads(payload), _loads(meta), str(date))
-            for _tape, entry_id, kind, payload, meta, date in await cursor.fetchall()]
-
-
-def _columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:
-    """Rows turned into `width` column lists (arrays for `unnest`), empty ones for no rows."""
-    if not rows:
-        return [[] for _ in range(width)]
-    return [list(column) for column in zip(*rows, strict=True)]
-
-
-def _loads(text: str | None) -> dict[str, Any]:
-    return _as_dict(json.loads(text or "{}"))
-
-
-def _as_dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
-
-
-# -- `hookline store check` ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PostgresCheck:
-    """What `check_postgres` found: `problems` is empty when the database is usable."""
-
-    display: str
-    problems: list[str]
-    schema_version: int | None = None
-    tapes: int = 0
-    entries: int = 0
-    pending_runs: int = 0
-    owners: int = 0
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-
-async def check_postgres(url: str) -> PostgresCheck:
-    """Connectivity and the schema version of a PostgreSQL store, plus what it holds;
-    writes nothing (no migration, no recovery)."""
-    display = redact_url(url.strip())
-    psycopg, _pool = _import_driver()
-    conninfo, _params = split_url(url)
-    try:
-        with anyio.fail_after(15):
-            conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
-    except (psycopg.Error, OSError, TimeoutError) as exc:
-        return PostgresCheck(display, [f"cannot connect: {redact_url(str(exc).strip())}"])
-    try:
-        found = await (await conn.execute(
-            "SELECT to_regclass('hookline_schema_version') IS NOT NULL")).fetchone()
-        if not found or not found[0]:
-            return PostgresCheck(display, [], 0)
-        row = await (await conn.execute(
-            "SELECT max(version) FROM hookline_schema_version")).fetchone()
-        version = int(row[0]) if row and row[0] is not None else 0
-        if version > SCHEMA_VERSION:
-            return PostgresCheck(display, [
-                f"schema version {version} is newer than this hookline supports "
-                f"({SCHEMA_VERSION}); upgrade hookline"], version)
-        if version < 1:
-            return PostgresCheck(display, [], version)
-        counts = await (await conn.execute(
-            "SELECT (SELECT count(DISTINCT tape) FROM hookline_entries), "
-            "(SELECT count(*) FROM hookline_entries), "
-            "(SELECT count(*) FROM hookline_journal_runs), "
-            "(SELECT count(*) FROM hookline_owners)")).fetchone()
-        assert counts is not None
-        tapes, entries, pending, owners = (int(value) for value in counts)
-        return PostgresCheck(display, [], version, tapes, entries, pending, owners)
-    except psycopg.Error as exc:
-        return PostgresCheck(display, [redact_url(str(exc).strip())])
-    finally:
-        await conn.close()
-
