@@ -45,12 +45,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import secrets
-import socket
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
@@ -62,28 +61,28 @@ from .memory import SIDECAR_MARKER, check_batch, check_entry, check_tape_name
 from .postgres_check import PostgresCheck, check_postgres
 from .postgres_conn import (
     INSTALL_HINT,
-    PostgresConnections,
+    STATEMENT_TIMEOUT,
     _import_driver,
     _positive,
     _require_asyncio,
+    capped_pool_class,
+    configure_connection,
+    deadline,
     split_url,
 )
+from .postgres_lease import PostgresLiveness, _Run
 from .postgres_sql import (
-    _LOCK_TAPES,
     _MIGRATIONS,
-    _SETTLED,
     NS_MIGRATE,
-    NS_TAPE,
     SCHEMA_VERSION,
     _apply,
     _as_dict,
-    _columns,
-    _now,
+    _journal,
     _op_row,
     _row,
     _select,
 )
-from .sqlite import INTERRUPTED_ERROR, JournalOp
+from .sqlite import JournalOp
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -101,8 +100,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+_T = TypeVar("_T")
 
-class PostgresTapeStore(PostgresConnections):
+
+class PostgresTapeStore(PostgresLiveness):
     """An asynchronous BatchTapeStore with a run journal, in one PostgreSQL database.
 
     Construct, then `await store.open()` (or `async with store:`); `open_postgres_store`
@@ -123,6 +124,7 @@ class PostgresTapeStore(PostgresConnections):
         grace: float | None = None,
         sweep: float = 2.0,
         timeout: float = 5.0,
+        statement_timeout: float = STATEMENT_TIMEOUT,
     ) -> None:
         if not is_postgres_url(url):
             raise HooklineError(ErrorKind.config, f"Not a PostgreSQL URL: {redact_url(url)!r}.")
@@ -136,14 +138,19 @@ class PostgresTapeStore(PostgresConnections):
         self.grace = grace or _positive(params, "hookline_grace", 5.0, self.display)
         self.sweep = sweep
         self.timeout = timeout
+        self.statement_timeout = statement_timeout
+        """Seconds a call may hold a connection (see `postgres_conn.STATEMENT_TIMEOUT`)."""
         self.owner = secrets.randbits(63) or 1
-        """This store's owner id (its advisory lock key and heartbeat row)."""
+        """This store's owner id (its advisory lock key and heartbeat row), its lease: a
+        new one after the lock was lost for longer than `grace`."""
         self.recovered: list[str] = []
         """Tapes on which opening the store finished an interrupted run."""
         self._pool: AsyncConnectionPool | None = None
         self._owner_conn: AsyncConnection | None = None
-        self._active: dict[str, tuple[str, int]] = {}
-        """The runs this store is running: run -> (its tape, its last journal seq)."""
+        self._active: dict[str, _Run] = {}
+        """The runs this store is running (journal written, not yet committed)."""
+        self._lease_until = 0.0
+        """Until when (monotonic) no peer may recover this owner's runs."""
         self._closed = False
         self._psycopg: Any = None
 
@@ -160,10 +167,11 @@ class PostgresTapeStore(PostgresConnections):
             conn = await self._connect()
             self._owner_conn = conn
             await self._migrate(conn)
-            await self._register(conn)
-            pool = psycopg_pool.AsyncConnectionPool(
+            self._lease_until = await self._register(conn) + self._lease
+            pool = capped_pool_class(psycopg_pool)(
                 self._conninfo, min_size=self.pool_min, max_size=self.pool_max,
-                kwargs={"autocommit": True}, open=False, timeout=self.timeout,
+                kwargs={"autocommit": True, **self._connect_options()},
+                configure=configure_connection, open=False, timeout=self.timeout,
                 name="hookline-tapes", reconnect_timeout=24 * 3600.0,  # never give up
             )
             try:
@@ -212,6 +220,10 @@ class PostgresTapeStore(PostgresConnections):
         await self.close()
 
     async def _migrate(self, conn: AsyncConnection) -> None:
+        with deadline(conn, STATEMENT_TIMEOUT * 3):
+            await self._migrate_within(conn)
+
+    async def _migrate_within(self, conn: AsyncConnection) -> None:
         async with conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (NS_MIGRATE,))
             await conn.execute(
@@ -233,20 +245,6 @@ class PostgresTapeStore(PostgresConnections):
                 await conn.execute("DELETE FROM hookline_schema_version")
                 await conn.execute("INSERT INTO hookline_schema_version VALUES (%s)",
                                    (SCHEMA_VERSION,))
-
-    async def _register(self, conn: AsyncConnection) -> None:
-        """Take this owner's session lock and write its heartbeat row."""
-        row = await (await conn.execute(
-            "SELECT pg_try_advisory_lock(%s)", (self.owner,))).fetchone()
-        if not row or not row[0]:
-            raise HooklineError(ErrorKind.temporary,
-                                f"owner id {self.owner} of {self.display} is taken")
-        await conn.execute(
-            "INSERT INTO hookline_owners (owner, heartbeat, host, pid, opened) "
-            "VALUES (%s, now(), %s, %s, now()) "
-            "ON CONFLICT (owner) DO UPDATE SET heartbeat = now()",
-            (self.owner, socket.gethostname(), os.getpid()),
-        )
 
     async def check_writable(self) -> None:
         """Raise unless the database takes a write now (a committed heartbeat update);
@@ -324,36 +322,58 @@ class PostgresTapeStore(PostgresConnections):
     async def journal_write(self, run: str, tape: str, ops: Sequence[JournalOp]) -> None:
         """Record a run's writes durably (one statement, so one commit) without touching any
         tape yet; see `SQLiteTapeStore.journal_write`. A run's writes come one at a time
-        (the fork serialises them), so its sequence numbers are counted here."""
+        (the fork serialises them), so its sequence numbers are counted here: only rows
+        known to be stored count, and each write replaces the rows after them, so a write
+        repeated after an unknown outcome (here, or by the caller) is stored once. Fails,
+        and so does the run's commit, once the run's lease is gone (see `postgres_lease`)."""
         rows = [_op_row(op) for op in ops]
         check_tape_name(tape)
-        known = self._active.get(run)
-        seq = known[1] if known is not None else 0
-        # Registered before the commit: a sweep never sees the run as abandoned.
-        self._active[run] = (known[0] if known is not None else tape, seq)
-        columns = _columns([(seq + n, *row) for n, row in enumerate(rows, 1)], 8)
-        async with self._statement() as conn:
-            await conn.execute(
-                "WITH run AS (INSERT INTO hookline_journal_runs (run, tape, owner, started) "
-                "VALUES (%s, %s, %s, %s) ON CONFLICT (run) DO NOTHING) "
-                "INSERT INTO hookline_journal (run, seq, tape, action, kind, payload, meta, "
-                "date, anchor) SELECT %s, * FROM unnest(%s::integer[], %s::text[], %s::text[], "
-                "%s::text[], %s::text[], %s::text[], %s::text[], %s::text[])",
-                (run, tape, self.owner, _now(), run, *columns),
-            )
-        self._active[run] = (self._active[run][0], seq + len(rows))
+        state = self._active.get(run)
+        if state is None:  # registered before the write: a sweep never sees it abandoned
+            state = self._active[run] = _Run(tape, self.owner)
+        await self._hold_lease(run, state)
+        await self._repeatable(lambda conn, _repeat: _journal(
+            conn, run, state.tape, state.owner, state.upto, rows))
+        state.upto += len(rows)
 
     async def journal_commit(self, run: str, ops: Sequence[JournalOp] = ()) -> list[TapeEntry]:
         """Apply the run's journal and then `ops` to the tapes, and drop the journal, in one
-        transaction; returns the entries stored."""
+        transaction; returns the entries stored. When the commit's outcome is unknown (its
+        connection failed), it is repeated, which reads the outcome back: success when the
+        run is saved, an error only when it is not (or the database stays unreachable)."""
         try:
             rows = [_op_row(op) for op in ops]
-            known = self._active.get(run)
-            async with self._statement() as conn:
-                return await _apply(conn, rows, run=run,
-                                    lock=[known[0]] if known is not None else [])
+            state = self._active.get(run)
+            if state is not None:
+                await self._hold_lease(run, state)
+            owner = state.owner if state is not None else self.owner
+            upto = state.upto if state is not None else 0
+            lock = [state.tape] if state is not None else []
+            return await self._repeatable(lambda conn, repeat: _apply(
+                conn, rows, run=run, owner=owner, upto=upto, repeat=repeat, lock=lock))
         finally:
             self._active.pop(run, None)
+
+    async def _repeatable(self, write: Callable[[AsyncConnection, bool], Awaitable[_T]]) -> _T:
+        """Run a write that is safe to repeat (`write(conn, repeat)`); while it fails with
+        its outcome unknown, repeat it on another connection, within `statement_timeout`
+        in all."""
+        until = time.monotonic() + self.statement_timeout
+        repeat = False
+        while True:
+            try:
+                async with self._statement(until=until) as conn:
+                    return await write(conn, repeat)
+            except HooklineError as exc:
+                if not self._outcome_unknown(exc):
+                    raise
+                if time.monotonic() + 0.2 >= until:
+                    raise HooklineError(
+                        exc.kind, f"{exc.message} Whether the write was stored is unknown "
+                        f"until the database answers again.", exc.details) from exc
+            repeat = True
+            with anyio.CancelScope(shield=True):
+                await anyio.sleep(0.2)
 
     async def pending_runs(self) -> int:
         """How many run journals the database holds (running, or left by dead owners)."""
@@ -361,119 +381,6 @@ class PostgresTapeStore(PostgresConnections):
             row = await (await conn.execute(
                 "SELECT count(*) FROM hookline_journal_runs")).fetchone()
         return int(row[0]) if row else 0
-
-    # -- liveness and recovery -----------------------------------------------------------
-
-    async def maintain(self) -> None:
-        """Forever: the heartbeat every `heartbeat` seconds and the recovery sweep every
-        `sweep` seconds; failures are logged and retried (the database may be down)."""
-        since_sweep = 0.0
-        failing = False
-        while True:
-            await anyio.sleep(self.heartbeat)
-            since_sweep += self.heartbeat
-            try:
-                await self._keep_alive()
-                if since_sweep >= self.sweep:
-                    since_sweep = 0.0
-                    recovered = await self._sweep_runs()
-                    if recovered:
-                        logger.warning("store.recovered_interrupted_runs store=%s tapes=%s",
-                                       self.display, ",".join(recovered))
-                if failing:
-                    failing = False
-                    logger.warning("store.postgres_reachable_again store=%s", self.display)
-            except Exception as exc:
-                if not failing:  # once per outage, not once a second
-                    failing = True
-                    logger.warning("store.postgres_maintenance_failed store=%s: %s",
-                                   self.display, redact_url(" ".join(str(exc).split())))
-
-    async def _keep_alive(self) -> None:
-        """Refresh the heartbeat; after a lost connection, reconnect and retake the lock."""
-        conn = self._owner_conn
-        if conn is not None and not conn.closed:
-            try:
-                await conn.execute(
-                    "UPDATE hookline_owners SET heartbeat = now() WHERE owner = %s",
-                    (self.owner,))
-                return
-            except Exception:
-                with anyio.CancelScope(shield=True):
-                    await conn.close()
-        self._owner_conn = None
-        if self._closed:
-            return
-        conn = await self._connect()
-        try:
-            await self._register(conn)
-        except BaseException:
-            await conn.close()
-            raise
-        self._owner_conn = conn
-
-    async def _sweep_runs(self) -> list[str]:
-        """Recover the journals of dead owners and this store's own abandoned ones."""
-        async with self._connection() as conn:
-            cursor = await conn.execute(
-                "SELECT r.run, r.tape FROM hookline_journal_runs r "
-                "LEFT JOIN hookline_owners o ON o.owner = r.owner "
-                "WHERE (r.owner = %(me)s AND NOT r.run = ANY(%(active)s::text[])) "
-                "OR (r.owner <> %(me)s AND (o.heartbeat IS NULL "
-                f"OR o.heartbeat < now() - make_interval(secs => %(grace)s)) AND {_SETTLED})",
-                {"me": self.owner, "active": list(self._active), "grace": self.grace},
-            )
-            runs = [(str(row[0]), str(row[1])) for row in await cursor.fetchall()]
-        recovered = []
-        for run, tape in runs:
-            if await self._recover_run(run, tape):
-                recovered.append(tape)
-        async with self._write() as conn:  # owners gone for good, without journals
-            await conn.execute(
-                "DELETE FROM hookline_owners o WHERE o.owner <> %(me)s "
-                "AND o.heartbeat < now() - make_interval(secs => %(grace)s) "
-                "AND NOT EXISTS (SELECT 1 FROM hookline_journal_runs r WHERE r.owner = o.owner) "
-                "AND pg_try_advisory_xact_lock(o.owner)",
-                {"me": self.owner, "grace": self.grace},
-            )
-        return recovered
-
-    async def _recover_run(self, run: str, tape: str) -> bool:
-        """Finish one abandoned run (its journal, then the interrupted marker), unless it
-        turns out to be alive or already finished; True if this call finished it.
-
-        The tape lock comes first, as in a commit: a commit of the same run either went
-        before (the journal row is gone) or waits and then finds nothing left to apply."""
-        async with self._write() as conn:
-            await conn.execute(_LOCK_TAPES, (NS_TAPE, [tape]))
-            row = await (await conn.execute(
-                "SELECT r.owner, r.started, (o.heartbeat IS NULL "
-                "OR o.heartbeat < now() - make_interval(secs => %(grace)s)) "
-                f"AND {_SETTLED} "
-                "FROM hookline_journal_runs r LEFT JOIN hookline_owners o ON o.owner = r.owner "
-                "WHERE r.run = %(run)s FOR UPDATE OF r",
-                {"grace": self.grace, "run": run},
-            )).fetchone()
-            if row is None:
-                return False
-            owner, started, stale = row
-            if owner == self.owner:
-                if run in self._active:
-                    return False
-            else:
-                if not stale:
-                    return False
-                locked = await (await conn.execute(
-                    "SELECT pg_try_advisory_xact_lock(%s)", (owner,))).fetchone()
-                if not locked or not locked[0]:
-                    return False  # its process still holds the lock: alive
-            marker = TapeEntry.new(
-                "event",
-                {"name": "run", "data": {"status": "interrupted", "error": INTERRUPTED_ERROR}},
-                interrupted=True, started=started, recovered=_now(),
-            )
-            await _apply(conn, [_row(tape, "append", marker)], run=run, lock=[tape])
-        return True
 
 
 @asynccontextmanager
