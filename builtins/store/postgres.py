@@ -31,7 +31,10 @@ The guarantees are the SQLite store's, across processes and machines:
   sweep (`maintain`, every `sweep` seconds, and once at open) moves the dead run's journal
   onto its tape followed by a `run` event with status `interrupted`. A journal of this
   store's own whose commit failed (the database was down) is recovered the same way by
-  the next sweep.
+  the next sweep. Runs are fenced by their owner's lease, and their writes are safe to
+  repeat after an unknown outcome: see `postgres_lease` and `hookline_apply`.
+- Bounded waits: every call holds a connection for `statement_timeout` at most, and
+  opening one takes `CONNECT_TIMEOUT` at most (`postgres_conn`).
 - Versioned schema: `hookline_schema_version` holds the version; opening applies the
   missing migrations in one transaction under an advisory lock (replicas starting at once
   do not race) and refuses a database of a newer version.
