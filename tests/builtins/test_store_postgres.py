@@ -91,14 +91,14 @@ def test_schema_version_is_recorded_and_a_newer_database_refused(
     url = postgres_stores.url()
     store = postgres_stores.blocking(url)
     store.append("t", new("event"))
-    assert sql(url, "SELECT version FROM hookline_schema_version") == [(1,)]
+    assert sql(url, "SELECT version FROM hookline_schema_version") == [(2,)]
     postgres_stores.blocking(url)  # a second opening migrates nothing
-    assert sql(url, "SELECT version FROM hookline_schema_version") == [(1,)]
+    assert sql(url, "SELECT version FROM hookline_schema_version") == [(2,)]
     sql(url, "UPDATE hookline_schema_version SET version = 99")
     with pytest.raises(HooklineError) as caught:
         postgres_stores.open(url)
     assert caught.value.kind is ErrorKind.config
-    assert "schema version 99, newer than this hookline supports (1)" in caught.value.message
+    assert "schema version 99, newer than this hookline supports (2)" in caught.value.message
     assert password_of(url) not in caught.value.message and "***@" in caught.value.message
 
 

@@ -119,7 +119,7 @@ def test_check_and_backup_on_a_postgres_url(
     checked = hookline("store", "check", env=environ)
     assert checked.returncode == 0, checked.stderr
     assert checked.stdout.strip() == (
-        f"ok: {shown}: 1 tape(s), 4 entries, schema version 1, 0 open store(s)")
+        f"ok: {shown}: 1 tape(s), 4 entries, schema version 2, 0 open store(s)")
     refused = hookline("store", "backup", str(tmp_path / "b.db"), env=environ)
     assert refused.returncode == 1 and "pg_dump" in refused.stderr
     wrong = url.replace(secret, "nope")
