@@ -15,7 +15,7 @@ this gateway (403 otherwise), no `Origin` unless allowed (403), and on every end
     database restarting: retry later);
   - streamed (`"stream": true`): Server-Sent Events `text`, `tool_call`, `tool_result`,
     `error` and `final` as the model produces them, then one `done` event carrying what
-    the whole reply would have carried;
+    the whole reply would have carried (each event's data one JSON line: `http_wire`);
   - admission: a message for a session whose turn is still running waits for it (a
     follow-up; `http_busy_session` can make it `process`, `steer` or `drop` instead, and
     a plugin's `admit_message` decides before the channel); a dropped message answers
@@ -86,6 +86,7 @@ from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 from ..limits import MAX_SESSION_ID_LENGTH
 from ..redact import redact_credentials
 from .http_guard import Guard, HttpError, Token, header_map, is_loopback_address, load_token
+from .http_wire import ALWAYS_HEADERS, SSE_HEADERS, Disconnected, send_chunk, send_json, sse
 
 __all__ = [
     "MAX_BODY_SIZE",
@@ -123,21 +124,10 @@ _BUSY_REASONS = {
 _KEEPALIVE_SECONDS = 15.0
 _DISCARD_BYTES = 16 * MAX_BODY_SIZE
 _DISCARD_SECONDS = 10.0
-_JSON_HEADERS = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
-_ALWAYS_HEADERS = [(b"x-content-type-options", b"nosniff")]
-_SSE_HEADERS = [
-    (b"content-type", b"text/event-stream; charset=utf-8"),
-    (b"cache-control", b"no-cache"),
-    (b"x-accel-buffering", b"no"),
-]
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
-
-
-class _Disconnected(Exception):
-    """The client went away; nothing more can be sent."""
 
 
 @dataclass(eq=False)
@@ -524,7 +514,7 @@ class HttpChannel(Lifecycle):
             return
         if scope["type"] != "http":
             return  # no websockets; the server closes the connection
-        extra = list(_ALWAYS_HEADERS)
+        extra = list(ALWAYS_HEADERS)
 
         async def send_with_headers(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
@@ -537,9 +527,9 @@ class HttpChannel(Lifecycle):
             extra += Guard.cors_headers(origin, preflight=scope["method"] == "OPTIONS")
             await self._route(scope, headers, origin, receive, send_with_headers)
         except HttpError as error:
-            await _send_json(send_with_headers, error.status,
+            await send_json(send_with_headers, error.status,
                              {"error": self.scrub(error.message)}, error.headers)
-        except _Disconnected:
+        except Disconnected:
             pass
 
     async def _route(self, scope: Scope, headers: dict[str, list[str]], origin: str | None,
@@ -587,9 +577,9 @@ class HttpChannel(Lifecycle):
                 logger.exception("http.health_check_failed")
                 reason = f"the health check failed: {exc}"
         if reason is None:
-            await _send_json(send, 200, {"status": "ok"})
+            await send_json(send, 200, {"status": "ok"})
         else:
-            await _send_json(send, 503, {"status": "unavailable", "reason": self.scrub(reason)})
+            await send_json(send, 503, {"status": "unavailable", "reason": self.scrub(reason)})
 
     async def _post_message(self, payload: dict[str, Any], receive: Receive,
                             send: Send) -> None:
@@ -631,7 +621,7 @@ class HttpChannel(Lifecycle):
                             reply.decide("failed", reply.admission_errors[0])
                         else:
                             reply.decide("refused", "the gateway is not accepting messages")
-                    with contextlib.suppress(_Disconnected):
+                    with contextlib.suppress(Disconnected):
                         await self._answer(reply, send)
                     group.cancel_scope.cancel()
         except TimeoutError:
@@ -649,17 +639,17 @@ class HttpChannel(Lifecycle):
                 reason = await self._store_trouble()
                 if reason is not None:
                     status, body = 503, {**body, "reason": self.scrub(reason)}
-            await _send_json(send, status, body)
+            await send_json(send, status, body)
             return
         await reply.decided.wait()
         if reply.outcome in _NO_TURN:
-            await _send_json(send, *self._whole(reply))
+            await send_json(send, *self._whole(reply))
             return
         assert reply.event_reader is not None
-        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         reply.response_started = True
         if reply.outcome == "queued":
-            await _send_chunk(send, b": queued behind the running turn of the session\n\n")
+            await send_chunk(send, b": queued behind the running turn of the session\n\n")
         async with reply.event_reader:
             while True:
                 item: tuple[str, Any] | None = None
@@ -669,9 +659,9 @@ class HttpChannel(Lifecycle):
                     except anyio.EndOfStream:
                         break
                 if item is None:  # a quiet while: tell proxies the stream is alive
-                    await _send_chunk(send, b": keep-alive\n\n")
+                    await send_chunk(send, b": keep-alive\n\n")
                 else:
-                    await _send_chunk(send, _sse(*item))
+                    await send_chunk(send, sse(*item))
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     @staticmethod
@@ -693,14 +683,14 @@ class HttpChannel(Lifecycle):
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):
             try:
                 if reply.response_started:
-                    await _send_chunk(send, _sse("error", {"kind": "temporary",
+                    await send_chunk(send, sse("error", {"kind": "temporary",
                                                            "message": message}))
                     await send({"type": "http.response.body", "body": b"",
                                 "more_body": False})
                 else:
-                    await _send_json(send, 504, {"error": message,
+                    await send_json(send, 504, {"error": message,
                                                  "session_id": reply.session_id})
-            except _Disconnected:
+            except Disconnected:
                 pass
 
 
@@ -855,7 +845,7 @@ async def _read_body(headers: dict[str, list[str]], receive: Receive, limit: int
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                raise _Disconnected
+                raise Disconnected
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:
@@ -881,7 +871,7 @@ async def _discard_body(receive: Receive) -> None:
         while size <= _DISCARD_BYTES:
             message = await receive()
             if message["type"] == "http.disconnect":
-                raise _Disconnected
+                raise Disconnected
             size += len(message.get("body", b""))
             if not message.get("more_body", False):
                 return
@@ -984,30 +974,3 @@ def _outbound_dict(message: Any) -> dict[str, Any]:
     data = {key: get_field(message, key) for key in _OUTBOUND_FIELDS}
     return {key: value if isinstance(value, str | None) else str(value)
             for key, value in data.items()}
-
-
-def _dumps(data: Any) -> bytes:
-    return json.dumps(data, ensure_ascii=False, default=str).encode("utf-8")
-
-
-def _sse(kind: str, data: Any) -> bytes:
-    return b"event: " + kind.encode() + b"\ndata: " + _dumps(data) + b"\n\n"
-
-
-async def _send_chunk(send: Send, data: bytes) -> None:
-    try:
-        await send({"type": "http.response.body", "body": data, "more_body": True})
-    except OSError as exc:
-        raise _Disconnected from exc
-
-
-async def _send_json(send: Send, status: int, data: Any,
-                     headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    body = _dumps(data)
-    await send({
-        "type": "http.response.start",
-        "status": status,
-        "headers": [*_JSON_HEADERS, (b"content-length", str(len(body)).encode()),
-                    *(headers or [])],
-    })
-    await send({"type": "http.response.body", "body": body, "more_body": False})
