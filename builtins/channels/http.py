@@ -1,9 +1,11 @@
 """The `http` channel: a program posts a message and receives the reply, whole or streamed.
 
 Endpoints (JSON in, JSON out; loopback by default, see the `http_host` / `http_port`
-settings). Every request passes the checks of `http_guard` first: a `Host` header naming
-this gateway (403 otherwise), no `Origin` unless allowed (403), and on every endpoint but
-`GET /v1/health` the bearer token (401); POST bodies must be `application/json` (415).
+settings). Every request passes the checks of `http_guard` first: one framing of its body
+(400 and the connection closed otherwise), a `Host` header naming this gateway (403), no
+`Origin` unless allowed (403), and on every endpoint but `GET /v1/health` the bearer token
+(401); POST bodies must be `application/json` (415); WebSocket and other protocol switches
+are refused (400, after the token).
 
 - `POST /v1/messages` with `{"content": str, "session_id"?: str, "chat_id"?: str,
   "context"?: object, "stream"?: bool}`. The message goes to the channel manager like any
@@ -86,7 +88,15 @@ from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 from ..limits import MAX_SESSION_ID_LENGTH
 from ..redact import redact_credentials
 from .http_guard import Guard, HttpError, Token, header_map, is_loopback_address, load_token
-from .http_wire import ALWAYS_HEADERS, SSE_HEADERS, Disconnected, send_chunk, send_json, sse
+from .http_wire import (
+    ALWAYS_HEADERS,
+    SSE_HEADERS,
+    Disconnected,
+    send_chunk,
+    send_json,
+    sse,
+    websocket_refusal,
+)
 
 __all__ = [
     "MAX_BODY_SIZE",
@@ -512,8 +522,10 @@ class HttpChannel(Lifecycle):
         if scope["type"] == "lifespan":
             await _lifespan(receive, send)
             return
-        if scope["type"] != "http":
-            return  # no websockets; the server closes the connection
+        if scope["type"] == "websocket":  # refused by the checks, after the token's
+            send = await websocket_refusal(scope, receive, send)
+        elif scope["type"] != "http":
+            return
         extra = list(ALWAYS_HEADERS)
 
         async def send_with_headers(message: dict[str, Any]) -> None:
@@ -523,7 +535,7 @@ class HttpChannel(Lifecycle):
 
         try:
             headers = header_map(scope.get("headers", ()))
-            origin = self._guard.admit(headers)
+            origin = self._guard.check(headers, websocket=scope["type"] == "websocket")
             extra += Guard.cors_headers(origin, preflight=scope["method"] == "OPTIONS")
             await self._route(scope, headers, origin, receive, send_with_headers)
         except HttpError as error:

@@ -25,9 +25,11 @@ __all__ = [
     "send_chunk",
     "send_json",
     "sse",
+    "websocket_refusal",
 ]
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
 
 JSON_HEADERS = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
 ALWAYS_HEADERS = [(b"x-content-type-options", b"nosniff")]
@@ -75,3 +77,20 @@ async def send_json(send: Send, status: int, data: Any,
                     *(headers or [])],
     })
     await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def websocket_refusal(scope: dict[str, Any], receive: Receive, send: Send) -> Send:
+    """A `send` that answers a WebSocket handshake with the HTTP response written to it,
+    through the server's `websocket.http.response` extension; a server without it gets
+    `websocket.close` (hypercorn then answers 403). An app that sent nothing would leave
+    the server to answer 500."""
+    await receive()  # websocket.connect: the handshake arrived
+    extension = "websocket.http.response" in scope.get("extensions", {})
+
+    async def refuse(message: dict[str, Any]) -> None:
+        if extension:
+            await send({**message, "type": f"websocket.{message['type']}"})
+        elif message["type"] == "http.response.start":
+            await send({"type": "websocket.close", "code": 1008})
+
+    return refuse
