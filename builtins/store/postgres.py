@@ -415,7 +415,7 @@ class PostgresTapeStore:
 
     def _error(self, exc: BaseException, doing: str = "is unavailable") -> HooklineError:
         """A HooklineError for a driver error, with every password scrubbed."""
-        detail = redact_url(" ".join(str(exc).split()) or type(exc).__name__)
+        detail = redact_url(" ".join(str(exc).split()) or type(exc).__name__, self._conninfo)
         psycopg = self._psycopg
         if psycopg is not None and isinstance(exc, psycopg.DataError):
             return HooklineError(ErrorKind.invalid_input,
@@ -613,8 +613,8 @@ class PostgresTapeStore:
             except Exception as exc:
                 if not failing:  # once per outage, not once a second
                     failing = True
-                    logger.warning("store.postgres_maintenance_failed store=%s: %s",
-                                   self.display, redact_url(" ".join(str(exc).split())))
+                    logger.warning("store.postgres_maintenance_failed store=%s: %s", self.display,
+                                   redact_url(" ".join(str(exc).split()), self._conninfo))
 
     async def _keep_alive(self) -> None:
         """Refresh the heartbeat; after a lost connection, reconnect and retake the lock."""
@@ -855,7 +855,7 @@ async def check_postgres(url: str) -> PostgresCheck:
         with anyio.fail_after(15):
             conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
     except (psycopg.Error, OSError, TimeoutError) as exc:
-        return PostgresCheck(display, [f"cannot connect: {redact_url(str(exc).strip())}"])
+        return PostgresCheck(display, [f"cannot connect: {redact_url(str(exc).strip(), url)}"])
     try:
         found = await (await conn.execute(
             "SELECT to_regclass('hookline_schema_version') IS NOT NULL")).fetchone()
@@ -879,7 +879,7 @@ async def check_postgres(url: str) -> PostgresCheck:
         tapes, entries, pending, owners = (int(value) for value in counts)
         return PostgresCheck(display, [], version, tapes, entries, pending, owners)
     except psycopg.Error as exc:
-        return PostgresCheck(display, [redact_url(str(exc).strip())])
+        return PostgresCheck(display, [redact_url(str(exc).strip(), url)])
     finally:
         await conn.close()
 
