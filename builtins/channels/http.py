@@ -26,9 +26,10 @@ are refused (400, after the token).
     turn, whose reply goes to the request that started that turn); a queued
     `follow_up` waits for its own turn (a streamed one gets the SSE comment
     `: queued ...` first).
-- `GET /v1/health`: `200 {"status": "ok"}`, or `503 {"status": "unavailable", "reason"}`
-  while the channel is shutting down or the health check (the builtin plugin's: can the
-  tape store write?) says why not.
+- `GET /v1/health`: `200 {"status": "ok"}`, or `503 {"status": "unavailable"}` while the
+  channel is shutting down or the health check (the builtin plugin's: can the tape store
+  write?) says why not; `"reason"` is added for a caller sending the right token. The
+  check runs at most once a second, however many ask (`http_health`).
 
 Errors are JSON `{"error": "..."}`: 400 for invalid JSON or fields (including nesting
 deeper than 32, numbers Python cannot hold, lone surrogates, ids longer than
@@ -88,6 +89,7 @@ from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 from ..limits import MAX_SESSION_ID_LENGTH
 from ..redact import redact_credentials
 from .http_guard import Guard, HttpError, Token, header_map, is_loopback_address, load_token
+from .http_health import HealthCache
 from .http_wire import (
     ALWAYS_HEADERS,
     SSE_HEADERS,
@@ -258,6 +260,7 @@ class HttpChannel(Lifecycle):
         self.max_body_size = max_body_size
         self.health = health
         self.scrub = scrub
+        self._health_state = HealthCache(None)
         self._managed = False
         self.address: tuple[str, int] | None = None
         self.tls = False
@@ -335,6 +338,7 @@ class HttpChannel(Lifecycle):
             self._guard = Guard.build(token, (host, bound), settings.http_allowed_hosts,
                                       settings.http_allowed_origins)
             config = _server_config(listener, self.reply_timeout, tls)
+            self._health_state = HealthCache(self.health, scrub=self.scrub)
             self._accepting = True
             logger.info("http channel listening on %s", self.url)
             _log_access_hints(self.url or "", bound, token)
@@ -548,7 +552,7 @@ class HttpChannel(Lifecycle):
                      receive: Receive, send: Send) -> None:
         path, method = scope["path"], scope["method"]
         if path == "/v1/health" and method in ("GET", "HEAD"):
-            await self._health(send)
+            await self._health(headers, send)
             return
         if method == "OPTIONS" and origin is not None and path in _ROUTES:
             await send({"type": "http.response.start", "status": 204, "headers": []})
@@ -571,27 +575,20 @@ class HttpChannel(Lifecycle):
             raise HttpError(503, "the gateway is shutting down")
         await self._post_message(payload, receive, send)
 
-    async def _store_trouble(self) -> str | None:
-        """The health check's reason for refusing turns now, or None (healthy, no check)."""
-        if self.health is None:
-            return None
-        try:
-            return await self.health()
-        except Exception as exc:
-            return f"the health check failed: {exc}"
-
-    async def _health(self, send: Send) -> None:
-        reason: str | None = None if self._accepting else "the gateway is shutting down"
-        if reason is None and self.health is not None:
-            try:
-                reason = await self.health()
-            except Exception as exc:
-                logger.exception("http.health_check_failed")
-                reason = f"the health check failed: {exc}"
+    async def _health(self, headers: dict[str, list[str]], send: Send) -> None:
+        """The status for anyone (load balancers send no token); the reason too for a
+        caller with the right token (a wrong one is refused), as it can name the
+        database's host and driver."""
+        detailed = "authorization" in headers or self._guard.token is None
+        if detailed:
+            self._guard.authenticate(headers)
+        reason = (await self._health_state.reason() if self._accepting
+                  else "the gateway is shutting down")
         if reason is None:
             await send_json(send, 200, {"status": "ok"})
         else:
-            await send_json(send, 503, {"status": "unavailable", "reason": self.scrub(reason)})
+            await send_json(send, 503, {"status": "unavailable", "reason": self.scrub(reason)}
+                            if detailed else {"status": "unavailable"})
 
     async def _post_message(self, payload: dict[str, Any], receive: Receive,
                             send: Send) -> None:
@@ -648,7 +645,7 @@ class HttpChannel(Lifecycle):
             if status == 500 and reply.errors:
                 # A turn that failed while the tape store cannot write (a database being
                 # restarted) is worth retrying: 503 with the store's reason, not a 500.
-                reason = await self._store_trouble()
+                reason = await self._health_state.reason()
                 if reason is not None:
                     status, body = 503, {**body, "reason": self.scrub(reason)}
             await send_json(send, status, body)
