@@ -224,7 +224,7 @@ class HttpChannel(Lifecycle):
     port; `address`, `url` and `token` tell the real ones once listening.
 
     `health` (an async callable returning None when healthy, else the reason) backs
-    `GET /v1/health`; `scrub` cleans every error text before it is sent.
+    `GET /v1/health`, at most once a second; `scrub` cleans every error text it sends.
 
     Admission outcomes and turn ends reach the channel through `message_admitted`,
     `turn_started` and `turn_finished` from the manager that called `manager_attached`
@@ -544,7 +544,7 @@ class HttpChannel(Lifecycle):
             await self._route(scope, headers, origin, receive, send_with_headers)
         except HttpError as error:
             await send_json(send_with_headers, error.status,
-                             {"error": self.scrub(error.message)}, error.headers)
+                            {"error": self.scrub(error.message)}, error.headers)
         except Disconnected:
             pass
 
@@ -693,12 +693,12 @@ class HttpChannel(Lifecycle):
             try:
                 if reply.response_started:
                     await send_chunk(send, sse("error", {"kind": "temporary",
-                                                           "message": message}))
+                                                         "message": message}))
                     await send({"type": "http.response.body", "body": b"",
                                 "more_body": False})
                 else:
                     await send_json(send, 504, {"error": message,
-                                                 "session_id": reply.session_id})
+                                                "session_id": reply.session_id})
             except Disconnected:
                 pass
 
