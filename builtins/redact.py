@@ -4,6 +4,18 @@ Error messages are built from whatever failed, and what failed often names a URL
 (`api_base` may be `http://user:password@host/v1`) or a file under the workspace or the
 hookline home. Text shown to a remote client, written to a log or printed goes through
 these functions, so that neither a password nor the layout of the machine leaks.
+
+Passwords come in many spellings, and a hidden one must stay hidden however it is
+written, so the rules err on hiding too much:
+
+- URL user-info. With a password (`scheme://user:password@host`) everything up to the
+  last `@` before the next URL or the end of the line goes: a password may hold `@`,
+  spaces, `/` or a stray `%` that were never percent-encoded. A bare user or token
+  (`scheme://token@host`) goes up to its first `@`, as it cannot hold spaces.
+- Any key that names a password (`password`, `PASSWORD`, `passwd`, `pwd`,
+  `sslpassword`, `passphrase`...) followed by `=`: in a URL query the value up to the
+  next `&` or `#`; in a libpq key=value string (`host=db password=secret`) the value up
+  to the next space, or the whole quoted value (`password='a b\\'c'`).
 """
 
 from __future__ import annotations
@@ -14,14 +26,50 @@ from collections.abc import Iterable
 
 __all__ = ["redact_credentials", "redact_paths"]
 
-_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/@]+@")
+_SCHEME = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://")
+_USER_THEN_COLON = re.compile(r"[^\s/:]*:")
+_TOKEN = re.compile(r"[^\s/@]+@")
+_PASSWORD_KEY = r"[\w.-]*?(?:password|passwd|passphrase|pwd)\s*=\s*"
+_QUERY_PASSWORD = re.compile(rf"(?i)(?<=[?&;])({_PASSWORD_KEY})[^&#\s]*")
+_PASSWORD_PARAM = re.compile(
+    rf"(?i)(?<![\w.?&;-])({_PASSWORD_KEY})"
+    r"(?:'(?:[^'\\]|\\.)*'?|\"(?:[^\"\\]|\\.)*\"?)?\S*")
 
 
 def redact_credentials(text: str) -> str:
-    """`scheme://user:password@host` becomes `scheme://***@host` everywhere in `text`."""
-    if "@" not in text:
-        return text
-    return _URL_CREDENTIALS.sub(r"\1***@", text)
+    """`text` with every password of a URL or a key=value string replaced by `***`:
+    `scheme://user:password@host` becomes `scheme://***@host`, `password=x` becomes
+    `password=***` (see the module's rules)."""
+    if "@" in text:
+        text = "\n".join(_redact_user_info(line) for line in text.split("\n"))
+    if "=" in text:
+        text = _PASSWORD_PARAM.sub(r"\1***", _QUERY_PASSWORD.sub(r"\1***", text))
+    return text
+
+
+def _redact_user_info(line: str) -> str:
+    matches = list(_SCHEME.finditer(line))
+    if not matches:
+        return line
+
+    def end_of(index: int) -> int:  # where the text of the index-th URL ends at the latest
+        return matches[index].start() if index < len(matches) else len(line)
+
+    pieces = [line[:matches[0].start()]]
+    index = 0
+    while index < len(matches):
+        match, index = matches[index], index + 1
+        rest = line[match.end():end_of(index)]
+        if _USER_THEN_COLON.match(rest):
+            while "@" not in rest and index < len(matches):  # a password holding "://"
+                index += 1
+                rest = line[match.end():end_of(index)]
+            if "@" in rest:
+                rest = "***" + rest[rest.rfind("@"):]
+        elif (token := _TOKEN.match(rest)) is not None:
+            rest = "***@" + rest[token.end():]
+        pieces.append(match.group(0) + rest)
+    return "".join(pieces)
 
 
 def redact_paths(text: str, workspace: str | os.PathLike[str] | None = None,

@@ -26,11 +26,13 @@ def innermost(error: BaseException) -> BaseException:
 
 def fail(error: BaseException) -> NoReturn:
     """One clear line on stderr and exit code 1 (with the error's notes, which name the
-    plugin to blame where the kernel knows it)."""
+    plugin to blame where the kernel knows it). The text often quotes a provider or a
+    file, so its credentials are hidden and its control characters shown escaped, as the
+    printer and the chat show replies: an error cannot retitle or clear the terminal."""
     error = innermost(error)
     notes = "; ".join(getattr(error, "__notes__", ()))
     text = (str(error) or type(error).__name__) + (f" ({notes})" if notes else "")
-    text = redact_credentials(text)
+    text = terminal_text(redact_credentials(text))
     typer.echo(f"error: {text}", err=True)
     raise typer.Exit(1)
 
@@ -216,4 +218,4 @@ class _OneLine(logging.Formatter):
         error = record.exc_info[1] if record.exc_info else None
         if error is not None:  # one line; the command reports the failure itself
             text = f"{text} ({type(error).__name__}: {error})"
-        return redact_credentials(text)
+        return terminal_text(redact_credentials(text), keep_newlines=False)

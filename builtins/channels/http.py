@@ -1,9 +1,11 @@
 """The `http` channel: a program posts a message and receives the reply, whole or streamed.
 
 Endpoints (JSON in, JSON out; loopback by default, see the `http_host` / `http_port`
-settings). Every request passes the checks of `http_guard` first: a `Host` header naming
-this gateway (403 otherwise), no `Origin` unless allowed (403), and on every endpoint but
-`GET /v1/health` the bearer token (401); POST bodies must be `application/json` (415).
+settings). Every request passes the checks of `http_guard` first: one framing of its body
+(400 and the connection closed otherwise), a `Host` header naming this gateway (403), no
+`Origin` unless allowed (403), and on every endpoint but `GET /v1/health` the bearer token
+(401); POST bodies must be `application/json` (415); WebSocket and other protocol switches
+are refused (400, after the token).
 
 - `POST /v1/messages` with `{"content": str, "session_id"?: str, "chat_id"?: str,
   "context"?: object, "stream"?: bool}`. The message goes to the channel manager like any
@@ -15,7 +17,7 @@ this gateway (403 otherwise), no `Origin` unless allowed (403), and on every end
     database restarting: retry later);
   - streamed (`"stream": true`): Server-Sent Events `text`, `tool_call`, `tool_result`,
     `error` and `final` as the model produces them, then one `done` event carrying what
-    the whole reply would have carried;
+    the whole reply would have carried (each event's data one JSON line: `http_wire`);
   - admission: a message for a session whose turn is still running waits for it (a
     follow-up; `http_busy_session` can make it `process`, `steer` or `drop` instead, and
     a plugin's `admit_message` decides before the channel); a dropped message answers
@@ -24,9 +26,10 @@ this gateway (403 otherwise), no `Origin` unless allowed (403), and on every end
     turn, whose reply goes to the request that started that turn); a queued
     `follow_up` waits for its own turn (a streamed one gets the SSE comment
     `: queued ...` first).
-- `GET /v1/health`: `200 {"status": "ok"}`, or `503 {"status": "unavailable", "reason"}`
-  while the channel is shutting down or the health check (the builtin plugin's: can the
-  tape store write?) says why not.
+- `GET /v1/health`: `200 {"status": "ok"}`, or `503 {"status": "unavailable"}` while the
+  channel is shutting down or the health check (the builtin plugin's: can the tape store
+  write?) says why not; `"reason"` is added for a caller sending the right token. The
+  check runs at most once a second, however many ask (`http_health`).
 
 Errors are JSON `{"error": "..."}`: 400 for invalid JSON or fields (including nesting
 deeper than 32, numbers Python cannot hold, lone surrogates, ids longer than
@@ -87,6 +90,16 @@ from ..limits import MAX_SESSION_ID_LENGTH
 from ..redact import redact_credentials
 from ..sandbox import check_exposure
 from .http_guard import Guard, HttpError, Token, header_map, is_loopback_address, load_token
+from .http_health import HealthCache
+from .http_wire import (
+    ALWAYS_HEADERS,
+    SSE_HEADERS,
+    Disconnected,
+    send_chunk,
+    send_json,
+    sse,
+    websocket_refusal,
+)
 
 __all__ = [
     "MAX_BODY_SIZE",
@@ -124,21 +137,10 @@ _BUSY_REASONS = {
 _KEEPALIVE_SECONDS = 15.0
 _DISCARD_BYTES = 16 * MAX_BODY_SIZE
 _DISCARD_SECONDS = 10.0
-_JSON_HEADERS = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
-_ALWAYS_HEADERS = [(b"x-content-type-options", b"nosniff")]
-_SSE_HEADERS = [
-    (b"content-type", b"text/event-stream; charset=utf-8"),
-    (b"cache-control", b"no-cache"),
-    (b"x-accel-buffering", b"no"),
-]
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
-
-
-class _Disconnected(Exception):
-    """The client went away; nothing more can be sent."""
 
 
 @dataclass(eq=False)
@@ -223,7 +225,7 @@ class HttpChannel(Lifecycle):
     port; `address`, `url` and `token` tell the real ones once listening.
 
     `health` (an async callable returning None when healthy, else the reason) backs
-    `GET /v1/health`; `scrub` cleans every error text before it is sent.
+    `GET /v1/health`, at most once a second; `scrub` cleans every error text it sends.
 
     Admission outcomes and turn ends reach the channel through `message_admitted`,
     `turn_started` and `turn_finished` from the manager that called `manager_attached`
@@ -259,6 +261,7 @@ class HttpChannel(Lifecycle):
         self.max_body_size = max_body_size
         self.health = health
         self.scrub = scrub
+        self._health_state = HealthCache(None)
         self._managed = False
         self.address: tuple[str, int] | None = None
         self.tls = False
@@ -337,6 +340,7 @@ class HttpChannel(Lifecycle):
             self._guard = Guard.build(token, (host, bound), settings.http_allowed_hosts,
                                       settings.http_allowed_origins)
             config = _server_config(listener, self.reply_timeout, tls)
+            self._health_state = HealthCache(self.health, scrub=self.scrub)
             self._accepting = True
             logger.info("http channel listening on %s", self.url)
             _log_access_hints(self.url or "", bound, token)
@@ -524,9 +528,11 @@ class HttpChannel(Lifecycle):
         if scope["type"] == "lifespan":
             await _lifespan(receive, send)
             return
-        if scope["type"] != "http":
-            return  # no websockets; the server closes the connection
-        extra = list(_ALWAYS_HEADERS)
+        if scope["type"] == "websocket":  # refused by the checks, after the token's
+            send = await websocket_refusal(scope, receive, send)
+        elif scope["type"] != "http":
+            return
+        extra = list(ALWAYS_HEADERS)
 
         async def send_with_headers(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
@@ -535,20 +541,20 @@ class HttpChannel(Lifecycle):
 
         try:
             headers = header_map(scope.get("headers", ()))
-            origin = self._guard.admit(headers)
+            origin = self._guard.check(headers, websocket=scope["type"] == "websocket")
             extra += Guard.cors_headers(origin, preflight=scope["method"] == "OPTIONS")
             await self._route(scope, headers, origin, receive, send_with_headers)
         except HttpError as error:
-            await _send_json(send_with_headers, error.status,
-                             {"error": self.scrub(error.message)}, error.headers)
-        except _Disconnected:
+            await send_json(send_with_headers, error.status,
+                            {"error": self.scrub(error.message)}, error.headers)
+        except Disconnected:
             pass
 
     async def _route(self, scope: Scope, headers: dict[str, list[str]], origin: str | None,
                      receive: Receive, send: Send) -> None:
         path, method = scope["path"], scope["method"]
         if path == "/v1/health" and method in ("GET", "HEAD"):
-            await self._health(send)
+            await self._health(headers, send)
             return
         if method == "OPTIONS" and origin is not None and path in _ROUTES:
             await send({"type": "http.response.start", "status": 204, "headers": []})
@@ -571,27 +577,20 @@ class HttpChannel(Lifecycle):
             raise HttpError(503, "the gateway is shutting down")
         await self._post_message(payload, receive, send)
 
-    async def _store_trouble(self) -> str | None:
-        """The health check's reason for refusing turns now, or None (healthy, no check)."""
-        if self.health is None:
-            return None
-        try:
-            return await self.health()
-        except Exception as exc:
-            return f"the health check failed: {exc}"
-
-    async def _health(self, send: Send) -> None:
-        reason: str | None = None if self._accepting else "the gateway is shutting down"
-        if reason is None and self.health is not None:
-            try:
-                reason = await self.health()
-            except Exception as exc:
-                logger.exception("http.health_check_failed")
-                reason = f"the health check failed: {exc}"
+    async def _health(self, headers: dict[str, list[str]], send: Send) -> None:
+        """The status for anyone (load balancers send no token); the reason too for a
+        caller with the right token (a wrong one is refused), as it can name the
+        database's host and driver."""
+        detailed = "authorization" in headers or self._guard.token is None
+        if detailed:
+            self._guard.authenticate(headers)
+        reason = (await self._health_state.reason() if self._accepting
+                  else "the gateway is shutting down")
         if reason is None:
-            await _send_json(send, 200, {"status": "ok"})
+            await send_json(send, 200, {"status": "ok"})
         else:
-            await _send_json(send, 503, {"status": "unavailable", "reason": self.scrub(reason)})
+            await send_json(send, 503, {"status": "unavailable", "reason": self.scrub(reason)}
+                            if detailed else {"status": "unavailable"})
 
     async def _post_message(self, payload: dict[str, Any], receive: Receive,
                             send: Send) -> None:
@@ -633,7 +632,7 @@ class HttpChannel(Lifecycle):
                             reply.decide("failed", reply.admission_errors[0])
                         else:
                             reply.decide("refused", "the gateway is not accepting messages")
-                    with contextlib.suppress(_Disconnected):
+                    with contextlib.suppress(Disconnected):
                         await self._answer(reply, send)
                     group.cancel_scope.cancel()
         except TimeoutError:
@@ -648,20 +647,20 @@ class HttpChannel(Lifecycle):
             if status == 500 and reply.errors:
                 # A turn that failed while the tape store cannot write (a database being
                 # restarted) is worth retrying: 503 with the store's reason, not a 500.
-                reason = await self._store_trouble()
+                reason = await self._health_state.reason()
                 if reason is not None:
                     status, body = 503, {**body, "reason": self.scrub(reason)}
-            await _send_json(send, status, body)
+            await send_json(send, status, body)
             return
         await reply.decided.wait()
         if reply.outcome in _NO_TURN:
-            await _send_json(send, *self._whole(reply))
+            await send_json(send, *self._whole(reply))
             return
         assert reply.event_reader is not None
-        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         reply.response_started = True
         if reply.outcome == "queued":
-            await _send_chunk(send, b": queued behind the running turn of the session\n\n")
+            await send_chunk(send, b": queued behind the running turn of the session\n\n")
         async with reply.event_reader:
             while True:
                 item: tuple[str, Any] | None = None
@@ -671,9 +670,9 @@ class HttpChannel(Lifecycle):
                     except anyio.EndOfStream:
                         break
                 if item is None:  # a quiet while: tell proxies the stream is alive
-                    await _send_chunk(send, b": keep-alive\n\n")
+                    await send_chunk(send, b": keep-alive\n\n")
                 else:
-                    await _send_chunk(send, _sse(*item))
+                    await send_chunk(send, sse(*item))
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     @staticmethod
@@ -695,14 +694,14 @@ class HttpChannel(Lifecycle):
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):
             try:
                 if reply.response_started:
-                    await _send_chunk(send, _sse("error", {"kind": "temporary",
-                                                           "message": message}))
+                    await send_chunk(send, sse("error", {"kind": "temporary",
+                                                         "message": message}))
                     await send({"type": "http.response.body", "body": b"",
                                 "more_body": False})
                 else:
-                    await _send_json(send, 504, {"error": message,
-                                                 "session_id": reply.session_id})
-            except _Disconnected:
+                    await send_json(send, 504, {"error": message,
+                                                "session_id": reply.session_id})
+            except Disconnected:
                 pass
 
 
@@ -857,7 +856,7 @@ async def _read_body(headers: dict[str, list[str]], receive: Receive, limit: int
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                raise _Disconnected
+                raise Disconnected
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:
@@ -883,7 +882,7 @@ async def _discard_body(receive: Receive) -> None:
         while size <= _DISCARD_BYTES:
             message = await receive()
             if message["type"] == "http.disconnect":
-                raise _Disconnected
+                raise Disconnected
             size += len(message.get("body", b""))
             if not message.get("more_body", False):
                 return
@@ -986,30 +985,3 @@ def _outbound_dict(message: Any) -> dict[str, Any]:
     data = {key: get_field(message, key) for key in _OUTBOUND_FIELDS}
     return {key: value if isinstance(value, str | None) else str(value)
             for key, value in data.items()}
-
-
-def _dumps(data: Any) -> bytes:
-    return json.dumps(data, ensure_ascii=False, default=str).encode("utf-8")
-
-
-def _sse(kind: str, data: Any) -> bytes:
-    return b"event: " + kind.encode() + b"\ndata: " + _dumps(data) + b"\n\n"
-
-
-async def _send_chunk(send: Send, data: bytes) -> None:
-    try:
-        await send({"type": "http.response.body", "body": data, "more_body": True})
-    except OSError as exc:
-        raise _Disconnected from exc
-
-
-async def _send_json(send: Send, status: int, data: Any,
-                     headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    body = _dumps(data)
-    await send({
-        "type": "http.response.start",
-        "status": status,
-        "headers": [*_JSON_HEADERS, (b"content-length", str(len(body)).encode()),
-                    *(headers or [])],
-    })
-    await send({"type": "http.response.body", "body": body, "more_body": False})

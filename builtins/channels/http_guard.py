@@ -15,6 +15,14 @@ a shell. Three checks stand between the network and the agent, in this order:
 
 POST bodies must be declared `application/json` (415 otherwise): a browser can send
 `text/plain` anywhere without asking, never `application/json`.
+
+Before them all, the framing: a request with both `Content-Length` and `Transfer-Encoding`
+is answered 400 and its connection closed (RFC 9112 section 6.3), since a proxy in front
+may have read its body by the other header, and what it took for the next request would
+be hidden in this one (request smuggling). After them all, a request to switch protocols
+(`Upgrade: websocket` or any other) is refused with 400: the gateway speaks only HTTP
+(`h2c` aside, which hypercorn switches to HTTP/2 itself before the request reaches the
+channel, so the request is answered inside HTTP/2 after the same checks).
 """
 
 from __future__ import annotations
@@ -204,6 +212,25 @@ class Guard:
                                  f"http_allowed_origins)")
         return None
 
+    def check(self, headers: Mapping[str, list[str]], websocket: bool = False) -> str | None:
+        """Every check but the token's and the content type's, in the module's order: the
+        allowed origin of a browser request, else None. `websocket`: the server took the
+        request for a WebSocket handshake, which is refused once the token is checked."""
+        if "content-length" in headers and "transfer-encoding" in headers:
+            raise HttpError(400, "the request has both Content-Length and Transfer-Encoding "
+                                 "headers, so its body could be read two ways; send only "
+                                 "one", [(b"connection", b"close")])
+        origin = self.admit(headers)
+        wanted = [name for value in headers.get("upgrade", ()) for name in value.split(",")
+                  if name.strip() and name.strip().lower() != "h2c"]
+        if websocket or wanted:
+            self.authenticate(headers)
+            shown = ", ".join(name.strip() for name in wanted) or "websocket"
+            raise HttpError(400, f"the gateway does not switch protocols (Upgrade: {_clip(shown)}"
+                                 f"); it answers plain HTTP requests: POST /v1/messages with "
+                                 f"\"stream\": true streams a reply as Server-Sent Events")
+        return origin
+
     def authenticate(self, headers: Mapping[str, list[str]]) -> None:
         if self.token is None:
             return
@@ -240,6 +267,10 @@ class Guard:
                         (b"access-control-allow-headers", _CORS_HEADERS),
                         (b"access-control-max-age", b"600")]
         return headers
+
+
+def _clip(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def header_map(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, list[str]]:

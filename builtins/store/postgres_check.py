@@ -39,7 +39,7 @@ async def check_postgres(url: str) -> PostgresCheck:
         with anyio.fail_after(15):
             conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
     except (psycopg.Error, OSError, TimeoutError) as exc:
-        return PostgresCheck(display, [f"cannot connect: {redact_url(str(exc).strip())}"])
+        return PostgresCheck(display, [f"cannot connect: {redact_url(str(exc).strip(), url)}"])
     try:
         found = await (await conn.execute(
             "SELECT to_regclass('hookline_schema_version') IS NOT NULL")).fetchone()
@@ -63,7 +63,7 @@ async def check_postgres(url: str) -> PostgresCheck:
         tapes, entries, pending, owners = (int(value) for value in counts)
         return PostgresCheck(display, [], version, tapes, entries, pending, owners)
     except psycopg.Error as exc:
-        return PostgresCheck(display, [redact_url(str(exc).strip())])
+        return PostgresCheck(display, [redact_url(str(exc).strip(), url)])
     finally:
         await conn.close()
 

@@ -214,7 +214,7 @@ class PostgresConnections:
 
     def _error(self, exc: BaseException, doing: str = "is unavailable") -> HooklineError:
         """A HooklineError for a driver error, with every password scrubbed."""
-        detail = redact_url(" ".join(str(exc).split()) or type(exc).__name__)
+        detail = redact_url(" ".join(str(exc).split()) or type(exc).__name__, self._conninfo)
         psycopg = self._psycopg
         if getattr(exc, "sqlstate", None) == FENCED:
             message = getattr(getattr(exc, "diag", None), "message_primary", None) or detail

@@ -171,8 +171,8 @@ class PostgresLiveness(PostgresConnections):
             except Exception as exc:
                 if not failing:  # once per outage, not once a second
                     failing = True
-                    logger.warning("store.postgres_maintenance_failed store=%s: %s",
-                                   self.display, redact_url(" ".join(str(exc).split())))
+                    logger.warning("store.postgres_maintenance_failed store=%s: %s", self.display,
+                                   redact_url(" ".join(str(exc).split()), self._conninfo))
 
     async def _keep_alive(self) -> None:
         """Refresh the heartbeat; after a lost connection, reconnect and retake the lock

@@ -40,17 +40,14 @@ from gateway_support import (
 from hookline.builtins.limits import MAX_SESSION_ID_LENGTH
 
 PROBE_PLUGIN = '''
-import errno
 import os
-from pathlib import Path
 
 from hookline.kernel import hookimpl
 from hookline.kernel.envelope import get_field
 
 
 class ProbePlugin:
-    """`leak` messages fail with the workspace and home in the error; a `store_full` file
-    in the home makes the store's write check fail as a full disk would."""
+    """`leak` messages fail with the workspace and home in the error."""
 
     def __init__(self, framework):
         self.framework = framework
@@ -62,25 +59,6 @@ class ProbePlugin:
             raise RuntimeError(f"cannot open {self.framework.workspace}/notes/secret.txt "
                                f"or {home}/tapes.db")
         return None
-
-    @hookimpl
-    def provide_tape_store(self):
-        return FlakyStore(Path(os.environ["HOOKLINE_HOME"]) / "store_full")
-
-
-class FlakyStore:
-    def __init__(self, flag):
-        from hookline.builtins.store import InMemoryTapeStore
-
-        self.inner = InMemoryTapeStore()
-        self.flag = flag
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-    def check_writable(self):
-        if self.flag.exists():
-            raise OSError(errno.ENOSPC, "No space left on device")
 '''
 
 
@@ -586,24 +564,6 @@ def test_errors_show_paths_relative_to_the_workspace(start: Any, probe_env: dict
     escaped = post(gateway.url, {"content": '/tool fs_read {"path": "../../etc/passwd"}'})
     assert "outside the workspace" in escaped.body.decode()
     assert str(workspace) not in escaped.body.decode()
-
-
-# -- health --------------------------------------------------------------------------------
-
-
-def test_health_is_503_while_the_store_cannot_write(start: Any, probe_env: dict[str, str],
-                                                    home: Path) -> None:
-    gateway = start(**probe_env)
-    assert call(gateway.url, "GET", "/v1/health", token=None).status == 200
-    home.mkdir(exist_ok=True)
-    (home / "store_full").write_text("")
-    unhealthy = call(gateway.url, "GET", "/v1/health", token=None)
-    assert unhealthy.status == 503
-    assert unhealthy.json() == {"status": "unavailable",
-                                "reason": "the tape store cannot write: [Errno 28] No space "
-                                          "left on device"}
-    (home / "store_full").unlink()
-    assert call(gateway.url, "GET", "/v1/health", token=None).status == 200
 
 
 # -- the security page's examples --------------------------------------------------------

@@ -1,15 +1,19 @@
 """What `hookline run` writes: a reply's escape sequences reach a terminal escaped, and a
-pipe unchanged (scripts get the exact reply)."""
+pipe unchanged (scripts get the exact reply); an error line is escaped everywhere."""
 
 from __future__ import annotations
 
 import io
 import logging
+import os
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from openai_server import OpenAIServer, Reply
+from test_cli import hookline
 
 from hookline.cli.output import TurnPrinter, show_logs
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
@@ -63,3 +67,27 @@ def test_the_log_goes_to_the_stderr_of_the_moment(monkeypatch: pytest.MonkeyPatc
     logging.getLogger("hookline.some.plugin").error("disk full")
     assert during.getvalue() == "error: disk full\n"
     assert before.getvalue() == ""
+    logging.getLogger("hookline.some.plugin").error("quota \x1b]0;pwned\x07\nnext")
+    assert during.getvalue().splitlines()[-1] == "error: quota \\x1b]0;pwned\\x07\\nnext"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_provider_error_reaches_no_stream_with_its_escape_sequences(
+        tmp_path: Path, stream: bool) -> None:
+    """A provider (or whoever sits at its address) chooses the text of its errors; the
+    error line `hookline run` prints must not retitle the window or clear the screen."""
+    hostile = "quota \x1b]0;pwned\x07 gone \x1b[2J now\r\x1b[1Aover"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
+    with OpenAIServer([Reply.failure(400, hostile)] * 3) as server:
+        env.update(HOOKLINE_HOME=str(tmp_path / "home"), HOOKLINE_API_KEY="k",
+                   HOOKLINE_MODEL="openai-compatible:test-model",
+                   HOOKLINE_API_BASE=server.base_url)
+        out = hookline("run", *(["--stream"] if stream else []), "hello", env=env,
+                       cwd=tmp_path)
+    assert server.requests, "the provider was never asked"
+    assert out.returncode == 1
+    for text in (out.stdout, out.stderr):
+        assert not any(ord(char) < 0x20 and char != "\n" for char in text), repr(text)
+    assert "quota \\x1b]0;pwned\\x07 gone \\x1b[2J now" in out.stderr
+    assert "\\x1b[1Aover" in out.stderr
+    assert out.stderr.startswith("error: ")

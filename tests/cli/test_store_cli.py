@@ -110,3 +110,29 @@ def test_backup_of_a_store_another_process_is_writing(env: dict[str, str], tmp_p
     assert count >= 200 and len(entries) == 2 * count
     assert [(e.payload["n"], e.payload["half"]) for e in entries] == [
         (n, h) for n in range(1, count + 1) for h in (1, 2)]
+
+
+def test_a_store_url_on_a_closed_port_shows_no_password(env: dict[str, str],
+                                                        tmp_path: Path) -> None:
+    """Every spelling of a PostgreSQL password, given to the real commands with a port
+    nobody listens on: the errors name the store, never the password (nor a piece of it
+    the driver took for a host name)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    base = f"127.0.0.1:{port}/tapes"
+    urls = [f"postgresql://u:s3cr%t!@{base}", f"postgresql://u:s3 cret@{base}",
+            f"postgresql://u:pa@ssw0rd@{base}", f"postgresql://u:s3cret@{base}",
+            f"postgresql://u@{base}?sslpassword=s3cret&sslmode=disable",
+            f"postgresql://u@{base}?PASSWORD=s3cret", f"postgresql://u@{base}?passwd=s3cret"]
+    for url in urls:
+        for args, extra in ((["store", "check", "--store", url], {}),
+                            (["run", "hi"], {"HOOKLINE_TAPE_STORE": url})):
+            out = hookline(*args, env={**env, **extra}, cwd=tmp_path)
+            assert out.returncode == 1, (url, out.stdout, out.stderr)
+            shown = out.stdout + out.stderr
+            assert "127.0.0.1" in shown, shown
+            for secret in ("s3cr", "cret", "ssw0rd"):
+                assert secret not in shown, (url, shown)

@@ -1,0 +1,77 @@
+"""The `http` channel's health check, cached: what `GET /v1/health` and a failed turn ask.
+
+`GET /v1/health` needs no token (load balancers probe it), and the builtin check commits a
+real write to the tape store (a SQLite page, a PostgreSQL heartbeat row). Run per request,
+anyone who can reach the port could make the store write as fast as they can send. So the
+answer is cached: at most one real check per `interval` (1 s), callers in the meantime get
+the last answer, and callers arriving while a check runs wait for that one instead of
+starting their own. The reason of a failure can name the database's host, port and
+driver; it is logged when the state changes (healthy to failing, and back), and the
+channel shows it only to callers that sent the right token.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable
+
+import anyio
+
+__all__ = ["HealthCache"]
+
+logger = logging.getLogger(__name__)
+
+
+class HealthCache:
+    """`reason()`: why the gateway cannot serve turns now, or None; see the module."""
+
+    def __init__(self, check: Callable[[], Awaitable[str | None]] | None, *,
+                 interval: float = 1.0, scrub: Callable[[str], str] = str,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.check = check
+        self.interval = interval
+        self.scrub = scrub
+        self.clock = clock
+        self.checks = 0
+        """How many real checks ran."""
+        self._reason: str | None = None
+        self._checked_at = -math.inf
+        self._running: anyio.Event | None = None
+        self._failing = False
+
+    async def reason(self) -> str | None:
+        if self.check is None:
+            return None
+        if self.clock() - self._checked_at < self.interval:
+            return self._reason
+        if self._running is not None:  # a check is under way: share its answer
+            await self._running.wait()
+            return self._reason
+        running = self._running = anyio.Event()
+        try:
+            # Shielded: the caller that started the check may go away, the others wait.
+            with anyio.CancelScope(shield=True):
+                reason = await self._run(self.check)
+            self._reason, self._checked_at = reason, self.clock()
+            self._log_change(reason)
+        finally:
+            self._running = None
+            running.set()
+        return reason
+
+    async def _run(self, check: Callable[[], Awaitable[str | None]]) -> str | None:
+        self.checks += 1
+        try:
+            return await check()
+        except Exception as exc:
+            logger.debug("http.health_check_raised", exc_info=True)
+            return f"the health check failed: {exc}"
+
+    def _log_change(self, reason: str | None) -> None:
+        if reason is not None and not self._failing:
+            logger.warning("http.health unavailable: %s", self.scrub(reason))
+        elif reason is None and self._failing:
+            logger.info("http.health ok again")
+        self._failing = reason is not None
