@@ -147,7 +147,7 @@ def test_sigkill_of_a_replica_mid_turn(replicas: tuple[str, Start], tmp_path: Pa
     for n, gateway in enumerate([doomed, survivor, doomed]):
         assert ask(gateway, f"before-{n}", "s").status == 200
         acknowledged.append(f"before-{n}")
-    marker = tmp_path / "tool-started"
+    marker = tmp_path / "workspace" / "tool-started"  # where a sandboxed command writes
     command = json.dumps({"command": f"touch {marker}; sleep 20"})
     killed: dict[str, Any] = {}
 

@@ -38,7 +38,7 @@ def test_a_replica_losing_its_lock_mid_tool_runs_the_tool_once_and_never_interle
         peer = start_gateway_process(["--port", "0"], gateway_env(
             tmp_path / "home-b", HOOKLINE_TAPE_STORE=url), workspace)
         try:
-            ran = tmp_path / "ran"
+            ran = workspace / "ran"  # where a sandboxed command may write
             command = json.dumps({"command": f"echo once >> {ran}; sleep 4"})
             reply: dict[str, Any] = {}
 
