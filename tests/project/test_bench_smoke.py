@@ -105,3 +105,11 @@ def test_bench_replicas_tiny_runs(postgres_server: str) -> None:
     assert names == ["floor (bare hypercorn)", "sqlite, 1 gateway", "postgres, 1 gateway",
                      "postgres, 2 replicas"], done.stdout
     assert all(line.split()[-1] == "0" for line in lines[header + 1:header + 5]), done.stdout
+
+
+def test_bench_sandbox_quick_runs() -> None:
+    done = run_benchmark("bench_sandbox.py", "--calls", "3")
+    for label in ("sandbox off", "sandbox workspace-write", "Landlock left out",
+                  "Landlock itself:"):
+        assert label in done.stdout, done.stdout
+    assert done.stdout.count("PASS") + done.stdout.count("MISS") == 1, done.stdout
