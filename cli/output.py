@@ -165,9 +165,10 @@ class StatusLine:
 
 
 ALWAYS_WARN = ("hookline.builtins.private", "hookline.builtins.instructions",
-               "hookline.builtins.sandbox")
+               "hookline.builtins.sandbox", "hookline.builtins.models.offline")
 """Loggers whose warnings are shown whatever ``level``: a file made private, an
-``AGENTS.md`` kept from the model, a weakened sandbox (rare lines the user must see)."""
+``AGENTS.md`` kept from the model, a weakened sandbox, the offline model answering (rare
+lines the user must see)."""
 
 
 def show_logs(level: int = logging.INFO, *, turn_failures: bool = True) -> None:

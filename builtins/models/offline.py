@@ -2,9 +2,11 @@
 
 It needs no key and no network and is deterministic: the same conversation always gets
 the same reply (only tool call ids are new every time, so they never repeat in a
-session). Every reply starts with `[offline model]` and says how to configure a
-real model, so nobody mistakes it for one. It does not understand language; it echoes
-and summarises the last user message.
+session). Every reply starts with `[offline model]`, so nobody mistakes it for a real
+model, and unless `offline` was configured on purpose the first reply of a process logs
+one warning saying how to configure a real model (`NOTICE`: shown once, never part of a
+reply, so never on a tape). It does not understand
+language; it echoes and summarises the last user message.
 
 Tool use can still be tried end to end: a user message of the form
 
@@ -17,7 +19,9 @@ tool result comes back, the next reply summarises the tool output.
 from __future__ import annotations
 
 import json
+import logging
 import re
+import threading
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -38,7 +42,9 @@ from .base import (
     usage_dict,
 )
 
-__all__ = ["CONFIGURE_HINT", "OFFLINE_LABEL", "OfflineModel"]
+__all__ = ["CONFIGURE_HINT", "NOTICE", "OFFLINE_LABEL", "OfflineModel"]
+
+logger = logging.getLogger(__name__)
 
 OFFLINE_LABEL = "[offline model]"
 CONFIGURE_HINT = (
@@ -47,6 +53,14 @@ CONFIGURE_HINT = (
     'or put model = "provider:model" in the config file '
     "(<hookline home>/config.toml, by default ~/.hookline/config.toml)."
 )
+
+NOTICE = (
+    "no model is configured, so hookline's built-in offline model answers: it works "
+    "without network access and does not understand language. " + CONFIGURE_HINT
+)
+"""Said once per process, as a warning, by the first offline reply."""
+
+_noticed = threading.Event()
 
 _TOOL_COMMAND = re.compile(r"^/tool(?:\s+(?P<name>\S+))?\s*(?P<args>.*)$", re.DOTALL)
 _ECHO_LIMIT = 200
@@ -57,8 +71,10 @@ _CHUNKS = 4
 class OfflineModel:
     """Deterministic, network-free stand-in for a language model (see the module doc)."""
 
-    def __init__(self, name: str = "offline") -> None:
+    def __init__(self, name: str = "offline", *, notice: bool = True) -> None:
         self.name = name
+        self.notice = notice
+        """Log `NOTICE` with the process's first offline reply (off when chosen on purpose)."""
 
     def __repr__(self) -> str:
         return f"OfflineModel(name={self.name!r})"
@@ -74,6 +90,9 @@ class OfflineModel:
 
         conversation = as_model_messages(messages)
         text, calls = self.reply(conversation, tools)
+        if self.notice and not _noticed.is_set():
+            _noticed.set()
+            logger.warning("%s", NOTICE)
         pieces = _word_pieces(text)
         if max_tokens is not None and len(pieces) > max_tokens:
             pieces = pieces[: max(max_tokens, 1)]
@@ -100,7 +119,7 @@ class OfflineModel:
             return _summarise_results(results), []
         user = next((m for m in reversed(conversation) if m.role == "user"), None)
         if user is None:
-            return f"{OFFLINE_LABEL} There is no user message to answer.\n\n{CONFIGURE_HINT}", []
+            return f"{OFFLINE_LABEL} There is no user message to answer.", []
         match = _TOOL_COMMAND.match(user.text.strip())
         if match is not None:
             return _tool_command(match, tools, call_id=f"offline-call-{uuid.uuid4().hex[:16]}")
@@ -128,7 +147,6 @@ def _summarise_results(results: Sequence[ModelMessage]) -> str:
             excerpt += f"... ({len(output) - _TOOL_OUTPUT_LIMIT} more characters)"
         size = f"{len(output)} characters, {len(output.splitlines())} lines"
         lines.append(f"Tool `{name}` {verb} ({size}):\n{excerpt}")
-    lines.append(CONFIGURE_HINT)
     return "\n\n".join(lines)
 
 
@@ -177,9 +195,6 @@ def _echo(user: ModelMessage, tools: Sequence[ToolSchema]) -> str:
     first = " ".join(parts)
     return (
         f"{first}\n\n"
-        "This reply comes from hookline's built-in offline model: it works without network "
-        "access and does not understand language. "
-        f"{CONFIGURE_HINT}\n\n"
         f"To try tool use, send /tool NAME {{json arguments}} "
         f"(available tools: {_tool_names(tools)})."
     )

@@ -34,7 +34,9 @@ def open_model(spec: str | None, settings: Any = None, **options: Any) -> ModelC
     if not spec or spec == "offline" or spec.startswith("offline:"):
         from .offline import OfflineModel
 
-        return OfflineModel(spec or "offline")
+        # Say how to configure a model only to whoever has not chosen this one.
+        chosen = settings is not None and getattr(settings, "model", None) is not None
+        return OfflineModel(spec or "offline", notice=not chosen)
     if spec.startswith("scripted:"):
         from .scripted import ScriptedModel
 

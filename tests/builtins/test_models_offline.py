@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
+import threading
 from contextlib import aclosing
 from typing import Any
 
@@ -21,6 +23,7 @@ from hookline.builtins.models import (
     Usage,
     open_model,
 )
+from hookline.builtins.models import offline as offline_module
 
 pytestmark = pytest.mark.anyio
 
@@ -42,15 +45,24 @@ def final(events: list[Any]) -> Finished:
     return events[-1]
 
 
-async def test_reply_is_labelled_echoes_and_says_how_to_configure() -> None:
-    events = await collect(OfflineModel(), [ModelMessage.user("hello there, model")])
+async def test_reply_is_labelled_echoes_and_says_how_to_configure(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(offline_module, "_noticed", threading.Event())
+    with caplog.at_level(logging.WARNING, logger=offline_module.__name__):
+        events = await collect(OfflineModel(), [ModelMessage.user("hello there, model")])
+        await collect(OfflineModel(), [ModelMessage.user("again")])
+        await collect(OfflineModel(notice=False), [ModelMessage.user("chosen")])
     done = final(events)
     deltas = [event.text for event in events if isinstance(event, TextDelta)]
     assert len(deltas) >= 2, "the text is streamed in several deltas"
     assert "".join(deltas) == done.text
     assert done.text.startswith("[offline model]")
     assert '"hello there, model"' in done.text
-    assert "HOOKLINE_MODEL" in done.text and "config.toml" in done.text
+    assert "HOOKLINE_MODEL" not in done.text, "the notice is never part of a reply"
+    notices = [r.getMessage() for r in caplog.records if r.name == offline_module.__name__]
+    assert notices == [offline_module.NOTICE], "once per process"
+    assert "HOOKLINE_MODEL" in notices[0] and "config.toml" in notices[0]
     assert done.tool_calls == []
     assert done.usage is not None and done.usage["total_tokens"] > 0
     assert any(isinstance(event, Usage) for event in events)

@@ -14,7 +14,8 @@ def terminal(tmp_path: Path) -> Iterator[Terminal]:
     """A private tmux server whose panes run in `<tmp>/workspace` on `<tmp>/home`."""
     workspace = tmp_path / "workspace"
     workspace.mkdir()
-    term = Terminal(workspace, clean_env(tmp_path / "home"))
+    # The offline model chosen on purpose: its notice would be one more line on screen.
+    term = Terminal(workspace, {**clean_env(tmp_path / "home"), "HOOKLINE_MODEL": "offline"})
     try:
         yield term
     finally:

@@ -269,9 +269,25 @@ def test_a_lifespan_failing_at_close_keeps_the_reply(env: dict[str, str],
     (dist / "entry_points.txt").write_text("[hookline]\ncloser = closer:Closer\n")
     (site / "closer.py").write_text(FAILING_LIFESPAN)
     env["PYTHONPATH"] = str(site)
+    env["HOOKLINE_MODEL"] = "offline"  # chosen on purpose: no notice on stderr
     out = hookline("run", "keep my reply", env=env, cwd=tmp_path)
     assert out.returncode == 1
     assert out.stdout.startswith("[offline model]") and "keep my reply" in out.stdout
     assert out.stderr.strip().splitlines() == [
         "error: the turn finished, but closing its resources failed: the lifespan broke "
         "while closing"]
+
+
+def test_the_offline_notice_is_said_once_and_never_recorded(env: dict[str, str],
+                                                           tmp_path: Path) -> None:
+    out = hookline("run", "--session", "notice", '/tool shell {"command": "echo hi"}',
+                   env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    notices = [line for line in out.stderr.splitlines() if "no model is configured" in line]
+    assert len(notices) == 1 and "HOOKLINE_MODEL" in notices[0]
+    assert "HOOKLINE_MODEL" not in out.stdout, "not part of any reply"
+    shown = hookline("sessions", "show", "notice", env=env, cwd=tmp_path)
+    assert "[offline model]" in shown.stdout and "HOOKLINE_MODEL" not in shown.stdout
+    chosen = hookline("run", "-m", "offline", "hi", env={**env, "HOOKLINE_MODEL": "offline"},
+                      cwd=tmp_path)
+    assert "no model is configured" not in chosen.stderr

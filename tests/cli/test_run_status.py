@@ -29,7 +29,7 @@ def test_the_status_line_shows_the_running_tool_then_disappears(terminal: Termin
 
 
 def test_piped_stderr_gets_no_status(tmp_path: Path) -> None:
-    env = clean_env(tmp_path / "home")
+    env = {**clean_env(tmp_path / "home"), "HOOKLINE_MODEL": "offline"}  # no notice either
     (tmp_path / "workspace").mkdir()
     done = hookline("run", '/tool shell {"command": "sleep 1; echo finished"}', env=env,
                     cwd=tmp_path / "workspace")
