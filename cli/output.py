@@ -29,8 +29,13 @@ def fail(error: BaseException) -> NoReturn:
     plugin to blame where the kernel knows it). The text often quotes a provider or a
     file, so its credentials are hidden and its control characters shown escaped, as the
     printer and the chat show replies: an error cannot retitle or clear the terminal."""
+    from hookline.builtins.settings import SettingsError
+
     error = innermost(error)
-    notes = "; ".join(getattr(error, "__notes__", ()))
+    # A settings error names the file, the key and the fix: which builtin function read
+    # the settings first is no news to the user.
+    notes = "" if isinstance(error, SettingsError) else "; ".join(
+        getattr(error, "__notes__", ()))
     text = (str(error) or type(error).__name__) + (f" ({notes})" if notes else "")
     text = terminal_text(redact_credentials(text))
     typer.echo(f"error: {text}", err=True)

@@ -291,3 +291,16 @@ def test_the_offline_notice_is_said_once_and_never_recorded(env: dict[str, str],
     chosen = hookline("run", "-m", "offline", "hi", env={**env, "HOOKLINE_MODEL": "offline"},
                       cwd=tmp_path)
     assert "no model is configured" not in chosen.stderr
+
+
+def test_a_settings_error_is_one_line_without_internal_blame(env: dict[str, str],
+                                                             tmp_path: Path) -> None:
+    home = Path(env["HOOKLINE_HOME"])
+    home.mkdir(mode=0o700)
+    (home / "config.toml").write_text('modle = "offline"\n')
+    (home / "config.toml").chmod(0o600)
+    out = hookline("run", "hi", env=env, cwd=tmp_path)
+    assert out.returncode == 1
+    [line] = out.stderr.strip().splitlines()
+    assert "Unknown setting 'modle'" in line and "Did you mean 'model'?" in line
+    assert "raised by" not in line and "plugin.py" not in line
