@@ -52,6 +52,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+_TURN_SETTINGS = ("model", "thread_id")
+"""Envelope context keys `load_state` takes as the turn's settings."""
+
 DEFAULT_SYSTEM_PROMPT = """\
 You are hookline's agent, working in the user's workspace. Answer directly and briefly.
 Use the tools when the task needs them: shell to run commands, fs_read / fs_write /
@@ -152,7 +155,10 @@ class BuiltinPlugin:
     @hookimpl
     def load_state(self, message: Any, session_id: str) -> dict[str, Any]:
         context = get_field(message, "context") or {}
-        state: dict[str, Any] = {"session_id": session_id, "context": context_str(context)}
+        # `model` and `thread_id` are settings for the turn, not words of the message: they
+        # never reach the prompt's context prefix (so `--model` leaves the text alone).
+        shown = {key: value for key, value in context.items() if key not in _TURN_SETTINGS}
+        state: dict[str, Any] = {"session_id": session_id, "context": context_str(shown)}
         if context.get("model"):
             state["model"] = str(context["model"])
         if context.get("thread_id"):

@@ -204,7 +204,7 @@ async def test_with_no_model_configured_the_offline_model_answers_without_networ
     assert result.session_id == "default:default"
     assert result.model_output.startswith(OFFLINE_LABEL)
     assert 'You said: "hello"' in result.model_output
-    assert "HOOKLINE_MODEL" in result.model_output, "it says how to configure a real model"
+    assert "HOOKLINE_MODEL" not in result.model_output, "the notice is logged, not replied"
     assert result.outbounds == [{
         "session_id": "default:default", "channel": "default", "chat_id": "default",
         "content": result.model_output, "output_channel": "default", "kind": "normal",
@@ -240,12 +240,12 @@ async def test_session_state_and_prompt_defaults(workspace: Path) -> None:
     assert session_id == "cli:c1", "a blank session_id is ignored"
     state = await framework.build_state(envelope, session_id)
     assert state["session_id"] == "cli:c1"
-    assert state["context"] == "model=offline|thread_id=t-9|user=ann"
+    assert state["context"] == "user=ann", "the turn's settings are not message words"
     assert state["model"] == "offline"
     assert state["_runtime_thread_id"] == "t-9"
     assert state["_runtime_workspace"] == str(workspace.resolve())
     prompt = await framework.build_prompt(envelope, session_id, state)
-    assert prompt == ["[model=offline|thread_id=t-9|user=ann] hi"]
+    assert prompt == ["[user=ann] hi"]
 
 
 @pytest.mark.anyio

@@ -199,7 +199,11 @@ def test_the_basics_version_bare_help_and_short_model_flag(env: dict[str, str],
     assert bare.returncode == 0, "bare hookline shows the help and succeeds"
     assert "Usage: hookline" in bare.stdout and "run" in bare.stdout
     short = hookline("run", "-m", "offline", "hi", env=env, cwd=tmp_path)
-    assert short.returncode == 0 and "[model=offline] hi" in short.stdout
+    assert short.returncode == 0 and 'You said: "hi"' in short.stdout, "the text as typed"
+    (tmp_path / "note.txt").write_text("a note")
+    tool = hookline("run", "-m", "offline", '/tool fs_read {"path": "note.txt"}', env=env,
+                    cwd=tmp_path)
+    assert "Tool `fs_read` returned" in tool.stdout and "a note" in tool.stdout
 
 
 def test_run_reads_the_message_from_stdin(env: dict[str, str], tmp_path: Path) -> None:
