@@ -12,6 +12,7 @@ line naming the flag. Nothing is written unless every step succeeded (or the use
 ``--save-anyway``, said to save after a failed test call).
 """
 
+import dataclasses
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -148,16 +149,25 @@ def _onboard(framework: Framework, flags: _Flags, *, plugin: str | None, interac
         typer.echo(f"Onboarding writes {path}. Enter keeps the value in brackets; Ctrl-C "
                    f"stops without writing anything.")
 
-    answers: dict[str, Any] = {}
-    if with_model:
-        answers = _Questions(current, proposed, flags, interactive).ask()
-    fragment = _ask_fragment(proposed, current, interactive, top=True)
     from hookline.builtins.settings import merge_config
 
-    config = merge_config(merge_config(proposed, fragment), answers)
-    settings = _validated(config, path.parent, answers)
-    if with_model and not _checked(config, settings, interactive=interactive, test=test,
-                                   save_anyway=save_anyway):
+    fragment = _ask_fragment(proposed, current, interactive, top=True)
+    asked, answers = current, {}
+    while True:
+        if with_model:
+            answers = _Questions(asked, proposed, flags, interactive).ask()
+        config = merge_config(merge_config(proposed, fragment), answers)
+        settings = _validated(config, path.parent, answers)
+        verdict = _checked(config, settings, interactive=interactive, test=test,
+                           save_anyway=save_anyway) if with_model else "save"
+        while verdict == "retry":
+            verdict = _checked(config, settings, interactive=interactive, test=test,
+                               save_anyway=save_anyway)
+        if verdict != "edit":
+            break
+        # Ask again with what was answered as the defaults: Enter keeps each answer.
+        asked, flags = merge_config(current, answers), _Flags(None, None, None, None)
+    if verdict != "save":
         fail(RuntimeError("nothing written: fix the answers and run hookline onboard again, "
                           "or pass --save-anyway to write the file all the same (--no-test "
                           "skips the call)"))
@@ -303,11 +313,7 @@ class _Questions:
                 typer.echo(f"  {exc}; try again", err=True)
 
     def _choice(self, question: str, choices: list[str], default: str) -> str:
-        while True:
-            answer = str(typer.prompt(f"{question} ({', '.join(choices)})", default=default))
-            if answer.strip().lower() in choices:
-                return answer.strip().lower()
-            typer.echo(f"  answer one of {', '.join(choices)}", err=True)
+        return _ask_choice(question, choices, default)
 
     def _env_name(self, flag: str | None, name: str) -> str:
         try:
@@ -320,6 +326,14 @@ class _Questions:
             typer.echo(f"note: {checked} is not set in this environment; export it before "
                        f"hookline runs (the test call needs it too)", err=True)
         return checked
+
+
+def _ask_choice(question: str, choices: list[str], default: str) -> str:
+    while True:
+        answer = str(typer.prompt(f"{question} ({', '.join(choices)})", default=default))
+        if answer.strip().lower() in choices:
+            return answer.strip().lower()
+        typer.echo(f"  answer one of {', '.join(choices)}", err=True)
 
 
 def _ask_fragment(proposed: Mapping[str, Any], current: Any, interactive: bool, *,
@@ -389,35 +403,42 @@ def _validated(config: Mapping[str, Any], home: Path, answers: Mapping[str, Any]
             typer.echo(f"note: {variable} is set in this environment and overrides {key} "
                        f"from the file when hookline runs", err=True)
     try:
-        return settings_from_config(config, environ, home)
+        settings = settings_from_config(config, environ, home)
     except Exception as exc:
         fail(exc)
+    # Errors name where a value came from: these come from answers, not from the file,
+    # which is not written yet.
+    answered = {key: "onboard:your answers (not written yet)" for key in answers
+                if settings.sources.get(key, "").startswith("file:")}
+    return dataclasses.replace(settings, sources={**settings.sources, **answered})
 
 
 def _checked(config: Mapping[str, Any], settings: Any, *, interactive: bool, test: bool,
-             save_anyway: bool) -> bool:
-    """Whether to write: the test call passed, was skipped, or the user (or --save-anyway)
-    chose to save after it failed."""
+             save_anyway: bool) -> str:
+    """What to do: `save` (the test call passed, was skipped, or the user or --save-anyway
+    chose to save after it failed), `edit` the answers, `retry` the call, or `quit`."""
     spec = str(config.get("model") or "offline")
     if _provider(spec) is None:
         typer.echo(f"no test call: {spec} runs locally")
-        return True
+        return "save"
     if not test:
         typer.echo("test call skipped (--no-test)")
-        return True
+        return "save"
     typer.echo(f"test call to {spec}: {TEST_PROMPT!r} ...")
     try:
         reply = _test_call(spec, settings)
     except Exception as exc:  # the model's own one-line error, shown as it is
         typer.echo(f"test call failed: {_one_line(exc)}", err=True)
         if interactive:
-            return bool(typer.confirm("Save the configuration anyway?", default=False))
+            typer.echo("Edit the answers (Enter keeps each one), retry the call, save the "
+                       "file anyway, or quit without writing it.")
+            return _ask_choice("What now", ["edit", "retry", "save", "quit"], "edit")
         if save_anyway:
             typer.echo("saving anyway (--save-anyway)", err=True)
-        return save_anyway
+        return "save" if save_anyway else "quit"
     shown = reply if len(reply) <= SHOWN_REPLY else reply[:SHOWN_REPLY] + "..."
     typer.echo(f"reply: {_one_line(shown) if shown.strip() else '(empty)'}")
-    return True
+    return "save"
 
 
 def _test_call(spec: str, settings: Any) -> str:

@@ -237,11 +237,60 @@ def test_a_failed_test_call_asks_before_saving(terminal: Terminal, tmp_path: Pat
         terminal.wait_for(lambda s: "Environment variable holding the key" in s,
                           "the variable question")
         terminal.type("ONBOARD_TEST_KEY")
-        terminal.wait_for(lambda s: "Save the configuration anyway? [y/N]" in s,
+        terminal.wait_for(lambda s: "What now (edit, retry, save, quit) [edit]:" in s,
                           "the question after the failed call")
         assert server.requests[0].headers["authorization"] == "Bearer sk-in-the-environment"
-        terminal.type("")  # the default: no
+        terminal.type("quit")
         screen = terminal.wait_for(lambda s: "EXIT=" in s, "the end of onboarding")
     assert "test call failed:" in screen and "HTTP 503: warming up" in screen
     assert "nothing written" in screen and "EXIT=1" in screen
     assert not config.exists()
+
+
+@needs_tmux
+def test_after_a_failed_test_call_the_answers_are_kept_for_another_try(
+        terminal: Terminal, tmp_path: Path) -> None:
+    config = tmp_path / "home" / "config.toml"
+    terminal.env["ONBOARD_TEST_KEY"] = "sk-in-the-environment"
+    with OpenAIServer([Reply.failure(503, "warming up"), Reply.failure(503, "still warming"),
+                       Reply(text="OK at last")]) as server:
+        base = server.base_url
+        terminal.start("again", "onboard")
+        terminal.wait_for(lambda s: "Model (provider:model" in s, "the model question")
+        terminal.type(SPEC)
+        terminal.wait_for(lambda s: "API base URL of your server" in s, "the api_base question")
+        terminal.type(server.base_url)
+        terminal.wait_for(lambda s: "API key source (type, env, none)" in s, "the key question")
+        terminal.type("env")
+        terminal.wait_for(lambda s: "Environment variable holding the key" in s, "the name")
+        terminal.type("ONBOARD_TEST_KEY")
+        terminal.wait_for(lambda s: s.count("What now (edit, retry, save, quit)") == 1,
+                          "the first failure")
+        terminal.type("retry")  # the same answers, called again
+        terminal.wait_for(lambda s: s.count("What now (edit, retry, save, quit)") == 2,
+                          "the second failure")
+        terminal.type("")  # edit: each question shows the last answer as its default
+        terminal.wait_for(lambda s: f"[{SPEC}]:" in s, "the model question, with its answer")
+        terminal.type("")
+        terminal.wait_for(lambda s: f"[{server.base_url}]:" in s, "the api_base, kept")
+        terminal.type("")
+        terminal.wait_for(lambda s: "(type, env, none, keep) [keep]:" in s, "the key, kept")
+        terminal.type("")
+        screen = terminal.wait_for(lambda s: "EXIT=" in s, "the end of onboarding")
+    assert "reply: OK at last" in screen and "EXIT=0" in screen, screen
+    assert len(server.requests) == 3
+    assert all(r.headers["authorization"] == "Bearer sk-in-the-environment"
+               for r in server.requests)
+    written = config.read_text()
+    assert SPEC in written and base in written and "ONBOARD_TEST_KEY" in written
+
+
+def test_an_error_about_an_answer_names_the_answers_not_the_unwritten_file(
+        env: dict[str, str], config: Path) -> None:
+    env.pop("ONBOARD_UNSET_KEY", None)
+    out = hookline("onboard", "-m", "openai:gpt-4o-mini", "--api-key-env", "ONBOARD_UNSET_KEY",
+                   env=env)
+    assert out.returncode == 1 and not config.exists()
+    [failed] = [line for line in out.stderr.splitlines() if line.startswith("test call failed")]
+    assert "ONBOARD_UNSET_KEY" in failed and "from your answers (not written yet)" in failed
+    assert str(config) not in failed
