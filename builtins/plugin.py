@@ -52,8 +52,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_TURN_SETTINGS = ("model", "thread_id")
+_TURN_SETTINGS = ("model", "system", "thread_id")
 """Envelope context keys `load_state` takes as the turn's settings."""
+
+TURN_SYSTEM = "turn_system_prompt"
+"""State key of a system prompt for one turn (`hookline run --system`, context `system`)."""
 
 DEFAULT_SYSTEM_PROMPT = """\
 You are hookline's agent, working in the user's workspace. Answer directly and briefly.
@@ -155,12 +158,15 @@ class BuiltinPlugin:
     @hookimpl
     def load_state(self, message: Any, session_id: str) -> dict[str, Any]:
         context = get_field(message, "context") or {}
-        # `model` and `thread_id` are settings for the turn, not words of the message: they
-        # never reach the prompt's context prefix (so `--model` leaves the text alone).
+        # `model`, `system` and `thread_id` are settings for the turn, not words of the
+        # message: they never reach the prompt's context prefix (so `--model` leaves the
+        # text alone).
         shown = {key: value for key, value in context.items() if key not in _TURN_SETTINGS}
         state: dict[str, Any] = {"session_id": session_id, "context": context_str(shown)}
         if context.get("model"):
             state["model"] = str(context["model"])
+        if context.get("system"):
+            state[TURN_SYSTEM] = str(context["system"])
         if context.get("thread_id"):
             state[RUNTIME_THREAD_ID] = str(context["thread_id"])
         return state
@@ -230,14 +236,17 @@ class BuiltinPlugin:
 
     @hookimpl
     def system_prompt(self, prompt: Any, state: dict[str, Any]) -> str:
-        """The default prompt, the date, and the workspace's `AGENTS.md` when it may be
-        sent (see `hookline.builtins.instructions`: read off the event loop, cached)."""
+        """The default prompt, the date, the workspace's `AGENTS.md` when it may be sent
+        (see `hookline.builtins.instructions`: read off the event loop, cached), and the
+        turn's own system prompt (`--system`) last."""
         parts = [DEFAULT_SYSTEM_PROMPT, f"Today is {datetime.now():%Y-%m-%d}."]
         instructions = self.instructions.text(self._workspace_of(state))
         if instructions is not None:
             from .instructions import AGENTS_FILE
 
             parts.append(f"{AGENTS_FILE} of the workspace:\n{instructions}")
+        if state.get(TURN_SYSTEM):
+            parts.append(str(state[TURN_SYSTEM]))
         return "\n\n".join(parts)
 
     @property

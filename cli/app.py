@@ -8,6 +8,7 @@ commands that run turns.
 import json
 import logging
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,6 +17,7 @@ import typer
 
 from hookline.kernel import Framework
 
+from .blame import with_blame
 from .chat import chat_command
 from .gateway import gateway_command
 from .new import new_commands
@@ -109,28 +111,63 @@ def _run_command(framework: Framework) -> Any:
             typer.Option("--model", "-m", metavar="PROVIDER:MODEL",
                          help="Model for this turn."),
         ] = None,
+        system: Annotated[
+            str | None,
+            typer.Option("--system", "-s", metavar="TEXT",
+                         help="A system prompt for this turn, after the usual one."),
+        ] = None,
+        attach: Annotated[
+            list[Path] | None,
+            typer.Option("--attach", "-a", metavar="PATH",
+                         help="Attach a text file (inlined under its name) or an image "
+                              "(png, jpeg, gif, webp); repeatable."),
+        ] = None,
         stream: Annotated[
-            bool, typer.Option("--stream/--no-stream", help="Print the reply as it arrives.")
+            bool | None,
+            typer.Option("--stream/--no-stream", show_default=False,
+                         help="Print the reply as it arrives (default: the stream setting, "
+                              "true unless configured)."),
+        ] = None,
+        verbose: Annotated[
+            bool, typer.Option("--verbose", "-v",
+                               help="Show warnings (plugin failures, ignored results) and "
+                                    "the traceback of a failed turn.")
         ] = False,
         workspace: WorkspaceOption = None,
     ) -> None:
-        """Run one turn and print the outbound messages."""
+        """Run one turn and print the outbound messages.
+
+        Piped input is sent after MESSAGE (cat notes.txt | hookline run "summarise")."""
         import anyio
+
+        from .inputs import InputError, attachments, message_text
 
         if workspace is not None:
             framework.workspace = workspace.expanduser().resolve()
         check_session_flags(session, new, continue_)
-        message = _message_text(message)
+        try:
+            message = message_text(message)
+            attached, media = attachments(list(attach or []))
+        except InputError as exc:
+            fail(exc)
         _warn_if_nothing_answers(framework)
 
-        inbound: dict[str, Any] = {"content": message, "channel": channel, "chat_id": chat_id}
+        inbound: dict[str, Any] = {"content": message + attached, "channel": channel,
+                                   "chat_id": chat_id}
+        if media:
+            inbound["media"] = media
         # Another channel or chat id names its own session (`<channel>:<chat_id>`).
         default_address = channel == "cli" and chat_id == "default"
-        if model:
-            inbound["context"] = {"model": model}
+        context = {key: value for key, value in (("model", model), ("system", system)) if value}
+        if context:
+            inbound["context"] = context
+        if stream is None:
+            stream = _stream_setting()
         # The status line only without --stream: a streamed reply shows progress itself.
         printer = TurnPrinter(stream=stream, status=None if stream else StatusLine())
-        show_logs(logging.ERROR, turn_failures=False)  # the one error line below says it
+        # The one error line below says what failed; -v shows warnings and the traceback.
+        show_logs(logging.WARNING if verbose else logging.ERROR, turn_failures=verbose,
+                  verbose=verbose)
 
         outcome: dict[str, Any] = {}
 
@@ -151,9 +188,11 @@ def _run_command(framework: Framework) -> Any:
 
         try:
             anyio.run(turn)
-        except Exception as exc:  # a one-line error, never a traceback
+        except Exception as exc:  # a one-line error, never a traceback (unless -v)
+            if verbose:
+                traceback.print_exception(exc, file=sys.stderr)
             if "result" not in outcome:
-                fail(exc)
+                fail(with_blame(framework, exc))
             # The turn ran and its reply exists: show it, then say what failed after it.
             printer.finish(outcome["result"], check_errors=False)
             fail(RuntimeError(f"the turn finished, but closing its resources failed: "
@@ -163,16 +202,14 @@ def _run_command(framework: Framework) -> Any:
     return run
 
 
-def _message_text(message: str | None) -> str:
-    """The message argument, or standard input for '-' (or no argument with piped input)."""
-    if message is None and sys.stdin.isatty():
-        fail(ValueError("give the message as an argument, or '-' to read it from standard "
-                        "input (hookline run --help)"))
-    if message is None or message == "-":
-        message = sys.stdin.read()
-    if not message.strip():
-        fail(ValueError("the message is empty"))
-    return message
+def _stream_setting() -> bool:
+    """The `stream` setting; a bad config file is reported by the turn itself."""
+    from hookline.builtins.settings import SettingsError, load_settings
+
+    try:
+        return load_settings().stream
+    except SettingsError:
+        return False
 
 
 def _warn_if_nothing_answers(framework: Framework) -> None:

@@ -16,6 +16,8 @@ from hookline.builtins.tool_notes import is_terminal, terminal_text, tool_notes
 from hookline.kernel.envelope import get_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
+from .blame import AGENT_HOOK_LOG, plugin_failure_line
+
 
 def innermost(error: BaseException) -> BaseException:
     """The single exception inside nested one-member exception groups (task groups)."""
@@ -170,17 +172,18 @@ class StatusLine:
 
 
 ALWAYS_WARN = ("hookline.builtins.private", "hookline.builtins.instructions",
-               "hookline.builtins.sandbox", "hookline.builtins.models.offline")
+               "hookline.builtins.sandbox", "hookline.builtins.models.offline", AGENT_HOOK_LOG)
 """Loggers whose warnings are shown whatever ``level``: a file made private, an
-``AGENTS.md`` kept from the model, a weakened sandbox, the offline model answering (rare
-lines the user must see)."""
+``AGENTS.md`` kept from the model, a weakened sandbox, the offline model answering, a
+plugin's agent hook failing (rare lines the user must see)."""
 
 
-def show_logs(level: int = logging.INFO, *, turn_failures: bool = True) -> None:
+def show_logs(level: int = logging.INFO, *, turn_failures: bool = True,
+              verbose: bool = False) -> None:
     """hookline's log on stderr, one line per record from ``level`` up (and the warnings
     of ``ALWAYS_WARN``), unless the host configured logging already. Without it, Python's
     last-resort handler would print raw warnings and whole tracebacks next to the
-    command's own one-line errors.
+    command's own one-line errors. ``verbose`` adds the traceback of a plugin's failure.
 
     ``turn_failures=False`` leaves out the pipeline's ``turn.failed`` record, for commands
     that print the failure themselves (one failure, one line)."""
@@ -189,7 +192,7 @@ def show_logs(level: int = logging.INFO, *, turn_failures: bool = True) -> None:
     if root.handlers or log.handlers:
         return
     handler = _StderrHandler()
-    handler.setFormatter(_OneLine())
+    handler.setFormatter(_OneLine(verbose))
     handler.setLevel(min(level, logging.WARNING))
     handler.addFilter(lambda record: record.levelno >= level or record.name in ALWAYS_WARN)
     if not turn_failures:
@@ -217,7 +220,14 @@ class _StderrHandler(logging.StreamHandler):
 
 
 class _OneLine(logging.Formatter):
+    def __init__(self, verbose: bool = False) -> None:
+        super().__init__()
+        self.verbose = verbose
+
     def format(self, record: logging.LogRecord) -> str:
+        failure = plugin_failure_line(record, verbose=self.verbose)
+        if failure is not None:
+            return terminal_text(redact_credentials(f"warning: {failure}"))
         text = record.getMessage()
         if record.levelno >= logging.WARNING:
             text = f"{record.levelname.lower()}: {text}"

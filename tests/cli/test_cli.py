@@ -188,7 +188,10 @@ def test_a_failing_turn_is_one_stderr_line(env: dict[str, str], tmp_path: Path) 
     env["PYTHONPATH"] = str(site)
     out = hookline("run", "hello", env=env, cwd=tmp_path)
     assert out.returncode == 1
-    assert out.stderr.strip().splitlines() == ["error: state store offline"]
+    [line] = out.stderr.strip().splitlines()
+    assert line.startswith("error: state store offline (raised by plugin 'failing', "
+                           "function 'Failing.load_state' (")
+    assert line.endswith("failing_plugin.py:8), hook load_state)"), "who to blame, and where"
 
 
 def test_the_basics_version_bare_help_and_short_model_flag(env: dict[str, str],

@@ -17,7 +17,7 @@ SLOW_TOOL = '/tool shell {"command": "sleep 3; echo finished"}'
 
 @pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
 def test_the_status_line_shows_the_running_tool_then_disappears(terminal: Terminal) -> None:
-    terminal.start("status", "run", SLOW_TOOL)
+    terminal.start("status", "run", "--no-stream", SLOW_TOOL)
     screen = terminal.wait_for(lambda s: "running shell" in s, "the status line")
     assert re.search(r"…step 1: running shell \d+s", screen)
     terminal.wait_for(lambda s: re.search(r"running shell [12]s", s) is not None,
@@ -31,7 +31,8 @@ def test_the_status_line_shows_the_running_tool_then_disappears(terminal: Termin
 def test_piped_stderr_gets_no_status(tmp_path: Path) -> None:
     env = {**clean_env(tmp_path / "home"), "HOOKLINE_MODEL": "offline"}  # no notice either
     (tmp_path / "workspace").mkdir()
-    done = hookline("run", '/tool shell {"command": "sleep 1; echo finished"}', env=env,
+    done = hookline("run", "--no-stream", '/tool shell {"command": "sleep 1; echo finished"}',
+                    env=env,
                     cwd=tmp_path / "workspace")
     assert done.returncode == 0, done.stderr
     assert done.stderr == "" and "\x1b" not in done.stdout

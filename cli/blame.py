@@ -1,0 +1,79 @@
+"""Plugin failures as the command line shows them: one line naming plugin, hook and
+function, so a user sees which plugin to fix without reading a log.
+
+An agent hook that raises is isolated by the contract (the turn goes on) and logged by the
+kernel as `hook.agent_hook_failed`; a turn hook that raises fails the turn. Both reach the
+user here as one line; `-v` adds the traceback.
+"""
+
+import logging
+import os
+import traceback
+from types import CodeType, TracebackType
+from typing import Any
+
+from hookline.kernel import Framework
+
+__all__ = ["AGENT_HOOK_LOG", "plugin_failure_line", "turn_failure_blame", "with_blame"]
+
+AGENT_HOOK_LOG = "hookline.kernel.agent_hooks"
+"""The kernel's logger for isolated agent hook failures and ignored results."""
+
+
+def plugin_failure_line(record: logging.LogRecord, *, verbose: bool) -> str | None:
+    """The line for an agent hook's failure or ignored result, else None."""
+    message = str(record.msg)
+    args = record.args if isinstance(record.args, tuple) else ()
+    if message.startswith("hook.agent_hook_failed") and len(args) >= 2:
+        hook, plugin = args[0], args[1]
+        error = record.exc_info[1] if record.exc_info else None
+        what = f"{type(error).__name__} {error}" if error is not None else "an error"
+        line = f"plugin {plugin!r} {hook} failed: {what}{_where(error)}"
+        if verbose and record.exc_info and record.exc_info[0] is not None:
+            return line + "\n" + "".join(traceback.format_exception(*record.exc_info)).rstrip()
+        return line + "; -v for details"
+    if message.startswith("hook.agent_hook_bad_return") and len(args) >= 4:
+        hook, plugin, got, expected = args[:4]
+        return f"plugin {plugin!r} {hook} returned {got} where {expected} is expected: ignored"
+    return None
+
+
+def turn_failure_blame(framework: Framework, error: BaseException) -> str | None:
+    """`raised by plugin 'p', function 'f' (file:line), hook h` for an error raised inside
+    a hook implementation, found from the traceback; None when no implementation is in it."""
+    owners: dict[CodeType, Any] = {}
+    for hook in framework.registry.hook_names():
+        for impl in framework.registry.hook_impls(hook):
+            code = getattr(impl.function, "__code__", None)
+            if code is not None:
+                owners.setdefault(code, impl)
+    found: Any = None
+    tb: TracebackType | None = error.__traceback__
+    while tb is not None:  # outermost to innermost: keep the innermost implementation
+        found = owners.get(tb.tb_frame.f_code, found)
+        tb = tb.tb_next
+    if found is None:
+        return None
+    return f"raised by {found.describe()}, hook {found.hook_name}"
+
+
+def with_blame(framework: Framework, error: BaseException) -> BaseException:
+    """`error`, its innermost exception noted with the hook implementation that raised it
+    when no note names one yet (the kernel notes resource failures itself)."""
+    inner = error
+    while isinstance(inner, BaseExceptionGroup) and len(inner.exceptions) == 1:
+        inner = inner.exceptions[0]
+    notes = getattr(inner, "__notes__", ())
+    if not any(str(note).startswith("raised by") for note in notes):
+        blame = turn_failure_blame(framework, inner)
+        if blame is not None:
+            inner.add_note(blame)
+    return error
+
+
+def _where(error: BaseException | None) -> str:
+    """` (file.py:12)`: the innermost Python frame of the error, most often the plugin's."""
+    if error is None or error.__traceback__ is None:
+        return ""
+    frame = traceback.extract_tb(error.__traceback__)[-1]
+    return f" ({os.path.basename(frame.filename)}:{frame.lineno})"

@@ -1,0 +1,92 @@
+"""A plugin's failure, as `hookline run` shows it: one line naming plugin, hook and
+function (and where), the traceback with -v, through the real console script and a real
+installed entry point."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from test_cli import hookline
+
+PLUGIN = '''
+from hookline.kernel import hookimpl
+
+
+class Faulty:
+    def __init__(self, framework):
+        self.framework = framework
+
+    @hookimpl
+    def after_tool_call(self, call, result):
+        raise KeyError("x")
+
+    @hookimpl
+    def before_llm_call(self, request):
+        return "not a decision"
+
+
+class BrokenPrompt:
+    def __init__(self, framework):
+        self.framework = framework
+
+    @hookimpl
+    def system_prompt(self, prompt, state):
+        return state["user_name"]
+'''
+
+
+def installed(tmp_path: Path, *entry: str) -> dict[str, str]:
+    site = tmp_path / "site"
+    dist = site / "faulty-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: faulty\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[hookline]\n" + "".join(f"{e}\n" for e in entry))
+    (site / "faulty.py").write_text(PLUGIN)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
+    env.update(HOOKLINE_HOME=str(tmp_path / "home"), HOOKLINE_MODEL="offline",
+               PYTHONPATH=str(site))
+    (tmp_path / "workspace").mkdir()
+    return env
+
+
+TOOL = '/tool fs_write {"path": "a.txt", "content": "x"}'
+
+
+def test_an_agent_hook_failure_is_one_line_and_the_turn_goes_on(tmp_path: Path) -> None:
+    env = installed(tmp_path, "audit = faulty:Faulty")
+    out = hookline("run", TOOL, env=env, cwd=tmp_path / "workspace")
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "workspace" / "a.txt").read_text() == "x", "the turn went on"
+    lines = out.stderr.splitlines()
+    failed = [line for line in lines if "after_tool_call failed" in line]
+    assert failed == ["warning: plugin 'audit' after_tool_call failed: KeyError 'x' "
+                      "(faulty.py:11); -v for details"], out.stderr
+    ignored = [line for line in lines if "before_llm_call returned" in line]
+    assert ignored and ignored[0].startswith("warning: plugin 'audit' before_llm_call "
+                                             "returned str where")
+    assert "Traceback" not in out.stderr
+
+
+def test_verbose_shows_the_traceback(tmp_path: Path) -> None:
+    env = installed(tmp_path, "audit = faulty:Faulty")
+    out = hookline("run", "-v", TOOL, env=env, cwd=tmp_path / "workspace")
+    assert out.returncode == 0, out.stderr
+    assert "warning: plugin 'audit' after_tool_call failed: KeyError 'x'" in out.stderr
+    assert "Traceback (most recent call last)" in out.stderr
+    assert 'raise KeyError("x")' in out.stderr
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_a_failing_turn_hook_names_plugin_hook_and_function(tmp_path: Path,
+                                                            verbose: bool) -> None:
+    env = installed(tmp_path, "prompted = faulty:BrokenPrompt")
+    out = hookline("run", *(["-v"] if verbose else []), "hi", env=env,
+                   cwd=tmp_path / "workspace")
+    assert out.returncode == 1
+    [line] = [line for line in out.stderr.splitlines() if line.startswith("error: '")]
+    assert "'user_name'" in line
+    assert ("raised by plugin 'prompted', function 'BrokenPrompt.system_prompt' "
+            "(") in line and "faulty.py:" in line and "hook system_prompt" in line
+    assert ("Traceback (most recent call last)" in out.stderr) is verbose
