@@ -122,7 +122,7 @@ def session_commands(framework: Framework) -> typer.Typer:
     def rename(session_id: Annotated[str, typer.Argument(metavar="ID", help="Session id.")],
                title: Annotated[str, typer.Argument(metavar="TITLE", show_default=False,
                                                     help="The new title.")]) -> None:
-        """Give a session a title, which list and search show (again: replace it)."""
+        """Give a session a title that list and search show; a new one replaces it."""
         from hookline.builtins.sessions import checked_title, find_session, rename_session
 
         try:
