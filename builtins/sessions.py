@@ -1,12 +1,13 @@
-"""Sessions as the user sees them: list, find, read, archive and delete them, and the
-folder's current session.
+"""Sessions as the user sees them: list, find, search, read, rename, archive and delete
+them, and the folder's current session.
 
 Tapes are named by hashes (`session_tape_name`); the `session/start` anchor a tape begins
 with carries the session id and workspace in its `meta` (`Tape(session=...)`), which is
-how a session is found again. Tapes written before that (or by other tools) are listed by
-their tape name and can be named by it. Everything here goes through the `TapeStore`
-protocol (`list_tapes`, `fetch_all`, `reset`), so it works on any store a plugin provides,
-sync or async.
+how a session is found again. A session's title is its newest `session.title` event
+(`rename_session`), else its first user message. Tapes written before that (or by other
+tools) are listed by their tape name and can be named by it. Everything here goes through
+the `TapeStore` protocol (`list_tapes`, `fetch_all`, `append`, `reset`), so it works on
+any store a plugin provides, sync or async.
 
 The folder's current session is what `hookline run` and `hookline chat` continue when
 given no session: `cli:default`, until `--new` starts another one there. It is kept in
@@ -40,15 +41,23 @@ __all__ = [
     "CURRENT_SESSIONS_FILE",
     "DEFAULT_SESSION",
     "MAX_CURRENT_SESSIONS",
+    "MAX_TITLE",
+    "TITLE_EVENT",
     "SessionError",
+    "SessionMatch",
     "SessionSummary",
     "archive_session",
+    "checked_title",
     "current_session",
     "delete_session",
     "find_session",
+    "last_turns",
     "list_sessions",
     "local_date",
     "new_session_id",
+    "one_line",
+    "rename_session",
+    "search_sessions",
     "set_current_session",
     "transcript",
 ]
@@ -58,6 +67,15 @@ CURRENT_SESSIONS_FILE = "current_sessions.json"
 MAX_CURRENT_SESSIONS = 1000
 _SHOWN_OUTPUT = 400
 """Characters of a tool's output a transcript shows."""
+TITLE_EVENT = "session.title"
+MAX_TITLE = 200
+"""Characters a title given to `rename_session` may have (after its whitespace is tidied)."""
+_TITLE_WIDTH = 50
+"""Characters of a title `list` and `search` show."""
+_MATCH_WIDTH = 80
+"""Characters of a matching line `search` shows, around the match."""
+_TITLE_PROBE = 8
+"""Messages read from a tape's start to find its first user message."""
 
 
 class SessionError(LookupError):
@@ -76,11 +94,27 @@ class SessionSummary:
     entries: int
     started: str
     last_activity: str
+    title: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"tape": self.tape, "session_id": self.session_id, "workspace": self.workspace,
-                "turns": self.turns, "entries": self.entries, "started": self.started,
-                "last_activity": self.last_activity}
+        return {"tape": self.tape, "session_id": self.session_id, "title": self.title,
+                "workspace": self.workspace, "turns": self.turns, "entries": self.entries,
+                "started": self.started, "last_activity": self.last_activity}
+
+
+@dataclass(frozen=True)
+class SessionMatch:
+    """A session `search_sessions` found: its summary and its newest matching line (the
+    entry's id, `user` or `assistant`, and the line shortened around the match)."""
+
+    session: SessionSummary
+    entry: int
+    role: str
+    line: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.session.as_dict(),
+                "match": {"entry": self.entry, "role": self.role, "line": self.line}}
 
 
 def _workspace_key(workspace: str | os.PathLike[str]) -> str:
@@ -115,21 +149,70 @@ async def list_sessions(store: TapeStore | AsyncTapeStore,
 
 
 async def _summary(store: AsyncTapeStore, tape: str) -> SessionSummary | None:
-    """The summary from the tape's ends, its anchors and its events: never the whole tape
-    (the messages and tool results are most of a long session)."""
+    """The summary from the tape's ends, its first messages, its anchors and its events:
+    never the whole tape (the messages and tool results are most of a long session)."""
     first = list(await store.fetch_all(TapeQuery(tape).limit(1)))
     last = list(await store.fetch_all(TapeQuery(tape).tail(1)))
     if not first or not last:
         return None  # emptied meanwhile
-    events = await store.fetch_all(TapeQuery(tape).kinds("event"))
+    events = list(await store.fetch_all(TapeQuery(tape).kinds("event")))
     turns = sum(1 for entry in events if entry.payload.get("name") == "run")
     # Ids are gapless per tape from 1 (the store contract), so the last id counts them;
     # a store that assigns none (id 0) is counted the long way.
     count = last[0].id or len(list(await store.fetch_all(TapeQuery(tape))))
     identity = await _identity(store, tape)
+    title = _title_in(events) or await _first_user_message(store, tape)
     return SessionSummary(tape=tape, session_id=identity.get("id"),
                           workspace=identity.get("workspace"), turns=turns, entries=count,
-                          started=first[0].date, last_activity=last[0].date)
+                          started=first[0].date,
+                          last_activity=await _last_activity(store, tape, last[0], events),
+                          title=one_line(title, _TITLE_WIDTH))
+
+
+async def _last_activity(store: AsyncTapeStore, tape: str, last: TapeEntry,
+                         events: Sequence[TapeEntry]) -> str:
+    """The date of the newest entry that is not a title: renaming an old session does not
+    make it the most recent one (which `--continue` would pick)."""
+    if not _is_title(last) or not last.id:
+        return last.date
+    titles = {entry.id for entry in events if _is_title(entry)}
+    trailing = 0
+    while last.id - trailing in titles:
+        trailing += 1
+    before = list(await store.fetch_all(TapeQuery(tape).tail(trailing + 1).limit(1)))
+    return before[0].date if before else last.date
+
+
+def _is_title(entry: TapeEntry) -> bool:
+    return entry.kind == "event" and entry.payload.get("name") == TITLE_EVENT
+
+
+def _title_in(events: Iterable[TapeEntry]) -> str:
+    """The newest title the session was given, or "" when it was never renamed."""
+    for entry in reversed(list(events)):
+        data = entry.payload.get("data") if _is_title(entry) else None
+        title = data.get("title") if isinstance(data, dict) else None
+        if isinstance(title, str) and title.strip():
+            return title
+    return ""
+
+
+async def _first_user_message(store: AsyncTapeStore, tape: str) -> str:
+    for entry in await store.fetch_all(TapeQuery(tape).kinds("message").limit(_TITLE_PROBE)):
+        if entry.payload.get("role") == "user":
+            return _content_text(entry.payload.get("content"))
+    return ""
+
+
+def one_line(text: str, width: int) -> str:
+    """`text` as one line of at most `width` characters, ending with an ellipsis when cut.
+    Runs of whitespace (newlines included) become one space, and other control and format
+    characters are dropped: a title comes from what anyone wrote to the session, so an
+    escape sequence in it must not move the cursor, clear or retitle the terminal."""
+    printable = "".join(char if char.isprintable() else " " if char.isspace() else ""
+                        for char in text)
+    line = " ".join(printable.split())
+    return line if len(line) <= width else line[:width - 1].rstrip() + "…"
 
 
 async def _identity(store: AsyncTapeStore, tape: str) -> dict[str, str]:
@@ -174,6 +257,99 @@ async def find_session(store: TapeStore | AsyncTapeStore, name: str,
                        f"'hookline sessions' lists them")
 
 
+# -- searching and renaming ----------------------------------------------------------------
+
+
+async def search_sessions(store: TapeStore | AsyncTapeStore, text: str,
+                          workspace: str | os.PathLike[str] | None = None) -> list[SessionMatch]:
+    """The sessions whose user or assistant text contains `text`, ignoring case, most
+    recent first, each with its newest matching line.
+
+    One tape at a time: the store is asked for the tape's messages whose JSON contains the
+    text (`TapeQuery.query`, which a store may answer without returning the rest), and
+    only the newest real match is kept, so memory holds one tape's matches whatever the
+    number of sessions. A text JSON would escape (quotes, backslashes) is looked for in
+    the tape's messages without that filter.
+    """
+    if not text.strip():
+        raise ValueError("give some text to search for (hookline sessions search TEXT)")
+    async_store = as_async_store(store)
+    prefix = _tape_prefix(workspace) if workspace is not None else ""
+    needle = text.casefold()
+    as_json = json.dumps(text, ensure_ascii=False)[1:-1] == text
+    found = []
+    for tape in await async_store.list_tapes():
+        if is_sidecar_tape(tape) or not tape.startswith(prefix):
+            continue
+        query = TapeQuery(tape).kinds("message", "tool_call")
+        newest = None
+        for entry in await async_store.fetch_all(query.query(text) if as_json else query):
+            newest = _match(entry, needle, text) or newest
+        if newest is None:
+            continue
+        summary = await _summary(async_store, tape)
+        if summary is not None:
+            found.append(SessionMatch(summary, *newest))
+    found.sort(key=lambda item: item.session.last_activity, reverse=True)
+    return found
+
+
+def _match(entry: TapeEntry, needle: str, text: str) -> tuple[int, str, str] | None:
+    """(id, role, line) when the entry's user or assistant text contains the needle."""
+    if entry.kind == "message":
+        role = str(entry.payload.get("role"))
+        said = _content_text(entry.payload.get("content"))
+    else:  # a tool call's content is what the assistant said before calling
+        role, content = "assistant", entry.payload.get("content")
+        said = content if isinstance(content, str) else ""
+    if role not in ("user", "assistant") or needle not in said.casefold():
+        return None
+    lines = [line for line in said.splitlines() if needle in line.casefold()]
+    return entry.id, role, _around(lines[0] if lines else said, text)
+
+
+def _around(line: str, text: str) -> str:
+    """The line on one line, cut to about `_MATCH_WIDTH` characters around the match."""
+    line = one_line(line, len(line))
+    if len(line) <= _MATCH_WIDTH:
+        return line
+    found = re.search(re.escape(" ".join(text.split())), line, re.IGNORECASE)
+    start = max(0, min((found.start() if found else 0) - _MATCH_WIDTH // 3,
+                       len(line) - _MATCH_WIDTH))
+    piece = line[start:start + _MATCH_WIDTH].strip()
+    return ("…" if start else "") + piece + ("…" if start + _MATCH_WIDTH < len(line) else "")
+
+
+async def rename_session(store: TapeStore | AsyncTapeStore, tape: str, title: str) -> str:
+    """Give the session on `tape` a title; returns it as stored (on one line).
+
+    The title is an `event` entry named `session.title` appended to the session's own
+    tape, as everything known of a session is: it travels with the tape when the tape is
+    archived, copied to another store or deleted, and it needs nothing of the store but
+    `append`. An event is neither a message nor an anchor, so it is no model context and
+    does not change where the next turn's context starts (it is marked `context=False`,
+    as the other bookkeeping events are). The newest such event is the title, so renaming
+    again replaces it while the tape keeps its history.
+    """
+    line = checked_title(title)
+    entry = TapeEntry.new("event", {"name": TITLE_EVENT, "data": {"title": line}},
+                          context=False)
+    await as_async_store(store).append(tape, entry)
+    return line
+
+
+def checked_title(title: str) -> str:
+    """The title on one line; ValueError when that leaves nothing or is too long."""
+    line = one_line(title, len(title))
+    if not line:
+        raise ValueError("a session's title cannot be empty; give some text, for example: "
+                         "hookline sessions rename ID 'fixing the parser'")
+    if len(line) > MAX_TITLE:
+        raise ValueError(f"a session's title is at most {MAX_TITLE} characters (this one has "
+                         f"{len(line)}); give a shorter one")
+    return line
+
+
 # -- reading -------------------------------------------------------------------------------
 
 
@@ -182,6 +358,32 @@ def transcript(entries: Iterable[TapeEntry]) -> Iterator[str]:
     said, tool calls with the arguments that ran, denials, failures, interrupted runs."""
     for entry in entries:
         yield from _entry_lines(entry)
+
+
+async def last_turns(store: TapeStore | AsyncTapeStore, tape: str,
+                     turns: int) -> tuple[list[TapeEntry], int]:
+    """The entries of the tape's last `turns` turns (a turn: a user message and everything
+    after it until the next one), and how many turns the tape has. With that many turns
+    or fewer, the whole tape."""
+    if turns < 1:
+        raise ValueError(f"--last takes a positive number of turns, got {turns}")
+    async_store = as_async_store(store)
+    messages = await async_store.fetch_all(TapeQuery(tape).kinds("message"))
+    starts = [entry.id for entry in messages if entry.payload.get("role") == "user"]
+    if len(starts) > turns and starts[-turns]:
+        # Ids are gapless (the store contract), so the tail from that message is known.
+        last = list(await async_store.fetch_all(TapeQuery(tape).tail(1)))
+        if last and last[0].id >= starts[-turns]:
+            tail = list(await async_store.fetch_all(
+                TapeQuery(tape).tail(last[0].id - starts[-turns] + 1)))
+            if tail and tail[0].id == starts[-turns]:
+                return tail, len(starts)
+    entries = list(await async_store.fetch_all(TapeQuery(tape)))
+    users = [index for index, entry in enumerate(entries)
+             if entry.kind == "message" and entry.payload.get("role") == "user"]
+    if len(users) > turns:
+        return entries[users[-turns]:], len(users)
+    return entries, len(users)
 
 
 def _entry_lines(entry: TapeEntry) -> Iterator[str]:
@@ -237,6 +439,8 @@ def _event_lines(payload: dict[str, Any]) -> Iterator[str]:
         state = data.get("state")
         summary = state.get("summary") if isinstance(state, dict) else None
         yield f"--- handoff to {data.get('name')}{f': {summary}' if summary else ''}"
+    elif name == TITLE_EVENT:
+        yield f"--- renamed: {data.get('title')}"
 
 
 def _content_text(content: Any) -> str:

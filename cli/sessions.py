@@ -1,5 +1,6 @@
-"""`hookline sessions`: list, read, archive and delete sessions; and how `run` and `chat`
-choose theirs (`--session`, `--new`, `--continue`, else the folder's current session).
+"""`hookline sessions`: list, search, read, rename, archive and delete sessions; and how
+`run` and `chat` choose theirs (`--session`, `--new`, `--continue`, else the folder's
+current session).
 
 The commands open the configured tape store inside one `running()` scope, so they work on
 whatever store a plugin provides; the logic is in `hookline.builtins.sessions`.
@@ -7,7 +8,7 @@ whatever store a plugin provides; the logic is in `hookline.builtins.sessions`.
 
 import json
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -28,11 +29,13 @@ YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for con
 
 def session_commands(framework: Framework) -> typer.Typer:
     """The `sessions` command group."""
-    group = typer.Typer(name="sessions", help="List, read, archive and delete sessions.")
+    group = typer.Typer(name="sessions",
+                        help="List, search, read, rename, archive and delete sessions.")
 
     @group.callback(invoke_without_command=True)
     def sessions(ctx: typer.Context) -> None:
-        """List, read, archive and delete sessions (no subcommand: list them)."""
+        """List, search, read, rename, archive and delete sessions (no subcommand: list
+        them)."""
         if ctx.invoked_subcommand is None:
             list_command(here=False, as_json=False)
 
@@ -53,41 +56,85 @@ def session_commands(framework: Framework) -> typer.Typer:
             return
         current = _current(framework)
         here_key = str(framework.workspace.resolve())
-        rows = [("", "SESSION", "TURNS", "LAST ACTIVITY", "WORKSPACE")]
+        rows = [("", "SESSION", "TITLE", "TURNS", "LAST ACTIVITY", "WORKSPACE")]
         for item in found:
             mark = "*" if item.session_id == current and item.workspace == here_key else ""
-            rows.append((mark, item.session_id or f"(tape {item.tape})", str(item.turns),
+            rows.append((mark, _name(item), item.title or "-", str(item.turns),
                          local_date(item.last_activity), item.workspace or "?"))
-        widths = [max(len(_safe(row[column])) for row in rows) for column in range(4)]
-        for row in rows:
-            cells = [_safe(cell).ljust(width) for cell, width in zip(row, widths, strict=False)]
-            typer.echo(" ".join([*cells, _safe(row[4])]).rstrip())
+        _table(rows)
+
+    def search(
+        text: Annotated[str, typer.Argument(metavar="TEXT", show_default=False,
+                                            help="Text to look for, in any case.")],
+        as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    ) -> None:
+        """Find the sessions whose messages contain TEXT, most recent first."""
+        from hookline.builtins.sessions import local_date, search_sessions
+
+        found = _with_store(framework, lambda store: search_sessions(store, text))
+        if as_json:
+            typer.echo(json.dumps([item.as_dict() for item in found], indent=2))
+            return
+        if not found:
+            typer.echo(_safe(f"(no session mentions {text!r})"))
+            return
+        rows = [("SESSION", "LAST ACTIVITY", "TITLE")]
+        rows += [(_name(item.session), local_date(item.session.last_activity),
+                  item.session.title or "-") for item in found]
+        lines = [f"    {'you' if item.role == 'user' else 'assistant'}: {item.line}"
+                 for item in found]
+        _table(rows, [None, *lines])
 
     def show(
         session_id: SessionIdArgument = None,
+        last: Annotated[int | None, typer.Option(
+            "--last", metavar="N", show_default=False,
+            help="Only the last N turns (a user message and what followed it).")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="The raw entries, as JSON.")] = False,
     ) -> None:
         """Show a session as a transcript: messages, tool calls as run, denials, errors."""
-        from hookline.builtins.sessions import find_session, transcript
+        from hookline.builtins.sessions import find_session, last_turns, transcript
         from hookline.kernel.tape import TapeQuery
 
+        if last is not None and last < 1:
+            fail(ValueError(f"--last takes a positive number of turns, got {last}"))
         name = session_id or _current(framework)
 
-        async def read(store: Any) -> tuple[str, list[Any]]:
+        async def read(store: Any) -> tuple[str, list[Any], int]:
             from hookline.builtins.store.asyncstore import as_async_store
 
             tape = await find_session(store, name, framework.workspace)
-            return tape, list(await as_async_store(store).fetch_all(TapeQuery(tape)))
+            if last is not None:
+                return tape, *await last_turns(store, tape, last)
+            return tape, list(await as_async_store(store).fetch_all(TapeQuery(tape))), 0
 
-        tape, entries = _with_store(framework, read)
+        tape, entries, turns = _with_store(framework, read)
         if as_json:
             typer.echo(json.dumps([{"id": e.id, "kind": e.kind, "payload": e.payload,
                                     "meta": e.meta, "date": e.date} for e in entries],
                                   indent=2, ensure_ascii=False))
             return
-        typer.echo(_safe(f"session {name} (tape {tape}, {len(entries)} entries)"))
+        part = f", the last {min(last, turns)} of {turns} turns" if last is not None else ""
+        typer.echo(_safe(f"session {name} (tape {tape}, {len(entries)} entries{part})"))
         for line in transcript(entries):
             typer.echo(_safe(line, keep_newlines=True))
+
+    def rename(session_id: Annotated[str, typer.Argument(metavar="ID", help="Session id.")],
+               title: Annotated[str, typer.Argument(metavar="TITLE", show_default=False,
+                                                    help="The new title.")]) -> None:
+        """Give a session a title that list and search show; a new one replaces it."""
+        from hookline.builtins.sessions import checked_title, find_session, rename_session
+
+        try:
+            checked_title(title)
+        except ValueError as exc:
+            fail(exc)  # before the store is opened
+
+        async def act(store: Any) -> str:
+            tape = await find_session(store, session_id, framework.workspace)
+            return await rename_session(store, tape, title)
+
+        typer.echo(_safe(f"renamed session {session_id}: {_with_store(framework, act)}"))
 
     def archive(session_id: Annotated[str, typer.Argument(metavar="ID", help="Session id.")],
                 yes: YesOption = False) -> None:
@@ -116,7 +163,9 @@ def session_commands(framework: Framework) -> typer.Typer:
         typer.echo(f"deleted session {session_id} ({removed} entries)")
 
     group.command(name="list")(list_command)
+    group.command(name="search")(search)
     group.command(name="show")(show)
+    group.command(name="rename")(rename)
     group.command(name="archive")(archive)
     group.command(name="delete")(delete)
     return group
@@ -168,6 +217,21 @@ def _with_store(framework: Framework, action: Callable[[Any], Awaitable[T]]) -> 
         return anyio.run(run)
     except Exception as exc:
         fail(exc)
+
+
+def _name(item: Any) -> str:
+    return item.session_id or f"(tape {item.tape})"
+
+
+def _table(rows: Sequence[tuple[str, ...]], after: Sequence[str | None] = ()) -> None:
+    """Rows in aligned columns (the last one unpadded), each followed by its line of
+    `after` when it has one."""
+    widths = [max(len(_safe(row[column])) for row in rows) for column in range(len(rows[0]))]
+    for index, row in enumerate(rows):
+        cells = [_safe(cell).ljust(width) for cell, width in zip(row[:-1], widths, strict=False)]
+        typer.echo(" ".join([*cells, _safe(row[-1])]).rstrip())
+        if after and after[index]:
+            typer.echo(_safe(str(after[index])))
 
 
 def _sidecars(framework: Framework) -> list[str]:

@@ -69,7 +69,7 @@ def test_new_starts_a_fresh_current_session_and_keeps_the_old_one(
     table = hookline("sessions", env=env, cwd=folder)
     assert table.returncode == 0, table.stderr
     header, *rows = table.stdout.splitlines()
-    assert header.split() == ["SESSION", "TURNS", "LAST", "ACTIVITY", "WORKSPACE"]
+    assert header.split() == ["SESSION", "TITLE", "TURNS", "LAST", "ACTIVITY", "WORKSPACE"]
     assert rows[0].startswith(f"* {new_id} ") and rows[0].endswith(str(folder.resolve()))
     assert rows[1].startswith("  cli:default ")
 
