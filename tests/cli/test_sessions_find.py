@@ -115,7 +115,7 @@ def test_search_finds_sessions_by_their_text_in_any_case(env: dict[str, str],
 
     # The assistant's text counts (the offline model repeats the message in its reply);
     # the JSON around the text does not: every message's meta holds a run_id.
-    replies = search(env, folder, "built-in OFFLINE model")
+    replies = search(env, folder, "you SAID")
     assert {item["match"]["role"] for item in replies} == {"assistant"}
     assert len(replies) == 5
     assert search(env, folder, "run_id") == []
