@@ -53,7 +53,7 @@ def create_app(framework: Framework | None = None) -> typer.Typer:
     app = typer.Typer(
         name="hookline",
         help="hookline: a tiny agent runtime in which every stage of a turn is a hook.",
-        add_completion=False,
+        add_completion=True,
         pretty_exceptions_enable=False,
         # Plain help: rich's formatter costs a third of the start-up (issue 12).
         rich_markup_mode=None,

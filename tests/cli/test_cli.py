@@ -311,3 +311,13 @@ def test_a_settings_error_is_one_line_without_internal_blame(env: dict[str, str]
     [line] = out.stderr.strip().splitlines()
     assert "Unknown setting 'modle'" in line and "Did you mean 'model'?" in line
     assert "raised by" not in line and "plugin.py" not in line
+
+
+def test_shell_completion_script_and_completions(env: dict[str, str], tmp_path: Path) -> None:
+    script = hookline("--show-completion", "bash", env=env, cwd=tmp_path)
+    assert script.returncode == 0 and "_hookline_completion" in script.stdout
+    assert "complete " in script.stdout and "_HOOKLINE_COMPLETE" in script.stdout
+    words = {**env, "_HOOKLINE_COMPLETE": "complete_bash", "COMP_WORDS": "hookline sessions re",
+             "COMP_CWORD": "2"}
+    done = hookline(env=words, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.split() == ["rename"]
