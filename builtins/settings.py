@@ -46,6 +46,8 @@ Settings (file key / environment variable: value; default):
 - channels / HOOKLINE_CHANNELS: channels `hookline gateway` runs: `all` (every channel
   that is not an interface), or a comma list of names (a list in the file); `!name`
   excludes one; all.
+- model_aliases / HOOKLINE_MODEL_ALIASES: short names for model specs (a table in the
+  file, `name=spec,...` in the environment), usable wherever a model is named; none.
 - sandbox / HOOKLINE_SANDBOX: how shell commands are confined (Landlock): read-only,
   workspace-write or off; workspace-write.
 - sandbox_network / HOOKLINE_SANDBOX_NETWORK: true/false, let sandboxed commands open TCP
@@ -193,6 +195,7 @@ class Settings:
     http_certfile: Path | None = None
     http_keyfile: Path | None = None
     channels: str = "all"
+    model_aliases: Mapping[str, str] = field(default_factory=dict)
     sandbox: str = "workspace-write"
     sandbox_network: bool = False
     http_allow_unsandboxed: bool = False
@@ -220,12 +223,16 @@ class Settings:
     def models(self) -> list[str]:
         """The configured model then the fallbacks, without duplicates (empty if none)."""
         ordered = [self.model, *self.fallback_models] if self.model else list(self.fallback_models)
-        return list(dict.fromkeys(spec for spec in ordered if spec))
+        return list(dict.fromkeys(self.resolve_model(spec) for spec in ordered if spec))
 
     @property
     def model_spec(self) -> str:
-        """The model to use: the configured one, else `offline`."""
-        return self.model or "offline"
+        """The model to use: the configured one (an alias resolved), else `offline`."""
+        return self.resolve_model(self.model or "offline")
+
+    def resolve_model(self, name: str) -> str:
+        """The spec an alias of `model_aliases` stands for; any other name as it is."""
+        return self.model_aliases.get(name, name)
 
     def resolved_api_key(self, environ: Mapping[str, str] | None = None) -> str | None:
         """`api_key`, else the variable `api_key_env` names (read now, not at load time, so
@@ -272,6 +279,10 @@ def _text(value: Any) -> str:
     return value.strip()
 
 
+_ALIAS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+"""A model alias: a bare name, which no `provider:model` spec can be."""
+
+
 def _model_spec(value: Any) -> str:
     spec = _text(value)
     if spec == "offline" or spec.startswith("offline:"):
@@ -280,6 +291,45 @@ def _model_spec(value: Any) -> str:
     if not sep or not provider.strip() or not model.strip() or " " in spec:
         raise _Invalid
     return spec
+
+
+def _aliases(value: Any) -> dict[str, str]:
+    if isinstance(value, str):  # the environment: name=spec,name=spec
+        pairs = [item.partition("=") for item in value.split(",") if item.strip()]
+        if not all(sep for _, sep, _ in pairs):
+            raise _Invalid
+        value = {name.strip(): spec.strip() for name, _, spec in pairs}
+    if not isinstance(value, dict):
+        raise _Invalid
+    aliases = {}
+    for name, spec in value.items():
+        if not isinstance(name, str) or not _ALIAS.fullmatch(name) or name == "offline":
+            raise _Invalid
+        aliases[name] = _model_spec(spec)  # a spec, never another alias
+    return aliases
+
+
+def _known_aliases(data: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, str]:
+    """The aliases the file and the environment define, read before the model settings
+    that may use them (a bad table is reported by the settings loop itself)."""
+    raw = env.get("HOOKLINE_MODEL_ALIASES", "").strip() or data.get("model_aliases")
+    try:
+        return _aliases(raw) if raw else {}
+    except _Invalid:
+        return {}
+
+
+def _with_aliases(spec: _Spec, aliases: Mapping[str, str]) -> Callable[[Any], Any]:
+    """`spec.parse`, where the model settings also accept a name of `model_aliases`."""
+    def model(value: Any) -> str:
+        return value.strip() if isinstance(value, str) and value.strip() in aliases \
+            else _model_spec(value)
+
+    if spec.key == "model":
+        return model
+    if spec.key == "fallback_models":
+        return lambda value: _list_of(value, model)
+    return spec.parse
 
 
 def _list_of(value: Any, parse: Callable[[Any], str]) -> tuple[str, ...]:
@@ -465,7 +515,8 @@ _SPECS = (
         "model",
         "HOOKLINE_MODEL",
         _model_spec,
-        "a model spec 'provider:model' (or 'offline', or 'scripted:<path>')",
+        "a model spec 'provider:model' (or 'offline', 'scripted:<path>', or a name of "
+        "model_aliases)",
         "openai:gpt-4o-mini",
         '"openai:gpt-4o-mini"',
     ),
@@ -606,6 +657,9 @@ _SPECS = (
         "all,!cli",
         '["http"]',
     ),
+    _Spec("model_aliases", "HOOKLINE_MODEL_ALIASES", _aliases,
+          "a table of names to model specs (name=spec,name=spec in the environment)",
+          "fast=openai:gpt-4o-mini", '{ fast = "openai:gpt-4o-mini" }'),
     _Spec("sandbox", "HOOKLINE_SANDBOX", _choice(*SANDBOX_MODES),
           f"one of {', '.join(SANDBOX_MODES)}", "read-only", '"read-only"'),
     _Spec("sandbox_network", "HOOKLINE_SANDBOX_NETWORK", _boolean, "true or false", "true",
@@ -734,6 +788,7 @@ def settings_from_config(
     values: dict[str, Any] = {}
     sources: dict[str, str] = {spec.key: "default" for spec in _SPECS}
     extra: dict[str, Any] = {}
+    aliases = _known_aliases(data, env)
     for key, raw in data.items():
         spec = _BY_KEY.get(key)
         if spec is None:
@@ -752,7 +807,7 @@ def settings_from_config(
         if spec.key in _BLANK_MEANS_UNSET and isinstance(raw, str) and not raw.strip():
             continue
         try:
-            parsed = spec.parse(raw)
+            parsed = _with_aliases(spec, aliases)(raw)
         except _Invalid:
             raise _file_error(spec, raw, config_path) from None
         if spec.key in _PATHS and isinstance(parsed, Path) and not parsed.is_absolute():
@@ -765,7 +820,7 @@ def settings_from_config(
         if raw_env is None or not raw_env.strip():
             continue
         try:
-            parsed = spec.parse(raw_env)
+            parsed = _with_aliases(spec, aliases)(raw_env)
         except _Invalid:
             raise _env_error(spec, raw_env) from None
         if spec.key in _PATHS and isinstance(parsed, Path):

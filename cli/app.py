@@ -20,6 +20,7 @@ from hookline.kernel import Framework
 from .blame import with_blame
 from .chat import chat_command
 from .gateway import gateway_command
+from .models import models_command
 from .new import new_commands
 from .onboard import onboard_command
 from .output import StatusLine, TurnPrinter, fail, innermost, show_logs
@@ -81,6 +82,7 @@ def create_app(framework: Framework | None = None) -> typer.Typer:
     app.command(name="hooks")(_hooks_command(framework))
     app.add_typer(plugins_commands(framework, _plugins_command(framework)))
     app.command(name="onboard")(onboard_command(framework))
+    app.command(name="models")(models_command())
     app.add_typer(session_commands(framework))
     app.add_typer(store_commands())
     app.add_typer(new_commands())

@@ -31,6 +31,9 @@ def open_model(spec: str | None, settings: Any = None, **options: Any) -> ModelC
     Extra `options` go to RepublicModel.
     """
     spec = (spec or "").strip()
+    resolve = getattr(settings, "resolve_model", None)
+    if spec and resolve is not None:  # `-m fast` in a turn: an alias of model_aliases
+        spec = resolve(spec)
     if not spec or spec == "offline" or spec.startswith("offline:"):
         from .offline import OfflineModel
 
