@@ -26,7 +26,7 @@ from hookline.kernel import Framework
 
 from .output import fail, show_logs
 
-__all__ = ["gateway_command", "run_gateway"]
+__all__ = ["gateway_command", "kill_background_groups", "run_gateway"]
 
 PREFIX = "hookline gateway:"
 
@@ -190,7 +190,7 @@ def _force_exit(framework: Any, signum: int, reason: str) -> None:
     backstop.daemon = True
     backstop.start()
     with contextlib.suppress(Exception):  # best effort: the exit below must happen
-        _kill_background_groups(framework)
+        kill_background_groups(framework)
     with contextlib.suppress(Exception):
         typer.echo(f"{PREFIX} {reason}; exiting now with status {code}")
     for stream in (sys.stdout, sys.stderr):
@@ -199,7 +199,7 @@ def _force_exit(framework: Any, signum: int, reason: str) -> None:
     os._exit(code)
 
 
-def _kill_background_groups(framework: Any) -> None:
+def kill_background_groups(framework: Any) -> None:
     """SIGKILL the process groups of every `BackgroundProcesses` a plugin exposes (the
     builtin's lifespan registry), which a forced exit would otherwise leave running."""
     import contextlib
