@@ -4,10 +4,11 @@ One `running()` scope stays open for the gateway's life (tape store, steering in
 background processes, environments). The channel manager runs the channels the `channels`
 setting selects (`all` by default: every channel that is not an interface, so the `http`
 channel and no terminal). The first SIGINT or SIGTERM stops the gateway gracefully: new
-messages are refused, running turns finish (their tape entries are written; the manager
-waits up to its shutdown timeout, 30 s, then cancels them), channels stop newest first
-(the http channel answers the requests still waiting), then the scope closes its resources
-in reverse order; the exit code is 0. A second signal cancels the running turns at once
+messages are refused and queued follow-ups are not started (the http channel answers both
+503 with Retry-After: not run), running turns finish (their tape entries are written; the
+manager waits up to its shutdown timeout, 30 s, then cancels them), channels stop newest
+first (the http channel answers the requests still waiting), then the scope closes its
+resources in reverse order; the exit code is 0. A second signal cancels the running turns at once
 and gives them `FORCE_GRACE` seconds to end: if the gateway has not exited by then (a turn
 waits on a blocked worker thread, say), it kills its background process groups, flushes its
 output and exits at once with status 128 + the signal number (130 for SIGINT, 143 for

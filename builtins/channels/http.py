@@ -26,6 +26,10 @@ are refused (400, after the token).
     turn, whose reply goes to the request that started that turn); a queued
     `follow_up` waits for its own turn (a streamed one gets the SSE comment
     `: queued ...` first).
+  - shutdown: a running turn finishes (within the drain time); a queued follow-up is not
+    started and is answered at once, like a message arriving once stopping began, with
+    `503`, `Retry-After` and a `not_run` body, or an `error` event ending a stream begun
+    (`http_reply`): not run, so it may be sent again.
 - `GET /v1/health`: `200 {"status": "ok"}`, or `503 {"status": "unavailable"}` while the
   channel is shutting down or the health check (the builtin plugin's: can the tape store
   write?) says why not; `"reason"` is added for a caller sending the right token. The
@@ -35,9 +39,10 @@ Errors are JSON `{"error": "..."}`: 400 for invalid JSON or fields (including ne
 deeper than 32, numbers Python cannot hold, lone surrogates, ids longer than
 `MAX_SESSION_ID_LENGTH`), 404 for an unknown path, 405 for a wrong method, 408 when the
 body did not arrive within `http_body_timeout` (30 s), 413 for a body over 1 MB, 503
-while shutting down, 504 when no reply came within the reply timeout (`http_timeout`,
-300 s by default). No error carries a traceback; error texts pass through `scrub` (the
-builtin plugin's hides credentials in URLs and absolute paths of the workspace and home).
+with `Retry-After` for a message not run (shutting down), 504 when no reply came within
+the reply timeout (`http_timeout`, 300 s by default). No error carries a traceback; error
+texts pass through `scrub` (the builtin plugin's hides credentials in URLs and absolute
+paths of the workspace and home).
 
 How replies find their request: each inbound envelope (a plain mapping, like the cli
 channel's) carries the request id in its context (`context["_http_request_id"]`; the
