@@ -5,13 +5,16 @@ application is built. Heavy modules (republic, HTTP clients) are imported only b
 commands that run turns.
 """
 
+import contextlib
 import json
 import logging
+import os
+import signal
 import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -19,7 +22,7 @@ from hookline.kernel import Framework
 
 from .blame import with_blame
 from .chat import chat_command
-from .gateway import gateway_command
+from .gateway import gateway_command, kill_background_groups
 from .models import models_command
 from .new import new_commands
 from .onboard import onboard_command
@@ -175,15 +178,18 @@ def _run_command(framework: Framework) -> Any:
 
         async def turn() -> None:
             framework.router = printer
+            answering = anyio.CancelScope()
             try:
                 async with framework.running(), anyio.create_task_group() as tasks:
+                    tasks.start_soon(_cancel_on_signal, framework, answering, outcome)
                     if printer.status.enabled:
                         tasks.start_soon(printer.status.tick)
-                    if session or new or continue_ or default_address:
-                        inbound["session_id"] = await choose_session(framework, session, new,
-                                                                     continue_)
-                    outcome["result"] = await framework.process_inbound(inbound,
-                                                                        stream_output=True)
+                    with answering:
+                        if session or new or continue_ or default_address:
+                            inbound["session_id"] = await choose_session(
+                                framework, session, new, continue_)
+                        outcome["result"] = await framework.process_inbound(
+                            inbound, stream_output=True)
                     tasks.cancel_scope.cancel()
             finally:
                 printer.status.clear()
@@ -194,11 +200,13 @@ def _run_command(framework: Framework) -> Any:
             if verbose:
                 traceback.print_exception(exc, file=sys.stderr)
             if "result" not in outcome:
-                fail(with_blame(framework, exc))
+                _not_answered(outcome.get("signal"), with_blame(framework, exc))
             # The turn ran and its reply exists: show it, then say what failed after it.
             printer.finish(outcome["result"], check_errors=False)
             fail(RuntimeError(f"the turn finished, but closing its resources failed: "
                               f"{innermost(exc)}"))
+        if "result" not in outcome:
+            _not_answered(outcome.get("signal"))
         printer.finish(outcome["result"])
 
     return run
@@ -212,6 +220,42 @@ def _stream_setting() -> bool:
         return load_settings().stream
     except SettingsError:
         return False
+
+
+async def _cancel_on_signal(framework: Framework, answering: Any,
+                            outcome: dict[str, Any]) -> None:
+    """SIGINT or SIGTERM cancels the turn (its run is recorded as cancelled); a second
+    one, while the turn unwinds, ends the process at once."""
+    import anyio
+
+    try:
+        receiver = anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM)
+    except NotImplementedError:  # no signal handling here: Ctrl-C interrupts as usual
+        return
+    with receiver as signals:
+        async for signum in signals:
+            if "signal" in outcome:
+                with contextlib.suppress(Exception):  # best effort: the exit must happen
+                    kill_background_groups(framework)
+                with contextlib.suppress(Exception):
+                    typer.echo(_not_answered_line(signum), err=True)
+                    sys.stderr.flush()
+                os._exit(128 + signum)
+            outcome["signal"] = signum
+            answering.cancel()
+
+
+def _not_answered_line(signum: int) -> str:
+    return (f"error: {signal.Signals(signum).name} received: the turn was cancelled and the "
+            f"message was not answered")
+
+
+def _not_answered(signum: int | None, error: BaseException | None = None) -> NoReturn:
+    """Exit after a turn that gave no reply: one line, status 128 + the signal number."""
+    if signum is None:
+        fail(error or RuntimeError("the turn ended without a result"))
+    typer.echo(_not_answered_line(signum), err=True)
+    raise typer.Exit(128 + signum)
 
 
 def _warn_if_nothing_answers(framework: Framework) -> None:

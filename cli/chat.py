@@ -3,7 +3,10 @@
 One `running()` scope stays open for the whole session (tape store, steering inbox,
 background processes, environments). The channel manager runs only the `cli` channel, with
 streamed output. Ctrl-C while a turn runs cancels that turn (its run is recorded as
-cancelled) and gives the prompt back; Ctrl-C at the prompt, Ctrl-D or `/quit` leave.
+cancelled) and gives the prompt back; Ctrl-C at the prompt, Ctrl-D or `/quit` leave (a
+running turn first finishes). SIGTERM cancels the running turn and leaves. Leaving, the
+chat prints `not answered: <line>` for every typed line that got no answer, and then exits
+with status 1 (128 + the signal number after SIGTERM; 0 when every line was answered).
 The conversation survives restarts through the tape: the same session id continues it. In a
 terminal, lines are read with the line editor (builtins/channels/line_editor.py); what was
 typed is kept in `<hookline home>/chat_history` for Up and Ctrl-R in later sessions.
@@ -54,18 +57,21 @@ def chat_command(framework: Framework) -> Any:
         check_session_flags(session, new, continue_)
         show_logs(logging.ERROR, turn_failures=False)  # the conversation shows failures itself
         try:
-            anyio.run(run_chat, framework, session, model, new, continue_)
+            status = anyio.run(run_chat, framework, session, model, new, continue_)
         except KeyboardInterrupt:  # before the handler was installed, or after it was removed
             raise typer.Exit(130) from None
         except Exception as exc:  # a one-line error, never a traceback
             fail(exc)
+        if status:
+            raise typer.Exit(status)
 
     return chat
 
 
 async def run_chat(framework: Framework, session: str | None, model: str | None,
-                   new: bool = False, continue_: bool = False) -> None:
-    """The chat session (the command's body, callable from tests and plugins)."""
+                   new: bool = False, continue_: bool = False) -> int:
+    """The chat session (the command's body, callable from tests and plugins); returns the
+    exit status: 0, 1 when a typed line got no answer, 128 + the signal after SIGTERM."""
     import anyio
 
     from hookline.builtins.channels import ChannelManager, CliChannel
@@ -88,6 +94,7 @@ async def run_chat(framework: Framework, session: str | None, model: str | None,
     manager.enabled_channels = [CHANNEL, *(f"!{name}" for name in manager.channels
                                            if name != CHANNEL and name not in beside)]
     stop = anyio.Event()
+    ended_by: list[int] = []
     async with framework.running():
         chosen = await choose_session(framework, session, new, continue_)
         if isinstance(channel, CliChannel):
@@ -100,22 +107,33 @@ async def run_chat(framework: Framework, session: str | None, model: str | None,
         say("Type a message and press Enter. Ctrl-C cancels a running turn; "
             "/quit, Ctrl-D or Ctrl-C at the prompt leave.")
         async with anyio.create_task_group() as task_group:
-            task_group.start_soon(_handle_interrupts, manager, channel, stop)
+            task_group.start_soon(_handle_interrupts, manager, channel, stop, ended_by)
             await manager.run(stop)
             task_group.cancel_scope.cancel()
+    if ended_by:
+        return 128 + ended_by[0]
+    return 1 if isinstance(channel, CliChannel) and channel.unanswered else 0
 
 
 async def _handle_interrupts(manager: "ChannelManager", channel: Channel,
-                             stop: "anyio.Event") -> None:
-    """SIGINT cancels the running turns; with none running it ends the session."""
+                             stop: "anyio.Event", ended_by: list[int]) -> None:
+    """SIGINT cancels the running turns; with none running it ends the session. SIGTERM
+    ends the session now: its running turns are cancelled (the channel then reports the
+    lines left without an answer); `ended_by` records it."""
     import anyio
 
     try:
-        receiver = anyio.open_signal_receiver(signal.SIGINT)
+        receiver = anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM)
     except NotImplementedError:  # no signal handling on this platform: Ctrl-C interrupts
         return
     with receiver as signals:
-        async for _ in signals:
+        async for signum in signals:
+            if signum == signal.SIGTERM:
+                ended_by.append(signum)
+                stop.set()
+                for session_id in manager.busy_sessions():
+                    await manager.quit_session(session_id)
+                continue
             busy = manager.busy_sessions()
             if not busy:
                 stop.set()

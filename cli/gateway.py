@@ -4,10 +4,11 @@ One `running()` scope stays open for the gateway's life (tape store, steering in
 background processes, environments). The channel manager runs the channels the `channels`
 setting selects (`all` by default: every channel that is not an interface, so the `http`
 channel and no terminal). The first SIGINT or SIGTERM stops the gateway gracefully: new
-messages are refused, running turns finish (their tape entries are written; the manager
-waits up to its shutdown timeout, 30 s, then cancels them), channels stop newest first
-(the http channel answers the requests still waiting), then the scope closes its resources
-in reverse order; the exit code is 0. A second signal cancels the running turns at once
+messages are refused and queued follow-ups are not started (the http channel answers both
+503 with Retry-After: not run), running turns finish (their tape entries are written; the
+manager waits up to its shutdown timeout, 30 s, then cancels them), channels stop newest
+first (the http channel answers the requests still waiting), then the scope closes its
+resources in reverse order; the exit code is 0. A second signal cancels the running turns at once
 and gives them `FORCE_GRACE` seconds to end: if the gateway has not exited by then (a turn
 waits on a blocked worker thread, say), it kills its background process groups, flushes its
 output and exits at once with status 128 + the signal number (130 for SIGINT, 143 for
@@ -26,7 +27,7 @@ from hookline.kernel import Framework
 
 from .output import fail, show_logs
 
-__all__ = ["gateway_command", "run_gateway"]
+__all__ = ["gateway_command", "kill_background_groups", "run_gateway"]
 
 PREFIX = "hookline gateway:"
 
@@ -190,7 +191,7 @@ def _force_exit(framework: Any, signum: int, reason: str) -> None:
     backstop.daemon = True
     backstop.start()
     with contextlib.suppress(Exception):  # best effort: the exit below must happen
-        _kill_background_groups(framework)
+        kill_background_groups(framework)
     with contextlib.suppress(Exception):
         typer.echo(f"{PREFIX} {reason}; exiting now with status {code}")
     for stream in (sys.stdout, sys.stderr):
@@ -199,7 +200,7 @@ def _force_exit(framework: Any, signum: int, reason: str) -> None:
     os._exit(code)
 
 
-def _kill_background_groups(framework: Any) -> None:
+def kill_background_groups(framework: Any) -> None:
     """SIGKILL the process groups of every `BackgroundProcesses` a plugin exposes (the
     builtin's lifespan registry), which a forced exit would otherwise leave running."""
     import contextlib

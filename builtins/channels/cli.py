@@ -9,7 +9,10 @@ when they arrive; error messages are printed as `error: ...` (in red on a colour
 
 A line typed while a turn of the session runs is steered into that turn (`admit_message`
 answers `steer`). End of input (Ctrl-D) or `/quit` ends the session by setting the stop
-event the channel was started with.
+event the channel was started with. Under a channel manager, no typed line is lost
+silently (`cli_lines`): one dropped while the session goes on is shown as
+`(not answered: ...)` at once, and when the channel stops it prints `not answered: <line>`
+for each line still without an answer (`unanswered` lists them).
 
 When both the input and the output are a terminal, lines are read with the line editor
 (`line_editor.py`: editing, a history kept in the `history` file, Ctrl-R search, multi-line
@@ -38,6 +41,7 @@ import anyio
 
 from hookline.kernel.channels import (
     AdmitDecision,
+    AdmitOutcome,
     Interface,
     MessageHandler,
     StopEvent,
@@ -47,6 +51,7 @@ from hookline.kernel.envelope import get_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
 from ..tool_notes import is_terminal, terminal_text, tool_notes
+from .cli_lines import Line, LineLedger
 
 if TYPE_CHECKING:
     from .line_editor import LineEditor
@@ -189,6 +194,10 @@ class CliChannel(Interface):
         self._at_line_start = True
         self._prompt_shown = False
         self._indicator = False
+        self._managed = False
+        self._ledger = LineLedger()
+        self.unanswered: list[str] = []
+        """The lines the channel reported unanswered when it stopped."""
 
     def configure(self, **options: Any) -> None:
         """Set envelope and terminal options (`session_id`, `chat_id`, `model`, `input`,
@@ -217,6 +226,7 @@ class CliChannel(Interface):
         self._stop_event = stop_event
         self._closed = False
         self.quit_requested = False
+        self._ledger, self.unanswered = LineLedger(), []
         stream = self.input if self.input is not None else sys.stdin
         use_editor = self.editor if self.editor is not None else _can_edit(stream, self._out())
         if use_editor:
@@ -274,21 +284,59 @@ class CliChannel(Interface):
 
     async def _submit(self, line: str) -> None:
         message = self.envelope(line)
+        typed = self._ledger.record(message, line)
         try:
             await self.message_handler(message)
         except Exception as exc:  # the manager handles its own errors; be safe anyway
             self.show_error(f"{type(exc).__name__}: {exc}")
+            self._ledger.told(typed)
             return
+        if self._managed and not self._ledger.taken(typed) and not self._ending():
+            self._not_answered(typed, "it was not taken")
         session_id = get_field(message, "session_id")
         if session_id:
             self.session_ids.add(str(session_id))
 
     async def stop(self) -> None:
-        """Stop reading; leave the terminal on a fresh line."""
+        """Stop reading; say which typed lines have no answer; leave the terminal on a
+        fresh line."""
         self._closed = True
         self._clear_indicator()
         if not self._at_line_start:
             self._write("\n")
+        if self._managed:
+            for line in self._ledger.unanswered():
+                self.unanswered.append(line.text)
+                self.say(f"not answered: {_clip(line.text)}")
+
+    # -- what the manager tells the channel --------------------------------------------
+
+    def manager_attached(self) -> None:
+        """The manager reports what becomes of each line: the channel keeps count."""
+        self._managed = True
+
+    def message_admitted(self, message: Any, outcome: AdmitOutcome,
+                         reason: str | None = None) -> None:
+        dropped = self._ledger.admitted(message, outcome)
+        if dropped is not None and not self._ending():
+            self._not_answered(dropped, reason)
+
+    def turn_started(self, message: Any) -> None:
+        self._ledger.started(message)
+
+    def turn_finished(self, message: Any) -> None:
+        self._ledger.finished(message)
+
+    def _ending(self) -> bool:
+        """The session is ending: lines without an answer are reported by `stop`."""
+        return self._closed or (self._stop_event is not None and self._stop_event.is_set())
+
+    def _not_answered(self, line: Line, reason: str | None) -> None:
+        self._ledger.told(line)
+        why = f" ({terminal_text(reason, keep_newlines=False)})" if reason else ""
+        self.say(self._style(f"(not answered{why}: {_clip(line.text)})", _DIM))
+        if not self._streams:
+            self.show_prompt()
 
     def request_quit(self) -> None:
         """End the session: set the stop event the channel was started with."""
@@ -356,6 +404,7 @@ class CliChannel(Interface):
 
     async def send(self, message: Any) -> None:
         """Print an outbound message unless its text was already streamed; then prompt."""
+        self._ledger.replied()
         kind = get_field(message, "kind") or "normal"
         content = terminal_text(str(get_field(message, "content") or ""))
         streamed = self._streamed.pop(str(get_field(message, "session_id") or ""), None)
@@ -392,6 +441,8 @@ class CliChannel(Interface):
     def turns_cancelled(self, session_ids: Iterable[str]) -> None:
         """Tell the user the running turn was cancelled and give the prompt back."""
         cancelled = set(session_ids)
+        if not self._ending():  # else `stop` names the cancelled lines among the unanswered
+            self._ledger.cancelled(cancelled)
         for session_id in cancelled:
             self._streamed.pop(session_id, None)
         for token, session_id in list(self._streams.items()):
@@ -464,3 +515,9 @@ class CliChannel(Interface):
             out.flush()
         if track:
             self._at_line_start = text.endswith("\n")
+
+
+def _clip(text: str, limit: int = 120) -> str:
+    """A typed line on one line of the terminal, control characters escaped."""
+    text = terminal_text(" ".join(text.split()), keep_newlines=False)
+    return text if len(text) <= limit else text[:limit - 3] + "..."

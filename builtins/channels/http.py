@@ -26,6 +26,10 @@ are refused (400, after the token).
     turn, whose reply goes to the request that started that turn); a queued
     `follow_up` waits for its own turn (a streamed one gets the SSE comment
     `: queued ...` first).
+  - shutdown: a running turn finishes (within the drain time); a queued follow-up is not
+    started and is answered at once, like a message arriving once stopping began, with
+    `503`, `Retry-After` and a `not_run` body, or an `error` event ending a stream begun
+    (`http_reply`): not run, so it may be sent again.
 - `GET /v1/health`: `200 {"status": "ok"}`, or `503 {"status": "unavailable"}` while the
   channel is shutting down or the health check (the builtin plugin's: can the tape store
   write?) says why not; `"reason"` is added for a caller sending the right token. The
@@ -35,9 +39,10 @@ Errors are JSON `{"error": "..."}`: 400 for invalid JSON or fields (including ne
 deeper than 32, numbers Python cannot hold, lone surrogates, ids longer than
 `MAX_SESSION_ID_LENGTH`), 404 for an unknown path, 405 for a wrong method, 408 when the
 body did not arrive within `http_body_timeout` (30 s), 413 for a body over 1 MB, 503
-while shutting down, 504 when no reply came within the reply timeout (`http_timeout`,
-300 s by default). No error carries a traceback; error texts pass through `scrub` (the
-builtin plugin's hides credentials in URLs and absolute paths of the workspace and home).
+with `Retry-After` for a message not run (shutting down), 504 when no reply came within
+the reply timeout (`http_timeout`, 300 s by default). No error carries a traceback; error
+texts pass through `scrub` (the builtin plugin's hides credentials in URLs and absolute
+paths of the workspace and home).
 
 How replies find their request: each inbound envelope (a plain mapping, like the cli
 channel's) carries the request id in its context (`context["_http_request_id"]`; the
@@ -69,11 +74,9 @@ import math
 import socket
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from hookline.kernel.channels import (
     AdmitDecision,
@@ -91,6 +94,7 @@ from ..redact import redact_credentials
 from ..sandbox import check_exposure
 from .http_guard import Guard, HttpError, Token, header_map, is_loopback_address, load_token
 from .http_health import HealthCache
+from .http_reply import NO_TURN, Reply, not_run, retry_headers, whole_answer
 from .http_wire import (
     ALWAYS_HEADERS,
     SSE_HEADERS,
@@ -127,8 +131,6 @@ _ROUTES: dict[str, tuple[str, ...]] = {
 _FIELDS = {"content": str, "session_id": str, "chat_id": str, "context": dict, "stream": bool}
 _TYPE_NAMES = {str: "a string", dict: "an object", bool: "true or false"}
 _OUTBOUND_FIELDS = ("session_id", "channel", "chat_id", "kind", "content", "output_channel")
-_NO_TURN = frozenset({"drop", "steer", "refused", "failed"})
-"""Outcomes after which no turn runs for the request: it is answered at once."""
 _BUSY_REASONS = {
     "follow_up": "queued behind the session's running turn",
     "steer": "fed into the session's running turn",
@@ -141,78 +143,6 @@ _DISCARD_SECONDS = 10.0
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
-
-
-@dataclass(eq=False)
-class _Reply:
-    """One waiting request: what its turn produced so far, and how to reach it."""
-
-    id: str
-    session_id: str
-    stream: bool
-    decided: anyio.Event = field(default_factory=anyio.Event)
-    """Set once it is known whether a turn will run for the request."""
-    finished: anyio.Event = field(default_factory=anyio.Event)
-    """Set once everything the request will get has arrived."""
-    outcome: str | None = None
-    """`process`, `queued`, `drop`, `steer`; `refused` (the manager did not take it, or the
-    gateway stopped first) or `failed` (taking it failed)."""
-    reason: str | None = None
-    notified: bool = False
-    """The manager reports admission and turn ends (else replies end at the outbound)."""
-    outbounds: list[dict[str, Any]] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    """Errors of the request's turn (error outbounds sent by the task running it)."""
-    admission_errors: list[str] = field(default_factory=list)
-    """Errors reported while the manager took the message (sent back in `handler_task`)."""
-    handler_task: int | None = None
-    streamed_error: bool = False
-    turn_task: int | None = None
-    in_model_stage: bool = False
-    response_started: bool = False
-    events: MemoryObjectSendStream[tuple[str, Any]] | None = None
-    event_reader: MemoryObjectReceiveStream[tuple[str, Any]] | None = None
-
-    def __post_init__(self) -> None:
-        if self.stream:
-            self.events, self.event_reader = anyio.create_memory_object_stream(math.inf)
-
-    def decide(self, outcome: str, reason: str | None = None, *, final: bool = False) -> None:
-        """Record the outcome (a `queued` one may still become `process`; `final` wins)."""
-        if final or self.outcome in (None, "queued"):
-            self.outcome, self.reason = outcome, reason
-        self.decided.set()
-        if self.outcome in _NO_TURN:
-            self.finish()
-
-    def emit(self, kind: str, data: Any) -> None:
-        if self.events is None or self.finished.is_set():
-            return
-        try:
-            self.events.send_nowait((kind, data))
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            self.events = None  # the client is gone
-
-    def finish(self) -> None:
-        if self.finished.is_set():
-            return
-        if self.outcome not in _NO_TURN:
-            self.emit("done", self.result())
-        self.decided.set()
-        self.finished.set()
-        if self.events is not None:
-            self.events.close()
-
-    def result(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "session_id": self.session_id,
-            "content": "\n".join(str(o["content"]) for o in self.outbounds
-                                 if o.get("kind") != "error" and o.get("content")),
-            "outbounds": list(self.outbounds),
-        }
-        if self.errors:
-            data["error"] = self.errors[0]
-        return data
 
 
 class HttpChannel(Lifecycle):
@@ -267,8 +197,8 @@ class HttpChannel(Lifecycle):
         self.tls = False
         self._settings = settings
         self._guard = Guard(None, frozenset(), frozenset())
-        self._replies: dict[str, _Reply] = {}
-        self._tasks: dict[int, _Reply] = {}
+        self._replies: dict[str, Reply] = {}
+        self._tasks: dict[int, Reply] = {}
         self._closing: anyio.Event | None = None
         self._stopped: anyio.Event | None = None
         self._accepting = False
@@ -416,7 +346,7 @@ class HttpChannel(Lifecycle):
         reply.in_model_stage = True
         return AsyncStreamEvents(self._tee(reply, stream), state=stream.state)
 
-    async def _tee(self, reply: _Reply, stream: AsyncStreamEvents) -> AsyncIterator[StreamEvent]:
+    async def _tee(self, reply: Reply, stream: AsyncStreamEvents) -> AsyncIterator[StreamEvent]:
         try:
             async for event in stream:
                 if event.kind in STREAMED_EVENTS:
@@ -449,10 +379,16 @@ class HttpChannel(Lifecycle):
     def message_admitted(self, message: Any, outcome: AdmitOutcome,
                          reason: str | None = None) -> None:
         """The manager took `message`: `process` (its turn starts now), `queued` (behind
-        the session's running turn), `steer` (fed into the running turn), `drop`."""
+        the session's running turn), `steer` (fed into the running turn), `drop`. A
+        `queued` message dropped later was not run: the manager stopped first."""
         reply = self._reply_for_inbound(message)
-        if reply is not None:
-            reply.notified = True
+        if reply is None:
+            return
+        reply.notified = True
+        if outcome == "drop" and reply.outcome == "queued":
+            reply.decide("refused", "the gateway stopped before the message's turn started",
+                         final=True)
+        else:
             reply.decide(outcome, reason)
 
     def turn_started(self, message: Any) -> None:
@@ -468,25 +404,29 @@ class HttpChannel(Lifecycle):
         if reply is None:
             return
         if not reply.errors and all(o.get("kind") == "error" for o in reply.outbounds):
-            reply.errors.append("the turn ended without a reply (see the gateway log)")
+            error = ("the gateway stopped before the turn finished: it was cancelled and may "
+                     "have partly run" if not self._accepting
+                     else "the turn ended without a reply (see the gateway log)")
+            reply.errors.append(error)
+            reply.emit("error", {"kind": "unknown", "message": error})
         reply.finish()
 
     # -- matching ------------------------------------------------------------------------
 
-    def _bind_task(self, reply: _Reply) -> None:
+    def _bind_task(self, reply: Reply) -> None:
         if reply.outcome in (None, "queued"):
             reply.decide("process")
         task = anyio.get_current_task().id
         reply.turn_task = task
         self._tasks[task] = reply
 
-    def _reply_for_inbound(self, message: Any) -> _Reply | None:
+    def _reply_for_inbound(self, message: Any) -> Reply | None:
         context = get_field(message, "context")
         if not isinstance(context, Mapping):
             return None
         return self._replies.get(str(context.get(REQUEST_ID_KEY)))
 
-    def _reply_for_outbound(self, message: Any) -> _Reply | None:
+    def _reply_for_outbound(self, message: Any) -> Reply | None:
         """By request id, else by the task sending it, else (when the manager does not
         report turns) the session's oldest request that has no turn yet."""
         reply = self._reply_for_inbound(message)
@@ -500,7 +440,7 @@ class HttpChannel(Lifecycle):
             return None
         return reply
 
-    def _forget(self, reply: _Reply, handler_task: int) -> None:
+    def _forget(self, reply: Reply, handler_task: int) -> None:
         self._replies.pop(reply.id, None)
         for stream in (reply.events, reply.event_reader):
             if stream is not None:
@@ -519,7 +459,9 @@ class HttpChannel(Lifecycle):
                 reply.decide("refused", "the gateway stopped before the message was handled",
                              final=True)
             else:
-                reply.errors.append("the gateway stopped before the turn finished")
+                error = "the gateway stopped before the turn finished"
+                reply.errors.append(error)
+                reply.emit("error", {"kind": "unknown", "message": error})
                 reply.finish()
 
     # -- ASGI ----------------------------------------------------------------------------
@@ -573,8 +515,10 @@ class HttpChannel(Lifecycle):
         body = await _read_body(headers, receive, self.max_body_size,
                                 self.body_timeout if self.body_timeout is not None else 30.0)
         payload = _parse_message(body)
-        if not self._accepting:
-            raise HttpError(503, "the gateway is shutting down")
+        if not self._accepting:  # not run, and it may be: said so, with when to retry
+            await send_json(send, 503, not_run("the gateway is shutting down",
+                                               self._session_of(payload)), retry_headers())
+            return
         await self._post_message(payload, receive, send)
 
     async def _health(self, headers: dict[str, list[str]], send: Send) -> None:
@@ -595,8 +539,8 @@ class HttpChannel(Lifecycle):
     async def _post_message(self, payload: dict[str, Any], receive: Receive,
                             send: Send) -> None:
         chat_id = payload.get("chat_id", "default")
-        session_id = payload.get("session_id") or f"{self.name}:{chat_id}"
-        reply = _Reply(uuid.uuid4().hex, session_id, payload.get("stream", False),
+        session_id = self._session_of(payload)
+        reply = Reply(uuid.uuid4().hex, session_id, payload.get("stream", False),
                        notified=self._managed)
         # A plain mapping, like the cli channel's: only the sender's own context reaches
         # the prompt (the request id is private: its key starts with an underscore).
@@ -640,21 +584,21 @@ class HttpChannel(Lifecycle):
         finally:
             self._forget(reply, handler_task)
 
-    async def _answer(self, reply: _Reply, send: Send) -> None:
+    async def _answer(self, reply: Reply, send: Send) -> None:
         if not reply.stream:
             await reply.finished.wait()
-            status, body = self._whole(reply)
+            status, body, headers = whole_answer(reply)
             if status == 500 and reply.errors:
                 # A turn that failed while the tape store cannot write (a database being
                 # restarted) is worth retrying: 503 with the store's reason, not a 500.
                 reason = await self._health_state.reason()
                 if reason is not None:
                     status, body = 503, {**body, "reason": self.scrub(reason)}
-            await send_json(send, status, body)
+            await send_json(send, status, body, headers)
             return
         await reply.decided.wait()
-        if reply.outcome in _NO_TURN:
-            await send_json(send, *self._whole(reply))
+        if reply.outcome in NO_TURN:
+            await send_json(send, *whole_answer(reply))
             return
         assert reply.event_reader is not None
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
@@ -675,20 +619,10 @@ class HttpChannel(Lifecycle):
                     await send_chunk(send, sse(*item))
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    @staticmethod
-    def _whole(reply: _Reply) -> tuple[int, dict[str, Any]]:
-        if reply.outcome == "drop":
-            return 202, {"status": "dropped", "reason": reply.reason,
-                         "session_id": reply.session_id}
-        if reply.outcome == "steer":
-            return 202, {"status": "steered", "reason": reply.reason,
-                         "session_id": reply.session_id}
-        if reply.outcome in ("refused", "failed"):
-            return (503 if reply.outcome == "refused" else 500), {
-                "error": reply.reason, "session_id": reply.session_id}
-        return (500 if reply.errors else 200), reply.result()
+    def _session_of(self, payload: dict[str, Any]) -> str:
+        return str(payload.get("session_id") or f"{self.name}:{payload.get('chat_id', 'default')}")
 
-    async def _timed_out(self, reply: _Reply, send: Send, timeout: float) -> None:
+    async def _timed_out(self, reply: Reply, send: Send, timeout: float) -> None:
         message = f"no reply within {timeout:g} s"
         logger.warning("http.reply_timeout session=%s seconds=%g", reply.session_id, timeout)
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):

@@ -39,19 +39,21 @@ admission and steering, so a message arriving meanwhile is not steered into it.
 A failing turn was already reported by the framework (`on_error` stage `turn`); the manager
 logs it and goes on.
 
-Shutdown (when the stop event is set): new messages are refused, messages still in the
-debounce buffers are merged and admitted, pending messages are not started, running turns
-get `shutdown_timeout` seconds to finish (then they are cancelled), then every started
-channel is stopped, newest first, and the router is unbound.
+Shutdown (when the stop event is set): new messages are refused (not reported), messages
+still in the debounce buffers are merged and admitted, then nothing new starts: every
+pending message is reported `drop` to its channel at once (a message admitted from then on
+is not taken), running turns get `shutdown_timeout` seconds to finish (then they are
+cancelled), the steering leftovers of the turns that ended are reported `drop` too, then
+every started channel is stopped, newest first, and the router is unbound.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import AsyncIterable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, ParamSpec, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -70,18 +72,20 @@ from hookline.kernel.channels import (
     StopEvent,
     TurnSnapshot,
 )
-from hookline.kernel.envelope import ChannelMessage, envelope_content, get_field, set_field
+from hookline.kernel.envelope import get_field, set_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
-from hookline.kernel.turn import RUNTIME_THREAD_ID
+
+from .envelopes import admission_state, channel_message, output_name, tell
 
 __all__ = ["DEFAULT_SHUTDOWN_TIMEOUT", "ChannelManager"]
 
 logger = logging.getLogger(__name__)
 
-_P = ParamSpec("_P")
-
 _Applied: TypeAlias = AdmitOutcome | Literal["stopping"]
-"""What applying a decision did; `stopping`: the turn could not start (reported as drop)."""
+"""What applying a decision did; `stopping`: the manager is stopping and did not take the
+message (its channel is not told: the handler returns without `message_admitted`)."""
+
+STOPPING_REASON = "the channels are stopping"
 
 DEFAULT_SHUTDOWN_TIMEOUT = 30.0
 """Seconds running turns get to finish once the manager is asked to stop."""
@@ -158,7 +162,7 @@ class ChannelManager:
         self._started: list[tuple[str, Channel]] = []
         self._failure: tuple[str, BaseException] | None = None
         for channel in self.channels.values():
-            _tell(channel.manager_attached)
+            tell(channel.manager_attached)
 
     # -- selection ---------------------------------------------------------------------
 
@@ -277,7 +281,8 @@ class ChannelManager:
                                "the message", action, session_id)
             outcome = self._start(session_id, message)
         if outcome == "stopping":
-            outcome, reason = "drop", "the channels are stopping"
+            logger.warning("channel.message_refused reason=stopping session=%s", session_id)
+            return
         self._admitted(message, outcome, reason)
 
     def _source(self, message: Any) -> Channel | None:
@@ -287,7 +292,7 @@ class ChannelManager:
     def _admitted(self, message: Any, outcome: AdmitOutcome, reason: str | None) -> None:
         channel = self._source(message)
         if channel is not None:
-            _tell(channel.message_admitted, message, outcome, reason)
+            tell(channel.message_admitted, message, outcome, reason)
 
     def busy_sessions(self) -> list[str]:
         """Ids of the sessions that have a running (not cancelled) turn."""
@@ -301,8 +306,13 @@ class ChannelManager:
         return any(turn.live for turn in session.running) if live else bool(session.running)
 
     def _follow_up(self, session_id: str, message: Any) -> _Applied:
+        if not self._scheduling:
+            return "stopping"  # a queued message would never start
         if self._is_running(session_id):
-            self._sessions[session_id].pending.append(message)
+            pending = self._sessions[session_id].pending
+            pending.append(message)
+            logger.info("channel.message_queued session=%s position=%d", session_id,
+                        len(pending))
             return "queued"
         return self._start(session_id, message)
 
@@ -331,7 +341,6 @@ class ChannelManager:
         """Run the message's turn now: ``process``, or ``stopping`` when it cannot."""
         task_group = self._task_group
         if not self._scheduling or task_group is None:
-            logger.warning("channel.message_dropped reason=stopping session=%s", session_id)
             return "stopping"
         session = self._sessions.setdefault(session_id, _Session())
         turn = _Turn(session_id, message, anyio.CancelScope())
@@ -345,7 +354,7 @@ class ChannelManager:
         channel = self._source(turn.message)
         try:
             if channel is not None:
-                _tell(channel.turn_started, turn.message)
+                tell(channel.turn_started, turn.message)
             result = None
             try:
                 with turn.scope:
@@ -362,7 +371,7 @@ class ChannelManager:
         finally:
             self._turn_ended(turn)
             if channel is not None:
-                _tell(channel.turn_finished, turn.message)
+                tell(channel.turn_finished, turn.message)
 
     def _turn_ended(self, turn: _Turn) -> None:
         self._turns.discard(turn)
@@ -400,19 +409,25 @@ class ChannelManager:
             del self._sessions[session_id]
 
     async def quit_session(self, session_id: str) -> int:
-        """Forget a session's pending and steering messages and cancel its running turns
-        (except the calling task's own). Returns how many turns were cancelled."""
+        """Forget a session's pending and steering messages (each reported `drop` to its
+        channel, which may owe a sender an answer) and cancel its running turns (except
+        the calling task's own). Returns how many turns were cancelled."""
         inbox = self.framework.get_steering_inbox()
+        forgotten: list[Any] = []
         if inbox is not None:
             try:
-                await inbox.drain_messages({"session_id": session_id})
+                forgotten.extend(await inbox.drain_messages({"session_id": session_id}))
             except Exception as exc:
                 logger.warning("channel.steering_drain_failed session=%s error=%s: %s",
                                session_id, type(exc).__name__, exc)
         session = self._sessions.get(session_id)
+        if session is not None:
+            forgotten.extend(session.pending)
+            session.pending.clear()
+        for message in forgotten:
+            self._admitted(message, "drop", "the session was quit")
         if session is None:
             return 0
-        session.pending.clear()
         current = anyio.get_current_task().id
         cancelled = 0
         for turn in list(session.running):
@@ -426,13 +441,13 @@ class ChannelManager:
     def wrap_stream(self, message: Any, stream: AsyncStreamEvents
                     ) -> AsyncIterable[StreamEvent]:
         """Let the message's (running) output channel observe or wrap the model stream."""
-        channel = self.active.get(_output_name(message))
+        channel = self.active.get(output_name(message))
         return stream if channel is None else channel.stream_events(message, stream)
 
     async def dispatch(self, message: Any) -> bool:
         """Send an outbound through the running channel named by `output_channel`, else
         `channel`, as a `ChannelMessage`; False when there is no such channel."""
-        name = _output_name(message)
+        name = output_name(message)
         channel = self.active.get(name)
         if channel is None:
             logger.warning("channel.dispatch_skipped channel=%s reason=%s", name or "(none)",
@@ -533,6 +548,7 @@ class ChannelManager:
             with anyio.move_on_after(self.shutdown_timeout):
                 await self._debounce.flush()
         self._scheduling = False
+        self._drop_pending()  # at once: their senders need not wait for the running turns
         if self._turns:
             self._idle = anyio.Event()
             with anyio.move_on_after(self.shutdown_timeout):
@@ -546,11 +562,7 @@ class ChannelManager:
             with anyio.move_on_after(_CANCEL_GRACE):
                 await self._idle.wait()
         self._idle = None
-        dropped = [message for session in self._sessions.values() for message in session.pending]
-        if dropped:
-            logger.warning("channel.shutdown_dropped_pending messages=%d", len(dropped))
-        for message in dropped:  # their channels may owe the sender an answer
-            self._admitted(message, "drop", "the channels are stopping")
+        self._drop_pending()  # steered messages the ended turns did not take
         self._sessions.clear()
         for name, channel in reversed(self._started):
             try:
@@ -559,44 +571,14 @@ class ChannelManager:
                 logger.exception("channel.stop_failed channel=%s", name)
         self._started = []
 
-
-def _tell(callback: Callable[_P, None], *args: _P.args, **kwargs: _P.kwargs) -> None:
-    """Call one of a channel's callbacks; a channel's bookkeeping must not break
-    scheduling, so a failure is logged and swallowed."""
-    try:
-        callback(*args, **kwargs)
-    except Exception:
-        logger.exception("channel.notify_failed callback=%s", callback.__qualname__)
-
-
-def admission_state(session_id: str, message: Any) -> dict[str, Any]:
-    """The state admission and steering use for a message (contract 2.20)."""
-    state: dict[str, Any] = {"session_id": session_id}
-    context = get_field(message, "context")
-    if isinstance(context, Mapping) and context.get("thread_id"):
-        state[RUNTIME_THREAD_ID] = str(context["thread_id"])
-    return state
-
-
-def channel_message(name: str, message: Any) -> ChannelMessage:
-    """An outbound envelope as the channel message sent to channel `name` (contract 2.10):
-    session id default `<channel>:default`, chat id default `default`, kind `normal`."""
-    if isinstance(message, ChannelMessage):
-        return message
-    channel = str(get_field(message, "channel") or name)
-    context = get_field(message, "context")
-    return ChannelMessage(
-        session_id=str(get_field(message, "session_id") or f"{channel}:default"),
-        channel=channel,
-        content=envelope_content(message),
-        chat_id=str(get_field(message, "chat_id") or "default"),
-        kind=str(get_field(message, "kind") or "normal"),
-        context=dict(context) if isinstance(context, Mapping) else {},
-        media=list(get_field(message, "media") or []),
-        output_channel=name,
-    )
-
-
-def _output_name(message: Any) -> str:
-    name = get_field(message, "output_channel") or get_field(message, "channel")
-    return "" if name is None else str(name)
+    def _drop_pending(self) -> None:
+        """Once stopping, no pending message starts: report each one `drop` (after
+        `queued`, or `steer` for a steering leftover), so its channel can tell the sender
+        that it did not run."""
+        dropped = [message for session in self._sessions.values() for message in session.pending]
+        for session in self._sessions.values():
+            session.pending.clear()
+        if dropped:
+            logger.warning("channel.shutdown_dropped_pending messages=%d", len(dropped))
+        for message in dropped:
+            self._admitted(message, "drop", STOPPING_REASON)

@@ -529,9 +529,11 @@ async def test_stop_answers_requests_whose_turn_never_ran(framework: Any) -> Non
                 await anyio.sleep(0.01)
         await channel.stop()
     [reply] = replies
-    assert reply.status == 503
-    assert reply.events == [("json", {"error": "the gateway stopped before the message was "
-                                               "handled", "session_id": "http:default"})]
+    assert reply.status == 503 and reply.headers["retry-after"] == "5"
+    assert reply.events == [("json", {
+        "status": "not_run", "error": "the gateway stopped before the message was handled; "
+                                      "the message was not run and may be sent again",
+        "retryable": True, "retry_after": 5, "session_id": "http:default"})]
 
 
 def test_health_is_503_while_the_gateway_stops(start_gateway: Any) -> None:
@@ -559,7 +561,9 @@ def test_health_is_503_while_the_gateway_stops(start_gateway: Any) -> None:
                                                    "reason": "the gateway is shutting down"}
             refused = post(gateway.url, {"content": "too late", "session_id": "H2"})
             assert refused.status == 503, "a new connection gets a clear answer while draining"
-            assert refused.json()["error"] == "the gateway is shutting down"
+            assert refused.headers["retry-after"] == "5"
+            assert refused.json()["error"] == ("the gateway is shutting down; the message was "
+                                               "not run and may be sent again")
             assert running.result().status == 200
     finally:
         conn.close()

@@ -1,0 +1,140 @@
+"""What one request to the `http` channel is waiting for, and the answer it gets.
+
+A `Reply` collects what the request's turn produced (outbounds, errors, streamed events)
+and knows when everything has arrived. `whole_answer` turns it into the status, body and
+headers of a whole (non-streamed) reply.
+
+A message that did not run is told so in a form a client can act on: `503` with a
+`Retry-After` header and the body `{"status": "not_run", "error", "retryable": true,
+"retry_after", "session_id"}`, or, when a streamed answer has already begun, an `error`
+event with the same fields (`"kind": "not_run"`, `"status": 503`) that ends the stream.
+Never `202 dropped`, which a client reads as final: a message the gateway did not run
+because it is stopping may be sent again, to this gateway once it is back or to another.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+__all__ = ["NO_TURN", "RETRY_AFTER_SECONDS", "Reply", "not_run", "whole_answer"]
+
+RETRY_AFTER_SECONDS = 5
+"""What `Retry-After` says for a message not run: long enough for a supervisor to start
+the gateway again, short enough not to make a client wait for a replica that is up."""
+
+NO_TURN = frozenset({"drop", "steer", "refused", "failed"})
+"""Outcomes after which no turn runs for the request: it is answered at once. `refused`
+means not run, and safe to send again."""
+
+Headers = list[tuple[bytes, bytes]]
+_RETRY_FIELDS = ("retryable", "retry_after", "session_id")
+
+
+def not_run(reason: str, session_id: str) -> dict[str, Any]:
+    """The body (and SSE error data) for a message the gateway did not run."""
+    return {"status": "not_run",
+            "error": f"{reason}; the message was not run and may be sent again",
+            "retryable": True, "retry_after": RETRY_AFTER_SECONDS, "session_id": session_id}
+
+
+def retry_headers() -> Headers:
+    return [(b"retry-after", str(RETRY_AFTER_SECONDS).encode())]
+
+
+@dataclass(eq=False)
+class Reply:
+    """One waiting request: what its turn produced so far, and how to reach it."""
+
+    id: str
+    session_id: str
+    stream: bool
+    decided: anyio.Event = field(default_factory=anyio.Event)
+    """Set once it is known whether a turn will run for the request."""
+    finished: anyio.Event = field(default_factory=anyio.Event)
+    """Set once everything the request will get has arrived."""
+    outcome: str | None = None
+    """`process`, `queued`, `drop`, `steer`; `refused` (not run: the manager did not take
+    it, or the gateway stopped before its turn started) or `failed` (taking it failed)."""
+    reason: str | None = None
+    notified: bool = False
+    """The manager reports admission and turn ends (else replies end at the outbound)."""
+    outbounds: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    """Errors of the request's turn (error outbounds sent by the task running it)."""
+    admission_errors: list[str] = field(default_factory=list)
+    """Errors reported while the manager took the message (sent back in `handler_task`)."""
+    handler_task: int | None = None
+    streamed_error: bool = False
+    turn_task: int | None = None
+    in_model_stage: bool = False
+    response_started: bool = False
+    events: MemoryObjectSendStream[tuple[str, Any]] | None = None
+    event_reader: MemoryObjectReceiveStream[tuple[str, Any]] | None = None
+
+    def __post_init__(self) -> None:
+        if self.stream:
+            self.events, self.event_reader = anyio.create_memory_object_stream(math.inf)
+
+    def decide(self, outcome: str, reason: str | None = None, *, final: bool = False) -> None:
+        """Record the outcome (a `queued` one may still become `process`; `final` wins)."""
+        if final or self.outcome in (None, "queued"):
+            self.outcome, self.reason = outcome, reason
+        self.decided.set()
+        if self.outcome in NO_TURN:
+            self.finish()
+
+    def emit(self, kind: str, data: Any) -> None:
+        if self.events is None or self.finished.is_set():
+            return
+        try:
+            self.events.send_nowait((kind, data))
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self.events = None  # the client is gone
+
+    def finish(self) -> None:
+        """Everything has arrived. A stream always ends with an event: `done` after a
+        turn, an `error` (`not_run`) for a message that will not run (read only by a
+        stream already under way: one not begun is answered with JSON instead)."""
+        if self.finished.is_set():
+            return
+        if self.outcome == "refused":
+            body = not_run(self.reason or "not run", self.session_id)
+            self.emit("error", {"kind": "not_run", "status": 503, "message": body.pop("error"),
+                                **{key: body[key] for key in _RETRY_FIELDS}})
+        elif self.outcome not in NO_TURN:
+            self.emit("done", self.result())
+        self.decided.set()
+        self.finished.set()
+        if self.events is not None:
+            self.events.close()
+
+    def result(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "session_id": self.session_id,
+            "content": "\n".join(str(o["content"]) for o in self.outbounds
+                                 if o.get("kind") != "error" and o.get("content")),
+            "outbounds": list(self.outbounds),
+        }
+        if self.errors:
+            data["error"] = self.errors[0]
+        return data
+
+
+def whole_answer(reply: Reply) -> tuple[int, dict[str, Any], Headers]:
+    """Status, body and extra headers of a whole reply whose outcome is known."""
+    if reply.outcome == "drop":
+        return 202, {"status": "dropped", "reason": reply.reason,
+                     "session_id": reply.session_id}, []
+    if reply.outcome == "steer":
+        return 202, {"status": "steered", "reason": reply.reason,
+                     "session_id": reply.session_id}, []
+    if reply.outcome == "refused":
+        return 503, not_run(reply.reason or "not run", reply.session_id), retry_headers()
+    if reply.outcome == "failed":
+        return 500, {"error": reply.reason, "session_id": reply.session_id}, []
+    return (500 if reply.errors else 200), reply.result(), []

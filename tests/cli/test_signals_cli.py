@@ -1,0 +1,93 @@
+"""`hookline chat` and `hookline run` say what was not answered when a signal or the end of
+input stops them: real console scripts in subprocesses, a turn held open by a shell command
+in the workspace (it marks `held`, then sleeps), the signal sent once the mark exists."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from terminal_support import clean_env
+from test_cli import HOOKLINE, hookline
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="signals are POSIX")
+
+HELD = "/tool shell " + json.dumps({"command": "touch held; sleep 60"})
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    folder = tmp_path / "workspace"
+    folder.mkdir()
+    return folder
+
+
+def signalled(args: list[str], workspace: Path, signum: int,
+              stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `hookline ARGS`, send `signum` once its turn has marked `held`, wait for it."""
+    assert HOOKLINE
+    typed = workspace.parent / "stdin.txt"  # piped input: read to its end at once
+    typed.write_text(stdin or "")
+    with typed.open() as source:
+        proc = subprocess.Popen([HOOKLINE, *args], cwd=workspace, text=True,
+                                env=clean_env(workspace.parent / "home"), stdin=source,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not (workspace / "held").exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the turn never ran its command"
+            time.sleep(0.02)
+        proc.send_signal(signum)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def not_answered(stdout: str) -> list[str]:
+    return [line.removeprefix("not answered: ") for line in stdout.splitlines()
+            if line.startswith("not answered: ")]
+
+
+def test_sigterm_during_a_piped_chat_names_each_line_left_unanswered(workspace: Path) -> None:
+    done = signalled(["chat", "--session", "s"], workspace, signal.SIGTERM,
+                     f"{HELD}\nthe second line\n")
+    assert done.returncode == 128 + signal.SIGTERM, done
+    assert not_answered(done.stdout) == [HELD, "the second line"], done.stdout
+    assert "Traceback" not in done.stderr
+
+
+def test_ctrl_c_after_the_end_of_a_piped_chat_cancels_and_names_the_lines(
+        workspace: Path) -> None:
+    done = signalled(["chat", "--session", "s"], workspace, signal.SIGINT,
+                     f"{HELD}\nthe second line\n")
+    assert done.returncode == 1, done
+    assert "(turn cancelled)" in done.stdout
+    assert not_answered(done.stdout) == [HELD, "the second line"], done.stdout
+
+
+def test_a_piped_chat_whose_lines_were_answered_reports_nothing(workspace: Path) -> None:
+    done = hookline("chat", "--session", "s", input="hello there\n",
+                    env=clean_env(workspace.parent / "home"), cwd=workspace)
+    assert done.returncode == 0, done
+    assert 'You said: "hello there"' in done.stdout
+    assert not_answered(done.stdout) == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_during_hookline_run_says_the_message_was_not_answered(
+        workspace: Path, signum: int) -> None:
+    done = signalled(["run", HELD], workspace, signum)
+    assert done.returncode == 128 + signum, done
+    name = signal.Signals(signum).name
+    assert done.stderr == (f"error: {name} received: the turn was cancelled and the message "
+                           f"was not answered\n")
+    assert done.stdout == ""
