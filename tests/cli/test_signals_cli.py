@@ -88,6 +88,8 @@ def test_a_signal_during_hookline_run_says_the_message_was_not_answered(
     done = signalled(["run", HELD], workspace, signum)
     assert done.returncode == 128 + signum, done
     name = signal.Signals(signum).name
-    assert done.stderr == (f"error: {name} received: the turn was cancelled and the message "
-                           f"was not answered\n")
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: {name} received: the turn was cancelled and the message "
+                      f"was not answered"], done.stderr  # one line (after the tool line)
+    assert done.stderr.endswith(errors[0] + "\n")
     assert done.stdout == ""
