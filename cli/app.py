@@ -112,6 +112,11 @@ def _run_command(framework: Framework) -> Any:
         stream: Annotated[
             bool, typer.Option("--stream/--no-stream", help="Print the reply as it arrives.")
         ] = False,
+        quiet: Annotated[bool, typer.Option(
+            "--quiet", "-q", help="Print only the reply: no tool lines, diffs or status.")] = False,
+        usage: Annotated[bool, typer.Option(
+            "--usage", help="After the reply, the turn's token usage (and cost if reported), "
+                            "on stderr.")] = False,
         workspace: WorkspaceOption = None,
     ) -> None:
         """Run one turn and print the outbound messages."""
@@ -129,7 +134,8 @@ def _run_command(framework: Framework) -> Any:
         if model:
             inbound["context"] = {"model": model}
         # The status line only without --stream: a streamed reply shows progress itself.
-        printer = TurnPrinter(stream=stream, status=None if stream else StatusLine())
+        printer = TurnPrinter(stream=stream, status=None if stream else StatusLine(),
+                              quiet=quiet, usage=usage, workspace=framework.workspace)
         show_logs(logging.ERROR, turn_failures=False)  # the one error line below says it
 
         outcome: dict[str, Any] = {}
