@@ -55,7 +55,8 @@ class FileChanges:
         groups: dict[str, list[int]] = {}
         found: dict[int, list[str]] = {}
         for index, record in enumerate(records):
-            if str(record.get("name")) not in FILE_TOOLS or record.get("outcome", "ran") != "ran":
+            if (str(record.get("name")) not in FILE_TOOLS or record.get("is_error")
+                    or record.get("outcome", "ran") != "ran"):
                 continue
             arguments = record.get("arguments")
             arguments = arguments if isinstance(arguments, dict) else {}
@@ -106,7 +107,9 @@ class FileChanges:
 
 
 def _plausible(records: list[dict[str, Any]], before: str | None, after: str | None) -> bool:
-    """Whether the file read now is what the calls made of the file read before."""
+    """Whether the file read now is what the calls made of the file read before: the last
+    write's content, or text holding the last edit's `new` and, when some call changed
+    anything, different from before."""
     if before is None or after is None or after == _MISSING:
         return False
     last = records[-1]
@@ -124,9 +127,8 @@ def _unified(path: str, before: str, after: str, *, header: str = "") -> list[st
     import difflib
 
     source = "/dev/null" if before == _MISSING else path + header
-    lines = list(difflib.unified_diff(_lines("" if before == _MISSING else before),
-                                      _lines(after), source, path, lineterm=""))
-    return lines
+    return list(difflib.unified_diff(_lines("" if before == _MISSING else before),
+                                     _lines(after), source, path, lineterm=""))
 
 
 def _from_arguments(record: dict[str, Any], arguments: dict[str, Any],

@@ -69,6 +69,24 @@ def test_an_edit_shows_its_call_its_result_and_its_diff(tmp_path: Path, stream: 
     assert "\x1b" not in done.stdout + done.stderr, "piped output carries no escape sequence"
 
 
+def test_two_edits_of_one_file_in_a_step_show_one_diff_after_both(tmp_path: Path) -> None:
+    workspace, env = workspace_and_env(tmp_path)
+    second = {"path": "calc.py", "old": "def sub(a, b):", "new": "def subtract(a, b):"}
+    env["HOOKLINE_MODEL"] = scripted(tmp_path, [
+        {"tool_calls": [{"name": "fs_edit", "arguments": FIX},
+                        {"name": "fs_edit", "arguments": second}]},
+        {"text": "Done."},
+    ])
+    (workspace / "calc.py").write_text(BUGGY)
+    done = hookline("run", "fix and rename", env=env, cwd=workspace)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert [line.split(" ", 2)[2][:2] for line in lines[:4]] == ['{"', '{"', "ok", "ok"]
+    assert lines[4:] == ["--- calc.py", "+++ calc.py", "@@ -1,6 +1,6 @@", " def add(a, b):",
+                         "-    return a - b", "+    return a + b", " ", " ",
+                         "-def sub(a, b):", "+def subtract(a, b):", "     return a - b"]
+
+
 def test_a_new_file_is_all_added_and_a_rewrite_is_a_real_diff(tmp_path: Path) -> None:
     workspace, env = workspace_and_env(tmp_path)
     new = hookline("run", '/tool fs_write {"path": "notes/a.txt", "content": "one\\ntwo\\n"}',
