@@ -1,6 +1,6 @@
-"""What the agent's tool_result records say about how a call really ran, as lines for the
-terminal (`hookline run --stream`, `hookline chat`). Standard library only: the command
-line imports it at start-up."""
+"""What the agent's tool calls and tool_result records say about how a call really ran, as
+lines for the terminal (`hookline run`, `hookline chat`). Standard library only: the
+command line imports it at start-up."""
 
 from __future__ import annotations
 
@@ -27,6 +27,54 @@ def tool_notes(records: list[dict[str, Any]]) -> list[str]:
         elif outcome == "failed":
             notes.append(f"[tool] {name} failed: {record.get('error', '')}")
     return [terminal_text(note, keep_newlines=False) for note in notes]
+
+
+def call_line(call: dict[str, Any], width: int = 100) -> str:
+    """`[tool] <name> <arguments>` for one requested call, on one line of about `width`
+    characters: the arguments as compact JSON (newlines inside strings stay `\\n`), cut
+    with `…`, control characters escaped."""
+    arguments = call.get("arguments", "")
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments or "{}")
+        except ValueError:  # the model's own text, shown as it sent it
+            return shortened(f"[tool] {call.get('name')} {arguments}", width)
+    return shortened(f"[tool] {call.get('name')} {json.dumps(arguments, ensure_ascii=False)}",
+                     width)
+
+
+def result_lines(records: list[dict[str, Any]], width: int = 120) -> list[str]:
+    """What each call came to, one line or two per call: the `tool_notes` line when it did
+    not run as asked, and for a call that ran `[tool] <name> ok (<size>): <first line>`.
+    A record without an outcome (another agent's) counts as ran, or failed when it says
+    `is_error`."""
+    lines: list[str] = []
+    for record in records:
+        outcome = record.get("outcome") or ("failed" if record.get("is_error") else "ran")
+        if "outcome" in record:
+            lines.extend(shortened(note, width) for note in tool_notes([record]))
+        elif outcome == "failed":
+            lines.append(shortened(f"[tool] {record.get('name')} failed: "
+                                   f"{record.get('output', '')}", width))
+        if outcome == "ran":
+            output = str(record.get("output") or "")
+            first = output.strip().split("\n", 1)[0] if output.strip() else "(no output)"
+            lines.append(shortened(f"[tool] {record.get('name')} ok ({size(output)}): {first}",
+                                   width))
+    return lines
+
+
+def size(text: str) -> str:
+    """`1 line, 27 chars` or `12 lines, 1,204 chars`: how big a result is."""
+    count = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+    return f"{count:,} line{'' if count == 1 else 's'}, {len(text):,} chars"
+
+
+def shortened(text: str, width: int = 100) -> str:
+    """`text` on one terminal line: control characters (newlines too) escaped, cut to
+    about `width` characters with `…`."""
+    text = terminal_text(text, keep_newlines=False)
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def is_terminal(stream: Any) -> bool:

@@ -138,6 +138,11 @@ def _run_command(framework: Framework) -> Any:
                                help="Show warnings (plugin failures, ignored results) and "
                                     "the traceback of a failed turn.")
         ] = False,
+        quiet: Annotated[bool, typer.Option(
+            "--quiet", "-q", help="Print only the reply: no tool lines, diffs or status.")] = False,
+        usage: Annotated[bool, typer.Option(
+            "--usage", help="After the reply, the turn's token usage (and cost if reported), "
+                            "on stderr.")] = False,
         workspace: WorkspaceOption = None,
     ) -> None:
         """Run one turn and print the outbound messages.
@@ -169,7 +174,8 @@ def _run_command(framework: Framework) -> Any:
         if stream is None:
             stream = _stream_setting()
         # The status line only without --stream: a streamed reply shows progress itself.
-        printer = TurnPrinter(stream=stream, status=None if stream else StatusLine())
+        printer = TurnPrinter(stream=stream, status=None if stream else StatusLine(),
+                              quiet=quiet, usage=usage, workspace=framework.workspace)
         # The one error line below says what failed; -v shows warnings and the traceback.
         show_logs(logging.WARNING if verbose else logging.ERROR, turn_failures=verbose,
                   verbose=verbose)

@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 import typer
 
 from hookline.builtins.redact import redact_credentials
-from hookline.builtins.tool_notes import is_terminal, terminal_text, tool_notes
+from hookline.builtins.tool_notes import call_line, is_terminal, result_lines, terminal_text
 from hookline.kernel.envelope import get_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
@@ -49,15 +49,33 @@ class TurnPrinter:
     outbound messages, prints them, and remembers errors so the command can fail.
 
     On a terminal the reply's control characters are shown escaped (`terminal_text`);
-    piped, the reply is written as it is, for scripts."""
+    piped, the reply is written as it is, for scripts.
 
-    def __init__(self, stream: bool, out: Any = None, status: StatusLine | None = None) -> None:
+    What ran goes to stderr, streamed or not: a `[tool]` line per call, one per result,
+    and the diff of each file tool's change (coloured when stderr is a terminal), then,
+    with `usage`, the turn's token counts. Stdout is the reply and nothing else, as with
+    llm, so `hookline run ... > reply.txt` or a pipe gets the answer while the terminal
+    still shows the work; `quiet` leaves out the tool lines, diffs and status line.
+    `workspace` is where the file tools' paths are read from for the diffs."""
+
+    def __init__(self, stream: bool, out: Any = None, status: StatusLine | None = None, *,
+                 quiet: bool = False, usage: bool = False, workspace: Any = None,
+                 err: Any = None) -> None:
         self.stream = stream
         self.out = out or sys.stdout
+        self.err = err
         self.safe = is_terminal(self.out)
         self.errors: list[str] = []
         self.printed_text = False
-        self.status = status if status is not None else StatusLine(enabled=False)
+        self.status = (status if status is not None and not quiet
+                       else StatusLine(enabled=False))
+        self.quiet = quiet
+        self.usage = usage
+        self.workspace = str(workspace) if workspace is not None else os.getcwd()
+        self._midline = False  # streamed text not yet ended by a newline
+        self._view: Any = None  # the toolview module, imported at the first tool call
+        self._changes: Any = None
+        self._totals: Any = None
 
     def wrap_stream(self, message: Any, stream: AsyncStreamEvents) -> AsyncIterator[StreamEvent]:
         return self._watch(stream)
@@ -66,30 +84,75 @@ class TurnPrinter:
         step = 1
         self.status.show(f"step {step}: thinking")
         async for event in stream:
-            if event.kind == "tool_call":
-                names = ", ".join(str(call.get("name")) for call in
-                                  event.data.get("tool_calls", []))
-                self.status.show(f"step {step}: running {names}")
-            elif event.kind == "tool_result":
-                step += 1
-                self.status.show(f"step {step}: thinking")
-            elif event.kind == "text" and not self.stream:
-                self.status.show(f"step {step}: writing the reply", restart=False)
             if event.kind == "error":
                 self.errors.append(str(event.data.get("message") or event.data))
-            elif self.stream and event.kind == "text":
-                self.out.write(self._shown(str(event.data.get("delta", ""))))
+            elif event.kind == "text" and self.stream:
+                text = self._shown(str(event.data.get("delta", "")))
+                self.out.write(text)
                 self.out.flush()
                 self.printed_text = True
-            elif self.stream and event.kind == "tool_call":
-                self.status.clear()
-                for call in event.data.get("tool_calls", []):
-                    line = f"[tool] {call.get('name')} {call.get('arguments', '')}"
-                    typer.echo("\n" + terminal_text(line, keep_newlines=False), err=True)
-            elif self.stream and event.kind == "tool_result":
-                for note in tool_notes(list(event.data.get("tool_results") or [])):
-                    typer.echo(note, err=True)
+                self._midline = not text.endswith("\n") if text else self._midline
+            elif event.kind == "text":
+                self.status.show(f"step {step}: writing the reply", restart=False)
+            elif event.kind == "tool_call":
+                calls = list(event.data.get("tool_calls") or [])
+                await self._show_calls(calls)
+                names = ", ".join(str(call.get("name")) for call in calls)
+                self.status.show(f"step {step}: running {names}")
+            elif event.kind == "tool_result":
+                await self._show_results(list(event.data.get("tool_results") or []))
+                step += 1
+                self.status.show(f"step {step}: thinking")
+            elif event.kind in ("usage", "final") and self.usage:
+                totals = self._usage_totals()
+                if event.kind == "usage":
+                    totals.add(event.data.get("usage"))
+                else:
+                    totals.calls += 1
             yield event
+
+    async def _show_calls(self, calls: list[dict[str, Any]]) -> None:
+        if self.quiet:
+            return
+        if self._changes is None:
+            from . import toolview
+
+            self._view, self._changes = toolview, toolview.FileChanges(self.workspace)
+        for call in calls:
+            await self._changes.before(call)
+        self._say([call_line(call) for call in calls])
+
+    async def _show_results(self, records: list[dict[str, Any]]) -> None:
+        if self.quiet or self._changes is None:
+            return
+        diffs = await self._changes.diffs(records)
+        colour = self._view.wants_colour(self._err())
+        lines = []
+        for index, record in enumerate(records):
+            lines += result_lines([record])
+            lines += self._view.render_diff(diffs.get(index, []), colour)
+        self._say(lines)
+
+    def _say(self, lines: list[str]) -> None:
+        """Lines on stderr, after the status line is erased and on a line of their own."""
+        if not lines:
+            return
+        self.status.clear()
+        if self._midline:
+            typer.echo("", err=True, file=self.err)
+            self._midline = False
+        for line in lines:
+            typer.echo(line, err=True, file=self.err)
+
+    def _err(self) -> Any:
+        return self.err or sys.stderr
+
+    def _usage_totals(self) -> Any:
+        if self._totals is None:
+            from .toolview import UsageTotals
+
+            self._totals = UsageTotals()
+        return self._totals
 
     async def dispatch(self, message: Any) -> bool:
         if get_field(message, "kind") == "error":
@@ -97,7 +160,8 @@ class TurnPrinter:
         return True
 
     def finish(self, result: Any, check_errors: bool = True) -> None:
-        """Print the outbound messages (unless already streamed) and fail on errors."""
+        """Print the outbound messages (unless already streamed), the usage line when
+        asked for, and fail on errors."""
         self.status.clear()
         if self.stream:
             if self.printed_text:
@@ -107,9 +171,11 @@ class TurnPrinter:
                 content = get_field(outbound, "content")
                 if get_field(outbound, "kind") != "error" and content:
                     typer.echo(self._shown(str(content)), file=self.out)
+        if self.usage:
+            self.out.flush()
+            typer.echo(self._usage_totals().line(), err=True, file=self.err)
         if self.errors and check_errors:
             fail(RuntimeError(self.errors[0]))
-
 
     def _shown(self, text: str) -> str:
         return terminal_text(text) if self.safe else text

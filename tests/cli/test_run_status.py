@@ -1,5 +1,6 @@
 """`hookline run` without --stream shows a live status line on a terminal's stderr (step,
-running tool, elapsed), erased before the reply prints; piped, stderr gets nothing."""
+running tool, elapsed), erased before the reply prints; piped, stderr gets the tool lines
+alone, with no status and no escape sequence."""
 
 from __future__ import annotations
 
@@ -24,16 +25,22 @@ def test_the_status_line_shows_the_running_tool_then_disappears(terminal: Termin
                       "the clock moving while the tool runs")
     screen = terminal.wait_for(lambda s: "EXIT=0" in s, "the end of the run")
     assert "…step" not in screen and "running shell" not in screen, "the status stayed"
-    assert screen.lstrip().startswith("[offline model] Calling tool `shell`.")
+    # The status line was erased before each line printed: the tool lines, then the reply.
+    assert screen.lstrip().startswith('[tool] shell {"command": "sleep 3; echo finished"}\n'
+                                      '[tool] shell ok (3 lines, 36 chars): exit code: 0\n'
+                                      '[offline model] Calling tool `shell`.'), screen
     assert "finished" in screen
 
 
-def test_piped_stderr_gets_no_status(tmp_path: Path) -> None:
+def test_piped_stderr_gets_the_tool_lines_but_no_status(tmp_path: Path) -> None:
     env = {**clean_env(tmp_path / "home"), "HOOKLINE_MODEL": "offline"}  # no notice either
     (tmp_path / "workspace").mkdir()
     done = hookline("run", "--no-stream", '/tool shell {"command": "sleep 1; echo finished"}',
                     env=env,
                     cwd=tmp_path / "workspace")
     assert done.returncode == 0, done.stderr
-    assert done.stderr == "" and "\x1b" not in done.stdout
+    assert done.stderr.splitlines() == [
+        '[tool] shell {"command": "sleep 1; echo finished"}',
+        "[tool] shell ok (3 lines, 36 chars): exit code: 0"]
+    assert "\x1b" not in done.stdout + done.stderr and "…step" not in done.stderr
     assert "finished" in done.stdout

@@ -1,0 +1,224 @@
+"""What a `hookline run` turn did besides its reply: the change each file tool made, as a
+unified diff, and the tokens its model calls used. `output.TurnPrinter` imports this
+module only once a turn calls a tool or reports usage, and `difflib` and the local
+environment later still, so a plain turn and `hookline --help` load none of it."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from hookline.builtins.tool_notes import terminal_text
+
+FILE_TOOLS = {"fs_write": "write", "fs.write": "write", "fs_edit": "edit", "fs.edit": "edit"}
+"""The tools whose change is shown as a diff (model-facing names and the tools' own)."""
+
+MAX_DIFF_LINES = 40
+"""Lines of one diff shown; the rest is counted in a `... N more lines` line."""
+
+MAX_SNAPSHOT_BYTES = 1024 * 1024
+"""Largest file read to diff (1 MiB); a larger one is shown from the call's arguments."""
+
+_MISSING = "\0missing"
+"""A snapshot of a file that did not exist (no text file holds a NUL)."""
+
+_COLOURS = {"+": "\x1b[32m", "-": "\x1b[31m", "@": "\x1b[36m", "h": "\x1b[1m"}
+
+
+class FileChanges:
+    """The diffs of one model step's file tool calls. `before(call)` reads the file a
+    call names when the call is announced (the agent runs no tool before the model's
+    reply has been read to its end); `diffs(records)` reads it again once the calls ran.
+
+    Files are read as the file tools read them (`LocalEnvironment`: inside the workspace,
+    regular files with one link, the hookline home refused), at most 1 MiB. When a file
+    cannot be read, or what is there now is not what the call wrote (the session's
+    environment is not this machine's workspace), the diff is made from the call's
+    arguments alone: the text `fs_edit` replaced, or everything `fs_write` wrote."""
+
+    def __init__(self, workspace: str) -> None:
+        self.workspace = workspace
+        self._snapshots: dict[str, str | None] = {}
+        self._environment: Any = None
+
+    async def before(self, call: dict[str, Any]) -> None:
+        if str(call.get("name")) not in FILE_TOOLS:
+            return
+        key = self._key(_arguments(call.get("arguments")).get("path"))
+        if key is not None and key not in self._snapshots:
+            self._snapshots[key] = await self._read(key)
+
+    async def diffs(self, records: list[dict[str, Any]]) -> dict[int, list[str]]:
+        """Diff lines to show after the record at each index: one diff per file that
+        calls ran on, after the last of them; then the snapshots are dropped."""
+        groups: dict[str, list[int]] = {}
+        found: dict[int, list[str]] = {}
+        for index, record in enumerate(records):
+            if (str(record.get("name")) not in FILE_TOOLS or record.get("is_error")
+                    or record.get("outcome", "ran") != "ran"):
+                continue
+            arguments = record.get("arguments")
+            arguments = arguments if isinstance(arguments, dict) else {}
+            key = self._key(arguments.get("path"))
+            if key is None:
+                found[index] = _from_arguments(record, arguments, None)
+            else:
+                groups.setdefault(key, []).append(index)
+        for key, indexes in groups.items():
+            shown = records[indexes[-1]]
+            arguments = shown.get("arguments") or {}
+            before = self._snapshots.get(key)
+            after = await self._read(key)
+            if _plausible([records[i] for i in indexes], before, after):
+                assert before is not None and after is not None
+                found[indexes[-1]] = _unified(str(arguments.get("path")), before, after)
+            else:
+                found[indexes[-1]] = [line for i in indexes for line in _from_arguments(
+                    records[i], records[i].get("arguments") or {}, before)]
+        self._snapshots.clear()
+        return found
+
+    def _key(self, path: Any) -> str | None:
+        """The file's real path, or None when the file tools would refuse it."""
+        if not isinstance(path, str) or not path:
+            return None
+        from hookline.builtins.environment import LocalEnvironment
+        from hookline.kernel.streaming import HooklineError
+
+        if self._environment is None:
+            self._environment = LocalEnvironment(self.workspace)
+        try:
+            return str(self._environment.resolve_path(path))
+        except HooklineError:
+            return None
+
+    async def _read(self, key: str) -> str | None:
+        """The file's text, `_MISSING`, or None when it cannot be shown."""
+        from hookline.kernel.streaming import HooklineError
+
+        try:
+            data = await self._environment.read_bytes(key, max_bytes=MAX_SNAPSHOT_BYTES)
+            return str(data.decode("utf-8"))
+        except FileNotFoundError:
+            return _MISSING
+        except (HooklineError, OSError, UnicodeDecodeError):  # a FIFO, too large, binary, ...
+            return None
+
+
+def _plausible(records: list[dict[str, Any]], before: str | None, after: str | None) -> bool:
+    """Whether the file read now is what the calls made of the file read before: the last
+    write's content, or text holding the last edit's `new` and, when some call changed
+    anything, different from before."""
+    if before is None or after is None or after == _MISSING:
+        return False
+    last = records[-1]
+    arguments = last.get("arguments") or {}
+    if FILE_TOOLS[str(last.get("name"))] == "write":
+        return after == arguments.get("content")
+    new = str(arguments.get("new", ""))
+    changed = any(FILE_TOOLS[str(r.get("name"))] == "write"
+                  or (r.get("arguments") or {}).get("old") != (r.get("arguments") or {}).get("new")
+                  for r in records)
+    return before != _MISSING and (new in after) and (before != after or not changed)
+
+
+def _unified(path: str, before: str, after: str, *, header: str = "") -> list[str]:
+    import difflib
+
+    source = "/dev/null" if before == _MISSING else path + header
+    return list(difflib.unified_diff(_lines("" if before == _MISSING else before),
+                                     _lines(after), source, path, lineterm=""))
+
+
+def _from_arguments(record: dict[str, Any], arguments: dict[str, Any],
+                    before: str | None) -> list[str]:
+    """The diff a call's arguments tell: `fs_edit`'s old text against its new text (line
+    numbers unknown), `fs_write`'s content all added."""
+    path = str(arguments.get("path", "?"))
+    if FILE_TOOLS[str(record.get("name"))] == "write":
+        if before == _MISSING:
+            return _unified(path, _MISSING, str(arguments.get("content", "")))
+        return _unified(path, "", str(arguments.get("content", "")),
+                        header=" (what was there before is not known)")
+    lines = _unified(path, str(arguments.get("old", "")), str(arguments.get("new", "")))
+    return [("@@ the replaced text (line numbers not known) @@" if line.startswith("@@")
+             else line) for line in lines]
+
+
+def _lines(text: str) -> list[str]:
+    lines = text.split("\n")
+    return lines[:-1] if lines[-1] == "" else lines
+
+
+def render_diff(lines: list[str], colour: bool, limit: int = MAX_DIFF_LINES) -> list[str]:
+    """The diff for the terminal: at most `limit` lines then `... N more lines`, control
+    characters escaped, and with `colour` removals red, additions green, hunks cyan."""
+    shown = [terminal_text(line) for line in lines[:limit]]
+    if colour:
+        shown = [_coloured(line) for line in shown]
+    if len(lines) > limit:
+        shown.append(f"... {len(lines) - limit} more lines")
+    return shown
+
+
+def _coloured(line: str) -> str:
+    key = "h" if line.startswith(("--- ", "+++ ")) else line[:1]
+    return f"{_COLOURS[key]}{line}\x1b[0m" if key in _COLOURS else line
+
+
+def wants_colour(stream: Any) -> bool:
+    """Colour on a terminal only, and not with `NO_COLOR` or `TERM=dumb`."""
+    from hookline.builtins.tool_notes import is_terminal
+
+    return (is_terminal(stream) and not os.environ.get("NO_COLOR")
+            and os.environ.get("TERM") != "dumb")
+
+
+class UsageTotals:
+    """The token usage of one turn, summed over its model calls (each `usage` stream
+    event is one call's final count), and the cost when the provider reported one as
+    `cost` in its usage (hookline has no price table)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.reported = 0
+        self.tokens = {"in": 0, "out": 0, "cached": 0}
+        self.cost: float | None = None
+
+    def add(self, usage: Any) -> None:
+        if not isinstance(usage, dict):
+            return
+        self.reported += 1
+        for key, names in (("in", ("input_tokens", "prompt_tokens")),
+                           ("out", ("output_tokens", "completion_tokens")),
+                           ("cached", ("cached_tokens",))):
+            self.tokens[key] += next((int(usage[name]) for name in names
+                                      if isinstance(usage.get(name), int | float)), 0)
+        cost = usage.get("cost")
+        if isinstance(cost, int | float) and not isinstance(cost, bool):
+            self.cost = (self.cost or 0.0) + float(cost)
+
+    def line(self) -> str:
+        calls = max(self.calls, self.reported)
+        if not self.reported:
+            return (f"usage: not reported (the model gave no token counts for its "
+                    f"{calls} call{'' if calls == 1 else 's'})" if calls
+                    else "usage: no model call finished")
+        tokens = self.tokens
+        text = (f"usage: {tokens['in']:,} tokens in ({tokens['cached']:,} cached), "
+                f"{tokens['out']:,} out, over {calls} model call{'' if calls == 1 else 's'}")
+        if self.reported < calls:
+            text += f" ({calls - self.reported} reported none)"
+        cost = "cost not reported" if self.cost is None else f"cost {self.cost:.6g} (as reported)"
+        return f"{text}; {cost}"
+
+
+def _arguments(arguments: Any) -> dict[str, Any]:
+    """A call's arguments as a dict ({} when they are not a JSON object)."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments or "{}")
+        except ValueError:
+            return {}
+    return arguments if isinstance(arguments, dict) else {}
