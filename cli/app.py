@@ -130,8 +130,8 @@ def _run_command(framework: Framework) -> Any:
         stream: Annotated[
             bool | None,
             typer.Option("--stream/--no-stream", show_default=False,
-                         help="Print the reply as it arrives (default: the stream setting, "
-                              "true unless configured)."),
+                         help="Print the reply as it arrives (default: the stream "
+                              "setting when configured, else no)."),
         ] = None,
         verbose: Annotated[
             bool, typer.Option("--verbose", "-v",
@@ -219,13 +219,15 @@ def _run_command(framework: Framework) -> Any:
 
 
 def _stream_setting() -> bool:
-    """The `stream` setting; a bad config file is reported by the turn itself."""
+    """The `stream` setting when it is configured (file or environment); else `run` waits
+    for the whole reply, which scripts expect. A bad config file is reported by the turn."""
     from hookline.builtins.settings import SettingsError, load_settings
 
     try:
-        return load_settings().stream
+        settings = load_settings()
     except SettingsError:
         return False
+    return settings.stream if settings.sources.get("stream", "default") != "default" else False
 
 
 async def _cancel_on_signal(framework: Framework, answering: Any,

@@ -68,7 +68,9 @@ def hookline(*args: str, home: Path, cwd: Path, umask: int = 0o022,
              **variables: str) -> subprocess.CompletedProcess[str]:
     assert HOOKLINE, "the hookline console script is not installed in this environment"
     environ = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
-    environ.update(HOOKLINE_HOME=str(home), **variables)
+    # The offline model chosen on purpose: stderr then holds only the lines under test.
+    environ.update(HOOKLINE_HOME=str(home), HOOKLINE_MODEL="offline")
+    environ.update(variables)
     cwd.mkdir(exist_ok=True)
     return subprocess.run([HOOKLINE, *args], capture_output=True, text=True, env=environ,
                           cwd=cwd, timeout=120, umask=umask)

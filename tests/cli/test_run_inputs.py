@@ -100,11 +100,20 @@ def test_model_flag_never_changes_the_message(workspace: Path) -> None:
 
 
 def test_run_follows_the_stream_setting(workspace: Path) -> None:
-    replies = [Reply(tool_calls=[{"name": "fs_read", "arguments": {"path": "x"}}]),
-               Reply(text="done")]
-    with OpenAIServer(list(replies)) as server:
-        streamed = run(workspace, server, "go")  # stream = true by default
-    with OpenAIServer(list(replies)) as server:
-        whole = run(workspace, server, "go", HOOKLINE_STREAM="false")
-    assert "[tool] fs_read" in streamed.stderr, "a streamed turn shows its tool calls"
-    assert "[tool]" not in whole.stderr and whole.stdout.strip() == "done"
+    """Configured `stream = true`: the reply's text shows while the model still sends."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
+    with OpenAIServer([Reply(text="words arriving now", hold=True)]) as server:
+        env.update(HOOKLINE_HOME=str(workspace.parent / "home"), HOOKLINE_MODEL=SPEC,
+                   HOOKLINE_API_BASE=server.base_url, HOOKLINE_API_KEY="sk-test",
+                   HOOKLINE_STREAM="true")
+        proc = subprocess.Popen([str(HOOKLINE), "run", "go"], cwd=workspace, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                stdin=subprocess.DEVNULL)
+        try:
+            assert proc.stdout is not None
+            seen = proc.stdout.read1(4096).decode()  # type: ignore[attr-defined]
+            assert "words" in seen, "streamed before the model finished"
+            assert proc.poll() is None, "the model is still sending"
+        finally:
+            proc.kill()
+            proc.wait()
