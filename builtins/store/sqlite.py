@@ -35,14 +35,11 @@ per-thread connections in pooled threads could not.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import threading
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from os import PathLike
 from pathlib import Path
@@ -52,13 +49,17 @@ from typing import Any, Final, Literal, TypeAlias
 from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tape import LAST_ANCHOR, TapeEntry, TapeQuery, apply_query
 
-from ..private import create_private_file, make_private_dir, secure_store
+from ..private import secure_store
 from .memory import SIDECAR_MARKER, check_batch, check_entry, check_tape_name, dump_json
-
-try:  # POSIX: an exclusive flock on its owner file marks a process as alive
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: an open file cannot be deleted instead
-    fcntl = None  # type: ignore[assignment]
+from .sqlite_files import (
+    StoreCheck,
+    backup_database,
+    check_database,
+    damaged_error,
+    is_damage,
+    problem_lines,
+)
+from .sqlite_journal import JournalOp, Owner, check_journal_op
 
 __all__ = [
     "INTERRUPTED_ERROR",
@@ -68,6 +69,8 @@ __all__ = [
     "StoreCheck",
     "backup_database",
     "check_database",
+    "check_journal_op",
+    "damaged_error",
 ]
 
 SCHEMA_VERSION: Final = 2
@@ -80,12 +83,6 @@ INTERRUPTED_ERROR: Final = (
     "to then is kept above"
 )
 """The `error` of the `run` event that marks a recovered, interrupted run."""
-
-JournalOp: TypeAlias = tuple[str, str, TapeEntry | None]
-"""One write of a run: `(tape, action, entry)`; action `append` (entry), `bootstrap` (an
-anchor appended only when the tape has no anchor yet) or `reset` (entry None)."""
-
-_ACTIONS: Final = ("append", "bootstrap", "reset")
 
 _SCHEMA: Final = (
     """CREATE TABLE IF NOT EXISTS entries (
@@ -151,7 +148,7 @@ class SQLiteTapeStore:
         secure_store(self.path)  # 0600 before SQLite opens it, so its -wal/-shm are too
         self._lock = threading.Lock()
         self._damage: str | None = None
-        self._owner = _Owner(self.path)
+        self._owner = Owner(self.path)
         self.recovered: list[str] = []
         """Tapes on which opening the store finished an interrupted run."""
         # isolation_level=None: no implicit transactions; every transaction here is explicit.
@@ -175,7 +172,7 @@ class SQLiteTapeStore:
         if str(mode).lower() != "wal":
             raise HooklineError(ErrorKind.config, f"SQLite refused WAL mode (got {mode!r}).")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
-        problems = _problem_lines(conn.execute("PRAGMA quick_check").fetchall())
+        problems = problem_lines(conn.execute("PRAGMA quick_check").fetchall())
         if problems != ["ok"]:
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             raise self._damaged(problems[0] + more)
@@ -211,7 +208,7 @@ class SQLiteTapeStore:
         try:
             yield
         except sqlite3.DatabaseError as exc:
-            if not _is_damage(exc):
+            if not is_damage(exc):
                 raise
             raise self._damaged(str(exc)) from exc
 
@@ -419,7 +416,7 @@ class SQLiteTapeStore:
         with self._write() as conn:
             runs = conn.execute("SELECT run, tape, owner, started FROM journal_runs").fetchall()
             for run, tape, owner, started in runs:
-                if owner == self._owner.name or _Owner.alive(self.path, owner):
+                if owner == self._owner.name or Owner.alive(self.path, owner):
                     continue
                 marker = TapeEntry.new(
                     "event",
@@ -473,31 +470,6 @@ def _select(conn: sqlite3.Connection, tape: str, start: int, query: TapeQuery) -
 def _row(tape: str, action: str, entry: TapeEntry) -> _Row:
     return (tape, action, entry.kind, dump_json(entry.payload, "payload"),
             dump_json(entry.meta, "meta"), entry.date)
-
-
-def check_journal_op(op: Any) -> tuple[str, str, TapeEntry | None]:
-    """One journal op checked: `(tape, action, entry)`, the entry None for a reset.
-    Shared by every store with a run journal (SQLite, PostgreSQL)."""
-    tape: str
-    action: str
-    entry: Any
-    try:
-        tape, action, entry = op
-    except (TypeError, ValueError):
-        raise HooklineError(
-            ErrorKind.invalid_input, f"A journal op is (tape, action, entry), got {op!r}."
-        ) from None
-    check_tape_name(tape)
-    if action not in _ACTIONS:
-        raise HooklineError(
-            ErrorKind.invalid_input,
-            f"Unknown journal action {action!r}; expected one of {', '.join(_ACTIONS)}.",
-        )
-    if action == "reset":
-        return tape, action, None
-    if action == "bootstrap":
-        check_batch([], entry)
-    return tape, action, check_entry(entry)
 
 
 def _op_row(op: JournalOp) -> _Row:
@@ -587,198 +559,3 @@ def _as_dict(value: Any) -> dict:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat()
-
-
-def _is_damage(exc: sqlite3.DatabaseError) -> bool:
-    """SQLITE_CORRUPT or SQLITE_NOTADB (any extended code): the file itself is damaged."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    if isinstance(code, int):
-        return code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
-    text = str(exc)
-    return "malformed" in text or "not a database" in text
-
-
-def damaged_error(path: Path, detail: str) -> HooklineError:
-    """A `config` error naming the damaged file and what to do about it."""
-    return HooklineError(
-        ErrorKind.config,
-        f"Tape store {path} is damaged: {detail}. hookline will not read or write it. Fix: "
-        f"restore it from a backup (`hookline store backup` makes one), or move it aside with "
-        f"its -wal and -shm files (`mv {path} {path}.damaged`) so that a new, empty store is "
-        f"created; `hookline store check` lists the damage.",
-        {"path": str(path)},
-    )
-
-
-def _problem_lines(rows: list[tuple]) -> list[str]:
-    """The lines of an integrity report, without SQLite's `*** in database ***` headers."""
-    lines = [line.strip() for row in rows for line in str(row[0]).splitlines()]
-    return [line for line in lines if line and not line.startswith("***")] or ["ok"]
-
-
-# -- owners: which processes hold the store open -------------------------------------------
-
-
-class _Owner:
-    """This store's owner file: `<database>-owners/<name>`, exclusively locked while open.
-
-    A journal row names its owner; another process finding that file missing or unlocked
-    knows the run's process is gone. Acquired at the first journal write, released on close.
-    """
-
-    def __init__(self, database: Path) -> None:
-        self.name = uuid.uuid4().hex
-        self.folder = _owners_folder(database)
-        self._fd: int | None = None
-        self._lock = threading.Lock()  # journal writes come from several worker threads
-
-    def acquire(self) -> None:
-        with self._lock:
-            if self._fd is not None:
-                return
-            make_private_dir(self.folder)
-            fd = os.open(self.folder / self.name, os.O_CREAT | os.O_RDWR, 0o600)
-            try:
-                if fcntl is not None:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BaseException:
-                os.close(fd)
-                raise
-            self._fd = fd
-
-    def release(self) -> None:
-        with self._lock:
-            fd, self._fd = self._fd, None
-        if fd is None:
-            return
-        with suppress(OSError):
-            os.unlink(self.folder / self.name)
-        os.close(fd)
-
-    @staticmethod
-    def alive(database: Path, name: str) -> bool:
-        """Whether the owner `name` still holds its file (and so its process still runs)."""
-        path = _owners_folder(database) / name
-        if fcntl is None:  # pragma: no cover - Windows
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                return False
-            except OSError:
-                return True
-            return False
-        try:
-            fd = os.open(path, os.O_RDWR)
-        except FileNotFoundError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)
-        with suppress(OSError):
-            os.unlink(path)  # the dead owner's file
-        return False
-
-
-def _owners_folder(database: Path) -> Path:
-    return database.with_name(database.name + "-owners")
-
-
-# -- checking and backing up a store file --------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StoreCheck:
-    """The outcome of `check_database`: `problems` is empty when the file is sound."""
-
-    path: Path
-    problems: list[str]
-    schema_version: int | None = None
-    tapes: int = 0
-    entries: int = 0
-    pending_runs: int = 0
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-
-def check_database(path: str | PathLike[str]) -> StoreCheck:
-    """A full `PRAGMA integrity_check` of a store file, plus what it holds; writes nothing."""
-    target = Path(path).expanduser()
-    if not target.is_file():
-        return StoreCheck(target, [f"{target} does not exist or is not a file"])
-    try:
-        conn = sqlite3.connect(target.resolve().as_uri() + "?mode=ro", uri=True, timeout=30.0)
-    except sqlite3.Error as exc:
-        return StoreCheck(target, [f"cannot open {target}: {exc}"])
-    try:
-        problems = _problem_lines(conn.execute("PRAGMA integrity_check").fetchall())
-        if problems != ["ok"]:
-            return StoreCheck(target, problems)
-        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        counts: dict[str, Any] = {}
-        if _has_table(conn, "entries"):
-            counts["tapes"], counts["entries"] = conn.execute(
-                "SELECT COUNT(DISTINCT tape), COUNT(*) FROM entries"
-            ).fetchone()
-        if _has_table(conn, "journal_runs"):
-            (counts["pending_runs"],) = conn.execute(
-                "SELECT COUNT(*) FROM journal_runs"
-            ).fetchone()
-        return StoreCheck(target, [], version, **counts)
-    except sqlite3.Error as exc:
-        return StoreCheck(target, [str(exc)])
-    finally:
-        conn.close()
-
-
-def _has_table(conn: sqlite3.Connection, name: str) -> bool:
-    query = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
-    return conn.execute(query, (name,)).fetchone() is not None
-
-
-def backup_database(source: str | PathLike[str], target: str | PathLike[str]) -> StoreCheck:
-    """Copy a store file with SQLite's online backup API, then check the copy.
-
-    Safe while other processes write to the source: the copy is one consistent snapshot
-    (taken in a single step, so a concurrent write cannot restart it). The copy is written
-    under a temporary name and renamed into place, so `target` is whole or absent. An
-    existing `target` is refused (`invalid_input`); a missing source is `not_found`.
-    """
-    origin = Path(source).expanduser()
-    goal = Path(target).expanduser()
-    if not origin.is_file():
-        raise HooklineError(ErrorKind.not_found, f"No tape store at {origin}.")
-    if goal.exists():
-        raise HooklineError(
-            ErrorKind.invalid_input,
-            f"{goal} already exists; choose a new file name or remove it first.",
-        )
-    partial = goal.with_name(goal.name + ".partial")
-    create_private_file(partial, fresh=True)  # a backup is as private as the store
-    src = sqlite3.connect(origin, timeout=30.0)
-    try:
-        dst = sqlite3.connect(partial)
-        try:
-            src.backup(dst)
-            # A backup is a single file: no -wal beside it to lose when it is copied on.
-            dst.execute("PRAGMA journal_mode = DELETE")
-        finally:
-            dst.close()
-        with partial.open("rb+") as handle:
-            os.fsync(handle.fileno())
-        os.replace(partial, goal)
-    except sqlite3.DatabaseError as exc:
-        partial.unlink(missing_ok=True)
-        if _is_damage(exc):
-            raise damaged_error(origin, str(exc)) from exc
-        raise HooklineError(ErrorKind.temporary, f"Backup of {origin} failed: {exc}") from exc
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    finally:
-        src.close()
-    return check_database(goal)
