@@ -37,20 +37,18 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
-from datetime import UTC, datetime
+from contextlib import contextmanager
 from os import PathLike
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Literal, TypeAlias
+from typing import Final, Literal
 
 from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tape import LAST_ANCHOR, TapeEntry, TapeQuery, apply_query
 
 from ..private import secure_store
-from .memory import SIDECAR_MARKER, check_batch, check_entry, check_tape_name, dump_json
+from .memory import SIDECAR_MARKER, check_batch, check_entry, check_tape_name
 from .sqlite_files import (
     StoreCheck,
     backup_database,
@@ -60,6 +58,19 @@ from .sqlite_files import (
     problem_lines,
 )
 from .sqlite_journal import JournalOp, Owner, check_journal_op
+from .sqlite_sql import (
+    apply_rows,
+    as_dict,
+    drop_journal,
+    entry_row,
+    journal_rows,
+    loads,
+    now_iso,
+    op_row,
+    rollback,
+    select_entries,
+    switch_to_wal,
+)
 
 __all__ = [
     "INTERRUPTED_ERROR",
@@ -115,11 +126,6 @@ _SCHEMA: Final = (
     ) WITHOUT ROWID""",
 )
 
-_COLUMNS: Final = "id, kind, payload, meta, date"
-
-# A write as stored: (tape, action, kind, payload JSON, meta JSON, date); None for a reset.
-_Row: TypeAlias = tuple[str, str, str | None, str | None, str | None, str | None]
-
 
 class SQLiteTapeStore:
     """A synchronous BatchTapeStore over one SQLite file (created 0600, its parent 0700).
@@ -168,7 +174,7 @@ class SQLiteTapeStore:
     def _setup(self, conn: sqlite3.Connection, busy_timeout: float, synchronous: str) -> None:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
         # journal_mode is stored in the file; synchronous is per connection.
-        mode = _switch_to_wal(conn, busy_timeout)
+        mode = switch_to_wal(conn, busy_timeout)
         if str(mode).lower() != "wal":
             raise HooklineError(ErrorKind.config, f"SQLite refused WAL mode (got {mode!r}).")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
@@ -192,7 +198,7 @@ class SQLiteTapeStore:
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute("COMMIT")
         except BaseException:
-            _rollback(conn)
+            rollback(conn)
             raise
 
     # -- connection handling -------------------------------------------------------------
@@ -237,7 +243,7 @@ class SQLiteTapeStore:
                 yield conn
                 conn.execute("COMMIT")
             except BaseException:
-                _rollback(conn)
+                rollback(conn)
                 raise
 
     def close(self) -> None:
@@ -301,10 +307,10 @@ class SQLiteTapeStore:
         has no anchor yet; returns what was stored."""
         check_tape_name(tape)
         checked, bootstrap = check_batch(entries, bootstrap)
-        rows = [] if bootstrap is None else [_row(tape, "bootstrap", bootstrap)]
-        rows += [_row(tape, "append", entry) for entry in checked]
+        rows = [] if bootstrap is None else [entry_row(tape, "bootstrap", bootstrap)]
+        rows += [entry_row(tape, "append", entry) for entry in checked]
         with self._write() as conn:
-            return _apply(conn, rows)
+            return apply_rows(conn, rows)
 
     def fetch_all(self, query: TapeQuery) -> list[TapeEntry]:
         """The tape's entries in id order, filtered by `apply_query`.
@@ -321,7 +327,7 @@ class SQLiteTapeStore:
                 start = self._anchor_start(conn, tape, query)
             except ValueError as exc:
                 raise self._damaged(f"an anchor of tape {tape!r} is not valid JSON") from exc
-            rows = [] if start is None else _select(conn, tape, start, query)
+            rows = [] if start is None else select_entries(conn, tape, start, query)
         entries = self._row_entries(tape, rows)
         # With start None the anchor is missing: apply_query on nothing raises the
         # reference `not_found` error with the reference message.
@@ -348,7 +354,7 @@ class SQLiteTapeStore:
             (tape,),
         )
         for anchor_id, payload in cursor:
-            if _loads(payload).get("name") == name:
+            if loads(payload).get("name") == name:
                 return int(anchor_id)
         return None
 
@@ -359,14 +365,14 @@ class SQLiteTapeStore:
             texts = json.loads("[" + ",".join(f"[{row[2]},{row[3]}]" for row in rows) + "]")
             if all(len(text) == 2 for text in texts):
                 return [
-                    TapeEntry(int(row[0]), row[1], _as_dict(text[0]), _as_dict(text[1]), row[4])
+                    TapeEntry(int(row[0]), row[1], as_dict(text[0]), as_dict(text[1]), row[4])
                     for row, text in zip(rows, texts, strict=True)
                 ]
         except (ValueError, TypeError, IndexError):
             pass
         for entry_id, _kind, payload, meta, _date in rows:  # find the damaged one
             try:
-                _loads(payload), _loads(meta)
+                loads(payload), loads(meta)
             except ValueError as exc:
                 raise self._damaged(
                     f"entry {entry_id} of tape {tape!r} is not valid JSON"
@@ -381,13 +387,13 @@ class SQLiteTapeStore:
         `run` names the journal (any unique string), `tape` the run's session tape, on
         which an interrupted marker goes if this process dies before `journal_commit`.
         """
-        rows = [_op_row(op) for op in ops]
+        rows = [op_row(op) for op in ops]
         self._owner.acquire()
         with self._write() as conn:
             conn.execute(
                 "INSERT OR IGNORE INTO journal_runs (run, tape, owner, started) "
                 "VALUES (?, ?, ?, ?)",
-                (run, check_tape_name(tape), self._owner.name, _now()),
+                (run, check_tape_name(tape), self._owner.name, now_iso()),
             )
             (seq,) = conn.execute(
                 "SELECT COALESCE(MAX(seq), 0) FROM journal WHERE run = ?", (run,)
@@ -401,10 +407,10 @@ class SQLiteTapeStore:
     def journal_commit(self, run: str, ops: Sequence[JournalOp] = ()) -> list[TapeEntry]:
         """Apply the run's journal and then `ops` to the tapes, and drop the journal, in one
         transaction (one commit); returns the entries stored."""
-        rows = [_op_row(op) for op in ops]
+        rows = [op_row(op) for op in ops]
         with self._write() as conn:
-            stored = _apply(conn, _journal_rows(conn, run) + rows)
-            _drop_journal(conn, run)
+            stored = apply_rows(conn, journal_rows(conn, run) + rows)
+            drop_journal(conn, run)
         return stored
 
     def _recover(self) -> list[str]:
@@ -421,10 +427,10 @@ class SQLiteTapeStore:
                 marker = TapeEntry.new(
                     "event",
                     {"name": "run", "data": {"status": "interrupted", "error": INTERRUPTED_ERROR}},
-                    interrupted=True, started=started, recovered=_now(),
+                    interrupted=True, started=started, recovered=now_iso(),
                 )
-                _apply(conn, [*_journal_rows(conn, run), _row(tape, "append", marker)])
-                _drop_journal(conn, run)
+                apply_rows(conn, [*journal_rows(conn, run), entry_row(tape, "append", marker)])
+                drop_journal(conn, run)
                 recovered.append(tape)
         return recovered
 
@@ -432,130 +438,3 @@ class SQLiteTapeStore:
         """How many run journals the file holds (running, or left by dead processes)."""
         with self._connection() as conn:
             return int(conn.execute("SELECT COUNT(*) FROM journal_runs").fetchone()[0])
-
-
-# -- SQL helpers -------------------------------------------------------------------------
-
-
-def _select(conn: sqlite3.Connection, tape: str, start: int, query: TapeQuery) -> list[tuple]:
-    anchored = query.anchor is not None or query.anchor_range is not None
-    exact = query.text_filter is None and query.date_range is None
-    kinds = f" AND kind IN ({', '.join('?' * len(query.kind_filter))})" if query.kind_filter else ""
-    if query.tail_entries is not None and exact and query.anchor_range is None:
-        # The last matching rows after the anchor, read newest first; the anchor row is
-        # put back in front so apply_query slices exactly as it would on the whole tape.
-        rows = conn.execute(
-            f"SELECT {_COLUMNS} FROM entries WHERE tape = ? AND id >= ?{kinds} "
-            f"ORDER BY id DESC LIMIT ?",
-            [tape, start + 1 if anchored else start, *query.kind_filter, query.tail_entries],
-        ).fetchall()
-        rows.reverse()
-        if anchored:
-            rows[:0] = conn.execute(
-                f"SELECT {_COLUMNS} FROM entries WHERE tape = ? AND id = ?", (tape, start)
-            ).fetchall()
-        return rows
-    sql = f"SELECT {_COLUMNS} FROM entries WHERE tape = ? AND id >= ?"
-    params: list[object] = [tape, start]
-    if kinds and not anchored:  # an anchor slice needs the anchor row, whatever its kind
-        sql += kinds
-        params.extend(query.kind_filter)
-    sql += " ORDER BY id"
-    if query.max_entries is not None and not anchored and exact and query.tail_entries is None:
-        sql += " LIMIT ?"
-        params.append(query.max_entries)
-    return conn.execute(sql, params).fetchall()
-
-
-def _row(tape: str, action: str, entry: TapeEntry) -> _Row:
-    return (tape, action, entry.kind, dump_json(entry.payload, "payload"),
-            dump_json(entry.meta, "meta"), entry.date)
-
-
-def _op_row(op: JournalOp) -> _Row:
-    """Check one journal op and turn it into its stored form."""
-    tape, action, entry = check_journal_op(op)
-    if entry is None:
-        return (tape, action, None, None, None, None)
-    return _row(tape, action, entry)
-
-
-def _apply(conn: sqlite3.Connection, rows: Sequence[_Row]) -> list[TapeEntry]:
-    """Perform writes in order inside the caller's transaction; returns the entries stored."""
-    next_ids: dict[str, int] = {}
-    anchored: dict[str, bool] = {}
-    stored: list[TapeEntry] = []
-    for tape, action, kind, payload, meta, date in rows:
-        if action == "reset":
-            conn.execute("DELETE FROM entries WHERE tape = ?", (tape,))
-            next_ids[tape], anchored[tape] = 1, False
-            continue
-        if tape not in next_ids:
-            (next_ids[tape],) = conn.execute(
-                "SELECT COALESCE(MAX(id), 0) + 1 FROM entries WHERE tape = ?", (tape,)
-            ).fetchone()
-        if action == "bootstrap":
-            if tape not in anchored:
-                anchored[tape] = conn.execute(
-                    "SELECT 1 FROM entries WHERE tape = ? AND kind = 'anchor' LIMIT 1", (tape,)
-                ).fetchone() is not None
-            if anchored[tape]:
-                continue
-        entry_id = next_ids[tape]
-        conn.execute(
-            "INSERT INTO entries (tape, id, kind, payload, meta, date) VALUES (?, ?, ?, ?, ?, ?)",
-            (tape, entry_id, kind, payload, meta, date),
-        )
-        next_ids[tape] = entry_id + 1
-        if kind == "anchor":
-            anchored[tape] = True
-        stored.append(TapeEntry(entry_id, str(kind), _loads(payload), _loads(meta), str(date)))
-    return stored
-
-
-def _journal_rows(conn: sqlite3.Connection, run: str) -> list[_Row]:
-    return conn.execute(
-        "SELECT tape, action, kind, payload, meta, date FROM journal WHERE run = ? ORDER BY seq",
-        (run,),
-    ).fetchall()
-
-
-def _drop_journal(conn: sqlite3.Connection, run: str) -> None:
-    conn.execute("DELETE FROM journal WHERE run = ?", (run,))
-    conn.execute("DELETE FROM journal_runs WHERE run = ?", (run,))
-
-
-def _switch_to_wal(conn: sqlite3.Connection, busy_timeout: float) -> str:
-    """`PRAGMA journal_mode = WAL`, retried while another process holds the new file's
-    lock: SQLite does not apply the busy timeout to this switch, so two processes opening
-    a new store at once would otherwise fail with "database is locked"."""
-    deadline = time.monotonic() + busy_timeout
-    while True:
-        try:
-            return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
-                raise
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(0.01)
-
-
-def _rollback(conn: sqlite3.Connection) -> None:
-    # SQLite may already have rolled back (some errors end the transaction themselves);
-    # a failing rollback must not hide the error that caused it.
-    if conn.in_transaction:
-        with suppress(sqlite3.Error):
-            conn.execute("ROLLBACK")
-
-
-def _loads(text: str | None) -> dict:
-    return _as_dict(json.loads(text or "{}"))
-
-
-def _as_dict(value: Any) -> dict:
-    return value if isinstance(value, dict) else {}
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
