@@ -20,7 +20,13 @@ Guarantees:
   transaction when the run ends. A journal whose process died (SIGKILL, power loss) is
   moved onto its tape the next time a store is opened on the file, followed by a `run`
   event with status `interrupted`. Whether the writing process is alive is known from an
-  exclusive lock it holds on a file in `<database>-owners/` while the store is open.
+  exclusive lock it holds on a file in `<database>-owners/` while the store is open. A
+  run whose commit failed is ended the same way at the store's next call.
+- A file deleted, or replaced by another renamed over its path, while the store has it
+  open is noticed (device and inode, before and after each write transaction): from then
+  on every call raises a `config` error naming the file and the fix, and a commit that
+  went to the old file is reported as failed, never as done. The old file's WAL is then
+  checkpointed into it and emptied, so the next opener does not replay it elsewhere.
 - A damaged file is refused: opening runs `PRAGMA quick_check`, and any SQLite report of
   corruption, then or later, raises a `config` error that names the file and the fix;
   after one, the store refuses every further call instead of writing into the file.
@@ -35,10 +41,11 @@ per-thread connections in pooled threads could not.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from os import PathLike
 from pathlib import Path
 from types import TracebackType
@@ -50,11 +57,13 @@ from hookline.kernel.tape import LAST_ANCHOR, TapeEntry, TapeQuery, apply_query
 from ..private import secure_store
 from .memory import SIDECAR_MARKER, check_batch, check_entry, check_tape_name
 from .sqlite_files import (
+    FileIdentity,
     StoreCheck,
     backup_database,
     check_database,
     damaged_error,
     is_damage,
+    moved_error,
     problem_lines,
 )
 from .sqlite_journal import JournalOp, Owner, check_journal_op
@@ -62,6 +71,7 @@ from .sqlite_sql import (
     apply_rows,
     as_dict,
     drop_journal,
+    end_run,
     entry_row,
     journal_rows,
     loads,
@@ -73,6 +83,7 @@ from .sqlite_sql import (
 )
 
 __all__ = [
+    "COMMIT_FAILED_ERROR",
     "INTERRUPTED_ERROR",
     "SCHEMA_VERSION",
     "JournalOp",
@@ -94,6 +105,14 @@ INTERRUPTED_ERROR: Final = (
     "to then is kept above"
 )
 """The `error` of the `run` event that marks a recovered, interrupted run."""
+
+COMMIT_FAILED_ERROR: Final = (
+    "saving this turn failed (the tape store could not write); what it recorded up to "
+    "then is kept above"
+)
+"""The `error` of the `run` event that ends a run whose commit failed."""
+
+logger = logging.getLogger(__name__)
 
 _SCHEMA: Final = (
     """CREATE TABLE IF NOT EXISTS entries (
@@ -154,6 +173,8 @@ class SQLiteTapeStore:
         secure_store(self.path)  # 0600 before SQLite opens it, so its -wal/-shm are too
         self._lock = threading.Lock()
         self._damage: str | None = None
+        self._moved: str | None = None  # what became of the file: see FileIdentity
+        self._failed: set[str] = set()  # runs whose commit failed, ended at the next call
         self._owner = Owner(self.path)
         self.recovered: list[str] = []
         """Tapes on which opening the store finished an interrupted run."""
@@ -165,6 +186,7 @@ class SQLiteTapeStore:
         try:
             with self._guard():
                 self._setup(conn, busy_timeout, synchronous)
+            self._identity = FileIdentity(self.path)
             self.recovered = self._recover()
         except BaseException:
             self._conn = None
@@ -221,30 +243,61 @@ class SQLiteTapeStore:
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
+            if self._moved is not None:
+                raise moved_error(self.path, self._moved)
             conn = self._conn
             if conn is None:
                 raise HooklineError(ErrorKind.config, f"Tape store {self.path} is closed.")
             if self._damage is not None:
                 raise damaged_error(self.path, self._damage)
-            with self._guard():
-                yield conn
+            try:
+                with self._guard():
+                    if self._failed:
+                        self._end_failed_runs(conn)
+                    yield conn
+            finally:
+                if self._moved is not None:
+                    self._let_go(conn)
+
+    @contextmanager
+    def _transaction(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """BEGIN IMMEDIATE to COMMIT; the file is checked once the write lock is held and
+        again after the commit, which is not done if it went to a file no longer there."""
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise HooklineError(
+                ErrorKind.temporary, f"Tape store {self.path} is busy: {exc}"
+            ) from exc
+        try:
+            self._check_file()
+            yield
+            conn.execute("COMMIT")
+        except BaseException:
+            rollback(conn)
+            raise
+        self._check_file()
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction holding the database write lock from its first statement."""
-        with self._connection() as conn:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                raise HooklineError(
-                    ErrorKind.temporary, f"Tape store {self.path} is busy: {exc}"
-                ) from exc
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                rollback(conn)
-                raise
+        with self._connection() as conn, self._transaction(conn):
+            yield conn
+
+    def _let_go(self, conn: sqlite3.Connection) -> None:
+        """Close a moved file's connection after making the old file whole (its WAL
+        checkpointed into it) and emptying its WAL, still at the path: the next opener
+        would otherwise replay it onto the file now there."""
+        self._conn = None
+        with suppress(sqlite3.Error):
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.close()
+
+    def _check_file(self) -> None:
+        problem = self._identity.problem()
+        if problem is not None:
+            self._moved = problem  # every call is refused from now on
+            raise moved_error(self.path, problem)
 
     def close(self) -> None:
         """Close the database; later calls do nothing."""
@@ -269,11 +322,18 @@ class SQLiteTapeStore:
         return f"SQLiteTapeStore({str(self.path)!r})"
 
     def check_writable(self) -> None:
-        """Raise when the store cannot record a turn now: a full disk, a read-only file
-        system, a damaged file, a lock held past the busy timeout. It commits a real
-        one-page write (the schema version, rewritten unchanged), so the answer is the
-        truth; backs the gateway's `/v1/health`."""
+        """Raise when the store cannot record a turn now: its file deleted or replaced, a
+        full disk, a read-only file system, a damaged file, a lock held past the busy
+        timeout. Like a turn's write it takes the write lock, checks the file, and inserts
+        a journal row and an entry (rolled back); then it commits a real one-page write
+        (the schema version, unchanged) and checks the file again. Backs `/v1/health`."""
         with self._write() as conn:
+            conn.execute("SAVEPOINT probe")
+            conn.execute("INSERT OR REPLACE INTO journal (run, seq, tape, action) "
+                         "VALUES ('', 0, '', 'reset')")
+            conn.execute("INSERT OR REPLACE INTO entries (tape, id, kind, payload, meta, date) "
+                         "VALUES ('', 0, 'event', '{}', '{}', '')")
+            conn.execute("ROLLBACK TO probe")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     # -- TapeStore -----------------------------------------------------------------------
@@ -406,12 +466,41 @@ class SQLiteTapeStore:
 
     def journal_commit(self, run: str, ops: Sequence[JournalOp] = ()) -> list[TapeEntry]:
         """Apply the run's journal and then `ops` to the tapes, and drop the journal, in one
-        transaction (one commit); returns the entries stored."""
-        rows = [op_row(op) for op in ops]
-        with self._write() as conn:
-            stored = apply_rows(conn, journal_rows(conn, run) + rows)
-            drop_journal(conn, run)
+        transaction (one commit); returns the entries stored. A failed commit ends the run
+        too: the next call puts its journal on the tape, marked interrupted."""
+        try:
+            rows = [op_row(op) for op in ops]
+            with self._write() as conn:
+                stored = apply_rows(conn, journal_rows(conn, run) + rows)
+                drop_journal(conn, run)
+        except BaseException:
+            self._failed.add(run)
+            raise
         return stored
+
+    def _end_failed_runs(self, conn: sqlite3.Connection) -> None:
+        """End the runs whose commit failed, in a transaction of their own before the call's
+        work; if that fails too they wait for the next call (damage, a moved file raise)."""
+        runs = set(self._failed)
+        try:
+            with self._transaction(conn):
+                for run in runs:
+                    found = conn.execute(
+                        "SELECT tape, started FROM journal_runs WHERE run = ?", (run,)
+                    ).fetchone()
+                    if found is not None:
+                        end_run(conn, run, found[0], found[1], COMMIT_FAILED_ERROR)
+        except Exception as exc:
+            if self._moved is not None or (
+                isinstance(exc, sqlite3.DatabaseError) and is_damage(exc)
+            ):
+                raise  # _guard turns damage into its error
+            logger.warning("tape store %s: the runs whose commit failed wait for the next "
+                           "call: %s", self.path, exc)
+            return
+        self._failed -= runs
+        logger.info("tape store %s: ended %d run(s) whose commit had failed", self.path,
+                    len(runs))
 
     def _recover(self) -> list[str]:
         """Finish the runs whose process is gone: their journal, then an interrupted marker."""
@@ -424,13 +513,7 @@ class SQLiteTapeStore:
             for run, tape, owner, started in runs:
                 if owner == self._owner.name or Owner.alive(self.path, owner):
                     continue
-                marker = TapeEntry.new(
-                    "event",
-                    {"name": "run", "data": {"status": "interrupted", "error": INTERRUPTED_ERROR}},
-                    interrupted=True, started=started, recovered=now_iso(),
-                )
-                apply_rows(conn, [*journal_rows(conn, run), entry_row(tape, "append", marker)])
-                drop_journal(conn, run)
+                end_run(conn, run, tape, started, INTERRUPTED_ERROR)
                 recovered.append(tape)
         return recovered
 

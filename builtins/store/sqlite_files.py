@@ -1,7 +1,8 @@
-"""The SQLite store file itself: damage, checking it and backing it up.
+"""The SQLite store file itself: damage, its identity, checking it and backing it up.
 
 Split out of `sqlite`: these work on a store file whether or not a store has it open
-(`hookline store check` and `hookline store backup` use them).
+(`hookline store check` and `hookline store backup` use them), except `FileIdentity`,
+which tells an open store whether its path still names the file it has open.
 """
 
 from __future__ import annotations
@@ -18,13 +19,56 @@ from hookline.kernel.streaming import ErrorKind, HooklineError
 from ..private import create_private_file
 
 __all__ = [
+    "FileIdentity",
     "StoreCheck",
     "backup_database",
     "check_database",
     "damaged_error",
     "is_damage",
+    "moved_error",
     "problem_lines",
 ]
+
+
+class FileIdentity:
+    """The device and inode of the file a store opened, to notice its path naming another.
+
+    SQLite goes on writing to the file it opened after that file is deleted or another is
+    renamed over its path, and every commit would be acknowledged, then lost with the
+    unlinked file. Taken when the store opens; `problem()` asks again before and after
+    each write transaction (one `stat`)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        status = os.stat(path)
+        self.device, self.inode = status.st_dev, status.st_ino
+
+    def problem(self) -> str | None:
+        """What became of the file at the path (`was deleted`, `was replaced by another
+        file`), or None while it is the one open; another failure to look is `temporary`."""
+        try:
+            status = os.stat(self.path)
+        except FileNotFoundError:
+            return "was deleted"
+        except OSError as exc:
+            raise HooklineError(ErrorKind.temporary,
+                                f"Tape store {self.path} cannot be looked up: {exc}") from exc
+        if (status.st_dev, status.st_ino) != (self.device, self.inode):
+            return "was replaced by another file"
+        return None
+
+
+def moved_error(path: Path, problem: str) -> HooklineError:
+    """A `config` error: the store's file is no longer at its path; names the fix."""
+    return HooklineError(
+        ErrorKind.config,
+        f"Tape store {path} {problem} while this process had it open. This process writes "
+        f"nothing more to the store, so that no reply is acknowledged that the file at that "
+        f"path would not hold. Fix: restart hookline, which opens the file now at {path} (or "
+        f"creates a new, empty store there); put a backup in place only while hookline is "
+        f"stopped.",
+        {"path": str(path)},
+    )
 
 
 def is_damage(exc: sqlite3.DatabaseError) -> bool:

@@ -26,6 +26,7 @@ __all__ = [
     "apply_rows",
     "as_dict",
     "drop_journal",
+    "end_run",
     "entry_row",
     "journal_rows",
     "loads",
@@ -118,6 +119,16 @@ def apply_rows(conn: sqlite3.Connection, rows: Sequence[Row]) -> list[TapeEntry]
             anchored[tape] = True
         stored.append(TapeEntry(entry_id, str(kind), loads(payload), loads(meta), str(date)))
     return stored
+
+
+def end_run(conn: sqlite3.Connection, run: str, tape: str, started: str, error: str) -> None:
+    """Move a run's journal onto the tapes, then a `run` event marking it interrupted."""
+    marker = TapeEntry.new(
+        "event", {"name": "run", "data": {"status": "interrupted", "error": error}},
+        interrupted=True, started=started, recovered=now_iso(),
+    )
+    apply_rows(conn, [*journal_rows(conn, run), entry_row(tape, "append", marker)])
+    drop_journal(conn, run)
 
 
 def journal_rows(conn: sqlite3.Connection, run: str) -> list[Row]:
