@@ -10,18 +10,23 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
+from hookline.builtins.channels.http_health import HealthCache
+from hookline.builtins.plugin import BuiltinPlugin
 from hookline.builtins.store import (
     COMMIT_FAILED_ERROR,
     SQLiteTapeStore,
     backup_database,
     check_database,
 )
+from hookline.kernel import Framework
 from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeEntry, TapeQuery
 
@@ -147,6 +152,39 @@ def test_the_health_check_writes_as_a_turn_does_and_leaves_nothing(tmp_path: Pat
             store.check_writable()
         assert caught.value.kind is ErrorKind.temporary and "is busy" in caught.value.message
         store.check_writable()
+
+
+@pytest.mark.anyio
+async def test_health_answers_by_its_deadline_and_a_stuck_check_holds_one_thread(
+        tmp_path: Path) -> None:
+    """A sync store whose check blocks: the cached health check gives up at its deadline,
+    and until the blocked check ends no second one starts."""
+    release = threading.Event()
+    calls: list[int] = []
+
+    class StuckStore:
+        def check_writable(self) -> None:
+            calls.append(1)
+            release.wait(30)
+
+    framework = Framework(tmp_path)
+    plugin = BuiltinPlugin(framework)
+    framework.get_tape_store = lambda: StuckStore()  # type: ignore[method-assign]
+    now = [0.0]
+    cache = HealthCache(plugin.store_health, deadline=0.2, clock=lambda: now[0])
+    try:
+        assert await cache.reason() == "the health check did not finish within 0.2 s"
+        now[0] += 1.5
+        assert await cache.reason() == (
+            "the tape store cannot write: its last check has not finished")
+        assert len(calls) == 1
+    finally:
+        release.set()
+    while plugin._store_probe is not None and not plugin._store_probe.is_set():
+        await anyio.sleep(0.01)
+    now[0] += 1.5
+    assert await cache.reason() is None
+    assert len(calls) == 2
 
 
 # -- a run whose commit failed --------------------------------------------------------------
