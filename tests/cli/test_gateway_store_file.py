@@ -5,7 +5,8 @@ file, or renames a backup over it, while it runs, and then checks what the gatew
 answers and what the file at the path holds after a restart: nothing is acknowledged that
 is not there. A test plugin's store (the real SQLite store with a short busy timeout)
 holds the database's write lock from another connection during one commit, so that
-commit really fails as busy and the store has recovered before the answer goes out.
+commit really fails as busy and the store has recovered before the answer goes out; its
+health check hangs while a flag file exists.
 """
 
 from __future__ import annotations
@@ -131,6 +132,7 @@ def test_a_backup_renamed_over_the_store_file_fails_turns_and_health(
 LOCKING_PLUGIN = '''
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 from hookline.builtins.store import SQLiteTapeStore
@@ -156,6 +158,12 @@ class LockedOnce(SQLiteTapeStore):
             other.execute("ROLLBACK")
             other.close()
 
+    def check_writable(self):
+        """Hangs while the flag file exists, as on a disk that stopped answering."""
+        while (HOME / "stall-health").exists():
+            time.sleep(0.05)
+        super().check_writable()
+
 
 class LockingPlugin:
     def __init__(self, framework):
@@ -171,8 +179,8 @@ class LockingPlugin:
 '''
 
 
-def test_a_temporary_store_failure_answers_503_with_retry_after_though_healthy_again(
-        start: Any, tmp_path: Path) -> None:
+def install_locking_plugin(tmp_path: Path) -> str:
+    """The plugin above on a PYTHONPATH folder; returns that folder."""
     site = tmp_path / "site"
     dist = site / "locking_plugin-0.1.dist-info"
     dist.mkdir(parents=True)
@@ -180,8 +188,13 @@ def test_a_temporary_store_failure_answers_503_with_retry_after_though_healthy_a
                                    "Version: 0.1\n")
     (dist / "entry_points.txt").write_text("[hookline]\nlock = locking_plugin:LockingPlugin\n")
     (site / "locking_plugin.py").write_text(textwrap.dedent(LOCKING_PLUGIN))
+    return str(site)
+
+
+def test_a_temporary_store_failure_answers_503_with_retry_after_though_healthy_again(
+        start: Any, tmp_path: Path) -> None:
     home = tmp_path / "home"
-    gateway = start(PYTHONPATH=str(site))
+    gateway = start(PYTHONPATH=install_locking_plugin(tmp_path))
     assert turn(gateway, "first").status == 200
     (home / "lock-next-commit").write_text("")
     failed = turn(gateway, "second")
@@ -203,3 +216,24 @@ def test_a_temporary_store_failure_answers_503_with_retry_after_though_healthy_a
     third = next(n for n, (_, payload) in enumerate(rows) if '"third"' in payload)
     assert second < marker < third, rows
     assert rows[marker][0] == "event" and '"interrupted"' in rows[marker][1]
+
+
+def test_health_answers_while_the_store_check_hangs(start: Any, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    gateway = start(PYTHONPATH=install_locking_plugin(tmp_path))
+    assert health(gateway).status == 200
+    (home / "stall-health").write_text("")
+    # Every probe is answered (the client waits up to 60 s; the check would hang for
+    # ever): unavailable, first for the deadline, then because that check still runs.
+    stalled = until_health(gateway, 503).json()["reason"]
+    assert stalled == "the health check did not finish within 2 s", stalled
+    # A second later the next check finds the first still running and starts no other.
+    deadline = time.monotonic() + 30
+    while (reason := health(gateway, TEST_TOKEN).json().get("reason")) == stalled:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert reason == "the tape store cannot write: its last check has not finished", reason
+    assert health(gateway).json() == {"status": "unavailable"}
+    (home / "stall-health").unlink()
+    assert until_health(gateway, 200).json() == {"status": "ok"}
+    assert turn(gateway, "after the stall").status == 200
