@@ -495,8 +495,8 @@ class SQLiteTapeStore:
                 isinstance(exc, sqlite3.DatabaseError) and is_damage(exc)
             ):
                 raise  # _guard turns damage into its error
-            logger.warning("tape store %s: the runs whose commit failed wait for the next "
-                           "call: %s", self.path, exc)
+            logger.debug("tape store %s: the runs whose commit failed wait for the next "
+                         "call: %s", self.path, exc)
             return
         self._failed -= runs
         logger.info("tape store %s: ended %d run(s) whose commit had failed", self.path,
