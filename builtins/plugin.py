@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import threading
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import datetime
@@ -88,6 +89,7 @@ class BuiltinPlugin:
         self._processes: BackgroundProcesses | None = None
         self._memory_store: InMemoryTapeStore | None = None
         self._instructions: WorkspaceInstructions | None = None
+        self._store_probe: threading.Event | None = None  # set when the last check ended
 
     # Settings, the background processes and the memory store are made on first use, by a
     # command that needs them.
@@ -372,7 +374,11 @@ class BuiltinPlugin:
         return channels
 
     async def store_health(self) -> str | None:
-        """Why the running tape store cannot record turns now, or None when it can."""
+        """Why the running tape store cannot record turns now, or None when it can.
+
+        A sync store's check runs in a worker thread that the caller's deadline (the http
+        channel's 2 s) may leave behind; until it ends no other one starts, so a stuck
+        store holds one thread, not one per second."""
         import anyio.to_thread
 
         store = self.framework.get_tape_store()
@@ -383,7 +389,11 @@ class BuiltinPlugin:
             if inspect.iscoroutinefunction(probe):
                 await probe()
             else:  # a sync store does disk I/O: never on the event loop thread
-                await anyio.to_thread.run_sync(probe)
+                if self._store_probe is not None and not self._store_probe.is_set():
+                    return "the tape store cannot write: its last check has not finished"
+                ended = self._store_probe = threading.Event()
+                await anyio.to_thread.run_sync(_run_then_set, probe, ended,
+                                               abandon_on_cancel=True)
         except Exception as exc:
             return f"the tape store cannot write: {exc}"
         return None
@@ -431,6 +441,13 @@ class BuiltinPlugin:
             "content": self.scrub_text(f"An error occurred at stage '{stage}': {error}"),
         }
         await self.framework.runtime.call_many("dispatch_outbound", message=outbound)
+
+
+def _run_then_set(function: Any, ended: threading.Event) -> None:
+    try:
+        function()
+    finally:
+        ended.set()
 
 
 def _media_kind(item: Any) -> str | None:

@@ -482,7 +482,8 @@ class Tape:
         Writes are buffered in memory; `flush()` makes those so far durable in the
         store's run journal when it has one (the SQLite store), where readers of the tape
         do not see them yet and where they survive the process dying: the next opening
-        of the store moves them onto the tape with an interrupted marker.
+        of the store moves them onto the tape with an interrupted marker (and, when the
+        run's commit failed, the SQLite store's next call).
 
         When the block exits - normally, with an error, or cancelled - the run is merged
         into this tape (unless `merge_back` is False; pass `should_merge_back(session_id)`
@@ -696,7 +697,8 @@ class _ForkStore:
                     ErrorKind.temporary,
                     f"Could not save the run on tape {self.main}: {exc}. What it recorded "
                     f"before its last tool result stays in the store's run journal and is put "
-                    f"on the tape, marked interrupted, the next time the store is opened.",
+                    f"on the tape, marked interrupted, by the store's recovery (the SQLite "
+                    f"store's next call; a PostgreSQL store's next sweep).",
                 ) from exc
             self.pending.clear()
             for buffer in self.buffers.values():

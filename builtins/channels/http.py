@@ -13,8 +13,8 @@ are refused (400, after the token).
   - whole (default): `200 {"session_id", "content", "outbounds": [...]}` once the turn's
     outbound messages have arrived; `500` with the same fields plus `"error"` when the
     turn failed (the builtin `on_error` sends an outbound of kind `error`), `503` with
-    `"reason"` added when the health check then says the tape store cannot write (a
-    database restarting: retry later);
+    `Retry-After` when an error is `temporary` or the health check then says the tape
+    store cannot write (`"reason"` added; a database restarting: retry later);
   - streamed (`"stream": true`): Server-Sent Events `text`, `tool_call`, `tool_result`,
     `error` and `final` as the model produces them, then one `done` event carrying what
     the whole reply would have carried (each event's data one JSON line: `http_wire`);
@@ -93,7 +93,7 @@ from ..limits import MAX_SESSION_ID_LENGTH
 from ..redact import redact_credentials
 from ..sandbox import check_exposure
 from .http_guard import Guard, HttpError, Token, header_map, is_loopback_address, load_token
-from .http_health import HealthCache
+from .http_health import RETRY_AFTER, HealthCache, retry_worth
 from .http_reply import NO_TURN, Reply, not_run, retry_headers, whole_answer
 from .http_wire import (
     ALWAYS_HEADERS,
@@ -590,10 +590,13 @@ class HttpChannel(Lifecycle):
             status, body, headers = whole_answer(reply)
             if status == 500 and reply.errors:
                 # A turn that failed while the tape store cannot write (a database being
-                # restarted) is worth retrying: 503 with the store's reason, not a 500.
+                # restarted), or for a temporary reason, is worth retrying: 503, not 500,
+                # with the store's reason when health has one by now.
                 reason = await self._health_state.reason()
                 if reason is not None:
-                    status, body = 503, {**body, "reason": self.scrub(reason)}
+                    body = {**body, "reason": self.scrub(reason)}
+                if reason is not None or retry_worth(reply.errors):
+                    status, headers = 503, [RETRY_AFTER]
             await send_json(send, status, body, headers)
             return
         await reply.decided.wait()

@@ -5,10 +5,14 @@ real write to the tape store (a SQLite page, a PostgreSQL heartbeat row). Run pe
 anyone who can reach the port could make the store write as fast as they can send. So the
 answer is cached: at most one real check per `interval` (1 s), callers in the meantime get
 the last answer, and callers arriving while a check runs wait for that one instead of
-starting their own. The reason of a failure can name the database's host, port and
-driver; it is logged when the state changes (healthy to failing, and back), and the
-channel shows it only to callers that sent the right token.
-"""
+starting their own. A check that has not answered within `deadline` (2 s) counts as a
+failure, so every probe is answered in time whatever the store does. The reason of a
+failure can name the database's host, port and driver; it is logged when the state
+changes (healthy to failing, and back), and the channel shows it only to callers that
+sent the right token.
+
+`RETRY_AFTER` and `retry_worth` serve the channel's answer to a failed turn: `503` with
+`Retry-After` when the failure is temporary, whatever health says by then."""
 
 from __future__ import annotations
 
@@ -19,19 +23,34 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
-__all__ = ["HealthCache"]
+__all__ = ["RETRY_AFTER", "HealthCache", "retry_worth"]
 
 logger = logging.getLogger(__name__)
+
+RETRY_AFTER = (b"retry-after", b"2")
+"""The header of a `503` for a failed turn: the store recovers within seconds, or health
+tells the proxy to go elsewhere."""
+
+_TEMPORARY = "': [temporary] "  # after the stage, in the builtin on_error's text
+
+
+def retry_worth(errors: list[str]) -> bool:
+    """Whether a failed turn's errors say a retry may succeed: one reports a `HooklineError`
+    of kind `temporary` (a store that could not write or record, a busy database), which
+    the builtin `on_error` shows as `An error occurred at stage '...': [temporary] ...`."""
+    return any(_TEMPORARY in error for error in errors)
 
 
 class HealthCache:
     """`reason()`: why the gateway cannot serve turns now, or None; see the module."""
 
     def __init__(self, check: Callable[[], Awaitable[str | None]] | None, *,
-                 interval: float = 1.0, scrub: Callable[[str], str] = str,
+                 interval: float = 1.0, deadline: float = 2.0,
+                 scrub: Callable[[str], str] = str,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.check = check
         self.interval = interval
+        self.deadline = deadline
         self.scrub = scrub
         self.clock = clock
         self.checks = 0
@@ -64,7 +83,9 @@ class HealthCache:
     async def _run(self, check: Callable[[], Awaitable[str | None]]) -> str | None:
         self.checks += 1
         try:
-            return await check()
+            with anyio.move_on_after(self.deadline):
+                return await check()
+            return f"the health check did not finish within {self.deadline:g} s"
         except Exception as exc:
             logger.debug("http.health_check_raised", exc_info=True)
             return f"the health check failed: {exc}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from .asyncstore import AsyncJournal, AsyncStoreAdapter, append_batch, as_async_store, journal_of
 from .memory import SIDECAR_MARKER, InMemoryTapeStore, is_sidecar_tape
 from .sqlite import (
+    COMMIT_FAILED_ERROR,
     INTERRUPTED_ERROR,
     SCHEMA_VERSION,
     SQLiteTapeStore,
@@ -14,6 +15,7 @@ from .sqlite import (
 )
 
 __all__ = [
+    "COMMIT_FAILED_ERROR",
     "INTERRUPTED_ERROR",
     "SCHEMA_VERSION",
     "SIDECAR_MARKER",

@@ -20,7 +20,13 @@ Guarantees:
   transaction when the run ends. A journal whose process died (SIGKILL, power loss) is
   moved onto its tape the next time a store is opened on the file, followed by a `run`
   event with status `interrupted`. Whether the writing process is alive is known from an
-  exclusive lock it holds on a file in `<database>-owners/` while the store is open.
+  exclusive lock it holds on a file in `<database>-owners/` while the store is open. A
+  run whose commit failed is ended the same way at the store's next call.
+- A file deleted, or replaced by another renamed over its path, while the store has it
+  open is noticed (device and inode, before and after each write transaction): from then
+  on every call raises a `config` error naming the file and the fix, and a commit that
+  went to the old file is reported as failed, never as done. The old file's WAL is then
+  checkpointed into it and emptied, so the next opener does not replay it elsewhere.
 - A damaged file is refused: opening runs `PRAGMA quick_check`, and any SQLite report of
   corruption, then or later, raises a `config` error that names the file and the fix;
   after one, the store refuses every further call instead of writing into the file.
@@ -35,32 +41,49 @@ per-thread connections in pooled threads could not.
 from __future__ import annotations
 
 import json
-import os
+import logging
 import sqlite3
 import threading
-import time
-import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from os import PathLike
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Literal, TypeAlias
+from typing import Final, Literal
 
 from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tape import LAST_ANCHOR, TapeEntry, TapeQuery, apply_query
 
-from ..private import create_private_file, make_private_dir, secure_store
-from .memory import SIDECAR_MARKER, check_batch, check_entry, check_tape_name, dump_json
-
-try:  # POSIX: an exclusive flock on its owner file marks a process as alive
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: an open file cannot be deleted instead
-    fcntl = None  # type: ignore[assignment]
+from ..private import secure_store
+from .memory import SIDECAR_MARKER, check_batch, check_entry, check_tape_name
+from .sqlite_files import (
+    FileIdentity,
+    StoreCheck,
+    backup_database,
+    check_database,
+    damaged_error,
+    is_damage,
+    moved_error,
+    problem_lines,
+)
+from .sqlite_journal import JournalOp, Owner, check_journal_op
+from .sqlite_sql import (
+    apply_rows,
+    as_dict,
+    drop_journal,
+    end_run,
+    entry_row,
+    journal_rows,
+    loads,
+    now_iso,
+    op_row,
+    rollback,
+    select_entries,
+    switch_to_wal,
+)
 
 __all__ = [
+    "COMMIT_FAILED_ERROR",
     "INTERRUPTED_ERROR",
     "SCHEMA_VERSION",
     "JournalOp",
@@ -68,6 +91,8 @@ __all__ = [
     "StoreCheck",
     "backup_database",
     "check_database",
+    "check_journal_op",
+    "damaged_error",
 ]
 
 SCHEMA_VERSION: Final = 2
@@ -81,11 +106,13 @@ INTERRUPTED_ERROR: Final = (
 )
 """The `error` of the `run` event that marks a recovered, interrupted run."""
 
-JournalOp: TypeAlias = tuple[str, str, TapeEntry | None]
-"""One write of a run: `(tape, action, entry)`; action `append` (entry), `bootstrap` (an
-anchor appended only when the tape has no anchor yet) or `reset` (entry None)."""
+COMMIT_FAILED_ERROR: Final = (
+    "saving this turn failed (the tape store could not write); what it recorded up to "
+    "then is kept above"
+)
+"""The `error` of the `run` event that ends a run whose commit failed."""
 
-_ACTIONS: Final = ("append", "bootstrap", "reset")
+logger = logging.getLogger(__name__)
 
 _SCHEMA: Final = (
     """CREATE TABLE IF NOT EXISTS entries (
@@ -118,11 +145,6 @@ _SCHEMA: Final = (
     ) WITHOUT ROWID""",
 )
 
-_COLUMNS: Final = "id, kind, payload, meta, date"
-
-# A write as stored: (tape, action, kind, payload JSON, meta JSON, date); None for a reset.
-_Row: TypeAlias = tuple[str, str, str | None, str | None, str | None, str | None]
-
 
 class SQLiteTapeStore:
     """A synchronous BatchTapeStore over one SQLite file (created 0600, its parent 0700).
@@ -151,7 +173,9 @@ class SQLiteTapeStore:
         secure_store(self.path)  # 0600 before SQLite opens it, so its -wal/-shm are too
         self._lock = threading.Lock()
         self._damage: str | None = None
-        self._owner = _Owner(self.path)
+        self._moved: str | None = None  # what became of the file: see FileIdentity
+        self._failed: set[str] = set()  # runs whose commit failed, ended at the next call
+        self._owner = Owner(self.path)
         self.recovered: list[str] = []
         """Tapes on which opening the store finished an interrupted run."""
         # isolation_level=None: no implicit transactions; every transaction here is explicit.
@@ -162,6 +186,7 @@ class SQLiteTapeStore:
         try:
             with self._guard():
                 self._setup(conn, busy_timeout, synchronous)
+            self._identity = FileIdentity(self.path)
             self.recovered = self._recover()
         except BaseException:
             self._conn = None
@@ -171,11 +196,11 @@ class SQLiteTapeStore:
     def _setup(self, conn: sqlite3.Connection, busy_timeout: float, synchronous: str) -> None:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
         # journal_mode is stored in the file; synchronous is per connection.
-        mode = _switch_to_wal(conn, busy_timeout)
+        mode = switch_to_wal(conn, busy_timeout)
         if str(mode).lower() != "wal":
             raise HooklineError(ErrorKind.config, f"SQLite refused WAL mode (got {mode!r}).")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
-        problems = _problem_lines(conn.execute("PRAGMA quick_check").fetchall())
+        problems = problem_lines(conn.execute("PRAGMA quick_check").fetchall())
         if problems != ["ok"]:
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             raise self._damaged(problems[0] + more)
@@ -195,7 +220,7 @@ class SQLiteTapeStore:
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute("COMMIT")
         except BaseException:
-            _rollback(conn)
+            rollback(conn)
             raise
 
     # -- connection handling -------------------------------------------------------------
@@ -211,37 +236,68 @@ class SQLiteTapeStore:
         try:
             yield
         except sqlite3.DatabaseError as exc:
-            if not _is_damage(exc):
+            if not is_damage(exc):
                 raise
             raise self._damaged(str(exc)) from exc
 
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
+            if self._moved is not None:
+                raise moved_error(self.path, self._moved)
             conn = self._conn
             if conn is None:
                 raise HooklineError(ErrorKind.config, f"Tape store {self.path} is closed.")
             if self._damage is not None:
                 raise damaged_error(self.path, self._damage)
-            with self._guard():
-                yield conn
+            try:
+                with self._guard():
+                    if self._failed:
+                        self._end_failed_runs(conn)
+                    yield conn
+            finally:
+                if self._moved is not None:
+                    self._let_go(conn)
+
+    @contextmanager
+    def _transaction(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """BEGIN IMMEDIATE to COMMIT; the file is checked once the write lock is held and
+        again after the commit, which is not done if it went to a file no longer there."""
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise HooklineError(
+                ErrorKind.temporary, f"Tape store {self.path} is busy: {exc}"
+            ) from exc
+        try:
+            self._check_file()
+            yield
+            conn.execute("COMMIT")
+        except BaseException:
+            rollback(conn)
+            raise
+        self._check_file()
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction holding the database write lock from its first statement."""
-        with self._connection() as conn:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                raise HooklineError(
-                    ErrorKind.temporary, f"Tape store {self.path} is busy: {exc}"
-                ) from exc
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                _rollback(conn)
-                raise
+        with self._connection() as conn, self._transaction(conn):
+            yield conn
+
+    def _let_go(self, conn: sqlite3.Connection) -> None:
+        """Close a moved file's connection after making the old file whole (its WAL
+        checkpointed into it) and emptying its WAL, still at the path: the next opener
+        would otherwise replay it onto the file now there."""
+        self._conn = None
+        with suppress(sqlite3.Error):
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.close()
+
+    def _check_file(self) -> None:
+        problem = self._identity.problem()
+        if problem is not None:
+            self._moved = problem  # every call is refused from now on
+            raise moved_error(self.path, problem)
 
     def close(self) -> None:
         """Close the database; later calls do nothing."""
@@ -266,11 +322,18 @@ class SQLiteTapeStore:
         return f"SQLiteTapeStore({str(self.path)!r})"
 
     def check_writable(self) -> None:
-        """Raise when the store cannot record a turn now: a full disk, a read-only file
-        system, a damaged file, a lock held past the busy timeout. It commits a real
-        one-page write (the schema version, rewritten unchanged), so the answer is the
-        truth; backs the gateway's `/v1/health`."""
+        """Raise when the store cannot record a turn now: its file deleted or replaced, a
+        full disk, a read-only file system, a damaged file, a lock held past the busy
+        timeout. Like a turn's write it takes the write lock, checks the file, and inserts
+        a journal row and an entry (rolled back); then it commits a real one-page write
+        (the schema version, unchanged) and checks the file again. Backs `/v1/health`."""
         with self._write() as conn:
+            conn.execute("SAVEPOINT probe")
+            conn.execute("INSERT OR REPLACE INTO journal (run, seq, tape, action) "
+                         "VALUES ('', 0, '', 'reset')")
+            conn.execute("INSERT OR REPLACE INTO entries (tape, id, kind, payload, meta, date) "
+                         "VALUES ('', 0, 'event', '{}', '{}', '')")
+            conn.execute("ROLLBACK TO probe")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     # -- TapeStore -----------------------------------------------------------------------
@@ -304,10 +367,10 @@ class SQLiteTapeStore:
         has no anchor yet; returns what was stored."""
         check_tape_name(tape)
         checked, bootstrap = check_batch(entries, bootstrap)
-        rows = [] if bootstrap is None else [_row(tape, "bootstrap", bootstrap)]
-        rows += [_row(tape, "append", entry) for entry in checked]
+        rows = [] if bootstrap is None else [entry_row(tape, "bootstrap", bootstrap)]
+        rows += [entry_row(tape, "append", entry) for entry in checked]
         with self._write() as conn:
-            return _apply(conn, rows)
+            return apply_rows(conn, rows)
 
     def fetch_all(self, query: TapeQuery) -> list[TapeEntry]:
         """The tape's entries in id order, filtered by `apply_query`.
@@ -324,7 +387,7 @@ class SQLiteTapeStore:
                 start = self._anchor_start(conn, tape, query)
             except ValueError as exc:
                 raise self._damaged(f"an anchor of tape {tape!r} is not valid JSON") from exc
-            rows = [] if start is None else _select(conn, tape, start, query)
+            rows = [] if start is None else select_entries(conn, tape, start, query)
         entries = self._row_entries(tape, rows)
         # With start None the anchor is missing: apply_query on nothing raises the
         # reference `not_found` error with the reference message.
@@ -351,7 +414,7 @@ class SQLiteTapeStore:
             (tape,),
         )
         for anchor_id, payload in cursor:
-            if _loads(payload).get("name") == name:
+            if loads(payload).get("name") == name:
                 return int(anchor_id)
         return None
 
@@ -362,14 +425,14 @@ class SQLiteTapeStore:
             texts = json.loads("[" + ",".join(f"[{row[2]},{row[3]}]" for row in rows) + "]")
             if all(len(text) == 2 for text in texts):
                 return [
-                    TapeEntry(int(row[0]), row[1], _as_dict(text[0]), _as_dict(text[1]), row[4])
+                    TapeEntry(int(row[0]), row[1], as_dict(text[0]), as_dict(text[1]), row[4])
                     for row, text in zip(rows, texts, strict=True)
                 ]
         except (ValueError, TypeError, IndexError):
             pass
         for entry_id, _kind, payload, meta, _date in rows:  # find the damaged one
             try:
-                _loads(payload), _loads(meta)
+                loads(payload), loads(meta)
             except ValueError as exc:
                 raise self._damaged(
                     f"entry {entry_id} of tape {tape!r} is not valid JSON"
@@ -384,13 +447,13 @@ class SQLiteTapeStore:
         `run` names the journal (any unique string), `tape` the run's session tape, on
         which an interrupted marker goes if this process dies before `journal_commit`.
         """
-        rows = [_op_row(op) for op in ops]
+        rows = [op_row(op) for op in ops]
         self._owner.acquire()
         with self._write() as conn:
             conn.execute(
                 "INSERT OR IGNORE INTO journal_runs (run, tape, owner, started) "
                 "VALUES (?, ?, ?, ?)",
-                (run, check_tape_name(tape), self._owner.name, _now()),
+                (run, check_tape_name(tape), self._owner.name, now_iso()),
             )
             (seq,) = conn.execute(
                 "SELECT COALESCE(MAX(seq), 0) FROM journal WHERE run = ?", (run,)
@@ -403,12 +466,41 @@ class SQLiteTapeStore:
 
     def journal_commit(self, run: str, ops: Sequence[JournalOp] = ()) -> list[TapeEntry]:
         """Apply the run's journal and then `ops` to the tapes, and drop the journal, in one
-        transaction (one commit); returns the entries stored."""
-        rows = [_op_row(op) for op in ops]
-        with self._write() as conn:
-            stored = _apply(conn, _journal_rows(conn, run) + rows)
-            _drop_journal(conn, run)
+        transaction (one commit); returns the entries stored. A failed commit ends the run
+        too: the next call puts its journal on the tape, marked interrupted."""
+        try:
+            rows = [op_row(op) for op in ops]
+            with self._write() as conn:
+                stored = apply_rows(conn, journal_rows(conn, run) + rows)
+                drop_journal(conn, run)
+        except BaseException:
+            self._failed.add(run)
+            raise
         return stored
+
+    def _end_failed_runs(self, conn: sqlite3.Connection) -> None:
+        """End the runs whose commit failed, in a transaction of their own before the call's
+        work; if that fails too they wait for the next call (damage, a moved file raise)."""
+        runs = set(self._failed)
+        try:
+            with self._transaction(conn):
+                for run in runs:
+                    found = conn.execute(
+                        "SELECT tape, started FROM journal_runs WHERE run = ?", (run,)
+                    ).fetchone()
+                    if found is not None:
+                        end_run(conn, run, found[0], found[1], COMMIT_FAILED_ERROR)
+        except Exception as exc:
+            if self._moved is not None or (
+                isinstance(exc, sqlite3.DatabaseError) and is_damage(exc)
+            ):
+                raise  # _guard turns damage into its error
+            logger.debug("tape store %s: the runs whose commit failed wait for the next "
+                         "call: %s", self.path, exc)
+            return
+        self._failed -= runs
+        logger.info("tape store %s: ended %d run(s) whose commit had failed", self.path,
+                    len(runs))
 
     def _recover(self) -> list[str]:
         """Finish the runs whose process is gone: their journal, then an interrupted marker."""
@@ -419,15 +511,9 @@ class SQLiteTapeStore:
         with self._write() as conn:
             runs = conn.execute("SELECT run, tape, owner, started FROM journal_runs").fetchall()
             for run, tape, owner, started in runs:
-                if owner == self._owner.name or _Owner.alive(self.path, owner):
+                if owner == self._owner.name or Owner.alive(self.path, owner):
                     continue
-                marker = TapeEntry.new(
-                    "event",
-                    {"name": "run", "data": {"status": "interrupted", "error": INTERRUPTED_ERROR}},
-                    interrupted=True, started=started, recovered=_now(),
-                )
-                _apply(conn, [*_journal_rows(conn, run), _row(tape, "append", marker)])
-                _drop_journal(conn, run)
+                end_run(conn, run, tape, started, INTERRUPTED_ERROR)
                 recovered.append(tape)
         return recovered
 
@@ -435,350 +521,3 @@ class SQLiteTapeStore:
         """How many run journals the file holds (running, or left by dead processes)."""
         with self._connection() as conn:
             return int(conn.execute("SELECT COUNT(*) FROM journal_runs").fetchone()[0])
-
-
-# -- SQL helpers -------------------------------------------------------------------------
-
-
-def _select(conn: sqlite3.Connection, tape: str, start: int, query: TapeQuery) -> list[tuple]:
-    anchored = query.anchor is not None or query.anchor_range is not None
-    exact = query.text_filter is None and query.date_range is None
-    kinds = f" AND kind IN ({', '.join('?' * len(query.kind_filter))})" if query.kind_filter else ""
-    if query.tail_entries is not None and exact and query.anchor_range is None:
-        # The last matching rows after the anchor, read newest first; the anchor row is
-        # put back in front so apply_query slices exactly as it would on the whole tape.
-        rows = conn.execute(
-            f"SELECT {_COLUMNS} FROM entries WHERE tape = ? AND id >= ?{kinds} "
-            f"ORDER BY id DESC LIMIT ?",
-            [tape, start + 1 if anchored else start, *query.kind_filter, query.tail_entries],
-        ).fetchall()
-        rows.reverse()
-        if anchored:
-            rows[:0] = conn.execute(
-                f"SELECT {_COLUMNS} FROM entries WHERE tape = ? AND id = ?", (tape, start)
-            ).fetchall()
-        return rows
-    sql = f"SELECT {_COLUMNS} FROM entries WHERE tape = ? AND id >= ?"
-    params: list[object] = [tape, start]
-    if kinds and not anchored:  # an anchor slice needs the anchor row, whatever its kind
-        sql += kinds
-        params.extend(query.kind_filter)
-    sql += " ORDER BY id"
-    if query.max_entries is not None and not anchored and exact and query.tail_entries is None:
-        sql += " LIMIT ?"
-        params.append(query.max_entries)
-    return conn.execute(sql, params).fetchall()
-
-
-def _row(tape: str, action: str, entry: TapeEntry) -> _Row:
-    return (tape, action, entry.kind, dump_json(entry.payload, "payload"),
-            dump_json(entry.meta, "meta"), entry.date)
-
-
-def check_journal_op(op: Any) -> tuple[str, str, TapeEntry | None]:
-    """One journal op checked: `(tape, action, entry)`, the entry None for a reset.
-    Shared by every store with a run journal (SQLite, PostgreSQL)."""
-    tape: str
-    action: str
-    entry: Any
-    try:
-        tape, action, entry = op
-    except (TypeError, ValueError):
-        raise HooklineError(
-            ErrorKind.invalid_input, f"A journal op is (tape, action, entry), got {op!r}."
-        ) from None
-    check_tape_name(tape)
-    if action not in _ACTIONS:
-        raise HooklineError(
-            ErrorKind.invalid_input,
-            f"Unknown journal action {action!r}; expected one of {', '.join(_ACTIONS)}.",
-        )
-    if action == "reset":
-        return tape, action, None
-    if action == "bootstrap":
-        check_batch([], entry)
-    return tape, action, check_entry(entry)
-
-
-def _op_row(op: JournalOp) -> _Row:
-    """Check one journal op and turn it into its stored form."""
-    tape, action, entry = check_journal_op(op)
-    if entry is None:
-        return (tape, action, None, None, None, None)
-    return _row(tape, action, entry)
-
-
-def _apply(conn: sqlite3.Connection, rows: Sequence[_Row]) -> list[TapeEntry]:
-    """Perform writes in order inside the caller's transaction; returns the entries stored."""
-    next_ids: dict[str, int] = {}
-    anchored: dict[str, bool] = {}
-    stored: list[TapeEntry] = []
-    for tape, action, kind, payload, meta, date in rows:
-        if action == "reset":
-            conn.execute("DELETE FROM entries WHERE tape = ?", (tape,))
-            next_ids[tape], anchored[tape] = 1, False
-            continue
-        if tape not in next_ids:
-            (next_ids[tape],) = conn.execute(
-                "SELECT COALESCE(MAX(id), 0) + 1 FROM entries WHERE tape = ?", (tape,)
-            ).fetchone()
-        if action == "bootstrap":
-            if tape not in anchored:
-                anchored[tape] = conn.execute(
-                    "SELECT 1 FROM entries WHERE tape = ? AND kind = 'anchor' LIMIT 1", (tape,)
-                ).fetchone() is not None
-            if anchored[tape]:
-                continue
-        entry_id = next_ids[tape]
-        conn.execute(
-            "INSERT INTO entries (tape, id, kind, payload, meta, date) VALUES (?, ?, ?, ?, ?, ?)",
-            (tape, entry_id, kind, payload, meta, date),
-        )
-        next_ids[tape] = entry_id + 1
-        if kind == "anchor":
-            anchored[tape] = True
-        stored.append(TapeEntry(entry_id, str(kind), _loads(payload), _loads(meta), str(date)))
-    return stored
-
-
-def _journal_rows(conn: sqlite3.Connection, run: str) -> list[_Row]:
-    return conn.execute(
-        "SELECT tape, action, kind, payload, meta, date FROM journal WHERE run = ? ORDER BY seq",
-        (run,),
-    ).fetchall()
-
-
-def _drop_journal(conn: sqlite3.Connection, run: str) -> None:
-    conn.execute("DELETE FROM journal WHERE run = ?", (run,))
-    conn.execute("DELETE FROM journal_runs WHERE run = ?", (run,))
-
-
-def _switch_to_wal(conn: sqlite3.Connection, busy_timeout: float) -> str:
-    """`PRAGMA journal_mode = WAL`, retried while another process holds the new file's
-    lock: SQLite does not apply the busy timeout to this switch, so two processes opening
-    a new store at once would otherwise fail with "database is locked"."""
-    deadline = time.monotonic() + busy_timeout
-    while True:
-        try:
-            return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
-                raise
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(0.01)
-
-
-def _rollback(conn: sqlite3.Connection) -> None:
-    # SQLite may already have rolled back (some errors end the transaction themselves);
-    # a failing rollback must not hide the error that caused it.
-    if conn.in_transaction:
-        with suppress(sqlite3.Error):
-            conn.execute("ROLLBACK")
-
-
-def _loads(text: str | None) -> dict:
-    return _as_dict(json.loads(text or "{}"))
-
-
-def _as_dict(value: Any) -> dict:
-    return value if isinstance(value, dict) else {}
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
-
-
-def _is_damage(exc: sqlite3.DatabaseError) -> bool:
-    """SQLITE_CORRUPT or SQLITE_NOTADB (any extended code): the file itself is damaged."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    if isinstance(code, int):
-        return code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
-    text = str(exc)
-    return "malformed" in text or "not a database" in text
-
-
-def damaged_error(path: Path, detail: str) -> HooklineError:
-    """A `config` error naming the damaged file and what to do about it."""
-    return HooklineError(
-        ErrorKind.config,
-        f"Tape store {path} is damaged: {detail}. hookline will not read or write it. Fix: "
-        f"restore it from a backup (`hookline store backup` makes one), or move it aside with "
-        f"its -wal and -shm files (`mv {path} {path}.damaged`) so that a new, empty store is "
-        f"created; `hookline store check` lists the damage.",
-        {"path": str(path)},
-    )
-
-
-def _problem_lines(rows: list[tuple]) -> list[str]:
-    """The lines of an integrity report, without SQLite's `*** in database ***` headers."""
-    lines = [line.strip() for row in rows for line in str(row[0]).splitlines()]
-    return [line for line in lines if line and not line.startswith("***")] or ["ok"]
-
-
-# -- owners: which processes hold the store open -------------------------------------------
-
-
-class _Owner:
-    """This store's owner file: `<database>-owners/<name>`, exclusively locked while open.
-
-    A journal row names its owner; another process finding that file missing or unlocked
-    knows the run's process is gone. Acquired at the first journal write, released on close.
-    """
-
-    def __init__(self, database: Path) -> None:
-        self.name = uuid.uuid4().hex
-        self.folder = _owners_folder(database)
-        self._fd: int | None = None
-        self._lock = threading.Lock()  # journal writes come from several worker threads
-
-    def acquire(self) -> None:
-        with self._lock:
-            if self._fd is not None:
-                return
-            make_private_dir(self.folder)
-            fd = os.open(self.folder / self.name, os.O_CREAT | os.O_RDWR, 0o600)
-            try:
-                if fcntl is not None:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BaseException:
-                os.close(fd)
-                raise
-            self._fd = fd
-
-    def release(self) -> None:
-        with self._lock:
-            fd, self._fd = self._fd, None
-        if fd is None:
-            return
-        with suppress(OSError):
-            os.unlink(self.folder / self.name)
-        os.close(fd)
-
-    @staticmethod
-    def alive(database: Path, name: str) -> bool:
-        """Whether the owner `name` still holds its file (and so its process still runs)."""
-        path = _owners_folder(database) / name
-        if fcntl is None:  # pragma: no cover - Windows
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                return False
-            except OSError:
-                return True
-            return False
-        try:
-            fd = os.open(path, os.O_RDWR)
-        except FileNotFoundError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)
-        with suppress(OSError):
-            os.unlink(path)  # the dead owner's file
-        return False
-
-
-def _owners_folder(database: Path) -> Path:
-    return database.with_name(database.name + "-owners")
-
-
-# -- checking and backing up a store file --------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StoreCheck:
-    """The outcome of `check_database`: `problems` is empty when the file is sound."""
-
-    path: Path
-    problems: list[str]
-    schema_version: int | None = None
-    tapes: int = 0
-    entries: int = 0
-    pending_runs: int = 0
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-
-def check_database(path: str | PathLike[str]) -> StoreCheck:
-    """A full `PRAGMA integrity_check` of a store file, plus what it holds; writes nothing."""
-    target = Path(path).expanduser()
-    if not target.is_file():
-        return StoreCheck(target, [f"{target} does not exist or is not a file"])
-    try:
-        conn = sqlite3.connect(target.resolve().as_uri() + "?mode=ro", uri=True, timeout=30.0)
-    except sqlite3.Error as exc:
-        return StoreCheck(target, [f"cannot open {target}: {exc}"])
-    try:
-        problems = _problem_lines(conn.execute("PRAGMA integrity_check").fetchall())
-        if problems != ["ok"]:
-            return StoreCheck(target, problems)
-        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        counts: dict[str, Any] = {}
-        if _has_table(conn, "entries"):
-            counts["tapes"], counts["entries"] = conn.execute(
-                "SELECT COUNT(DISTINCT tape), COUNT(*) FROM entries"
-            ).fetchone()
-        if _has_table(conn, "journal_runs"):
-            (counts["pending_runs"],) = conn.execute(
-                "SELECT COUNT(*) FROM journal_runs"
-            ).fetchone()
-        return StoreCheck(target, [], version, **counts)
-    except sqlite3.Error as exc:
-        return StoreCheck(target, [str(exc)])
-    finally:
-        conn.close()
-
-
-def _has_table(conn: sqlite3.Connection, name: str) -> bool:
-    query = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
-    return conn.execute(query, (name,)).fetchone() is not None
-
-
-def backup_database(source: str | PathLike[str], target: str | PathLike[str]) -> StoreCheck:
-    """Copy a store file with SQLite's online backup API, then check the copy.
-
-    Safe while other processes write to the source: the copy is one consistent snapshot
-    (taken in a single step, so a concurrent write cannot restart it). The copy is written
-    under a temporary name and renamed into place, so `target` is whole or absent. An
-    existing `target` is refused (`invalid_input`); a missing source is `not_found`.
-    """
-    origin = Path(source).expanduser()
-    goal = Path(target).expanduser()
-    if not origin.is_file():
-        raise HooklineError(ErrorKind.not_found, f"No tape store at {origin}.")
-    if goal.exists():
-        raise HooklineError(
-            ErrorKind.invalid_input,
-            f"{goal} already exists; choose a new file name or remove it first.",
-        )
-    partial = goal.with_name(goal.name + ".partial")
-    create_private_file(partial, fresh=True)  # a backup is as private as the store
-    src = sqlite3.connect(origin, timeout=30.0)
-    try:
-        dst = sqlite3.connect(partial)
-        try:
-            src.backup(dst)
-            # A backup is a single file: no -wal beside it to lose when it is copied on.
-            dst.execute("PRAGMA journal_mode = DELETE")
-        finally:
-            dst.close()
-        with partial.open("rb+") as handle:
-            os.fsync(handle.fileno())
-        os.replace(partial, goal)
-    except sqlite3.DatabaseError as exc:
-        partial.unlink(missing_ok=True)
-        if _is_damage(exc):
-            raise damaged_error(origin, str(exc)) from exc
-        raise HooklineError(ErrorKind.temporary, f"Backup of {origin} failed: {exc}") from exc
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    finally:
-        src.close()
-    return check_database(goal)

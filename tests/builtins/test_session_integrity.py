@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -24,7 +25,7 @@ from procs import wait_gone
 
 from hookline.builtins.plugin import BuiltinPlugin
 from hookline.builtins.settings import Settings
-from hookline.builtins.store import INTERRUPTED_ERROR, SQLiteTapeStore
+from hookline.builtins.store import COMMIT_FAILED_ERROR, INTERRUPTED_ERROR, SQLiteTapeStore
 from hookline.builtins.tape import BOOTSTRAP_ANCHOR, TapeRecordError, session_tape_name
 from hookline.kernel import Framework, hookimpl
 from hookline.kernel.tape import TapeEntry, TapeQuery
@@ -399,3 +400,70 @@ async def test_a_failed_merge_is_reported_and_its_journal_recovered(tmp_path: Pa
     assert [e.kind for e in entries] == [
         "anchor", "message", "tool_call", "tool_result", "tool_call", "tool_result", "event"]
     assert entries[-1].payload["data"]["status"] == "interrupted"
+
+
+class CommitMeetsALock(SQLiteTapeStore):
+    """The real store with a short busy timeout; its first commit finds the write lock held
+    by another connection, so that commit really fails (busy), in the store's own code."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, busy_timeout=0.2)
+        self.commits = 0
+
+    def journal_commit(self, run: str, ops: Any = ()) -> list[TapeEntry]:
+        self.commits += 1
+        if self.commits > 1:
+            return super().journal_commit(run, ops)
+        other = sqlite3.connect(self.path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            return super().journal_commit(run, ops)
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+
+
+@pytest.mark.anyio
+async def test_a_failed_commit_is_in_the_next_turns_context_without_a_reopen(
+    tmp_path: Path,
+) -> None:
+    framework = Framework(tmp_path)
+    turns = [*TWO_FILES, {"text": "second turn"}]
+    settings = Settings(home=beside(tmp_path), model=scripted(tmp_path, turns))
+    framework.registry.register(BuiltinPlugin(framework, settings=settings), name="builtin")
+    seen: list[list[str]] = []
+
+    class Store:
+        @hookimpl
+        def provide_tape_store(self) -> Any:
+            store = CommitMeetsALock(tmp_path / "tapes.db")
+            try:
+                yield store
+            finally:
+                store.close()
+
+    class Context:
+        @hookimpl
+        def before_llm_call(self, request: Any, state: Any) -> None:
+            seen.append([f"{m.role}:{m.text}" for m in request.messages if m.role != "system"])
+
+    framework.registry.register(Store(), name="locked")
+    framework.registry.register(Context(), name="context")
+    async with framework.running():
+        with pytest.raises(TapeRecordError, match="is busy"):
+            await framework.process_inbound({"content": "write", "session_id": "s"})
+        result = await framework.process_inbound({"content": "again", "session_id": "s"})
+        store = framework.get_tape_store()
+        assert isinstance(store, SQLiteTapeStore) and store.pending_runs() == 0
+    assert result.model_output == "second turn"
+    # The second turn's model saw the first turn's prompt and both tool results.
+    assert seen[-1][0] == "user:write" and seen[-1][-1] == "user:again", seen[-1]
+    assert sum(1 for text in seen[-1] if text.startswith("tool:")) == 2, seen[-1]
+    with SQLiteTapeStore(tmp_path / "tapes.db") as reopened:
+        assert reopened.recovered == []
+        entries = list(reopened.fetch_all(TapeQuery(session_tape_name("s", tmp_path))))
+    assert [e.kind for e in entries] == [
+        "anchor", "message", "tool_call", "tool_result", "tool_call", "tool_result", "event",
+        "message", "message", "event"]
+    assert entries[6].payload["data"] == {"status": "interrupted", "error": COMMIT_FAILED_ERROR}
+    assert entries[-1].payload["data"]["status"] == "ok"
