@@ -254,8 +254,10 @@ class PostgresTapeStore(PostgresLiveness):
         version row, unchanged (a read-only server or a standby refuses it). Never the
         heartbeat: only the lock's own connection may refresh it, or a probe would keep a
         replica that lost its lock looking alive to its peers. Backs the gateway's
-        `/v1/health`, so it takes 2 s at most, waiting for a connection included."""
-        async with self._statement(until=time.monotonic() + min(self.timeout, 2.0)) as conn:
+        `/v1/health`, so it waits 2 s at most for a connection and takes `timeout` (5 s)
+        at most in all, on a black-holed connection too."""
+        until = time.monotonic() + self.timeout
+        async with self._statement(min(self.timeout, 2.0), until) as conn:
             cursor = await conn.execute("UPDATE hookline_schema_version SET version = version")
             if cursor.rowcount < 1:
                 raise HooklineError(
