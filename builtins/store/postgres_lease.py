@@ -169,7 +169,7 @@ class PostgresLiveness(PostgresConnections):
         and, beside it, the recovery sweep every `sweep` seconds. Two loops, so that the
         heartbeat never waits behind a sweep waiting for a pooled connection (the server
         ends the lock's session after `grace` without one). Failures are logged, once per
-        outage, and retried (the database may be down)."""
+        outage by each loop, and retried (the database may be down)."""
         async with anyio.create_task_group() as group:
             group.start_soon(self._every, min(self.heartbeat, self.grace / 3), self._keep_alive)
             group.start_soon(self._every, self.sweep, self._sweep_logged)
