@@ -250,11 +250,22 @@ class PostgresTapeStore(PostgresLiveness):
                                    (SCHEMA_VERSION,))
 
     async def check_writable(self) -> None:
-        """Raise unless the database takes a write now (a committed heartbeat update);
-        backs the gateway's `/v1/health`, so it waits at most 2 s for a connection."""
-        async with self._statement(min(self.timeout, 2.0)) as conn:
-            await conn.execute("UPDATE hookline_owners SET heartbeat = now() WHERE owner = %s",
-                               (self.owner,))
+        """Raise unless the database takes a write now: a committed update of the schema
+        version row, unchanged (a read-only server or a standby refuses it). Never the
+        heartbeat: only the lock's own connection may refresh it, or a probe would keep a
+        replica that lost its lock looking alive to its peers. Backs the gateway's
+        `/v1/health`, so it waits 2 s at most for a connection and takes `timeout` (5 s)
+        at most in all, on a black-holed connection too."""
+        until = time.monotonic() + self.timeout
+        async with self._statement(min(self.timeout, 2.0), until) as conn:
+            cursor = await conn.execute("UPDATE hookline_schema_version SET version = version")
+            if cursor.rowcount < 1:
+                raise HooklineError(
+                    ErrorKind.config,
+                    f"The PostgreSQL tape store {self.display} has lost the row of "
+                    f"hookline_schema_version (something other than hookline deleted it); "
+                    f"restore it: INSERT INTO hookline_schema_version VALUES "
+                    f"({SCHEMA_VERSION}).")
 
     # -- TapeStore -----------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ import os
 import secrets
 import socket
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -71,8 +72,16 @@ class PostgresLiveness(PostgresConnections):
 
     async def _register(self, conn: AsyncConnection) -> float:
         """Take this owner's session lock and write its heartbeat row; returns when the
-        heartbeat was sent (the lease runs from then)."""
+        heartbeat was sent (the lease runs from then).
+
+        The server ends the session once it has waited `grace` for the next heartbeat
+        (`idle_session_timeout`, PostgreSQL 14 and later): cut off by a partition, the
+        replica cannot close the connection itself, and the server would otherwise keep
+        its lock until TCP gives up (hours), so no peer could recover its runs."""
         with deadline(conn, STATEMENT_TIMEOUT):
+            if conn.info.server_version >= 140000:
+                await conn.execute("SELECT set_config('idle_session_timeout', %s, false)",
+                                   (f"{max(int(self.grace * 1000), 1)}ms",))
             row = await (await conn.execute(
                 "SELECT pg_try_advisory_lock(%s)", (self.owner,))).fetchone()
             if not row or not row[0]:
@@ -126,13 +135,21 @@ class PostgresLiveness(PostgresConnections):
                 await conn.close()
 
     async def _hold_lease(self, run: str, state: _Run) -> None:
-        """Raise unless `run` may write: its lease is this store's and still held."""
+        """Raise unless `run` may write: its lease is this store's and still held. A run
+        that has recorded nothing yet waits up to `timeout` for the heartbeat loop to
+        retake the lock (the database just came back) and starts under that lease."""
         if state.owner == self.owner and (time.monotonic() < self._lease_until
                                           or await self._renew()):
             return
         if state.owner == self.owner:
             await self._lose_lease()
-        if state.upto == 0:
+        if state.upto == 0:  # nothing recorded yet: it may start under the next lease
+            with anyio.move_on_after(self.timeout):
+                while time.monotonic() >= self._lease_until:
+                    await anyio.sleep(0.05)
+            if time.monotonic() < self._lease_until:
+                state.owner = self.owner
+                return
             self._active.pop(run, None)
             raise HooklineError(
                 ErrorKind.temporary,
@@ -149,22 +166,20 @@ class PostgresLiveness(PostgresConnections):
 
     async def maintain(self) -> None:
         """Forever: the heartbeat every `heartbeat` seconds (at most a third of `grace`)
-        and the recovery sweep every `sweep` seconds; failures are logged and retried (the
-        database may be down)."""
-        interval = min(self.heartbeat, self.grace / 3)
-        since_sweep = 0.0
+        and, beside it, the recovery sweep every `sweep` seconds. Two loops, so that the
+        heartbeat never waits behind a sweep waiting for a pooled connection (the server
+        ends the lock's session after `grace` without one). Failures are logged, once per
+        outage by each loop, and retried (the database may be down)."""
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._every, min(self.heartbeat, self.grace / 3), self._keep_alive)
+            group.start_soon(self._every, self.sweep, self._sweep_logged)
+
+    async def _every(self, interval: float, step: Callable[[], Awaitable[None]]) -> None:
         failing = False
         while True:
             await anyio.sleep(interval)
-            since_sweep += interval
             try:
-                await self._keep_alive()
-                if since_sweep >= self.sweep:
-                    since_sweep = 0.0
-                    recovered = await self._sweep_runs()
-                    if recovered:
-                        logger.warning("store.recovered_interrupted_runs store=%s tapes=%s",
-                                       self.display, ",".join(recovered))
+                await step()
                 if failing:
                     failing = False
                     logger.warning("store.postgres_reachable_again store=%s", self.display)
@@ -173,6 +188,12 @@ class PostgresLiveness(PostgresConnections):
                     failing = True
                     logger.warning("store.postgres_maintenance_failed store=%s: %s", self.display,
                                    redact_url(" ".join(str(exc).split()), self._conninfo))
+
+    async def _sweep_logged(self) -> None:
+        recovered = await self._sweep_runs()
+        if recovered:
+            logger.warning("store.recovered_interrupted_runs store=%s tapes=%s",
+                           self.display, ",".join(recovered))
 
     async def _keep_alive(self) -> None:
         """Refresh the heartbeat; after a lost connection, reconnect and retake the lock

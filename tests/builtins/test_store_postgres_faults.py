@@ -180,3 +180,74 @@ def test_a_black_holed_connection_fails_the_call_at_its_deadline(
         proxy.resume()
         store.append("t", message("after"))
         assert contents(store)[-1] == ("message", "after")
+
+
+def test_health_checks_never_keep_a_replica_that_lost_its_lock_looking_alive(
+    postgres_stores: StoreFactory,
+) -> None:
+    """The store's lock backend is terminated and no new connection can be made, while
+    its pooled connection still works: health checks keep succeeding (the database takes
+    writes), but they leave the heartbeat alone, so a peer recovers the run once the
+    grace has passed."""
+    url = postgres_stores.url() + "&hookline_grace=1"
+    with proxy_for(url) as proxy:
+        live = postgres_stores.open(proxy.url(url))
+        store = BlockingStore(postgres_stores.portal, live)
+        peer = postgres_stores.blocking(url)
+        store.journal_write("run-1", "t", [("t", "append", message("hello"))])
+        proxy.refuse = True
+        sql(url, "SELECT pg_terminate_backend(%s)", _owner_backend(url, live.owner))
+        (before,), = sql(url, "SELECT heartbeat FROM hookline_owners WHERE owner = %s",
+                         live.owner)
+        portal = postgres_stores.portal
+
+        def probed_then_swept() -> list[str]:
+            portal.call(live.check_writable)
+            return portal.call(peer.store._sweep_runs)
+
+        assert wait_until(probed_then_swept, timeout=30) == ["t"]
+        assert sql(url, "SELECT heartbeat FROM hookline_owners WHERE owner = %s",
+                   live.owner) in ([], [(before,)])
+        proxy.refuse = False
+        assert contents(peer) == [("message", "hello"), ("event", "interrupted")]
+
+
+def test_the_health_check_is_a_real_write(postgres_stores: StoreFactory) -> None:
+    live = postgres_stores.open(pool_max=1)
+
+    async def read_only() -> None:
+        async with live._connection() as conn:
+            await conn.execute("SET default_transaction_read_only = on")
+
+    postgres_stores.portal.call(live.check_writable)
+    postgres_stores.portal.call(read_only)
+    with pytest.raises(HooklineError) as caught:
+        postgres_stores.portal.call(live.check_writable)
+    assert caught.value.kind is ErrorKind.temporary
+    assert "read-only transaction" in caught.value.message
+
+
+def test_the_heartbeat_goes_on_while_the_sweep_waits_for_a_connection(
+    postgres_stores: StoreFactory,
+) -> None:
+    """Every pooled connection is busy for 3 s, three times the grace: the sweep waits
+    for one, the heartbeat does not (it has the lock's own connection), so the server
+    never ends the lock's session for want of a heartbeat and the lease stays."""
+    import anyio
+
+    url = postgres_stores.url() + "&hookline_grace=1"
+    live = postgres_stores.open(url, pool_max=1, sweep=0.2)
+    owner, backend = live.owner, _owner_backend(url, live.owner)
+
+    async def busy_pool_beside_maintenance() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(live.maintain)
+            await anyio.sleep(0.5)
+            async with live._connection() as conn:
+                await conn.execute("SELECT pg_sleep(3)")
+            await anyio.sleep(0.5)
+            group.cancel_scope.cancel()
+
+    postgres_stores.portal.call(busy_pool_beside_maintenance)
+    assert live.owner == owner
+    assert _owner_backend(url, owner) == backend
