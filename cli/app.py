@@ -133,6 +133,10 @@ def _run_command(framework: Framework) -> Any:
                          help="Print the reply as it arrives (default: the stream "
                               "setting when configured, else no)."),
         ] = None,
+        plain: Annotated[
+            bool, typer.Option("--plain", help="Print the reply as the model wrote it, "
+                               "without rendering its Markdown on a terminal.")
+        ] = False,
         verbose: Annotated[
             bool, typer.Option("--verbose", "-v",
                                help="Show warnings (plugin failures, ignored results) and "
@@ -175,7 +179,8 @@ def _run_command(framework: Framework) -> Any:
             stream = _stream_setting()
         # The status line only without --stream: a streamed reply shows progress itself.
         printer = TurnPrinter(stream=stream, status=None if stream else StatusLine(),
-                              quiet=quiet, usage=usage, workspace=framework.workspace)
+                              quiet=quiet, usage=usage, workspace=framework.workspace,
+                              markdown=not plain)
         # The one error line below says what failed; -v shows warnings and the traceback.
         show_logs(logging.WARNING if verbose else logging.ERROR, turn_failures=verbose,
                   verbose=verbose)

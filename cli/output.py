@@ -48,8 +48,9 @@ class TurnPrinter:
     """Bound as the framework's router for one command: it sees the model stream and the
     outbound messages, prints them, and remembers errors so the command can fail.
 
-    On a terminal the reply's control characters are shown escaped (`terminal_text`);
-    piped, the reply is written as it is, for scripts.
+    On a terminal the reply's control characters are shown escaped (`terminal_text`), and
+    with `markdown` a whole (not streamed) reply is rendered as Markdown; piped, the reply
+    is written as it is, for scripts.
 
     What ran goes to stderr, streamed or not: a `[tool]` line per call, one per result,
     and the diff of each file tool's change (coloured when stderr is a terminal), then,
@@ -60,8 +61,9 @@ class TurnPrinter:
 
     def __init__(self, stream: bool, out: Any = None, status: StatusLine | None = None, *,
                  quiet: bool = False, usage: bool = False, workspace: Any = None,
-                 err: Any = None) -> None:
+                 err: Any = None, markdown: bool = False) -> None:
         self.stream = stream
+        self.markdown = markdown
         self.out = out or sys.stdout
         self.err = err
         self.safe = is_terminal(self.out)
@@ -169,7 +171,13 @@ class TurnPrinter:
         else:
             for outbound in result.outbounds:
                 content = get_field(outbound, "content")
-                if get_field(outbound, "kind") != "error" and content:
+                if get_field(outbound, "kind") == "error" or not content:
+                    continue
+                if self.markdown and self.safe:
+                    from .markdown import render_markdown
+
+                    render_markdown(str(content), self.out)
+                else:
                     typer.echo(self._shown(str(content)), file=self.out)
         if self.usage:
             self.out.flush()
