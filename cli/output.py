@@ -168,7 +168,7 @@ class TurnPrinter:
         if self.stream:
             if self.printed_text:
                 self.out.write("\n")
-        else:
+        elif not (self.errors and check_errors):  # a failed turn prints no partial reply
             for outbound in result.outbounds:
                 content = get_field(outbound, "content")
                 if get_field(outbound, "kind") == "error" or not content:

@@ -290,6 +290,7 @@ class RepublicModel:
             chat_options["tools"] = republic_tools
         if max_tokens is not None:
             chat_options["max_tokens"] = max_tokens
+        started = False
         try:
             async with AsyncExitStack() as stack:
                 client = self.options.get("http_client")
@@ -307,11 +308,12 @@ class RepublicModel:
                 events = await stack.enter_async_context(aclosing(response_stream.__aiter__()))
                 translated = await stack.enter_async_context(aclosing(self._translate(events)))
                 async for event in translated:
+                    started = True
                     yield event
         except HooklineError:
             raise
         except RepublicError as exc:
-            raise self._error(exc) from exc
+            raise self._error(exc, midstream=started) from exc
         except httpx2.HTTPError as exc:
             raise HooklineError(
                 ErrorKind.provider,
@@ -404,15 +406,18 @@ class RepublicModel:
 
     # Errors ------------------------------------------------------------------------------
 
-    def _error(self, exc: BaseException, *, attempts: int = 1) -> HooklineError:
+    def _error(self, exc: BaseException, *, attempts: int = 1,
+               midstream: bool = False) -> HooklineError:
         """The provider's failure as one HooklineError saying what to fix; the text of the
-        underlying error may spell out the URL, so credentials are taken out of it."""
-        error = self._describe(exc, attempts=attempts)
+        underlying error may spell out the URL, so credentials are taken out of it.
+        `midstream`: the reply had begun, so the server was running (a cut, not a refusal)."""
+        error = self._describe(exc, attempts=attempts, midstream=midstream)
         error.message = redact_credentials(error.message)
         Exception.__init__(error, error.kind, error.message, error.details)
         return error
 
-    def _describe(self, exc: BaseException, *, attempts: int) -> HooklineError:
+    def _describe(self, exc: BaseException, *, attempts: int,
+                  midstream: bool = False) -> HooklineError:
         from republic import errors
 
         name = self.name
@@ -466,6 +471,13 @@ class RepublicModel:
                 f"{name}: the provider rejected the request (HTTP {status}{said}). Check what "
                 f"the model supports: tools, HOOKLINE_MAX_TOKENS, HOOKLINE_API_FORMAT.",
                 details,
+            )
+        if isinstance(exc, errors.APIConnectionError) and midstream:
+            return HooklineError(
+                ErrorKind.provider,
+                f"{name}: the connection to {endpoint} was cut while the reply was arriving "
+                f"(the reply is incomplete). Try again.",
+                self._details(),
             )
         if isinstance(exc, errors.APIConnectionError):
             cause = exc.__cause__

@@ -354,3 +354,38 @@ def test_openai_compatible_without_an_api_base_is_refused(monkeypatch: pytest.Mo
     monkeypatch.setenv("REPUBLIC_OPENAI_COMPATIBLE_API_BASE", "http://127.0.0.1:9/v1")
     assert RepublicModel("openai-compatible:llama3.1", api_key="k").endpoint.startswith(
         "http://127.0.0.1:9")
+
+
+async def test_a_connection_cut_mid_reply_says_so() -> None:
+    """A server that sends the start of a streamed reply, then drops the connection: the
+    error says the reply was cut, not that the server may not be running."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    chunk = ('data: {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": '
+             '"m", "choices": [{"index": 0, "delta": {"role": "assistant", "content": '
+             '"partial"}, "finish_reason": null}]}\n\n')
+
+    def serve() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(65536)
+            body = chunk.encode()
+            connection.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                               b"transfer-encoding: chunked\r\n\r\n"
+                               + f"{len(body):x}\r\n".encode() + body + b"\r\n")
+            connection.shutdown(socket.SHUT_RDWR)  # cut: no last chunk, no [DONE]
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    port = listener.getsockname()[1]
+    model = RepublicModel(SPEC, api_base=f"http://127.0.0.1:{port}/v1", api_key="k")
+    try:
+        error = await failure(model)
+    finally:
+        listener.close()
+        thread.join(5)
+    assert error.kind is ErrorKind.provider
+    assert "cut while the reply was arriving" in error.message, error.message
+    assert "check that the server" not in error.message.lower()

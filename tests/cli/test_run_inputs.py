@@ -117,3 +117,11 @@ def test_run_follows_the_stream_setting(workspace: Path) -> None:
         finally:
             proc.kill()
             proc.wait()
+
+
+def test_a_failed_turn_prints_no_partial_reply(workspace: Path) -> None:
+    with OpenAIServer([Reply(text="half a repl", finish=False)]) as server:
+        done = run(workspace, server, "hi")
+    assert done.returncode == 1
+    assert done.stdout == "", "no partial reply on stdout"
+    assert "ended before it was complete" in done.stderr
