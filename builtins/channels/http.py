@@ -9,8 +9,8 @@ are refused (400, after the token).
 
 - `POST /v1/messages` with `{"content": str, "session_id"?: str, "chat_id"?: str,
   "context"?: object, "stream"?: bool, "attachments"?: [...]}` (text files and images:
-  `http_media`). The message goes to the channel manager like any
-  channel's (session, admission, scheduling), then the request waits for its turn:
+  `http_media`). The message goes to the channel manager like any channel's (session,
+  admission, scheduling), then the request waits for its turn:
   - whole (default): `200 {"session_id", "content", "outbounds": [...]}` once the turn's
     outbound messages have arrived; `500` with the same fields plus `"error"` when the
     turn failed (the builtin `on_error` sends an outbound of kind `error`), `503` with
