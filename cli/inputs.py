@@ -65,10 +65,11 @@ def _read_stdin() -> str:
 
 def attachments(paths: list[Path]) -> tuple[str, list[Any]]:
     """The text to append for the text files, and the media items for the images."""
+    from hookline.builtins.attachments import attached_text
     from hookline.builtins.files import open_regular_file
     from hookline.kernel.envelope import MediaItem
 
-    texts: list[str] = []
+    texts: list[tuple[str, str]] = []
     media: list[Any] = []
     for path in paths:
         shown = str(path)
@@ -96,8 +97,8 @@ def attachments(paths: list[Path]) -> tuple[str, list[Any]]:
                 f"cannot attach {shown}: it is neither UTF-8 text nor an image "
                 f"({mime or 'unknown type'}); attach text files or images "
                 f"(png, jpeg, gif, webp)") from None
-        texts.append(f"--- {path.name} ---\n{content}")
-    return "".join(f"\n\n{text}" for text in texts), media
+        texts.append((path.name, content))
+    return attached_text(texts), media
 
 
 def _read_bounded(stream: BinaryIO, limit: int, shown: str) -> bytes:

@@ -8,8 +8,9 @@ settings). Every request passes the checks of `http_guard` first: one framing of
 are refused (400, after the token).
 
 - `POST /v1/messages` with `{"content": str, "session_id"?: str, "chat_id"?: str,
-  "context"?: object, "stream"?: bool}`. The message goes to the channel manager like any
-  channel's (session, admission, scheduling), then the request waits for its turn:
+  "context"?: object, "stream"?: bool, "attachments"?: [...]}` (text files and images:
+  `http_media`). The message goes to the channel manager like any channel's (session,
+  admission, scheduling), then the request waits for its turn:
   - whole (default): `200 {"session_id", "content", "outbounds": [...]}` once the turn's
     outbound messages have arrived; `500` with the same fields plus `"error"` when the
     turn failed (the builtin `on_error` sends an outbound of kind `error`), `503` with
@@ -38,7 +39,8 @@ are refused (400, after the token).
 Errors are JSON `{"error": "..."}`: 400 for invalid JSON or fields (including nesting
 deeper than 32, numbers Python cannot hold, lone surrogates, ids longer than
 `MAX_SESSION_ID_LENGTH`), 404 for an unknown path, 405 for a wrong method, 408 when the
-body did not arrive within `http_body_timeout` (30 s), 413 for a body over 1 MB, 503
+body did not arrive within `http_body_timeout` (30 s), 413 for a body over 1 MiB (8 MiB
+with attachments), 415 for an attachment of a type not sent to models, 503
 with `Retry-After` for a message not run (shutting down), 504 when no reply came within
 the reply timeout (`http_timeout`, 300 s by default). No error carries a traceback; error
 texts pass through `scrub` (the builtin plugin's hides credentials in URLs and absolute
@@ -94,6 +96,7 @@ from ..redact import redact_credentials
 from ..sandbox import check_exposure
 from .http_guard import Guard, HttpError, Token, header_map, is_loopback_address, load_token
 from .http_health import RETRY_AFTER, HealthCache, retry_worth
+from .http_media import body_limit, json_type, with_attachments
 from .http_reply import NO_TURN, Reply, not_run, retry_headers, whole_answer
 from .http_wire import (
     ALWAYS_HEADERS,
@@ -128,8 +131,9 @@ _ROUTES: dict[str, tuple[str, ...]] = {
     "/v1/messages": ("POST",),
     "/v1/health": ("GET", "HEAD"),
 }
-_FIELDS = {"content": str, "session_id": str, "chat_id": str, "context": dict, "stream": bool}
-_TYPE_NAMES = {str: "a string", dict: "an object", bool: "true or false"}
+_FIELDS = {"content": str, "session_id": str, "chat_id": str, "context": dict, "stream": bool,
+           "attachments": list}
+_TYPE_NAMES = {str: "a string", dict: "an object", bool: "true or false", list: "an array"}
 _OUTBOUND_FIELDS = ("session_id", "channel", "chat_id", "kind", "content", "output_channel")
 _BUSY_REASONS = {
     "follow_up": "queued behind the session's running turn",
@@ -512,9 +516,9 @@ class HttpChannel(Lifecycle):
                                  f"{' or '.join(methods)}",
                             [(b"allow", ", ".join(methods).encode())])
         Guard.require_json(headers)
-        body = await _read_body(headers, receive, self.max_body_size,
+        body = await _read_body(headers, receive, body_limit(self.max_body_size),
                                 self.body_timeout if self.body_timeout is not None else 30.0)
-        payload = _parse_message(body)
+        payload = with_attachments(_parse_message(body), len(body), self.max_body_size)
         if not self._accepting:  # not run, and it may be: said so, with when to retry
             await send_json(send, 503, not_run("the gateway is shutting down",
                                                self._session_of(payload)), retry_headers())
@@ -549,6 +553,7 @@ class HttpChannel(Lifecycle):
             "channel": self.name,
             "chat_id": chat_id,
             "content": payload["content"],
+            "media": payload.get("media", []),
             "context": {**payload.get("context", {}), REQUEST_ID_KEY: reply.id},
         }
         timeout = self.reply_timeout if self.reply_timeout is not None else 300.0
@@ -846,7 +851,7 @@ def _parse_message(body: bytes) -> dict[str, Any]:
             del payload[key]  # an explicit null means "not given"
         elif key in payload and not isinstance(payload[key], kind):
             raise HttpError(400, f"field {key} must be {_TYPE_NAMES[kind]}, got "
-                                 f"{_json_type(payload[key])}")
+                                 f"{json_type(payload[key])}")
     if not payload["content"].strip():
         raise HttpError(400, "field content must not be empty")
     for key in ("session_id", "chat_id"):
@@ -902,20 +907,6 @@ def _check_text(where: str, text: str) -> None:
 
 def _clip(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
 
 
 def _outbound_dict(message: Any) -> dict[str, Any]:
