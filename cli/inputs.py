@@ -65,7 +65,7 @@ def _read_stdin() -> str:
 
 def attachments(paths: list[Path]) -> tuple[str, list[Any]]:
     """The text to append for the text files, and the media items for the images."""
-    from hookline.builtins.attachments import attached_text
+    from hookline.builtins.attachments import IMAGE_TYPES, attached_text
     from hookline.builtins.files import open_regular_file
     from hookline.kernel.envelope import MediaItem
 
@@ -84,7 +84,10 @@ def attachments(paths: list[Path]) -> tuple[str, list[Any]]:
             raise InputError(f"cannot attach {shown}: {exc}") from None
         with handle:
             mime = mimetypes.guess_type(path.name)[0] or ""
-            if mime.startswith("image/"):
+            if mime.startswith("image/") and mime not in IMAGE_TYPES:
+                raise InputError(f"cannot attach {shown}: {mime} images are not sent to "
+                                 f"models; attach {', '.join(sorted(IMAGE_TYPES))}")
+            if mime in IMAGE_TYPES:
                 data = _read_bounded(handle, MAX_ATTACHMENT_BYTES, shown)
                 media.append(MediaItem(type="image", mime_type=mime, filename=path.name,
                                        data=data))

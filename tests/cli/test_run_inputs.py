@@ -81,6 +81,11 @@ def test_an_attachment_that_is_neither_text_nor_image_is_refused(workspace: Path
     assert "neither UTF-8 text nor an image" in binary.stderr
     assert "cannot attach pipe.txt" in fifo.stderr and fifo.returncode == 1
     assert "cannot attach nope.txt: no such file" in missing.stderr
+    (workspace / "logo.svg").write_text("<svg/>")
+    with OpenAIServer([Reply(text="never")]) as server:
+        svg = run(workspace, server, "-a", "logo.svg", "hi")
+        assert not server.requests
+    assert "image/svg+xml images are not sent to models" in svg.stderr
 
 
 def test_a_system_prompt_for_the_turn(workspace: Path) -> None:
