@@ -75,7 +75,6 @@ class TurnPrinter:
         self.usage = usage
         self.workspace = str(workspace) if workspace is not None else os.getcwd()
         self._midline = False  # streamed text not yet ended by a newline
-        self._view: Any = None  # the toolview module, imported at the first tool call
         self._changes: Any = None
         self._totals: Any = None
 
@@ -117,9 +116,9 @@ class TurnPrinter:
         if self.quiet:
             return
         if self._changes is None:
-            from . import toolview
+            from .toolview import FileChanges
 
-            self._view, self._changes = toolview, toolview.FileChanges(self.workspace)
+            self._changes = FileChanges(self.workspace)
         for call in calls:
             await self._changes.before(call)
         self._say([call_line(call) for call in calls])
@@ -127,12 +126,14 @@ class TurnPrinter:
     async def _show_results(self, records: list[dict[str, Any]]) -> None:
         if self.quiet or self._changes is None:
             return
+        from .toolview import render_diff, wants_colour
+
         diffs = await self._changes.diffs(records)
-        colour = self._view.wants_colour(self._err())
+        colour = wants_colour(self._err())
         lines = []
         for index, record in enumerate(records):
             lines += result_lines([record])
-            lines += self._view.render_diff(diffs.get(index, []), colour)
+            lines += render_diff(diffs.get(index, []), colour)
         self._say(lines)
 
     def _say(self, lines: list[str]) -> None:
