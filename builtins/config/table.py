@@ -70,22 +70,9 @@ def shown(value: Any, key: str = "") -> str:
     return out if len(out) <= 80 else out[:77] + "..."
 
 
-@dataclass(frozen=True)
-class _About:
-    """What a `Settings` field's metadata says about its setting (see `setting`)."""
-
-    parse: Callable[[Any], Any]
-    expected: str
-    env_example: str
-    file_example: str
-    path: bool
-    blank_unset: bool
-    unset: str
-
-
 def setting(parse: Callable[[Any], Any], expected: str, env_example: str, file_example: str,
             *, path: bool = False, blank_unset: bool = False,
-            unset: str = "") -> dict[str, _About]:
+            unset: str = "") -> dict[str, dict[str, Any]]:
     """The metadata that makes a `Settings` field a setting. `parse` checks a raw value;
     `expected` completes "<key> must be ..."; the examples are what a fix suggests writing
     in the environment and in the file. `path`: a relative value is taken from the home
@@ -93,7 +80,9 @@ def setting(parse: Callable[[Any], Any], expected: str, env_example: str, file_e
     file counts as unset. `unset`: the one value that applies when the default is None
     (what the docs show as the default), if there is one. A field with `repr=False` is a
     secret: never shown in an error message either."""
-    return {_META: _About(parse, expected, env_example, file_example, path, blank_unset, unset)}
+    return {_META: {"parse": parse, "expected": expected, "env_example": env_example,
+                    "file_example": file_example, "path": path, "blank_unset": blank_unset,
+                    "unset": unset}}
 
 
 @dataclass(frozen=True)
@@ -272,9 +261,7 @@ def _specs() -> tuple[Spec, ...]:
             continue
         factory = item.default_factory
         default = factory() if factory is not MISSING else item.default
-        rows.append(Spec(item.name, default, about.parse, about.expected, about.env_example,
-                         about.file_example, not item.repr, about.path, about.blank_unset,
-                         about.unset))
+        rows.append(Spec(item.name, default, secret=not item.repr, **about))
     return tuple(rows)
 
 
