@@ -37,7 +37,8 @@ HELP_FORBIDDEN = (
     # ssl comes with asyncio (which a turn needs), never before it
     *NETWORK, *RICH, "pydantic", "pydantic_core", "asyncio", "anyio", "ssl", "sqlite3",
     "hookline.builtins.agent", "hookline.builtins.tape", "hookline.builtins.store",
-    "hookline.builtins.models", "hookline.builtins.settings", "hookline.builtins.lifespan",
+    "hookline.builtins.models", "hookline.builtins.settings", "hookline.builtins.config",
+    "hookline.builtins.lifespan",
     "hookline.builtins.tools", "hookline.builtins.environment", "hookline.builtins.channels",
     "hookline.cli.check", "prompt_toolkit",
 )

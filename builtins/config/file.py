@@ -1,0 +1,109 @@
+"""The config file: where it is, reading it (a regular file, small, private when it holds
+a secret) and writing or updating it atomically, readable by its owner only."""
+
+from __future__ import annotations
+
+import copy
+import os
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..private import shared_secret_problem, write_private_file
+from .table import SettingsError
+from .toml import dumps_toml
+
+HOME_ENV = "HOOKLINE_HOME"
+MAX_CONFIG_BYTES = 1 << 20
+"""A larger config file is refused rather than read."""
+
+
+def default_home(environ: Mapping[str, str] | None = None) -> Path:
+    """`HOOKLINE_HOME` when set, else `~/.hookline`."""
+    env = os.environ if environ is None else environ
+    value = env.get(HOME_ENV, "").strip()
+    return Path(value).expanduser().absolute() if value else Path.home() / ".hookline"
+
+
+def _unreadable_config(path: Path, exc: OSError) -> SettingsError:
+    return SettingsError(
+        f"Cannot read the config file {path}: {exc.strerror or exc}. "
+        f"Fix its permissions, or set {HOME_ENV} to another directory.",
+        key="config",
+        source=f"file:{path}",
+    )
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The config file's tables ({} when there is none); SettingsError, naming the file
+    and the fix, when it cannot be read or is not TOML, is not a regular file (a FIFO
+    would block every command) or is over `MAX_CONFIG_BYTES`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise _unreadable_config(path, exc) from exc
+    try:
+        info = os.fstat(fd)
+        problem = ("is not a regular file" if not stat.S_ISREG(info.st_mode) else
+                   f"is over {MAX_CONFIG_BYTES} bytes" if info.st_size > MAX_CONFIG_BYTES
+                   else None)
+        if problem:
+            raise SettingsError(
+                f"The config file {path} {problem}. Replace it with a TOML file, or set "
+                f"{HOME_ENV} to another directory.", key="config", source=f"file:{path}")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise _unreadable_config(path, exc) from exc
+    finally:
+        os.close(fd)
+    import tomllib  # only with a config file to parse
+
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise SettingsError(
+            f"The config file {path} is not valid TOML: {exc}. "
+            "Fix the file (see the hookline settings documentation) or remove it.",
+            key="config",
+            source=f"file:{path}",
+        ) from exc
+    if shared := shared_secret_problem(path, info.st_mode, data):  # as libpq's .pgpass
+        raise SettingsError(shared, key="config", source=f"file:{path}")
+    return data
+
+
+def write_config(path: str | os.PathLike[str], data: Mapping[str, Any]) -> Path:
+    """Write `data` as TOML to `path` atomically, readable by the owner only (it may hold keys)."""
+    target = Path(path).expanduser()
+    write_private_file(target, dumps_toml(data))
+    return target
+
+
+def merge_config(data: Mapping[str, Any], updates: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of `data` with `updates` merged in: tables merge key by key, None removes a
+    key, anything else replaces. `data` is left as it was."""
+    merged = copy.deepcopy(dict(data))
+
+    def merge(base: dict[str, Any], changes: Mapping[str, Any]) -> None:
+        for key, value in changes.items():
+            if value is None:
+                base.pop(key, None)
+            elif isinstance(value, Mapping) and isinstance(base.get(key), dict):
+                merge(base[key], value)
+            else:
+                base[key] = copy.deepcopy(dict(value)) if isinstance(value, Mapping) else value
+
+    merge(merged, updates)
+    return merged
+
+
+def update_config(path: str | os.PathLike[str], updates: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge `updates` into the config file at `path` (None removes a key); returns the result."""
+    target = Path(path).expanduser()
+    data = merge_config(read_config_file(target), updates)
+    write_config(target, data)
+    return data

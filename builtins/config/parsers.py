@@ -1,0 +1,232 @@
+"""The parsers of setting values: each takes the raw value (a string from the environment,
+any TOML value from the file) and returns the parsed value or raises `Invalid`, which the
+loader turns into a `SettingsError` naming the key, the source and the fix."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..storeurl import StoreURL, is_postgres_url
+
+MIN_HTTP_TOKEN_LENGTH = 32
+BUSY_SESSION_ACTIONS = ("follow_up", "process", "steer", "drop")
+"""Admission actions the `http_busy_session` setting can name."""
+SANDBOX_MODES = ("workspace-write", "read-only", "off")
+TOOL_ENV_MODES = ("filtered", "inherit")
+API_FORMATS = ("chat", "responses", "messages", "gemini")
+"""Chat wire formats republic 0.6 speaks (`api_format`)."""
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+
+class Invalid(Exception):
+    """A value the setting does not accept."""
+
+
+def text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise Invalid
+    return value.strip()
+
+
+_ALIAS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+"""A model alias: a bare name, which no `provider:model` spec can be."""
+
+
+def model_spec(value: Any) -> str:
+    spec = text(value)
+    if spec == "offline" or spec.startswith("offline:"):
+        return spec
+    provider, sep, model = spec.partition(":")
+    if not sep or not provider.strip() or not model.strip() or " " in spec:
+        raise Invalid
+    return spec
+
+
+def aliases(value: Any) -> dict[str, str]:
+    if isinstance(value, str):  # the environment: name=spec,name=spec
+        pairs = [item.partition("=") for item in value.split(",") if item.strip()]
+        if not all(sep for _, sep, _ in pairs):
+            raise Invalid
+        value = {name.strip(): spec.strip() for name, _, spec in pairs}
+    if not isinstance(value, dict):
+        raise Invalid
+    found = {}
+    for name, spec in value.items():
+        if not isinstance(name, str) or not _ALIAS.fullmatch(name) or name == "offline":
+            raise Invalid
+        found[name] = model_spec(spec)  # a spec, never another alias
+    return found
+
+
+def list_of(value: Any, parse: Callable[[Any], str]) -> tuple[str, ...]:
+    """A comma-separated string or a list: blank items skipped, each parsed, repeats
+    dropped (the first one kept)."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        raise Invalid
+    return tuple(dict.fromkeys(parse(item) for item in items
+                               if not (isinstance(item, str) and not item.strip())))
+
+
+def model_list(value: Any) -> tuple[str, ...]:
+    return list_of(value, model_spec)
+
+
+def http_url(value: Any) -> str:
+    given = text(value)
+    if not re.match(r"^https?://[^/\s]+", given):
+        raise Invalid
+    return given.rstrip("/")
+
+
+def env_name(value: Any) -> str:
+    name = text(value)
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise Invalid
+    return name
+
+
+def api_format(value: Any) -> str:
+    name = text(value).lower()
+    if name not in API_FORMATS:
+        raise Invalid
+    return name
+
+
+def _integer(value: Any, digits: str) -> int:
+    """An integer (never a boolean), or a string matching the `digits` pattern."""
+    if isinstance(value, bool):
+        raise Invalid
+    if isinstance(value, str) and re.fullmatch(digits, value):
+        value = int(value)
+    if not isinstance(value, int):
+        raise Invalid
+    return value
+
+
+def positive_int(value: Any) -> int:
+    number = _integer(value, r"\s*\+?\d+\s*")
+    if number <= 0:
+        raise Invalid
+    return number
+
+
+def boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in _TRUE:
+            return True
+        if word in _FALSE:
+            return False
+    raise Invalid
+
+
+def host(value: Any) -> str:
+    name = text(value)
+    if name.startswith("[") and name.endswith("]"):  # a bracketed IPv6 address
+        name = name[1:-1]
+    # A name, an IPv4 or an IPv6 address; a single colon would be a port, which has its
+    # own setting.
+    if name.count(":") == 1 or not re.fullmatch(r"[A-Za-z0-9._%:-]+", name):
+        raise Invalid
+    return name
+
+
+def tcp_port(value: Any) -> int:
+    number = _integer(value, r"\s*\d+\s*")
+    if not 0 <= number <= 65535:
+        raise Invalid
+    return number
+
+
+def seconds(value: Any) -> float:
+    if isinstance(value, bool):
+        raise Invalid
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise Invalid from None
+    if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise Invalid
+    return float(value)
+
+
+def admit_action(value: Any) -> str:
+    action = text(value).lower().replace("-", "_")
+    if action not in BUSY_SESSION_ACTIONS:
+        raise Invalid
+    return action
+
+
+def bearer_token(value: Any) -> str:
+    given = text(value)
+    if len(given) < MIN_HTTP_TOKEN_LENGTH or not re.fullmatch(r"[!-~]+", given):
+        raise Invalid
+    return given
+
+
+def host_list(value: Any) -> tuple[str, ...]:
+    return list_of(value, lambda item: host(item).lower().rstrip("."))
+
+
+def _origin(value: Any) -> str:
+    origin = text(value).lower().rstrip("/")
+    if not re.fullmatch(r"https?://(\[[0-9a-f:.]+\]|[a-z0-9._-]+)(:\d{1,5})?", origin):
+        raise Invalid
+    return origin
+
+
+def origin_list(value: Any) -> tuple[str, ...]:
+    return list_of(value, _origin)
+
+
+def channel_names(value: Any) -> str:
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
+        raise Invalid
+    names = [item.strip() for item in items if item.strip()]
+    if not names or not all(re.fullmatch(r"!?[A-Za-z0-9_.-]+", name) for name in names):
+        raise Invalid
+    return ",".join(dict.fromkeys(names))
+
+
+def choice(*choices: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        chosen = text(value).lower().replace("_", "-")
+        if chosen not in choices:
+            raise Invalid
+        return chosen
+    return parse
+
+
+def env_pattern_list(value: Any) -> tuple[str, ...]:
+    def pattern(item: Any) -> str:
+        name = text(item)
+        if not re.fullmatch(r"[A-Za-z0-9_*?\[\]!-]+", name):
+            raise Invalid
+        return name
+    return list_of(value, pattern)
+
+
+def file_path(value: Any) -> Path:
+    given = text(value)
+    if not given:
+        raise Invalid
+    return Path(given).expanduser()
+
+
+def tape_store(value: Any) -> Path | StoreURL:
+    """A PostgreSQL URL stays a string (a Path would fold its `//`); anything else is the
+    SQLite file's path."""
+    if is_postgres_url(value):
+        return StoreURL(text(value))
+    return file_path(value)

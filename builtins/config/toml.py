@@ -1,0 +1,95 @@
+"""A small TOML writer: the config file `hookline onboard` writes (tables of strings,
+integers, floats, booleans and lists). Reading is `tomllib`'s."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_ESCAPES = {
+    "\\": "\\\\",
+    '"': '\\"',
+    "\b": "\\b",
+    "\t": "\\t",
+    "\n": "\\n",
+    "\f": "\\f",
+    "\r": "\\r",
+}
+
+
+def _toml_string(text: str) -> str:
+    out = []
+    for char in text:
+        if char in _ESCAPES:
+            out.append(_ESCAPES[char])
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            out.append(f"\\u{ord(char):04x}")
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'
+
+
+def _toml_key(key: Any) -> str:
+    if not isinstance(key, str):
+        raise TypeError(f"TOML keys must be strings, got {type(key).__name__}: {key!r}")
+    return key if _BARE_KEY.fullmatch(key) else _toml_string(key)
+
+
+def _toml_value(value: Any, where: str) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        if not -(2**63) <= value < 2**63:
+            raise ValueError(f"{where}: integer {value} does not fit TOML's 64-bit range")
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)
+    if isinstance(value, str):
+        return _toml_string(value)
+    if isinstance(value, list | tuple):
+        items = [
+            _toml_value(item, f"{where}[{i}]") for i, item in enumerate(value) if item is not None
+        ]
+        return "[" + ", ".join(items) + "]"
+    if isinstance(value, Mapping):
+        pairs = [
+            f"{_toml_key(k)} = {_toml_value(v, f'{where}.{k}')}"
+            for k, v in value.items()
+            if v is not None
+        ]
+        return "{ " + ", ".join(pairs) + " }" if pairs else "{}"
+    raise TypeError(
+        f"{where}: cannot write {type(value).__name__} to TOML "
+        "(supported: str, int, float, bool, list, table)"
+    )
+
+
+def _write_table(lines: list[str], path: tuple[str, ...], table: Mapping[str, Any]) -> None:
+    scalars = [(k, v) for k, v in table.items() if v is not None and not isinstance(v, Mapping)]
+    tables = [(k, v) for k, v in table.items() if isinstance(v, Mapping)]
+    if path and (scalars or not tables):
+        if lines:
+            lines.append("")
+        lines.append("[" + ".".join(_toml_key(part) for part in path) + "]")
+    for key, value in scalars:
+        where = ".".join((*path, key)) if isinstance(key, str) else repr(key)
+        lines.append(f"{_toml_key(key)} = {_toml_value(value, where)}")
+    for key, value in tables:
+        _toml_key(key)
+        _write_table(lines, (*path, key), value)
+
+
+def dumps_toml(data: Mapping[str, Any]) -> str:
+    """TOML text for `data`: nested tables of str/int/float/bool/list; None values are left out."""
+    if not isinstance(data, Mapping):
+        raise TypeError(f"TOML documents are tables, got {type(data).__name__}")
+    lines: list[str] = []
+    _write_table(lines, (), data)
+    return "\n".join(lines) + "\n" if lines else ""
