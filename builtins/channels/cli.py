@@ -34,6 +34,7 @@ clipboard through escape sequences.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -62,6 +63,8 @@ if TYPE_CHECKING:
     from .line_editor import LineEditor
 
 __all__ = ["PROMPT", "QUIT_COMMAND", "CliChannel"]
+
+logger = logging.getLogger(__name__)
 
 PROMPT = "you> "
 QUIT_COMMAND = "/quit"
@@ -370,7 +373,11 @@ class CliChannel(Interface):
                 self._began.add(session_id)
                 self._show_event(session_id, event)
                 if self.observe is not None:
-                    self.observe(session_id, event)
+                    try:
+                        self.observe(session_id, event)
+                    except Exception as exc:  # an observer never breaks the turn
+                        logger.warning("cli.observe_failed error=%s: %s",
+                                       type(exc).__name__, exc)
                 yield event
         finally:
             # A cancelled turn was already let go by `turns_cancelled`; it may end after

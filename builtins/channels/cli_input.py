@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["BUILTIN_COMMANDS", "ESCAPE", "MODEL_COMMANDS", "STEER_PREFIX", "ChatCommand",
+__all__ = ["ESCAPE", "MODEL_COMMANDS", "STEER_PREFIX", "ChatCommand",
            "Typed", "classify", "help_lines", "unknown_line"]
 
 STEER_PREFIX = ">>"
@@ -40,11 +40,8 @@ class ChatCommand:
     """How its arguments are written in `/help` (`NAME`, `PATH`), empty for none."""
 
 
-BUILTIN_COMMANDS = (
-    ("help", "", "this list"),
-    ("quit", "", "leave, once the lines already sent are answered (Ctrl-C: at once)"),
-)
-"""The commands every chat has: (name, arguments, help)."""
+_HELP = ("/help", "this list")
+_QUIT = ("/quit", "leave, once the lines already sent are answered (Ctrl-C: at once)")
 
 
 @dataclass(frozen=True)
@@ -74,18 +71,13 @@ def classify(line: str, commands: Collection[str]) -> Typed:
 
 def help_lines(commands: Iterable[ChatCommand]) -> list[str]:
     """`/help`'s text: the commands, the steer prefix and the escapes."""
-    rows = [(f"/{name} {arguments}".rstrip(), text) for name, arguments, text in
-            BUILTIN_COMMANDS[:1]]
-    rows += [(f"/{command.name} {command.arguments}".rstrip(), command.help)
-             for command in commands]
-    rows += [(f"/{name} {arguments}".rstrip(), text) for name, arguments, text in
-             BUILTIN_COMMANDS[1:]]
-    rows += [
-        (f"{STEER_PREFIX} TEXT", "steer TEXT into the running turn (no turn running: a message)"),
-        (f"{ESCAPE}TEXT", "send /TEXT to the model (a message that starts with a slash)"),
-        ("/tool NAME {json}", "not a chat command: it goes to the model (the offline model "
-                              "runs the tool)"),
-    ]
+    rows = [_HELP, *((f"/{command.name} {command.arguments}".rstrip(), command.help)
+                     for command in commands), _QUIT,
+            (f"{STEER_PREFIX} TEXT", "steer TEXT into the running turn (no turn running: "
+                                     "a message)"),
+            (f"{ESCAPE}TEXT", "send /TEXT to the model (a message that starts with a slash)"),
+            ("/tool NAME {json}", "not a chat command: it goes to the model (the offline "
+                                  "model runs the tool)")]
     width = max(len(usage) for usage, _ in rows)
     return ["commands (run by the chat, never sent to the model):",
             *(f"  {usage.ljust(width)}  {text}" for usage, text in rows),

@@ -159,3 +159,19 @@ def test_attach_adds_a_file_to_the_next_message_only(env: dict[str, str],
     sent = [entry["payload"]["content"] for entry in entries if entry["kind"] == "message"
             and entry["payload"]["role"] == "user"]
     assert sent == ["read this\n\n--- notes.txt ---\nthe notes say hi\n", "and this"]
+
+
+def test_a_steer_before_the_turn_s_model_began_gets_the_next_turn(
+        env: dict[str, str], workspace: Path) -> None:
+    """Steered into a turn whose model has not begun, the line would reach the model ahead
+    of the turn's own prompt: it is queued instead, and keeps its place."""
+    script = workspace.parent / "slow.toml"
+    script.write_text('[[turns]]\ntext = "first answer"\ndelay = 1\n\n'
+                      '[[turns]]\ntext = "second answer"\n', encoding="utf-8")
+    out = chat(["first", ">> second"], env, workspace, "--session", "s", "--model",
+               f"scripted:{script}")
+    assert out.index("you> first\n") < out.index("first answer") \
+        < out.index("you> >> second\n") < out.index("second answer"), out
+    lines = transcript(env, workspace, "s")
+    assert [line for line in lines if line.startswith(("you: ", "assistant: "))] == [
+        "you: first", "assistant: first answer", "you: second", "assistant: second answer"]
