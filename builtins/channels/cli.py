@@ -302,12 +302,12 @@ class CliChannel(Interface):
         if dropped is not None and not self._ending():
             self._not_answered(dropped, reason)
         line = self._ledger.line_of(message)
-        if line is None or dropped is not None or self._ending():
+        if line is None or dropped is not None:
             return
-        if outcome == "steer" and self._echo:
+        if outcome == "steer" and self._echo and not line.echoed:
             self._echo_line(line.text)
             line.echoed = True
-        elif outcome in ("steer", "queued") and not self._echo:
+        elif outcome in ("steer", "queued") and not (self._echo or self._ending()):
             note = ("(steered into the running turn)" if outcome == "steer" else
                     "(not steered: the running turn's model had not begun; queued)"
                     if line.steer else "(queued: it gets its turn after the running one)")
