@@ -2,14 +2,18 @@
 
 One `running()` scope stays open for the whole session (tape store, steering inbox,
 background processes, environments). The channel manager runs only the `cli` channel, with
-streamed output. Ctrl-C while a turn runs cancels that turn (its run is recorded as
-cancelled) and gives the prompt back; Ctrl-C at the prompt, Ctrl-D or `/quit` leave (a
-running turn first finishes). SIGTERM cancels the running turn and leaves. Leaving, the
-chat prints `not answered: <line>` for every typed line that got no answer, and then exits
-with status 1 (128 + the signal number after SIGTERM; 0 when every line was answered).
-The conversation survives restarts through the tape: the same session id continues it. In a
-terminal, lines are read with the line editor (builtins/channels/line_editor.py); what was
-typed is kept in `<hookline home>/chat_history` for Up and Ctrl-R in later sessions.
+streamed output. Lines get their turns one at a time, in the order typed (`>> text` steers
+the running turn instead); `/help`, `/new`, `/sessions`, `/model`, `/usage`, `/attach` and
+`/quit` are run by the chat itself (`chat_commands.py`, builtins/channels/cli_input.py).
+Ctrl-C while a turn runs cancels that turn (its run is recorded as cancelled) and gives
+the prompt back; Ctrl-C at the prompt, Ctrl-D or `/quit` leave, once the lines already
+sent are answered (Ctrl-C while waiting leaves at once). SIGTERM cancels the running turn
+and leaves. Leaving, the chat prints `not answered: <line>` for every typed line that got
+no answer, and then exits with status 1 (128 + the signal number after SIGTERM; 0 when
+every line was answered). The conversation survives restarts through the tape: the same
+session id continues it. In a terminal, lines are read with the line editor
+(builtins/channels/line_editor.py); what was typed is kept in
+`<hookline home>/chat_history` for Up and Ctrl-R in later sessions.
 """
 
 import logging
@@ -50,8 +54,10 @@ def chat_command(framework: Framework) -> Any:
             str | None, typer.Option(help="Model for this session (provider:model).")
         ] = None,
     ) -> None:
-        """Talk with the agent in the terminal: replies stream, tool calls show as they run;
-        Ctrl-C cancels the running turn; /quit, Ctrl-D or Ctrl-C at the prompt leave."""
+        """Talk with the agent in the terminal: replies stream, tool calls show as they run,
+        lines get their turns in order (>> steers the running turn), /help lists the chat's
+        commands; Ctrl-C cancels the running turn; /quit, Ctrl-D or Ctrl-C at the prompt
+        leave."""
         import anyio
 
         check_session_flags(session, new, continue_)
@@ -97,15 +103,20 @@ async def run_chat(framework: Framework, session: str | None, model: str | None,
     ended_by: list[int] = []
     async with framework.running():
         chosen = await choose_session(framework, session, new, continue_)
-        if isinstance(channel, CliChannel):
-            channel.configure(session_id=chosen, model=model, history=_history_path())
         template: dict[str, Any] = {"channel": CHANNEL, "chat_id": "default",
                                     "session_id": chosen}
         session_id = await framework.resolve_session(template)
+        if isinstance(channel, CliChannel):
+            from .chat_commands import ChatCommands
+
+            commands = ChatCommands(framework, channel, session_id, model_in_use)
+            channel.configure(session_id=chosen, model=model, history=_history_path(),
+                              commands=commands.commands(), observe=commands.observe)
         say = channel.say if isinstance(channel, CliChannel) else print
         say(f"hookline chat - model {model_in_use} - session {session_id}")
-        say("Type a message and press Enter. Ctrl-C cancels a running turn; "
-            "/quit, Ctrl-D or Ctrl-C at the prompt leave.")
+        say("Type a message and press Enter; lines typed while a turn runs get their turns "
+            "in order (>> TEXT steers the running turn). /help lists the commands; Ctrl-C "
+            "cancels a running turn; /quit, Ctrl-D or Ctrl-C at the prompt leave.")
         async with anyio.create_task_group() as task_group:
             task_group.start_soon(_handle_interrupts, manager, channel, stop, ended_by)
             await manager.run(stop)

@@ -44,24 +44,15 @@ def session_commands(framework: Framework) -> typer.Typer:
         as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     ) -> None:
         """List sessions, most recent first; * marks this folder's current session."""
-        from hookline.builtins.sessions import list_sessions, local_date
+        from hookline.builtins.sessions import list_sessions
 
         found = _with_store(framework, lambda store: list_sessions(
             store, framework.workspace if here else None))
         if as_json:
             typer.echo(json.dumps([item.as_dict() for item in found], indent=2))
             return
-        if not found:
-            typer.echo("(no sessions yet: 'hookline run' or 'hookline chat' starts one)")
-            return
-        current = _current(framework)
-        here_key = str(framework.workspace.resolve())
-        rows = [("", "SESSION", "TITLE", "TURNS", "LAST ACTIVITY", "WORKSPACE")]
-        for item in found:
-            mark = "*" if item.session_id == current and item.workspace == here_key else ""
-            rows.append((mark, _name(item), item.title or "-", str(item.turns),
-                         local_date(item.last_activity), item.workspace or "?"))
-        _table(rows)
+        for line in session_list(framework, found):
+            typer.echo(line)
 
     def search(
         text: Annotated[str, typer.Argument(metavar="TEXT", show_default=False,
@@ -219,19 +210,44 @@ def _with_store(framework: Framework, action: Callable[[Any], Awaitable[T]]) -> 
         fail(exc)
 
 
+def session_list(framework: Framework, found: Sequence[Any]) -> list[str]:
+    """The lines `hookline sessions` shows for `found` (`list_sessions`' summaries): a
+    table, * marking this folder's current session. `/sessions` in a chat shows them too."""
+    from hookline.builtins.sessions import local_date
+
+    if not found:
+        return ["(no sessions yet: 'hookline run' or 'hookline chat' starts one)"]
+    current = _current(framework)
+    here_key = str(framework.workspace.resolve())
+    rows = [("", "SESSION", "TITLE", "TURNS", "LAST ACTIVITY", "WORKSPACE")]
+    for item in found:
+        mark = "*" if item.session_id == current and item.workspace == here_key else ""
+        rows.append((mark, _name(item), item.title or "-", str(item.turns),
+                     local_date(item.last_activity), item.workspace or "?"))
+    return _table_lines(rows)
+
+
 def _name(item: Any) -> str:
     return item.session_id or f"(tape {item.tape})"
 
 
 def _table(rows: Sequence[tuple[str, ...]], after: Sequence[str | None] = ()) -> None:
+    for line in _table_lines(rows, after):
+        typer.echo(line)
+
+
+def _table_lines(rows: Sequence[tuple[str, ...]],
+                 after: Sequence[str | None] = ()) -> list[str]:
     """Rows in aligned columns (the last one unpadded), each followed by its line of
     `after` when it has one."""
     widths = [max(len(_safe(row[column])) for row in rows) for column in range(len(rows[0]))]
+    lines = []
     for index, row in enumerate(rows):
         cells = [_safe(cell).ljust(width) for cell, width in zip(row[:-1], widths, strict=False)]
-        typer.echo(" ".join([*cells, _safe(row[-1])]).rstrip())
+        lines.append(" ".join([*cells, _safe(row[-1])]).rstrip())
         if after and after[index]:
-            typer.echo(_safe(str(after[index])))
+            lines.append(_safe(str(after[index])))
+    return lines
 
 
 def _sidecars(framework: Framework) -> list[str]:

@@ -10,6 +10,10 @@ it already: its turn was cancelled with Ctrl-C, or it was dropped while the sess
 What is neither when the session ends (a turn cancelled by SIGTERM or by the end of the
 drain, a line still queued or steered, one the stopping manager did not take) is
 `unanswered`: the channel prints one line for each.
+
+`waiting` says whether a line still expects its answer, so that leaving the chat (end of
+input, `/quit`) can wait for the answers to the lines already sent. A line whose turn ended
+without sending anything no longer waits (it is reported `unanswered` when the session ends).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ LINE_KEY = "_cli_line"
 """Context key of a cli envelope holding the number of the line it carries."""
 
 _OPEN = frozenset({"sent", "queued", "running", "steered"})
+_WAITING = frozenset({"sent", "queued", "running"})
 
 
 @dataclass(eq=False)
@@ -38,7 +43,12 @@ class Line:
     text: str
     session_id: str = ""
     state: str = "sent"
-    """`sent`, `queued`, `running`, `steered`, `dropped`; settled: `answered`, `told`."""
+    """`sent`, `queued`, `running`, `steered`, `dropped`, `unreplied` (its turn ended
+    without an outbound); settled: `answered`, `told`."""
+    steer: bool = False
+    """The user asked for it to join the running turn."""
+    echoed: bool = False
+    """Shown after the prompt already (piped input is echoed when its turn starts)."""
 
 
 class LineLedger:
@@ -48,9 +58,11 @@ class LineLedger:
         self._lines: dict[int, Line] = {}
         self._tasks: dict[int, Line] = {}
 
-    def record(self, message: dict[str, Any], text: str) -> Line:
+    def record(self, message: dict[str, Any], text: str, *, steer: bool = False,
+               echoed: bool = False) -> Line:
         """Number a line about to be handed over and mark its envelope with it."""
-        line = Line(len(self._lines) + 1, text, str(message.get("session_id") or ""))
+        line = Line(len(self._lines) + 1, text, str(message.get("session_id") or ""),
+                    steer=steer, echoed=echoed)
         self._lines[line.number] = line
         message["context"] = {**(message.get("context") or {}), LINE_KEY: line.number}
         return line
@@ -70,12 +82,13 @@ class LineLedger:
             outcome, "dropped")
         return line if line.state == "dropped" else None
 
-    def started(self, message: Any) -> None:
+    def started(self, message: Any) -> Line | None:
         """Its turn starts, in the task that will send the turn's outbounds."""
         line = self.line_of(message)
         if line is not None and line.state in _OPEN | {"answered"}:
             line.state = "running"
             self._tasks[anyio.get_current_task().id] = line
+        return line
 
     def replied(self) -> None:
         """An outbound was sent by the current task: its turn's line (and the lines
@@ -89,9 +102,18 @@ class LineLedger:
                 other.state = "answered"
 
     def finished(self, message: Any) -> None:
+        ended = self.line_of(message)
         for task, line in list(self._tasks.items()):
-            if line is self.line_of(message):
+            if line is ended:
                 del self._tasks[task]
+        if ended is not None and ended.state == "running":
+            ended.state = "unreplied"
+
+    def waiting(self, turns_running: bool) -> bool:
+        """Whether a line still expects its answer: one handed over, queued or running,
+        or one steered into a turn that still runs (module docstring)."""
+        return any(line.state in _WAITING or (line.state == "steered" and turns_running)
+                   for line in self._lines.values())
 
     def told(self, line: Line) -> None:
         """The user was told about this line: it is settled."""

@@ -4,11 +4,12 @@ and reads the screen (capture-pane), polling each expectation up to a deadline
 
 from __future__ import annotations
 
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from terminal_support import TMUX, Terminal, last_line
+from terminal_support import HOOKLINE, TMUX, Terminal, last_line
 
 pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
 
@@ -152,3 +153,92 @@ def test_the_line_editor_needs_no_sniffio(terminal: Terminal, tmp_path: Path) ->
     terminal.keys("Enter")
     screen = terminal.wait_for(lambda s: 'You said: "edied"' in s and at_prompt(s), "the reply")
     assert "failed" not in screen, screen
+
+
+SLOW = '/tool shell {"command": "sleep 2"}'
+"""A turn that runs for two seconds: the lines typed meanwhile wait for it."""
+
+
+def replied(text: str) -> str:
+    return f'You said: "{text}"'
+
+
+def tape_said(terminal: Terminal, session: str) -> list[str]:
+    """What the user said in the session, in the tape's order (`hookline sessions show`)."""
+    assert HOOKLINE
+    done = subprocess.run([HOOKLINE, "sessions", "show", session], cwd=terminal.cwd,
+                          env=terminal.env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done
+    return [line.removeprefix("you: ") for line in done.stdout.splitlines()
+            if line.startswith("you: ")]
+
+
+def replies_on_lines_of_their_own(screen: str) -> None:
+    """No reply shares a line with the prompt, another reply, or what follows it."""
+    for line in screen.splitlines():
+        assert line.count("[offline model]") <= 1, line
+        assert not (PROMPT in line and "[offline model]" in line), line
+        if "spill_read)" in line:  # the end of every offline reply to a message
+            assert line.rstrip().endswith("spill_read)."), line
+
+
+def test_lines_typed_during_a_turn_each_get_a_turn_in_order_and_a_steer_joins_it(
+        terminal: Terminal) -> None:
+    terminal.chat("order", "--session", "order")
+    terminal.wait_for(lambda s: "hookline chat" in s and at_prompt(s), "the banner")
+    terminal.type(SLOW)
+    terminal.wait_for(lambda s: "running shell" in s, "the slow tool running")
+    for line in ("one", "two", ">> steer me", "three"):  # typed at once, during the turn
+        terminal.type(line)
+    screen = terminal.wait_for(lambda s: replied("three") in s and at_prompt(s),
+                               "the answer to the last line")
+    assert screen.count("(queued: it gets its turn after the running one)") == 3, screen
+    assert screen.count("(steered into the running turn)") == 1, screen
+    answers = [screen.index(replied(text)) for text in ("steer me", "one", "two", "three")]
+    assert answers == sorted(answers), screen  # the steer answered within the slow turn
+    for text in ("one", "two", "three", "steer me"):
+        assert screen.count(replied(text)) == 1, screen
+    replies_on_lines_of_their_own(screen)
+
+    terminal.type("/quit")
+    screen = terminal.wait_for(lambda s: "CHAT-EXIT=0" in s, "a clean exit")
+    tail = [line for line in screen.splitlines() if line.strip()]
+    assert tail[-2:] == ["you> /quit", "CHAT-EXIT=0"], tail[-4:]  # no reply after you>
+    # The steer joined the slow turn (after its tool call); each other line got its own.
+    assert tape_said(terminal, "order") == [SLOW, "steer me", "one", "two", "three"]
+
+
+def test_leaving_with_lines_queued_waits_for_their_answers(terminal: Terminal) -> None:
+    terminal.chat("leave", "--session", "leave")
+    terminal.wait_for(lambda s: "hookline chat" in s and at_prompt(s), "the banner")
+    terminal.type(SLOW)
+    terminal.wait_for(lambda s: "running shell" in s, "the slow tool running")
+    terminal.type("queued line")
+    terminal.type("/quit")
+    screen = terminal.wait_for(lambda s: "CHAT-EXIT=" in s, "the exit")
+    assert "(leaving once the lines already sent are answered; Ctrl-C leaves now)" in screen
+    assert "CHAT-EXIT=0" in screen and replied("queued line") in screen, screen
+    assert "not answered" not in screen
+    replies_on_lines_of_their_own(screen)
+    assert tape_said(terminal, "leave") == [SLOW, "queued line"]
+
+
+def test_chat_commands_in_a_terminal_never_reach_the_model(terminal: Terminal) -> None:
+    terminal.chat("commands", "--session", "commands")
+    terminal.wait_for(lambda s: "hookline chat" in s and at_prompt(s), "the banner")
+    terminal.type("/help")
+    terminal.wait_for(lambda s: "/tool NAME {json}" in s and at_prompt(s), "the help")
+    terminal.type("/whatever")
+    terminal.wait_for(lambda s: "unknown command /whatever" in s and at_prompt(s),
+                      "the unknown command's line")
+    terminal.type("hello")
+    terminal.wait_for(lambda s: replied("hello") in s and at_prompt(s), "the reply")
+    terminal.type("/usage")
+    screen = terminal.wait_for(lambda s: "usage: " in s and at_prompt(s), "the usage")
+    assert "over 1 model call; cost not reported (session commands" in screen
+    terminal.type("//help")
+    screen = terminal.wait_for(lambda s: replied("/help") in s and at_prompt(s), "escaped")
+    replies_on_lines_of_their_own(screen)
+    terminal.type("/quit")
+    terminal.wait_for(lambda s: "CHAT-EXIT=0" in s, "the exit")
+    assert tape_said(terminal, "commands") == ["hello", "/help"]

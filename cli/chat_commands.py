@@ -1,0 +1,159 @@
+"""The commands `hookline chat` runs itself, never sending them to the model: `/new`,
+`/sessions`, `/model`, `/usage` and `/attach` (the cli channel has `/help` and `/quit`,
+and tells commands from messages: builtins/channels/cli_input.py).
+
+They reuse what the other commands do: `/new` chooses a session as `--new` does,
+`/sessions` prints `hookline sessions`' table, `/usage` sums the `usage` stream events as
+`run --usage` does (`toolview.UsageTotals`), `/attach` reads files as `run -a` does
+(`inputs.attachments`). `/model NAME` sets the turn setting `model` of the envelopes'
+context, which the builtin plugin reads (an alias of `model_aliases` works too).
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hookline.kernel import Framework
+
+if TYPE_CHECKING:
+    from hookline.builtins.channels import CliChannel
+    from hookline.builtins.channels.cli_input import ChatCommand
+    from hookline.kernel.streaming import StreamEvent
+
+    from .toolview import UsageTotals
+
+
+class ChatCommands:
+    """The commands of one chat, on its channel; `session_id` is the resolved id of the
+    session the chat's lines go to, `model` the model shown for it."""
+
+    def __init__(self, framework: Framework, channel: CliChannel, session_id: str,
+                 model: str) -> None:
+        self.framework = framework
+        self.channel = channel
+        self.session_id = session_id
+        self.model = model
+        self.usage: dict[str, UsageTotals] = {}
+        """Token usage of this chat's turns, by session."""
+
+    def commands(self) -> list[ChatCommand]:
+        from hookline.builtins.channels.cli_input import ChatCommand
+
+        return [
+            ChatCommand("new", self.new, "a fresh session, made this folder's current one"),
+            ChatCommand("sessions", self.sessions, "the sessions, as hookline sessions lists "
+                                                   "them (* marks this folder's current one)"),
+            ChatCommand("model", self.set_model, "the model for the following turns (an "
+                                                 "alias works too); no NAME: the one in use",
+                        "NAME"),
+            ChatCommand("usage", self.show_usage, "tokens in and out of this chat's turns in "
+                                                  "the session"),
+            ChatCommand("attach", self.attach, "attach a file (text or image) to the next "
+                                               "message", "PATH"),
+        ]
+
+    def observe(self, session_id: str, event: StreamEvent) -> None:
+        """Every event of the chat's turns: each `usage` event is one model call's count."""
+        if event.kind not in ("usage", "final"):
+            return
+        from .toolview import UsageTotals
+
+        totals = self.usage.setdefault(session_id, UsageTotals())
+        if event.kind == "usage":
+            totals.add(event.data.get("usage"))
+        else:
+            totals.calls += 1
+
+    async def new(self, arguments: str) -> None:
+        from hookline.builtins.sessions import new_session_id, set_current_session
+        from hookline.builtins.settings import default_home
+
+        _no_arguments("new", arguments)
+        fresh = new_session_id()
+        set_current_session(default_home(), self.framework.workspace, fresh)
+        self.channel.configure(session_id=fresh)
+        self.session_id = await self.framework.resolve_session(
+            {"channel": self.channel.name, "chat_id": self.channel.chat_id,
+             "session_id": fresh})
+        self._say(f"new session {self.session_id}, now this folder's current one (the "
+                  f"previous one is kept: /sessions)")
+
+    async def sessions(self, arguments: str) -> None:
+        from hookline.builtins.sessions import list_sessions
+
+        from .sessions import session_list
+
+        _no_arguments("sessions", arguments)
+        store = self.framework.get_tape_store()
+        if store is None:
+            raise RuntimeError("no plugin provides a tape store (provide_tape_store), so "
+                               "there are no sessions to list")
+        for line in session_list(self.framework, await list_sessions(store)):
+            self._say(line)
+
+    async def set_model(self, arguments: str) -> None:
+        from hookline.builtins.settings import load_settings
+
+        name = arguments.strip()
+        if not name:
+            self._say(f"model {self.model} (/model NAME changes it for the following turns)")
+            return
+        spec = load_settings().resolve_model(name)
+        if not _looks_like_spec(spec):
+            raise ValueError(f"{name!r} is neither a model spec nor an alias of "
+                             f"model_aliases; give provider:model, offline or "
+                             f"scripted:<path>, or an alias (hookline models lists them)")
+        self.channel.configure(model=name)
+        self.model = name
+        shown = name if spec == name else f"{name} ({spec})"
+        self._say(f"model {shown} for the following turns of this chat")
+
+    async def show_usage(self, arguments: str) -> None:
+        from .toolview import UsageTotals
+
+        _no_arguments("usage", arguments)
+        totals = self.usage.get(self.session_id) or UsageTotals()
+        self._say(f"{totals.line()} (session {self.session_id}, the turns of this chat)")
+
+    async def attach(self, arguments: str) -> None:
+        from .inputs import attachments
+
+        if not arguments.strip():
+            raise ValueError("give the file to attach: /attach PATH")
+        path = Path(_one_path(arguments)).expanduser()
+        text, media = attachments([path])
+        self.channel.attach(text, media)
+        kind = "an image" if media else "text"
+        self._say(f"attached {path} ({kind}) to the next message")
+
+    def _say(self, text: str) -> None:
+        from hookline.builtins.tool_notes import terminal_text
+
+        self.channel.say(terminal_text(text, keep_newlines=False))
+
+
+def _no_arguments(name: str, arguments: str) -> None:
+    if arguments.strip():
+        raise ValueError(f"/{name} takes no arguments (got {arguments.strip()!r})")
+
+
+def _one_path(arguments: str) -> str:
+    """The path of `/attach PATH`: as typed, or unquoted when it is in quotes."""
+    text = arguments.strip()
+    if text[:1] in ("'", '"'):
+        try:
+            parts: list[Any] = shlex.split(text)
+        except ValueError:
+            parts = []
+        if len(parts) == 1:
+            return str(parts[0])
+    return text
+
+
+def _looks_like_spec(spec: str) -> bool:
+    if spec == "offline" or spec.startswith("offline:"):
+        return True
+    provider, sep, model = spec.partition(":")
+    return bool(sep and provider.strip() and model.strip()) and " " not in spec
