@@ -195,7 +195,8 @@ class _Run:
             # The context is read before the step's new messages are recorded: the tape
             # keeps only their text, the model gets them whole (media included).
             context = as_model_messages(await self.tape.read_messages())
-            new_messages = await self._drain_steering() + new_messages
+            # Steered messages came after the step's own prompt: they follow it, in order.
+            new_messages = new_messages + await self._drain_steering()
             for message in new_messages:
                 await self.tape.append("message", message.to_dict(), run_id=run_id)
             await self.tape.flush()  # the prompt is durable before the model sees it
