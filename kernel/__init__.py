@@ -63,7 +63,7 @@ if TYPE_CHECKING:
         ToolCallStarted,
     )
     from .framework import Framework
-    from .hooks import HOOK_SPECS, HooklineSpecs, HookRuntime, hookimpl, hookspec
+    from .hooks import HOOK_SPECS, HooklineSpecs, hookimpl, hookspec
     from .interception import (
         LLMCallDecision,
         LLMCallRequest,
@@ -74,6 +74,7 @@ if TYPE_CHECKING:
         ToolCallResult,
     )
     from .loading import PluginLoadError, PluginStatus
+    from .model_stage import HookRuntime
     from .models import ModelChoice, ModelOptions
     from .prompt import LegacyPrompt, MediaContent, UserContent
     from .streaming import (
@@ -207,7 +208,7 @@ _EXPORTS = {
     "HookBinding": "_dispatch",
     "HookImpl": "_dispatch",
     "HookReport": "_dispatch",
-    "HookRuntime": "hooks",
+    "HookRuntime": "model_stage",
     "HookSpec": "_dispatch",
     "HookimplOpts": "_dispatch",
     "HooklineError": "streaming",

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .channels import ChannelRouter
     from .envcache import EnvironmentCache
     from .environment import Environment
-    from .hooks import HookRuntime
+    from .model_stage import HookRuntime
 
 
 class TurnHost(Protocol):
