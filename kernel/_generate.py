@@ -39,8 +39,8 @@ TYPED_DOC = '''\
 """Typed hooks: each hook of ``HOOK_SPECS`` as a ``typing.Protocol`` that type checkers
 enforce.
 
-Generated from ``hooks.py`` by ``python -m {package}._generate``: edit the specs there,
-never this file (a test fails while it is stale).
+Generated from ``hooks.py`` by ``_generate.py`` (``python -m hookline.kernel._generate``):
+edit the specs there, never this file (a test fails while it is stale).
 
 ``HooklineSpecs`` (``hooks.py``) declares every hook on one class, so it cannot type a
 plugin that implements two of them. Here each hook has two protocols:
@@ -185,7 +185,7 @@ def render_typed() -> str:
             ("IMPL_PROTOCOLS", "Impl", '"""Hook name -> its ``<Hook>Impl`` protocol, in '
              '``HOOK_SPECS`` order."""')))
     return (
-        TYPED_DOC.format(package=__package__)
+        TYPED_DOC
         + "\nfrom __future__ import annotations\n\n"
         + "\n".join(_from_import(m, runtime[m]) for m in sorted(runtime)) + "\n\n"
         + "if TYPE_CHECKING:\n" + "\n\n".join(blocks) + "\n\n"
@@ -215,10 +215,11 @@ def render_stub(exports: LazyExports) -> str:
         for name, comment in sorted(tables[module], key=lambda item: _import_order(item[0])):
             imported = name if name == "*" else f"{name} as {name}"
             lines.append(f"from .{module} import {imported}{comment}")
-    return (f'"""The public names of ``{exports.package}``, for type checkers (which do not '
-            "see\nits lazy imports).\n\nGenerated from the table of its ``__init__.py`` by "
-            f"``python -m {__package__}._generate``:\nedit the table, never this file.\n"
-            '"""\n\n' + "\n".join(lines) + "\n")
+    return ('"""The public names of this package, for type checkers (which do not see its '
+            "lazy\nimports).\n\nGenerated from the table of its ``__init__.py`` by the "
+            "kernel's ``_generate.py``\n(``python -m hookline.kernel._generate "
+            'hookline.testing``): edit the table, never this file.\n"""\n\n'
+            + "\n".join(lines) + "\n")
 
 
 def _targets(packages: list[str]) -> dict[Path, str]:

@@ -1,8 +1,8 @@
 """Typed hooks: each hook of ``HOOK_SPECS`` as a ``typing.Protocol`` that type checkers
 enforce.
 
-Generated from ``hooks.py`` by ``python -m hookline.kernel._generate``: edit the specs there,
-never this file (a test fails while it is stale).
+Generated from ``hooks.py`` by ``_generate.py`` (``python -m hookline.kernel._generate``):
+edit the specs there, never this file (a test fails while it is stale).
 
 ``HooklineSpecs`` (``hooks.py``) declares every hook on one class, so it cannot type a
 plugin that implements two of them. Here each hook has two protocols:

@@ -1,8 +1,8 @@
-"""The public names of ``hookline.testing``, for type checkers (which do not see
-its lazy imports).
+"""The public names of this package, for type checkers (which do not see its lazy
+imports).
 
-Generated from the table of its ``__init__.py`` by ``python -m hookline.kernel._generate``:
-edit the table, never this file.
+Generated from the table of its ``__init__.py`` by the kernel's ``_generate.py``
+(``python -m hookline.kernel._generate hookline.testing``): edit the table, never this file.
 """
 
 from .framework import FrameworkFactory as FrameworkFactory
