@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from ._dispatch import HookRuntime as _CoreRuntime
-from .errors import bad_return
 
 if TYPE_CHECKING:
     from .prompt import LegacyPrompt, UserContent
@@ -101,6 +100,8 @@ class HookRuntime(_CoreRuntime):
     async def _model_text(self, kwargs: dict[str, Any]) -> str | None:
         impl, value = await self.call_first_each(RUN_MODEL, **kwargs)
         if impl is not None and not isinstance(value, str):
+            from .errors import bad_return  # only when it fails: errors loads dataclasses
+
             raise bad_return(impl, "str or None", value)
         return value  # type: ignore[no-any-return]  # a str, or None when nobody answered
 
@@ -109,6 +110,8 @@ class HookRuntime(_CoreRuntime):
 
         impl, value = await self.call_first_each(RUN_MODEL_STREAM, **kwargs)
         if impl is not None and not isinstance(value, AsyncStreamEvents):
+            from .errors import bad_return
+
             raise bad_return(impl, "AsyncStreamEvents or None", value,
                              "; wrap an async generator in AsyncStreamEvents(...)")
         return value  # type: ignore[no-any-return]  # a stream, or None when nobody answered
