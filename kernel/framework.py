@@ -26,8 +26,10 @@ from .channels import AdmitDecision, Channel, ChannelRouter, TurnSnapshot
 from .envcache import EnvironmentCache, Evicted
 from .envelope import get_field
 from .environment import Environment
-from .hooks import HOOK_SPECS, IMPL_PROJECTS, HookRuntime, bad_return
+from .errors import bad_return
+from .hooks import HOOK_SPECS, IMPL_PROJECTS
 from .loading import PluginLoader, PluginStatus
+from .model_stage import HookRuntime
 from .models import ModelOptions, merge_model_options
 from .pipeline import TurnPipeline
 from .tape import TapeContext

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ._util import get_logger
 from .envelope import default_session_id, envelope_content, get_field, set_field
+from .errors import ErrorKind, HooklineError
 from .prompt import to_content, to_legacy_prompt
-from .streaming import AsyncStreamEvents, ErrorKind, HooklineError, StreamEvent, TextAnswerStream
+from .streaming import AsyncStreamEvents, StreamEvent, TextAnswerStream
 from .turn import RUNTIME_ENVIRONMENT, RUNTIME_STEERING_INBOX, RUNTIME_WORKSPACE, TurnResult
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from .channels import ChannelRouter
     from .envcache import EnvironmentCache
     from .environment import Environment
-    from .hooks import HookRuntime
+    from .model_stage import HookRuntime
 
 
 class TurnHost(Protocol):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, TypeAlias
 
-from .streaming import ErrorKind, HooklineError
+from .errors import ErrorKind, HooklineError
 
 __all__ = [
     "LegacyPrompt",

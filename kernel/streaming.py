@@ -1,8 +1,10 @@
-"""Stream events, the framework error type, and the closable event stream.
+"""Stream events and the closable event stream.
 
 The model stage may produce a stream instead of text. The types here are what such a
 stream carries and how it is closed, so that channels, the pipeline and the agent loop all
-agree on when resources behind a stream are released.
+agree on when resources behind a stream are released. ``HooklineError`` and
+``ErrorKind`` live in ``errors`` and are re-exported here for the code that imports them
+from this module.
 """
 
 from __future__ import annotations
@@ -10,9 +12,10 @@ from __future__ import annotations
 import inspect
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
 from types import TracebackType
 from typing import Any
+
+from .errors import ErrorKind, HooklineError
 
 __all__ = [
     "AsyncStreamEvents",
@@ -22,43 +25,6 @@ __all__ = [
     "StreamState",
     "TextAnswerStream",
 ]
-
-
-class ErrorKind(StrEnum):
-    """Coarse error categories, stable enough to show to users and to models."""
-
-    invalid_input = "invalid_input"
-    config = "config"
-    provider = "provider"
-    tool = "tool"
-    temporary = "temporary"
-    not_found = "not_found"
-    unknown = "unknown"
-
-
-@dataclass(eq=False)
-class HooklineError(Exception):
-    """An error with a kind, so callers can react to the category instead of the text."""
-
-    kind: ErrorKind
-    message: str
-    details: dict[str, Any] | None = None
-
-    def __post_init__(self) -> None:
-        # Accept plain strings for the kind, and keep `args` filled so the exception
-        # pickles and prints like any other.
-        self.kind = ErrorKind(self.kind)
-        Exception.__init__(self, self.kind, self.message, self.details)
-
-    def __str__(self) -> str:
-        return f"[{self.kind.value}] {self.message}"
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-friendly form, used where the error is shown to a model or recorded."""
-        data: dict[str, Any] = {"kind": self.kind.value, "message": self.message}
-        if self.details is not None:
-            data["details"] = self.details
-        return data
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time
 from typing import Any, Final, Protocol, TypeAlias, runtime_checkable
 
-from .streaming import ErrorKind, HooklineError
+from .errors import ErrorKind, HooklineError
 
 __all__ = [
     "ENTRY_KINDS",

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias
 
-from .streaming import ErrorKind, HooklineError
+from .errors import ErrorKind, HooklineError
 
 __all__ = [
     "EventEmitter",

@@ -1,4 +1,8 @@
-"""Typed hooks: each of the 27 hooks as a ``typing.Protocol`` that type checkers enforce.
+"""Typed hooks: each hook of ``HOOK_SPECS`` as a ``typing.Protocol`` that type checkers
+enforce.
+
+Generated from ``hooks.py`` by ``_generate.py`` (``python -m hookline.kernel._generate``):
+edit the specs there, never this file (a test fails while it is stale).
 
 ``HooklineSpecs`` (``hooks.py``) declares every hook on one class, so it cannot type a
 plugin that implements two of them. Here each hook has two protocols:
@@ -19,8 +23,7 @@ an ``async def`` implementation, which that path would skip, is an error.
 
 Nothing here runs in the kernel: the module exists for type checkers and for plugin
 classes that subclass a protocol. The hook types are imported for type checkers only, so
-importing this module costs little more than creating its classes. The contract test
-(tests/kernel/contracts/test_typed_hooks.py) keeps every protocol equal to its spec.
+importing this module costs little more than creating its classes.
 """
 
 from __future__ import annotations

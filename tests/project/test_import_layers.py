@@ -41,7 +41,10 @@ def imported(name: str, path: Path, known: dict[str, Path]) -> Iterator[str]:
             if node.level:
                 anchor = package[: len(package) - node.level + 1]
                 base = ".".join([*anchor, *([node.module] if node.module else [])])
-            targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+            # `from package import module` names the module, `from module import name`
+            # the module.
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
+                       for alias in node.names]
             if node.level and node.module and base not in known:
                 yield f"missing:{base}"
                 continue
@@ -110,15 +113,81 @@ def test_the_import_reader_sees_type_checking_and_lazy_imports(tmp_path: Path) -
     module = tmp_path / "mod.py"
     module.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                       "    from .framework import Framework\n"
-                      "def later():\n    from . import pipeline\n    from .gone import x\n")
+                      "def later():\n    from . import pipeline\n    from .gone import x\n"
+                      "from . import _util\n")
     known = {"hookline.kernel": module, "hookline.kernel.framework": module,
              "hookline.kernel.pipeline": module, "hookline.kernel.mod": module}
     found = set(imported("hookline.kernel.mod", module, known))
-    assert {"hookline.kernel.framework", "hookline.kernel.pipeline",
-            "missing:hookline.kernel.gone"} <= found
+    assert found == {"hookline.kernel.framework", "hookline.kernel.pipeline",
+                     "missing:hookline.kernel.gone", "hookline.kernel"}
+    # `from . import pipeline` names the module, not the package; `_util` is no known
+    # module here, so that import names the package.
+    with_util = {**known, "hookline.kernel._util": module}
+    found_with_util = set(imported("hookline.kernel.mod", module, with_util))
+    assert found_with_util == (found - {"hookline.kernel"}) | {"hookline.kernel._util"}
 
 
 def test_the_cycle_finder_finds_cycles_and_only_cycles() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+# The kernel's layers, bottom up (docs/architecture.md "Layering"). Each module may import
+# its own layer and those below; the package root (`hookline.kernel`) re-exports them all.
+KERNEL_LAYERS = {
+    "helpers": {"_lazy", "_util"},
+    "core": {"_dispatch"},
+    "contract": {"hooks", "typed", "errors", "envelope", "turn", "streaming", "prompt", "tape",
+                 "environment", "channels", "tools", "interception", "events", "models"},
+    "framework": {"framework", "pipeline", "agent_hooks", "envcache", "loading",
+                  "model_stage"},
+    "tools": {"_generate"},
+}
+LAYER_ORDER = list(KERNEL_LAYERS)
+
+
+def kernel_layer(module: str) -> str | None:
+    """The layer of a ``hookline.kernel`` module (None for the package root)."""
+    if module == "hookline.kernel":
+        return None
+    first = module.removeprefix("hookline.kernel.").split(".")[0]
+    found = [layer for layer, members in KERNEL_LAYERS.items() if first in members]
+    assert found, f"{module}: add it to a layer of KERNEL_LAYERS (docs/architecture.md)"
+    return found[0]
+
+
+def layer_problems(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of a kernel module that reach a layer above its own."""
+    problems = []
+    for name, targets in sorted(graph.items()):
+        if not name.startswith("hookline.kernel") or (own := kernel_layer(name)) is None:
+            continue
+        for target in sorted(targets):
+            if not target.startswith("hookline.kernel"):
+                continue
+            layer = kernel_layer(target)
+            if layer is None or LAYER_ORDER.index(layer) > LAYER_ORDER.index(own):
+                problems.append(f"{name} ({own}) imports {target} ({layer or 'the root'})")
+    return problems
+
+
+def test_kernel_modules_import_their_layer_and_those_below_only() -> None:
+    """The contract modules never import the framework layer (hooks.py declares, the
+    framework runs), and nothing but the root imports the root."""
+    known = modules()
+    graph = {name: {t for t in imported(name, path, known) if t in known}
+             for name, path in known.items() if name.startswith("hookline.kernel")}
+    assert {kernel_layer(name) for name in graph} >= {"contract", "framework", "core"}
+    assert layer_problems(graph) == []
+
+
+def test_the_layer_check_catches_a_contract_module_importing_the_framework() -> None:
+    graph = {"hookline.kernel.hooks": {"hookline.kernel.model_stage",
+                                       "hookline.kernel._dispatch.registry"},
+             "hookline.kernel.model_stage": {"hookline.kernel.hooks"},
+             "hookline.kernel._util": {"hookline.kernel"}}
+    assert layer_problems(graph) == [
+        "hookline.kernel._util (helpers) imports hookline.kernel (the root)",
+        "hookline.kernel.hooks (contract) imports hookline.kernel.model_stage (framework)",
+    ]

@@ -148,7 +148,7 @@ def test_dispatch_core_has_no_import_cycles() -> None:
     assert _cycle({**graph, "impl": {*graph["impl"], "registry"}})[0] in {"impl", "registry"}
 
 
-FRAMEWORK_LAYER = {"framework", "pipeline", "agent_hooks", "envcache", "loading"}
+FRAMEWORK_LAYER = {"framework", "pipeline", "agent_hooks", "envcache", "loading", "model_stage"}
 """The kernel modules above the contract modules (see docs/architecture.md)."""
 
 
