@@ -146,8 +146,16 @@ def _summarise_results(results: Sequence[ModelMessage]) -> str:
         if len(output) > _TOOL_OUTPUT_LIMIT:
             excerpt += f"... ({len(output) - _TOOL_OUTPUT_LIMIT} more characters)"
         size = f"{len(output)} characters, {len(output.splitlines())} lines"
-        lines.append(f"Tool `{name}` {verb} ({size}):\n{excerpt}")
+        lines.append(f"Tool `{name}` {verb} ({size}):\n{_fenced(excerpt)}")
     return "\n\n".join(lines)
+
+
+def _fenced(text: str) -> str:
+    """`text` as a Markdown code block, so a terminal that renders the reply shows tool
+    output as it is (the fence outruns any backtick run inside)."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{text.rstrip(chr(10))}\n{fence}"
 
 
 def _tool_names(tools: Sequence[ToolSchema]) -> str:

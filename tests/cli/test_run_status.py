@@ -18,7 +18,7 @@ SLOW_TOOL = '/tool shell {"command": "sleep 3; echo finished"}'
 
 @pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
 def test_the_status_line_shows_the_running_tool_then_disappears(terminal: Terminal) -> None:
-    terminal.start("status", "run", "--no-stream", SLOW_TOOL)
+    terminal.start("status", "run", "--no-stream", "--plain", SLOW_TOOL)
     screen = terminal.wait_for(lambda s: "running shell" in s, "the status line")
     assert re.search(r"…step 1: running shell \d+s", screen)
     terminal.wait_for(lambda s: re.search(r"running shell [12]s", s) is not None,
