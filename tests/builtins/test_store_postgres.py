@@ -157,7 +157,7 @@ anyio.run(main)
 def test_a_killed_processes_journal_is_recovered_by_a_live_store_as_interrupted(
     postgres_stores: StoreFactory,
 ) -> None:
-    url = postgres_stores.url() + "&hookline_grace=0.5"
+    url = postgres_stores.url() + "&hookline_grace=2"
     survivor = postgres_stores.open(url)
     proc = subprocess.Popen([sys.executable, "-c", STORE_PROCESS, url], text=True,
                             stdout=subprocess.PIPE)
