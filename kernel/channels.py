@@ -12,7 +12,18 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Literal,
+    Protocol,
+    TypeAlias,
+    runtime_checkable,
+)
+
+if TYPE_CHECKING:
+    from typing import Self  # a subclass's constructors return the subclass
 
 from .streaming import AsyncStreamEvents, StreamEvent
 
@@ -92,22 +103,22 @@ class AdmitDecision:
             )
 
     @classmethod
-    def process(cls) -> AdmitDecision:
+    def process(cls) -> Self:
         """Run the message now, concurrently with any running turn."""
         return cls("process")
 
     @classmethod
-    def drop(cls, reason: str | None = None) -> AdmitDecision:
+    def drop(cls, reason: str | None = None) -> Self:
         """Discard the message."""
         return cls("drop", reason)
 
     @classmethod
-    def follow_up(cls, reason: str | None = None) -> AdmitDecision:
+    def follow_up(cls, reason: str | None = None) -> Self:
         """Queue the message behind the session's running turn."""
         return cls("follow_up", reason)
 
     @classmethod
-    def steer(cls, reason: str | None = None) -> AdmitDecision:
+    def steer(cls, reason: str | None = None) -> Self:
         """Feed the message into the running turn (falls back to follow_up)."""
         return cls("steer", reason)
 

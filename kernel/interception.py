@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+if TYPE_CHECKING:
+    from typing import Self  # a subclass's constructors return the subclass
 
 from .tools import ToolContext
 
@@ -69,7 +72,7 @@ class LLMCallDecision:
             raise ValueError(f"LLMCallDecision.action must be 'finish', got {self.action!r}")
 
     @classmethod
-    def finish(cls, text: str) -> LLMCallDecision:
+    def finish(cls, text: str) -> Self:
         return cls("finish", text)
 
 
@@ -100,17 +103,17 @@ class ToolCallDecision:
             )
 
     @classmethod
-    def proceed(cls, arguments: dict[str, Any] | None = None) -> ToolCallDecision:
+    def proceed(cls, arguments: dict[str, Any] | None = None) -> Self:
         """Run the tool, with these arguments when given."""
         return cls("proceed", arguments=arguments)
 
     @classmethod
-    def replace(cls, result: Any) -> ToolCallDecision:
+    def replace(cls, result: Any) -> Self:
         """Do not run the tool; use `result` as its successful result."""
         return cls("replace", result=result)
 
     @classmethod
-    def deny(cls, message: str = "") -> ToolCallDecision:
+    def deny(cls, message: str = "") -> Self:
         """Do not run the tool; fail the call with `message`."""
         return cls("deny", message=message)
 
