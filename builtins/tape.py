@@ -310,7 +310,7 @@ class Tape:
         found = await self.entries(self.query().query(text))
         return found[-limit:]
 
-    async def read_messages(self) -> list[Any]:
+    async def read_messages(self, *, shared: bool = False) -> list[Any]:
         """Model context from this tape.
 
         Entries are selected by the context's anchor rule and window; when that anchor
@@ -318,15 +318,22 @@ class Tape:
         window bounds only the entries recorded before the run: the run's own entries are
         all kept, so a long run never loses its own beginning. Entries whose meta has
         `context: False` are skipped. `context.select(entries, context)` converts them
-        when set (it may be async); otherwise `messages_from_entries` does.
+        when set (it may be async); otherwise `messages_from_entries` does. The messages are
+        the caller's to change, unless `shared`: then a fork may return the very messages
+        it keeps for its next read, which the caller must not change (the agent loop).
         """
         query = self._context.build_query(self.query())
+        # In a fork, the default conversion reads the run's entries without copying them
+        # and converts only what the run added since its last read.
+        cached = isinstance(self._store, ForkStore) and self._context.select is None
         try:
-            selected = await self._context_entries(query)
+            selected = await self._context_entries(query, cached)
         except HooklineError as exc:
             if exc.kind is not ErrorKind.not_found:
                 raise
-            selected = await self._context_entries(replace(query, anchor=None))
+            selected = await self._context_entries(replace(query, anchor=None), cached)
+        if isinstance(self._store, ForkStore) and cached:  # it leaves out `context: False`
+            return self._store.context_messages(self._name).messages(selected, shared=shared)
         selected = [entry for entry in selected if entry.meta.get("context") is not False]
         if self._context.select is None:
             return messages_from_entries(selected)
@@ -335,9 +342,9 @@ class Tape:
             result = await result
         return list(result)
 
-    async def _context_entries(self, query: TapeQuery) -> list[TapeEntry]:
+    async def _context_entries(self, query: TapeQuery, shared: bool) -> list[TapeEntry]:
         if isinstance(self._store, ForkStore):
-            return await self._store.fetch_all(query, whole_run=True)
+            return await self._store.fetch_all(query, whole_run=True, shared=shared)
         return await self.entries(query)
 
     # -- sidecars -----------------------------------------------------------------------

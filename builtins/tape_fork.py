@@ -11,6 +11,7 @@ import json
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from typing import Any
 
 import anyio
@@ -18,6 +19,7 @@ import anyio
 from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tape import LAST_ANCHOR, AsyncTapeStore, TapeEntry, TapeQuery, apply_query
 
+from .model_context import ContextMessages
 from .store.asyncstore import AsyncJournal, append_batch, has_batch
 from .store.memory import check_entry, copy_entry, dump_json, is_sidecar_tape
 
@@ -58,7 +60,12 @@ class ForkStore:
         self.run = f"fork-{uuid.uuid4().hex}"
         self.pending: list[tuple[str, str, TapeEntry | None]] = []
         self.closed = False
+        self._context: dict[str, ContextMessages] = {}
         self._writing = anyio.Lock()
+
+    def context_messages(self, tape: str) -> ContextMessages:
+        """The run's context converter for `tape`: each step converts only what it added."""
+        return self._context.setdefault(tape, ContextMessages(hide_excluded=True))
 
     def _check_open(self) -> None:
         if self.closed:
@@ -121,23 +128,42 @@ class ForkStore:
         self.pending.append((tape, action, replace(stored, id=0)))
         return copy_entry(stored)
 
-    async def fetch_all(self, query: TapeQuery, *, whole_run: bool = False) -> list[TapeEntry]:
+    async def fetch_all(
+        self, query: TapeQuery, *, whole_run: bool = False, shared: bool = False
+    ) -> list[TapeEntry]:
         """The parent's entries then the fork's, as one tape; `whole_run` (the context read)
-        applies the query's tail to the parent's part only, keeping all of the fork's."""
+        applies the query's tail to the parent's part only, keeping all of the fork's.
+
+        The fork's entries are copied once selected, so a reader cannot change them;
+        `shared` returns them as held, for a reader that never changes them (the context
+        conversion, which copies what it returns).
+        """
         self._check_open()
         buffer = self.buffers.get(query.tape)
         if buffer is None or (not buffer.entries and not buffer.reset):
             return list(await self.parent.fetch_all(query))
-        buffered = [copy_entry(entry) for entry in buffer.entries]
+        buffered = list(buffer.entries)  # what the fork holds now, whatever an await adds
+        selected = await self._select(query, buffered, buffer.reset, whole_run)
+        if shared:
+            return selected
+        held = {id(entry) for entry in buffered}
+        return [copy_entry(entry) if id(entry) in held else entry for entry in selected]
+
+    async def _select(
+        self, query: TapeQuery, buffered: list[TapeEntry], reset: bool, whole_run: bool
+    ) -> list[TapeEntry]:
         own = replace(query, tail_entries=None) if whole_run else query
-        if buffer.reset:
+        if reset:
             return apply_query(buffered, own)
         if query.anchor_range is not None:
             before = list(await self.parent.fetch_all(TapeQuery(query.tape)))
             return apply_query(before + buffered, query)
         if query.anchor is not None:
             wanted = None if query.anchor is LAST_ANCHOR else query.anchor
-            if any(_is_anchor(entry, wanted) for entry in buffered):
+            # Most runs hold no anchor: looking for one at C speed first keeps reads cheap.
+            if "anchor" in map(_kind, buffered) and any(
+                _is_anchor(entry, wanted) for entry in buffered
+            ):
                 return apply_query(buffered, own)
         # The parent's part through the whole query (cheap for stores that push anchors,
         # filters and tails down), then the rest of the query on its part plus ours. The
@@ -208,6 +234,9 @@ class ForkStore:
                 buffer.entries.pop(0)
         buffer.bootstrap = None
         buffer.base_id = None
+
+
+_kind = attrgetter("kind")
 
 
 def _is_anchor(entry: TapeEntry, name: str | None) -> bool:
