@@ -50,7 +50,7 @@ from hookline.kernel.tape import (
 
 from .model_context import messages_from_entries
 from .store.asyncstore import append_batch, as_async_store, journal_of
-from .store.memory import SIDECAR_MARKER
+from .store.entries import SIDECAR_MARKER
 from .tape_archive import file_safe, write_archive
 from .tape_fork import ForkStore, TapeRecordError
 

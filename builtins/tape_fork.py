@@ -21,7 +21,7 @@ from hookline.kernel.tape import LAST_ANCHOR, AsyncTapeStore, TapeEntry, TapeQue
 
 from .model_context import ContextMessages
 from .store.asyncstore import AsyncJournal, append_batch, has_batch
-from .store.memory import check_entry, copy_entry, dump_json, is_sidecar_tape
+from .store.entries import check_entry, copy_entry, dump_json, is_sidecar_tape
 
 __all__ = ["ForkStore", "TapeRecordError"]
 
