@@ -4,6 +4,8 @@ A `Tape` is a named view over an AsyncTapeStore (sync stores are adapted, so blo
 runs in worker threads). It adds the session vocabulary on top of raw entries: anchors
 and handoffs, events, sidecar tapes, reset and archive, forks that buffer a run's writes
 and merge them back, and reading the model context (converted by `model_context`).
+The fork store is `tape_fork`, the archive files `tape_archive`; this module is the face
+and re-exports what others import from it.
 
 Payload shapes written and read here (and expected from the agent loop):
 
