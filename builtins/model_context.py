@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from itertools import chain
 from typing import Any
 
 from hookline.kernel.tape import TapeEntry
 
 from .pairing import OpenCalls
 
-__all__ = ["answered_calls", "messages_from_entries"]
+__all__ = ["ContextMessages", "answered_calls", "messages_from_entries"]
 
 
 def messages_from_entries(entries: Iterable[TapeEntry]) -> list[dict[str, Any]]:
@@ -34,40 +35,99 @@ def messages_from_entries(entries: Iterable[TapeEntry]) -> list[dict[str, Any]]:
       state), which is how a summary survives into the context after the anchor;
     - everything else (`system`, `error`, other events) is not model context.
     """
-    items = list(entries)
-    answers = answered_calls(items)
-    messages: list[dict[str, Any]] = []
-    for index, entry in enumerate(items):
-        payload = entry.payload
-        if entry.kind == "message":
-            if isinstance(payload.get("role"), str):
-                messages.append(_json_copy(payload))
-        elif entry.kind == "tool_call":
-            pairs = [(_call_dict(call), answers[index, position])
-                     for position, call in enumerate(_dict_items(payload.get("calls")))
-                     if (index, position) in answers]
-            content = payload.get("content")
-            if not pairs:
-                if isinstance(content, str) and content:
-                    messages.append({"role": "assistant", "content": content})
-                continue
-            message: dict[str, Any] = {"role": "assistant",
-                                       "tool_calls": [call for call, _ in pairs]}
+    return ContextMessages().messages(list(entries))
+
+
+class ContextMessages:
+    """`messages_from_entries` for a selection that grows at its end, converting each
+    entry once.
+
+    A run's context read is the same entries as the last one plus what the step added, so
+    `messages(entries)` converts only the entries past those it saw last time (kept while
+    they are the same objects or equal ones) and starts over otherwise. Pairing runs left
+    to right, so a new result changes only the call it answers: that `tool_call` entry
+    alone is converted again. With `hide_excluded`, entries whose meta has `context:
+    False` are left out, as if not in `entries`. `messages` returns copies the caller may
+    change; with `shared` it returns the converted messages themselves, for a caller that
+    only reads them (the agent loop, which makes its own messages of them at once).
+    """
+
+    __slots__ = ("_answers", "_entries", "_hide", "_rendered", "_waiting")
+
+    def __init__(self, *, hide_excluded: bool = False) -> None:
+        self._hide = hide_excluded
+        self._entries: list[TapeEntry] = []
+        self._rendered: list[list[dict[str, Any]]] = []
+        self._waiting: OpenCalls[tuple[int, int]] = OpenCalls()
+        self._answers: dict[tuple[int, int], dict[str, Any]] = {}
+
+    def messages(self, entries: list[TapeEntry], *, shared: bool = False) -> list[dict[str, Any]]:
+        seen = len(self._entries)
+        # List equality compares the same objects by identity (the run's own entries) and
+        # others by value (the parent's part, read afresh each time).
+        if len(entries) < seen or entries[:seen] != self._entries:
+            self._entries, self._rendered = [], []
+            self._waiting, self._answers = OpenCalls(), {}
+        for index in range(len(self._entries), len(entries)):
+            self._add(index, entries[index])
+        flat = chain.from_iterable(self._rendered)
+        return list(flat) if shared else [_json_copy(message) for message in flat]
+
+    def _add(self, index: int, entry: TapeEntry) -> None:
+        self._entries.append(entry)
+        if self._hide and entry.meta.get("context") is False:
+            self._rendered.append([])
+            return
+        if entry.kind == "tool_call":
+            for position, call in enumerate(_dict_items(entry.payload.get("calls"))):
+                call_id = call.get("id")
+                if isinstance(call_id, str):
+                    self._waiting.add(index, call_id, (index, position))
+        self._rendered.append(_render(index, entry, self._answers))
+        if entry.kind != "tool_result":
+            return
+        answered: set[int] = set()
+        for result in _dict_items(entry.payload.get("results")):
+            call_id = result.get("call_id")
+            slot = self._waiting.answer(call_id) if isinstance(call_id, str) else None
+            if slot is not None:
+                self._answers[slot] = result
+                answered.add(slot[0])
+        for call_index in answered:
+            self._rendered[call_index] = _render(call_index, self._entries[call_index],
+                                                 self._answers)
+
+
+def _render(
+    index: int, entry: TapeEntry, answers: dict[tuple[int, int], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The messages of one entry (at `index` of the selection), given the answers so far."""
+    payload = entry.payload
+    if entry.kind == "message":
+        return [payload] if isinstance(payload.get("role"), str) else []
+    if entry.kind == "tool_call":
+        pairs = [(_call_dict(call), answers[index, position])
+                 for position, call in enumerate(_dict_items(payload.get("calls")))
+                 if (index, position) in answers]
+        content = payload.get("content")
+        if not pairs:
             if isinstance(content, str) and content:
-                message["content"] = content
-            messages.append(message)
-            messages.extend(_tool_message(call, result) for call, result in pairs)
-        elif entry.kind == "anchor":
-            state = payload.get("state")
-            messages.append(
-                {"role": "assistant", "content": _note(f"[anchor {payload.get('name')}]", state)}
-            )
-        elif entry.kind == "event" and payload.get("name") == "handoff":
-            raw = payload.get("data")
-            data = raw if isinstance(raw, dict) else {}
-            note = _note(f"[handoff to {data.get('name')}]", data.get("state"))
-            messages.append({"role": "assistant", "content": note})
-    return messages
+                return [{"role": "assistant", "content": content}]
+            return []
+        message: dict[str, Any] = {"role": "assistant",
+                                   "tool_calls": [call for call, _ in pairs]}
+        if isinstance(content, str) and content:
+            message["content"] = content
+        return [message, *(_tool_message(call, result) for call, result in pairs)]
+    if entry.kind == "anchor":
+        note = _note(f"[anchor {payload.get('name')}]", payload.get("state"))
+        return [{"role": "assistant", "content": note}]
+    if entry.kind == "event" and payload.get("name") == "handoff":
+        raw = payload.get("data")
+        data = raw if isinstance(raw, dict) else {}
+        note = _note(f"[handoff to {data.get('name')}]", data.get("state"))
+        return [{"role": "assistant", "content": note}]
+    return []
 
 
 def answered_calls(entries: Sequence[TapeEntry]) -> dict[tuple[int, int], dict[str, Any]]:

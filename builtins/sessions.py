@@ -34,7 +34,7 @@ from hookline.kernel.tape import AsyncTapeStore, TapeEntry, TapeQuery, TapeStore
 from .files import open_regular_file
 from .private import write_private_file
 from .store.asyncstore import as_async_store
-from .store.memory import SIDECAR_MARKER, is_sidecar_tape
+from .store.entries import SIDECAR_MARKER, is_sidecar_tape
 from .tape import BOOTSTRAP_ANCHOR, session_tape_name, write_archive
 
 __all__ = [

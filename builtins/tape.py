@@ -4,6 +4,8 @@ A `Tape` is a named view over an AsyncTapeStore (sync stores are adapted, so blo
 runs in worker threads). It adds the session vocabulary on top of raw entries: anchors
 and handoffs, events, sidecar tapes, reset and archive, forks that buffer a run's writes
 and merge them back, and reading the model context (converted by `model_context`).
+The fork store is `tape_fork`, the archive files `tape_archive`; this module is the face
+and re-exports what others import from it.
 
 Payload shapes written and read here (and expected from the agent loop):
 
@@ -27,36 +29,32 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import json
 import logging
-import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from os import PathLike
 from pathlib import Path
 from typing import Any, Final
 
 import anyio
-import anyio.to_thread
 
 from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tape import (
-    LAST_ANCHOR,
     AsyncTapeStore,
     TapeContext,
     TapeEntry,
     TapeQuery,
     TapeSidecar,
     TapeStore,
-    apply_query,
 )
 
 from .model_context import messages_from_entries
-from .private import write_private_file
-from .store.asyncstore import AsyncJournal, append_batch, as_async_store, has_batch, journal_of
-from .store.memory import SIDECAR_MARKER, check_entry, copy_entry, dump_json, is_sidecar_tape
+from .store.asyncstore import append_batch, as_async_store, journal_of
+from .store.entries import SIDECAR_MARKER
+from .tape_archive import file_safe, write_archive
+from .tape_fork import ForkStore, TapeRecordError
 
 __all__ = [
     "BOOTSTRAP_ANCHOR",
@@ -90,9 +88,6 @@ def should_merge_back(session_id: str) -> bool:
     """Whether a run's fork merges into the session tape: not for `temp/` sessions."""
     return not session_id.startswith(_TEMP_SESSION_PREFIX)
 
-
-class TapeRecordError(HooklineError):
-    """A run's record could not be made durable; the run stops rather than go on unrecorded."""
 
 
 @dataclass(frozen=True)
@@ -265,7 +260,7 @@ class Tape:
             return None
         anchor = TapeEntry.new("anchor", {"name": BOOTSTRAP_ANCHOR, "state": {"owner": "human"}},
                                **self._start_meta())
-        if isinstance(self._store, _ForkStore):
+        if isinstance(self._store, ForkStore):
             return await self._store.append_bootstrap(self._name, anchor)
         stored = await append_batch(self._store, self._name, [], bootstrap=anchor)
         return stored[0] if stored else None
@@ -278,7 +273,7 @@ class Tape:
         `TapeRecordError`. Elsewhere (no fork, temp/ sessions, stores without a journal)
         it does nothing.
         """
-        if isinstance(self._store, _ForkStore):
+        if isinstance(self._store, ForkStore):
             await self._store.flush()
 
     async def info(self) -> TapeInfo:
@@ -317,7 +312,7 @@ class Tape:
         found = await self.entries(self.query().query(text))
         return found[-limit:]
 
-    async def read_messages(self) -> list[Any]:
+    async def read_messages(self, *, shared: bool = False) -> list[Any]:
         """Model context from this tape.
 
         Entries are selected by the context's anchor rule and window; when that anchor
@@ -325,15 +320,22 @@ class Tape:
         window bounds only the entries recorded before the run: the run's own entries are
         all kept, so a long run never loses its own beginning. Entries whose meta has
         `context: False` are skipped. `context.select(entries, context)` converts them
-        when set (it may be async); otherwise `messages_from_entries` does.
+        when set (it may be async); otherwise `messages_from_entries` does. The messages are
+        the caller's to change, unless `shared`: then a fork may return the very messages
+        it keeps for its next read, which the caller must not change (the agent loop).
         """
         query = self._context.build_query(self.query())
+        # In a fork, the default conversion reads the run's entries without copying them
+        # and converts only what the run added since its last read.
+        cached = isinstance(self._store, ForkStore) and self._context.select is None
         try:
-            selected = await self._context_entries(query)
+            selected = await self._context_entries(query, cached)
         except HooklineError as exc:
             if exc.kind is not ErrorKind.not_found:
                 raise
-            selected = await self._context_entries(replace(query, anchor=None))
+            selected = await self._context_entries(replace(query, anchor=None), cached)
+        if isinstance(self._store, ForkStore) and cached:  # it leaves out `context: False`
+            return self._store.context_messages(self._name).messages(selected, shared=shared)
         selected = [entry for entry in selected if entry.meta.get("context") is not False]
         if self._context.select is None:
             return messages_from_entries(selected)
@@ -342,9 +344,9 @@ class Tape:
             result = await result
         return list(result)
 
-    async def _context_entries(self, query: TapeQuery) -> list[TapeEntry]:
-        if isinstance(self._store, _ForkStore):
-            return await self._store.fetch_all(query, whole_run=True)
+    async def _context_entries(self, query: TapeQuery, shared: bool) -> list[TapeEntry]:
+        if isinstance(self._store, ForkStore):
+            return await self._store.fetch_all(query, whole_run=True, shared=shared)
         return await self.entries(query)
 
     # -- sidecars -----------------------------------------------------------------------
@@ -433,14 +435,14 @@ class Tape:
         """
         folder = Path(directory).expanduser()
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-        main_path = folder / f"{_file_safe(self._name)}.jsonl.{stamp}.bak"
+        main_path = folder / f"{file_safe(self._name)}.jsonl.{stamp}.bak"
         await write_archive(main_path, await self.entries())
 
         outcomes: list[tuple[str, dict[str, Any]]] = []
         failed: set[str] = set()
         for sidecar in self._sidecars:
             tape_name = self.sidecar_tape_name(sidecar.name)
-            path = folder / f"{_file_safe(tape_name)}.jsonl.{stamp}.bak"
+            path = folder / f"{file_safe(tape_name)}.jsonl.{stamp}.bak"
             try:
                 entries = list(await self._store.fetch_all(TapeQuery(tape_name)))
                 await write_archive(path, entries)
@@ -502,7 +504,7 @@ class Tape:
         """
         tapes = {sidecar.name: self.sidecar_tape_name(sidecar.name) for sidecar in self._sidecars}
         journal = journal_of(self._store) if merge_back else None
-        store = _ForkStore(self._store, [*tapes.values(), self._name], self._name, journal)
+        store = ForkStore(self._store, [*tapes.values(), self._name], self._name, journal)
         forked = Tape(store, self._name, self._context, self._sidecars, session=self._session)
         try:
             yield forked
@@ -521,7 +523,7 @@ class Tape:
         finally:
             store.closed = True
 
-    async def _merge_fork(self, store: _ForkStore, sidecar_tapes: dict[str, str]) -> None:
+    async def _merge_fork(self, store: ForkStore, sidecar_tapes: dict[str, str]) -> None:
         if store.journal is not None:
             await store.commit()
             return
@@ -546,211 +548,6 @@ class Tape:
                     ),
                 )
         await store.merge(self._name)
-
-
-# -- fork store -------------------------------------------------------------------------
-
-
-@dataclass
-class _Buffer:
-    entries: list[TapeEntry] = field(default_factory=list)
-    reset: bool = False
-    base_id: int | None = None  # the parent's last id, learned at the first append
-    bootstrap: TapeEntry | None = None  # a conditional anchor at the head of `entries`
-
-
-class _ForkStore:
-    """An AsyncTapeStore holding some tapes' writes over a parent store (see `Tape.fork`).
-
-    `buffers` serve reads; `pending` holds the writes not yet in the journal, as journal
-    ops, in order.
-    """
-
-    def __init__(
-        self,
-        parent: AsyncTapeStore,
-        tapes: Iterable[str],
-        main: str,
-        journal: AsyncJournal | None,
-    ) -> None:
-        self.parent = parent
-        self.buffers = {tape: _Buffer() for tape in tapes}
-        self.main = main
-        self.journal = journal
-        self.run = f"fork-{uuid.uuid4().hex}"
-        self.pending: list[tuple[str, str, TapeEntry | None]] = []
-        self.closed = False
-        self._writing = anyio.Lock()
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise HooklineError(ErrorKind.invalid_input, "This tape fork is closed.")
-
-    async def list_tapes(self) -> list[str]:
-        self._check_open()
-        names = set(await self.parent.list_tapes())
-        for tape, buffer in self.buffers.items():
-            if is_sidecar_tape(tape):
-                continue
-            if buffer.entries:
-                names.add(tape)
-            elif buffer.reset:
-                names.discard(tape)
-        return sorted(names)
-
-    async def reset(self, tape: str) -> None:
-        self._check_open()
-        buffer = self.buffers.get(tape)
-        if buffer is None:
-            await self.parent.reset(tape)
-            return
-        buffer.entries.clear()
-        buffer.reset = True
-        buffer.base_id = 0
-        buffer.bootstrap = None
-        self.pending.append((tape, "reset", None))
-
-    async def append(self, tape: str, entry: TapeEntry) -> TapeEntry:
-        self._check_open()
-        check_entry(entry)
-        entry = _redact(entry)
-        if tape not in self.buffers:
-            stored = await self.parent.append(tape, entry)
-            return stored if isinstance(stored, TapeEntry) else entry
-        return await self._buffer(tape, entry, "append")
-
-    async def append_bootstrap(self, tape: str, anchor: TapeEntry) -> TapeEntry:
-        """Buffer an anchor that is written at the merge only if the tape has none then."""
-        self._check_open()
-        return await self._buffer(tape, check_entry(anchor), "bootstrap")
-
-    async def _buffer(self, tape: str, entry: TapeEntry, action: str) -> TapeEntry:
-        buffer = self.buffers[tape]
-        # Normalise through JSON now, so a bad payload fails here and not at merge time.
-        payload = json.loads(dump_json(entry.payload, "payload"))
-        meta = json.loads(dump_json(entry.meta, "meta"))
-        if buffer.base_id is None:
-            last = list(await self.parent.fetch_all(TapeQuery(tape).tail(1)))
-            if buffer.base_id is None:  # a reset during the await already set it
-                buffer.base_id = last[-1].id if last else 0
-        # No await between computing the id and storing the entry: ids stay unique.
-        stored = replace(
-            entry, id=buffer.base_id + len(buffer.entries) + 1, payload=payload, meta=meta
-        )
-        buffer.entries.append(stored)
-        if action == "bootstrap":
-            buffer.bootstrap = stored
-        self.pending.append((tape, action, replace(stored, id=0)))
-        return copy_entry(stored)
-
-    async def fetch_all(self, query: TapeQuery, *, whole_run: bool = False) -> list[TapeEntry]:
-        """The parent's entries then the fork's, as one tape; `whole_run` (the context read)
-        applies the query's tail to the parent's part only, keeping all of the fork's."""
-        self._check_open()
-        buffer = self.buffers.get(query.tape)
-        if buffer is None or (not buffer.entries and not buffer.reset):
-            return list(await self.parent.fetch_all(query))
-        buffered = [copy_entry(entry) for entry in buffer.entries]
-        own = replace(query, tail_entries=None) if whole_run else query
-        if buffer.reset:
-            return apply_query(buffered, own)
-        if query.anchor_range is not None:
-            before = list(await self.parent.fetch_all(TapeQuery(query.tape)))
-            return apply_query(before + buffered, query)
-        if query.anchor is not None:
-            wanted = None if query.anchor is LAST_ANCHOR else query.anchor
-            if any(_is_anchor(entry, wanted) for entry in buffered):
-                return apply_query(buffered, own)
-        # The parent's part through the whole query (cheap for stores that push anchors,
-        # filters and tails down), then the rest of the query on its part plus ours. The
-        # limit keeps the first entries of the tail, so it waits for the combined list.
-        parent_query = query if query.tail_entries is None else replace(query, max_entries=None)
-        before = list(await self.parent.fetch_all(parent_query))
-        return apply_query(before + buffered, replace(own, anchor=None))
-
-    async def flush(self) -> None:
-        """Write the pending ops to the journal in one commit (nothing without a journal)."""
-        if self.journal is None:
-            return
-        async with self._writing:
-            if not self.pending:
-                return
-            ops = list(self.pending)
-            try:
-                await self.journal.write(self.run, self.main, ops)
-            except Exception as exc:
-                raise TapeRecordError(
-                    ErrorKind.temporary,
-                    f"Could not record the run on tape {self.main}: {exc}. The run stops here "
-                    f"so that nothing goes on unrecorded; fix the tape store and try again.",
-                ) from exc
-            del self.pending[: len(ops)]  # appends made meanwhile stay pending
-
-    async def commit(self) -> None:
-        """Merge the journal and the pending ops into the tapes in one transaction."""
-        assert self.journal is not None
-        async with self._writing:
-            try:
-                await self.journal.commit(self.run, list(self.pending))
-            except Exception as exc:
-                raise TapeRecordError(
-                    ErrorKind.temporary,
-                    f"Could not save the run on tape {self.main}: {exc}. What it recorded "
-                    f"before its last tool result stays in the store's run journal and is put "
-                    f"on the tape, marked interrupted, by the store's recovery (the SQLite "
-                    f"store's next call; a PostgreSQL store's next sweep).",
-                ) from exc
-            self.pending.clear()
-            for buffer in self.buffers.values():
-                buffer.entries.clear()
-                buffer.bootstrap = None
-
-    async def merge(self, tape: str) -> None:
-        """Write one buffered tape into the parent (no journal) and empty its buffer."""
-        buffer = self.buffers.get(tape)
-        if buffer is None:
-            return
-        if buffer.reset:
-            await self.parent.reset(tape)
-            buffer.reset = False
-        bootstrap = buffer.bootstrap
-        entries = [replace(entry, id=0) for entry in buffer.entries if entry is not bootstrap]
-        if has_batch(self.parent):
-            head = None if bootstrap is None else replace(bootstrap, id=0)
-            await append_batch(self.parent, tape, entries, head)
-            buffer.entries.clear()
-        else:
-            if bootstrap is not None:
-                await append_batch(self.parent, tape, [], replace(bootstrap, id=0))
-                buffer.entries.remove(bootstrap)
-            # Each buffered entry leaves the buffer only once the parent has it: a failing
-            # append leaves the rest buffered instead of losing it.
-            while buffer.entries:
-                await self.parent.append(tape, replace(buffer.entries[0], id=0))
-                buffer.entries.pop(0)
-        buffer.bootstrap = None
-        buffer.base_id = None
-
-
-def _is_anchor(entry: TapeEntry, name: str | None) -> bool:
-    return entry.kind == "anchor" and (name is None or entry.payload.get("name") == name)
-
-
-def _is_text_part(part: Any) -> bool:
-    return isinstance(part, str) or (isinstance(part, dict) and part.get("type") == "text")
-
-
-def _redact(entry: TapeEntry) -> TapeEntry:
-    """Drop non-text parts (media) from list-valued `content`/`prompt` payload values."""
-    payload = entry.payload
-    changed = {
-        key: [part for part in value if _is_text_part(part)]
-        for key in ("content", "prompt")
-        if isinstance(value := payload.get(key), list)
-    }
-    if not changed:
-        return entry
-    return replace(entry, payload={**payload, **changed})
 
 
 # -- small helpers ----------------------------------------------------------------------
@@ -797,26 +594,3 @@ def _cache_hit_rate(usage: dict[str, Any] | None) -> float | None:
     if not isinstance(total, int | float) or not isinstance(cached, int | float) or total <= 0:
         return None
     return round(cached / total, 4)
-
-
-def _file_safe(name: str) -> str:
-    return name.replace("/", "_").replace("\\", "_")
-
-
-def _entry_record(entry: TapeEntry) -> dict[str, Any]:
-    return {
-        "id": entry.id,
-        "kind": entry.kind,
-        "payload": entry.payload,
-        "meta": entry.meta,
-        "date": entry.date,
-    }
-
-
-async def write_archive(path: Path, entries: list[TapeEntry]) -> None:
-    """Write `entries` to `path` as JSON lines (one record per entry), mode 0600, all or
-    nothing (`Tape.archive`, `hookline sessions archive`)."""
-    text = "".join(json.dumps(_entry_record(entry), ensure_ascii=False) + "\n"
-                   for entry in entries)
-    # Private from the first byte (a tape holds the whole conversation), fsynced, renamed.
-    await anyio.to_thread.run_sync(write_private_file, path, text)

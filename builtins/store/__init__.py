@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from .asyncstore import AsyncJournal, AsyncStoreAdapter, append_batch, as_async_store, journal_of
-from .memory import SIDECAR_MARKER, InMemoryTapeStore, is_sidecar_tape
+from .entries import SIDECAR_MARKER, is_sidecar_tape
+from .memory import InMemoryTapeStore
 from .sqlite import (
     COMMIT_FAILED_ERROR,
     INTERRUPTED_ERROR,

@@ -60,7 +60,7 @@ from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeEntry, TapeQuery, apply_query
 
 from ..storeurl import is_postgres_url, redact_url
-from .memory import SIDECAR_MARKER, check_batch, check_entry, check_tape_name
+from .entries import SIDECAR_MARKER, check_batch, check_entry, check_tape_name
 from .postgres_check import PostgresCheck, check_postgres
 from .postgres_conn import (
     INSTALL_HINT,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from hookline.kernel.tape import LAST_ANCHOR, TapeEntry, TapeQuery
 
-from .memory import SIDECAR_MARKER, dump_json
+from .entries import SIDECAR_MARKER, dump_json
 from .sqlite import JournalOp, check_journal_op
 
 if TYPE_CHECKING:

@@ -55,7 +55,7 @@ from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tape import LAST_ANCHOR, TapeEntry, TapeQuery, apply_query
 
 from ..private import secure_store
-from .memory import SIDECAR_MARKER, check_batch, check_entry, check_tape_name
+from .entries import SIDECAR_MARKER, check_batch, check_entry, check_tape_name
 from .sqlite_files import (
     FileIdentity,
     StoreCheck,

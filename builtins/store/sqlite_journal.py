@@ -17,7 +17,7 @@ from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeEntry
 
 from ..private import make_private_dir
-from .memory import check_batch, check_entry, check_tape_name
+from .entries import check_batch, check_entry, check_tape_name
 
 try:  # POSIX: an exclusive flock on its owner file marks a process as alive
     import fcntl

@@ -17,7 +17,7 @@ from typing import Any, Final, TypeAlias
 
 from hookline.kernel.tape import TapeEntry, TapeQuery
 
-from .memory import dump_json
+from .entries import dump_json
 from .sqlite_journal import JournalOp, check_journal_op
 
 __all__ = [

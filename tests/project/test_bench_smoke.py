@@ -113,3 +113,14 @@ def test_bench_sandbox_quick_runs() -> None:
                   "Landlock itself:"):
         assert label in done.stdout, done.stdout
     assert done.stdout.count("PASS") + done.stdout.count("MISS") == 1, done.stdout
+
+
+def test_bench_context_tiny_runs() -> None:
+    done = run_benchmark("bench_context.py", "--long", "60", "--steps", "3", "--repeats", "1")
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("context window: ") and lines[1].split() == [
+        "run", "entries", "median", "ms"], done.stdout
+    assert [line.split()[0] for line in lines[2:4]] == ["20", "60"], done.stdout
+    assert all(float(line.split()[1]) > 0 for line in lines[2:4])
+    assert lines[4].startswith("goal: a read at 60 entries <= 1.3x one at 20: ")
+    assert ("PASS" in lines[4]) != ("MISS" in lines[4])
