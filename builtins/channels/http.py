@@ -47,12 +47,8 @@ texts pass through `scrub` (the builtin plugin's hides credentials in URLs and a
 paths of the workspace and home).
 
 How replies find their request: each inbound envelope (a plain mapping, like the cli
-channel's) carries the request id in its context (`context["_http_request_id"]`; the
-leading underscore keeps it out of the prompt). An outbound is matched by that id when it
-carries the inbound's context, else by the task sending it: the task of the request's turn
-(learned from `turn_started` or `stream_events`, both called in that task, which also
-dispatches the turn's outbounds), or the request's own task (errors reported while the
-manager admits the message).
+channel's) carries the request id in its context (`context["_http_request_id"]`), and the
+outbounds of its turn carry it back (`http_match`); never by the task sending them.
 
 What became of a message (dropped, steered, queued, started) and when its turn ended, the
 channel learns from the channel manager through the callbacks `Channel` declares:
@@ -72,7 +68,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -92,6 +88,7 @@ from ..redact import redact_credentials
 from ..sandbox import check_exposure
 from .http_guard import Guard, HttpError, header_map, is_loopback_address, load_token
 from .http_health import RETRY_AFTER, HealthCache, retry_worth
+from .http_match import REQUEST_ID_KEY, Replies
 from .http_media import body_limit, with_attachments
 from .http_payload import MAX_BODY_SIZE, MAX_JSON_DEPTH, _outbound_dict, _parse_message, _read_body
 from .http_reply import NO_TURN, Reply, not_run, retry_headers, whole_answer
@@ -127,9 +124,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-REQUEST_ID_KEY = "_http_request_id"
-"""Context key of the inbound envelope holding the id of the HTTP request it came from."""
 
 STREAMED_EVENTS = frozenset({"text", "tool_call", "tool_result", "error", "final"})
 """Stream event kinds forwarded to a streaming request, in the order they come."""
@@ -198,8 +192,7 @@ class HttpChannel(Lifecycle):
         self.tls = False
         self._settings = settings
         self._guard = Guard(None, frozenset(), frozenset())
-        self._replies: dict[str, Reply] = {}
-        self._tasks: dict[int, Reply] = {}
+        self._replies = Replies()
         self._closing: anyio.Event | None = None
         self._stopped: anyio.Event | None = None
         self._accepting = False
@@ -313,7 +306,7 @@ class HttpChannel(Lifecycle):
 
     async def send(self, message: Any) -> None:
         """Deliver an outbound message to the request waiting for it."""
-        reply = self._reply_for_outbound(message)
+        reply = self._replies.for_outbound(message)
         if reply is None:
             logger.info("http.outbound_unclaimed session=%s kind=%s",
                         get_field(message, "session_id"), get_field(message, "kind"))
@@ -322,9 +315,10 @@ class HttpChannel(Lifecycle):
         if outbound.get("kind") == "error" and outbound.get("content"):
             outbound["content"] = self.scrub(outbound["content"])
         reply.outbounds.append(outbound)
-        if outbound.get("kind") == "error" and anyio.get_current_task().id == reply.handler_task:
-            # Reported while the manager took the message (resolve_session or admit_message
-            # failed): the answer if the message is then refused, a note if it runs anyway.
+        if outbound.get("kind") == "error" and self._managed and reply.outcome is None:
+            # Reported before the manager said what became of the message (resolve_session
+            # or admit_message failed): the answer if the message is then refused, a note
+            # if it runs anyway.
             reply.admission_errors.append(str(outbound.get("content") or "admission failed"))
         elif outbound.get("kind") == "error":
             error = str(outbound.get("content") or "the turn failed")
@@ -340,10 +334,10 @@ class HttpChannel(Lifecycle):
 
     def stream_events(self, message: Any, stream: AsyncStreamEvents) -> AsyncStreamEvents:
         """Remember which turn serves which request; copy events to streaming requests."""
-        reply = self._reply_for_inbound(message)
+        reply = self._replies.for_inbound(message)
         if reply is None:
             return stream
-        self._bind_task(reply)
+        self._mark_started(reply)
         reply.in_model_stage = True
         return AsyncStreamEvents(self._tee(reply, stream), state=stream.state)
 
@@ -382,7 +376,7 @@ class HttpChannel(Lifecycle):
         """The manager took `message`: `process` (its turn starts now), `queued` (behind
         the session's running turn), `steer` (fed into the running turn), `drop`. A
         `queued` message dropped later was not run: the manager stopped first."""
-        reply = self._reply_for_inbound(message)
+        reply = self._replies.for_inbound(message)
         if reply is None:
             return
         reply.notified = True
@@ -393,15 +387,15 @@ class HttpChannel(Lifecycle):
             reply.decide(outcome, reason)
 
     def turn_started(self, message: Any) -> None:
-        """Called in the task of the turn that runs `message`, before it runs."""
-        reply = self._reply_for_inbound(message)
+        """Called before the turn that runs `message` runs."""
+        reply = self._replies.for_inbound(message)
         if reply is not None:
             reply.notified = True
-            self._bind_task(reply)
+            self._mark_started(reply)
 
     def turn_finished(self, message: Any) -> None:
         """Called when the turn that ran `message` has ended (its outbounds are sent)."""
-        reply = self._reply_for_inbound(message)
+        reply = self._replies.for_inbound(message)
         if reply is None:
             return
         if not reply.errors and all(o.get("kind") == "error" for o in reply.outbounds):
@@ -412,51 +406,19 @@ class HttpChannel(Lifecycle):
             reply.emit("error", {"kind": "unknown", "message": error})
         reply.finish()
 
-    # -- matching ------------------------------------------------------------------------
-
-    def _bind_task(self, reply: Reply) -> None:
+    @staticmethod
+    def _mark_started(reply: Reply) -> None:
         if reply.outcome in (None, "queued"):
             reply.decide("process")
-        task = anyio.get_current_task().id
-        reply.turn_task = task
-        self._tasks[task] = reply
-
-    def _reply_for_inbound(self, message: Any) -> Reply | None:
-        context = get_field(message, "context")
-        if not isinstance(context, Mapping):
-            return None
-        return self._replies.get(str(context.get(REQUEST_ID_KEY)))
-
-    def _reply_for_outbound(self, message: Any) -> Reply | None:
-        """By request id, else by the task sending it, else (when the manager does not
-        report turns) the session's oldest request that has no turn yet."""
-        reply = self._reply_for_inbound(message)
-        if reply is None:
-            reply = self._tasks.get(anyio.get_current_task().id)
-        if reply is None and not self._managed:
-            session_id = get_field(message, "session_id")
-            reply = next((r for r in self._replies.values() if r.session_id == session_id
-                          and r.turn_task is None and not r.finished.is_set()), None)
-        if reply is None or reply.finished.is_set():
-            return None
-        return reply
-
-    def _forget(self, reply: Reply, handler_task: int) -> None:
-        self._replies.pop(reply.id, None)
-        for stream in (reply.events, reply.event_reader):
-            if stream is not None:
-                stream.close()
-        for task in (handler_task, reply.turn_task):
-            if task is not None and self._tasks.get(task) is reply:
-                del self._tasks[task]
+        reply.turn_started = True
 
     def _answer_leftovers(self) -> None:
         """When the channel stops, the manager has ended every turn: requests still
         waiting get their answer now (503 when their turn never ran)."""
-        for reply in list(self._replies.values()):
+        for reply in self._replies:
             if reply.finished.is_set():
                 continue
-            if reply.turn_task is None:
+            if not reply.turn_started:
                 reply.decide("refused", "the gateway stopped before the message was handled",
                              final=True)
             else:
@@ -554,10 +516,7 @@ class HttpChannel(Lifecycle):
             "context": {**payload.get("context", {}), REQUEST_ID_KEY: reply.id},
         }
         timeout = self.reply_timeout if self.reply_timeout is not None else 300.0
-        handler_task = reply.handler_task = anyio.get_current_task().id
-        self._replies[reply.id] = reply
-        # Errors reported while the manager admits the message come back in this task.
-        self._tasks[handler_task] = reply
+        self._replies.add(reply)
         try:
             with anyio.fail_after(timeout):
                 async with anyio.create_task_group() as group:
@@ -569,8 +528,6 @@ class HttpChannel(Lifecycle):
                         logger.exception("http.receive_failed session=%s", session_id)
                         reason = f"the message could not be handed over: {exc}"
                         reply.decide("failed", self.scrub(reason), final=True)
-                    if self._tasks.get(handler_task) is reply:
-                        del self._tasks[handler_task]
                     if self._managed and not reply.decided.is_set():
                         # The manager did not take the message: resolving its session
                         # failed (an error outbound came back), or it is stopping.
@@ -584,7 +541,7 @@ class HttpChannel(Lifecycle):
         except TimeoutError:
             await self._timed_out(reply, send, timeout)
         finally:
-            self._forget(reply, handler_task)
+            self._replies.forget(reply)
 
     async def _answer(self, reply: Reply, send: Send) -> None:
         if not reply.stream:
