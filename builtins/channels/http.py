@@ -60,7 +60,8 @@ to the session's oldest waiting request, a dropped or steered message is only an
 the timeout, and the listener closes as soon as the stop event is set.
 
 The server is hypercorn, on whichever event loop anyio runs (asyncio or trio); with
-`http_certfile` and `http_keyfile` it serves HTTPS.
+`http_certfile` and `http_keyfile` it serves HTTPS (`http_server`). `hookline gateway
+--host/--port/--allow-remote` reach the channel through `configure_listener`.
 """
 
 from __future__ import annotations
@@ -105,15 +106,8 @@ from .http_server import (
     _tls_files,
     _watch_disconnect,
 )
-from .http_wire import (
-    ALWAYS_HEADERS,
-    SSE_HEADERS,
-    Disconnected,
-    send_chunk,
-    send_json,
-    sse,
-    websocket_refusal,
-)
+from .http_stream import send_events, send_timeout
+from .http_wire import ALWAYS_HEADERS, Disconnected, send_json, websocket_refusal
 
 __all__ = [
     "MAX_BODY_SIZE",
@@ -137,7 +131,6 @@ _BUSY_REASONS = {
     "steer": "fed into the session's running turn",
     "drop": "the session has a running turn (http_busy_session = drop)",
 }
-_KEEPALIVE_SECONDS = 15.0
 
 
 class HttpChannel(Lifecycle):
@@ -204,6 +197,17 @@ class HttpChannel(Lifecycle):
 
             settings = self._settings = load_settings()
         return settings
+
+    def configure_listener(self, host: str | None, port: int | None,
+                           allow_remote: bool | None) -> None:
+        """`hookline gateway --host/--port/--allow-remote`: what is given (not None) wins
+        over the settings when the channel starts."""
+        if host is not None:
+            self.host = host
+        if port is not None:
+            self.port = port
+        if allow_remote is not None:
+            self.allow_remote = allow_remote
 
     @property
     def manager_notifies(self) -> bool:
@@ -539,7 +543,7 @@ class HttpChannel(Lifecycle):
                         await self._answer(reply, send)
                     group.cancel_scope.cancel()
         except TimeoutError:
-            await self._timed_out(reply, send, timeout)
+            await send_timeout(reply, send, timeout)
         finally:
             self._replies.forget(reply)
 
@@ -562,40 +566,7 @@ class HttpChannel(Lifecycle):
         if reply.outcome in NO_TURN:
             await send_json(send, *whole_answer(reply))
             return
-        assert reply.event_reader is not None
-        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-        reply.response_started = True
-        if reply.outcome == "queued":
-            await send_chunk(send, b": queued behind the running turn of the session\n\n")
-        async with reply.event_reader:
-            while True:
-                item: tuple[str, Any] | None = None
-                with anyio.move_on_after(_KEEPALIVE_SECONDS):
-                    try:
-                        item = await reply.event_reader.receive()
-                    except anyio.EndOfStream:
-                        break
-                if item is None:  # a quiet while: tell proxies the stream is alive
-                    await send_chunk(send, b": keep-alive\n\n")
-                else:
-                    await send_chunk(send, sse(*item))
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        await send_events(reply, send)
 
     def _session_of(self, payload: dict[str, Any]) -> str:
         return str(payload.get("session_id") or f"{self.name}:{payload.get('chat_id', 'default')}")
-
-    async def _timed_out(self, reply: Reply, send: Send, timeout: float) -> None:
-        message = f"no reply within {timeout:g} s"
-        logger.warning("http.reply_timeout session=%s seconds=%g", reply.session_id, timeout)
-        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-            try:
-                if reply.response_started:
-                    await send_chunk(send, sse("error", {"kind": "temporary",
-                                                         "message": message}))
-                    await send({"type": "http.response.body", "body": b"",
-                                "more_body": False})
-                else:
-                    await send_json(send, 504, {"error": message,
-                                                "session_id": reply.session_id})
-            except Disconnected:
-                pass
