@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -191,14 +191,14 @@ class BuiltinPlugin:
     def render_outbound(self, message: Any, session_id: str, state: dict[str, Any],
                         model_output: str) -> list[dict[str, Any]]:
         channel = get_field(message, "channel") or "default"
-        return [{
+        return [_with_reply_context({
             "session_id": session_id,
             "channel": channel,
             "chat_id": get_field(message, "chat_id") or "default",
             "content": model_output,
             "output_channel": get_field(message, "output_channel") or channel,
             "kind": get_field(message, "kind") or "normal",
-        }]
+        }, message)]
 
     @hookimpl
     async def dispatch_outbound(self, message: Any) -> bool:
@@ -440,7 +440,20 @@ class BuiltinPlugin:
             "kind": "error",
             "content": self.scrub_text(f"An error occurred at stage '{stage}': {error}"),
         }
-        await self.framework.runtime.call_many("dispatch_outbound", message=outbound)
+        await self.framework.runtime.call_many("dispatch_outbound",
+                                               message=_with_reply_context(outbound, message))
+
+
+def _with_reply_context(outbound: dict[str, Any], inbound: Any) -> dict[str, Any]:
+    """`outbound` with the private keys (leading `_`) of the inbound's context: a
+    channel's own marks, such as the http channel's request id, which tell the channel
+    which of its messages an outbound answers, whichever task sends it."""
+    context = get_field(inbound, "context")
+    if isinstance(context, Mapping):
+        private = {key: value for key, value in context.items() if str(key).startswith("_")}
+        if private:
+            outbound["context"] = private
+    return outbound
 
 
 def _run_then_set(function: Any, ended: threading.Event) -> None:

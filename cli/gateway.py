@@ -19,7 +19,7 @@ listen, dropped messages, failed turns) goes to stderr.
 """
 
 import signal
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol, runtime_checkable
 
 import typer
 
@@ -27,9 +27,23 @@ from hookline.kernel import Framework
 
 from .output import fail, show_logs
 
-__all__ = ["gateway_command", "kill_background_groups", "run_gateway"]
+__all__ = ["ListenerChannel", "gateway_command", "kill_background_groups", "run_gateway"]
 
 PREFIX = "hookline gateway:"
+
+
+@runtime_checkable
+class ListenerChannel(Protocol):
+    """A channel that takes `--host`, `--port` and `--allow-remote`: the builtin `http`
+    channel, or a plugin's channel named `http` with this method. Declared by its shape,
+    so a plugin implements it without importing anything; one named `http` without it
+    makes those options an error instead of being silently ignored."""
+
+    def configure_listener(self, host: str | None, port: int | None,
+                           allow_remote: bool | None) -> None:
+        """Listen on `host` and `port` (None: the settings'), `allow_remote` allowing a
+        non-loopback host (None: the setting's); called before the channel starts."""
+        ...
 
 
 def gateway_command(framework: Framework) -> Any:
@@ -90,7 +104,6 @@ async def run_gateway(framework: Framework, settings: Any, host: str | None = No
     import anyio
 
     from hookline.builtins.channels import ChannelManager
-    from hookline.builtins.channels.http import HttpChannel
 
     names = channel_selection(channels, settings)
     manager = ChannelManager(framework, stream_output=settings.stream, enabled_channels=names)
@@ -103,17 +116,7 @@ async def run_gateway(framework: Framework, settings: Any, host: str | None = No
     # `run` selects again: name exactly these, so unknown names are not warned about twice.
     manager.enabled_channels = [*selected, *(f"!{name}" for name in manager.channels
                                              if name not in selected)]
-    http = selected.get("http")
-    if isinstance(http, HttpChannel):
-        if host is not None:
-            http.host = host
-        if port is not None:
-            http.port = port
-        if allow_remote is not None:
-            http.allow_remote = allow_remote
-    elif host is not None or port is not None or allow_remote:
-        typer.echo(f"{PREFIX} --host/--port/--allow-remote apply to the builtin http channel, "
-                   f"which is not running", err=True)
+    configure_http(framework, selected.get("http"), host, port, allow_remote)
     stop = anyio.Event()
     async with framework.running():
         typer.echo(f"{PREFIX} running channels {', '.join(selected)} (workspace "
@@ -127,6 +130,36 @@ async def run_gateway(framework: Framework, settings: Any, host: str | None = No
         if stop.is_set():
             typer.echo(f"{PREFIX} channels stopped; closing resources")
     typer.echo(f"{PREFIX} stopped")
+
+
+def configure_http(framework: Framework, http: Any, host: str | None, port: int | None,
+                   allow_remote: bool | None) -> None:
+    """Hand `--host`, `--port` and `--allow-remote` to the channel named `http` through
+    `ListenerChannel`; refuse them for an `http` channel that does not declare it."""
+    given = host is not None or port is not None or bool(allow_remote)
+    if isinstance(http, ListenerChannel):
+        http.configure_listener(host, port, allow_remote)
+    elif http is not None and given:
+        raise RuntimeError(
+            f"channel 'http' from {channel_origin(framework, http)} does not take "
+            f"--host/--port/--allow-remote (it has no configure_listener method); configure "
+            f"it as its plugin documents, or leave these options out")
+    elif given:
+        typer.echo(f"{PREFIX} --host/--port/--allow-remote apply to the http channel, "
+                   f"which is not running", err=True)
+
+
+def channel_origin(framework: Framework, channel: Any) -> str:
+    """`plugin <name>` for the plugin whose package defines the channel's class (a Bub
+    channel: the one it adapts), else `module <module>`."""
+    from hookline.builtins.bub.channels import unwrap_channel
+
+    module = type(unwrap_channel(channel)).__module__
+    package = module.partition(".")[0]
+    for name, plugin in framework.registry.list_name_plugin():
+        if type(plugin).__module__.partition(".")[0] == package:
+            return f"plugin {name}"
+    return f"module {module}"
 
 
 FORCE_GRACE = 3.0

@@ -47,12 +47,8 @@ texts pass through `scrub` (the builtin plugin's hides credentials in URLs and a
 paths of the workspace and home).
 
 How replies find their request: each inbound envelope (a plain mapping, like the cli
-channel's) carries the request id in its context (`context["_http_request_id"]`; the
-leading underscore keeps it out of the prompt). An outbound is matched by that id when it
-carries the inbound's context, else by the task sending it: the task of the request's turn
-(learned from `turn_started` or `stream_events`, both called in that task, which also
-dispatches the turn's outbounds), or the request's own task (errors reported while the
-manager admits the message).
+channel's) carries the request id in its context (`context["_http_request_id"]`), and the
+outbounds of its turn carry it back (`http_match`); never by the task sending them.
 
 What became of a message (dropped, steered, queued, started) and when its turn ended, the
 channel learns from the channel manager through the callbacks `Channel` declares:
@@ -64,18 +60,16 @@ to the session's oldest waiting request, a dropped or steered message is only an
 the timeout, and the listener closes as soon as the stop event is set.
 
 The server is hypercorn, on whichever event loop anyio runs (asyncio or trio); with
-`http_certfile` and `http_keyfile` it serves HTTPS.
+`http_certfile` and `http_keyfile` it serves HTTPS (`http_server`). `hookline gateway
+--host/--port/--allow-remote` reach the channel through `configure_listener`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
-import math
-import socket
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -91,22 +85,29 @@ from hookline.kernel.channels import (
 from hookline.kernel.envelope import get_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
-from ..limits import MAX_SESSION_ID_LENGTH
 from ..redact import redact_credentials
 from ..sandbox import check_exposure
-from .http_guard import Guard, HttpError, Token, header_map, is_loopback_address, load_token
+from .http_guard import Guard, HttpError, header_map, is_loopback_address, load_token
 from .http_health import RETRY_AFTER, HealthCache, retry_worth
-from .http_media import body_limit, json_type, with_attachments
+from .http_match import REQUEST_ID_KEY, Replies
+from .http_media import body_limit, with_attachments
+from .http_payload import MAX_BODY_SIZE, MAX_JSON_DEPTH, _outbound_dict, _parse_message, _read_body
 from .http_reply import NO_TURN, Reply, not_run, retry_headers, whole_answer
-from .http_wire import (
-    ALWAYS_HEADERS,
-    SSE_HEADERS,
-    Disconnected,
-    send_chunk,
-    send_json,
-    sse,
-    websocket_refusal,
+from .http_server import (
+    Receive,
+    Scope,
+    Send,
+    _check_binding,
+    _lifespan,
+    _listen,
+    _log_access_hints,
+    _serve,
+    _server_config,
+    _tls_files,
+    _watch_disconnect,
 )
+from .http_stream import send_events, send_timeout
+from .http_wire import ALWAYS_HEADERS, Disconnected, send_json, websocket_refusal
 
 __all__ = [
     "MAX_BODY_SIZE",
@@ -118,12 +119,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-REQUEST_ID_KEY = "_http_request_id"
-"""Context key of the inbound envelope holding the id of the HTTP request it came from."""
-
-MAX_BODY_SIZE = 1024 * 1024
-MAX_JSON_DEPTH = 32
-"""Deepest nesting of arrays and objects accepted in a request body."""
 STREAMED_EVENTS = frozenset({"text", "tool_call", "tool_result", "error", "final"})
 """Stream event kinds forwarded to a streaming request, in the order they come."""
 
@@ -131,22 +126,11 @@ _ROUTES: dict[str, tuple[str, ...]] = {
     "/v1/messages": ("POST",),
     "/v1/health": ("GET", "HEAD"),
 }
-_FIELDS = {"content": str, "session_id": str, "chat_id": str, "context": dict, "stream": bool,
-           "attachments": list}
-_TYPE_NAMES = {str: "a string", dict: "an object", bool: "true or false", list: "an array"}
-_OUTBOUND_FIELDS = ("session_id", "channel", "chat_id", "kind", "content", "output_channel")
 _BUSY_REASONS = {
     "follow_up": "queued behind the session's running turn",
     "steer": "fed into the session's running turn",
     "drop": "the session has a running turn (http_busy_session = drop)",
 }
-_KEEPALIVE_SECONDS = 15.0
-_DISCARD_BYTES = 16 * MAX_BODY_SIZE
-_DISCARD_SECONDS = 10.0
-
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 class HttpChannel(Lifecycle):
@@ -201,8 +185,7 @@ class HttpChannel(Lifecycle):
         self.tls = False
         self._settings = settings
         self._guard = Guard(None, frozenset(), frozenset())
-        self._replies: dict[str, Reply] = {}
-        self._tasks: dict[int, Reply] = {}
+        self._replies = Replies()
         self._closing: anyio.Event | None = None
         self._stopped: anyio.Event | None = None
         self._accepting = False
@@ -214,6 +197,17 @@ class HttpChannel(Lifecycle):
 
             settings = self._settings = load_settings()
         return settings
+
+    def configure_listener(self, host: str | None, port: int | None,
+                           allow_remote: bool | None) -> None:
+        """`hookline gateway --host/--port/--allow-remote`: what is given (not None) wins
+        over the settings when the channel starts."""
+        if host is not None:
+            self.host = host
+        if port is not None:
+            self.port = port
+        if allow_remote is not None:
+            self.allow_remote = allow_remote
 
     @property
     def manager_notifies(self) -> bool:
@@ -316,7 +310,7 @@ class HttpChannel(Lifecycle):
 
     async def send(self, message: Any) -> None:
         """Deliver an outbound message to the request waiting for it."""
-        reply = self._reply_for_outbound(message)
+        reply = self._replies.for_outbound(message)
         if reply is None:
             logger.info("http.outbound_unclaimed session=%s kind=%s",
                         get_field(message, "session_id"), get_field(message, "kind"))
@@ -325,9 +319,10 @@ class HttpChannel(Lifecycle):
         if outbound.get("kind") == "error" and outbound.get("content"):
             outbound["content"] = self.scrub(outbound["content"])
         reply.outbounds.append(outbound)
-        if outbound.get("kind") == "error" and anyio.get_current_task().id == reply.handler_task:
-            # Reported while the manager took the message (resolve_session or admit_message
-            # failed): the answer if the message is then refused, a note if it runs anyway.
+        if outbound.get("kind") == "error" and self._managed and reply.outcome is None:
+            # Reported before the manager said what became of the message (resolve_session
+            # or admit_message failed): the answer if the message is then refused, a note
+            # if it runs anyway.
             reply.admission_errors.append(str(outbound.get("content") or "admission failed"))
         elif outbound.get("kind") == "error":
             error = str(outbound.get("content") or "the turn failed")
@@ -343,10 +338,10 @@ class HttpChannel(Lifecycle):
 
     def stream_events(self, message: Any, stream: AsyncStreamEvents) -> AsyncStreamEvents:
         """Remember which turn serves which request; copy events to streaming requests."""
-        reply = self._reply_for_inbound(message)
+        reply = self._replies.for_inbound(message)
         if reply is None:
             return stream
-        self._bind_task(reply)
+        self._mark_started(reply)
         reply.in_model_stage = True
         return AsyncStreamEvents(self._tee(reply, stream), state=stream.state)
 
@@ -385,7 +380,7 @@ class HttpChannel(Lifecycle):
         """The manager took `message`: `process` (its turn starts now), `queued` (behind
         the session's running turn), `steer` (fed into the running turn), `drop`. A
         `queued` message dropped later was not run: the manager stopped first."""
-        reply = self._reply_for_inbound(message)
+        reply = self._replies.for_inbound(message)
         if reply is None:
             return
         reply.notified = True
@@ -396,15 +391,15 @@ class HttpChannel(Lifecycle):
             reply.decide(outcome, reason)
 
     def turn_started(self, message: Any) -> None:
-        """Called in the task of the turn that runs `message`, before it runs."""
-        reply = self._reply_for_inbound(message)
+        """Called before the turn that runs `message` runs."""
+        reply = self._replies.for_inbound(message)
         if reply is not None:
             reply.notified = True
-            self._bind_task(reply)
+            self._mark_started(reply)
 
     def turn_finished(self, message: Any) -> None:
         """Called when the turn that ran `message` has ended (its outbounds are sent)."""
-        reply = self._reply_for_inbound(message)
+        reply = self._replies.for_inbound(message)
         if reply is None:
             return
         if not reply.errors and all(o.get("kind") == "error" for o in reply.outbounds):
@@ -415,51 +410,19 @@ class HttpChannel(Lifecycle):
             reply.emit("error", {"kind": "unknown", "message": error})
         reply.finish()
 
-    # -- matching ------------------------------------------------------------------------
-
-    def _bind_task(self, reply: Reply) -> None:
+    @staticmethod
+    def _mark_started(reply: Reply) -> None:
         if reply.outcome in (None, "queued"):
             reply.decide("process")
-        task = anyio.get_current_task().id
-        reply.turn_task = task
-        self._tasks[task] = reply
-
-    def _reply_for_inbound(self, message: Any) -> Reply | None:
-        context = get_field(message, "context")
-        if not isinstance(context, Mapping):
-            return None
-        return self._replies.get(str(context.get(REQUEST_ID_KEY)))
-
-    def _reply_for_outbound(self, message: Any) -> Reply | None:
-        """By request id, else by the task sending it, else (when the manager does not
-        report turns) the session's oldest request that has no turn yet."""
-        reply = self._reply_for_inbound(message)
-        if reply is None:
-            reply = self._tasks.get(anyio.get_current_task().id)
-        if reply is None and not self._managed:
-            session_id = get_field(message, "session_id")
-            reply = next((r for r in self._replies.values() if r.session_id == session_id
-                          and r.turn_task is None and not r.finished.is_set()), None)
-        if reply is None or reply.finished.is_set():
-            return None
-        return reply
-
-    def _forget(self, reply: Reply, handler_task: int) -> None:
-        self._replies.pop(reply.id, None)
-        for stream in (reply.events, reply.event_reader):
-            if stream is not None:
-                stream.close()
-        for task in (handler_task, reply.turn_task):
-            if task is not None and self._tasks.get(task) is reply:
-                del self._tasks[task]
+        reply.turn_started = True
 
     def _answer_leftovers(self) -> None:
         """When the channel stops, the manager has ended every turn: requests still
         waiting get their answer now (503 when their turn never ran)."""
-        for reply in list(self._replies.values()):
+        for reply in self._replies:
             if reply.finished.is_set():
                 continue
-            if reply.turn_task is None:
+            if not reply.turn_started:
                 reply.decide("refused", "the gateway stopped before the message was handled",
                              final=True)
             else:
@@ -557,10 +520,7 @@ class HttpChannel(Lifecycle):
             "context": {**payload.get("context", {}), REQUEST_ID_KEY: reply.id},
         }
         timeout = self.reply_timeout if self.reply_timeout is not None else 300.0
-        handler_task = reply.handler_task = anyio.get_current_task().id
-        self._replies[reply.id] = reply
-        # Errors reported while the manager admits the message come back in this task.
-        self._tasks[handler_task] = reply
+        self._replies.add(reply)
         try:
             with anyio.fail_after(timeout):
                 async with anyio.create_task_group() as group:
@@ -572,8 +532,6 @@ class HttpChannel(Lifecycle):
                         logger.exception("http.receive_failed session=%s", session_id)
                         reason = f"the message could not be handed over: {exc}"
                         reply.decide("failed", self.scrub(reason), final=True)
-                    if self._tasks.get(handler_task) is reply:
-                        del self._tasks[handler_task]
                     if self._managed and not reply.decided.is_set():
                         # The manager did not take the message: resolving its session
                         # failed (an error outbound came back), or it is stopping.
@@ -585,9 +543,9 @@ class HttpChannel(Lifecycle):
                         await self._answer(reply, send)
                     group.cancel_scope.cancel()
         except TimeoutError:
-            await self._timed_out(reply, send, timeout)
+            await send_timeout(reply, send, timeout)
         finally:
-            self._forget(reply, handler_task)
+            self._replies.forget(reply)
 
     async def _answer(self, reply: Reply, send: Send) -> None:
         if not reply.stream:
@@ -608,308 +566,7 @@ class HttpChannel(Lifecycle):
         if reply.outcome in NO_TURN:
             await send_json(send, *whole_answer(reply))
             return
-        assert reply.event_reader is not None
-        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-        reply.response_started = True
-        if reply.outcome == "queued":
-            await send_chunk(send, b": queued behind the running turn of the session\n\n")
-        async with reply.event_reader:
-            while True:
-                item: tuple[str, Any] | None = None
-                with anyio.move_on_after(_KEEPALIVE_SECONDS):
-                    try:
-                        item = await reply.event_reader.receive()
-                    except anyio.EndOfStream:
-                        break
-                if item is None:  # a quiet while: tell proxies the stream is alive
-                    await send_chunk(send, b": keep-alive\n\n")
-                else:
-                    await send_chunk(send, sse(*item))
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        await send_events(reply, send)
 
     def _session_of(self, payload: dict[str, Any]) -> str:
         return str(payload.get("session_id") or f"{self.name}:{payload.get('chat_id', 'default')}")
-
-    async def _timed_out(self, reply: Reply, send: Send, timeout: float) -> None:
-        message = f"no reply within {timeout:g} s"
-        logger.warning("http.reply_timeout session=%s seconds=%g", reply.session_id, timeout)
-        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-            try:
-                if reply.response_started:
-                    await send_chunk(send, sse("error", {"kind": "temporary",
-                                                         "message": message}))
-                    await send({"type": "http.response.body", "body": b"",
-                                "more_body": False})
-                else:
-                    await send_json(send, 504, {"error": message,
-                                                "session_id": reply.session_id})
-            except Disconnected:
-                pass
-
-
-# -- server plumbing ---------------------------------------------------------------------
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on host:port (port 0: a free one), IPv6 when needed."""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    family, kind, proto, _, address = infos[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if family == socket.AF_INET6:
-            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-        sock.bind(address)
-        sock.listen(128)
-        sock.setblocking(False)
-    except OSError:
-        sock.close()
-        raise
-    return sock
-
-
-def _tls_files(settings: Any) -> tuple[str, str] | None:
-    """The certificate and key to serve HTTPS with, checked now so that a bad pair is one
-    clear error at start rather than a failure inside the server."""
-    if settings.http_certfile is None or settings.http_keyfile is None:
-        return None
-    import ssl
-
-    certfile, keyfile = str(settings.http_certfile), str(settings.http_keyfile)
-    try:
-        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(certfile, keyfile)
-    except (OSError, ssl.SSLError) as exc:
-        raise RuntimeError(
-            f"cannot serve HTTPS with http_certfile {certfile} and http_keyfile {keyfile}: "
-            f"{getattr(exc, 'strerror', None) or exc}; check that both are PEM files and "
-            f"that the key belongs to the certificate") from exc
-    return certfile, keyfile
-
-
-def _check_binding(host: str, bound: str, allow_remote: bool, auth: bool,
-                   tls: tuple[str, str] | None) -> None:
-    """Refuse a bind the settings do not allow; warn about the risky ones that remain."""
-    if is_loopback_address(bound):
-        if not auth:
-            logger.warning(
-                "http authentication is OFF (http_auth = false): any program on this machine "
-                "can run commands through the gateway with your rights; remove the setting "
-                "to require the token again")
-        return
-    if not allow_remote:
-        raise RuntimeError(
-            f"refusing to listen on {host} ({bound}): it is not a loopback address, so other "
-            f"machines could reach the gateway, whose tools run shell commands; use "
-            f"--allow-remote (setting http_allow_remote = true) if that is what you want, "
-            f"or --host 127.0.0.1")
-    if not auth:
-        raise RuntimeError(
-            f"refusing to listen on {host} ({bound}) with authentication off: anyone who "
-            f"can reach the address could run commands; remove http_auth = false")
-    if tls is None:
-        logger.warning(
-            "http channel on %s serves plain HTTP: the token and every message cross the "
-            "network unencrypted; set http_certfile and http_keyfile, or put a TLS reverse "
-            "proxy in front", host)
-
-
-def _log_access_hints(url: str, bound: str, token: Token | None) -> None:
-    """Say once how a client gets in: where the token is, and a ready command."""
-    if bound in ("0.0.0.0", "::"):
-        logger.info("http channel: listening on every address; clients must send a Host "
-                    "header naming localhost, 127.0.0.1, ::1 or a name in http_allowed_hosts")
-    auth = f"-H \"Authorization: Bearer {token.shell}\" " if token is not None else ""
-    if token is not None:
-        logger.info("http channel: clients send 'Authorization: Bearer <token>'; the token "
-                    "is %s", token.console)
-    logger.info("http channel: try  curl %s-H 'Content-Type: application/json' -d "
-                "'{\"content\": \"hello\"}' %s/v1/messages", auth, url)
-
-
-def _server_config(listener: socket.socket, reply_timeout: float,
-                   tls: tuple[str, str] | None = None) -> Any:
-    from hypercorn.config import Config
-
-    config = Config()
-    # hypercorn takes over the socket we bound, so the address is known before serving.
-    config.bind = [f"fd://{listener.detach()}"]
-    if tls is not None:
-        config.certfile, config.keyfile = tls
-    config.accesslog = None
-    config.include_server_header = False
-    server_log = logging.getLogger(f"{__name__}.server")
-    if server_log.level == logging.NOTSET:
-        server_log.setLevel(logging.WARNING)  # hide hypercorn's own "Running on" line
-    config.errorlog = server_log
-    # Requests in flight when the listener closes keep waiting for their turn.
-    config.graceful_timeout = reply_timeout + 5
-    config.keep_alive_timeout = 5
-    return config
-
-
-async def _serve(app: Any, config: Any, shutdown_trigger: Callable[[], Awaitable[None]]) -> None:
-    """hypercorn's `serve` for the event loop we run on."""
-    try:
-        import trio
-
-        on_trio = trio.lowlevel.in_trio_run()
-    except ImportError:
-        on_trio = False
-    if on_trio:
-        from hypercorn.trio import serve
-    else:
-        from hypercorn.asyncio import serve  # type: ignore[assignment]
-    await serve(app, config, shutdown_trigger=shutdown_trigger, mode="asgi")
-
-
-async def _lifespan(receive: Receive, send: Send) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-
-
-async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            scope.cancel()
-            return
-
-
-async def _read_body(headers: dict[str, list[str]], receive: Receive, limit: int,
-                     timeout: float) -> bytes:
-    """The whole request body; 413 as soon as it is known to be over `limit` bytes, 408
-    when it has not all arrived within `timeout` seconds (slow clients hold no worker)."""
-    for value in headers.get("content-length", ()):
-        try:
-            declared = int(value)
-        except ValueError:
-            raise HttpError(400, "invalid Content-Length header") from None
-        if declared > limit:
-            await _discard_body(receive)
-            raise _too_large(limit)
-    chunks: list[bytes] = []
-    size = 0
-    with anyio.move_on_after(timeout):
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise Disconnected
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                if message.get("more_body", False):
-                    await _discard_body(receive)
-                raise _too_large(limit)
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks)
-    raise HttpError(408, f"the request body did not arrive within {timeout:g} s",
-                    [(b"connection", b"close")])
-
-
-def _too_large(limit: int) -> HttpError:
-    return HttpError(413, f"the request body is larger than {limit} bytes")
-
-
-async def _discard_body(receive: Receive) -> None:
-    """Read and drop the rest of a refused body (up to a bound), so that the client,
-    still sending, can read the 413 instead of seeing the connection reset."""
-    with anyio.move_on_after(_DISCARD_SECONDS):
-        size = 0
-        while size <= _DISCARD_BYTES:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise Disconnected
-            size += len(message.get("body", b""))
-            if not message.get("more_body", False):
-                return
-
-
-def _parse_message(body: bytes) -> dict[str, Any]:
-    try:
-        payload = json.loads(body, parse_constant=_refuse_constant)
-    except RecursionError:
-        raise _too_deep() from None
-    except (UnicodeDecodeError, ValueError) as exc:  # bad JSON, an overlong integer, NaN
-        raise HttpError(400, f"the body is not valid JSON: {exc}") from None
-    if not isinstance(payload, dict):
-        raise HttpError(400, "the body must be a JSON object with a \"content\" string")
-    _check_values(payload)
-    unknown = sorted(set(payload) - set(_FIELDS))
-    if unknown:
-        raise HttpError(400, f"unknown field(s): {', '.join(unknown)} (known: "
-                             f"{', '.join(_FIELDS)})")
-    if "content" not in payload:
-        raise HttpError(400, "missing field: content (the message text)")
-    for key, kind in _FIELDS.items():
-        if key in payload and payload[key] is None and key != "content":
-            del payload[key]  # an explicit null means "not given"
-        elif key in payload and not isinstance(payload[key], kind):
-            raise HttpError(400, f"field {key} must be {_TYPE_NAMES[kind]}, got "
-                                 f"{json_type(payload[key])}")
-    if not payload["content"].strip():
-        raise HttpError(400, "field content must not be empty")
-    for key in ("session_id", "chat_id"):
-        if key not in payload:
-            continue
-        value = payload[key]
-        if not value.strip():
-            raise HttpError(400, f"field {key} must not be empty (leave it out instead)")
-        if len(value) > MAX_SESSION_ID_LENGTH:
-            raise HttpError(400, f"field {key} is {len(value)} characters long; at most "
-                                 f"{MAX_SESSION_ID_LENGTH} are allowed")
-        if any(ord(char) < 0x20 or ord(char) == 0x7F for char in value):
-            raise HttpError(400, f"field {key} must not contain control characters")
-    return payload
-
-
-def _too_deep() -> HttpError:
-    return HttpError(400, f"the body nests arrays or objects deeper than {MAX_JSON_DEPTH} "
-                          f"levels")
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _check_values(payload: dict[str, Any]) -> None:
-    """Refuse what JSON allows but the rest of the system cannot store or send back: lone
-    surrogates (not encodable as UTF-8), numbers that are not finite, deep nesting."""
-    pending: list[tuple[str, Any, int]] = [("body", payload, 1)]
-    while pending:
-        where, value, depth = pending.pop()
-        if isinstance(value, dict | list) and depth > MAX_JSON_DEPTH:
-            raise _too_deep()
-        if isinstance(value, dict):
-            for key, item in value.items():
-                _check_text(f"a key in {where}", key)
-                pending.append((key if where == "body" else f"{where}.{key}", item, depth + 1))
-        elif isinstance(value, list):
-            pending.extend((f"{where}[{i}]", item, depth + 1) for i, item in enumerate(value))
-        elif isinstance(value, str):
-            _check_text(f"field {where}", value)
-        elif isinstance(value, float) and not math.isfinite(value):
-            raise HttpError(400, f"field {where} is a number too large to hold")
-
-
-def _check_text(where: str, text: str) -> None:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise HttpError(400, f"{_clip(where)} contains a lone surrogate escape (such as "
-                             f"\\udfff), which is not valid Unicode text") from None
-
-
-def _clip(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def _outbound_dict(message: Any) -> dict[str, Any]:
-    data = {key: get_field(message, key) for key in _OUTBOUND_FIELDS}
-    return {key: value if isinstance(value, str | None) else str(value)
-            for key, value in data.items()}

@@ -65,12 +65,13 @@ class Reply:
     """The manager reports admission and turn ends (else replies end at the outbound)."""
     outbounds: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-    """Errors of the request's turn (error outbounds sent by the task running it)."""
+    """Errors of the request's turn (error outbounds once its turn started or queued)."""
     admission_errors: list[str] = field(default_factory=list)
-    """Errors reported while the manager took the message (sent back in `handler_task`)."""
-    handler_task: int | None = None
+    """Errors reported while the manager took the message (before it said what became
+    of it)."""
     streamed_error: bool = False
-    turn_task: int | None = None
+    turn_started: bool = False
+    """A turn runs for the request (`turn_started` or `stream_events` named it)."""
     in_model_stage: bool = False
     response_started: bool = False
     events: MemoryObjectSendStream[tuple[str, Any]] | None = None
