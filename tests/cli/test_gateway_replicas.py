@@ -239,7 +239,9 @@ def test_a_database_restart_under_load(own_cluster: Cluster, tmp_path: Path) -> 
             stop.set()
             for worker in workers:
                 worker.join()
-        assert call(pair[1].url, "GET", "/v1/health").status == 200
+        # Health answers from a check at most a second old, and a check made while the
+        # load held every pooled connection may have failed: the next one passes.
+        wait_until(lambda: call(pair[1].url, "GET", "/v1/health").status == 200, timeout=15)
         for content, status, body in results:
             assert status in (200, 500, 503), (content, status, body)
             if status != 200:
