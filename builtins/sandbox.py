@@ -151,9 +151,7 @@ class Confinement:
     def _temporary_folder(self) -> str:
         if self._temporary is None or not os.path.isdir(self._temporary):
             self._temporary = tempfile.mkdtemp(prefix="hookline-tool-")  # mode 0700
-            if self._spawner is not None:  # its ruleset names the old folder
-                self._spawner.close()
-                self._spawner = None
+            self._spawner = None  # its ruleset names the old folder
         return self._temporary
 
     def _current_spawner(self, temporary: str) -> Spawner:
@@ -175,8 +173,8 @@ class Confinement:
                 f"cannot be applied here: {exc}. Nothing was run. To run commands with "
                 f"your full rights instead, set sandbox = \"off\" (HOOKLINE_SANDBOX=off); "
                 f"hookline then warns at every start") from None
-        if self._spawner is not None:
-            self._spawner.close()  # it finishes what was asked of it, then ends
+        # The old spawner is dropped, not closed: a command being started through it (a
+        # concurrent prepare) still gets its process; its thread ends once it is collected.
         self._spawner = spawner
         return spawner
 

@@ -168,3 +168,27 @@ async def test_the_file_tools_refuse_the_hookline_home_inside_the_workspace(
     assert "sk-in-home" in (home / "config.toml").read_text()
     await env.write_text("notes.txt", "fine")  # the rest of the workspace is the tools'
     assert (tmp_path / "notes.txt").read_text() == "fine"
+
+
+@pytest.mark.anyio
+async def test_commands_started_while_the_ruleset_is_rebuilt_all_run(tmp_path: Path) -> None:
+    """A folder beside the home changes between commands started together: each command
+    still runs (an old spawner in use is dropped, never closed under it)."""
+    workspace, home = tmp_path / "workspace", tmp_path / "home"
+    workspace.mkdir()
+    home.mkdir()
+    env = environment(workspace, home)
+    codes: list[int | None] = []
+
+    async def one(n: int) -> None:
+        (tmp_path / f"beside-{n}").write_text("x")  # changes the watched folder
+        codes.append((await env.run(f"echo {n} >> ran")).returncode)
+
+    try:
+        async with anyio.create_task_group() as group:
+            for n in range(12):
+                group.start_soon(one, n)
+    finally:
+        await env.close()
+    assert codes == [0] * 12
+    assert len((workspace / "ran").read_text().split()) == 12
