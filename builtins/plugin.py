@@ -89,6 +89,7 @@ class BuiltinPlugin:
         self._processes: BackgroundProcesses | None = None
         self._memory_store: InMemoryTapeStore | None = None
         self._instructions: WorkspaceInstructions | None = None
+        self._sandbox: tuple[Settings, SandboxPolicy] | None = None
         self._store_probe: threading.Event | None = None  # set when the last check ended
 
     # Settings, the background processes and the memory store are made on first use, by a
@@ -231,10 +232,14 @@ class BuiltinPlugin:
         return LocalEnvironment(workspace, processes=self.processes, sandbox=self.sandbox_policy())
 
     def sandbox_policy(self) -> SandboxPolicy:
-        """The configured confinement of tool processes (hiding this home and its store)."""
-        from .sandbox import SandboxPolicy
+        """The configured confinement of tool processes (hiding this home and its store),
+        made once per set of settings: every session's environment shares it."""
+        settings = self.get_settings()
+        if self._sandbox is None or self._sandbox[0] is not settings:
+            from .sandbox import SandboxPolicy
 
-        return SandboxPolicy.from_settings(self.get_settings())
+            self._sandbox = (settings, SandboxPolicy.from_settings(settings))
+        return self._sandbox[1]
 
     @hookimpl
     def system_prompt(self, prompt: Any, state: dict[str, Any]) -> str:
