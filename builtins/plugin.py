@@ -7,6 +7,7 @@ lazily, on first use, so a bad config file is reported by the command that needs
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import threading
@@ -307,15 +308,11 @@ class BuiltinPlugin:
         home and a periodic sweep that also closes idle environments. A weakened sandbox
         or environment policy is warned about here, at every start."""
         home = self._home()
-        from .sandbox import SECURITY_LOG
         from .settings import SettingsError
 
-        try:
-            warnings = self.sandbox_policy().warnings()
-        except SettingsError:
-            warnings = []  # reported by whatever needs the settings, with the fix
-        for line in warnings:
-            logging.getLogger(SECURITY_LOG).warning("%s", line)
+        # A bad config file is reported by whatever needs the settings, with the fix.
+        with contextlib.suppress(SettingsError):
+            self.sandbox_policy().warn()
         return self.processes.lifespan(records=home / PROCESS_RECORDS,
                                        sweep=self.framework.close_idle_environments,
                                        sweep_seconds=self.sweep_seconds)

@@ -12,6 +12,7 @@ unconfined by accident. See docs/security.md, "The sandboxed shell".
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import tempfile
@@ -29,10 +30,9 @@ if TYPE_CHECKING:
     from .landlock import Ruleset
     from .settings import Settings
 
-__all__ = ["SECURITY_LOG", "Confinement", "SandboxPolicy", "check_exposure"]
+__all__ = ["Confinement", "SandboxPolicy", "check_exposure"]
 
-SECURITY_LOG = __name__
-"""The logger of warnings about weakened confinement, which every command shows."""
+logger = logging.getLogger(__name__)  # every command shows its warnings (cli ALWAYS_WARN)
 
 WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 """Devices a sandboxed command may write: discarding output must keep working."""
@@ -66,6 +66,11 @@ class SandboxPolicy:
     @property
     def confined(self) -> bool:
         return self.mode != "off"
+
+    def warn(self) -> None:
+        """Say, at a start, each way this policy is weaker than the default."""
+        for line in self.warnings():
+            logger.warning("%s", line)
 
     def warnings(self) -> list[str]:
         """What to say at every start about a weakened setting (empty by default)."""

@@ -63,9 +63,6 @@ class EnvironmentPolicy:
         """The variables of `environ` a tool process may see."""
         return {name: value for name, value in environ.items() if self.allows(name, value)}
 
-    def removed(self, environ: Mapping[str, str]) -> list[str]:
-        """The names `apply` leaves out, sorted: what the start-up line reports."""
-        return sorted(name for name, value in environ.items() if not self.allows(name, value))
 
 
 def _compile(patterns: Iterable[str]) -> re.Pattern[str]:
