@@ -14,7 +14,8 @@ from typing import Any
 
 from hookline.kernel import Framework
 
-__all__ = ["AGENT_HOOK_LOG", "plugin_failure_line", "turn_failure_blame", "with_blame"]
+__all__ = ["AGENT_HOOK_LOG", "innermost", "plugin_failure_line", "turn_failure_blame",
+           "with_blame"]
 
 AGENT_HOOK_LOG = "hookline.kernel.agent_hooks"
 """The kernel's logger for isolated agent hook failures and ignored results."""
@@ -57,12 +58,17 @@ def turn_failure_blame(framework: Framework, error: BaseException) -> str | None
     return f"raised by {found.describe()}, hook {found.hook_name}"
 
 
+def innermost(error: BaseException) -> BaseException:
+    """The single exception inside nested one-member exception groups (task groups)."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
+
+
 def with_blame(framework: Framework, error: BaseException) -> BaseException:
     """`error`, its innermost exception noted with the hook implementation that raised it
     when no note names one yet (the kernel notes resource failures itself)."""
-    inner = error
-    while isinstance(inner, BaseExceptionGroup) and len(inner.exceptions) == 1:
-        inner = inner.exceptions[0]
+    inner = innermost(error)
     notes = getattr(inner, "__notes__", ())
     if not any(str(note).startswith("raised by") for note in notes):
         blame = turn_failure_blame(framework, inner)

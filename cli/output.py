@@ -16,14 +16,7 @@ from hookline.builtins.tool_notes import call_line, is_terminal, result_lines, t
 from hookline.kernel.envelope import get_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
-from .blame import AGENT_HOOK_LOG, plugin_failure_line
-
-
-def innermost(error: BaseException) -> BaseException:
-    """The single exception inside nested one-member exception groups (task groups)."""
-    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
-    return error
+from .blame import AGENT_HOOK_LOG, innermost, plugin_failure_line
 
 
 def fail(error: BaseException) -> NoReturn:
