@@ -30,7 +30,7 @@ from hookline.kernel.environment import Environment, StrPath
 from hookline.kernel.streaming import ErrorKind, HooklineError
 
 from .commands import run_command
-from .files import LineSlice, read_file, read_file_lines, write_file
+from .files import LineSlice, is_inside, read_file, read_file_lines, write_file
 from .processes import LocalProcess, open_local_process, stop_processes
 from .sandbox import Confinement, SandboxPolicy
 
@@ -98,7 +98,7 @@ class LocalEnvironment(Environment):
             raise HooklineError(ErrorKind.invalid_input, f"path {text!r} contains a NUL byte")
         joined = text if os.path.isabs(text) else os.path.join(self.workspace, text)
         resolved = os.path.realpath(joined)
-        if not _inside(resolved, self.workspace):
+        if not is_inside(resolved, self.workspace):
             raise HooklineError(
                 ErrorKind.invalid_input,
                 # Relative names only: the message reaches the model and HTTP clients, which
@@ -107,7 +107,7 @@ class LocalEnvironment(Environment):
                 f"outside the workspace; only paths inside the workspace are allowed",
                 {"path": text, "resolved": os.path.relpath(resolved, self.workspace)},
             )
-        if any(_inside(resolved, hidden) for hidden in self._confinement.hidden):
+        if any(is_inside(resolved, hidden) for hidden in self._confinement.hidden):
             raise HooklineError(
                 ErrorKind.invalid_input,
                 f"path {text!r} is in the hookline home (or its tape store), which tools may "
@@ -227,9 +227,3 @@ class LocalEnvironment(Environment):
             await process.aclose()
         await anyio.to_thread.run_sync(self._confinement.close)
 
-
-def _inside(path: str, root: str) -> bool:
-    try:
-        return os.path.commonpath([path, root]) == root
-    except ValueError:  # different drives on Windows
-        return False

@@ -38,6 +38,7 @@ from .private import process_umask
 __all__ = [
     "FileTooLarge",
     "LineSlice",
+    "is_inside",
     "open_regular_file",
     "open_single_link",
     "read_file",
@@ -45,6 +46,14 @@ __all__ = [
     "read_line_slice",
     "write_file",
 ]
+
+def is_inside(path: str, root: str) -> bool:
+    """Whether the resolved `path` is `root` or below it (both absolute and resolved)."""
+    try:
+        return os.path.commonpath([path, root]) == root
+    except ValueError:  # different drives on Windows
+        return False
+
 
 _OPEN_FLAGS = (
     os.O_RDONLY

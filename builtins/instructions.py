@@ -35,7 +35,7 @@ import anyio.to_thread
 
 from hookline.kernel.streaming import HooklineError
 
-from .files import open_single_link
+from .files import is_inside, open_single_link
 
 __all__ = ["AGENTS_FILE", "MAX_AGENTS_BYTES", "WorkspaceInstructions", "read_agents_file"]
 
@@ -74,7 +74,7 @@ def _locate(workspace: Path) -> tuple[str, Key] | Reading:
         return Reading(None)
     root = os.path.realpath(workspace)
     resolved = os.path.realpath(path)
-    if os.path.commonpath([root, resolved]) != root:
+    if not is_inside(resolved, root):
         return Reading(None, problem=f"it links to {resolved}, outside the workspace")
     try:
         info = os.stat(resolved)

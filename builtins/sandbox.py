@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from hookline.kernel.streaming import ErrorKind, HooklineError
 
+from .files import is_inside
 from .toolenv import EnvironmentPolicy
 
 if TYPE_CHECKING:
@@ -143,7 +144,7 @@ class Confinement:
         cannot be writable without the home being changeable too, so refuse it."""
         writable = self.policy.mode == "workspace-write"
         for path in self.hidden:
-            if _inside(self.workspace, path) or (writable and _inside(path, self.workspace)):
+            if is_inside(self.workspace, path) or (writable and is_inside(path, self.workspace)):
                 raise HooklineError(
                     ErrorKind.config,
                     f"the sandbox cannot confine commands here: the workspace and {path} "
@@ -225,7 +226,7 @@ class Confinement:
                watched: list[tuple[str, int]]) -> None:
         """Grant `access` beneath `root` except beneath the hidden paths: a folder that
         holds one is not granted itself; each of its other entries is, recursively."""
-        inner = [path for path in self.hidden if _inside(path, root)]
+        inner = [path for path in self.hidden if is_inside(path, root)]
         if not inner:
             ruleset.allow(root, access)
             return
@@ -236,10 +237,6 @@ class Confinement:
             for entry in it:
                 if not entry.is_symlink():  # a link's target is granted through its own path
                     self._grant(ruleset, entry.path, access, watched)
-
-
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def _mtime(path: str) -> int:
