@@ -18,7 +18,6 @@ import os
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from concurrent.futures.thread import BrokenThreadPool
 from typing import IO, Any
 
@@ -37,7 +36,7 @@ class Spawner:
                                             initializer=confine)
         try:  # the thread starts and confines itself now: a refusal surfaces here, once
             self._executor.submit(int).result()
-        except (BrokenThreadPool, BrokenProcessPool) as exc:
+        except BrokenThreadPool as exc:
             self._executor.shutdown(wait=False)
             raise OSError(f"the sandbox thread could not confine itself: {exc}") from None
 

@@ -1,9 +1,9 @@
-"""Linux Landlock through ctypes: probe the ABI, build a ruleset, confine a child process.
+"""Linux Landlock through ctypes: probe the ABI, build a ruleset, confine a thread.
 
-Landlock lets an unprivileged process give up rights for itself and its future children:
-no root, no namespaces, no helper binary. hookline builds a ruleset in its own process
-(`Ruleset`) and applies it in the child between fork and exec (`Ruleset.confine`, run as a
-`preexec_fn`), so the cost per command is a fork and two system calls.
+Landlock lets an unprivileged thread give up rights for itself and the processes it
+starts later: no root, no namespaces, no helper binary. hookline builds a ruleset
+(`Ruleset`) and a thread of its own applies it to itself (`Ruleset.confine`), then starts
+the sandboxed processes (`confined.Spawner`); hookline's other threads stay free.
 
 Why not the `landlock` package from the index: it is a pre-release (1.0.0.dev5) and the
 three system calls plus their structures fit in this module, which also covers the network
@@ -169,9 +169,8 @@ class Ruleset:
         return True
 
     def confine(self) -> None:
-        """Restrict the calling process to the ruleset, for good; meant for the child
-        between fork and exec. Raises when the kernel refuses, so nothing runs
-        unconfined by mistake."""
+        """Restrict the calling thread (and what it starts) to the ruleset, for good.
+        Raises when the kernel refuses, so nothing runs unconfined by mistake."""
         call = _syscall()
         if _libc is None or _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "could not set no_new_privs")
