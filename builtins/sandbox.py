@@ -144,13 +144,16 @@ class Confinement:
         cannot be writable without the home being changeable too, so refuse it."""
         writable = self.policy.mode == "workspace-write"
         for path in self.hidden:
-            if is_inside(self.workspace, path) or (writable and is_inside(path, self.workspace)):
+            home_inside = writable and is_inside(path, self.workspace)
+            if is_inside(self.workspace, path) or home_inside:
+                # Reads are granted file by file: read-only can hide a home in the workspace.
+                other = ', or set sandbox = "read-only"' if home_inside else ""
                 raise HooklineError(
                     ErrorKind.config,
                     f"the sandbox cannot confine commands here: the workspace and {path} "
                     f"(the hookline home or its tape store, which commands must not read or "
                     f"change) are one inside the other. Keep HOOKLINE_HOME outside the "
-                    f"workspace (the default is ~/.hookline), or set sandbox = \"read-only\"")
+                    f"workspace (the default is ~/.hookline){other}")
 
     # -- the temporary folder and the ruleset -------------------------------------------
 

@@ -191,3 +191,23 @@ async def test_commands_started_while_the_ruleset_is_rebuilt_all_run(tmp_path: P
         await env.close()
     assert codes == [0] * 12
     assert len((workspace / "ran").read_text().split()) == 12
+
+
+@pytest.mark.anyio
+async def test_a_workspace_inside_the_home_is_refused_in_every_confined_mode(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    workspace = home / "project"
+    workspace.mkdir(parents=True)
+    for mode in ("workspace-write", "read-only"):
+        env = environment(workspace, home, mode=mode)
+        with pytest.raises(HooklineError, match="are one inside the other") as caught:
+            await env.run("true")
+        await env.close()
+        assert "read-only" not in caught.value.message, "read-only would not help here"
+    inside = environment(tmp_path, tmp_path / "home", mode="read-only")
+    try:
+        assert (await inside.run("true")).returncode == 0, "read-only hides a home inside"
+    finally:
+        await inside.close()
