@@ -172,16 +172,13 @@ def secure_store(database: str | os.PathLike[str]) -> None:
 
 
 def _url_password(value: Any) -> bool:
-    """Whether a postgresql:// URL carries a password (user info, or `password=`)."""
+    """Whether a postgresql:// URL carries a password (user info, or a password-like
+    query key), by the rules the redaction of such URLs uses."""
     if not isinstance(value, str) or "://" not in value:
         return False
-    from urllib.parse import parse_qs, urlsplit
+    from .storeurl import url_secrets
 
-    try:
-        parts = urlsplit(value.strip())
-    except ValueError:
-        return True  # unparsable: assume the worst
-    return bool(parts.password) or bool(parse_qs(parts.query).get("password"))
+    return bool(url_secrets(value))
 
 
 def shared_secret_problem(path: Path, mode: int, data: Mapping[str, Any]) -> str | None:
