@@ -171,6 +171,7 @@ def test_a_home_of_another_user_that_others_can_read_is_refused(shared: Path) ->
     'http_token = "' + "t" * 40 + '"',
     'tape_store = "postgresql://hookline:pw@127.0.0.1:5432/tapes"',
     'tape_store = "postgresql://hookline@127.0.0.1/tapes?password=pw"',
+    'tape_store = "postgresql://hookline@127.0.0.1/tapes?sslpassword=pw"',
 ])
 def test_a_config_file_with_a_secret_others_can_read_is_refused(shared: Path,
                                                                secret: str) -> None:
