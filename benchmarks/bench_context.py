@@ -24,7 +24,7 @@ import anyio
 
 from hookline.builtins.plugin import CONTEXT_WINDOW
 from hookline.builtins.store import SQLiteTapeStore
-from hookline.builtins.tape import Tape
+from hookline.builtins.tape.tape import Tape
 from hookline.kernel.tape import TapeContext
 
 GOAL = 1.3  # a read late in a long run may cost at most 1.3x one early in a short run

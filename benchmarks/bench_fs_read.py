@@ -28,8 +28,8 @@ TIME_GOAL_S = 1.0
 
 MEASURE = textwrap.dedent('''
     import asyncio, json, resource, sys, time
-    from hookline.builtins.environment import LocalEnvironment
-    from hookline.builtins.tools import builtin_tools
+    from hookline.builtins.host.environment import LocalEnvironment
+    from hookline.builtins.host.tools import builtin_tools
     from hookline.kernel.tools import ToolContext
 
     workspace, mode, path, limit = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import anyio
 
-from hookline.builtins import landlock
-from hookline.builtins.environment import LocalEnvironment
-from hookline.builtins.sandbox import SandboxPolicy
-from hookline.builtins.tools import builtin_tools
+from hookline.builtins.host import landlock
+from hookline.builtins.host.environment import LocalEnvironment
+from hookline.builtins.host.sandbox import SandboxPolicy
+from hookline.builtins.host.tools import builtin_tools
 from hookline.kernel.tools import ToolContext
 
 GOAL_RATIO = 1.2

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hookline.kernel import hookimpl
-from hookline.kernel.framework import Framework
+from hookline.kernel.framework.core import Framework
 from hookline.kernel.prompt import to_content, to_legacy_prompt
 from hookline.kernel.turn import TurnResult
 

@@ -33,19 +33,19 @@ from hookline.kernel.tape import TapeContext
 from hookline.kernel.tools import Tool
 from hookline.kernel.turn import RUNTIME_THREAD_ID, RUNTIME_WORKSPACE
 
-from .limits import check_session_fields
+from .config.limits import check_session_fields
 
 if TYPE_CHECKING:
-    from .agent import Agent
-    from .environment import LocalEnvironment
-    from .instructions import WorkspaceInstructions
-    from .lifespan import BackgroundProcesses
-    from .sandbox import SandboxPolicy
-    from .settings import Settings
-    from .spill import SpillSidecar
-    from .steering import InMemorySteeringInbox
+    from .agent.loop import Agent
+    from .agent.spill import SpillSidecar
+    from .agent.steering import InMemorySteeringInbox
+    from .config import Settings
+    from .host.background import BackgroundProcesses
+    from .host.environment import LocalEnvironment
+    from .host.instructions import WorkspaceInstructions
+    from .host.sandbox import SandboxPolicy
     from .store import InMemoryTapeStore
-    from .tape import Tape
+    from .tape.tape import Tape
 
 # The framework has loaded the whole kernel already. The builtin modules behind the hooks
 # (the agent, the tape, the stores, the models, the tools, the settings) are imported by
@@ -100,7 +100,7 @@ class BuiltinPlugin:
     def processes(self) -> BackgroundProcesses:
         """The background processes of this plugin's environments, tools and lifespan."""
         if self._processes is None:
-            from .lifespan import BackgroundProcesses
+            from .host.background import BackgroundProcesses
 
             self._processes = BackgroundProcesses()
         return self._processes
@@ -124,14 +124,14 @@ class BuiltinPlugin:
 
     def get_settings(self) -> Settings:
         if self._settings is None:
-            from .settings import load_settings
+            from .config import load_settings
 
             self._settings = load_settings()
         return self._settings
 
     def get_agent(self) -> Agent:
         if self._agent is None:
-            from .agent import Agent, AgentConfig
+            from .agent.loop import Agent, AgentConfig
             from .models.opening import ModelOpener
 
             settings = self.get_settings()
@@ -142,7 +142,7 @@ class BuiltinPlugin:
 
     def tape_for(self, session_id: str, state: dict[str, Any]) -> Tape:
         """The session's tape on the scope's store, with the hooks' context and sidecars."""
-        from .tape import Tape, session_tape_name
+        from .tape.tape import Tape, session_tape_name
 
         store = self.framework.get_tape_store() or self.memory_store
         context = replace(self.framework.build_tape_context(), state=state)
@@ -228,7 +228,7 @@ class BuiltinPlugin:
 
     @hookimpl
     def provide_environment(self, session_id: str, workspace: Any) -> LocalEnvironment:
-        from .environment import LocalEnvironment
+        from .host.environment import LocalEnvironment
 
         return LocalEnvironment(workspace, processes=self.processes, sandbox=self.sandbox_policy())
 
@@ -237,7 +237,7 @@ class BuiltinPlugin:
         made once per set of settings: every session's environment shares it."""
         settings = self.get_settings()
         if self._sandbox is None or self._sandbox[0] is not settings:
-            from .sandbox import SandboxPolicy
+            from .host.sandbox import SandboxPolicy
 
             self._sandbox = (settings, SandboxPolicy.from_settings(settings))
         return self._sandbox[1]
@@ -245,12 +245,12 @@ class BuiltinPlugin:
     @hookimpl
     def system_prompt(self, prompt: Any, state: dict[str, Any]) -> str:
         """The default prompt, the date, the workspace's `AGENTS.md` when it may be sent
-        (see `hookline.builtins.instructions`: read off the event loop, cached), and the
+        (see `hookline.builtins.host.instructions`: read off the event loop, cached), and the
         turn's own system prompt (`--system`) last."""
         parts = [DEFAULT_SYSTEM_PROMPT, f"Today is {datetime.now():%Y-%m-%d}."]
         instructions = self.instructions.text(self._workspace_of(state))
         if instructions is not None:
-            from .instructions import AGENTS_FILE
+            from .host.instructions import AGENTS_FILE
 
             parts.append(f"{AGENTS_FILE} of the workspace:\n{instructions}")
         if state.get(TURN_SYSTEM):
@@ -260,7 +260,7 @@ class BuiltinPlugin:
     @property
     def instructions(self) -> WorkspaceInstructions:
         if self._instructions is None:
-            from .instructions import WorkspaceInstructions
+            from .host.instructions import WorkspaceInstructions
 
             self._instructions = WorkspaceInstructions()
         return self._instructions
@@ -280,20 +280,20 @@ class BuiltinPlugin:
         import anyio
         import anyio.to_thread
 
-        from .private import secure_home
-        from .storeurl import is_postgres_url
+        from .privacy.files import secure_home
+        from .store.url import is_postgres_url
 
         settings = self.get_settings()
         await anyio.to_thread.run_sync(secure_home, settings.home)
         path = settings.tape_store
         assert path is not None  # Settings.__post_init__ fills in the default
         if is_postgres_url(path):  # the driver is imported only then
-            from .store.postgres import open_postgres_store
+            from .store.postgres.store import open_postgres_store
 
             async with open_postgres_store(str(path)) as shared:
                 yield shared
             return
-        from .store.sqlite import SQLiteTapeStore
+        from .store.sqlite.store import SQLiteTapeStore
 
         store = await anyio.to_thread.run_sync(SQLiteTapeStore, path)
         try:
@@ -308,7 +308,7 @@ class BuiltinPlugin:
         home and a periodic sweep that also closes idle environments. A weakened sandbox
         or environment policy is warned about here, at every start."""
         home = self._home()
-        from .settings import SettingsError
+        from .config import SettingsError
 
         # A bad config file is reported by whatever needs the settings, with the fix.
         with contextlib.suppress(SettingsError):
@@ -323,21 +323,21 @@ class BuiltinPlugin:
 
     @hookimpl
     def provide_tools(self) -> list[Tool]:
-        from .tape_tools import spill_tools, tape_tools
-        from .tools import builtin_tools
+        from .host.tools import builtin_tools
+        from .tape.tools import spill_tools, tape_tools
 
         return [*builtin_tools(self.processes), *tape_tools(), *spill_tools()]
 
     @hookimpl
     def provide_steering_inbox(self) -> InMemorySteeringInbox:
-        from .steering import InMemorySteeringInbox
+        from .agent.steering import InMemorySteeringInbox
 
         return InMemorySteeringInbox()
 
     @hookimpl
     def provide_tape_sidecar(self) -> SpillSidecar:
         """The spill sidecar: where oversized tool results go (see `after_tool_call`)."""
-        from .spill import SpillSidecar
+        from .agent.spill import SpillSidecar
 
         return SpillSidecar()
 
@@ -352,7 +352,7 @@ class BuiltinPlugin:
         Trylast and registered first: it runs after every normal and tryfirst
         implementation and before the trylast ones of plugins registered later.
         """
-        from .spill import spill_result
+        from .agent.spill import spill_result
 
         await spill_result(call, result, state)
 
@@ -362,12 +362,12 @@ class BuiltinPlugin:
     def provide_channels(self, message_handler: MessageHandler) -> list[Channel]:
         """The builtin channels; constructing them must stay cheap and side-effect free
         (onboarding calls this only to list names)."""
-        from .channels.cli import CliChannel
+        from .channels.cli.channel import CliChannel
 
         channels: list[Channel] = [CliChannel(message_handler)]
 
         # -- http channel (`hookline gateway`) -------------------------------------------
-        from .channels.http import HttpChannel
+        from .channels.http.channel import HttpChannel
 
         # Settings are read when the channel starts, not here.
         channels.append(HttpChannel(message_handler, settings=self.get_settings,
@@ -403,7 +403,7 @@ class BuiltinPlugin:
     def scrub_text(self, text: str) -> str:
         """`text` without credentials in URLs, with workspace paths relative to it and the
         hookline home and the user's home folder named, not spelled out."""
-        from .redact import redact_credentials, redact_paths
+        from .privacy.redact import redact_credentials, redact_paths
 
         home = self._home()
         others = [(str(home), "$HOOKLINE_HOME"), (str(Path.home()), "~")]
@@ -413,7 +413,7 @@ class BuiltinPlugin:
         """The hookline home: the settings' when read, else the default (no config read)."""
         if self._settings is not None:
             return self._settings.home
-        from .settings import default_home
+        from .config import default_home
 
         return default_home()
 

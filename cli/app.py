@@ -226,7 +226,7 @@ def _run_command(framework: Framework) -> Any:
 def _stream_setting() -> bool:
     """The `stream` setting when it is configured (file or environment); else `run` waits
     for the whole reply, which scripts expect. A bad config file is reported by the turn."""
-    from hookline.builtins.settings import SettingsError, load_settings
+    from hookline.builtins.config import SettingsError, load_settings
 
     try:
         settings = load_settings()

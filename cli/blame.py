@@ -17,7 +17,7 @@ from hookline.kernel import Framework
 __all__ = ["AGENT_HOOK_LOG", "innermost", "plugin_failure_line", "turn_failure_blame",
            "with_blame"]
 
-AGENT_HOOK_LOG = "hookline.kernel.agent_hooks"
+AGENT_HOOK_LOG = "hookline.kernel.framework.agent_hooks"
 """The kernel's logger for isolated agent hook failures and ignored results."""
 
 

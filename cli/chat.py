@@ -4,7 +4,7 @@ One `running()` scope stays open for the whole session (tape store, steering inb
 background processes, environments). The channel manager runs only the `cli` channel, with
 streamed output. Lines get their turns one at a time, in the order typed (`>> text` steers
 the running turn instead); `/help`, `/new`, `/sessions`, `/model`, `/usage`, `/attach` and
-`/quit` are run by the chat itself (`chat_commands.py`, builtins/channels/cli_input.py).
+`/quit` are run by the chat itself (`chat_commands.py`, builtins/channels/cli/input.py).
 Ctrl-C while a turn runs cancels that turn (its run is recorded as cancelled) and gives
 the prompt back; Ctrl-C at the prompt, Ctrl-D or `/quit` leave, once the lines already
 sent are answered (Ctrl-C while waiting leaves at once). SIGTERM cancels the running turn
@@ -12,7 +12,7 @@ and leaves. Leaving, the chat prints `not answered: <line>` for every typed line
 no answer, and then exits with status 1 (128 + the signal number after SIGTERM; 0 when
 every line was answered). The conversation survives restarts through the tape: the same
 session id continues it. In a terminal, lines are read with the line editor
-(builtins/channels/line_editor.py); what was typed is kept in
+(builtins/channels/cli/line_editor.py); what was typed is kept in
 `<hookline home>/chat_history` for Up and Ctrl-R in later sessions.
 """
 
@@ -81,7 +81,7 @@ async def run_chat(framework: Framework, session: str | None, model: str | None,
     import anyio
 
     from hookline.builtins.channels import ChannelManager, CliChannel
-    from hookline.builtins.channels.http import HttpChannel
+    from hookline.builtins.channels.http.channel import HttpChannel
     from hookline.kernel.channels import Lifecycle
 
     model_in_use = model or _configured_model()
@@ -155,13 +155,13 @@ async def _handle_interrupts(manager: "ChannelManager", channel: Channel,
 
 
 def _history_path() -> Path:
-    from hookline.builtins.settings import default_home
+    from hookline.builtins.config import default_home
 
     return default_home() / HISTORY_FILE
 
 
 def _configured_model() -> str:
-    from hookline.builtins.settings import load_settings
+    from hookline.builtins.config import load_settings
 
     return load_settings().model_spec
 

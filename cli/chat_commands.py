@@ -1,6 +1,6 @@
 """The commands `hookline chat` runs itself, never sending them to the model: `/new`,
 `/sessions`, `/model`, `/usage` and `/attach` (the cli channel has `/help` and `/quit`,
-and tells commands from messages: builtins/channels/cli_input.py).
+and tells commands from messages: builtins/channels/cli/input.py).
 
 They reuse what the other commands do: `/new` chooses a session as `--new` does,
 `/sessions` prints `hookline sessions`' table, `/usage` sums the `usage` stream events as
@@ -19,7 +19,7 @@ from hookline.kernel import Framework
 
 if TYPE_CHECKING:
     from hookline.builtins.channels import CliChannel
-    from hookline.builtins.channels.cli_input import ChatCommand
+    from hookline.builtins.channels.cli.input import ChatCommand
     from hookline.kernel.streaming import StreamEvent
 
     from .toolview import UsageTotals
@@ -39,7 +39,7 @@ class ChatCommands:
         """Token usage of this chat's turns, by session."""
 
     def commands(self) -> list[ChatCommand]:
-        from hookline.builtins.channels.cli_input import ChatCommand
+        from hookline.builtins.channels.cli.input import ChatCommand
 
         return [
             ChatCommand("new", self.new, "a fresh session, made this folder's current one"),
@@ -67,8 +67,8 @@ class ChatCommands:
             totals.calls += 1
 
     async def new(self, arguments: str) -> None:
-        from hookline.builtins.sessions import new_session_id, set_current_session
-        from hookline.builtins.settings import default_home
+        from hookline.builtins.config import default_home
+        from hookline.builtins.tape.sessions import new_session_id, set_current_session
 
         _no_arguments("new", arguments)
         fresh = new_session_id()
@@ -81,7 +81,7 @@ class ChatCommands:
                   f"previous one is kept: /sessions)")
 
     async def sessions(self, arguments: str) -> None:
-        from hookline.builtins.sessions import list_sessions
+        from hookline.builtins.tape.sessions import list_sessions
 
         from .sessions import session_list
 
@@ -94,7 +94,7 @@ class ChatCommands:
             self._say(line)
 
     async def set_model(self, arguments: str) -> None:
-        from hookline.builtins.settings import load_settings
+        from hookline.builtins.config import load_settings
 
         name = arguments.strip()
         if not name:
@@ -129,7 +129,7 @@ class ChatCommands:
         self._say(f"attached {path} ({kind}) to the next message")
 
     def _say(self, text: str) -> None:
-        from hookline.builtins.tool_notes import terminal_text
+        from hookline.builtins.agent.tool_notes import terminal_text
 
         self.channel.say(terminal_text(text, keep_newlines=False))
 

@@ -75,7 +75,7 @@ def gateway_command(framework: Framework) -> Any:
         """Run every enabled channel (the HTTP API by default) until SIGINT or SIGTERM."""
         import anyio
 
-        from hookline.builtins.settings import load_settings
+        from hookline.builtins.config import load_settings
 
         show_logs()
         try:
@@ -239,8 +239,8 @@ def kill_background_groups(framework: Any) -> None:
     import contextlib
     import os
 
-    from hookline.builtins.lifespan import BackgroundProcesses
-    from hookline.builtins.processes import POSIX
+    from hookline.builtins.host.background import BackgroundProcesses
+    from hookline.builtins.host.processes import POSIX
 
     if not POSIX:
         return

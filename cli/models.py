@@ -17,7 +17,7 @@ def models_command() -> Any:
         as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     ) -> None:
         """Show the configured model, its fallbacks and the model aliases."""
-        from hookline.builtins.settings import SettingsError, load_settings
+        from hookline.builtins.config import SettingsError, load_settings
 
         try:
             settings = load_settings()

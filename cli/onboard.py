@@ -2,7 +2,7 @@
 check them with one real call, then write `<HOOKLINE_HOME>/config.toml`.
 
 Kept out of ``app.py`` so the command can grow without weighing on the others' start-up.
-The rules for values live in ``hookline.builtins.settings`` (``parse_setting``,
+The rules for values live in ``hookline.builtins.config`` (``parse_setting``,
 ``settings_from_config``) and the model is opened the way turns open it (``open_model``),
 so onboarding accepts exactly what ``hookline run`` will accept.
 
@@ -117,7 +117,7 @@ def _cancelled(code: int) -> NoReturn:
 
 def _onboard(framework: Framework, flags: _Flags, *, plugin: str | None, interactive: bool,
              yes: bool, test: bool, save_anyway: bool) -> None:
-    from hookline.builtins.settings import default_home
+    from hookline.builtins.config import default_home
 
     path = default_home() / "config.toml"
     current = _read_config(path)
@@ -149,7 +149,7 @@ def _onboard(framework: Framework, flags: _Flags, *, plugin: str | None, interac
         typer.echo(f"Onboarding writes {path}. Enter keeps the value in brackets; Ctrl-C "
                    f"stops without writing anything.")
 
-    from hookline.builtins.settings import merge_config
+    from hookline.builtins.config import merge_config
 
     fragment = _ask_fragment(proposed, current, interactive, top=True)
     asked, answers = current, {}
@@ -379,7 +379,7 @@ def _provider(spec: str) -> str | None:
 
 
 def _parse(key: str, value: str) -> Any:
-    from hookline.builtins.settings import SettingsError, parse_setting
+    from hookline.builtins.config import SettingsError, parse_setting
 
     try:
         return parse_setting(key, value)
@@ -391,7 +391,7 @@ def _validated(config: Mapping[str, Any], home: Path, answers: Mapping[str, Any]
     """The Settings `config` gives once written, the whole file checked by the settings'
     own rules. Environment overrides of what was just answered are left out (and named):
     the test call is about the answers."""
-    from hookline.builtins.settings import settings_from_config
+    from hookline.builtins.config import settings_from_config
 
     shadowed = {key for key, value in answers.items() if value is not None}
     if shadowed & {"api_key", "api_key_env"}:
@@ -471,7 +471,7 @@ def _test_call(spec: str, settings: Any) -> str:
 
 def _one_line(value: Any) -> str:
     """An error or a reply as one line, credentials in URLs taken out."""
-    from hookline.builtins.redact import redact_credentials
+    from hookline.builtins.privacy.redact import redact_credentials
 
     from .output import innermost
 
@@ -482,7 +482,7 @@ def _one_line(value: Any) -> str:
 
 
 def _write(path: Path, config: Mapping[str, Any]) -> None:
-    from hookline.builtins.settings import write_config
+    from hookline.builtins.config import write_config
 
     try:  # a private temporary file renamed over the old one: never readable by others
         write_config(path, config)
@@ -494,7 +494,7 @@ def _write(path: Path, config: Mapping[str, Any]) -> None:
 
 
 def _read_config(path: Path) -> dict[str, Any]:
-    from hookline.builtins.settings import read_config_file
+    from hookline.builtins.config import read_config_file
 
     try:
         return read_config_file(path)

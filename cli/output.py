@@ -11,8 +11,8 @@ from typing import Any, NoReturn
 
 import typer
 
-from hookline.builtins.redact import redact_credentials
-from hookline.builtins.tool_notes import call_line, is_terminal, result_lines, terminal_text
+from hookline.builtins.agent.tool_notes import call_line, is_terminal, result_lines, terminal_text
+from hookline.builtins.privacy.redact import redact_credentials
 from hookline.kernel.envelope import get_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
@@ -24,7 +24,7 @@ def fail(error: BaseException) -> NoReturn:
     plugin to blame where the kernel knows it). The text often quotes a provider or a
     file, so its credentials are hidden and its control characters shown escaped, as the
     printer and the chat show replies: an error cannot retitle or clear the terminal."""
-    from hookline.builtins.settings import SettingsError
+    from hookline.builtins.config import SettingsError
 
     error = innermost(error)
     # A settings error names the file, the key and the fix: which builtin function read
@@ -239,8 +239,8 @@ class StatusLine:
 
 
 
-ALWAYS_WARN = ("hookline.builtins.private", "hookline.builtins.instructions",
-               "hookline.builtins.sandbox", "hookline.builtins.models.offline", AGENT_HOOK_LOG)
+ALWAYS_WARN = ("hookline.builtins.privacy.files", "hookline.builtins.host.instructions",
+               "hookline.builtins.host.sandbox", "hookline.builtins.models.offline", AGENT_HOOK_LOG)
 """Loggers whose warnings are shown whatever ``level``: a file made private, an
 ``AGENTS.md`` kept from the model, a weakened sandbox, the offline model answering, a
 plugin's agent hook failing (rare lines the user must see)."""

@@ -64,7 +64,7 @@ def check(store: StoreOption = None) -> None:
 def _check_postgres(url: str) -> None:
     import anyio
 
-    from hookline.builtins.store.postgres import check_postgres
+    from hookline.builtins.store.postgres.store import check_postgres
 
     try:
         result = anyio.run(check_postgres, url)
@@ -146,7 +146,7 @@ def copy(
 
 
 def _location(text: str) -> Path | str:
-    from hookline.builtins.storeurl import StoreURL, is_postgres_url
+    from hookline.builtins.store.url import StoreURL, is_postgres_url
 
     return StoreURL(text.strip()) if is_postgres_url(text) else Path(text).expanduser()
 
@@ -154,7 +154,7 @@ def _location(text: str) -> Path | str:
 def _store_location(store: str | None) -> Path | str:
     if store is not None:
         return _location(store)
-    from hookline.builtins.settings import load_settings
+    from hookline.builtins.config import load_settings
 
     try:
         location = load_settings().tape_store

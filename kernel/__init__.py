@@ -23,10 +23,10 @@ _PUBLIC = {
                   "HookspecOpts", "PluginCheck", "PluginProblem", "PluginValidationError",
                   "Registry", "TraceRecord"),
     "hooks": ("HOOK_SPECS", "HooklineSpecs", "hookimpl", "hookspec"),
-    "model_stage": ("HookRuntime",),
-    "framework": ("Framework",),
-    "agent_hooks": ("AgentPlugins",),
-    "loading": ("PluginLoadError", "PluginStatus"),
+    "framework.model_stage": ("HookRuntime",),
+    "framework.core": ("Framework",),
+    "framework.agent_hooks": ("AgentPlugins",),
+    "framework.loading": ("PluginLoadError", "PluginStatus"),
     "errors": ("ErrorKind", "HooklineError"),
     "envelope": ("ChannelMessage", "Envelope", "MediaItem", "MediaType"),
     "turn": ("TurnResult", "TurnState"),
@@ -50,10 +50,10 @@ _PUBLIC = {
 """Module (relative to this package) -> the public names it defines, layer by layer."""
 
 _MOVED = {
-    "EnvironmentCache": "envcache",
+    "EnvironmentCache": "framework.envcache",
     "HookBinding": "_dispatch",
     "ImplInfo": "_dispatch",
-    "PluginAgentHooks": "agent_hooks",
+    "PluginAgentHooks": "framework.agent_hooks",
     "UnknownImpl": "_dispatch",
 }
 """Internals the root exported once: still reachable here, with a DeprecationWarning."""

@@ -19,8 +19,6 @@ from ._dispatch import PluginValidationError as PluginValidationError
 from ._dispatch import Registry as Registry
 from ._dispatch import TraceRecord as TraceRecord
 from ._dispatch import UnknownImpl as UnknownImpl  # deprecated here (warns)
-from .agent_hooks import AgentPlugins as AgentPlugins
-from .agent_hooks import PluginAgentHooks as PluginAgentHooks  # deprecated here (warns)
 from .channels import AdmissionRouter as AdmissionRouter
 from .channels import AdmitAction as AdmitAction
 from .channels import AdmitDecision as AdmitDecision
@@ -33,7 +31,6 @@ from .channels import MessageHandler as MessageHandler
 from .channels import SteeringInbox as SteeringInbox
 from .channels import StopEvent as StopEvent
 from .channels import TurnSnapshot as TurnSnapshot
-from .envcache import EnvironmentCache as EnvironmentCache  # deprecated here (warns)
 from .envelope import ChannelMessage as ChannelMessage
 from .envelope import Envelope as Envelope
 from .envelope import MediaItem as MediaItem
@@ -57,7 +54,13 @@ from .events import StepStarted as StepStarted
 from .events import TapeEvent as TapeEvent
 from .events import ToolCallFinished as ToolCallFinished
 from .events import ToolCallStarted as ToolCallStarted
-from .framework import Framework as Framework
+from .framework.agent_hooks import AgentPlugins as AgentPlugins
+from .framework.agent_hooks import PluginAgentHooks as PluginAgentHooks  # deprecated here (warns)
+from .framework.core import Framework as Framework
+from .framework.envcache import EnvironmentCache as EnvironmentCache  # deprecated here (warns)
+from .framework.loading import PluginLoadError as PluginLoadError
+from .framework.loading import PluginStatus as PluginStatus
+from .framework.model_stage import HookRuntime as HookRuntime
 from .hooks import HOOK_SPECS as HOOK_SPECS
 from .hooks import HooklineSpecs as HooklineSpecs
 from .hooks import hookimpl as hookimpl
@@ -69,9 +72,6 @@ from .interception import ToolCall as ToolCall
 from .interception import ToolCallAction as ToolCallAction
 from .interception import ToolCallDecision as ToolCallDecision
 from .interception import ToolCallResult as ToolCallResult
-from .loading import PluginLoadError as PluginLoadError
-from .loading import PluginStatus as PluginStatus
-from .model_stage import HookRuntime as HookRuntime
 from .models import ModelChoice as ModelChoice
 from .models import ModelOptions as ModelOptions
 from .prompt import LegacyPrompt as LegacyPrompt

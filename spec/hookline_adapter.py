@@ -360,9 +360,9 @@ class HooklineFramework(HooklineKernel):
 
     async def offered_tools(self) -> list[str]:
         """The names the model is offered at a turn's first step: the builtin agent's own
-        choice (``hookline.builtins.agent.offered_tools``) of the collected tools, by their
+        choice (``hookline.builtins.agent.loop.offered_tools``) of the collected tools, by their
         model names."""
-        from hookline.builtins.agent import offered_tools
+        from hookline.builtins.agent.loop import offered_tools
 
         return [tool.model_name for tool in offered_tools(self.framework.get_tools())]
 
@@ -381,7 +381,7 @@ class HooklineFramework(HooklineKernel):
         import anyio
 
         from hookline.builtins.channels import ChannelManager
-        from hookline.builtins.settings import settings_from_config
+        from hookline.builtins.config import settings_from_config
         from hookline.cli.gateway import channel_selection
 
         with tempfile.TemporaryDirectory(prefix="spec-hookline-home-") as home:

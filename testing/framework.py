@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from hookline.kernel import Framework
-from hookline.kernel.loading import BUILTIN_NAME, ENTRY_POINT_GROUP
+from hookline.kernel.framework.loading import BUILTIN_NAME, ENTRY_POINT_GROUP
 
 if TYPE_CHECKING:
+    from hookline.builtins.config import Settings
     from hookline.builtins.models import ScriptedModel
     from hookline.builtins.plugin import BuiltinPlugin
-    from hookline.builtins.settings import Settings
 
 __all__ = ["FrameworkFactory", "Script", "build_framework", "builtin_plugin", "scripted_model",
            "write_script"]
@@ -56,7 +56,7 @@ def _settings(home: Path, settings: Settings | Mapping[str, Any] | None,
               script_path: Path | None) -> Settings:
     """`settings` as given, or the home's config file and the environment with the
     mapping's values on top (validated as a config file would be)."""
-    from hookline.builtins.settings import Settings, settings_from_config
+    from hookline.builtins.config import Settings, settings_from_config
 
     if isinstance(settings, Settings):
         resolved = settings

@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hookline.builtins.config import Settings
 from hookline.builtins.models import ScriptedModel
 from hookline.builtins.plugin import BuiltinPlugin
-from hookline.builtins.settings import Settings
 from hookline.kernel import Framework
 from hookline.testing import build_framework, builtin_plugin, scripted_model
 

@@ -10,7 +10,7 @@ import anyio
 
 from hookline.builtins.channels import ChannelManager
 from hookline.kernel.channels import Channel
-from hookline.kernel.framework import Framework
+from hookline.kernel.framework.core import Framework
 
 
 @asynccontextmanager

@@ -246,7 +246,7 @@ class StoreFactory:
         return url
 
     def open(self, url: str | None = None, **options: Any) -> Any:
-        from hookline.builtins.store.postgres import PostgresTapeStore
+        from hookline.builtins.store.postgres.store import PostgresTapeStore
 
         store = PostgresTapeStore(url or self.url(), **options)
         self.portal.call(store.open)

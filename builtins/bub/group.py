@@ -30,8 +30,8 @@ from typing import Any
 
 from hookline.kernel import hookimpl
 from hookline.kernel._dispatch.markers import marked_routines
+from hookline.kernel.framework.loading import PluginGroup
 from hookline.kernel.hooks import IMPL_PROJECTS
-from hookline.kernel.loading import PluginGroup
 from hookline.kernel.tools import Tool
 
 from .convert import admit_decision, llm_answer, model_options, tool_decision

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .cli import CliChannel
+from .cli.channel import CliChannel
 from .manager import ChannelManager
 
 __all__ = ["ChannelManager", "CliChannel"]

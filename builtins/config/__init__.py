@@ -7,7 +7,6 @@ default, with how a value is parsed and what an error says in the field's metada
 environment variable is `HOOKLINE_` + the key upper-cased. The other modules each do one
 job: parsers.py checks values, load.py resolves the file and the environment,
 file.py reads and writes the config file, toml.py is the small TOML writer.
-`hookline.builtins.settings` re-exports this face under its older name.
 """
 
 from __future__ import annotations

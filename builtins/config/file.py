@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..private import shared_secret_problem, write_private_file
+from ..privacy.files import shared_secret_problem, write_private_file
 from .table import SettingsError
 from .toml import dumps_toml
 

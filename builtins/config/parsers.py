@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..storeurl import StoreURL, is_postgres_url
+from ..store.url import StoreURL, is_postgres_url
 
 MIN_HTTP_TOKEN_LENGTH = 32
 BUSY_SESSION_ACTIONS = ("follow_up", "process", "steer", "drop")

@@ -23,7 +23,7 @@ from typing import Any
 import hookline.builtins.config.parsers as parse  # the module, not the package's face
 from hookline.kernel.streaming import ErrorKind, HooklineError
 
-from ..redact import redact_credentials
+from ..privacy.redact import redact_credentials
 from .parsers import (
     API_FORMATS,
     BUSY_SESSION_ACTIONS,

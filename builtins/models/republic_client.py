@@ -33,8 +33,7 @@ from typing import TYPE_CHECKING, Any
 from hookline.kernel.prompt import to_content
 from hookline.kernel.streaming import ErrorKind, HooklineError
 
-from ..pairing import OpenCalls
-from ..redact import redact_credentials
+from ..privacy.redact import redact_credentials
 from .base import (
     USAGE_FIELDS,
     Finished,
@@ -47,6 +46,7 @@ from .base import (
     as_model_message,
     usage_dict,
 )
+from .pairing import OpenCalls
 
 if TYPE_CHECKING:
     import republic

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .asyncstore import AsyncJournal, AsyncStoreAdapter, append_batch, as_async_store, journal_of
 from .entries import SIDECAR_MARKER, is_sidecar_tape
 from .memory import InMemoryTapeStore
-from .sqlite import (
+from .sqlite.store import (
     COMMIT_FAILED_ERROR,
     INTERRUPTED_ERROR,
     SCHEMA_VERSION,

@@ -28,9 +28,9 @@ import anyio.to_thread
 from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeEntry, TapeQuery
 
-from ..storeurl import is_postgres_url, redact_url
 from .asyncstore import AsyncStoreAdapter
-from .sqlite import SQLiteTapeStore
+from .sqlite.store import SQLiteTapeStore
+from .url import is_postgres_url, redact_url
 
 __all__ = ["CopyReport", "copy_store", "open_location", "shown"]
 
@@ -58,7 +58,7 @@ async def open_location(location: Location, *, create: bool) -> AsyncIterator[An
     SQLiteTapeStore behind an AsyncStoreAdapter. A missing SQLite file is `not_found`
     unless `create`."""
     if is_postgres_url(location):
-        from .postgres import PostgresTapeStore
+        from .postgres.store import PostgresTapeStore
 
         async with PostgresTapeStore(str(location)) as store:
             yield store

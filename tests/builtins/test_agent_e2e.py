@@ -19,12 +19,12 @@ import anyio
 import pytest
 from openai_server import OpenAIServer, RecordedRequest, Reply, closed_port_url
 
+from hookline.builtins.config import Settings
 from hookline.builtins.models import ModelOpener, content_text
 from hookline.builtins.models.base import Finished
 from hookline.builtins.plugin import BuiltinPlugin
-from hookline.builtins.settings import Settings
 from hookline.builtins.store import SQLiteTapeStore
-from hookline.builtins.tape import Tape, session_tape_name
+from hookline.builtins.tape.tape import Tape, session_tape_name
 from hookline.kernel import (
     Framework,
     LLMCallDecision,
@@ -808,7 +808,7 @@ async def test_closing_the_stream_early_ends_the_run_as_cancelled(
 
 
 def test_finished_text_without_deltas_is_the_reply() -> None:
-    from hookline.builtins.agent import _StepOutcome
+    from hookline.builtins.agent.loop import _StepOutcome
 
     outcome = _StepOutcome()
     event = outcome.take(Finished(text="whole reply"))

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from builtin_support import build_builtin, model_of
 
-from hookline.builtins import instructions as instructions_module
-from hookline.builtins.instructions import MAX_AGENTS_BYTES
+from hookline.builtins.host import instructions as instructions_module
+from hookline.builtins.host.instructions import MAX_AGENTS_BYTES
 from hookline.kernel import Framework
 
 pytestmark = pytest.mark.anyio
@@ -77,13 +77,13 @@ async def test_an_agents_md_that_is_not_workspace_content_never_reaches_the_mode
 ) -> None:
     make(workspace)
     framework, _builtin = build_builtin(workspace, [{"text": "one"}, {"text": "two"}])
-    with caplog.at_level(logging.WARNING, logger="hookline.builtins.instructions"):
+    with caplog.at_level(logging.WARNING, logger="hookline.builtins.host.instructions"):
         prompts = await system_prompts(framework, 2)
     assert len(prompts) == 2
     for prompt in prompts:
         assert HEADER not in prompt and SECRET not in prompt
     warnings = [r.getMessage() for r in caplog.records
-                if r.name == "hookline.builtins.instructions"]
+                if r.name == "hookline.builtins.host.instructions"]
     assert len(warnings) == 1, "one warning per change of the file, not one per turn"
     assert warnings[0].startswith(f"prompt.agents_md_skipped path={workspace}/AGENTS.md "
                                   f"reason={reason.format(outside=workspace.parent)}")
@@ -108,7 +108,7 @@ async def test_a_normal_agents_md_is_sent_and_re_read_when_it_changes(
         assert f"{HEADER}\nUse SPACES, four of them." in await turn("three")
         agents.unlink()
         assert HEADER not in await turn("four")
-    assert not [r for r in caplog.records if r.name == "hookline.builtins.instructions"]
+    assert not [r for r in caplog.records if r.name == "hookline.builtins.host.instructions"]
 
 
 async def test_a_link_to_a_file_inside_the_workspace_is_sent(workspace: Path) -> None:

@@ -22,7 +22,7 @@ from hookline.builtins.bub.facade import UnsupportedBubFeature
 from hookline.builtins.bub.group import BubGroup
 from hookline.builtins.bub.plugin import BubCompatPlugin
 from hookline.kernel import Framework, hookimpl
-from hookline.kernel.loading import PluginStatus
+from hookline.kernel.framework.loading import PluginStatus
 from hookline.kernel.tools import Tool
 
 BUB_INSTALLED = importlib.util.find_spec("bub") is not None

@@ -18,15 +18,15 @@ import pytest
 from builtin_support import build_builtin, model_of
 from builtin_support import write_script as write_turns
 
-from hookline.builtins.environment import LocalEnvironment
-from hookline.builtins.lifespan import SWEEP_SECONDS, BackgroundProcesses
+from hookline.builtins.agent.steering import InMemorySteeringInbox
+from hookline.builtins.config import Settings, SettingsError
+from hookline.builtins.host.background import SWEEP_SECONDS, BackgroundProcesses
+from hookline.builtins.host.environment import LocalEnvironment
 from hookline.builtins.models import ModelMessage
 from hookline.builtins.models.offline import OFFLINE_LABEL
 from hookline.builtins.plugin import CONTEXT_WINDOW, DEFAULT_SYSTEM_PROMPT, BuiltinPlugin
-from hookline.builtins.settings import Settings, SettingsError
-from hookline.builtins.steering import InMemorySteeringInbox
 from hookline.builtins.store import InMemoryTapeStore, SQLiteTapeStore
-from hookline.builtins.tape import Tape, session_tape_name
+from hookline.builtins.tape.tape import Tape, session_tape_name
 from hookline.kernel import Framework, hookimpl
 from hookline.kernel.envelope import ChannelMessage, MediaItem
 from hookline.kernel.models import ModelChoice, ModelOptions

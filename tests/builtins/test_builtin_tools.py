@@ -12,10 +12,10 @@ import anyio
 import pytest
 from procs import is_gone
 
-from hookline.builtins import tools as tools_module
-from hookline.builtins.environment import LocalEnvironment
-from hookline.builtins.lifespan import BackgroundProcesses
-from hookline.builtins.tools import builtin_tools
+from hookline.builtins.host import tools as tools_module
+from hookline.builtins.host.background import BackgroundProcesses
+from hookline.builtins.host.environment import LocalEnvironment
+from hookline.builtins.host.tools import builtin_tools
 from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tools import Tool, ToolContext
 

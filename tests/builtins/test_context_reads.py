@@ -20,9 +20,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hookline.builtins.model_context import ContextMessages, messages_from_entries
 from hookline.builtins.store import InMemoryTapeStore, SQLiteTapeStore
-from hookline.builtins.tape import Tape
+from hookline.builtins.tape.context import ContextMessages, messages_from_entries
+from hookline.builtins.tape.tape import Tape
 from hookline.kernel.tape import TapeContext, TapeEntry
 
 pytestmark = pytest.mark.anyio

@@ -1,5 +1,5 @@
 """The folder's current session file: bounded, private, and never a hang or a crash when
-it is damaged or replaced by something else (`hookline.builtins.sessions`)."""
+it is damaged or replaced by something else (`hookline.builtins.tape.sessions`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hookline.builtins import sessions
-from hookline.builtins.sessions import (
+from hookline.builtins.tape import sessions
+from hookline.builtins.tape.sessions import (
     CURRENT_SESSIONS_FILE,
     DEFAULT_SESSION,
     current_session,

@@ -12,9 +12,9 @@ import anyio
 import pytest
 from procs import wait_gone
 
-from hookline.builtins.commands import CommandResult, run_command
-from hookline.builtins.environment import LocalEnvironment
-from hookline.builtins.processes import LocalProcess
+from hookline.builtins.host.commands import CommandResult, run_command
+from hookline.builtins.host.environment import LocalEnvironment
+from hookline.builtins.host.processes import LocalProcess
 from hookline.kernel.environment import Environment, Process
 from hookline.kernel.streaming import ErrorKind, HooklineError
 
@@ -303,7 +303,7 @@ async def test_file_io_runs_off_the_event_loop_thread(
 ) -> None:
     import threading
 
-    from hookline.builtins import environment as module
+    from hookline.builtins.host import environment as module
 
     loop_thread = threading.get_ident()
     seen: list[int] = []

@@ -21,11 +21,11 @@ import pytest
 from openai_server import OpenAIServer, RecordedRequest, Reply
 from terminal_support import HOOKLINE, clean_env
 
+from hookline.builtins.config import Settings
 from hookline.builtins.models import ScriptedModel
 from hookline.builtins.plugin import CONTEXT_WINDOW, BuiltinPlugin
-from hookline.builtins.settings import Settings
 from hookline.builtins.store import SQLiteTapeStore
-from hookline.builtins.tape import Tape, session_tape_name
+from hookline.builtins.tape.tape import Tape, session_tape_name
 from hookline.kernel import Framework
 from hookline.kernel.tape import TapeEntry, TapeQuery
 

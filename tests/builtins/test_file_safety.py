@@ -29,12 +29,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hookline.builtins import files as files_module
-from hookline.builtins import tools as tools_module
-from hookline.builtins.environment import LocalEnvironment
-from hookline.builtins.files import read_line_slice
-from hookline.builtins.limits import MAX_EDIT_BYTES
-from hookline.builtins.tools import MAX_READ_CHARS, builtin_tools
+from hookline.builtins.config.limits import MAX_EDIT_BYTES
+from hookline.builtins.host import files as files_module
+from hookline.builtins.host import tools as tools_module
+from hookline.builtins.host.environment import LocalEnvironment
+from hookline.builtins.host.files import read_line_slice
+from hookline.builtins.host.tools import MAX_READ_CHARS, builtin_tools
 from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tools import ToolContext
 
@@ -323,7 +323,7 @@ def test_slices_match_an_in_memory_reference(data: bytes, offset: int, limit: in
 
 MEASURE = textwrap.dedent('''
     import asyncio, json, resource, sys, time
-    from hookline.builtins.tools import builtin_tools
+    from hookline.builtins.host.tools import builtin_tools
     from hookline.kernel.tools import ToolContext
 
     workspace, name, arguments = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])

@@ -12,8 +12,8 @@ import anyio
 import pytest
 from procs import is_gone, read_pids
 
-from hookline.builtins.environment import LocalEnvironment
-from hookline.builtins.lifespan import BackgroundProcesses
+from hookline.builtins.host.background import BackgroundProcesses
+from hookline.builtins.host.environment import LocalEnvironment
 from hookline.kernel import Framework, hookimpl
 from hookline.kernel.streaming import ErrorKind, HooklineError
 

@@ -17,6 +17,7 @@ import anyio
 import pytest
 from openai_server import OpenAIServer, Reply, closed_port_url
 
+from hookline.builtins.config import Settings
 from hookline.builtins.models import (
     Finished,
     ModelClient,
@@ -29,7 +30,6 @@ from hookline.builtins.models import (
     Usage,
     open_model,
 )
-from hookline.builtins.settings import Settings
 from hookline.kernel.streaming import ErrorKind, HooklineError
 
 pytestmark = pytest.mark.anyio
@@ -330,7 +330,7 @@ def test_configuration_errors_surface_at_construction() -> None:
 
 def test_importing_the_models_does_not_import_republic() -> None:
     code = (
-        "import sys, hookline.builtins.models, hookline.builtins.settings; "
+        "import sys, hookline.builtins.models, hookline.builtins.config; "
         "print(json.dumps(sorted(m for m in ('republic', 'httpx2') if m in sys.modules)))"
     )
     out = subprocess.run(

@@ -28,12 +28,12 @@ import pytest
 from gateway_support import TEST_TOKEN, gateway_env
 from procs import is_gone, read_pids, wait_gone
 
-from hookline.builtins.environment import LocalEnvironment
-from hookline.builtins.lifespan import OWNER_ENV, BackgroundProcesses, end_leftovers
+from hookline.builtins.config import Settings
+from hookline.builtins.host.background import OWNER_ENV, BackgroundProcesses, end_leftovers
+from hookline.builtins.host.environment import LocalEnvironment
+from hookline.builtins.host.proctable import boot_id, read_proc
 from hookline.builtins.plugin import BuiltinPlugin
-from hookline.builtins.proctable import boot_id, read_proc
-from hookline.builtins.settings import Settings
-from hookline.kernel.framework import Framework
+from hookline.kernel.framework.core import Framework
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="the subreaper and /proc are Linux only")

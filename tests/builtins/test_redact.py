@@ -8,8 +8,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from hookline.builtins.redact import redact_credentials
-from hookline.builtins.storeurl import StoreURL, redact_url
+from hookline.builtins.privacy.redact import redact_credentials
+from hookline.builtins.store.url import StoreURL, redact_url
 
 FORMS = [
     ("postgresql://u:s3cr%t@db:5432/h", "postgresql://***@db:5432/h"),

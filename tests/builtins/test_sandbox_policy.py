@@ -10,11 +10,11 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hookline.builtins import landlock
-from hookline.builtins.environment import LocalEnvironment
-from hookline.builtins.lifespan import BackgroundProcesses
-from hookline.builtins.sandbox import SandboxPolicy
-from hookline.builtins.toolenv import EnvironmentPolicy
+from hookline.builtins.host import landlock
+from hookline.builtins.host.background import BackgroundProcesses
+from hookline.builtins.host.environment import LocalEnvironment
+from hookline.builtins.host.sandbox import SandboxPolicy
+from hookline.builtins.host.toolenv import EnvironmentPolicy
 from hookline.kernel.streaming import ErrorKind, HooklineError
 
 

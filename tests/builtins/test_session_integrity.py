@@ -23,10 +23,10 @@ import anyio
 import pytest
 from procs import wait_gone
 
+from hookline.builtins.config import Settings
 from hookline.builtins.plugin import BuiltinPlugin
-from hookline.builtins.settings import Settings
 from hookline.builtins.store import COMMIT_FAILED_ERROR, INTERRUPTED_ERROR, SQLiteTapeStore
-from hookline.builtins.tape import BOOTSTRAP_ANCHOR, TapeRecordError, session_tape_name
+from hookline.builtins.tape.tape import BOOTSTRAP_ANCHOR, TapeRecordError, session_tape_name
 from hookline.kernel import Framework, hookimpl
 from hookline.kernel.tape import TapeEntry, TapeQuery
 

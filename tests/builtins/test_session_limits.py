@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from hookline.builtins.limits import MAX_SESSION_ID_LENGTH
+from hookline.builtins.config import Settings
+from hookline.builtins.config.limits import MAX_SESSION_ID_LENGTH
 from hookline.builtins.plugin import BuiltinPlugin
-from hookline.builtins.settings import Settings
-from hookline.kernel.framework import Framework
+from hookline.kernel.framework.core import Framework
 from hookline.kernel.streaming import ErrorKind, HooklineError
 
 

@@ -1,5 +1,5 @@
 """Searching, titling and the last turns of sessions on the store protocol alone
-(`hookline.builtins.sessions`): one tape at a time, only matches read back, and the same
+(`hookline.builtins.tape.sessions`): one tape at a time, only matches read back, and the same
 answers from a reference-style store that assigns no ids."""
 
 from __future__ import annotations
@@ -9,16 +9,16 @@ from typing import Any
 
 import pytest
 
-from hookline.builtins.model_context import messages_from_entries
-from hookline.builtins.sessions import (
+from hookline.builtins.store.memory import InMemoryTapeStore
+from hookline.builtins.tape.context import messages_from_entries
+from hookline.builtins.tape.sessions import (
     TITLE_EVENT,
     last_turns,
     list_sessions,
     rename_session,
     search_sessions,
 )
-from hookline.builtins.store.memory import InMemoryTapeStore
-from hookline.builtins.tape import BOOTSTRAP_ANCHOR, session_tape_name
+from hookline.builtins.tape.tape import BOOTSTRAP_ANCHOR, session_tape_name
 from hookline.kernel.tape import TapeEntry, TapeQuery, apply_query
 
 pytestmark = pytest.mark.anyio

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from hookline.builtins.settings import (
+from hookline.builtins.config import (
     DEFAULT_MAX_STEPS,
     Settings,
     SettingsError,
@@ -371,7 +371,7 @@ def test_a_config_file_that_is_a_fifo_or_huge_is_refused_not_read(tmp_path: Path
     import os
     import threading
 
-    from hookline.builtins.settings import MAX_CONFIG_BYTES, SettingsError, load_settings
+    from hookline.builtins.config import MAX_CONFIG_BYTES, SettingsError, load_settings
 
     os.mkfifo(tmp_path / "config.toml")
     outcome: list[BaseException] = []

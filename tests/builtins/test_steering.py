@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import pytest
 
-from hookline.builtins.steering import DEFAULT_KEY, InMemorySteeringInbox, steering_key
+from hookline.builtins.agent.steering import DEFAULT_KEY, InMemorySteeringInbox, steering_key
 from hookline.kernel import Framework, hookimpl
 from hookline.kernel.channels import SteeringInbox
 

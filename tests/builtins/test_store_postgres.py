@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from postgres_support import BlockingStore, StoreFactory, password_of, unavailable, wait_until
 
-from hookline.builtins.settings import load_settings
-from hookline.builtins.storeurl import StoreURL, is_postgres_url, redact_url
+from hookline.builtins.config import load_settings
+from hookline.builtins.store.url import StoreURL, is_postgres_url, redact_url
 from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeEntry, TapeQuery
 
@@ -58,7 +58,7 @@ def test_the_setting_takes_a_url_and_keeps_paths_as_paths(tmp_path: Path) -> Non
 
 
 def test_a_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hookline.builtins.store import postgres
+    from hookline.builtins.store.postgres import store as postgres
 
     monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg now fails
     with pytest.raises(HooklineError) as caught:
@@ -71,7 +71,7 @@ def test_the_sqlite_path_never_imports_the_driver(tmp_path: Path) -> None:
     code = textwrap.dedent("""
         import sys, anyio
         from hookline.builtins.plugin import BuiltinPlugin
-        from hookline.builtins.settings import load_settings
+        from hookline.builtins.config import load_settings
         plugin = BuiltinPlugin(None, load_settings(home=sys.argv[1]))
         async def main():
             async for store in plugin.provide_tape_store():
@@ -140,7 +140,7 @@ def test_the_journal_is_unseen_until_its_commit_which_applies_it_once(
 
 STORE_PROCESS = """
 import sys, anyio
-from hookline.builtins.store.postgres import PostgresTapeStore
+from hookline.builtins.store.postgres.store import PostgresTapeStore
 from hookline.kernel.tape import TapeEntry
 
 async def main():
@@ -185,7 +185,7 @@ def test_a_killed_processes_journal_is_recovered_by_a_live_store_as_interrupted(
 def test_a_failed_commit_leaves_the_journal_to_the_stores_own_sweep(
     postgres_stores: StoreFactory, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from hookline.builtins.store import postgres
+    from hookline.builtins.store.postgres import store as postgres
 
     store = postgres_stores.blocking()
     store.journal_write("run-x", "t", [("t", "append", new("message", n=1))])
@@ -242,7 +242,7 @@ def test_two_stores_on_one_database_keep_ids_gapless_and_one_bootstrap_anchor(
 def test_a_context_read_on_a_long_tape_reads_only_its_window(
     postgres_stores: StoreFactory,
 ) -> None:
-    from hookline.builtins.store.postgres import _select
+    from hookline.builtins.store.postgres.store import _select
 
     url = postgres_stores.url()
     store = postgres_stores.blocking(url)
@@ -302,7 +302,7 @@ def test_maintenance_keeps_the_heartbeat_fresh(postgres_stores: StoreFactory) ->
 
 
 def test_hooklines_own_url_parameters_are_read_and_removed() -> None:
-    from hookline.builtins.store.postgres import PostgresTapeStore, split_url
+    from hookline.builtins.store.postgres.store import PostgresTapeStore, split_url
 
     url = "postgresql://u:pw@h/db?sslmode=require&hookline_pool_max=3&hookline_grace=0.5"
     assert split_url(url) == ("postgresql://u:pw@h/db?sslmode=require",

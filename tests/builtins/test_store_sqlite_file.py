@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import pytest
 
-from hookline.builtins.channels.http_health import HealthCache
+from hookline.builtins.channels.http.health import HealthCache
 from hookline.builtins.plugin import BuiltinPlugin
 from hookline.builtins.store import (
     COMMIT_FAILED_ERROR,

@@ -17,7 +17,7 @@ from republic import Message
 
 from hookline.builtins.store import InMemoryTapeStore, SQLiteTapeStore, as_async_store
 from hookline.builtins.store.asyncstore import AsyncStoreAdapter
-from hookline.builtins.tape import (
+from hookline.builtins.tape.tape import (
     BOOTSTRAP_ANCHOR,
     AnchorInfo,
     Tape,
@@ -635,7 +635,7 @@ async def test_failing_sidecar_merge_is_recorded_and_main_still_merges(
         await forked.sidecar_tape("bad").append("event", {})
         await forked.sidecar_tape("good").append("event", {})
         store.fail.add(("append", "main__sidecar__bad"))
-        caplog.set_level(logging.WARNING, logger="hookline.builtins.tape")
+        caplog.set_level(logging.WARNING, logger="hookline.builtins.tape.tape")
     entries = await tape.entries()
     assert kinds(entries) == ["message", "event"]
     merge = entries[1]

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from hookline.builtins.store import InMemoryTapeStore
-from hookline.builtins.tape import Tape
-from hookline.builtins.tape_tools import SEARCH_LIMIT_MAX, tape_tools
+from hookline.builtins.tape.tape import Tape
+from hookline.builtins.tape.tools import SEARCH_LIMIT_MAX, tape_tools
 from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tools import Tool, ToolContext
 

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
+from hookline.builtins.config import Settings
+from hookline.builtins.host.tools import builtin_tools
 from hookline.builtins.plugin import BuiltinPlugin
-from hookline.builtins.settings import Settings
 from hookline.builtins.store import InMemoryTapeStore
-from hookline.builtins.tape import Tape
-from hookline.builtins.tape_tools import SEARCH_LIMIT_MAX, SPILL_READ_MAX, spill_tools, tape_tools
-from hookline.builtins.tools import builtin_tools
-from hookline.kernel.framework import Framework
+from hookline.builtins.tape.tape import Tape
+from hookline.builtins.tape.tools import SEARCH_LIMIT_MAX, SPILL_READ_MAX, spill_tools, tape_tools
+from hookline.kernel.framework.core import Framework
 from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tools import Tool, ToolContext, validate_arguments
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from builtin_support import build_builtin
 
-from hookline.builtins.tape import Tape, session_tape_name
-from hookline.builtins.tool_notes import tool_notes
+from hookline.builtins.agent.tool_notes import tool_notes
+from hookline.builtins.tape.tape import Tape, session_tape_name
 from hookline.kernel import ToolCall, ToolCallDecision, hookimpl
 
 pytestmark = pytest.mark.anyio
@@ -99,7 +99,7 @@ def test_hookline_run_stream_shows_the_denial_and_the_rewrite(tmp_path: Path) ->
         import sys
         sys.path[:0] = [{str(Path(__file__).parent)!r}, {str(Path(__file__).parents[1])!r}]
         from hookline.cli.app import create_app
-        from hookline.kernel.framework import Framework
+        from hookline.kernel.framework.core import Framework
         from test_what_ran import Policy
         framework = Framework(workspace={str(tmp_path)!r})
         framework.load_hooks()

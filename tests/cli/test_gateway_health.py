@@ -148,7 +148,7 @@ def test_probes_while_a_check_runs_share_it(anyio_backend: str) -> None:
     """The in-process cache: many callers at once, one check; then one check a second."""
     import anyio
 
-    from hookline.builtins.channels.http_health import HealthCache
+    from hookline.builtins.channels.http.health import HealthCache
 
     now = [0.0]
     release = None

@@ -443,7 +443,7 @@ def framework(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
 @pytest.mark.anyio
 async def test_channel_in_process(framework: Any) -> None:
     from hookline.builtins.channels import ChannelManager
-    from hookline.builtins.channels.http import HttpChannel
+    from hookline.builtins.channels.http.channel import HttpChannel
 
     manager = ChannelManager(framework, enabled_channels="http")
     channel = manager.channels["http"]
@@ -469,7 +469,7 @@ async def test_channel_in_process(framework: Any) -> None:
 async def test_closing_lets_a_reply_in_flight_finish(framework: Any) -> None:
     """When the stop event is set the listener closes, and a request in flight still gets
     its answer (here from a stand-in for the manager that answers after a delay)."""
-    from hookline.builtins.channels.http import HttpChannel
+    from hookline.builtins.channels.http.channel import HttpChannel
     from hookline.kernel.envelope import get_field
 
     replies: list[Any] = []
@@ -506,7 +506,7 @@ async def test_closing_lets_a_reply_in_flight_finish(framework: Any) -> None:
 
 @pytest.mark.anyio
 async def test_stop_answers_requests_whose_turn_never_ran(framework: Any) -> None:
-    from hookline.builtins.channels.http import HttpChannel
+    from hookline.builtins.channels.http.channel import HttpChannel
 
     replies: list[Any] = []
 

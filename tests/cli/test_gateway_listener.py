@@ -21,8 +21,8 @@ import anyio
 import pytest
 from gateway_support import HOOKLINE, gateway_env
 
-from hookline.builtins.channels.http import HttpChannel
-from hookline.builtins.settings import load_settings
+from hookline.builtins.channels.http.channel import HttpChannel
+from hookline.builtins.config import load_settings
 from hookline.cli.gateway import ListenerChannel, configure_http, run_gateway
 from hookline.kernel import Framework, hookimpl
 from hookline.kernel.channels import Lifecycle, StopEvent

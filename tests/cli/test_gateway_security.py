@@ -37,7 +37,7 @@ from gateway_support import (
     start_gateway_process,
 )
 
-from hookline.builtins.limits import MAX_SESSION_ID_LENGTH
+from hookline.builtins.config.limits import MAX_SESSION_ID_LENGTH
 
 PROBE_PLUGIN = '''
 import os

@@ -13,7 +13,7 @@ import pytest
 from terminal_support import TMUX, Terminal, clean_env
 from test_cli import hookline
 
-from hookline.builtins.tool_notes import call_line, result_lines
+from hookline.builtins.agent.tool_notes import call_line, result_lines
 from hookline.cli.toolview import FileChanges, UsageTotals, render_diff
 
 BUGGY = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"

@@ -102,7 +102,7 @@ def _policy_script(folder: Path) -> str:
         import sys
         sys.path[:0] = [{str(tests / "builtins")!r}, {str(tests)!r}]
         from hookline.cli.app import create_app
-        from hookline.kernel.framework import Framework
+        from hookline.kernel.framework.core import Framework
         from test_what_ran import Policy
         framework = Framework(workspace={str(folder)!r})
         framework.load_hooks()

@@ -11,7 +11,7 @@ from postgres_support import StoreFactory, password_of
 
 from hookline.builtins.store import SQLiteTapeStore
 from hookline.builtins.store.copy import copy_store
-from hookline.builtins.storeurl import redact_url
+from hookline.builtins.store.url import redact_url
 from hookline.kernel.tape import TapeEntry, TapeQuery
 
 env = test_cli.env  # the fixture: an environment with a fresh hookline home

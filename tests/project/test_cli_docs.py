@@ -13,7 +13,7 @@ import pytest
 import typer.main
 
 from hookline.cli.app import create_app
-from hookline.kernel.framework import Framework
+from hookline.kernel.framework.core import Framework
 
 CLI_PAGE = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 

@@ -36,10 +36,11 @@ RICH = ("rich", "markdown_it", "pygments")
 HELP_FORBIDDEN = (
     # ssl comes with asyncio (which a turn needs), never before it
     *NETWORK, *RICH, "pydantic", "pydantic_core", "asyncio", "anyio", "ssl", "sqlite3",
-    "hookline.builtins.agent", "hookline.builtins.tape", "hookline.builtins.store",
-    "hookline.builtins.models", "hookline.builtins.settings", "hookline.builtins.config",
-    "hookline.builtins.lifespan",
-    "hookline.builtins.tools", "hookline.builtins.environment", "hookline.builtins.channels",
+    "hookline.builtins.agent.loop", "hookline.builtins.tape.tape", "hookline.builtins.store",
+    "hookline.builtins.models", "hookline.builtins.config", "hookline.builtins.config",
+    "hookline.builtins.host.background",
+    "hookline.builtins.host.tools", "hookline.builtins.host.environment",
+    "hookline.builtins.channels",
     "hookline.cli.check", "prompt_toolkit",
 )
 RUN_FORBIDDEN = (
@@ -126,7 +127,7 @@ def test_help_and_version_load_no_turn_machinery(tmp_path: Path, args: tuple[str
 def test_an_offline_turn_loads_no_model_provider_nor_http(tmp_path: Path) -> None:
     done, found = run_imports(tmp_path, "run", "hello")
     assert done.stdout.startswith("[offline model]"), done.stdout
-    assert loaded(found, ["hookline.builtins.agent", "hookline.builtins.models.offline"])
+    assert loaded(found, ["hookline.builtins.agent.loop", "hookline.builtins.models.offline"])
     assert loaded(found, RUN_FORBIDDEN) == []
     # typer below 0.29 converts option values without pydantic (pyproject.toml).
     assert loaded(found, ["pydantic", "pydantic_core"]) == []
@@ -138,7 +139,7 @@ def test_an_offline_turn_reads_entry_points_only_when_a_distribution_declares_so
     """``importlib.metadata`` (email, zipfile, csv) is imported only when some
     distribution on the path declares a ``hookline`` entry point, or Bub is installed."""
     probe = ("import importlib.util\n"
-             "from hookline.kernel.loading import may_declare_entry_points\n"
+             "from hookline.kernel.framework.loading import may_declare_entry_points\n"
              "print(may_declare_entry_points('hookline')"
              " or importlib.util.find_spec('bub') is not None)")
     (tmp_path / "probe").mkdir()

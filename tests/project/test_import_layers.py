@@ -115,10 +115,10 @@ def test_the_import_reader_sees_type_checking_and_lazy_imports(tmp_path: Path) -
                       "    from .framework import Framework\n"
                       "def later():\n    from . import pipeline\n    from .gone import x\n"
                       "from . import _util\n")
-    known = {"hookline.kernel": module, "hookline.kernel.framework": module,
-             "hookline.kernel.pipeline": module, "hookline.kernel.mod": module}
+    known = {"hookline.kernel": module, "hookline.kernel.framework.core": module,
+             "hookline.kernel.framework.pipeline": module, "hookline.kernel.mod": module}
     found = set(imported("hookline.kernel.mod", module, known))
-    assert found == {"hookline.kernel.framework", "hookline.kernel.pipeline",
+    assert found == {"hookline.kernel.framework.core", "hookline.kernel.framework.pipeline",
                      "missing:hookline.kernel.gone", "hookline.kernel"}
     # `from . import pipeline` names the module, not the package; `_util` is no known
     # module here, so that import names the package.
@@ -140,8 +140,7 @@ KERNEL_LAYERS = {
     "core": {"_dispatch"},
     "contract": {"hooks", "typed", "errors", "envelope", "turn", "streaming", "prompt", "tape",
                  "environment", "channels", "tools", "interception", "events", "models"},
-    "framework": {"framework", "pipeline", "agent_hooks", "envcache", "loading",
-                  "model_stage"},
+    "framework": {"framework"},  # the folder kernel/framework/
     "tools": {"_generate"},
 }
 LAYER_ORDER = list(KERNEL_LAYERS)
@@ -183,11 +182,12 @@ def test_kernel_modules_import_their_layer_and_those_below_only() -> None:
 
 
 def test_the_layer_check_catches_a_contract_module_importing_the_framework() -> None:
-    graph = {"hookline.kernel.hooks": {"hookline.kernel.model_stage",
+    graph = {"hookline.kernel.hooks": {"hookline.kernel.framework.model_stage",
                                        "hookline.kernel._dispatch.registry"},
-             "hookline.kernel.model_stage": {"hookline.kernel.hooks"},
+             "hookline.kernel.framework.model_stage": {"hookline.kernel.hooks"},
              "hookline.kernel._util": {"hookline.kernel"}}
     assert layer_problems(graph) == [
         "hookline.kernel._util (helpers) imports hookline.kernel (the root)",
-        "hookline.kernel.hooks (contract) imports hookline.kernel.model_stage (framework)",
+        "hookline.kernel.hooks (contract) imports hookline.kernel.framework.model_stage"
+        " (framework)",
     ]

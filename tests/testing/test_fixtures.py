@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
-from hookline.builtins.settings import Settings, SettingsError
+from hookline.builtins.config import Settings, SettingsError
 from hookline.kernel import Framework, StreamEvent, hookimpl
 from hookline.kernel.streaming import HooklineError
 from hookline.testing import (

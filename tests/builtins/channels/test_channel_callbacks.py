@@ -14,9 +14,9 @@ import anyio
 import pytest
 
 from hookline.builtins.channels import ChannelManager
-from hookline.builtins.channels.http import HttpChannel
+from hookline.builtins.channels.http.channel import HttpChannel
+from hookline.builtins.config import Settings
 from hookline.builtins.plugin import BuiltinPlugin
-from hookline.builtins.settings import Settings
 from hookline.cli.output import TurnPrinter
 from hookline.kernel import hookimpl
 from hookline.kernel.channels import (
@@ -29,7 +29,7 @@ from hookline.kernel.channels import (
     TurnSnapshot,
 )
 from hookline.kernel.envelope import get_field
-from hookline.kernel.framework import Framework
+from hookline.kernel.framework.core import Framework
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -15,11 +15,11 @@ import anyio
 import pytest
 from channel_support import serving
 
-from hookline.builtins.agent import Agent, AgentConfig
+from hookline.builtins.agent.loop import Agent, AgentConfig
 from hookline.builtins.channels import ChannelManager, CliChannel
+from hookline.builtins.config import Settings
 from hookline.builtins.models.base import Finished, TextDelta, ToolCallSpec, as_model_messages
 from hookline.builtins.plugin import BuiltinPlugin
-from hookline.builtins.settings import Settings
 from hookline.kernel import hookimpl
 from hookline.kernel.channels import (
     AdmitDecision,
@@ -30,7 +30,7 @@ from hookline.kernel.channels import (
     TurnSnapshot,
 )
 from hookline.kernel.envelope import ChannelMessage, get_field
-from hookline.kernel.framework import Framework
+from hookline.kernel.framework.core import Framework
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
 MANAGER_LOGGER = "hookline.builtins.channels.manager"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hookline.builtins.channels.cli_input import Typed, classify, help_lines
+from hookline.builtins.channels.cli.input import Typed, classify, help_lines
 
 NAMES = {"help", "quit", "model", "attach"}
 

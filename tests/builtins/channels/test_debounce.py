@@ -13,16 +13,16 @@ import anyio
 import pytest
 from channel_support import serving
 
-from hookline.builtins.agent import Agent, AgentConfig
+from hookline.builtins.agent.loop import Agent, AgentConfig
 from hookline.builtins.channels import ChannelManager
 from hookline.builtins.channels.debounce import DebounceBuffer, merge_messages
+from hookline.builtins.config import Settings
 from hookline.builtins.models.base import Finished, TextDelta, as_model_messages
 from hookline.builtins.plugin import BuiltinPlugin
-from hookline.builtins.settings import Settings
 from hookline.kernel import hookimpl
 from hookline.kernel.channels import Channel, StopEvent, TurnSnapshot
 from hookline.kernel.envelope import ChannelMessage, MediaItem, get_field
-from hookline.kernel.framework import Framework
+from hookline.kernel.framework.core import Framework
 
 WINDOW = 0.05
 

@@ -8,7 +8,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hookline.builtins.channels.http_wire import dumps, sse
+from hookline.builtins.channels.http.wire import dumps, sse
 
 LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 

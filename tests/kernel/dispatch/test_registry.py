@@ -458,7 +458,7 @@ def test_the_kernel_exports_the_same_names_and_loads_them_on_first_use() -> None
         "print(sorted(m for m in sys.modules if m.startswith('hookline.kernel.')"
         " and not m.startswith('hookline.kernel._dispatch')))\n"
         "from hookline.kernel import hookimpl\n"
-        "print('hookline.kernel.framework' in sys.modules)\n"
+        "print('hookline.kernel.framework.core' in sys.modules)\n"
         "import hookline.kernel\n"
         "print(hookline.kernel.tape.__name__, hookline.kernel.Framework.__module__)\n"
     )
@@ -467,5 +467,5 @@ def test_the_kernel_exports_the_same_names_and_loads_them_on_first_use() -> None
     assert out.stdout.splitlines() == [
         "['hookline.kernel._lazy']",
         "False",
-        "hookline.kernel.tape hookline.kernel.framework",
+        "hookline.kernel.tape hookline.kernel.framework.core",
     ]

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from hookline.kernel import hookimpl
-from hookline.kernel.agent_hooks import AgentPlugins, PluginAgentHooks
 from hookline.kernel.events import (
     EventBus,
     LLMCallFinished,
@@ -21,7 +20,8 @@ from hookline.kernel.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from hookline.kernel.framework import Framework
+from hookline.kernel.framework.agent_hooks import AgentPlugins, PluginAgentHooks
+from hookline.kernel.framework.core import Framework
 from hookline.kernel.interception import (
     LLMCallDecision,
     LLMCallRequest,
@@ -32,7 +32,7 @@ from hookline.kernel.interception import (
 )
 from hookline.kernel.tools import ToolContext
 
-LOGGER = "hookline.kernel.agent_hooks"
+LOGGER = "hookline.kernel.framework.agent_hooks"
 
 
 @pytest.fixture

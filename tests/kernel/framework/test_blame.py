@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from hookline.kernel import hookimpl
-from hookline.kernel.framework import Framework
+from hookline.kernel.framework.core import Framework
 
 pytestmark = pytest.mark.anyio
 
@@ -127,7 +127,7 @@ def test_the_cli_error_line_names_the_plugin_whose_lifespan_failed(tmp_path: Pat
         import sys
         sys.path.insert(0, {str(tmp_path)!r})
         from hookline.cli.app import create_app
-        from hookline.kernel.framework import Framework
+        from hookline.kernel.framework.core import Framework
         import broken_lifespan
         framework = Framework(workspace={str(tmp_path)!r})
         framework.load_hooks()

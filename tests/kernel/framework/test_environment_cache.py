@@ -10,8 +10,8 @@ import pytest
 from recorders import FakeEnvironment
 
 from hookline.kernel import hookimpl
-from hookline.kernel.envcache import EnvironmentCache
-from hookline.kernel.framework import Framework
+from hookline.kernel.framework.core import Framework
+from hookline.kernel.framework.envcache import EnvironmentCache
 from hookline.kernel.turn import RUNTIME_ENVIRONMENT
 
 

@@ -16,12 +16,12 @@ from recorders import Answering, AsyncAnswering, FakeEnvironment
 
 from hookline.kernel import hookimpl
 from hookline.kernel.channels import AdmitDecision, Channel, TurnSnapshot
-from hookline.kernel.framework import Framework
+from hookline.kernel.framework.core import Framework
 from hookline.kernel.models import ModelChoice, ModelOptions
 from hookline.kernel.tape import TapeContext
 from hookline.kernel.tools import Tool
 
-FRAMEWORK_LOGGER = "hookline.kernel.framework"
+FRAMEWORK_LOGGER = "hookline.kernel.framework.core"
 RUNTIME_LOGGER = "hookline.kernel.runtime"
 
 

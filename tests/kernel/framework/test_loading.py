@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 
 from hookline.kernel import hookimpl
-from hookline.kernel import loading as loading_module
-from hookline.kernel.framework import Framework
-from hookline.kernel.loading import (
+from hookline.kernel.framework import loading as loading_module
+from hookline.kernel.framework.core import Framework
+from hookline.kernel.framework.loading import (
     DISABLE_ENV,
     STRICT_ENV,
     PluginLoader,
@@ -34,7 +34,7 @@ from hookline.kernel.loading import (
     may_declare_entry_points,
 )
 
-LOADING_LOGGER = "hookline.kernel.loading"
+LOADING_LOGGER = "hookline.kernel.framework.loading"
 
 # A module whose attributes cover every plugin shape the tests need. ``{tag}`` is replaced
 # by the test's unique prefix so the answers identify the module they came from.

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from hookline.kernel import hookimpl
-from hookline.kernel.framework import Framework
+from hookline.kernel.framework.core import Framework
 from hookline.kernel.streaming import TextAnswerStream
 
 pytestmark = pytest.mark.anyio

@@ -1,6 +1,6 @@
 """The turn pipeline end to end: ``Framework.process_inbound`` with recording plugins
 (contract 2.1-2.10, 2.23 and the hookline choices listed in the module docstrings of
-kernel/pipeline.py)."""
+kernel/framework/pipeline.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import republic
 from recorders import Answering, AsyncAnswering, FakeEnvironment
 
 from hookline.kernel import hookimpl
-from hookline.kernel.framework import Framework
+from hookline.kernel.framework.core import Framework
 from hookline.kernel.streaming import (
     AsyncStreamEvents,
     ErrorKind,

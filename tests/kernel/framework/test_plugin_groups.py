@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from hookline.kernel import Framework, hookimpl
-from hookline.kernel import loading as loading_module
-from hookline.kernel.loading import (
+from hookline.kernel.framework import loading as loading_module
+from hookline.kernel.framework.loading import (
     DISABLE_ENV,
     STRICT_ENV,
     PluginGroup,

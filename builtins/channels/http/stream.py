@@ -1,0 +1,59 @@
+"""Writing a streamed reply of the `http` channel: the turn's events as Server-Sent
+Events with keep-alive comments in quiet stretches, and the answer of a request whose
+reply did not come in time (an `error` event ending a stream begun, else `504`)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import anyio
+
+from .reply import Reply
+from .wire import SSE_HEADERS, Disconnected, Send, send_chunk, send_json, sse
+
+__all__ = ["KEEPALIVE_SECONDS", "send_events", "send_timeout"]
+
+logger = logging.getLogger("hookline.builtins.channels.http.channel")
+"""The channel's logger: these lines are the channel's own."""
+
+KEEPALIVE_SECONDS = 15.0
+"""A stream quiet this long gets a comment, so that proxies keep the connection open."""
+
+
+async def send_events(reply: Reply, send: Send) -> None:
+    """Stream the events of a request whose turn runs (or waits its turn), to the end."""
+    assert reply.event_reader is not None
+    await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+    reply.response_started = True
+    if reply.outcome == "queued":
+        await send_chunk(send, b": queued behind the running turn of the session\n\n")
+    async with reply.event_reader:
+        while True:
+            item: tuple[str, Any] | None = None
+            with anyio.move_on_after(KEEPALIVE_SECONDS):
+                try:
+                    item = await reply.event_reader.receive()
+                except anyio.EndOfStream:
+                    break
+            if item is None:  # a quiet while: tell proxies the stream is alive
+                await send_chunk(send, b": keep-alive\n\n")
+            else:
+                await send_chunk(send, sse(*item))
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def send_timeout(reply: Reply, send: Send, timeout: float) -> None:
+    """Tell the client no reply came within `timeout` seconds (shielded: the request's
+    own scope is being cancelled), giving up after 5 s or when it has gone."""
+    message = f"no reply within {timeout:g} s"
+    logger.warning("http.reply_timeout session=%s seconds=%g", reply.session_id, timeout)
+    with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+        try:
+            if reply.response_started:
+                await send_chunk(send, sse("error", {"kind": "temporary", "message": message}))
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            else:
+                await send_json(send, 504, {"error": message, "session_id": reply.session_id})
+        except Disconnected:
+            pass

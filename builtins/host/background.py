@@ -1,0 +1,587 @@
+"""Background shell processes owned by the `running()` scope, and everything they start.
+
+`BackgroundProcesses` starts host processes that outlive the tool call that started them
+(servers, watchers, long builds) and guarantees they do not outlive the scope: its
+`lifespan()` is what the builtin plugin returns from `provide_lifespan`, and when the scope
+exits - normally, by an error or by cancellation - every owned process group gets SIGTERM,
+up to 3 seconds to exit, then SIGKILL. Nothing started through the registry is left running.
+
+Each process leads its own process group and session (POSIX), so the processes it starts
+are stopped with it. Descendants that leave on purpose (`setsid`, a double fork, a
+daemonising script) are found too, on Linux:
+
+- while the lifespan is entered the hookline process is a child subreaper
+  (`PR_SET_CHILD_SUBREAPER`), so such orphans are re-parented to it, not to init;
+- every process the registry (or a `LocalEnvironment` using it) starts carries the scope's
+  owner token in its environment (`HOOKLINE_PROCESS_OWNER`), inherited by descendants;
+- on exit, every descendant of hookline that is ours (carries the token, belongs to a
+  session we started, or was adopted earlier) is ended the same way and reaped.
+
+With `records=<dir>` (the builtin plugin uses `<home>/processes`) the lifespan also keeps
+a record file of what it owns, so that a later start ends what an instance killed with
+SIGKILL left behind; see `ProcessRecord`. Other systems have no /proc: there only the
+process groups are stopped, and Windows stops the direct shell process only.
+
+Output: stdout and stderr of a background process go, merged, to a log file in a private
+temporary directory (so the process never blocks on a full pipe and no task has to read
+it); `output(id)` returns its tail. The directory is removed when the scope exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from hookline.kernel.streaming import ErrorKind, HooklineError
+
+from ..privacy.files import make_private_dir, write_private_file
+from .processes import STOP_GRACE, LocalProcess, open_local_process, stop_processes
+from .proctable import (
+    HAS_PROC,
+    ProcInfo,
+    acquire_subreaper,
+    boot_id,
+    descendants,
+    end_exact,
+    environ_has,
+    process_table,
+    read_proc,
+    reap,
+    release_subreaper,
+)
+
+if TYPE_CHECKING:
+    from .confined import Spawner
+
+__all__ = ["OWNER_ENV", "BackgroundInfo", "BackgroundProcesses", "ProcessRecord"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TAIL_BYTES = 16_000
+
+OWNER_ENV = "HOOKLINE_PROCESS_OWNER"
+"""Environment variable naming the scope that owns a process (inherited by descendants)."""
+
+SWEEP_SECONDS = 5.0
+"""How often the builtin lifespan reaps adopted orphans and expires idle environments."""
+
+_SESSIONS_PRUNED_AT = 1024
+"""Known sessions beyond which `track()` forgets the finished ones (without sweeps)."""
+
+# Descendant processes with whether each carries the owner token (a module-level alias:
+# inside BackgroundProcesses, `list` names its method).
+_Scanned = list[tuple[ProcInfo, bool]]
+
+
+@dataclass(frozen=True)
+class BackgroundInfo:
+    """A snapshot of one background process."""
+
+    id: str
+    command: str
+    pid: int
+    cwd: str | None
+    started_at: float
+    """Wall-clock start time (`time.time()`)."""
+    returncode: int | None
+    """Exit status of the shell; None while it runs."""
+    stopped: bool
+    """`stop()` (or the end of the scope) stopped it."""
+
+    @property
+    def running(self) -> bool:
+        return self.returncode is None
+
+    def describe(self) -> str:
+        if self.running:
+            status = "running"
+        elif self.stopped:
+            status = f"stopped (exit status {self.returncode})"
+        else:
+            status = f"exited with status {self.returncode}"
+        return f"{self.id} pid {self.pid} {status}: {self.command}"
+
+
+@dataclass
+class _Entry:
+    id: str
+    command: str
+    cwd: str | None
+    process: LocalProcess
+    log_path: str
+    started_at: float
+    stopped: bool = False
+
+    def info(self) -> BackgroundInfo:
+        return BackgroundInfo(
+            id=self.id,
+            command=self.command,
+            pid=self.process.pid,
+            cwd=self.cwd,
+            started_at=self.started_at,
+            returncode=self.process.returncode,
+            stopped=self.stopped,
+        )
+
+
+class BackgroundProcesses:
+    """A registry of background shell processes, alive only inside the lifespan.
+
+    `start()` works only while `lifespan()` is entered (inside `framework.running()`
+    with the builtin plugin); ids (`bg1`, `bg2`, ...) stay unique for the registry's life.
+    While it is entered the registry also owns what `track()` is given (the processes of a
+    `LocalEnvironment` created with `processes=` this registry) and their descendants.
+    """
+
+    def __init__(
+        self, *, stop_grace: float = STOP_GRACE, tail_bytes: int = DEFAULT_TAIL_BYTES
+    ) -> None:
+        self.stop_grace = stop_grace
+        self.tail_bytes = tail_bytes
+        self._entries: dict[str, _Entry] = {}
+        self._ids = itertools.count(1)
+        self._directory: str | None = None
+        self._active = False
+        self._owner = ""
+        self._tracked: dict[int, tuple[LocalProcess, int]] = {}
+        """Processes started in the scope and not closed yet: pid -> (process, start time)."""
+        self._sessions: set[int] = set()
+        """Session ids that are ours: those of tracked processes and of adopted leaders."""
+        self._adopted: dict[int, int] = {}
+        """Escaped descendants seen by a sweep (pid -> start time)."""
+        self._record: ProcessRecord | None = None
+        self._record_lock = anyio.Lock()
+
+    @property
+    def active(self) -> bool:
+        """True while the lifespan is entered and new processes may start."""
+        return self._active
+
+    def owner_env(self) -> dict[str, str]:
+        """The variables that mark a process as owned by this scope (empty outside it)."""
+        return {OWNER_ENV: self._owner} if self._active else {}
+
+    async def track(self, process: LocalProcess) -> None:
+        """Own a process started in the scope: its session, and its descendants even after
+        they leave it, are ended when the scope exits. Outside the scope: nothing."""
+        if not self._active:
+            return
+        # Known before the first await, so a sweep never takes it for an orphan to reap.
+        self._prune_tracked()
+        self._tracked[process.pid] = (process, 0)
+        self._sessions.add(process.pid)
+        info = await anyio.to_thread.run_sync(read_proc, process.pid)
+        if info is not None and process.pid in self._tracked:
+            self._tracked[process.pid] = (process, info.start)
+        if len(self._sessions) > _SESSIONS_PRUNED_AT:
+            table = await anyio.to_thread.run_sync(process_table)
+            self._prune_sessions({info.session for info in table})
+        await self._save_record()
+
+    def _prune_tracked(self) -> None:
+        self._tracked = {pid: entry for pid, entry in self._tracked.items()
+                         if not entry[0].closed}
+
+    def _prune_sessions(self, live: set[int]) -> None:
+        """Forget sessions with no process left (their ids may then be recycled)."""
+        self._sessions = {sid for sid in self._sessions if sid in live or sid in self._tracked}
+
+    async def start(
+        self,
+        command: str,
+        cwd: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+        spawner: Spawner | None = None,
+    ) -> str:
+        """Start `command` through the shell as a process group leader; return its id.
+
+        `cwd` is used as given (callers such as LocalEnvironment check it first); `env` is
+        added to `environ` (default: the current environment); `spawner` is the sandbox's,
+        as for `open_local_process`. Stdin is empty; stdout and stderr go to the process's
+        log.
+        """
+        if not self._active or self._directory is None:
+            raise HooklineError(
+                ErrorKind.config,
+                "background processes can only be started inside framework.running() with "
+                "the builtin lifespan active: the lifespan owns them and stops them when the "
+                "scope exits",
+            )
+        if not isinstance(command, str) or not command.strip():
+            raise HooklineError(ErrorKind.invalid_input, "the background command is empty")
+        process_id = f"bg{next(self._ids)}"
+        log_path = os.path.join(self._directory, f"{process_id}.log")
+        log = await anyio.to_thread.run_sync(open, log_path, "wb")
+        try:
+            process = await open_local_process(
+                command,
+                cwd=cwd,
+                env={**(env or {}), **self.owner_env()},
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                environ=environ,
+                spawner=spawner,
+            )
+        finally:
+            log.close()  # the child holds its own copy of the descriptor
+        await self.track(process)
+        entry = _Entry(
+            id=process_id,
+            command=command,
+            cwd=os.fspath(cwd) if cwd is not None else None,
+            process=process,
+            log_path=log_path,
+            started_at=time.time(),
+        )
+        self._entries[process_id] = entry
+        if not self._active:
+            # The scope closed while the process was starting: it must not survive.
+            entry.stopped = True
+            await stop_processes([process], self.stop_grace)
+            await process.aclose()
+            raise HooklineError(
+                ErrorKind.config,
+                f"the running() scope closed while {process_id} was starting; it was stopped",
+            )
+        return process_id
+
+    def list(self) -> list[BackgroundInfo]:
+        """Every process started in the current scope, running or not, oldest first."""
+        return [entry.info() for entry in self._entries.values()]
+
+    def get(self, process_id: str) -> BackgroundInfo:
+        return self._entry(process_id).info()
+
+    async def output(self, process_id: str, max_bytes: int | None = None) -> str:
+        """The last `max_bytes` (default `tail_bytes`) of the process's merged output."""
+        entry = self._entry(process_id)
+        limit = self.tail_bytes if max_bytes is None else max_bytes
+        data, cut = await anyio.to_thread.run_sync(_read_tail, entry.log_path, limit)
+        text = data.decode("utf-8", "replace")
+        if cut:
+            text = f"[... earlier output omitted; last {len(data)} bytes follow]\n{text}"
+        return text
+
+    async def stop(self, process_id: str) -> BackgroundInfo:
+        """Stop a process group: SIGTERM, up to `stop_grace` seconds, then SIGKILL.
+
+        Stopping a process that has already exited still stops what it left in its group.
+        """
+        entry = self._entry(process_id)
+        entry.stopped = entry.stopped or entry.process.is_running()
+        await stop_processes([entry.process], self.stop_grace)
+        await entry.process.aclose()
+        return entry.info()
+
+    async def stop_all(self) -> None:
+        """Stop every owned process group at once (bounded by about `stop_grace` + 5 s)."""
+        entries = list(self._entries.values())
+        with anyio.CancelScope(shield=True):
+            for entry in entries:
+                entry.stopped = entry.stopped or entry.process.is_running()
+            await stop_processes([entry.process for entry in entries], self.stop_grace)
+            for entry in entries:
+                await entry.process.aclose()
+
+    async def lifespan(
+        self,
+        records: str | os.PathLike[str] | None = None,
+        sweep: Callable[[], Awaitable[Any]] | None = None,
+        sweep_seconds: float | None = None,
+    ) -> AsyncIterator[None]:
+        """The `provide_lifespan` generator: own processes while the scope is open.
+
+        On exit (normal, error or cancellation) every process group is stopped, then every
+        escaped descendant (Linux), under a shielded cancel scope; the registry is emptied
+        and the log directory removed. `records` is the directory of process records:
+        leftovers of dead instances are ended first, and this scope keeps its own record
+        there. With `sweep_seconds`, every so many seconds adopted orphans are reaped and
+        `sweep()` is awaited (the builtin plugin expires idle environments with it).
+        """
+        if self._active:
+            raise RuntimeError("BackgroundProcesses.lifespan() is already active")
+        subreaper = await anyio.to_thread.run_sync(acquire_subreaper)
+        self._owner = uuid.uuid4().hex
+        self._record_lock = anyio.Lock()
+        try:
+            self._directory = await anyio.to_thread.run_sync(
+                lambda: tempfile.mkdtemp(prefix="hookline-bg-")
+            )
+            if records is not None:
+                self._record = await anyio.to_thread.run_sync(
+                    _open_record, Path(records), self._owner, self.stop_grace
+                )
+            self._active = True
+            if sweep_seconds is None:
+                yield
+            else:
+                failure: BaseException | None = None
+                async with anyio.create_task_group() as group:
+                    group.start_soon(self._sweep_loop, sweep, sweep_seconds)
+                    try:
+                        yield
+                    except BaseException as exc:  # re-raised as is, not in an exception group
+                        failure = exc
+                    finally:
+                        group.cancel_scope.cancel()
+                if failure is not None:
+                    raise failure
+        finally:
+            self._active = False
+            with anyio.CancelScope(shield=True):
+                try:
+                    await self.stop_all()
+                    await self._end_escaped()
+                finally:
+                    self._entries.clear()
+                    self._tracked.clear()
+                    self._sessions.clear()
+                    self._adopted.clear()
+                    directory, self._directory = self._directory, None
+                    record, self._record = self._record, None
+                    if directory is not None:
+                        await anyio.to_thread.run_sync(
+                            lambda: shutil.rmtree(directory, ignore_errors=True)
+                        )
+                    if record is not None:
+                        await anyio.to_thread.run_sync(record.remove)
+                    if subreaper:
+                        await anyio.to_thread.run_sync(release_subreaper)
+
+    # -- descendants that left their session (Linux) ---------------------------------------
+
+    def _scan(self) -> _Scanned:
+        """Our descendants, each with whether it carries the owner token (worker thread)."""
+        marker = f"{OWNER_ENV}={self._owner}"
+        return [(info, not info.zombie and environ_has(info.pid, marker))
+                for info in descendants(process_table(), os.getpid())]
+
+    def _ours(self, info: ProcInfo, marked: bool) -> bool:
+        return marked or info.session in self._sessions or info.pid in self._adopted
+
+    async def _end_escaped(self) -> None:
+        """End and reap every descendant that is ours, in rounds until none is left."""
+        if not HAS_PROC:
+            return
+        for _ in range(3):
+            found = [info for info, marked in await anyio.to_thread.run_sync(self._scan)
+                     if self._ours(info, marked)]
+            alive = [(info.pid, info.start) for info in found if not info.zombie]
+            if alive:
+                ended = await anyio.to_thread.run_sync(end_exact, alive, self.stop_grace)
+                if ended:
+                    logger.info("processes.escaped_ended count=%d pids=%s", len(ended),
+                                " ".join(map(str, ended)))
+            # Tracked processes are reaped by their owners (anyio); the rest is ours.
+            orphans = [info.pid for info in found if info.pid not in self._tracked]
+            await anyio.to_thread.run_sync(reap, orphans)
+            if not alive:
+                return
+
+    async def _sweep_loop(self, sweep: Callable[[], Awaitable[Any]] | None,
+                          every: float) -> None:
+        while True:
+            await anyio.sleep(every)
+            try:
+                if sweep is not None:
+                    await sweep()
+                await self._sweep_processes()
+            except Exception:  # a sweep must never end the scope
+                logger.exception("processes.sweep_failed")
+
+    async def _sweep_processes(self) -> None:
+        """Adopt escaped descendants re-parented to us, reap those that exited, forget
+        sessions and pids that are gone, and keep the record up to date."""
+        if not HAS_PROC:
+            return
+        found = await anyio.to_thread.run_sync(self._scan)
+        me = os.getpid()
+        self._prune_tracked()
+        adopted = dict(self._adopted)
+        zombies = []
+        for info, marked in found:
+            if info.pid in self._tracked or not self._ours(info, marked):
+                continue
+            if info.zombie:
+                zombies.append(info.pid)
+            elif info.ppid == me:
+                self._adopted[info.pid] = info.start
+                if info.session == info.pid:  # a leader of its own session (setsid)
+                    self._sessions.add(info.session)
+        present = {info.pid for info, _ in found if not info.zombie}
+        self._adopted = {pid: start for pid, start in self._adopted.items() if pid in present}
+        self._prune_sessions({info.session for info, _ in found})
+        if zombies:
+            await anyio.to_thread.run_sync(reap, zombies)
+        if self._adopted != adopted:
+            await self._save_record()
+
+    async def _save_record(self) -> None:
+        record = self._record
+        if record is None:
+            return
+        async with self._record_lock:
+            sessions = [(pid, start) for pid, (process, start) in self._tracked.items()
+                        if start and not process.closed]
+            adopted = list(self._adopted.items())
+            try:
+                await anyio.to_thread.run_sync(record.write, sessions, adopted)
+            except OSError as exc:  # the processes run anyway; only the record is behind
+                logger.warning("processes.record_failed path=%s error=%s: %s", record.path,
+                               type(exc).__name__, exc)
+
+    def _entry(self, process_id: str) -> _Entry:
+        if not isinstance(process_id, str):
+            raise HooklineError(
+                ErrorKind.invalid_input,
+                f"a background process id is a string like 'bg1', got {process_id!r}",
+            )
+        entry = self._entries.get(process_id)
+        if entry is None:
+            known = ", ".join(self._entries) or "none"
+            raise HooklineError(
+                ErrorKind.not_found,
+                f"no background process {process_id!r} in this scope (known: {known})",
+            )
+        return entry
+
+
+def _read_tail(path: str, limit: int) -> tuple[bytes, bool]:
+    try:
+        with open(path, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            start = max(size - max(limit, 0), 0)
+            handle.seek(start)
+            return handle.read(), start > 0
+    except FileNotFoundError:
+        return b"", False
+
+
+# -- the process record ------------------------------------------------------------------
+
+
+class ProcessRecord:
+    """What one open scope owns, in a file of its own under a records directory.
+
+    `<dir>/<pid>-<owner>.json` holds the hookline process (pid and start time), the boot
+    it runs in, the scope's owner token, the sessions it started (leader pid and start
+    time) and the escaped descendants it adopted (pid and start time). It is rewritten as
+    processes start and removed when the scope closes, so a file whose hookline process is
+    gone is the mark of an instance that died without closing its scope (SIGKILL, a crash):
+    `end_leftovers` ends what it left running.
+    """
+
+    VERSION = 1
+
+    def __init__(self, path: Path, owner: str) -> None:
+        self.path = path
+        me = read_proc(os.getpid())
+        self.head = {"version": self.VERSION, "pid": os.getpid(),
+                     "start": me.start if me is not None else 0, "boot_id": boot_id(),
+                     "owner": owner}
+
+    def write(self, sessions: list[tuple[int, int]], adopted: list[tuple[int, int]]) -> None:
+        """Replace the file (a whole new file renamed over the old one, never half written)."""
+        data = {**self.head, "sessions": sessions, "adopted": adopted}
+        write_private_file(self.path, json.dumps(data), durable=False)  # 0600, in a 0700 dir
+
+    def remove(self) -> None:
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+
+
+def _open_record(directory: Path, owner: str, grace: float) -> ProcessRecord | None:
+    """End what dead instances left (one log line each), then start this scope's record.
+
+    A records directory that cannot be used is logged and skipped: the scope still runs,
+    only the protection against a later SIGKILL is lost.
+    """
+    if not HAS_PROC:
+        return None
+    try:
+        make_private_dir(directory)
+        for line in end_leftovers(directory, grace):
+            logger.warning(line)
+        record = ProcessRecord(directory / f"{os.getpid()}-{owner}.json", owner)
+        record.write([], [])
+    except OSError as exc:
+        logger.warning("processes.record_unavailable dir=%s error=%s: %s; processes left by a "
+                       "killed hookline will not be ended at the next start; make the folder "
+                       "writable", directory, type(exc).__name__, exc)
+        return None
+    return record
+
+
+def end_leftovers(directory: Path, grace: float = STOP_GRACE) -> list[str]:
+    """End the processes recorded by instances that are gone; one line per such instance.
+
+    For each record whose hookline process no longer runs (same boot), it ends: every
+    process carrying the record's owner token in its environment, every member of a
+    recorded session whose leader is still the recorded process, and every recorded
+    adopted process that is still the one recorded (pid and start time). This process and
+    its ancestors are never touched. The record is removed afterwards.
+    """
+    lines = []
+    for path in sorted(directory.glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            owner, pid, start = str(data["owner"]), int(data["pid"]), int(data["start"])
+            sessions = [(int(s), int(t)) for s, t in data.get("sessions", [])]
+            adopted = [(int(p), int(t)) for p, t in data.get("adopted", [])]
+        except FileNotFoundError:  # another start took care of it
+            continue
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            lines.append(f"processes.record_ignored path={path} error={type(exc).__name__}: "
+                         f"{exc}; delete the file if no hookline uses it")
+            continue
+        if data.get("boot_id") != boot_id():  # everything it owned died with that boot
+            path.unlink(missing_ok=True)
+            continue
+        owner_info = read_proc(pid)
+        if owner_info is not None and owner_info.start == start and not owner_info.zombie:
+            continue  # still running: its processes are its own business
+        ended = end_exact(_leftover_targets(owner, sessions, adopted), grace)
+        path.unlink(missing_ok=True)
+        if ended:
+            listed = " ".join(map(str, sorted(ended)))
+            lines.append(f"processes.leftovers_ended count={len(ended)} pid={pid}: ended "
+                         f"{len(ended)} process(es) left running by hookline pid {pid}, "
+                         f"which died without closing its scope (pids {listed})")
+    return lines
+
+
+def _leftover_targets(owner: str, sessions: list[tuple[int, int]],
+                      adopted: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    table = process_table()
+    by_pid = {info.pid: info for info in table}
+    spared = set()  # this process and its ancestors, whatever they carry
+    pid = os.getpid()
+    while pid in by_pid and pid not in spared:
+        spared.add(pid)
+        pid = by_pid[pid].ppid
+    verified = {sid for sid, start in sessions
+                if sid in by_pid and by_pid[sid].start == start}
+    marker = f"{OWNER_ENV}={owner}"
+    targets = [(info.pid, info.start) for info in table
+               if not info.zombie and info.pid not in spared
+               and (info.session in verified or environ_has(info.pid, marker))]
+    targets += [(p, start) for p, start in adopted
+                if p in by_pid and by_pid[p].start == start and p not in spared]
+    return targets

@@ -1,0 +1,229 @@
+"""The builtin execution environment: processes and files on the host, inside a workspace.
+
+`LocalEnvironment` implements `hookline.kernel.environment.Environment` for the machine the
+framework runs on:
+
+- every path (absolute or relative, after resolving symlinks and `..`) must stay inside the
+  workspace; anything else is refused with `HooklineError(invalid_input)`;
+- file I/O runs in worker threads, never on the event loop thread; what is opened and how
+  (regular files only, no hard-linked file read, slices in bounded memory, atomic writes)
+  is `files`;
+- each spawned process leads its own process group (POSIX), so stopping it also stops
+  everything it started (unless a descendant deliberately left the group with `setsid`);
+  see `processes`;
+- `run()` runs a command to completion with a timeout and output limits (`commands`);
+- every process it starts is confined by its `SandboxPolicy` (`sandbox`): a filtered
+  environment, and by default a Landlock sandbox that lets it write only the workspace.
+
+Code mode (`run_code`) is not supported by this environment.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from hookline.kernel.environment import Environment, StrPath
+from hookline.kernel.streaming import ErrorKind, HooklineError
+
+from .commands import run_command
+from .files import LineSlice, is_inside, read_file, read_file_lines, write_file
+from .processes import LocalProcess, open_local_process, stop_processes
+from .sandbox import Confinement, SandboxPolicy
+
+if TYPE_CHECKING:
+    from .background import BackgroundProcesses
+
+__all__ = ["LocalEnvironment"]
+
+
+class LocalEnvironment(Environment):
+    """Processes and files on the host, confined to a workspace directory.
+
+    `processes`, when given, is the lifespan's `BackgroundProcesses` registry used by
+    `start_background`, so background shells live exactly as long as the `running()`
+    scope. Processes started with `spawn()` belong to this environment: `close()` stops
+    the ones still running; with `processes`, the scope also ends their descendants that
+    left the process group (see `lifespan`).
+
+    `sandbox` confines every process started here, background shells included; the
+    default is `SandboxPolicy()` (workspace-write, no network, filtered environment) with
+    the default hookline home hidden. The builtin plugin passes the configured policy.
+    """
+
+    workspace: str
+
+    def __init__(
+        self,
+        workspace: StrPath,
+        *,
+        processes: BackgroundProcesses | None = None,
+        python: str | None = None,
+        sandbox: SandboxPolicy | None = None,
+    ) -> None:
+        root = os.path.realpath(os.fspath(workspace))
+        super().__init__(root, python=python)
+        self.processes = processes
+        self._owned: set[LocalProcess] = set()
+        if sandbox is None:
+            from ..config import default_home
+
+            sandbox = SandboxPolicy(hidden=(str(default_home()),))
+        self.sandbox = sandbox
+        self._confinement = Confinement(sandbox, root)
+
+    # -- paths -------------------------------------------------------------------------
+
+    def resolve_path(self, path: StrPath) -> str:
+        """The real absolute path of `path`; refused when it leaves the workspace.
+
+        Relative paths are joined to the workspace; symlinks and `..` are resolved before
+        the check, so a link pointing outside is refused too. The file need not exist.
+        """
+        try:
+            text = os.fspath(path)
+        except TypeError:
+            raise HooklineError(
+                ErrorKind.invalid_input,
+                f"path must be a string, got {type(path).__name__}",
+            ) from None
+        if not isinstance(text, str):
+            raise HooklineError(ErrorKind.invalid_input, f"path must be text, got {text!r}")
+        if not text:
+            raise HooklineError(ErrorKind.invalid_input, "path is empty")
+        if "\0" in text:
+            raise HooklineError(ErrorKind.invalid_input, f"path {text!r} contains a NUL byte")
+        joined = text if os.path.isabs(text) else os.path.join(self.workspace, text)
+        resolved = os.path.realpath(joined)
+        if not is_inside(resolved, self.workspace):
+            raise HooklineError(
+                ErrorKind.invalid_input,
+                # Relative names only: the message reaches the model and HTTP clients, which
+                # need not learn where the workspace is on this machine.
+                f"path {text!r} resolves to {os.path.relpath(resolved, self.workspace)!r}, "
+                f"outside the workspace; only paths inside the workspace are allowed",
+                {"path": text, "resolved": os.path.relpath(resolved, self.workspace)},
+            )
+        if any(is_inside(resolved, hidden) for hidden in self._confinement.hidden):
+            raise HooklineError(
+                ErrorKind.invalid_input,
+                f"path {text!r} is in the hookline home (or its tape store), which tools may "
+                f"neither read nor write",
+                {"path": text},
+            )
+        return resolved
+
+    # -- files -------------------------------------------------------------------------
+
+    async def read_bytes(self, path: StrPath, *, max_bytes: int | None = None) -> bytes:
+        """The whole file; with `max_bytes`, a larger file is refused with `FileTooLarge`."""
+        return await anyio.to_thread.run_sync(self._read_bytes, path, max_bytes)
+
+    async def read_text(self, path: StrPath, *, max_bytes: int | None = None) -> str:
+        """Read UTF-8 text exactly as stored (line endings are not translated)."""
+        data = await self.read_bytes(path, max_bytes=max_bytes)
+        return data.decode("utf-8")
+
+    async def read_lines(
+        self, path: StrPath, offset: int = 1, limit: int | None = None,
+        max_chars: int = 100_000,
+    ) -> LineSlice:
+        """`limit` lines from line `offset`, at most `max_chars` characters, in bounded
+        memory and time; see `read_line_slice`."""
+        return await anyio.to_thread.run_sync(self._read_lines, path, offset, limit, max_chars)
+
+    async def write_text(self, path: StrPath, content: str) -> None:
+        """Write UTF-8 text exactly as given, creating missing parent directories."""
+        await anyio.to_thread.run_sync(self._write_bytes, path, content.encode("utf-8"))
+
+    def _locate(self, path: StrPath) -> tuple[str, str]:
+        """The resolved path, and how errors name it: relative to the workspace."""
+        target = self.resolve_path(path)
+        return target, os.path.relpath(target, self.workspace)
+
+    def _read_bytes(self, path: StrPath, max_bytes: int | None = None) -> bytes:
+        return read_file(*self._locate(path), max_bytes)
+
+    def _read_lines(
+        self, path: StrPath, offset: int, limit: int | None, max_chars: int
+    ) -> LineSlice:
+        return read_file_lines(*self._locate(path), offset, limit, max_chars)
+
+    def _write_bytes(self, path: StrPath, data: bytes) -> None:
+        write_file(*self._locate(path), data)
+
+    # -- processes ---------------------------------------------------------------------
+
+    async def spawn(
+        self,
+        command: str | Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> LocalProcess:
+        """Start a process in the workspace (or `cwd`, which must be inside it)."""
+        directory = self.resolve_path(cwd) if cwd is not None else self.workspace
+        owner = self.processes.owner_env() if self.processes is not None else {}
+        environ, spawner = await anyio.to_thread.run_sync(self._confinement.prepare)
+        process = await open_local_process(command, cwd=directory, env={**(env or {}), **owner},
+                                           environ=environ, spawner=spawner)
+        self._owned = {p for p in self._owned if not p.closed}
+        self._owned.add(process)
+        if self.processes is not None:  # the scope then ends what escapes from it too
+            await self.processes.track(process)
+        return process
+
+    # Run a command to completion: `run_command` itself, so the two cannot drift apart.
+    run = run_command
+
+    async def start_background(
+        self,
+        command: str,
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> str:
+        """Start a background shell owned by the lifespan registry; returns its id."""
+        if self.processes is None:
+            raise HooklineError(
+                ErrorKind.config,
+                "background processes need a BackgroundProcesses registry: create the "
+                "LocalEnvironment with processes=... (the builtin lifespan's registry)",
+            )
+        directory = self.resolve_path(cwd) if cwd is not None else self.workspace
+        environ, spawner = await anyio.to_thread.run_sync(self._confinement.prepare)
+        return await self.processes.start(command, cwd=directory, env=env, environ=environ,
+                                          spawner=spawner)
+
+    async def run_code(
+        self,
+        code: str,
+        *,
+        tools: Sequence[str],
+        call_tool: Callable[[str, dict[str, Any]], Awaitable[Any]],
+        write: Callable[[str], Any],
+    ) -> None:
+        """Not supported: the local environment does not run model-written code.
+
+        Running untrusted code in the framework's own interpreter would give it the whole
+        process; code mode needs an environment that provides isolation.
+        """
+        raise HooklineError(
+            ErrorKind.config,
+            "code mode is not supported by the local environment: it does not run "
+            "model-written Python in the host process. Turn code mode off, or provide an "
+            "environment that implements run_code (a higher-priority provide_environment).",
+        )
+
+    async def close(self) -> None:
+        """Stop every process started through `spawn` that is still running."""
+        owned, self._owned = list(self._owned), set()
+        running = [process for process in owned if await process.alive()]
+        await stop_processes(running)
+        for process in owned:
+            await process.aclose()
+        await anyio.to_thread.run_sync(self._confinement.close)
+

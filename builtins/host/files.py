@@ -1,0 +1,354 @@
+"""Regular files on the host: opened without blocking, read in slices, written atomically.
+
+These are the file operations under `LocalEnvironment` (which first resolves the path and
+confines it to the workspace) and under the builtin plugin's `AGENTS.md` read:
+
+- only regular files are opened: every open uses `O_NONBLOCK` and `O_NOFOLLOW` (the path
+  is already resolved) and checks the opened descriptor with `fstat`, so a FIFO, a device
+  or a socket is refused with a clear error instead of blocking a worker thread, and
+  nothing can be swapped in between the check and the open (`open_regular_file`);
+- a file with more than one hard link is not read, since it may be a name for a file
+  outside the workspace (`open_single_link`);
+- `read_line_slice` reads a slice of lines in bounded memory and time, whatever the
+  file's size;
+- `write_file` writes a sibling file and renames it over the name, so a failure never
+  leaves a half-written file and other hard links keep the old content; the file keeps
+  its mode, and a new one gets 0666 masked by the process umask, as `open` would give.
+
+Everything here blocks: call it from a worker thread. `name` arguments are how errors name
+the file (the workspace-relative path), so messages never show where the workspace is.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import errno
+import os
+import re
+import stat
+import tempfile
+from dataclasses import dataclass
+from typing import IO, BinaryIO
+
+from hookline.kernel.streaming import ErrorKind, HooklineError
+
+from ..privacy.files import process_umask
+
+__all__ = [
+    "FileTooLarge",
+    "LineSlice",
+    "is_inside",
+    "open_regular_file",
+    "open_single_link",
+    "read_file",
+    "read_file_lines",
+    "read_line_slice",
+    "write_file",
+]
+
+def is_inside(path: str, root: str) -> bool:
+    """Whether the resolved `path` is `root` or below it (both absolute and resolved)."""
+    try:
+        return os.path.commonpath([path, root]) == root
+    except ValueError:  # different drives on Windows
+        return False
+
+
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NONBLOCK", 0)  # opening a FIFO or a device must never wait
+    | getattr(os, "O_NOFOLLOW", 0)  # the path is resolved: a link now is a swap, refuse it
+    | getattr(os, "O_NOCTTY", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_BINARY", 0)
+)
+
+_SLICE_CHUNK = 65536
+
+_COUNT_AHEAD = 8 * 1024 * 1024
+"""Bytes `read_line_slice` reads past a slice to count the file's lines; a longer file is
+reported as having "at least" the lines counted, so a slice never costs the whole file."""
+
+_ESCAPED = re.compile("[\udc80-\udcff]")
+
+
+class FileTooLarge(HooklineError):
+    """A whole-file read was refused because the file is larger than the caller allows."""
+
+    def __init__(self, name: str, size: int, limit: int) -> None:
+        super().__init__(
+            ErrorKind.invalid_input,
+            f"cannot read {name!r}: it is {size:,} bytes, more than the {limit:,} bytes "
+            f"this read allows",
+            {"path": name, "size": size, "max_bytes": limit},
+        )
+        self.size = size
+        self.limit = limit
+
+
+def _file_type(mode: int) -> str:
+    """What a file that is not a regular file is, in words."""
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    return "a special file"
+
+
+def _check_regular(mode: int, path: str, name: str, action: str) -> None:
+    # A resolved path that is a link now was swapped after resolving: an open with
+    # O_NOFOLLOW refuses it, and a write's rename replaces the link, not what it points to.
+    if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+        return
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    what = _file_type(mode)
+    raise HooklineError(
+        ErrorKind.invalid_input,
+        f"cannot {action} {name!r}: it is {what}, not a regular file; the file tools only "
+        f"read and write regular files",
+        {"path": name, "type": what},
+    )
+
+
+def open_regular_file(
+    path: str, *, name: str | None = None, action: str = "read"
+) -> tuple[BinaryIO, os.stat_result]:
+    """Open `path` for reading, only if it is a regular file; return it and its `fstat`.
+
+    Never blocks: the open uses `O_NONBLOCK`, so a FIFO with no writer or a device cannot
+    hold the calling thread, and the type is checked with `fstat` on the opened descriptor,
+    so a file swapped in after a check cannot slip through. `O_NOFOLLOW` refuses a final
+    symbolic link: pass a path that is already resolved. A FIFO, device or socket is a
+    `HooklineError(invalid_input)` naming `name` (default `path`) and what it is; a
+    directory is `IsADirectoryError`, other failures the usual `OSError`.
+    """
+    shown = path if name is None else name
+    # A cheap look first, so that a FIFO or a device is normally not even opened (opening
+    # some devices has side effects); the fstat below is what makes the check race-free.
+    with contextlib.suppress(OSError):  # the open reports a missing file properly
+        _check_regular(os.lstat(path).st_mode, path, shown, action)
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise HooklineError(
+                ErrorKind.temporary,
+                f"cannot {action} {shown!r}: it was replaced by a symbolic link while being "
+                f"opened; try again",
+                {"path": shown},
+            ) from exc
+        raise
+    try:
+        info = os.fstat(fd)
+        _check_regular(info.st_mode, path, shown, action)
+        if os.name == "posix":
+            os.set_blocking(fd, True)  # no effect on regular files; plain reads from here on
+        return os.fdopen(fd, "rb"), info
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+@dataclass(frozen=True)
+class LineSlice:
+    """Lines `first` to `last` of a file, as `read_line_slice` found them."""
+
+    text: str
+    """The lines, decoded as UTF-8 with bytes that are not valid UTF-8 shown as U+FFFD."""
+    first: int
+    """Number of the first line asked for (from 1)."""
+    last: int
+    """Number of the last line in `text` (partly, when `truncated`); `first - 1` if none."""
+    lines: int
+    """Lines in the whole file when `complete`, else the lines counted (a lower bound)."""
+    complete: bool
+    """The end of the file was reached, so `lines` is its exact line count."""
+    truncated: bool
+    """`text` was cut at the character cap."""
+    replaced: int
+    """Bytes that were not valid UTF-8 and show as U+FFFD in `text`."""
+
+    @property
+    def empty(self) -> bool:
+        """The file has no content at all."""
+        return self.complete and self.lines == 0
+
+
+class _CountingReader:
+    """Reads fixed chunks and counts every newline it hands out, and the last byte."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.stream = stream
+        self.newlines = 0
+        self.tail = b""
+        self.ended = False
+
+    def read(self) -> bytes:
+        data = self.stream.read(_SLICE_CHUNK) or b""
+        if data:
+            self.newlines += data.count(b"\n")
+            self.tail = data[-1:]
+        else:
+            self.ended = True
+        return data
+
+    def lines(self) -> int:
+        return self.newlines + (1 if self.tail not in (b"", b"\n") else 0)
+
+
+def _after_newline(data: bytes, count: int) -> int:
+    """The index just after the `count`-th newline of `data` (which has that many)."""
+    position = -1
+    for _ in range(count):
+        position = data.index(b"\n", position + 1)
+    return position + 1
+
+
+def read_line_slice(
+    stream: IO[bytes], offset: int = 1, limit: int | None = None, max_chars: int = 100_000
+) -> LineSlice:
+    """Read `limit` lines (all when None) from line `offset` of a binary stream.
+
+    Lines end with "\n". The stream is read in chunks and reading stops at the end of the
+    slice or at `max_chars` characters, then counts lines for at most a few more megabytes:
+    memory stays around `max_chars` and time depends on where the slice is, not on the
+    size of the file (skipping to a far `offset` reads what it skips, without keeping it).
+    Bytes that are not valid UTF-8 become U+FFFD and are counted in `replaced`.
+    """
+    reader = _CountingReader(stream)
+    skip, data = offset - 1, b""
+    while skip and not reader.ended:
+        before = reader.newlines
+        data = reader.read()
+        found = reader.newlines - before
+        if found < skip:
+            skip, data = skip - found, b""
+        else:
+            data, skip = data[_after_newline(data, skip):], 0
+    decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
+    pieces: list[str] = []
+    chars, wanted, truncated = 0, limit, False
+    while not skip:
+        data = data or reader.read()
+        done = not data
+        if wanted is not None and data:
+            found = data.count(b"\n")
+            if found >= wanted:
+                data, done = data[: _after_newline(data, wanted)], True
+            else:
+                wanted -= found
+        text = decoder.decode(data, final=not data)
+        if chars + len(text) > max_chars:
+            text, truncated, done = text[: max_chars - chars], True, True
+        pieces.append(text)
+        chars += len(text)
+        data = b""
+        if done:
+            break
+    budget = _COUNT_AHEAD
+    while budget > 0 and not reader.ended:
+        budget -= len(reader.read())
+    text, replaced = _ESCAPED.subn("\ufffd", "".join(pieces))
+    last = offset - 1 + text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+    return LineSlice(
+        text=text,
+        first=offset,
+        last=last,
+        lines=reader.lines(),
+        complete=reader.ended,
+        truncated=truncated,
+        replaced=replaced,
+    )
+
+
+# -- whole files -----------------------------------------------------------------------
+
+
+def open_single_link(target: str, name: str) -> tuple[BinaryIO, os.stat_result]:
+    """Open a regular file for reading; refuse one with more than one hard link.
+
+    A second hard link may be a name for a file outside the workspace, and nothing in the
+    file says where its other names are, so such a file is not read at all.
+    """
+    handle, info = open_regular_file(target, name=name)
+    if info.st_nlink > 1:
+        handle.close()
+        raise HooklineError(
+            ErrorKind.invalid_input,
+            f"cannot read {name!r}: it has {info.st_nlink} hard links, and a hard link "
+            f"may be a name for a file outside the workspace, so the file tools do not "
+            f"read it; if it belongs to the workspace (a package manager's hard-linked "
+            f"install, say), read it with the shell tool",
+            {"path": name, "links": info.st_nlink},
+        )
+    return handle, info
+
+
+def read_file(target: str, name: str, max_bytes: int | None = None) -> bytes:
+    """The whole file; with `max_bytes`, a larger file is refused with `FileTooLarge`."""
+    handle, info = open_single_link(target, name)
+    with handle:
+        if max_bytes is None:
+            return handle.read()
+        if info.st_size > max_bytes:
+            raise FileTooLarge(name, info.st_size, max_bytes)
+        data = handle.read(max_bytes + 1)  # the file may have grown since the fstat
+        if len(data) > max_bytes:
+            raise FileTooLarge(name, os.fstat(handle.fileno()).st_size, max_bytes)
+        return data
+
+
+def read_file_lines(
+    target: str, name: str, offset: int, limit: int | None, max_chars: int
+) -> LineSlice:
+    """`limit` lines from line `offset` of the file; see `read_line_slice`."""
+    handle, _info = open_single_link(target, name)
+    with handle:
+        return read_line_slice(handle, offset, limit, max_chars)
+
+
+def write_file(target: str, name: str, data: bytes) -> None:
+    """Write `data` as the whole file, creating missing parent directories.
+
+    A FIFO, socket or device under the name is refused, never replaced by a file. An
+    existing file keeps its mode; a new one gets 0666 masked by the process umask.
+    """
+    try:
+        existing: os.stat_result | None = os.lstat(target)
+    except FileNotFoundError:
+        existing = None
+    if existing is not None:
+        # Replacing a FIFO or a device by a file is never what was meant.
+        _check_regular(existing.st_mode, target, name, "write")
+    parent = os.path.dirname(target)
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except FileExistsError as exc:  # a file sits where a parent directory should be
+        raise NotADirectoryError(
+            errno.ENOTDIR, "a parent path is a file, not a directory", parent
+        ) from exc
+    # Write a sibling file and rename it over the target: a failure part way leaves
+    # the old file intact instead of truncated. The rename replaces this name only, so
+    # other hard links to the old file (inside the workspace or not) keep its content.
+    handle, temporary = tempfile.mkstemp(dir=parent, prefix=".hookline-", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        # mkstemp makes 0600: keep the old file's mode; a new file (or one replacing a
+        # link swapped in) gets what open(name, 0o666) would, under the process umask.
+        keep = existing is not None and stat.S_ISREG(existing.st_mode)
+        mode = stat.S_IMODE(existing.st_mode) if existing and keep else 0o666 & ~process_umask()
+        os.chmod(temporary, mode)
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise

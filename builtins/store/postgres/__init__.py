@@ -1,0 +1,1 @@
+"""The PostgreSQL tape store: connections and leases, its SQL, and its checks."""

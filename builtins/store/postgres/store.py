@@ -1,0 +1,414 @@
+"""A PostgreSQL tape store: one database shared by several gateway replicas.
+
+Selected when the `tape_store` setting is a `postgresql://` or `postgres://` URL. Needs the
+optional extra (`pip install 'hookline[postgres]'`: psycopg 3 and psycopg-pool); the driver
+is imported only when such a store is opened. Asynchronous (psycopg's asyncio connections
+and pool), so it needs the asyncio event loop, which every hookline command runs on.
+
+The guarantees are the SQLite store's, across processes and machines:
+
+- Gapless ids per tape, contiguous and all-or-nothing batches. Every write is one
+  transaction that first takes a transaction-scoped advisory lock on each tape it writes
+  (`pg_advisory_xact_lock(NS_TAPE, hashtext(tape))`, in one fixed order, so two writers
+  never deadlock), then reads the tape's highest id and inserts after it. The conditional
+  bootstrap anchor of `append_many` is checked for under that lock, so racing replicas
+  write exactly one. Readers take no lock; each read is one statement (one snapshot).
+- A write returns only after COMMIT (PostgreSQL's durability settings then apply: keep
+  `synchronous_commit` on). A turn's reply is acknowledged only after its run's commit,
+  and a later turn reads the tape afresh, so its context holds every completed turn of
+  its session, whichever replica ran it.
+- Anchors pushed down: the anchor of a query is found through a partial index (anchor
+  rows only) and only the rows after it are read; tails and limits too, when nothing but
+  kinds filters. Dates and text are left to `apply_query`, which defines the semantics.
+- The run journal (`journal_write` / `journal_commit`), as in the SQLite store: a running
+  turn's writes go to journal rows no reader of the tape sees, and its end moves them onto
+  the tapes in one transaction. Liveness: each open store is an owner with a random 63-bit
+  id, holding the session-level advisory lock `pg_advisory_lock(id)` on a dedicated
+  connection and refreshing a heartbeat row every `heartbeat` seconds. A process that dies
+  loses its connection and so its lock; once its heartbeat is also older than `grace`
+  seconds, and the server has itself been up that long (so that a replica reconnecting
+  after a database restart is not mistaken for a dead one), any other replica's periodic
+  sweep (`maintain`, every `sweep` seconds, and once at open) moves the dead run's journal
+  onto its tape followed by a `run` event with status `interrupted`. A journal of this
+  store's own whose commit failed (the database was down) is recovered the same way by
+  the next sweep. Runs are fenced by their owner's lease, and their writes are safe to
+  repeat after an unknown outcome: see `postgres_lease` and `hookline_apply`.
+- Bounded waits: every call holds a connection for `statement_timeout` at most, and
+  opening one takes `CONNECT_TIMEOUT` at most (`postgres_conn`).
+- Versioned schema: `hookline_schema_version` holds the version; opening applies the
+  missing migrations in one transaction under an advisory lock (replicas starting at once
+  do not race) and refuses a database of a newer version.
+
+Tables live in the connection's current schema (pick one with the libpq option
+`?options=-csearch_path%3Dname` in the URL); all names start with `hookline_`. Errors name
+the database by its URL without the password (`redact_url`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+
+from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.tape import TapeEntry, TapeQuery, apply_query
+
+from ..entries import SIDECAR_MARKER, check_batch, check_entry, check_tape_name
+from ..sqlite.store import JournalOp
+from ..url import is_postgres_url, redact_url
+from .check import PostgresCheck, check_postgres
+from .conn import (
+    INSTALL_HINT,
+    STATEMENT_TIMEOUT,
+    _import_driver,
+    _positive,
+    _require_asyncio,
+    capped_pool_class,
+    configure_connection,
+    deadline,
+    split_url,
+)
+from .lease import PostgresLiveness, _Run
+from .sql import (
+    _MIGRATIONS,
+    NS_MIGRATE,
+    SCHEMA_VERSION,
+    _apply,
+    _as_dict,
+    _journal,
+    _op_row,
+    _row,
+    _select,
+)
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+    from psycopg_pool import AsyncConnectionPool
+
+__all__ = [
+    "INSTALL_HINT",
+    "SCHEMA_VERSION",
+    "PostgresCheck",
+    "PostgresTapeStore",
+    "check_postgres",
+    "open_postgres_store",
+    "split_url",
+]
+
+logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+
+class PostgresTapeStore(PostgresLiveness):
+    """An asynchronous BatchTapeStore with a run journal, in one PostgreSQL database.
+
+    Construct, then `await store.open()` (or `async with store:`); `open_postgres_store`
+    also runs `maintain()` (heartbeat and recovery sweep) beside it. `list_tapes` hides
+    sidecar tapes; `reset` deletes a tape's entries (its ids restart at 1); `append` and
+    `append_many` return what was stored. `recovered` lists the tapes on which opening
+    finished an interrupted run. A closed store raises `HooklineError` (`config`); a
+    database that cannot be reached raises `temporary` errors until it is back.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_min: int = 1,
+        pool_max: int | None = None,
+        heartbeat: float = 1.0,
+        grace: float | None = None,
+        sweep: float = 2.0,
+        timeout: float = 5.0,
+        statement_timeout: float = STATEMENT_TIMEOUT,
+    ) -> None:
+        if not is_postgres_url(url):
+            raise HooklineError(ErrorKind.config, f"Not a PostgreSQL URL: {redact_url(url)!r}.")
+        self.display = redact_url(url.strip())
+        """The URL without its password: what errors, logs and the repr show."""
+        self._conninfo, params = split_url(url)
+        self.pool_min = pool_min
+        self.pool_max = int(pool_max or _positive(params, "hookline_pool_max", 10, self.display))
+        self.pool_min = min(self.pool_min, self.pool_max)
+        self.heartbeat = heartbeat
+        self.grace = grace or _positive(params, "hookline_grace", 5.0, self.display)
+        self.sweep = sweep
+        self.timeout = timeout
+        self.statement_timeout = statement_timeout
+        """Seconds a call may hold a connection (see `postgres_conn.STATEMENT_TIMEOUT`)."""
+        self.owner = secrets.randbits(63) or 1
+        """This store's owner id (its advisory lock key and heartbeat row), its lease: a
+        new one after the lock was lost for longer than `grace`."""
+        self.recovered: list[str] = []
+        """Tapes on which opening the store finished an interrupted run."""
+        self._pool: AsyncConnectionPool | None = None
+        self._owner_conn: AsyncConnection | None = None
+        self._active: dict[str, _Run] = {}
+        """The runs this store is running (journal written, not yet committed)."""
+        self._lease_until = 0.0
+        """Until when (monotonic) no peer may recover this owner's runs."""
+        self._closed = False
+        self._psycopg: Any = None
+
+    def __repr__(self) -> str:
+        return f"PostgresTapeStore({self.display!r})"
+
+    # -- opening and closing -------------------------------------------------------------
+
+    async def open(self) -> PostgresTapeStore:
+        """Connect, migrate the schema, become an owner, open the pool, recover dead runs."""
+        self._psycopg, psycopg_pool = _import_driver()
+        _require_asyncio()
+        try:
+            conn = await self._connect()
+            self._owner_conn = conn
+            await self._migrate(conn)
+            self._lease_until = await self._register(conn) + self._lease
+            pool = capped_pool_class(psycopg_pool)(
+                self._conninfo, min_size=self.pool_min, max_size=self.pool_max,
+                kwargs={"autocommit": True, **self._connect_options()},
+                configure=configure_connection, open=False, timeout=self.timeout,
+                name="hookline-tapes", reconnect_timeout=24 * 3600.0,  # never give up
+            )
+            try:
+                await pool.open(wait=True, timeout=max(self.timeout, 10.0))
+            except BaseException:
+                await pool.close()
+                raise
+            self._pool = pool
+            self.recovered = await self._sweep_runs()
+        except BaseException as exc:
+            with anyio.CancelScope(shield=True):
+                await self._shut()
+            if isinstance(exc, HooklineError) or not self._is_driver_error(exc):
+                raise
+            raise self._error(exc, "cannot open") from exc
+        return self
+
+    async def close(self) -> None:
+        """Close the pool and the owner connection (releasing the owner lock); idempotent."""
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            await self._shut(unregister=True)
+
+    async def _shut(self, unregister: bool = False) -> None:
+        pool, self._pool = self._pool, None
+        conn, self._owner_conn = self._owner_conn, None
+        if pool is not None:
+            try:
+                await pool.close()
+            except Exception:
+                logger.warning("store.postgres_pool_close_failed store=%s", self.display)
+        if conn is not None:
+            try:
+                if unregister and not conn.closed and not self._active:
+                    await conn.execute(
+                        "DELETE FROM hookline_owners WHERE owner = %s", (self.owner,))
+            except Exception:
+                pass  # the heartbeat row of a closed owner is removed by the next sweep
+            finally:
+                await conn.close()
+
+    async def __aenter__(self) -> PostgresTapeStore:
+        return await self.open()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def _migrate(self, conn: AsyncConnection) -> None:
+        with deadline(conn, STATEMENT_TIMEOUT * 3):
+            await self._migrate_within(conn)
+
+    async def _migrate_within(self, conn: AsyncConnection) -> None:
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (NS_MIGRATE,))
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS hookline_schema_version (version integer NOT NULL)")
+            row = await (await conn.execute(
+                "SELECT max(version) FROM hookline_schema_version")).fetchone()
+            version = int(row[0]) if row and row[0] is not None else 0
+            if version > SCHEMA_VERSION:
+                raise HooklineError(
+                    ErrorKind.config,
+                    f"The PostgreSQL tape store {self.display} has schema version {version}, "
+                    f"newer than this hookline supports ({SCHEMA_VERSION}); upgrade hookline "
+                    f"(every replica) or use another database.",
+                )
+            for statements in _MIGRATIONS[version:]:
+                for statement in statements:
+                    await conn.execute(statement)
+            if version < SCHEMA_VERSION:
+                await conn.execute("DELETE FROM hookline_schema_version")
+                await conn.execute("INSERT INTO hookline_schema_version VALUES (%s)",
+                                   (SCHEMA_VERSION,))
+
+    async def check_writable(self) -> None:
+        """Raise unless the database takes a write now: a committed update of the schema
+        version row, unchanged (a read-only server or a standby refuses it). Never the
+        heartbeat: only the lock's own connection may refresh it, or a probe would keep a
+        replica that lost its lock looking alive to its peers. Backs the gateway's
+        `/v1/health`, so it waits 2 s at most for a connection and takes `timeout` (5 s)
+        at most in all, on a black-holed connection too."""
+        until = time.monotonic() + self.timeout
+        async with self._statement(min(self.timeout, 2.0), until) as conn:
+            cursor = await conn.execute("UPDATE hookline_schema_version SET version = version")
+            if cursor.rowcount < 1:
+                raise HooklineError(
+                    ErrorKind.config,
+                    f"The PostgreSQL tape store {self.display} has lost the row of "
+                    f"hookline_schema_version (something other than hookline deleted it); "
+                    f"restore it: INSERT INTO hookline_schema_version VALUES "
+                    f"({SCHEMA_VERSION}).")
+
+    # -- TapeStore -----------------------------------------------------------------------
+
+    async def list_tapes(self) -> list[str]:
+        async with self._connection() as conn:
+            cursor = await conn.execute(
+                "SELECT DISTINCT tape FROM hookline_entries WHERE strpos(tape, %s) = 0",
+                (SIDECAR_MARKER,))
+            rows = await cursor.fetchall()
+        return sorted(row[0] for row in rows)
+
+    async def list_all_tapes(self) -> list[str]:
+        """Every tape holding entries, sidecar tapes included (what a copy must read)."""
+        async with self._connection() as conn:
+            rows = await (await conn.execute(
+                "SELECT DISTINCT tape FROM hookline_entries")).fetchall()
+        return sorted(row[0] for row in rows)
+
+    async def reset(self, tape: str) -> None:
+        check_tape_name(tape)
+        async with self._statement() as conn:
+            await _apply(conn, [(tape, "reset", None, None, None, None, None)])
+
+    async def append(self, tape: str, entry: TapeEntry) -> TapeEntry:
+        return (await self.append_many(tape, [check_entry(entry)]))[0]
+
+    async def append_many(
+        self, tape: str, entries: Sequence[TapeEntry], *, bootstrap: TapeEntry | None = None
+    ) -> list[TapeEntry]:
+        """Append `entries` in one transaction, after `bootstrap` when the tape has no
+        anchor yet; returns what was stored."""
+        check_tape_name(tape)
+        checked, bootstrap = check_batch(entries, bootstrap)
+        rows = [] if bootstrap is None else [_row(tape, "bootstrap", bootstrap)]
+        rows += [_row(tape, "append", entry) for entry in checked]
+        async with self._statement() as conn:
+            return await _apply(conn, rows)
+
+    async def fetch_all(self, query: TapeQuery) -> list[TapeEntry]:
+        """The tape's entries in id order, filtered by `apply_query` (see the module doc
+        for what is pushed into SQL)."""
+        tape = check_tape_name(query.tape)
+        sql, params = _select(tape, query)
+        async with self._connection() as conn:
+            rows = await (await conn.execute(sql, params)).fetchall()
+        rows.sort(key=lambda row: row[0])
+        # No rows for an anchored query: the anchor is missing, and apply_query on nothing
+        # raises the reference `not_found` error with the reference message.
+        return apply_query(self._entries(tape, rows), query)
+
+    def _entries(self, tape: str, rows: Sequence[Sequence[Any]]) -> list[TapeEntry]:
+        """Entries from rows, their JSON parsed in one call."""
+        try:
+            texts = json.loads("[" + ",".join(f"[{row[2]},{row[3]}]" for row in rows) + "]")
+            return [
+                TapeEntry(int(row[0]), row[1], _as_dict(text[0]), _as_dict(text[1]), row[4])
+                for row, text in zip(rows, texts, strict=True)
+            ]
+        except (ValueError, TypeError, IndexError) as exc:
+            raise HooklineError(
+                ErrorKind.config,
+                f"Tape {tape!r} in {self.display} holds an entry that is not valid JSON; "
+                f"it was written by something other than hookline.",
+            ) from exc
+
+    # -- the run journal -----------------------------------------------------------------
+
+    async def journal_write(self, run: str, tape: str, ops: Sequence[JournalOp]) -> None:
+        """Record a run's writes durably (one statement, so one commit) without touching any
+        tape yet; see `SQLiteTapeStore.journal_write`. A run's writes come one at a time
+        (the fork serialises them), so its sequence numbers are counted here: only rows
+        known to be stored count, and each write replaces the rows after them, so a write
+        repeated after an unknown outcome (here, or by the caller) is stored once. Fails,
+        and so does the run's commit, once the run's lease is gone (see `postgres_lease`)."""
+        rows = [_op_row(op) for op in ops]
+        check_tape_name(tape)
+        state = self._active.get(run)
+        if state is None:  # registered before the write: a sweep never sees it abandoned
+            state = self._active[run] = _Run(tape, self.owner)
+        await self._hold_lease(run, state)
+        await self._repeatable(lambda conn, _repeat: _journal(
+            conn, run, state.tape, state.owner, state.upto, rows))
+        state.upto += len(rows)
+
+    async def journal_commit(self, run: str, ops: Sequence[JournalOp] = ()) -> list[TapeEntry]:
+        """Apply the run's journal and then `ops` to the tapes, and drop the journal, in one
+        transaction; returns the entries stored. When the commit's outcome is unknown (its
+        connection failed), it is repeated, which reads the outcome back: success when the
+        run is saved, an error only when it is not (or the database stays unreachable)."""
+        try:
+            rows = [_op_row(op) for op in ops]
+            state = self._active.get(run)
+            if state is not None:
+                await self._hold_lease(run, state)
+            owner = state.owner if state is not None else self.owner
+            upto = state.upto if state is not None else 0
+            lock = [state.tape] if state is not None else []
+            return await self._repeatable(lambda conn, repeat: _apply(
+                conn, rows, run=run, owner=owner, upto=upto, repeat=repeat, lock=lock))
+        finally:
+            self._active.pop(run, None)
+
+    async def _repeatable(self, write: Callable[[AsyncConnection, bool], Awaitable[_T]]) -> _T:
+        """Run a write that is safe to repeat (`write(conn, repeat)`); while it fails with
+        its outcome unknown, repeat it on another connection, within `statement_timeout`
+        in all."""
+        until = time.monotonic() + self.statement_timeout
+        repeat = False
+        while True:
+            try:
+                async with self._statement(until=until) as conn:
+                    return await write(conn, repeat)
+            except HooklineError as exc:
+                if not self._outcome_unknown(exc):
+                    raise
+                if time.monotonic() + 0.2 >= until:
+                    raise HooklineError(
+                        exc.kind, f"{exc.message} Whether the write was stored is unknown "
+                        f"until the database answers again.", exc.details) from exc
+            repeat = True
+            with anyio.CancelScope(shield=True):
+                await anyio.sleep(0.2)
+
+    async def pending_runs(self) -> int:
+        """How many run journals the database holds (running, or left by dead owners)."""
+        async with self._connection() as conn:
+            row = await (await conn.execute(
+                "SELECT count(*) FROM hookline_journal_runs")).fetchone()
+        return int(row[0]) if row else 0
+
+
+@asynccontextmanager
+async def open_postgres_store(url: str, **options: Any) -> AsyncIterator[PostgresTapeStore]:
+    """An open store with its maintenance (heartbeat, recovery sweep) running beside the
+    block; closed at the end."""
+    store = PostgresTapeStore(url, **options)
+    await store.open()
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(store.maintain)
+            try:
+                yield store
+            finally:
+                group.cancel_scope.cancel()
+    finally:
+        await store.close()

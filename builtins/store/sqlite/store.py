@@ -1,0 +1,523 @@
+"""The durable default tape store: one SQLite database in WAL mode.
+
+Guarantees:
+- An append is one `BEGIN IMMEDIATE` transaction that reads the tape's highest id and
+  inserts the next one, so ids are unique and gapless per tape even with several
+  processes appending to the same file (the write lock is taken before the id is read;
+  a busy timeout makes competing writers wait instead of failing). `append_many` does the
+  same for a batch: its entries are contiguous and all-or-nothing, and its optional
+  bootstrap anchor is checked for and inserted inside that one transaction.
+- An entry is either wholly in the database or not at all: the row is written by that one
+  transaction, and SQLite's journal rolls back anything not committed.
+- A write returns only after COMMIT, and with `synchronous=FULL` (the default) the WAL is
+  fsynced at every commit. In WAL mode `NORMAL` would already survive a process kill
+  (committed WAL frames are in the OS page cache, which outlives the process), but it may
+  lose the last commits on power loss or an OS crash; FULL closes that gap for the cost of
+  one fsync per commit, which is small next to a model call. Pass
+  `synchronous="NORMAL"` to trade that for speed.
+- The run journal: a running turn writes what it did (`journal_write`) to its own rows,
+  which no reader of the tape sees, and `journal_commit` moves them onto the tapes in one
+  transaction when the run ends. A journal whose process died (SIGKILL, power loss) is
+  moved onto its tape the next time a store is opened on the file, followed by a `run`
+  event with status `interrupted`. Whether the writing process is alive is known from an
+  exclusive lock it holds on a file in `<database>-owners/` while the store is open. A
+  run whose commit failed is ended the same way at the store's next call.
+- A file deleted, or replaced by another renamed over its path, while the store has it
+  open is noticed (device and inode, before and after each write transaction): from then
+  on every call raises a `config` error naming the file and the fix, and a commit that
+  went to the old file is reported as failed, never as done. The old file's WAL is then
+  checkpointed into it and emptied, so the next opener does not replay it elsewhere.
+- A damaged file is refused: opening runs `PRAGMA quick_check`, and any SQLite report of
+  corruption, then or later, raises a `config` error that names the file and the fix;
+  after one, the store refuses every further call instead of writing into the file.
+
+The file, its -wal and -shm are 0600; one that others can read is tightened at opening
+(`hookline.builtins.privacy.files.secure_store`). Readers never block writers (WAL). One
+connection per store, guarded by a lock: calls come from worker threads (see
+`as_async_store`), and a single connection can be closed from any thread, which
+per-thread connections in pooled threads could not.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from os import PathLike
+from pathlib import Path
+from types import TracebackType
+from typing import Final, Literal
+
+from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.tape import LAST_ANCHOR, TapeEntry, TapeQuery, apply_query
+
+from ...privacy.files import secure_store
+from ..entries import SIDECAR_MARKER, check_batch, check_entry, check_tape_name
+from .files import (
+    FileIdentity,
+    StoreCheck,
+    backup_database,
+    check_database,
+    damaged_error,
+    is_damage,
+    moved_error,
+    problem_lines,
+)
+from .journal import JournalOp, Owner, check_journal_op
+from .sql import (
+    apply_rows,
+    as_dict,
+    drop_journal,
+    end_run,
+    entry_row,
+    journal_rows,
+    loads,
+    now_iso,
+    op_row,
+    rollback,
+    select_entries,
+    switch_to_wal,
+)
+
+__all__ = [
+    "COMMIT_FAILED_ERROR",
+    "INTERRUPTED_ERROR",
+    "SCHEMA_VERSION",
+    "JournalOp",
+    "SQLiteTapeStore",
+    "StoreCheck",
+    "backup_database",
+    "check_database",
+    "check_journal_op",
+    "damaged_error",
+]
+
+SCHEMA_VERSION: Final = 2
+"""Stored in `PRAGMA user_version`; a database from a newer version is refused.
+
+Version 2 added the anchor index and the run journal (a version 1 file is upgraded)."""
+
+INTERRUPTED_ERROR: Final = (
+    "the process running this turn ended before the turn finished; what it recorded up "
+    "to then is kept above"
+)
+"""The `error` of the `run` event that marks a recovered, interrupted run."""
+
+COMMIT_FAILED_ERROR: Final = (
+    "saving this turn failed (the tape store could not write); what it recorded up to "
+    "then is kept above"
+)
+"""The `error` of the `run` event that ends a run whose commit failed."""
+
+logger = logging.getLogger(__name__)
+
+_SCHEMA: Final = (
+    """CREATE TABLE IF NOT EXISTS entries (
+        tape    TEXT    NOT NULL,
+        id      INTEGER NOT NULL,
+        kind    TEXT    NOT NULL,
+        payload TEXT    NOT NULL,
+        meta    TEXT    NOT NULL,
+        date    TEXT    NOT NULL,
+        PRIMARY KEY (tape, id)
+    ) WITHOUT ROWID""",
+    # Finding the last anchor (every context read) without scanning the tape.
+    "CREATE INDEX IF NOT EXISTS entries_by_kind ON entries (tape, kind, id)",
+    """CREATE TABLE IF NOT EXISTS journal_runs (
+        run     TEXT NOT NULL PRIMARY KEY,
+        tape    TEXT NOT NULL,
+        owner   TEXT NOT NULL,
+        started TEXT NOT NULL
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS journal (
+        run     TEXT    NOT NULL,
+        seq     INTEGER NOT NULL,
+        tape    TEXT    NOT NULL,
+        action  TEXT    NOT NULL,
+        kind    TEXT,
+        payload TEXT,
+        meta    TEXT,
+        date    TEXT,
+        PRIMARY KEY (run, seq)
+    ) WITHOUT ROWID""",
+)
+
+
+class SQLiteTapeStore:
+    """A synchronous BatchTapeStore over one SQLite file (created 0600, its parent 0700).
+
+    `list_tapes` lists every tape holding entries except sidecar tapes (names containing
+    `__sidecar__`), sorted. `reset` deletes a tape's entries (its ids start again at 1).
+    `append` returns the stored entry with its id, `append_many` the stored entries.
+    Opening the store refuses a damaged file and finishes runs left by dead processes
+    (`recovered` lists their tapes). Use `close()` (or `with store:`) when done; a closed
+    store raises `HooklineError` (`config`).
+    """
+
+    def __init__(
+        self,
+        path: str | PathLike[str],
+        *,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
+        busy_timeout: float = 30.0,
+    ) -> None:
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ValueError(f"synchronous must be 'FULL' or 'NORMAL', got {synchronous!r}")
+        if busy_timeout < 0:
+            raise ValueError(f"busy_timeout must be >= 0, got {busy_timeout}")
+        self.path = Path(path).expanduser()
+        self.synchronous = synchronous
+        secure_store(self.path)  # 0600 before SQLite opens it, so its -wal/-shm are too
+        self._lock = threading.Lock()
+        self._damage: str | None = None
+        self._moved: str | None = None  # what became of the file: see FileIdentity
+        self._failed: set[str] = set()  # runs whose commit failed, ended at the next call
+        self._owner = Owner(self.path)
+        self.recovered: list[str] = []
+        """Tapes on which opening the store finished an interrupted run."""
+        # isolation_level=None: no implicit transactions; every transaction here is explicit.
+        conn = sqlite3.connect(
+            self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+        )
+        self._conn: sqlite3.Connection | None = conn
+        try:
+            with self._guard():
+                self._setup(conn, busy_timeout, synchronous)
+            self._identity = FileIdentity(self.path)
+            self.recovered = self._recover()
+        except BaseException:
+            self._conn = None
+            conn.close()
+            raise
+
+    def _setup(self, conn: sqlite3.Connection, busy_timeout: float, synchronous: str) -> None:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        # journal_mode is stored in the file; synchronous is per connection.
+        mode = switch_to_wal(conn, busy_timeout)
+        if str(mode).lower() != "wal":
+            raise HooklineError(ErrorKind.config, f"SQLite refused WAL mode (got {mode!r}).")
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+        problems = problem_lines(conn.execute("PRAGMA quick_check").fetchall())
+        if problems != ["ok"]:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise self._damaged(problems[0] + more)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise HooklineError(
+                    ErrorKind.config,
+                    f"Tape database {self.path} has schema version {version}, newer than this "
+                    f"hookline supports ({SCHEMA_VERSION}); upgrade hookline or use another "
+                    f"store path.",
+                )
+            if version < SCHEMA_VERSION:
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            rollback(conn)
+            raise
+
+    # -- connection handling -------------------------------------------------------------
+
+    def _damaged(self, detail: str) -> HooklineError:
+        """The error for a damaged file; the store refuses every call from now on."""
+        self._damage = detail
+        return damaged_error(self.path, detail)
+
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        """Turn SQLite's corruption reports into the damaged-file error."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            if not is_damage(exc):
+                raise
+            raise self._damaged(str(exc)) from exc
+
+    @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            if self._moved is not None:
+                raise moved_error(self.path, self._moved)
+            conn = self._conn
+            if conn is None:
+                raise HooklineError(ErrorKind.config, f"Tape store {self.path} is closed.")
+            if self._damage is not None:
+                raise damaged_error(self.path, self._damage)
+            try:
+                with self._guard():
+                    if self._failed:
+                        self._end_failed_runs(conn)
+                    yield conn
+            finally:
+                if self._moved is not None:
+                    self._let_go(conn)
+
+    @contextmanager
+    def _transaction(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """BEGIN IMMEDIATE to COMMIT; the file is checked once the write lock is held and
+        again after the commit, which is not done if it went to a file no longer there."""
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise HooklineError(
+                ErrorKind.temporary, f"Tape store {self.path} is busy: {exc}"
+            ) from exc
+        try:
+            self._check_file()
+            yield
+            conn.execute("COMMIT")
+        except BaseException:
+            rollback(conn)
+            raise
+        self._check_file()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction holding the database write lock from its first statement."""
+        with self._connection() as conn, self._transaction(conn):
+            yield conn
+
+    def _let_go(self, conn: sqlite3.Connection) -> None:
+        """Close a moved file's connection after making the old file whole (its WAL
+        checkpointed into it) and emptying its WAL, still at the path: the next opener
+        would otherwise replay it onto the file now there."""
+        self._conn = None
+        with suppress(sqlite3.Error):
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.close()
+
+    def _check_file(self) -> None:
+        problem = self._identity.problem()
+        if problem is not None:
+            self._moved = problem  # every call is refused from now on
+            raise moved_error(self.path, problem)
+
+    def close(self) -> None:
+        """Close the database; later calls do nothing."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+        self._owner.release()
+
+    def __enter__(self) -> SQLiteTapeStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteTapeStore({str(self.path)!r})"
+
+    def check_writable(self) -> None:
+        """Raise when the store cannot record a turn now: its file deleted or replaced, a
+        full disk, a read-only file system, a damaged file, a lock held past the busy
+        timeout. Like a turn's write it takes the write lock, checks the file, and inserts
+        a journal row and an entry (rolled back); then it commits a real one-page write
+        (the schema version, unchanged) and checks the file again. Backs `/v1/health`."""
+        with self._write() as conn:
+            conn.execute("SAVEPOINT probe")
+            conn.execute("INSERT OR REPLACE INTO journal (run, seq, tape, action) "
+                         "VALUES ('', 0, '', 'reset')")
+            conn.execute("INSERT OR REPLACE INTO entries (tape, id, kind, payload, meta, date) "
+                         "VALUES ('', 0, 'event', '{}', '{}', '')")
+            conn.execute("ROLLBACK TO probe")
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    # -- TapeStore -----------------------------------------------------------------------
+
+    def list_tapes(self) -> list[str]:
+        with self._connection() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT tape FROM entries WHERE instr(tape, ?) = 0 ORDER BY tape",
+                (SIDECAR_MARKER,),
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def list_all_tapes(self) -> list[str]:
+        """Every tape holding entries, sidecar tapes included (what a copy must read)."""
+        with self._connection() as conn:
+            rows = conn.execute("SELECT DISTINCT tape FROM entries ORDER BY tape").fetchall()
+        return [row[0] for row in rows]
+
+    def reset(self, tape: str) -> None:
+        check_tape_name(tape)
+        with self._write() as conn:
+            conn.execute("DELETE FROM entries WHERE tape = ?", (tape,))
+
+    def append(self, tape: str, entry: TapeEntry) -> TapeEntry:
+        return self.append_many(tape, [check_entry(entry)])[0]
+
+    def append_many(
+        self, tape: str, entries: Sequence[TapeEntry], *, bootstrap: TapeEntry | None = None
+    ) -> list[TapeEntry]:
+        """Append `entries` in one transaction (one commit), after `bootstrap` when the tape
+        has no anchor yet; returns what was stored."""
+        check_tape_name(tape)
+        checked, bootstrap = check_batch(entries, bootstrap)
+        rows = [] if bootstrap is None else [entry_row(tape, "bootstrap", bootstrap)]
+        rows += [entry_row(tape, "append", entry) for entry in checked]
+        with self._write() as conn:
+            return apply_rows(conn, rows)
+
+    def fetch_all(self, query: TapeQuery) -> list[TapeEntry]:
+        """The tape's entries in id order, filtered by `apply_query`.
+
+        Pushed into SQL: the anchor slice (rows from the selected anchor on, so
+        `apply_query` still sees that anchor) and, for queries without an anchor rule,
+        the kind filter; the tail (the last rows) and the limit when nothing else but
+        kinds filters. Everything else (dates, text) is left to `apply_query`, which
+        defines the semantics. A context read therefore costs its window, not the tape.
+        """
+        tape = check_tape_name(query.tape)
+        with self._connection() as conn:
+            try:
+                start = self._anchor_start(conn, tape, query)
+            except ValueError as exc:
+                raise self._damaged(f"an anchor of tape {tape!r} is not valid JSON") from exc
+            rows = [] if start is None else select_entries(conn, tape, start, query)
+        entries = self._row_entries(tape, rows)
+        # With start None the anchor is missing: apply_query on nothing raises the
+        # reference `not_found` error with the reference message.
+        return apply_query(entries, query)
+
+    @staticmethod
+    def _anchor_start(conn: sqlite3.Connection, tape: str, query: TapeQuery) -> int | None:
+        """First id worth reading: 1, or the selected anchor's id; None if it is missing."""
+        if query.anchor_range is not None:
+            name: str | None = query.anchor_range[0]
+        elif query.anchor is LAST_ANCHOR:
+            (found,) = conn.execute(
+                "SELECT MAX(id) FROM entries WHERE tape = ? AND kind = 'anchor'", (tape,)
+            ).fetchone()
+            return found
+        elif query.anchor is not None:
+            name = query.anchor
+        else:
+            return 1
+        # Anchor names live in the JSON payload; scan anchors newest first in Python so
+        # matching is exactly apply_query's (`payload.get("name") == name`).
+        cursor = conn.execute(
+            "SELECT id, payload FROM entries WHERE tape = ? AND kind = 'anchor' ORDER BY id DESC",
+            (tape,),
+        )
+        for anchor_id, payload in cursor:
+            if loads(payload).get("name") == name:
+                return int(anchor_id)
+        return None
+
+    def _row_entries(self, tape: str, rows: list[tuple]) -> list[TapeEntry]:
+        """Entries from rows; their JSON is parsed in one call (the cost of reading a tape
+        is mostly per-call overhead of json.loads otherwise)."""
+        try:
+            texts = json.loads("[" + ",".join(f"[{row[2]},{row[3]}]" for row in rows) + "]")
+            if all(len(text) == 2 for text in texts):
+                return [
+                    TapeEntry(int(row[0]), row[1], as_dict(text[0]), as_dict(text[1]), row[4])
+                    for row, text in zip(rows, texts, strict=True)
+                ]
+        except (ValueError, TypeError, IndexError):
+            pass
+        for entry_id, _kind, payload, meta, _date in rows:  # find the damaged one
+            try:
+                loads(payload), loads(meta)
+            except ValueError as exc:
+                raise self._damaged(
+                    f"entry {entry_id} of tape {tape!r} is not valid JSON"
+                ) from exc
+        raise self._damaged(f"the entries of tape {tape!r} are not valid JSON")
+
+    # -- the run journal -----------------------------------------------------------------
+
+    def journal_write(self, run: str, tape: str, ops: Sequence[JournalOp]) -> None:
+        """Record a run's writes durably (one commit) without touching any tape yet.
+
+        `run` names the journal (any unique string), `tape` the run's session tape, on
+        which an interrupted marker goes if this process dies before `journal_commit`.
+        """
+        rows = [op_row(op) for op in ops]
+        self._owner.acquire()
+        with self._write() as conn:
+            conn.execute(
+                "INSERT OR IGNORE INTO journal_runs (run, tape, owner, started) "
+                "VALUES (?, ?, ?, ?)",
+                (run, check_tape_name(tape), self._owner.name, now_iso()),
+            )
+            (seq,) = conn.execute(
+                "SELECT COALESCE(MAX(seq), 0) FROM journal WHERE run = ?", (run,)
+            ).fetchone()
+            conn.executemany(
+                "INSERT INTO journal (run, seq, tape, action, kind, payload, meta, date) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(run, seq + n, *row) for n, row in enumerate(rows, 1)],
+            )
+
+    def journal_commit(self, run: str, ops: Sequence[JournalOp] = ()) -> list[TapeEntry]:
+        """Apply the run's journal and then `ops` to the tapes, and drop the journal, in one
+        transaction (one commit); returns the entries stored. A failed commit ends the run
+        too: the next call puts its journal on the tape, marked interrupted."""
+        try:
+            rows = [op_row(op) for op in ops]
+            with self._write() as conn:
+                stored = apply_rows(conn, journal_rows(conn, run) + rows)
+                drop_journal(conn, run)
+        except BaseException:
+            self._failed.add(run)
+            raise
+        return stored
+
+    def _end_failed_runs(self, conn: sqlite3.Connection) -> None:
+        """End the runs whose commit failed, in a transaction of their own before the call's
+        work; if that fails too they wait for the next call (damage, a moved file raise)."""
+        runs = set(self._failed)
+        try:
+            with self._transaction(conn):
+                for run in runs:
+                    found = conn.execute(
+                        "SELECT tape, started FROM journal_runs WHERE run = ?", (run,)
+                    ).fetchone()
+                    if found is not None:
+                        end_run(conn, run, found[0], found[1], COMMIT_FAILED_ERROR)
+        except Exception as exc:
+            if self._moved is not None or (
+                isinstance(exc, sqlite3.DatabaseError) and is_damage(exc)
+            ):
+                raise  # _guard turns damage into its error
+            logger.debug("tape store %s: the runs whose commit failed wait for the next "
+                         "call: %s", self.path, exc)
+            return
+        self._failed -= runs
+        logger.info("tape store %s: ended %d run(s) whose commit had failed", self.path,
+                    len(runs))
+
+    def _recover(self) -> list[str]:
+        """Finish the runs whose process is gone: their journal, then an interrupted marker."""
+        with self._connection() as conn:
+            if conn.execute("SELECT 1 FROM journal_runs LIMIT 1").fetchone() is None:
+                return []
+        recovered = []
+        with self._write() as conn:
+            runs = conn.execute("SELECT run, tape, owner, started FROM journal_runs").fetchall()
+            for run, tape, owner, started in runs:
+                if owner == self._owner.name or Owner.alive(self.path, owner):
+                    continue
+                end_run(conn, run, tape, started, INTERRUPTED_ERROR)
+                recovered.append(tape)
+        return recovered
+
+    def pending_runs(self) -> int:
+        """How many run journals the file holds (running, or left by dead processes)."""
+        with self._connection() as conn:
+            return int(conn.execute("SELECT COUNT(*) FROM journal_runs").fetchone()[0])

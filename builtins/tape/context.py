@@ -1,0 +1,205 @@
+"""The default conversion of tape entries into model messages (`Tape.read_messages`).
+
+Every tool call that has a result in the selection appears once, followed by its own
+result; a result is paired with its call by position and id together (`pairing`), so a
+model that reuses ids from one response to the next, or sends empty ones, still gets
+each of its calls back with the output of that call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from itertools import chain
+from typing import Any
+
+from hookline.kernel.tape import TapeEntry
+
+from ..models.pairing import OpenCalls
+
+__all__ = ["ContextMessages", "answered_calls", "messages_from_entries"]
+
+
+def messages_from_entries(entries: Iterable[TapeEntry]) -> list[dict[str, Any]]:
+    """Message dicts in republic's `Message.to_dict` form (`republic.Message.from_dict`
+    accepts each of them):
+
+    - `message`: its payload (`role`, `content`, ...), when it has a role;
+    - `tool_call`: an assistant message with `tool_calls` (`id`, `name`, `arguments`),
+      keeping only the calls answered in the selection (`answered_calls`), immediately
+      followed by one `tool` message per answered call, in call order (`tool_call`,
+      `content` = the output, `is_error` when set). Unanswered calls and results without
+      their call are left out, since providers reject either;
+    - `anchor`: a short assistant note `[anchor <name>]` (with the state's `summary`);
+    - `event` named `handoff`: a short assistant note carrying the handoff's summary (or
+      state), which is how a summary survives into the context after the anchor;
+    - everything else (`system`, `error`, other events) is not model context.
+    """
+    return ContextMessages().messages(list(entries))
+
+
+class ContextMessages:
+    """`messages_from_entries` for a selection that grows at its end, converting each
+    entry once.
+
+    A run's context read is the same entries as the last one plus what the step added, so
+    `messages(entries)` converts only the entries past those it saw last time (kept while
+    they are the same objects or equal ones) and starts over otherwise. Pairing runs left
+    to right, so a new result changes only the call it answers: that `tool_call` entry
+    alone is converted again. With `hide_excluded`, entries whose meta has `context:
+    False` are left out, as if not in `entries`. `messages` returns copies the caller may
+    change; with `shared` it returns the converted messages themselves, for a caller that
+    only reads them (the agent loop, which makes its own messages of them at once).
+    """
+
+    __slots__ = ("_answers", "_entries", "_hide", "_rendered", "_waiting")
+
+    def __init__(self, *, hide_excluded: bool = False) -> None:
+        self._hide = hide_excluded
+        self._entries: list[TapeEntry] = []
+        self._rendered: list[list[dict[str, Any]]] = []
+        self._waiting: OpenCalls[tuple[int, int]] = OpenCalls()
+        self._answers: dict[tuple[int, int], dict[str, Any]] = {}
+
+    def messages(self, entries: list[TapeEntry], *, shared: bool = False) -> list[dict[str, Any]]:
+        seen = len(self._entries)
+        # List equality compares the same objects by identity (the run's own entries) and
+        # others by value (the parent's part, read afresh each time).
+        if len(entries) < seen or entries[:seen] != self._entries:
+            self._entries, self._rendered = [], []
+            self._waiting, self._answers = OpenCalls(), {}
+        for index in range(len(self._entries), len(entries)):
+            self._add(index, entries[index])
+        flat = chain.from_iterable(self._rendered)
+        return list(flat) if shared else [_json_copy(message) for message in flat]
+
+    def _add(self, index: int, entry: TapeEntry) -> None:
+        self._entries.append(entry)
+        if self._hide and entry.meta.get("context") is False:
+            self._rendered.append([])
+            return
+        if entry.kind == "tool_call":
+            for position, call in enumerate(_dict_items(entry.payload.get("calls"))):
+                call_id = call.get("id")
+                if isinstance(call_id, str):
+                    self._waiting.add(index, call_id, (index, position))
+        self._rendered.append(_render(index, entry, self._answers))
+        if entry.kind != "tool_result":
+            return
+        answered: set[int] = set()
+        for result in _dict_items(entry.payload.get("results")):
+            call_id = result.get("call_id")
+            slot = self._waiting.answer(call_id) if isinstance(call_id, str) else None
+            if slot is not None:
+                self._answers[slot] = result
+                answered.add(slot[0])
+        for call_index in answered:
+            self._rendered[call_index] = _render(call_index, self._entries[call_index],
+                                                 self._answers)
+
+
+def _render(
+    index: int, entry: TapeEntry, answers: dict[tuple[int, int], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The messages of one entry (at `index` of the selection), given the answers so far."""
+    payload = entry.payload
+    if entry.kind == "message":
+        return [payload] if isinstance(payload.get("role"), str) else []
+    if entry.kind == "tool_call":
+        pairs = [(_call_dict(call), answers[index, position])
+                 for position, call in enumerate(_dict_items(payload.get("calls")))
+                 if (index, position) in answers]
+        content = payload.get("content")
+        if not pairs:
+            if isinstance(content, str) and content:
+                return [{"role": "assistant", "content": content}]
+            return []
+        message: dict[str, Any] = {"role": "assistant",
+                                   "tool_calls": [call for call, _ in pairs]}
+        if isinstance(content, str) and content:
+            message["content"] = content
+        return [message, *(_tool_message(call, result) for call, result in pairs)]
+    if entry.kind == "anchor":
+        note = _note(f"[anchor {payload.get('name')}]", payload.get("state"))
+        return [{"role": "assistant", "content": note}]
+    if entry.kind == "event" and payload.get("name") == "handoff":
+        raw = payload.get("data")
+        data = raw if isinstance(raw, dict) else {}
+        note = _note(f"[handoff to {data.get('name')}]", data.get("state"))
+        return [{"role": "assistant", "content": note}]
+    return []
+
+
+def answered_calls(entries: Sequence[TapeEntry]) -> dict[tuple[int, int], dict[str, Any]]:
+    """The result of each answered call, keyed by (index of its `tool_call` entry in
+    `entries`, index of the call among that entry's calls).
+
+    A result answers the nearest preceding call with its `call_id` that has no result
+    yet: of the latest `tool_call` entry before it holding such a call, the first. Ids
+    are strings (empty ones included) and need be unique only within one entry; a result
+    with no such call before it (its call was cut by the window, or never recorded), and
+    a call or result whose id is not a string, answer nothing.
+    """
+    waiting: OpenCalls[tuple[int, int]] = OpenCalls()
+    answers: dict[tuple[int, int], dict[str, Any]] = {}
+    for index, entry in enumerate(entries):
+        if entry.kind == "tool_call":
+            for position, call in enumerate(_dict_items(entry.payload.get("calls"))):
+                call_id = call.get("id")
+                if isinstance(call_id, str):
+                    waiting.add(index, call_id, (index, position))
+        elif entry.kind == "tool_result":
+            for result in _dict_items(entry.payload.get("results")):
+                call_id = result.get("call_id")
+                slot = waiting.answer(call_id) if isinstance(call_id, str) else None
+                if slot is not None:
+                    answers[slot] = result
+    return answers
+
+
+def _json_copy(value: Any) -> Any:
+    """A deep copy of JSON-shaped data (what tape payloads are), much cheaper than deepcopy."""
+    if isinstance(value, dict):
+        return {key: _json_copy(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_json_copy(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_json_copy(item) for item in value)
+    return value
+
+
+def _dict_items(value: Any) -> list[dict[str, Any]]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _call_dict(call: dict[str, Any]) -> dict[str, Any]:
+    arguments = call.get("arguments", "{}")
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    data: dict[str, Any] = {
+        "id": call["id"],
+        "name": str(call.get("name", "")),
+        "arguments": arguments,
+    }
+    if isinstance(call.get("metadata"), dict) and call["metadata"]:
+        data["metadata"] = dict(call["metadata"])
+    return data
+
+
+def _tool_message(call: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    output = result.get("output", "")
+    content = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+    message: dict[str, Any] = {"role": "tool", "content": content, "tool_call": dict(call)}
+    if result.get("is_error"):
+        message["is_error"] = True
+    return message
+
+
+def _note(head: str, state: Any) -> str:
+    if not isinstance(state, dict):
+        return head
+    summary = state.get("summary")
+    if isinstance(summary, str) and summary:
+        return f"{head} {summary}"
+    rest = {key: value for key, value in state.items() if key != "owner"}
+    return f"{head} {json.dumps(rest, ensure_ascii=False)}" if rest else head
