@@ -24,7 +24,7 @@ import anyio
 
 from hookline.builtins.config import Settings
 from hookline.builtins.plugin import CONTEXT_WINDOW, BuiltinPlugin
-from hookline.kernel.framework.core import Framework
+from hookline.kernel import Framework
 
 GOAL = 1.5  # a turn late in a session may cost at most 1.5x an early turn
 MEASURED = 20  # turns measured in each session; the medians take turns 5-14 of them

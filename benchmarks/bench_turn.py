@@ -16,8 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from hookline.kernel import hookimpl
-from hookline.kernel.framework.core import Framework
+from hookline.kernel import Framework, hookimpl
 from hookline.kernel.prompt import to_content, to_legacy_prompt
 from hookline.kernel.turn import TurnResult
 

@@ -80,8 +80,7 @@ async def run_chat(framework: Framework, session: str | None, model: str | None,
     exit status: 0, 1 when a typed line got no answer, 128 + the signal after SIGTERM."""
     import anyio
 
-    from hookline.builtins.channels import ChannelManager, CliChannel
-    from hookline.builtins.channels.http.channel import HttpChannel
+    from hookline.builtins.channels import ChannelManager, CliChannel, HttpChannel
     from hookline.kernel.channels import Lifecycle
 
     model_in_use = model or _configured_model()

@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 from hookline.kernel import Framework
 
 if TYPE_CHECKING:
-    from hookline.builtins.channels import CliChannel
-    from hookline.builtins.channels.cli.input import ChatCommand
+    from hookline.builtins.channels import ChatCommand, CliChannel
     from hookline.kernel.streaming import StreamEvent
 
     from .toolview import UsageTotals
@@ -39,7 +38,7 @@ class ChatCommands:
         """Token usage of this chat's turns, by session."""
 
     def commands(self) -> list[ChatCommand]:
-        from hookline.builtins.channels.cli.input import ChatCommand
+        from hookline.builtins.channels import ChatCommand
 
         return [
             ChatCommand("new", self.new, "a fresh session, made this folder's current one"),
@@ -68,7 +67,7 @@ class ChatCommands:
 
     async def new(self, arguments: str) -> None:
         from hookline.builtins.config import default_home
-        from hookline.builtins.tape.sessions import new_session_id, set_current_session
+        from hookline.builtins.tape import new_session_id, set_current_session
 
         _no_arguments("new", arguments)
         fresh = new_session_id()
@@ -81,7 +80,7 @@ class ChatCommands:
                   f"previous one is kept: /sessions)")
 
     async def sessions(self, arguments: str) -> None:
-        from hookline.builtins.tape.sessions import list_sessions
+        from hookline.builtins.tape import list_sessions
 
         from .sessions import session_list
 
@@ -129,7 +128,7 @@ class ChatCommands:
         self._say(f"attached {path} ({kind}) to the next message")
 
     def _say(self, text: str) -> None:
-        from hookline.builtins.agent.tool_notes import terminal_text
+        from hookline.builtins.agent import terminal_text
 
         self.channel.say(terminal_text(text, keep_newlines=False))
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hookline.kernel import HOOK_SPECS, Framework, HookImpl, HookSpec, PluginProblem, Registry
-from hookline.kernel.framework.loading import ENTRY_POINT_GROUP
+from hookline.kernel.framework import ENTRY_POINT_GROUP
 from hookline.kernel.hooks import IMPL_PROJECTS
 
 Severity = Literal["error", "warning"]

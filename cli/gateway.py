@@ -152,7 +152,7 @@ def configure_http(framework: Framework, http: Any, host: str | None, port: int 
 def channel_origin(framework: Framework, channel: Any) -> str:
     """`plugin <name>` for the plugin whose package defines the channel's class (a Bub
     channel: the one it adapts), else `module <module>`."""
-    from hookline.builtins.bub.channels import unwrap_channel
+    from hookline.builtins.bub import unwrap_channel
 
     module = type(unwrap_channel(channel)).__module__
     package = module.partition(".")[0]
@@ -239,8 +239,7 @@ def kill_background_groups(framework: Any) -> None:
     import contextlib
     import os
 
-    from hookline.builtins.host.background import BackgroundProcesses
-    from hookline.builtins.host.processes import POSIX
+    from hookline.builtins.host import POSIX, BackgroundProcesses
 
     if not POSIX:
         return

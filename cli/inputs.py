@@ -65,8 +65,8 @@ def _read_stdin() -> str:
 
 def attachments(paths: list[Path]) -> tuple[str, list[Any]]:
     """The text to append for the text files, and the media items for the images."""
-    from hookline.builtins.channels.attachments import IMAGE_TYPES, attached_text
-    from hookline.builtins.host.files import open_regular_file
+    from hookline.builtins.channels import IMAGE_TYPES, attached_text
+    from hookline.builtins.host import open_regular_file
     from hookline.kernel.envelope import MediaItem
 
     texts: list[tuple[str, str]] = []

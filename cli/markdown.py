@@ -8,7 +8,7 @@ the text on to the terminal, and a reply must never move the cursor or retitle a
 
 from typing import Any
 
-from hookline.builtins.agent.tool_notes import terminal_text
+from hookline.builtins.agent import terminal_text
 
 __all__ = ["render_markdown"]
 

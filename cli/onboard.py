@@ -245,7 +245,7 @@ class _Questions:
                 typer.echo(f"  {exc}; try again", err=True)
 
     def _api_base(self, spec: str, provider: str, carried: str | None) -> str | None:
-        from hookline.builtins.models.republic_client import NEEDS_API_BASE, env_prefix
+        from hookline.builtins.models import NEEDS_API_BASE, env_prefix
 
         from_env = [name for name in ("HOOKLINE_API_BASE", f"{env_prefix(provider)}_API_BASE")
                     if os.environ.get(name, "").strip()]
@@ -362,7 +362,7 @@ def _check_model(spec: str) -> str:
     checked = str(_parse("model", spec))
     provider = _provider(checked)
     if provider is not None:
-        from hookline.builtins.models.republic_client import known_providers
+        from hookline.builtins.models import known_providers
 
         known = known_providers()
         if provider not in known:
@@ -471,7 +471,7 @@ def _test_call(spec: str, settings: Any) -> str:
 
 def _one_line(value: Any) -> str:
     """An error or a reply as one line, credentials in URLs taken out."""
-    from hookline.builtins.privacy.redact import redact_credentials
+    from hookline.builtins.privacy import redact_credentials
 
     from .output import innermost
 

@@ -11,8 +11,8 @@ from typing import Any, NoReturn
 
 import typer
 
-from hookline.builtins.agent.tool_notes import call_line, is_terminal, result_lines, terminal_text
-from hookline.builtins.privacy.redact import redact_credentials
+from hookline.builtins.agent import call_line, is_terminal, result_lines, terminal_text
+from hookline.builtins.privacy import redact_credentials
 from hookline.kernel.envelope import get_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 

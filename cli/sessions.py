@@ -44,7 +44,7 @@ def session_commands(framework: Framework) -> typer.Typer:
         as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     ) -> None:
         """List sessions, most recent first; * marks this folder's current session."""
-        from hookline.builtins.tape.sessions import list_sessions
+        from hookline.builtins.tape import list_sessions
 
         found = _with_store(framework, lambda store: list_sessions(
             store, framework.workspace if here else None))
@@ -60,7 +60,7 @@ def session_commands(framework: Framework) -> typer.Typer:
         as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     ) -> None:
         """Find the sessions whose messages contain TEXT, most recent first."""
-        from hookline.builtins.tape.sessions import local_date, search_sessions
+        from hookline.builtins.tape import local_date, search_sessions
 
         found = _with_store(framework, lambda store: search_sessions(store, text))
         if as_json:
@@ -84,7 +84,7 @@ def session_commands(framework: Framework) -> typer.Typer:
         as_json: Annotated[bool, typer.Option("--json", help="The raw entries, as JSON.")] = False,
     ) -> None:
         """Show a session as a transcript: messages, tool calls as run, denials, errors."""
-        from hookline.builtins.tape.sessions import find_session, last_turns, transcript
+        from hookline.builtins.tape import find_session, last_turns, transcript
         from hookline.kernel.tape import TapeQuery
 
         if last is not None and last < 1:
@@ -92,7 +92,7 @@ def session_commands(framework: Framework) -> typer.Typer:
         name = session_id or _current(framework)
 
         async def read(store: Any) -> tuple[str, list[Any], int]:
-            from hookline.builtins.store.asyncstore import as_async_store
+            from hookline.builtins.store import as_async_store
 
             tape = await find_session(store, name, framework.workspace)
             if last is not None:
@@ -114,7 +114,7 @@ def session_commands(framework: Framework) -> typer.Typer:
                title: Annotated[str, typer.Argument(metavar="TITLE", show_default=False,
                                                     help="The new title.")]) -> None:
         """Give a session a title that list and search show; a new one replaces it."""
-        from hookline.builtins.tape.sessions import checked_title, find_session, rename_session
+        from hookline.builtins.tape import checked_title, find_session, rename_session
 
         try:
             checked_title(title)
@@ -131,7 +131,7 @@ def session_commands(framework: Framework) -> typer.Typer:
                 yes: YesOption = False) -> None:
         """Move a session out of the store into <hookline home>/archive (JSON lines)."""
         from hookline.builtins.config import default_home
-        from hookline.builtins.tape.sessions import archive_session
+        from hookline.builtins.tape import archive_session
 
         folder = default_home() / "archive"
         paths = _confirmed(framework, session_id, yes,
@@ -145,7 +145,7 @@ def session_commands(framework: Framework) -> typer.Typer:
     def delete(session_id: Annotated[str, typer.Argument(metavar="ID", help="Session id.")],
                yes: YesOption = False) -> None:
         """Delete a session and its sidecar tapes from the store, for good."""
-        from hookline.builtins.tape.sessions import delete_session
+        from hookline.builtins.tape import delete_session
 
         removed = _confirmed(framework, session_id, yes,
                              f"delete session {session_id!r} for good (no copy is kept)?",
@@ -168,7 +168,7 @@ def _confirmed(framework: Framework, session_id: str, yes: bool, question: str,
     in one `running()` scope: finding, asking and acting see the same store."""
     import anyio.to_thread
 
-    from hookline.builtins.tape.sessions import find_session
+    from hookline.builtins.tape import find_session
 
     if not yes and not sys.stdin.isatty():
         fail(ValueError(f"{question.rstrip('?')}: pass --yes to confirm (standard input is "
@@ -213,7 +213,7 @@ def _with_store(framework: Framework, action: Callable[[Any], Awaitable[T]]) -> 
 def session_list(framework: Framework, found: Sequence[Any]) -> list[str]:
     """The lines `hookline sessions` shows for `found` (`list_sessions`' summaries): a
     table, * marking this folder's current session. `/sessions` in a chat shows them too."""
-    from hookline.builtins.tape.sessions import local_date
+    from hookline.builtins.tape import local_date
 
     if not found:
         return ["(no sessions yet: 'hookline run' or 'hookline chat' starts one)"]
@@ -256,14 +256,14 @@ def _sidecars(framework: Framework) -> list[str]:
 
 def _current(framework: Framework) -> str:
     from hookline.builtins.config import default_home
-    from hookline.builtins.tape.sessions import current_session
+    from hookline.builtins.tape import current_session
 
     return current_session(default_home(), framework.workspace)
 
 
 def _safe(text: str, keep_newlines: bool = False) -> str:
     """Escaped on a terminal: tapes hold what models and tools wrote."""
-    from hookline.builtins.agent.tool_notes import is_terminal, terminal_text
+    from hookline.builtins.agent import is_terminal, terminal_text
 
     return terminal_text(text, keep_newlines=keep_newlines) if is_terminal(sys.stdout) else text
 
@@ -286,7 +286,7 @@ async def choose_session(framework: Framework, session: str | None, new: bool,
     `--new` (a fresh one) or `--continue` (this folder's most recently active one), either
     made this folder's current session; else this folder's current session."""
     from hookline.builtins.config import default_home
-    from hookline.builtins.tape.sessions import (
+    from hookline.builtins.tape import (
         current_session,
         list_sessions,
         new_session_id,

@@ -64,7 +64,7 @@ def check(store: StoreOption = None) -> None:
 def _check_postgres(url: str) -> None:
     import anyio
 
-    from hookline.builtins.store.postgres.store import check_postgres
+    from hookline.builtins.store import check_postgres
 
     try:
         result = anyio.run(check_postgres, url)
@@ -127,7 +127,7 @@ def copy(
     """Copy every tape (sidecars included) from SRC to DST and verify the copy."""
     import anyio
 
-    from hookline.builtins.store.copy import copy_store, shown
+    from hookline.builtins.store import copy_store, shown
 
     def progress(line: str) -> None:
         typer.echo(line, err=True)
@@ -146,7 +146,7 @@ def copy(
 
 
 def _location(text: str) -> Path | str:
-    from hookline.builtins.store.url import StoreURL, is_postgres_url
+    from hookline.builtins.store import StoreURL, is_postgres_url
 
     return StoreURL(text.strip()) if is_postgres_url(text) else Path(text).expanduser()
 

@@ -9,7 +9,7 @@ import json
 import os
 from typing import Any
 
-from hookline.builtins.agent.tool_notes import terminal_text
+from hookline.builtins.agent import terminal_text
 
 FILE_TOOLS = {"fs_write": "write", "fs.write": "write", "fs_edit": "edit", "fs.edit": "edit"}
 """The tools whose change is shown as a diff (model-facing names and the tools' own)."""
@@ -83,7 +83,7 @@ class FileChanges:
         """The file's real path, or None when the file tools would refuse it."""
         if not isinstance(path, str) or not path:
             return None
-        from hookline.builtins.host.environment import LocalEnvironment
+        from hookline.builtins.host import LocalEnvironment
         from hookline.kernel.streaming import HooklineError
 
         if self._environment is None:
@@ -169,7 +169,7 @@ def _coloured(line: str) -> str:
 
 def wants_colour(stream: Any) -> bool:
     """Colour on a terminal only, and not with `NO_COLOR` or `TERM=dumb`."""
-    from hookline.builtins.agent.tool_notes import is_terminal
+    from hookline.builtins.agent import is_terminal
 
     return (is_terminal(stream) and not os.environ.get("NO_COLOR")
             and os.environ.get("TERM") != "dumb")

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from ._lazy import LazyExports
 
 __all__ = ["main", "render_stub", "render_typed", "stem"]
@@ -217,9 +219,21 @@ def render_stub(exports: LazyExports) -> str:
             lines.append(f"from .{module} import {imported}{comment}")
     return ('"""The public names of this package, for type checkers (which do not see its '
             "lazy\nimports).\n\nGenerated from the table of its ``__init__.py`` by the "
-            "kernel's ``_generate.py``\n(``python -m hookline.kernel._generate "
-            'hookline.testing``): edit the table, never this file.\n"""\n\n'
+            "kernel's ``_generate.py``\n(``python -m hookline.kernel._generate hookline.testing "
+            'hookline.builtins``):\nedit the table, never this file.\n"""\n\n'
             + "\n".join(lines) + "\n")
+
+
+def _faces(package: ModuleType) -> list[ModuleType]:
+    """``package`` and its subpackages, those with a lazy table (``_exports``)."""
+    import importlib
+    import pkgutil
+
+    found = [package]
+    for info in pkgutil.walk_packages(getattr(package, "__path__", []), f"{package.__name__}."):
+        if info.ispkg:
+            found.append(importlib.import_module(info.name))
+    return [module for module in found if hasattr(module, "_exports")]
 
 
 def _targets(packages: list[str]) -> dict[Path, str]:
@@ -228,8 +242,8 @@ def _targets(packages: list[str]) -> dict[Path, str]:
 
     files = {Path(__file__).with_name("typed.py"): render_typed()}
     for package in [__package__ or "", *packages]:
-        module = importlib.import_module(package)
-        files[Path(module.__file__ or "").with_suffix(".pyi")] = render_stub(module._exports)
+        for module in _faces(importlib.import_module(package)):
+            files[Path(module.__file__ or "").with_suffix(".pyi")] = render_stub(module._exports)
     return files
 
 

@@ -333,7 +333,7 @@ class HooklineFramework(HooklineKernel):
     def _bub_layer(self) -> Any:
         """The framework's Bub layer, made (with its own plugin, when Bub is there) on
         first use, with Bub's config file in a temporary folder."""
-        layer = getattr(self.framework, "bub_group", None)
+        layer = self.framework.extensions.get("bub")
         if layer is not None:
             return layer
         from hookline.builtins.bub.group import COMPAT_NAME, BubGroup

@@ -6,7 +6,7 @@ that importing this package (pytest does, in every run) costs nothing. See
 docs/testing.md.
 
 The names are written once, in `_PUBLIC`; `__init__.pyi` holds them for type checkers
-(`python -m hookline.kernel._generate hookline.testing` rewrites it).
+(`python -m hookline.kernel._generate hookline.testing hookline.builtins` rewrites it).
 """
 
 from __future__ import annotations

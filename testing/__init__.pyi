@@ -2,7 +2,8 @@
 imports).
 
 Generated from the table of its ``__init__.py`` by the kernel's ``_generate.py``
-(``python -m hookline.kernel._generate hookline.testing``): edit the table, never this file.
+(``python -m hookline.kernel._generate hookline.testing hookline.builtins``):
+edit the table, never this file.
 """
 
 from .framework import FrameworkFactory as FrameworkFactory

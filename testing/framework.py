@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from hookline.kernel import Framework
-from hookline.kernel.framework.loading import BUILTIN_NAME, ENTRY_POINT_GROUP
+from hookline.kernel.framework import BUILTIN_NAME, ENTRY_POINT_GROUP
 
 if TYPE_CHECKING:
     from hookline.builtins.config import Settings

@@ -178,7 +178,7 @@ def _session_entries(framework: Framework, turn: Turn) -> list[TapeEntry]:
         candidates = list(turn.tapes.values())
         return candidates[0] if len(candidates) == 1 else []
     try:
-        from hookline.builtins.tape.tape import session_tape_name
+        from hookline.builtins.tape import session_tape_name
     except ImportError:  # pragma: no cover - a kernel without the builtins beside it
         return []
     name = session_tape_name(turn.result.session_id, framework.workspace)

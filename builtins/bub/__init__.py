@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ __all__ = [
     "plugin_groups",
     "save_onboard_config",
     "set_onboard_interactive",
+    "unwrap_channel",
 ]
 
 BUB_GROUP = "bub"
@@ -68,7 +70,7 @@ def plugin_groups(framework: Any) -> list[Any]:
 def save_onboard_config(framework: Any) -> Path | None:
     """Write what Bub plugins answered during onboarding to Bub's config file (where they
     read their settings); the file's path, or None when no Bub plugin answered."""
-    group = getattr(framework, "bub_group", None)
+    group = framework.extensions.get(BUB_GROUP)
     if group is None:
         return None
     saved: Path | None = group.save_onboard_config()
@@ -78,6 +80,13 @@ def save_onboard_config(framework: Any) -> Path | None:
 def set_onboard_interactive(framework: Any, interactive: bool) -> None:
     """Tell the layer whether onboarding may ask questions: Bub plugins ask through Bub's
     terminal UI, so with ``--yes`` (or no terminal) their questions are skipped."""
-    group = getattr(framework, "bub_group", None)
+    group = framework.extensions.get(BUB_GROUP)
     if group is not None:
         group.onboard_interactive = interactive
+
+
+def unwrap_channel(channel: Any) -> Any:
+    """The Bub channel behind an adapter (what a Bub plugin expects to see), or
+    ``channel`` itself. No channel is an adapter until the adapter module is loaded."""
+    adapters = sys.modules.get(f"{__name__}.channels")
+    return channel if adapters is None else adapters.unwrap_channel(channel)

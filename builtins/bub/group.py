@@ -30,7 +30,7 @@ from typing import Any
 
 from hookline.kernel import hookimpl
 from hookline.kernel._dispatch.markers import marked_routines
-from hookline.kernel.framework.loading import PluginGroup
+from hookline.kernel.framework import PluginGroup
 from hookline.kernel.hooks import IMPL_PROJECTS
 from hookline.kernel.tools import Tool
 
@@ -103,7 +103,7 @@ class BubGroup(PluginGroup):
 
     def __init__(self, framework: Any, config_file: Path | None = None) -> None:
         self.framework = framework
-        framework.bub_group = self
+        framework.extensions[self.name] = self
         self._given_config_file = config_file
         self.config_file = config_file or Path.home() / ".bub" / "config.yml"
         """Bub's config file: ``config_file`` when given (a host, or a test, that must not

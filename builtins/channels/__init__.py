@@ -1,8 +1,23 @@
-"""Builtin channels and the channel manager that runs them (contract 2.18, 2.20, 2.22)."""
+"""Builtin channels and the channel manager that runs them: the terminal channel
+(`cli/`), the http channel of the gateway (`http/`), debouncing and attachments
+(docs/channels.md).
+
+Names are imported on first use: `hookline run` never loads the http channel."""
 
 from __future__ import annotations
 
-from .cli.channel import CliChannel
-from .manager import ChannelManager
+from hookline.kernel._lazy import LazyExports as _LazyExports
 
-__all__ = ["ChannelManager", "CliChannel"]
+_PUBLIC = {
+    "manager": ("DEFAULT_SHUTDOWN_TIMEOUT", "ChannelManager"),
+    "debounce": ("DebounceBuffer", "merge_messages"),
+    "attachments": ("IMAGE_TYPES", "attached_text"),
+    "cli.channel": ("CliChannel",),
+    "cli.input": ("ChatCommand",),
+    "http.channel": ("HttpChannel",),
+}
+"""Module (relative to this package) -> the public names it defines."""
+
+_exports = _LazyExports(globals(), _PUBLIC)
+__getattr__ = _exports.getattr
+__dir__ = _exports.dir

@@ -1,34 +1,26 @@
-"""Builtin tape stores: durable SQLite (the default), in-memory (tests), async adapter."""
+"""Builtin tape stores: durable SQLite (the default, `sqlite/`), PostgreSQL for replicas
+(`postgres/`), in-memory (tests), the async adapter, copying between stores, and store
+URLs (docs/deployment.md).
+
+Names are imported on first use: reading a store URL loads neither SQLite nor psycopg."""
 
 from __future__ import annotations
 
-from .asyncstore import AsyncJournal, AsyncStoreAdapter, append_batch, as_async_store, journal_of
-from .entries import SIDECAR_MARKER, is_sidecar_tape
-from .memory import InMemoryTapeStore
-from .sqlite.store import (
-    COMMIT_FAILED_ERROR,
-    INTERRUPTED_ERROR,
-    SCHEMA_VERSION,
-    SQLiteTapeStore,
-    StoreCheck,
-    backup_database,
-    check_database,
-)
+from hookline.kernel._lazy import LazyExports as _LazyExports
 
-__all__ = [
-    "COMMIT_FAILED_ERROR",
-    "INTERRUPTED_ERROR",
-    "SCHEMA_VERSION",
-    "SIDECAR_MARKER",
-    "AsyncJournal",
-    "AsyncStoreAdapter",
-    "InMemoryTapeStore",
-    "SQLiteTapeStore",
-    "StoreCheck",
-    "append_batch",
-    "as_async_store",
-    "backup_database",
-    "check_database",
-    "is_sidecar_tape",
-    "journal_of",
-]
+_PUBLIC = {
+    "asyncstore": ("AsyncJournal", "AsyncStoreAdapter", "append_batch", "as_async_store",
+                   "journal_of"),
+    "entries": ("SIDECAR_MARKER", "is_sidecar_tape"),
+    "memory": ("InMemoryTapeStore",),
+    "sqlite.store": ("COMMIT_FAILED_ERROR", "INTERRUPTED_ERROR", "SCHEMA_VERSION",
+                     "SQLiteTapeStore", "StoreCheck", "backup_database", "check_database"),
+    "postgres.store": ("PostgresTapeStore", "check_postgres"),
+    "copy": ("CopyReport", "copy_store", "shown"),
+    "url": ("POSTGRES_SCHEMES", "StoreURL", "is_postgres_url", "redact_url", "url_secrets"),
+}
+"""Module (relative to this package) -> the public names it defines."""
+
+_exports = _LazyExports(globals(), _PUBLIC)
+__getattr__ = _exports.getattr
+__dir__ = _exports.dir

@@ -58,6 +58,9 @@ class Framework:
         self._tape_store: Any = None
         self._steering_inbox: Any = None
         self.environments = EnvironmentCache()
+        self.extensions: dict[str, Any] = {}
+        """State a plugin group keeps per framework, under the group's name (the Bub layer
+        keeps its group here), so that nothing sets undeclared attributes."""
         """Per-session environments; set ``max_size`` / ``idle_seconds`` to change bounds."""
         self._in_scope = False
 

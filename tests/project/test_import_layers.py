@@ -115,10 +115,10 @@ def test_the_import_reader_sees_type_checking_and_lazy_imports(tmp_path: Path) -
                       "    from .framework import Framework\n"
                       "def later():\n    from . import pipeline\n    from .gone import x\n"
                       "from . import _util\n")
-    known = {"hookline.kernel": module, "hookline.kernel.framework.core": module,
-             "hookline.kernel.framework.pipeline": module, "hookline.kernel.mod": module}
+    known = {"hookline.kernel": module, "hookline.kernel.framework": module,
+             "hookline.kernel.pipeline": module, "hookline.kernel.mod": module}
     found = set(imported("hookline.kernel.mod", module, known))
-    assert found == {"hookline.kernel.framework.core", "hookline.kernel.framework.pipeline",
+    assert found == {"hookline.kernel.framework", "hookline.kernel.pipeline",
                      "missing:hookline.kernel.gone", "hookline.kernel"}
     # `from . import pipeline` names the module, not the package; `_util` is no known
     # module here, so that import names the package.
@@ -191,3 +191,47 @@ def test_the_layer_check_catches_a_contract_module_importing_the_framework() -> 
         "hookline.kernel.hooks (contract) imports hookline.kernel.framework.model_stage"
         " (framework)",
     ]
+
+
+def import_graph() -> dict[str, set[str]]:
+    known = modules()
+    return {name: {t for t in imported(name, path, known) if t in known}
+            for name, path in known.items()}
+
+
+def builtins_faces() -> set[str]:
+    """``hookline.builtins``, its plugin module and the face of each folder in it."""
+    folders = {path.parent.name for path in (ROOT / "builtins").glob("*/__init__.py")}
+    return {"hookline.builtins", "hookline.builtins.plugin",
+            *(f"hookline.builtins.{folder}" for folder in folders)}
+
+
+def test_builtins_root_holds_the_plugin_and_folders_only() -> None:
+    files = {path.name for path in (ROOT / "builtins").glob("*.py*")}
+    assert files == {"__init__.py", "plugin.py"}
+
+
+def test_cli_and_testing_import_builtins_through_folder_faces_only() -> None:
+    faces = builtins_faces()
+    deep = {name: sorted(t for t in targets
+                         if t.startswith("hookline.builtins.") and t not in faces)
+            for name, targets in import_graph().items()
+            if name.startswith(("hookline.cli", "hookline.testing"))}
+    assert {name: found for name, found in deep.items() if found} == {}
+
+
+def test_the_framework_folder_is_imported_through_its_face_only() -> None:
+    """Outside kernel/framework/, code names the framework's modules through
+    `hookline.kernel.framework` (or the kernel root), never a module inside it."""
+    inside = "hookline.kernel.framework."
+    deep = {name: sorted(t for t in targets if t.startswith(inside))
+            for name, targets in import_graph().items() if not name.startswith(inside)}
+    assert {name: found for name, found in deep.items() if found} == {}
+
+
+def test_stores_import_no_tape_or_channel_code() -> None:
+    banned = ("hookline.builtins.tape", "hookline.builtins.channels", "hookline.builtins.agent")
+    found = {name: sorted(t for t in targets if t.startswith(banned))
+             for name, targets in import_graph().items()
+             if name.startswith("hookline.builtins.store")}
+    assert {name: targets for name, targets in found.items() if targets} == {}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import filecmp
+import importlib
 import shutil
 import subprocess
 import sys
@@ -15,11 +16,10 @@ from pathlib import Path
 import pytest
 
 import hookline.kernel as kernel
-import hookline.testing as testing
 from hookline.kernel import _generate
 
 KERNEL_DIR = Path(kernel.__file__).parent
-REGENERATE = "python -m hookline.kernel._generate hookline.testing"
+REGENERATE = "python -m hookline.kernel._generate hookline.testing hookline.builtins"
 
 
 def assert_fresh(path: Path, text: str) -> None:
@@ -33,7 +33,11 @@ def test_typed_py_is_what_the_specs_generate() -> None:
     assert_fresh(KERNEL_DIR / "typed.py", _generate.render_typed())
 
 
-@pytest.mark.parametrize("package", [kernel, testing], ids=["kernel", "testing"])
+FACES = [face for root in ("hookline.kernel", "hookline.testing", "hookline.builtins")
+         for face in _generate._faces(importlib.import_module(root))]
+
+
+@pytest.mark.parametrize("package", FACES, ids=[face.__name__ for face in FACES])
 def test_each_stub_is_what_its_table_generates(package: object) -> None:
     path = Path(package.__file__).with_suffix(".pyi")  # type: ignore[attr-defined]
     assert_fresh(path, _generate.render_stub(package._exports))  # type: ignore[attr-defined]

@@ -1,0 +1,24 @@
+"""The public names of this package, for type checkers (which do not see its lazy
+imports).
+
+Generated from the table of its ``__init__.py`` by the kernel's ``_generate.py``
+(``python -m hookline.kernel._generate hookline.testing hookline.builtins``):
+edit the table, never this file.
+"""
+
+from .loop import Agent as Agent
+from .loop import AgentConfig as AgentConfig
+from .spill import SPILL_EVENT as SPILL_EVENT
+from .spill import SPILL_READ_TOOLS as SPILL_READ_TOOLS
+from .spill import SPILL_SIDECAR as SPILL_SIDECAR
+from .spill import SpillSidecar as SpillSidecar
+from .spill import find_spill as find_spill
+from .spill import spill_result as spill_result
+from .steering import DEFAULT_KEY as DEFAULT_KEY
+from .steering import InMemorySteeringInbox as InMemorySteeringInbox
+from .steering import steering_key as steering_key
+from .tool_notes import call_line as call_line
+from .tool_notes import is_terminal as is_terminal
+from .tool_notes import result_lines as result_lines
+from .tool_notes import terminal_text as terminal_text
+from .tool_notes import tool_notes as tool_notes

@@ -1,0 +1,42 @@
+"""The public names of this package, for type checkers (which do not see its lazy
+imports).
+
+Generated from the table of its ``__init__.py`` by the kernel's ``_generate.py``
+(``python -m hookline.kernel._generate hookline.testing hookline.builtins``):
+edit the table, never this file.
+"""
+
+from .background import OWNER_ENV as OWNER_ENV
+from .background import BackgroundInfo as BackgroundInfo
+from .background import BackgroundProcesses as BackgroundProcesses
+from .background import ProcessRecord as ProcessRecord
+from .commands import CommandResult as CommandResult
+from .commands import run_command as run_command
+from .environment import LocalEnvironment as LocalEnvironment
+from .files import FileTooLarge as FileTooLarge
+from .files import LineSlice as LineSlice
+from .files import is_inside as is_inside
+from .files import open_regular_file as open_regular_file
+from .files import open_single_link as open_single_link
+from .files import read_file as read_file
+from .files import read_file_lines as read_file_lines
+from .files import read_line_slice as read_line_slice
+from .files import write_file as write_file
+from .instructions import AGENTS_FILE as AGENTS_FILE
+from .instructions import MAX_AGENTS_BYTES as MAX_AGENTS_BYTES
+from .instructions import WorkspaceInstructions as WorkspaceInstructions
+from .instructions import read_agents_file as read_agents_file
+from .processes import KILL_WAIT as KILL_WAIT
+from .processes import POSIX as POSIX
+from .processes import STOP_GRACE as STOP_GRACE
+from .processes import LocalProcess as LocalProcess
+from .processes import open_local_process as open_local_process
+from .processes import stop_processes as stop_processes
+from .sandbox import Confinement as Confinement
+from .sandbox import SandboxPolicy as SandboxPolicy
+from .sandbox import check_exposure as check_exposure
+from .toolenv import DEFAULT_DROP as DEFAULT_DROP
+from .toolenv import EnvironmentPolicy as EnvironmentPolicy
+from .tools import MAX_OUTPUT as MAX_OUTPUT
+from .tools import MAX_READ_CHARS as MAX_READ_CHARS
+from .tools import builtin_tools as builtin_tools

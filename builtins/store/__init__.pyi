@@ -1,0 +1,33 @@
+"""The public names of this package, for type checkers (which do not see its lazy
+imports).
+
+Generated from the table of its ``__init__.py`` by the kernel's ``_generate.py``
+(``python -m hookline.kernel._generate hookline.testing hookline.builtins``):
+edit the table, never this file.
+"""
+
+from .asyncstore import AsyncJournal as AsyncJournal
+from .asyncstore import AsyncStoreAdapter as AsyncStoreAdapter
+from .asyncstore import append_batch as append_batch
+from .asyncstore import as_async_store as as_async_store
+from .asyncstore import journal_of as journal_of
+from .copy import CopyReport as CopyReport
+from .copy import copy_store as copy_store
+from .copy import shown as shown
+from .entries import SIDECAR_MARKER as SIDECAR_MARKER
+from .entries import is_sidecar_tape as is_sidecar_tape
+from .memory import InMemoryTapeStore as InMemoryTapeStore
+from .postgres.store import PostgresTapeStore as PostgresTapeStore
+from .postgres.store import check_postgres as check_postgres
+from .sqlite.store import COMMIT_FAILED_ERROR as COMMIT_FAILED_ERROR
+from .sqlite.store import INTERRUPTED_ERROR as INTERRUPTED_ERROR
+from .sqlite.store import SCHEMA_VERSION as SCHEMA_VERSION
+from .sqlite.store import SQLiteTapeStore as SQLiteTapeStore
+from .sqlite.store import StoreCheck as StoreCheck
+from .sqlite.store import backup_database as backup_database
+from .sqlite.store import check_database as check_database
+from .url import POSTGRES_SCHEMES as POSTGRES_SCHEMES
+from .url import StoreURL as StoreURL
+from .url import is_postgres_url as is_postgres_url
+from .url import redact_url as redact_url
+from .url import url_secrets as url_secrets
