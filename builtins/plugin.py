@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 # The framework has loaded the whole kernel already. The builtin modules behind the hooks
 # (the agent, the tape, the stores, the models, the tools, the settings) are imported by
 # the hooks that use them, on first use: every command builds this plugin, and
-# `hookline --help` runs none of its hooks (issue 12).
+# `hookline --help` runs none of its hooks.
 
 logger = logging.getLogger(__name__)
 

@@ -59,7 +59,7 @@ def create_app(framework: Framework | None = None) -> typer.Typer:
         help="hookline: a tiny agent runtime in which every stage of a turn is a hook.",
         add_completion=True,
         pretty_exceptions_enable=False,
-        # Plain help: rich's formatter costs a third of the start-up (issue 12).
+        # Plain help: rich's formatter costs a third of the start-up.
         rich_markup_mode=None,
     )
 

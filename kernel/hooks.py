@@ -70,7 +70,7 @@ hookspec = HookspecMarker(PROJECT)
 
 
 class HooklineSpecs(Protocol):
-    """One method per hook, in the seed's order (bodies are never run).
+    """One method per hook, in the order of the hook reference page (bodies are never run).
 
     A plugin implements any subset of these, with any subset of each one's parameters;
     a return annotation says what an implementation returns (None: no opinion).
@@ -238,4 +238,4 @@ class HooklineSpecs(Protocol):
 
 
 HOOK_SPECS: Mapping[str, HookSpec] = MappingProxyType(collect_specs(HooklineSpecs, PROJECT))
-"""The 27 hooks of the contract, in the seed's order."""
+"""The 27 hooks of the contract, in the reference page's order."""

@@ -2,7 +2,7 @@
 
 Messages are keyed by the state they are queued with: `_runtime_thread_id` when truthy,
 else `session_id` when truthy, else `"default"`. Admission state and turn state must
-therefore agree on those two keys (contract 2.22).
+therefore agree on those two keys (the steering rules of `provide_steering_inbox`).
 
 No method awaits while it touches the queues, so concurrent tasks on one event loop can
 never observe a half-done update and no lock is needed. The inbox is not meant to be shared

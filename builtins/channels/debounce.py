@@ -1,4 +1,4 @@
-"""Per-session debouncing of inbound messages (contract 2.18, "Receive").
+"""Per-session debouncing of inbound messages (the "Receive" rule of `provide_channels`).
 
 Channels whose `needs_debounce` is true (chat services where people send a thought as a
 burst of short messages) get their messages through a `DebounceBuffer` before admission:

@@ -28,7 +28,7 @@ def tell(callback: Callable[_P, None], *args: _P.args, **kwargs: _P.kwargs) -> N
 
 
 def admission_state(session_id: str, message: Any) -> dict[str, Any]:
-    """The state admission and steering use for a message (contract 2.20)."""
+    """The state admission and steering use for a message (the `admit_message` rules)."""
     state: dict[str, Any] = {"session_id": session_id}
     context = get_field(message, "context")
     if isinstance(context, Mapping) and context.get("thread_id"):
@@ -37,8 +37,8 @@ def admission_state(session_id: str, message: Any) -> dict[str, Any]:
 
 
 def channel_message(name: str, message: Any) -> ChannelMessage:
-    """An outbound envelope as the channel message sent to channel `name` (contract 2.10):
-    session id default `<channel>:default`, chat id default `default`, kind `normal`."""
+    """An outbound envelope as the channel message sent to channel `name` (the `dispatch_outbound`
+    rules): session id default `<channel>:default`, chat id default `default`, kind `normal`."""
     if isinstance(message, ChannelMessage):
         return message
     channel = str(get_field(message, "channel") or name)

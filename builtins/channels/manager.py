@@ -11,7 +11,8 @@ callbacks `Channel` declares: `manager_attached` once when the manager is built,
 `message_admitted(message, outcome, reason)`, `turn_started(message)` and
 `turn_finished(message)` (a callback that raises is logged and ignored).
 
-Inbound path (contract 2.18, 2.20, 2.22), for every envelope a channel hands to `receive`:
+Inbound path (the rules of `provide_channels`, `admit_message` and steering),
+for every envelope a channel hands to `receive`:
 
 1. a message from a channel the manager does not know is dropped with a warning; a
    message from a channel whose `needs_debounce` is true goes through a per-session
@@ -167,7 +168,7 @@ class ChannelManager:
     # -- selection ---------------------------------------------------------------------
 
     def enabled(self, names: str | Iterable[str] = "all") -> dict[str, Channel]:
-        """The channels to run for a selection (contract 2.18).
+        """The channels to run for a selection (the `provide_channels` rules).
 
         `names` is a comma-separated list (or an iterable of names). `all` selects every
         enabled channel that is not an `Interface`; `!name` excludes a channel; explicit

@@ -350,8 +350,8 @@ class CliChannel(Interface):
     async def admit_message(
         self, session_id: str, message: Any, turn: TurnSnapshot
     ) -> AdmitDecision | None:
-        """Lines run one turn at a time, in the order typed (contract 2.20): each waits
-        for the session's running turn. A steered line (`>>`) joins the running turn once
+        """Lines run one turn at a time, in the order typed (the `admit_message` scheduling rules):
+        each waits for the session's running turn. A steered line (`>>`) joins the running turn once
         its model has begun (before, the turn would put it ahead of its own prompt)."""
         line = self._ledger.line_of(message)
         if line is not None and line.steer and turn.is_running and session_id in self._began:
