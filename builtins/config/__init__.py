@@ -6,59 +6,26 @@ Each setting is written once, as a field of `Settings` (table.py): its name, typ
 default, with how a value is parsed and what an error says in the field's metadata; its
 environment variable is `HOOKLINE_` + the key upper-cased. The other modules each do one
 job: parsers.py checks values, load.py resolves the file and the environment,
-file.py reads and writes the config file, toml.py is the small TOML writer.
+file.py reads and writes the config file, toml.py is the small TOML writer, limits.py
+holds the size limits every channel enforces. Names are imported on first use.
 """
 
 from __future__ import annotations
 
-from .file import (
-    MAX_CONFIG_BYTES,
-    default_home,
-    merge_config,
-    read_config_file,
-    update_config,
-    write_config,
-)
-from .load import load_settings, parse_setting, settings_from_config
-from .parsers import (
-    API_FORMATS,
-    BUSY_SESSION_ACTIONS,
-    MIN_HTTP_TOKEN_LENGTH,
-    SANDBOX_MODES,
-    TOOL_ENV_MODES,
-)
-from .table import (
-    DEFAULT_HTTP_BODY_TIMEOUT,
-    DEFAULT_HTTP_HOST,
-    DEFAULT_HTTP_PORT,
-    DEFAULT_HTTP_TIMEOUT,
-    DEFAULT_MAX_STEPS,
-    Settings,
-    SettingsError,
-)
-from .toml import dumps_toml
+from hookline.kernel._lazy import LazyExports as _LazyExports
 
-__all__ = [
-    "API_FORMATS",
-    "BUSY_SESSION_ACTIONS",
-    "DEFAULT_HTTP_BODY_TIMEOUT",
-    "DEFAULT_HTTP_HOST",
-    "DEFAULT_HTTP_PORT",
-    "DEFAULT_HTTP_TIMEOUT",
-    "DEFAULT_MAX_STEPS",
-    "MAX_CONFIG_BYTES",
-    "MIN_HTTP_TOKEN_LENGTH",
-    "SANDBOX_MODES",
-    "TOOL_ENV_MODES",
-    "Settings",
-    "SettingsError",
-    "default_home",
-    "dumps_toml",
-    "load_settings",
-    "merge_config",
-    "parse_setting",
-    "read_config_file",
-    "settings_from_config",
-    "update_config",
-    "write_config",
-]
+_PUBLIC = {
+    "file": ("MAX_CONFIG_BYTES", "default_home", "merge_config", "read_config_file",
+             "update_config", "write_config"),
+    "load": ("load_settings", "parse_setting", "settings_from_config"),
+    "parsers": ("API_FORMATS", "BUSY_SESSION_ACTIONS", "MIN_HTTP_TOKEN_LENGTH", "SANDBOX_MODES",
+                "TOOL_ENV_MODES"),
+    "table": ("DEFAULT_HTTP_BODY_TIMEOUT", "DEFAULT_HTTP_HOST", "DEFAULT_HTTP_PORT",
+              "DEFAULT_HTTP_TIMEOUT", "DEFAULT_MAX_STEPS", "Settings", "SettingsError"),
+    "toml": ("dumps_toml",),
+}
+"""Module (relative to this package) -> the public names it defines."""
+
+_exports = _LazyExports(globals(), _PUBLIC)
+__getattr__ = _exports.getattr
+__dir__ = _exports.dir

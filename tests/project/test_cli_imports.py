@@ -36,17 +36,19 @@ RICH = ("rich", "markdown_it", "pygments")
 HELP_FORBIDDEN = (
     # ssl comes with asyncio (which a turn needs), never before it
     *NETWORK, *RICH, "pydantic", "pydantic_core", "asyncio", "anyio", "ssl", "sqlite3",
-    "hookline.builtins.agent.loop", "hookline.builtins.tape.tape", "hookline.builtins.store",
-    "hookline.builtins.models", "hookline.builtins.config", "hookline.builtins.config",
+    "hookline.builtins.agent.loop", "hookline.builtins.tape.tape",
+    "hookline.builtins.store.sqlite.store", "hookline.builtins.models.base",
+    "hookline.builtins.config.table",
     "hookline.builtins.host.background",
     "hookline.builtins.host.tools", "hookline.builtins.host.environment",
-    "hookline.builtins.channels",
+    "hookline.builtins.channels.manager", "hookline.builtins.channels.cli.channel",
     "hookline.cli.check", "prompt_toolkit",
 )
 RUN_FORBIDDEN = (
     *NETWORK, *RICH,
     "hookline.builtins.models.republic_client", "hookline.builtins.models.scripted",
-    "hookline.builtins.channels", "hookline.cli.check", "prompt_toolkit",
+    "hookline.builtins.channels.manager", "hookline.builtins.channels.http.channel",
+    "hookline.cli.check", "prompt_toolkit",
 )
 
 
