@@ -125,7 +125,7 @@ class Connection:
                 reason = (f"MCP server {name!r} did not answer {tool!r} within "
                           f"{self.config.timeout:g} s (timeout in [mcp_servers.{name}])")
             elif exc.code == CONNECTION_CLOSED:
-                note = live.process.exit_note() if live and live.process else "it went away"
+                note = await live.process.exit_note() if live and live.process else "it went away"
                 reason = f"MCP server {name!r} stopped during the call to {tool!r}: {note}"
             else:
                 raise HooklineError(ErrorKind.tool, (

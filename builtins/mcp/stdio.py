@@ -36,6 +36,9 @@ logger = logging.getLogger(__name__)
 STDERR_LINES = 5
 """Last lines of a server's stderr kept to explain why it ended."""
 
+EXIT_WAIT = 2.0
+"""Seconds a server whose pipes closed gets to be seen exiting, for its exit status."""
+
 MAX_LINE = 16 * 1024 * 1024
 """Bytes of one message line at most: a server that sends more is cut off."""
 
@@ -47,8 +50,11 @@ class ServerProcess:
     process: LocalProcess
     stderr: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_LINES))
 
-    def exit_note(self) -> str:
-        """Why it ended, for the one line that says so."""
+    async def exit_note(self) -> str:
+        """Why it ended, for the one line that says so (its exit status, once known:
+        the pipes close a moment before the exit is seen)."""
+        with anyio.move_on_after(EXIT_WAIT):
+            await self.process.wait()
         code = self.process.returncode
         status = "is still running" if code is None else f"exited with status {code}"
         last = f"; its stderr ended with: {self.stderr[-1]}" if self.stderr else ""

@@ -67,6 +67,15 @@ def write(path: str, text: str) -> str:
 
 
 @server.tool()
+def linger() -> int:
+    """Start a process that leaves the server's session (setsid) and sleeps; its pid."""
+    import subprocess
+
+    child = subprocess.Popen(["sleep", "3600"], start_new_session=True)
+    return child.pid
+
+
+@server.tool()
 def tags(items: list[str]) -> str:
     """A schema with an array: the kernel's validator cannot enforce it."""
     return ",".join(items)

@@ -3,6 +3,7 @@ server, with the test MCP server (mcp_server.py) configured over stdio or HTTP."
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -69,3 +70,18 @@ def http_server(token: str) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(10)
+
+
+def server_pids() -> list[int]:
+    """Live processes below this one running the test MCP server."""
+    from hookline.builtins.proctable import descendants, process_table
+
+    found = []
+    for info in descendants(process_table(), os.getpid()):
+        try:
+            command = Path(f"/proc/{info.pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if not info.zombie and b"mcp_server.py" in command:
+            found.append(info.pid)
+    return found
