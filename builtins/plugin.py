@@ -331,10 +331,9 @@ class BuiltinPlugin:
         the MCP modules and SDK are imported only then."""
         settings = self.get_settings()
         if self._mcp is None or self._mcp[0] is not settings:
-            from .mcp.config import CONFIG_TABLE, server_configs
-
             servers = None
-            if settings.extra.get(CONFIG_TABLE):
+            if settings.extra.get("mcp_servers"):  # mcp.config.CONFIG_TABLE, not imported
+                from .mcp.config import server_configs
                 from .mcp.manager import McpServers
 
                 configs = server_configs(settings.extra, str(settings.home / "config.toml"))
