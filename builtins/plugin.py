@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from .host.environment import LocalEnvironment
     from .host.instructions import WorkspaceInstructions
     from .host.sandbox import SandboxPolicy
+    from .mcp.manager import McpServers
     from .store import InMemoryTapeStore
     from .tape.tape import Tape
 
@@ -92,6 +93,7 @@ class BuiltinPlugin:
         self._instructions: WorkspaceInstructions | None = None
         self._sandbox: tuple[Settings, SandboxPolicy] | None = None
         self._store_probe: threading.Event | None = None  # set when the last check ended
+        self._mcp: tuple[Settings, McpServers | None] | None = None
 
     # Settings, the background processes and the memory store are made on first use, by a
     # command that needs them.
@@ -138,6 +140,8 @@ class BuiltinPlugin:
             config = AgentConfig(settings.model_spec, settings.max_steps, settings.max_tokens)
             self._agent = Agent(self.framework, config, ModelOpener(settings), self.tape_for)
             self._agent.bus.on(StepStarted, self._refresh_instructions)
+            if self.mcp_servers() is not None:
+                self._agent.prepare_tools = self._prepare_mcp
         return self._agent
 
     def tape_for(self, session_id: str, state: dict[str, Any]) -> Tape:
@@ -313,9 +317,43 @@ class BuiltinPlugin:
         # A bad config file is reported by whatever needs the settings, with the fix.
         with contextlib.suppress(SettingsError):
             self.sandbox_policy().warn()
-        return self.processes.lifespan(records=home / PROCESS_RECORDS,
-                                       sweep=self.framework.close_idle_environments,
-                                       sweep_seconds=self.sweep_seconds)
+        lifespan = self.processes.lifespan(records=home / PROCESS_RECORDS,
+                                           sweep=self.framework.close_idle_environments,
+                                           sweep_seconds=self.sweep_seconds)
+        with contextlib.suppress(SettingsError):
+            servers = self.mcp_servers()
+            if servers is not None:  # inside the processes' scope: ended before it
+                return _nested(lifespan, servers.lifespan())
+        return lifespan
+
+    def mcp_servers(self) -> McpServers | None:
+        """The configured MCP servers (`[mcp_servers]`), or None when there are none:
+        the MCP modules and SDK are imported only then."""
+        settings = self.get_settings()
+        if self._mcp is None or self._mcp[0] is not settings:
+            servers = None
+            if settings.extra.get("mcp_servers"):  # mcp.config.CONFIG_TABLE, not imported
+                from .mcp.config import server_configs
+                from .mcp.manager import McpServers
+
+                configs = server_configs(settings.extra, str(settings.home / "config.toml"))
+                servers = McpServers(configs, lambda: str(self.framework.workspace),
+                                     self.processes, self.sandbox_policy, self._steer)
+            self._mcp = (settings, servers)
+        return self._mcp[1]
+
+    async def _prepare_mcp(self) -> None:
+        servers = self.mcp_servers()
+        if servers is not None and self.framework.in_scope:
+            await servers.prepare()
+
+    async def _steer(self, message: dict[str, Any], state: dict[str, Any]) -> bool:
+        """Queue a message (an MCP tool's images) for the next step of the running turn."""
+        inbox = self.framework.get_steering_inbox()
+        if inbox is None:
+            return False
+        await inbox.enqueue_message(message, state)
+        return True
 
     @hookimpl
     def build_tape_context(self) -> TapeContext:
@@ -326,7 +364,9 @@ class BuiltinPlugin:
         from .host.tools import builtin_tools
         from .tape.tools import spill_tools, tape_tools
 
-        return [*builtin_tools(self.processes), *tape_tools(), *spill_tools()]
+        servers = self.mcp_servers()
+        mcp_tools = servers.tools() if servers is not None else []
+        return [*builtin_tools(self.processes), *tape_tools(), *spill_tools(), *mcp_tools]
 
     @hookimpl
     def provide_steering_inbox(self) -> InMemorySteeringInbox:
@@ -456,6 +496,14 @@ def _with_reply_context(outbound: dict[str, Any], inbound: Any) -> dict[str, Any
         if private:
             outbound["context"] = private
     return outbound
+
+
+async def _nested(outer: AsyncIterator[None], inner: AsyncIterator[None]
+                  ) -> AsyncIterator[None]:
+    """One lifespan entering `outer`, then `inner`; leaving them in reverse order."""
+    async with contextlib.asynccontextmanager(lambda: outer)(), \
+            contextlib.asynccontextmanager(lambda: inner)():
+        yield
 
 
 def _run_then_set(function: Any, ended: threading.Event) -> None:

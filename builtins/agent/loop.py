@@ -14,7 +14,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -96,6 +96,8 @@ class Agent:
         self.config = config
         self.open_model = open_model
         self.tape_for = tape_for
+        self.prepare_tools: Callable[[], Awaitable[None]] | None = None
+        """Awaited before each run collects its tools (the MCP servers start there)."""
         self.bus = EventBus()
         framework.agent_plugins.attach(self.bus)
 
@@ -128,17 +130,23 @@ class _Run:
         self.model = model
         self.stream_state = stream_state
         self.bus = agent.bus
-        offered = offered_tools(agent.framework.get_tools())
-        self.tools = {tool.model_name: tool for tool in offered}
-        # Calls may also use the tool's own name (`fs.read` for the model's `fs_read`).
-        self.tool_aliases = {tool.name: tool for tool in offered}
+        self._collect_tools()
         self.steps = 0
         self.run_id = ""
         self.text_emitted = False
         self.step_text_started = False
 
+    def _collect_tools(self) -> None:
+        offered = offered_tools(self.agent.framework.get_tools())
+        self.tools = {tool.model_name: tool for tool in offered}
+        # Calls may also use the tool's own name (`fs.read` for the model's `fs_read`).
+        self.tool_aliases = {tool.name: tool for tool in offered}
+
     async def events(self) -> AsyncIterator[StreamEvent]:
         started = time.perf_counter()
+        if self.agent.prepare_tools is not None:
+            await self.agent.prepare_tools()
+            self._collect_tools()
         session_tape = self.agent.tape_for(self.session_id, self.state)
         status: Literal["ok", "error", "cancelled"] = "ok"
         error: str | None = None

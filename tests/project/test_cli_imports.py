@@ -10,8 +10,9 @@ are loaded at all:
   event loop, no tape store, no agent, no model client, no HTTP stack, no pydantic;
 - ``hookline run hello`` runs one turn on the offline model (an empty HOOKLINE_HOME):
   neither republic nor an HTTP client or server, nor the scripted model or the republic
-  client module, nor pydantic (typer is kept below 0.29, which converts every option
-  value with a pydantic TypeAdapter, see docs/performance.md).
+  client module, nor the MCP SDK or hookline's MCP client (no `[mcp_servers]`), nor
+  pydantic (typer is kept below 0.29, which converts every option value with a pydantic
+  TypeAdapter, see docs/performance.md).
 """
 
 from __future__ import annotations
@@ -44,8 +45,10 @@ HELP_FORBIDDEN = (
     "hookline.builtins.channels.manager", "hookline.builtins.channels.cli.channel",
     "hookline.cli.check", "prompt_toolkit",
 )
+MCP = ("mcp", "mcp_types", "hookline.builtins.mcp")
+"""The MCP SDK and hookline's client of it: only with `[mcp_servers]` in the config."""
 RUN_FORBIDDEN = (
-    *NETWORK, *RICH,
+    *NETWORK, *RICH, *MCP,
     "hookline.builtins.models.republic_client", "hookline.builtins.models.scripted",
     "hookline.builtins.channels.manager", "hookline.builtins.channels.http.channel",
     "hookline.cli.check", "prompt_toolkit",
@@ -133,6 +136,19 @@ def test_an_offline_turn_loads_no_model_provider_nor_http(tmp_path: Path) -> Non
     assert loaded(found, RUN_FORBIDDEN) == []
     # typer below 0.29 converts option values without pydantic (pyproject.toml).
     assert loaded(found, ["pydantic", "pydantic_core"]) == []
+
+
+def test_an_offline_turn_with_an_mcp_server_configured_loads_the_sdk(tmp_path: Path) -> None:
+    """The other side of the boundary above: `[mcp_servers]` is what brings the SDK in."""
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    server = Path(__file__).parents[1] / "builtins" / "mcp" / "mcp_server.py"
+    (home / "config.toml").write_text(
+        f'[mcp_servers.files]\ncommand = "{sys.executable}"\nargs = ["{server}", "stdio"]\n')
+    done, found = run_imports(tmp_path, "run", "hello")
+    assert done.stdout.startswith("[offline model]"), done.stdout
+    assert "mcp" in loaded(found, MCP)
+    assert "hookline.builtins.mcp.manager" in loaded(found, MCP)
 
 
 def test_an_offline_turn_reads_entry_points_only_when_a_distribution_declares_some(

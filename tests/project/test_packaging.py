@@ -38,10 +38,13 @@ NOT_DECLARED = {
     "pydantic": "the Bub layer, guarded by ImportError: comes with Bub",
     "psycopg": "the PostgreSQL tape store: the `postgres` extra",
     "psycopg_pool": "the PostgreSQL tape store: the `postgres` extra",
-    "httpx2": "republic's HTTP client, for its exception types: comes with republic",
+    "httpx2": "republic's HTTP client, for its exception types (and the MCP client's): comes "
+              "with republic",
     "trio": "the gateway on trio, guarded by ImportError: only when the host runs trio",
     "sniffio": "guarded by ImportError: present when trio is (trio needs it)",
     "pytest": "hookline.testing is a pytest plugin: pytest is what loads it",
+    "mcp": "the MCP client (builtins/mcp), only with [mcp_servers]: the `mcp` extra",
+    "mcp_types": "the MCP client: comes with mcp",
 }
 
 

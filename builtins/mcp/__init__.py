@@ -1,0 +1,10 @@
+"""MCP servers as tool providers of the builtin plugin (docs/mcp.md).
+
+`config` reads the `[mcp_servers.NAME]` tables and needs nothing else; the rest (`manager`,
+`connection`, `stdio`, `http`, `tools`) is imported only when a server is configured and
+uses the optional MCP SDK (`pip install 'hookline[mcp]'`).
+"""
+
+from .config import CONFIG_TABLE, NAME_SEPARATOR, ServerConfig, server_configs
+
+__all__ = ["CONFIG_TABLE", "NAME_SEPARATOR", "ServerConfig", "server_configs"]

@@ -1,0 +1,114 @@
+"""A real MCP server for the tests, built with the SDK's MCPServer (FastMCP of mcp 1.x).
+
+    python mcp_server.py stdio               # over stdin and stdout
+    python mcp_server.py http PORT TOKEN     # streamable HTTP on 127.0.0.1:PORT/mcp, which
+                                             # answers 401 without `Authorization: Bearer TOKEN`
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.utilities.types import Image
+
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+                    "0000000d4944415478da63f8cfc0f01f0005000201a5f6e9b40000000049454e44ae426082")
+
+server = MCPServer("test-server")
+
+
+@server.tool()
+def echo(text: str, times: int = 1) -> str:
+    """Repeat the text."""
+    return " ".join([text] * times)
+
+
+@server.tool()
+def picture() -> Image:
+    """A one-pixel PNG."""
+    return Image(data=PNG, format="png")
+
+
+@server.tool()
+def pid() -> int:
+    """The server's process id."""
+    return os.getpid()
+
+
+@server.tool()
+def crash_once(marker: str) -> str:
+    """Exit at once the first time (leaving `marker`), answer the next time."""
+    if not Path(marker).exists():
+        Path(marker).write_text(str(os.getpid()))
+        os._exit(3)
+    return f"recovered in pid {os.getpid()}"
+
+
+@server.tool()
+def hang() -> str:
+    """Never answer."""
+    time.sleep(3600)
+    return "late"
+
+
+@server.tool()
+def write(path: str, text: str) -> str:
+    """Write a file; the sandbox decides where."""
+    try:
+        Path(path).write_text(text)
+    except OSError as exc:
+        return f"refused: {exc.strerror}"
+    return "written"
+
+
+@server.tool()
+def linger() -> int:
+    """Start a process that leaves the server's session (setsid) and sleeps; its pid."""
+    import subprocess
+
+    child = subprocess.Popen(["sleep", "3600"], start_new_session=True)
+    return child.pid
+
+
+@server.tool()
+def tags(items: list[str]) -> str:
+    """A schema with an array: the kernel's validator cannot enforce it."""
+    return ",".join(items)
+
+
+@server.tool()
+def broken() -> str:
+    """Its schema is replaced below by one with a type JSON Schema does not have."""
+    return "never offered"
+
+
+server._tool_manager.get_tool("broken").parameters = {
+    "type": "object", "properties": {"x": {"type": "bogus"}}}
+
+
+def guarded(app: Any, token: str) -> Any:
+    async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        headers = dict(scope.get("headers") or [])
+        if scope["type"] == "http" and headers.get(b"authorization") != f"Bearer {token}".encode():
+            await send({"type": "http.response.start", "status": 401,
+                        "headers": [(b"content-type", b"text/plain")]})
+            await send({"type": "http.response.body", "body": b"unauthorized"})
+            return
+        await app(scope, receive, send)
+    return asgi
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "stdio":
+        server.run("stdio")
+    else:
+        import uvicorn
+
+        port, token = int(sys.argv[2]), sys.argv[3]
+        uvicorn.run(guarded(server.streamable_http_app(), token), host="127.0.0.1", port=port,
+                    log_level="warning")

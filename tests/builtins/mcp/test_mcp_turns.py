@@ -1,0 +1,114 @@
+"""MCP tools through real turns: the test server over stdio and over streamable HTTP, the
+model a loopback OpenAI server whose request log shows what the model was sent."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp_support import build, http_server, stdio_server, turn
+from openai_server import OpenAIServer, RecordedRequest, Reply
+
+from hookline.kernel import ToolCall, ToolCallDecision, hookimpl
+
+pytestmark = pytest.mark.anyio
+
+TOKEN = "t0ken-for-the-test-server"
+
+
+@pytest.fixture
+def model() -> Iterator[OpenAIServer]:
+    with OpenAIServer(api_key="sk-mcp") as running:
+        yield running
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "workspace"
+    path.mkdir()
+    return path
+
+
+def call(name: str, arguments: dict[str, Any], call_id: str = "call_1") -> Reply:
+    return Reply(tool_calls=[{"id": call_id, "name": name, "arguments": arguments}])
+
+
+def tool_output(request: RecordedRequest, call_id: str = "call_1") -> str:
+    (message,) = [m for m in request.messages
+                  if m["role"] == "tool" and m.get("tool_call_id") == call_id]
+    return str(message["content"])
+
+
+def offered(request: RecordedRequest) -> dict[str, Any]:
+    return {tool["function"]["name"]: tool["function"] for tool in request.body["tools"]}
+
+
+async def test_a_stdio_tool_is_offered_called_and_its_result_reaches_the_model(
+        model: OpenAIServer, workspace: Path) -> None:
+    model.add(call("files__echo", {"text": "hi", "times": 3}), Reply(text="done"))
+    framework, _ = build(workspace, model.base_url, {"files": stdio_server()})
+    async with framework.running():
+        result = await turn(framework, "echo")
+    assert result.model_output == "done"
+    first, second = model.requests
+    tools = offered(first)
+    assert tools["files__echo"]["parameters"]["required"] == ["text"]
+    assert "files__tags" not in tools and "files__broken" not in tools  # not enforceable
+    assert tool_output(second) == "hi hi hi"
+
+
+async def test_an_http_tool_is_offered_called_and_its_result_reaches_the_model(
+        model: OpenAIServer, workspace: Path) -> None:
+    model.add(call("web__echo", {"text": "over http"}), Reply(text="done"))
+    with http_server(TOKEN) as url:
+        servers = {"web": {"url": url, "headers": {"Authorization": f"Bearer {TOKEN}"}}}
+        framework, _ = build(workspace, model.base_url, servers)
+        async with framework.running():
+            result = await turn(framework, "echo")
+    assert result.model_output == "done"
+    assert "web__echo" in offered(model.requests[0])
+    assert tool_output(model.requests[1]) == "over http"
+
+
+async def test_arguments_are_validated_before_the_server_is_called(
+        model: OpenAIServer, workspace: Path) -> None:
+    model.add(call("files__echo", {"text": 5}), Reply(text="bad call"))
+    framework, _ = build(workspace, model.base_url, {"files": stdio_server()})
+    async with framework.running():
+        await turn(framework, "echo")
+    error = json.loads(tool_output(model.requests[1]))
+    assert error["kind"] == "invalid_input"
+    assert error["message"] == "files__echo: 'text' must be a string, got integer 5"
+
+
+class DenyMcp:
+    @hookimpl
+    def before_tool_call(self, call: ToolCall) -> ToolCallDecision | None:
+        return ToolCallDecision.deny("MCP writes are off") if call.tool == "files__write" else None
+
+
+async def test_a_before_tool_call_guard_denies_an_mcp_call(
+        model: OpenAIServer, workspace: Path) -> None:
+    model.add(call("files__write", {"path": "x.txt", "text": "no"}), Reply(text="denied"))
+    framework, _ = build(workspace, model.base_url, {"files": stdio_server()}, DenyMcp())
+    async with framework.running():
+        await turn(framework, "write")
+    assert not (workspace / "x.txt").exists()
+    assert json.loads(tool_output(model.requests[1]))["message"] == "MCP writes are off"
+
+
+async def test_an_image_result_reaches_the_model_as_an_image_part(
+        model: OpenAIServer, workspace: Path) -> None:
+    model.add(call("files__picture", {}), Reply(text="a pixel"))
+    framework, _ = build(workspace, model.base_url, {"files": stdio_server()})
+    async with framework.running():
+        await turn(framework, "draw")
+    second = model.requests[1]
+    assert "image(s): they follow in the next message" in tool_output(second)
+    parts = second.messages[-1]["content"]
+    assert second.messages[-1]["role"] == "user"
+    (image,) = [part for part in parts if part["type"] == "image_url"]
+    assert image["image_url"]["url"].startswith("data:image/png;base64,iVBORw0KGgo")
