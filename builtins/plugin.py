@@ -313,9 +313,27 @@ class BuiltinPlugin:
         # A bad config file is reported by whatever needs the settings, with the fix.
         with contextlib.suppress(SettingsError):
             self.sandbox_policy().warn()
-        return self.processes.lifespan(records=home / PROCESS_RECORDS,
-                                       sweep=self.framework.close_idle_environments,
-                                       sweep_seconds=self.sweep_seconds)
+        lifespan = self.processes.lifespan(records=home / PROCESS_RECORDS,
+                                           sweep=self.framework.close_idle_environments,
+                                           sweep_seconds=self.sweep_seconds)
+        if self._telemetry_wanted():  # docs/observability.md; nothing imported otherwise
+            from .telemetry.setup import observed
+
+            return observed(lifespan, self.framework, self.get_settings(),
+                            self.get_agent().bus)
+        return lifespan
+
+    def _telemetry_wanted(self) -> bool:
+        """The `otel` setting, or telemetry installed already (`hookline run --trace`)."""
+        from .settings import SettingsError
+        from .telemetry.active import installed
+
+        if installed(self.framework) is not None:
+            return True
+        try:
+            return bool(self.get_settings().otel)
+        except SettingsError:
+            return False
 
     @hookimpl
     def build_tape_context(self) -> TapeContext:

@@ -11,7 +11,8 @@ are loaded at all:
 - ``hookline run hello`` runs one turn on the offline model (an empty HOOKLINE_HOME):
   neither republic nor an HTTP client or server, nor the scripted model or the republic
   client module, nor pydantic (typer is kept below 0.29, which converts every option
-  value with a pydantic TypeAdapter, see docs/performance.md).
+  value with a pydantic TypeAdapter, see docs/performance.md), nor anything of
+  OpenTelemetry (the `otel` setting is off; with it on, the same turn loads it).
 """
 
 from __future__ import annotations
@@ -42,8 +43,13 @@ HELP_FORBIDDEN = (
     "hookline.builtins.tools", "hookline.builtins.environment", "hookline.builtins.channels",
     "hookline.cli.check", "prompt_toolkit",
 )
+OTEL = ("opentelemetry", "hookline.builtins.telemetry.setup",
+        "hookline.builtins.telemetry.observer", "hookline.builtins.telemetry.agent_spans",
+        "hookline.builtins.telemetry.metrics", "hookline.builtins.telemetry.gateway",
+        "hookline.builtins.telemetry.console")
+"""OpenTelemetry and the telemetry modules that use it: loaded only when telemetry is on."""
 RUN_FORBIDDEN = (
-    *NETWORK, *RICH,
+    *NETWORK, *RICH, *OTEL,
     "hookline.builtins.models.republic_client", "hookline.builtins.models.scripted",
     "hookline.builtins.channels", "hookline.cli.check", "prompt_toolkit",
 )
@@ -86,10 +92,11 @@ def loaded(found: Iterable[Imported], prefixes: Iterable[str]) -> list[str]:
                    if any(item.name == p or item.name.startswith(p + ".") for p in prefixes)})
 
 
-def run_imports(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str],
-                                                       list[Imported]]:
+def run_imports(tmp_path: Path, *args: str, **extra_env: str
+                ) -> tuple[subprocess.CompletedProcess[str], list[Imported]]:
     assert HOOKLINE, "the hookline console script is not installed in this environment"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("HOOKLINE_", "OTEL_"))} | extra_env
     env["HOOKLINE_HOME"] = str(tmp_path / "home")
     workspace = tmp_path / "workspace"
     workspace.mkdir()
@@ -130,6 +137,16 @@ def test_an_offline_turn_loads_no_model_provider_nor_http(tmp_path: Path) -> Non
     assert loaded(found, RUN_FORBIDDEN) == []
     # typer below 0.29 converts option values without pydantic (pyproject.toml).
     assert loaded(found, ["pydantic", "pydantic_core"]) == []
+
+
+def test_an_offline_turn_with_otel_on_loads_opentelemetry(tmp_path: Path) -> None:
+    """The other side of the boundary above: the same turn with `otel = true` (and no
+    exporter, so nothing is sent anywhere) does load it."""
+    done, found = run_imports(tmp_path, "run", "hello", HOOKLINE_OTEL="true",
+                              OTEL_TRACES_EXPORTER="none", OTEL_METRICS_EXPORTER="none")
+    assert done.stdout.startswith("[offline model]"), done.stdout
+    assert "opentelemetry.sdk.trace" in loaded(found, ["opentelemetry"])
+    assert loaded(found, ["hookline.builtins.telemetry.observer"])
 
 
 def test_an_offline_turn_reads_entry_points_only_when_a_distribution_declares_some(
