@@ -317,10 +317,10 @@ class BuiltinPlugin:
                                            sweep=self.framework.close_idle_environments,
                                            sweep_seconds=self.sweep_seconds)
         if self._telemetry_wanted():  # docs/observability.md; nothing imported otherwise
-            from .telemetry.setup import observed
+            from .telemetry.scope import observed_lifespan
 
-            return observed(lifespan, self.framework, self.get_settings(),
-                            self.get_agent().bus)
+            return observed_lifespan(lifespan, self.framework, self.get_settings(),
+                                     self.get_agent().bus)
         return lifespan
 
     def _telemetry_wanted(self) -> bool:

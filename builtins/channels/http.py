@@ -276,7 +276,7 @@ class HttpChannel(Lifecycle):
                                       settings.http_allowed_origins)
             config = _server_config(listener, self.reply_timeout, tls)
             self._health_state = HealthCache(self.health, scrub=self.scrub)
-            if settings.otel:  # docs/observability.md: the server span and /v1/metrics
+            if getattr(settings, "otel", False):  # docs/observability.md
                 from ..telemetry.gateway import instrument
 
                 instrument(self)

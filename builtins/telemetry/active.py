@@ -34,3 +34,4 @@ def forget(framework: Any, telemetry: Any) -> None:
         del _installed[framework]
     if telemetry in _order:
         _order.remove(telemetry)
+

@@ -70,7 +70,9 @@ class AgentSpans:
 
     def _llm_started(self, event: LLMCallStarted) -> None:
         request = event.request
-        provider, _, model = request.model.rpartition(":")
+        provider, colon, model = request.model.partition(":")  # ollama:llama3:8b
+        if not colon:
+            provider, model = "", request.model
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
             "gen_ai.request.model": model,

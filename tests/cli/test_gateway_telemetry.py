@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import re
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from hookline.builtins.telemetry.setup import Telemetry
+from hookline.kernel import hookimpl
 
 pytestmark = pytest.mark.anyio
 
@@ -173,3 +176,68 @@ async def test_without_otel_there_is_no_metrics_endpoint(
     monkeypatch.setenv("HOOKLINE_OTEL", "false")
     response = await _serve(framework, lambda url: call(url, "GET", "/v1/metrics"))
     assert response.status == 404
+
+
+class Gate:
+    """Holds the first model call of session `q` until the test releases it."""
+
+    def __init__(self) -> None:
+        self.release = anyio.Event()
+        self.held = False
+
+    @hookimpl
+    async def before_llm_call(self, request: Any, state: Any) -> None:
+        if state.get("session_id") == "q" and not self.held:
+            self.held = True
+            await self.release.wait()
+
+
+def _wait_for_gauge(url: str, name: str, wanted: float) -> None:
+    """Scrape until gauge `name` reads `wanted` (a hang guard, not a timing check)."""
+    deadline = time.monotonic() + 30
+    while True:
+        samples = parse_prometheus(call(url, "GET", "/v1/metrics").body.decode())
+        if samples[(name, frozenset())] == wanted:
+            return
+        assert time.monotonic() < deadline, f"{name} never read {wanted}"
+        time.sleep(0.01)
+
+
+async def test_a_queued_follow_up_is_a_child_of_its_own_request(framework: Any) -> None:
+    gate = Gate()
+    framework.registry.register(gate, name="gate")
+    exporter = InMemorySpanExporter()
+    telemetry = Telemetry(span_processors=[SimpleSpanProcessor(exporter)])
+    telemetry.install(framework)
+    first_trace, second_trace = "a" * 32, "b" * 32
+
+    def scenario(url: str) -> list[Any]:
+        def send(trace_id: str, text: str) -> Any:
+            return post(url, {"content": text, "session_id": "q"},
+                        headers={"traceparent": f"00-{trace_id}-{CALLER_SPAN}-01"})
+
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(send, first_trace, "first")
+            _wait_for_gauge(url, "hookline_active_sessions", 1)
+            second = pool.submit(send, second_trace, "second")
+            _wait_for_gauge(url, "hookline_queued_follow_ups", 1)
+            anyio.from_thread.run_sync(gate.release.set)
+            return [first.result(), second.result()]
+
+    try:
+        responses = await _serve(framework, scenario)
+    finally:
+        telemetry.uninstall()
+    assert [response.status for response in responses] == [200, 200]
+    assert gate.held
+    spans = exporter.get_finished_spans()
+    servers = {format(span.context.trace_id, "032x"): span for span in spans
+               if span.name == "POST /v1/messages"}
+    turns = [span for span in spans if span.name == "hookline.turn"]
+    assert len(turns) == 2
+    for turn in turns:
+        trace_id = format(turn.context.trace_id, "032x")
+        assert turn.parent is not None
+        assert turn.parent.span_id == servers[trace_id].context.span_id
+    assert {format(turn.context.trace_id, "032x") for turn in turns} == {first_trace,
+                                                                        second_trace}

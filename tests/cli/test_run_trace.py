@@ -62,3 +62,23 @@ def test_trace_without_the_sdk_is_one_clear_error(tmp_path: Path) -> None:
     assert "--trace needs OpenTelemetry's SDK" in done.stderr
     assert "pip install 'hookline[otel]'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_otel_on_without_the_sdk_is_one_clear_error(tmp_path: Path) -> None:
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "opentelemetry.py").write_text("")
+    done = run(tmp_path, "hello", HOOKLINE_OTEL="true",
+               PYTHONPATH=os.pathsep.join([str(shadow), os.environ.get("PYTHONPATH", "")]))
+    assert done.returncode == 1
+    assert "the otel setting is on, but OpenTelemetry's SDK is not installed" in done.stderr
+    assert "pip install 'hookline[otel]', or set otel = false" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_an_unknown_exporter_variable_names_the_choices(tmp_path: Path) -> None:
+    done = run(tmp_path, "hello", HOOKLINE_OTEL="true", OTEL_TRACES_EXPORTER="zipkin")
+    assert done.returncode == 1
+    assert ("OTEL_TRACES_EXPORTER='zipkin' is not an exporter hookline knows; use one of "
+            "otlp, console, none") in done.stderr
+    assert done.stdout == ""  # refused before the turn ran
