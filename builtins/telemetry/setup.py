@@ -169,13 +169,15 @@ class Telemetry:
             parent = _propagator.extract(carrier) if carrier else None
             channel = get_field(inbound, "channel")
             started = time.perf_counter()
-            outcome = "ok"
+            outcome, session_id = "ok", None
             with tracer.start_as_current_span(
                     "hookline.turn", context=parent, record_exception=False,
                     set_status_on_exception=False,
                     attributes={"hookline.channel": str(channel or "")}) as span:
                 try:
-                    return await plain(inbound, stream_output=stream_output)
+                    result = await plain(inbound, stream_output=stream_output)
+                    session_id = getattr(result, "session_id", None)
+                    return result
                 except Exception as exc:
                     outcome = "error"
                     span.record_exception(exc)
@@ -186,7 +188,8 @@ class Telemetry:
                     span.set_status(Status(StatusCode.ERROR, "cancelled"))
                     raise
                 finally:
-                    session_id = get_field(inbound, "session_id")
+                    if session_id is None:  # failed: the id the pipeline set, if it got there
+                        session_id = get_field(inbound, "session_id")
                     if session_id is not None:
                         span.set_attribute("hookline.session.id", str(session_id))
                         span.set_attribute("gen_ai.conversation.id", str(session_id))
