@@ -38,6 +38,10 @@ class _Dispatch:
 
 _current: contextvars.ContextVar[_Dispatch | None] = contextvars.ContextVar(
     "hookline_telemetry_dispatch", default=None)
+_counted: contextvars.ContextVar[BaseException | None] = contextvars.ContextVar(
+    "hookline_telemetry_counted", default=None)
+"""The last failure counted: an exception passing out through the enclosing dispatches
+is recorded on each of their spans but counted once, for the hook where it was raised."""
 
 
 class SpanObserver:
@@ -172,7 +176,8 @@ class SpanObserver:
         span.set_attribute("hookline.hook.failed_function", impl.function_name)
         span.record_exception(error, attributes={"hookline.plugin": impl.plugin_name})
         span.set_status(Status(StatusCode.ERROR, _describe(error)))
-        if isinstance(error, Exception):  # cancellation is no plugin's failure
+        if isinstance(error, Exception) and _counted.get() is not error:
+            _counted.set(error)  # cancellation is no plugin's failure, and counted once
             self.metrics.hook_failure(impl.plugin_name, impl.hook_name)
 
 

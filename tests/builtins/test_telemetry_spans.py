@@ -223,3 +223,33 @@ async def test_uninstall_restores_the_plain_plans_and_the_turn(tmp_path: Path) -
     count = len(exporter.get_finished_spans())
     await run_turn(framework, "again")
     assert len(exporter.get_finished_spans()) == count
+
+
+class BrokenTools:
+    @hookimpl
+    def provide_tools(self) -> list[Any]:
+        raise ValueError("tool registry unreadable")
+
+
+async def test_a_failure_inside_a_nested_dispatch_is_counted_once(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    framework, _ = build_builtin(workspace, [{"text": "never"}], BrokenTools())
+    telemetry, exporter = install(framework)
+    try:
+        with pytest.raises(ValueError, match="tool registry unreadable"):
+            await run_turn(framework, "hi")
+    finally:
+        telemetry.uninstall()
+    spans = exporter.get_finished_spans()
+    inner = next(span for span in spans if span.name == "hookline.hook provide_tools"
+                 and attrs(span).get("hookline.hook.failed_plugin") == "brokentools-0")
+    assert inner.status.status_code.name == "ERROR"
+    # The exception passed out through run_model_stream: recorded there too, counted once.
+    outer = one(spans, "hookline.hook run_model_stream")
+    assert outer.status.status_code.name == "ERROR"
+    assert parent_of(inner, spans) is outer
+    assert telemetry.metrics.value("hookline_hook_failures_total", plugin="brokentools-0",
+                                   hook="provide_tools") == 1
+    assert telemetry.metrics.value("hookline_hook_failures_total", plugin="builtin",
+                                   hook="run_model_stream") == 0
