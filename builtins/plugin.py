@@ -323,8 +323,25 @@ class BuiltinPlugin:
         with contextlib.suppress(SettingsError):
             servers = self.mcp_servers()
             if servers is not None:  # inside the processes' scope: ended before it
-                return _nested(lifespan, servers.lifespan())
+                lifespan = _nested(lifespan, servers.lifespan())
+        if self._telemetry_wanted():  # docs/observability.md; nothing imported otherwise
+            from .telemetry.scope import observed_lifespan
+
+            return observed_lifespan(lifespan, self.framework, self.get_settings(),
+                                     self.get_agent().bus)
         return lifespan
+
+    def _telemetry_wanted(self) -> bool:
+        """The `otel` setting, or telemetry installed already (`hookline run --trace`)."""
+        from .config import SettingsError
+        from .telemetry.active import installed
+
+        if installed(self.framework) is not None:
+            return True
+        try:
+            return bool(self.get_settings().otel)
+        except SettingsError:
+            return False
 
     def mcp_servers(self) -> McpServers | None:
         """The configured MCP servers (`[mcp_servers]`), or None when there are none:

@@ -147,6 +147,9 @@ def _run_command(framework: Framework) -> Any:
         usage: Annotated[bool, typer.Option(
             "--usage", help="After the reply, the turn's token usage (and cost if reported), "
                             "on stderr.")] = False,
+        trace: Annotated[bool, typer.Option(
+            "--trace", help="After the turn, its span tree on stderr: hooks (who answered), "
+                            "model calls, tools, durations; needs hookline[otel].")] = False,
         workspace: WorkspaceOption = None,
     ) -> None:
         """Run one turn and print the outbound messages.
@@ -205,8 +208,9 @@ def _run_command(framework: Framework) -> Any:
             finally:
                 printer.status.clear()
 
+        traced = _console_trace(framework) if trace else None
         try:
-            anyio.run(turn)
+            _run_turn(turn, traced)
         except Exception as exc:  # a one-line error, never a traceback (unless -v)
             if verbose:
                 traceback.print_exception(exc, file=sys.stderr)
@@ -221,6 +225,26 @@ def _run_command(framework: Framework) -> Any:
         printer.finish(outcome["result"])
 
     return run
+
+
+def _console_trace(framework: Framework) -> Any:
+    """The span tree of `--trace`, installed now (docs/observability.md)."""
+    try:
+        from hookline.builtins.telemetry import ConsoleTrace
+    except ImportError as exc:
+        fail(RuntimeError(f"--trace needs OpenTelemetry's SDK, and {exc.name} is not "
+                          f"installed: pip install 'hookline[otel]'"))
+    return ConsoleTrace(framework)
+
+
+def _run_turn(turn: Callable[[], Any], traced: Any) -> None:
+    import anyio
+
+    try:
+        anyio.run(turn)
+    finally:
+        if traced is not None:
+            traced.finish(sys.stderr)
 
 
 def _stream_setting() -> bool:

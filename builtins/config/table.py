@@ -177,6 +177,10 @@ class Settings:
     tool_env_drop: tuple[str, ...] = field(default=(), metadata=setting(
         parse.env_pattern_list, "a list of variable name patterns such as INTERNAL_* "
         "(comma separated in the environment)", "INTERNAL_*", '["INTERNAL_*"]'))
+    otel: bool = field(default=False, metadata=setting(
+        parse.boolean, "true or false", "true", "true"))
+    otel_capture_content: bool = field(default=False, metadata=setting(
+        parse.boolean, "true or false", "true", "true"))
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 

@@ -18,7 +18,7 @@ from the package around it, so this folder can be copied alone into another proj
 from __future__ import annotations
 
 from .errors import PluginValidationError
-from .impl import HookImpl, Rejection, UnknownImpl
+from .impl import DispatchObserver, HookImpl, Rejection, Tracer, UnknownImpl
 from .markers import HookimplMarker, HookimplOpts
 from .plan import Plan
 from .registry import PluginCheck, PluginProblem, Registry, SpecSource
@@ -37,6 +37,7 @@ from .trace import DispatchTrace, TraceRecord
 __all__ = [
     "DISPATCH_KINDS",
     "DispatchKind",
+    "DispatchObserver",
     "DispatchTrace",
     "HookBinding",
     "HookImpl",
@@ -56,6 +57,7 @@ __all__ = [
     "Rejection",
     "SpecSource",
     "TraceRecord",
+    "Tracer",
     "UnknownImpl",
     "collect_specs",
 ]

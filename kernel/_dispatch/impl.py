@@ -19,6 +19,18 @@ class Tracer(Protocol):
     def wrap(self, impl: HookImpl) -> Callable[..., Any]: ...
 
 
+class DispatchObserver(Tracer, Protocol):
+    """A tracer that also sees each plan dispatch whole (one span per dispatch, say).
+
+    ``wrap_dispatch`` is asked once per compiled caller, while the observer is the
+    registry's tracer, for a stand-in of the same sync/async nature; the plain plans,
+    built when no tracer is set, never ask anything of it.
+    """
+
+    def wrap_dispatch(self, hook_name: str, kind: str, impls: tuple[HookImpl, ...],
+                      caller: Callable[..., Any]) -> Callable[..., Any]: ...
+
+
 class HookImpl(NamedTuple):
     """One registered implementation of one hook."""
 

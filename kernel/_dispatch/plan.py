@@ -147,6 +147,9 @@ class Plan:
         code = compile(source, f"<plan {self.hook_name}.{kind}>", "exec")
         exec(code, namespace)
         caller: Callable[..., Any] = namespace[kind]
+        wrap_dispatch = getattr(self.tracer, "wrap_dispatch", None)  # a DispatchObserver
+        if wrap_dispatch is not None:
+            caller = wrap_dispatch(self.hook_name, kind, self.impls, caller)
         return caller
 
     def _skip(self, index: int, value: Any) -> None:

@@ -39,6 +39,15 @@ def test_bench_dispatch_quick_runs() -> None:
     assert done.stdout.count("PASS") + done.stdout.count("MISS") == 3, done.stdout
 
 
+def test_bench_otel_quick_runs() -> None:
+    done = run_benchmark("bench_otel.py", "--quick")
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == ["turn", "otel", "off", "us", "otel", "on", "us", "ratio"]
+    assert lines[1].startswith("offline model + fs_write") and len(lines[1].split()) == 7
+    assert lines[2].startswith("kernel only, 5 plugins")
+    assert lines[-1].startswith("goal: offline-model turn with otel <= 1.5x without: ")
+
+
 def test_bench_fs_read_tiny_runs() -> None:
     done = run_benchmark("bench_fs_read.py", "--text-mib", "4")
     lines = done.stdout.splitlines()

@@ -12,7 +12,8 @@ are loaded at all:
   neither republic nor an HTTP client or server, nor the scripted model or the republic
   client module, nor the MCP SDK or hookline's MCP client (no `[mcp_servers]`), nor
   pydantic (typer is kept below 0.29, which converts every option value with a pydantic
-  TypeAdapter, see docs/performance.md).
+  TypeAdapter, see docs/performance.md), nor anything of OpenTelemetry (the `otel`
+  setting is off; with it on, the same turn loads it).
 """
 
 from __future__ import annotations
@@ -45,10 +46,15 @@ HELP_FORBIDDEN = (
     "hookline.builtins.channels.manager", "hookline.builtins.channels.cli.channel",
     "hookline.cli.check", "prompt_toolkit",
 )
+OTEL = ("opentelemetry", "hookline.builtins.telemetry.setup",
+        "hookline.builtins.telemetry.observer", "hookline.builtins.telemetry.agent_spans",
+        "hookline.builtins.telemetry.metrics", "hookline.builtins.telemetry.gateway",
+        "hookline.builtins.telemetry.console")
+"""OpenTelemetry and the telemetry modules that use it: loaded only when telemetry is on."""
 MCP = ("mcp", "mcp_types", "hookline.builtins.mcp")
 """The MCP SDK and hookline's client of it: only with `[mcp_servers]` in the config."""
 RUN_FORBIDDEN = (
-    *NETWORK, *RICH, *MCP,
+    *NETWORK, *RICH, *MCP, *OTEL,
     "hookline.builtins.models.republic_client", "hookline.builtins.models.scripted",
     "hookline.builtins.channels.manager", "hookline.builtins.channels.http.channel",
     "hookline.cli.check", "prompt_toolkit",
@@ -92,10 +98,11 @@ def loaded(found: Iterable[Imported], prefixes: Iterable[str]) -> list[str]:
                    if any(item.name == p or item.name.startswith(p + ".") for p in prefixes)})
 
 
-def run_imports(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str],
-                                                       list[Imported]]:
+def run_imports(tmp_path: Path, *args: str, **extra_env: str
+                ) -> tuple[subprocess.CompletedProcess[str], list[Imported]]:
     assert HOOKLINE, "the hookline console script is not installed in this environment"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("HOOKLINE_", "OTEL_"))} | extra_env
     env["HOOKLINE_HOME"] = str(tmp_path / "home")
     workspace = tmp_path / "workspace"
     workspace.mkdir()
@@ -149,6 +156,16 @@ def test_an_offline_turn_with_an_mcp_server_configured_loads_the_sdk(tmp_path: P
     assert done.stdout.startswith("[offline model]"), done.stdout
     assert "mcp" in loaded(found, MCP)
     assert "hookline.builtins.mcp.manager" in loaded(found, MCP)
+
+
+def test_an_offline_turn_with_otel_on_loads_opentelemetry(tmp_path: Path) -> None:
+    """The other side of the boundary above: the same turn with `otel = true` (and no
+    exporter, so nothing is sent anywhere) does load it."""
+    done, found = run_imports(tmp_path, "run", "hello", HOOKLINE_OTEL="true",
+                              OTEL_TRACES_EXPORTER="none", OTEL_METRICS_EXPORTER="none")
+    assert done.stdout.startswith("[offline model]"), done.stdout
+    assert "opentelemetry.sdk.trace" in loaded(found, ["opentelemetry"])
+    assert loaded(found, ["hookline.builtins.telemetry.observer"])
 
 
 def test_an_offline_turn_reads_entry_points_only_when_a_distribution_declares_some(

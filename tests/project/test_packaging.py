@@ -38,6 +38,8 @@ NOT_DECLARED = {
     "pydantic": "the Bub layer, guarded by ImportError: comes with Bub",
     "psycopg": "the PostgreSQL tape store: the `postgres` extra",
     "psycopg_pool": "the PostgreSQL tape store: the `postgres` extra",
+    "opentelemetry": "traces and metrics (builtins/telemetry): the `otel` extra, imported "
+                     "only with the otel setting or run --trace, a clear error without it",
     "httpx2": "republic's HTTP client, for its exception types (and the MCP client's): comes "
               "with republic",
     "trio": "the gateway on trio, guarded by ImportError: only when the host runs trio",

@@ -35,6 +35,8 @@ are refused (400, after the token).
   channel is shutting down or the health check (the builtin plugin's: can the tape store
   write?) says why not; `"reason"` is added for a caller sending the right token. The
   check runs at most once a second, however many ask (`http_health`).
+- `GET /v1/metrics` (with `otel` on): Prometheus text of the turn, token, tool and hook
+  counters; a request's W3C `traceparent` is kept on its envelope (`telemetry.context`).
 
 Errors are JSON `{"error": "..."}`: 400 for invalid JSON or fields (including nesting
 deeper than 32, numbers Python cannot hold, lone surrogates, ids longer than
@@ -87,6 +89,7 @@ from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
 from ...host.sandbox import check_exposure
 from ...privacy.redact import redact_credentials
+from ...telemetry.context import TRACE_CONTEXT_KEY, trace_headers
 from .guard import Guard, HttpError, header_map, is_loopback_address, load_token
 from .health import RETRY_AFTER, HealthCache, retry_worth
 from .match import REQUEST_ID_KEY, Replies
@@ -189,6 +192,10 @@ class HttpChannel(Lifecycle):
         self._closing: anyio.Event | None = None
         self._stopped: anyio.Event | None = None
         self._accepting = False
+        self.middleware: Callable[[Any], Any] | None = None
+        """Wraps the ASGI app when the channel starts (telemetry's server spans)."""
+        self.routes: dict[str, Callable[[Send], Awaitable[None]]] = {}
+        """Extra `GET` endpoints behind the token, each answering on its own (`/v1/metrics`)."""
 
     def _load_settings(self) -> Any:
         settings = self._settings() if callable(self._settings) else self._settings
@@ -269,6 +276,10 @@ class HttpChannel(Lifecycle):
                                       settings.http_allowed_origins)
             config = _server_config(listener, self.reply_timeout, tls)
             self._health_state = HealthCache(self.health, scrub=self.scrub)
+            if getattr(settings, "otel", False):  # docs/observability.md
+                from ...telemetry.gateway import instrument
+
+                instrument(self)
             self._accepting = True
             logger.info("http channel listening on %s", self.url)
             _log_access_hints(self.url or "", bound, token)
@@ -291,7 +302,8 @@ class HttpChannel(Lifecycle):
                     await closing.wait()
                 logger.info("http channel closing the listener on %s", self.url)
 
-            await _serve(self._asgi, config, shutdown_trigger)
+            app = self._asgi if self.middleware is None else self.middleware(self._asgi)
+            await _serve(app, config, shutdown_trigger)
         finally:
             self._accepting = False
             self._answer_leftovers()
@@ -470,6 +482,9 @@ class HttpChannel(Lifecycle):
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return
         self._guard.authenticate(headers)
+        if path in self.routes and method in ("GET", "HEAD"):
+            await self.routes[path](send)
+            return
         methods = _ROUTES.get(path)
         if methods is None:
             raise HttpError(404, f"no such endpoint: {path} (the API is POST /v1/messages "
@@ -486,7 +501,7 @@ class HttpChannel(Lifecycle):
             await send_json(send, 503, not_run("the gateway is shutting down",
                                                self._session_of(payload)), retry_headers())
             return
-        await self._post_message(payload, receive, send)
+        await self._post_message(payload, receive, send, trace_headers(headers))
 
     async def _health(self, headers: dict[str, list[str]], send: Send) -> None:
         """The status for anyone (load balancers send no token); the reason too for a
@@ -504,7 +519,7 @@ class HttpChannel(Lifecycle):
                             if detailed else {"status": "unavailable"})
 
     async def _post_message(self, payload: dict[str, Any], receive: Receive,
-                            send: Send) -> None:
+                            send: Send, trace: dict[str, str]) -> None:
         chat_id = payload.get("chat_id", "default")
         session_id = self._session_of(payload)
         reply = Reply(uuid.uuid4().hex, session_id, payload.get("stream", False),
@@ -517,7 +532,8 @@ class HttpChannel(Lifecycle):
             "chat_id": chat_id,
             "content": payload["content"],
             "media": payload.get("media", []),
-            "context": {**payload.get("context", {}), REQUEST_ID_KEY: reply.id},
+            "context": {**payload.get("context", {}), REQUEST_ID_KEY: reply.id,
+                        **({TRACE_CONTEXT_KEY: trace} if trace else {})},
         }
         timeout = self.reply_timeout if self.reply_timeout is not None else 300.0
         self._replies.add(reply)
