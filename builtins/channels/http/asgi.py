@@ -1,0 +1,194 @@
+"""The http channel's ASGI application: the guard's checks, routing, health, and a posted
+message handed to the channel manager and answered (whole or streamed). `HttpChannel`
+(channel.py) inherits it; the endpoints are described in docs/channels.md."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar
+
+import anyio
+
+from hookline.kernel.channels import MessageHandler
+
+from ...telemetry.context import TRACE_CONTEXT_KEY, trace_headers
+from .guard import Guard, HttpError, header_map
+from .health import RETRY_AFTER, HealthCache, retry_worth
+from .match import REQUEST_ID_KEY, Replies
+from .media import body_limit, with_attachments
+from .payload import _parse_message, _read_body
+from .reply import NO_TURN, Reply, not_run, retry_headers, whole_answer
+from .server import Receive, Scope, Send, _lifespan, _watch_disconnect
+from .stream import send_events, send_timeout
+from .wire import ALWAYS_HEADERS, Disconnected, send_json, websocket_refusal
+
+__all__ = ["HttpRoutes"]
+
+logger = logging.getLogger(__name__)
+
+_ROUTES: dict[str, tuple[str, ...]] = {
+    "/v1/messages": ("POST",),
+    "/v1/health": ("GET", "HEAD"),
+}
+
+
+class HttpRoutes:
+    """The ASGI side of `HttpChannel`: what it reads of the channel is declared here."""
+
+    name: ClassVar[str]
+    on_receive: MessageHandler
+    max_body_size: int
+    body_timeout: float | None
+    reply_timeout: float | None
+    scrub: Callable[[str], str]
+    routes: dict[str, Callable[[Send], Awaitable[None]]]
+    _guard: Guard
+    _replies: Replies
+    _health_state: HealthCache
+    _managed: bool
+    _accepting: bool
+
+    async def _asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] == "websocket":  # refused by the checks, after the token's
+            send = await websocket_refusal(scope, receive, send)
+        elif scope["type"] != "http":
+            return
+        extra = list(ALWAYS_HEADERS)
+
+        async def send_with_headers(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ()), *extra]}
+            await send(message)
+
+        try:
+            headers = header_map(scope.get("headers", ()))
+            origin = self._guard.check(headers, websocket=scope["type"] == "websocket")
+            extra += Guard.cors_headers(origin, preflight=scope["method"] == "OPTIONS")
+            await self._route(scope, headers, origin, receive, send_with_headers)
+        except HttpError as error:
+            await send_json(send_with_headers, error.status,
+                            {"error": self.scrub(error.message)}, error.headers)
+        except Disconnected:
+            pass
+
+    async def _route(self, scope: Scope, headers: dict[str, list[str]], origin: str | None,
+                     receive: Receive, send: Send) -> None:
+        path, method = scope["path"], scope["method"]
+        if path == "/v1/health" and method in ("GET", "HEAD"):
+            await self._health(headers, send)
+            return
+        if method == "OPTIONS" and origin is not None and path in _ROUTES:
+            await send({"type": "http.response.start", "status": 204, "headers": []})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
+        self._guard.authenticate(headers)
+        if path in self.routes and method in ("GET", "HEAD"):
+            await self.routes[path](send)
+            return
+        methods = _ROUTES.get(path)
+        if methods is None:
+            raise HttpError(404, f"no such endpoint: {path} (the API is POST /v1/messages "
+                                 f"and GET /v1/health)")
+        if method not in methods:
+            raise HttpError(405, f"method {method} is not allowed on {path}; use "
+                                 f"{' or '.join(methods)}",
+                            [(b"allow", ", ".join(methods).encode())])
+        Guard.require_json(headers)
+        body = await _read_body(headers, receive, body_limit(self.max_body_size),
+                                self.body_timeout if self.body_timeout is not None else 30.0)
+        payload = with_attachments(_parse_message(body), len(body), self.max_body_size)
+        if not self._accepting:  # not run, and it may be: said so, with when to retry
+            await send_json(send, 503, not_run("the gateway is shutting down",
+                                               self._session_of(payload)), retry_headers())
+            return
+        await self._post_message(payload, receive, send, trace_headers(headers))
+
+    async def _health(self, headers: dict[str, list[str]], send: Send) -> None:
+        """The status for anyone (load balancers send no token); the reason too for a
+        caller with the right token (a wrong one is refused), as it can name the
+        database's host and driver."""
+        detailed = "authorization" in headers or self._guard.token is None
+        if detailed:
+            self._guard.authenticate(headers)
+        reason = (await self._health_state.reason() if self._accepting
+                  else "the gateway is shutting down")
+        if reason is None:
+            await send_json(send, 200, {"status": "ok"})
+        else:
+            await send_json(send, 503, {"status": "unavailable", "reason": self.scrub(reason)}
+                            if detailed else {"status": "unavailable"})
+
+    async def _post_message(self, payload: dict[str, Any], receive: Receive,
+                            send: Send, trace: dict[str, str]) -> None:
+        chat_id = payload.get("chat_id", "default")
+        session_id = self._session_of(payload)
+        reply = Reply(uuid.uuid4().hex, session_id, payload.get("stream", False),
+                       notified=self._managed)
+        # A plain mapping, like the cli channel's: only the sender's own context reaches
+        # the prompt (the request id is private: its key starts with an underscore).
+        envelope = {
+            "session_id": session_id,
+            "channel": self.name,
+            "chat_id": chat_id,
+            "content": payload["content"],
+            "media": payload.get("media", []),
+            "context": {**payload.get("context", {}), REQUEST_ID_KEY: reply.id,
+                        **({TRACE_CONTEXT_KEY: trace} if trace else {})},
+        }
+        timeout = self.reply_timeout if self.reply_timeout is not None else 300.0
+        self._replies.add(reply)
+        try:
+            with anyio.fail_after(timeout):
+                async with anyio.create_task_group() as group:
+                    group.start_soon(_watch_disconnect, receive, group.cancel_scope)
+                    try:
+                        with anyio.CancelScope(shield=True):  # never cancel admission midway
+                            await self.on_receive(envelope)
+                    except Exception as exc:
+                        logger.exception("http.receive_failed session=%s", session_id)
+                        reason = f"the message could not be handed over: {exc}"
+                        reply.decide("failed", self.scrub(reason), final=True)
+                    if self._managed and not reply.decided.is_set():
+                        # The manager did not take the message: resolving its session
+                        # failed (an error outbound came back), or it is stopping.
+                        if reply.admission_errors:
+                            reply.decide("failed", reply.admission_errors[0])
+                        else:
+                            reply.decide("refused", "the gateway is not accepting messages")
+                    with contextlib.suppress(Disconnected):
+                        await self._answer(reply, send)
+                    group.cancel_scope.cancel()
+        except TimeoutError:
+            await send_timeout(reply, send, timeout)
+        finally:
+            self._replies.forget(reply)
+
+    async def _answer(self, reply: Reply, send: Send) -> None:
+        if not reply.stream:
+            await reply.finished.wait()
+            status, body, headers = whole_answer(reply)
+            if status == 500 and reply.errors:
+                # A turn that failed while the tape store cannot write (a database being
+                # restarted), or for a temporary reason, is worth retrying: 503, not 500,
+                # with the store's reason when health has one by now.
+                reason = await self._health_state.reason()
+                if reason is not None:
+                    body = {**body, "reason": self.scrub(reason)}
+                if reason is not None or retry_worth(reply.errors):
+                    status, headers = 503, [RETRY_AFTER]
+            await send_json(send, status, body, headers)
+            return
+        await reply.decided.wait()
+        if reply.outcome in NO_TURN:
+            await send_json(send, *whole_answer(reply))
+            return
+        await send_events(reply, send)
+
+    def _session_of(self, payload: dict[str, Any]) -> str:
+        return str(payload.get("session_id") or f"{self.name}:{payload.get('chat_id', 'default')}")
