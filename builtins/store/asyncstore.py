@@ -18,6 +18,7 @@ work, so a worker thread waiting for it would be one thread hop too many).
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -161,15 +162,18 @@ def _native(store: object, name: str) -> Any:
     overrides `<name>` below where `<name>_async` is defined; else `<name>`."""
     native = getattr(store, name + "_async", None)
     sync = getattr(store, name, None)
-    if not inspect.iscoroutinefunction(native):
+    if not inspect.iscoroutinefunction(native) or _overridden(type(store), name):
         return sync
-    native_at, sync_at = _defined_at(type(store), name + "_async"), _defined_at(type(store), name)
-    overridden = native_at is None or (sync_at is not None and not issubclass(native_at, sync_at))
-    return sync if overridden else native
+    return native
 
 
-def _defined_at(cls: type, name: str) -> type | None:
-    return next((base for base in cls.__mro__ if name in vars(base)), None)
+@functools.lru_cache(maxsize=256)
+def _overridden(cls: type, name: str) -> bool:
+    """Whether `cls` defines `<name>` below the class defining `<name>_async` (a turn
+    asks at every journal write, so the answer is kept per class)."""
+    native_at = next((base for base in cls.__mro__ if name + "_async" in vars(base)), None)
+    sync_at = next((base for base in cls.__mro__ if name in vars(base)), None)
+    return native_at is None or (sync_at is not None and not issubclass(native_at, sync_at))
 
 
 def as_async_store(store: TapeStore | AsyncTapeStore) -> AsyncTapeStore:
