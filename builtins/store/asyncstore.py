@@ -18,7 +18,6 @@ work, so a worker thread waiting for it would be one thread hop too many).
 
 from __future__ import annotations
 
-import functools
 import inspect
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -157,7 +156,7 @@ def journal_of(store: AsyncTapeStore | TapeStore) -> AsyncJournal | None:
     return AsyncJournal(write, commit)
 
 
-def _native(store: object, name: str) -> Any:
+def _native(store: Any, name: str) -> Any:
     """The store's `<name>_async` coroutine function when it has one and no subclass
     overrides `<name>` below where `<name>_async` is defined; else `<name>`."""
     native = getattr(store, name + "_async", None)
@@ -167,13 +166,19 @@ def _native(store: object, name: str) -> Any:
     return native
 
 
-@functools.lru_cache(maxsize=256)
+_OVERRIDDEN: dict[tuple[type, str], bool] = {}
+
+
 def _overridden(cls: type, name: str) -> bool:
     """Whether `cls` defines `<name>` below the class defining `<name>_async` (a turn
     asks at every journal write, so the answer is kept per class)."""
-    native_at = next((base for base in cls.__mro__ if name + "_async" in vars(base)), None)
-    sync_at = next((base for base in cls.__mro__ if name in vars(base)), None)
-    return native_at is None or (sync_at is not None and not issubclass(native_at, sync_at))
+    known = _OVERRIDDEN.get((cls, name))
+    if known is None:
+        native_at = next((base for base in cls.__mro__ if name + "_async" in vars(base)), None)
+        sync_at = next((base for base in cls.__mro__ if name in vars(base)), None)
+        known = native_at is None or (sync_at is not None and not issubclass(native_at, sync_at))
+        _OVERRIDDEN[(cls, name)] = known
+    return known
 
 
 def as_async_store(store: TapeStore | AsyncTapeStore) -> AsyncTapeStore:

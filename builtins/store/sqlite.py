@@ -259,11 +259,11 @@ class SQLiteTapeStore:
         """A reader connection (after the failed runs are ended, as any call does)."""
         self._check_open()
         if self._failed:
-            self._writer.submit(None).result()  # the writer ends them ahead of a group
+            self._start(None).result()  # the writer ends them ahead of a group
         with self._guard(), self._readers.connection() as conn:
             yield conn
 
-    def _start(self, work: Callable[[sqlite3.Connection], T],
+    def _start(self, work: Callable[[sqlite3.Connection], T] | None,
                on_error: Callable[[BaseException], None] | None = None) -> Future[T]:
         """Queue a write for the writer's next group (see `sqlite_writer`)."""
         self._check_open()
