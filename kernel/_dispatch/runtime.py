@@ -50,8 +50,9 @@ class HookRuntime:
         return [] if plan is None else plan.many_sync(kwargs)
 
     # Slow paths: each value paired with the implementation that returned it, for call
-    # sites that must name the plugin in an error. Not for per-call hot paths. They call
-    # through the registry's tracer while one is set, so a trace sees them too.
+    # sites that must name the plugin in an error. Not for per-call hot paths (but
+    # call_first_each, compiled). They call through the registry's tracer while one is
+    # set, so a trace sees them too.
 
     async def call_each(self, hook_name: str, /, **kwargs: Any) -> list[tuple[HookImpl, Any]]:
         """``(implementation, awaited value)`` for every implementation, in execution order."""
@@ -72,14 +73,13 @@ class HookRuntime:
     async def call_first_each(
         self, hook_name: str, /, **kwargs: Any
     ) -> tuple[HookImpl | None, Any]:
-        """``call_first`` with the implementation that answered (None, None when none did)."""
-        for impl in self.registry.hook_impls(hook_name):
-            value = impl.call(kwargs, self.registry.tracer)
-            if is_awaitable(value):
-                value = await value
-            if value is not None:
-                return impl, value
-        return None, None
+        """``call_first`` with the implementation that answered (None, None when none did).
+        Compiled like ``call_first`` (the plan's ``first_each``): turns call it."""
+        plan = self._plans.get(hook_name)
+        if plan is None:
+            return None, None
+        index, value = await plan.first_each(kwargs)
+        return (None, None) if index is None else (plan.impls[index], value)
 
     def call_first_each_sync(
         self, hook_name: str, /, **kwargs: Any
