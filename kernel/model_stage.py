@@ -9,7 +9,7 @@ through it, without a ``Framework``. The hooks themselves are declared in ``hook
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from ._dispatch import HookRuntime as _CoreRuntime
 
@@ -131,7 +131,11 @@ class HookRuntime(_CoreRuntime):
 def _model_kwargs(
     prompt: UserContent | list[UserContent] | LegacyPrompt, session_id: str, state: TurnState
 ) -> dict[str, Any]:
-    from .prompt import to_content, to_legacy_prompt
+    # The turn's prompt is text parts only, as a rule: joined as to_legacy_prompt would.
+    if isinstance(prompt, list) and all(item.__class__ is str for item in prompt):
+        legacy: LegacyPrompt = "\n".join(cast("list[str]", prompt))
+    else:
+        from .prompt import to_content, to_legacy_prompt
 
-    return {"prompt": to_legacy_prompt(to_content(prompt)), "session_id": session_id,
-            "state": state}
+        legacy = to_legacy_prompt(to_content(prompt))
+    return {"prompt": legacy, "session_id": session_id, "state": state}

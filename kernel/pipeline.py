@@ -75,7 +75,9 @@ class TurnPipeline:
     async def process_inbound(self, inbound: Any, stream_output: bool = False) -> TurnResult:
         try:
             session_id = await self.resolve_session(inbound)
-            if inbound.__class__ is dict or isinstance(inbound, MutableMapping):
+            if inbound.__class__ is dict:  # the common case, without the ABC checks
+                inbound["session_id"] = session_id
+            elif isinstance(inbound, MutableMapping):
                 set_field(inbound, "session_id", session_id)
             # The turn holds its session's environment: the cache never evicts it meanwhile.
             with self.host.environments.hold(session_id):
