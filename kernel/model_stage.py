@@ -66,8 +66,13 @@ class HookRuntime(_CoreRuntime):
         """
         kwargs = _model_kwargs(prompt, session_id, state)
         hook = self.model_hook(False)
-        if hook == RUN_MODEL:
-            return await self._model_text(kwargs)
+        if hook == RUN_MODEL:  # _model_text written out: one coroutine less a turn
+            impl, value = await self.call_first_each(RUN_MODEL, **kwargs)
+            if impl is not None and not isinstance(value, str):
+                from .errors import bad_return
+
+                raise bad_return(impl, "str or None", value)
+            return value  # type: ignore[no-any-return]  # a str, or None when nobody answered
         if hook == RUN_MODEL_STREAM:
             stream = await self._model_stream(kwargs)
             if stream is not None:

@@ -92,8 +92,8 @@ class Plan:
     many: Callable[[dict[str, Any]], Awaitable[list[Any]]]
     first_sync: Callable[[dict[str, Any]], Any]
     many_sync: Callable[[dict[str, Any]], list[Any]]
-    first_each: Callable[[dict[str, Any]], Awaitable[tuple[int | None, Any]]]
-    """``first`` that also says which implementation answered: ``(index into impls,
+    first_each: Callable[[dict[str, Any]], Awaitable[tuple[HookImpl | None, Any]]]
+    """``first`` that also says which implementation answered: ``(implementation,
     value)``, or ``(None, None)``; what ``call_first_each`` runs."""
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
@@ -137,6 +137,7 @@ class Plan:
             if self.tracer is not None:
                 function = self.tracer.wrap(impl)
             namespace[f"_f{index}"] = function
+            namespace[f"_i{index}"] = impl
             args = ", ".join(f"{name}={local[name]}" for name in impl.argnames)
             call = f"_f{index}({args})"
             lines += _step(index, call, impl.is_async, is_async, collect, indexed)
@@ -169,7 +170,7 @@ def _step(index: int, call: str, impl_async: bool, path_async: bool, collect: bo
     """Source lines for one implementation: call, handle awaitables, keep or return.
 
     Collecting callers keep each value in ``_v<index>`` and build the list at the end;
-    an `indexed` caller returns the implementation's index with its value.
+    an `indexed` caller returns the implementation (``_i<index>``) with its value.
     """
     v = f"_v{index}" if collect else "_v"
     if path_async and impl_async:
@@ -194,5 +195,5 @@ def _step(index: int, call: str, impl_async: bool, path_async: bool, collect: bo
             f"        if {v}.__class__ in _PLAIN or not _isawaitable({v}): return {v}",
             f"        _skip({index}, {v})",
         ]
-    answer = f"({index}, {v})" if indexed else v
+    answer = f"(_i{index}, {v})" if indexed else v
     return lines if collect else [*lines, f"    if {v} is not None: return {answer}"]

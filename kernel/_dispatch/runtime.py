@@ -70,16 +70,13 @@ class HookRuntime:
         return [(impl, value) for impl in self.registry.hook_impls(hook_name)
                 if usable_sync(hook_name, impl.plugin_name, value := impl.call(kwargs, tracer))]
 
-    async def call_first_each(
+    def call_first_each(
         self, hook_name: str, /, **kwargs: Any
-    ) -> tuple[HookImpl | None, Any]:
+    ) -> Awaitable[tuple[HookImpl | None, Any]]:
         """``call_first`` with the implementation that answered (None, None when none did).
         Compiled like ``call_first`` (the plan's ``first_each``): turns call it."""
         plan = self._plans.get(hook_name)
-        if plan is None:
-            return None, None
-        index, value = await plan.first_each(kwargs)
-        return (None, None) if index is None else (plan.impls[index], value)
+        return _no_answer() if plan is None else plan.first_each(kwargs)
 
     def call_first_each_sync(
         self, hook_name: str, /, **kwargs: Any
@@ -145,3 +142,7 @@ async def _nothing() -> None:
 
 async def _no_results() -> list[Any]:
     return []
+
+
+async def _no_answer() -> tuple[None, None]:
+    return None, None

@@ -132,7 +132,7 @@ async def test_call_first_each_is_compiled_and_names_the_implementation_that_ans
     assert (impl.plugin_name if impl else None, value) == ("async", "s-9")
     assert await runtime.call_first_each("resolve_session", message={}) == (None, None)
     source = registry.plans["resolve_session"].source("first_each")
-    assert "return (1, _v)" in source and "for " not in source  # straight-line code
+    assert "return (_i1, _v)" in source and "for " not in source  # straight-line code
     registry.register(Answer("late"), "latest")  # a new plan, compiled afresh
     impl, value = await runtime.call_first_each("resolve_session", message={"id": "s-9"})
     assert (impl.plugin_name if impl else None, value) == ("latest", "late")
