@@ -181,7 +181,7 @@ def _fail(request: _Request, exc: BaseException) -> None:
 class ReaderPool:
     """Up to `size` read-only connections to one file, each used by one thread at a time."""
 
-    def __init__(self, path: Path, busy_timeout: float, size: int = 4) -> None:
+    def __init__(self, path: Path, busy_timeout: float, size: int = 16) -> None:
         self._path = path
         self._timeout = busy_timeout
         self._size = size

@@ -126,3 +126,9 @@ def test_bench_context_tiny_runs() -> None:
     assert all(float(line.split()[1]) > 0 for line in lines[2:4])
     assert lines[4].startswith("goal: a read at 60 entries <= 1.3x one at 20: ")
     assert ("PASS" in lines[4]) != ("MISS" in lines[4])
+
+
+def test_bench_health_tiny_runs() -> None:
+    done = run_benchmark("bench_health.py", "--turns", "3", "--pollers", "2")
+    assert "(0 not 200)" in done.stdout, done.stdout
+    assert done.stdout.count("PASS") + done.stdout.count("MISS") == 1, done.stdout
