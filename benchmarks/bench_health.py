@@ -31,7 +31,10 @@ GOAL = 1.2
 async def request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, head: bytes,
                   body: bytes = b"") -> int:
     writer.write(head + body)
-    status = int((await reader.readline()).split()[1])
+    line = await reader.readline()
+    if not line:
+        return 0  # the server closed the connection
+    status = int(line.split()[1])
     length = 0
     while (line := await reader.readline()) not in (b"\r\n", b""):
         name, _, value = line.decode().partition(":")
@@ -60,13 +63,17 @@ async def turns(host: str, port: int, count: int) -> list[float]:
 
 
 async def poll(host: str, port: int, stop: asyncio.Event, answers: list[int]) -> None:
-    reader, writer = await asyncio.open_connection(host, port)
     head = f"GET /v1/health HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
-    try:
-        while not stop.is_set():
-            answers.append(await request(reader, writer, head))
-    finally:
-        writer.close()
+    while not stop.is_set():
+        reader, writer = await asyncio.open_connection(host, port)
+        try:
+            while not stop.is_set():
+                status = await request(reader, writer, head)
+                if not status:
+                    break  # closed by the server: a new connection
+                answers.append(status)
+        finally:
+            writer.close()
 
 
 async def measure(url: str, count: int, pollers: int) -> tuple[float, float, float, int]:
