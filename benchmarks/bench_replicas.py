@@ -8,7 +8,9 @@ replies come):
 - sqlite: one `hookline gateway` on the default SQLite store;
 - postgres: one gateway on a PostgreSQL store;
 - 2 replicas: two gateways on one PostgreSQL database, clients split between them (what a
-  reverse proxy does).
+  reverse proxy does);
+- streamed: the SQLite gateway again, each reply streamed as Server-Sent Events (the
+  offline model's text deltas counted, for the CPU a delta).
 
 Printed: turns/s, p50 and p99 latency, and each as a ratio to the floor, in one run. The
 PostgreSQL server is `--postgres-url` (or HOOKLINE_BENCH_POSTGRES_URL), else a throwaway
@@ -85,6 +87,8 @@ class Result:
     errors: int
     cpu: float = 0.0
     """CPU seconds the servers used while measured (user + system, their own accounting)."""
+    deltas: int = 0
+    """Text events received by the streamed replies measured."""
 
     @property
     def cpu_ms_per_turn(self) -> float:
@@ -171,34 +175,51 @@ def gateway_env(home: Path, store: str | None) -> dict[str, str]:
 
 
 async def one_client(url: str, sessions: int, offset: int, deadline: list[float],
-                     latencies: list[float], errors: list[int]) -> None:
-    """Keep one connection busy until the deadline: post, wait for the reply, repeat."""
+                     latencies: list[float], errors: list[int],
+                     deltas: list[int] | None = None) -> None:
+    """Keep one connection busy until the deadline: post, wait for the reply, repeat.
+    With `deltas`, the replies are streamed and each one's text events counted there."""
     host, port = url.split("//", 1)[1].split(":")
     reader, writer = await asyncio.open_connection(host, int(port))
     n = offset
     try:
         while time.perf_counter() < deadline[0]:
-            body = json.dumps({"content": f"message {n}",
-                               "session_id": f"bench-{n % sessions}"}).encode()
+            body = json.dumps({"content": f"message {n}", "session_id": f"bench-{n % sessions}",
+                               "stream": deltas is not None}).encode()
             head = (f"POST /v1/messages HTTP/1.1\r\nHost: {host}:{port}\r\n"
                     f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
                     f"Content-Length: {len(body)}\r\n\r\n").encode()
             started = time.perf_counter()
             writer.write(head + body)
             status = int((await reader.readline()).split()[1])
-            length = 0
+            length, chunked = 0, False
             while (line := await reader.readline()) not in (b"\r\n", b""):
                 name, _, value = line.decode().partition(":")
                 if name.lower() == "content-length":
                     length = int(value)
-            await reader.readexactly(length)
+                elif name.lower() == "transfer-encoding":
+                    chunked = "chunked" in value.lower()
+            texts = (await read_chunked(reader)).count(b"event: text\n") if chunked else 0
+            if not chunked:
+                await reader.readexactly(length)
             if time.perf_counter() < deadline[0] and deadline[1] <= started:
                 latencies.append(time.perf_counter() - started)
+                if deltas is not None:
+                    deltas.append(texts)
                 if status != 200:
                     errors.append(status)
             n += 200_003  # a different message each time, the same session stripe
     finally:
         writer.close()
+
+
+async def read_chunked(reader: asyncio.StreamReader) -> bytes:
+    """A chunked body (the SSE stream of a streamed reply), to its last chunk."""
+    parts = []
+    while size := int((await reader.readline()).split(b";")[0], 16):
+        parts.append((await reader.readexactly(size + 2))[:-2])
+    await reader.readline()  # the empty line after the last chunk
+    return b"".join(parts)
 
 
 async def servers_cpu(urls: list[str], deadline: list[float]) -> float:
@@ -210,22 +231,27 @@ async def servers_cpu(urls: list[str], deadline: list[float]) -> float:
     return sum(cpu_seconds(pid) for pid in pids) - before
 
 
-async def load(urls: list[str], clients: int, sessions: int, warmup: float,
-               seconds: float) -> tuple[list[float], int, float, float]:
+async def load(urls: list[str], clients: int, sessions: int, warmup: float, seconds: float,
+               deltas: list[int] | None = None) -> tuple[list[float], int, float, float]:
     now = time.perf_counter()
     deadline = [now + warmup + seconds, now + warmup]  # [end, start of measurement]
     latencies: list[float] = []
     errors: list[int] = []
     cpu = asyncio.ensure_future(servers_cpu(urls, deadline))
     await asyncio.gather(*(one_client(urls[n % len(urls)], sessions, n, deadline, latencies,
-                                      errors) for n in range(clients)))
+                                      errors, deltas) for n in range(clients)))
     return latencies, len(errors), seconds, await cpu
 
 
-def measure(name: str, urls: list[str], args: argparse.Namespace) -> Result:
+def measure(name: str, urls: list[str], args: argparse.Namespace,
+            streamed: bool = False) -> Result:
+    deltas: list[int] | None = [] if streamed else None
     latencies, errors, seconds, cpu = asyncio.run(load(urls, args.clients, args.sessions,
-                                                       args.warmup, args.seconds))
-    result = Result(name, len(latencies), seconds, latencies, errors, cpu)
+                                                       args.warmup, args.seconds, deltas))
+    result = Result(name, len(latencies), seconds, latencies, errors, cpu, sum(deltas or []))
+    if streamed:
+        print(f"  {name}: {result.deltas / max(1, result.turns):.1f} deltas a reply, "
+              f"{result.cpu * 1000 / max(1, result.deltas):.3f} ms CPU a delta", file=sys.stderr)
     print(f"  {name}: {result.rate:.0f} turns/s, p50 {result.quantile(0.5) * 1000:.1f} ms, "
           f"p99 {result.quantile(0.99) * 1000:.1f} ms, {errors} errors, "
           f"{result.cpu_ms_per_turn:.2f} ms CPU a turn", file=sys.stderr)
@@ -297,6 +323,7 @@ def main() -> None:
         gateway = [HOOKLINE, "gateway", "--port", "0"]
         with process(gateway, gateway_env(root / "home-sqlite", None), workspace) as url:
             results.append(measure("sqlite, 1 gateway", [url], args))
+            streamed = measure("sqlite, streamed (SSE)", [url], args, streamed=True)
         try:
             if not server:
                 raise _Skip
@@ -315,13 +342,18 @@ def main() -> None:
     floor = results[0]
     print(f"\n{'set-up':<24} {'turns/s':>9} {'x floor':>8} {'p50 ms':>8} {'x floor':>8} "
           f"{'p99 ms':>8} {'x floor':>8} {'errors':>6} {'CPU ms/turn':>10}")
-    for result in results:
+    for result in [*results, streamed]:
         p50, p99 = result.quantile(0.5), result.quantile(0.99)
         print(f"{result.name:<24} {result.rate:>9.0f} {result.rate / floor.rate:>8.3f} "
               f"{p50 * 1000:>8.1f} {p50 / floor.quantile(0.5):>8.1f} "
               f"{p99 * 1000:>8.1f} {p99 / floor.quantile(0.99):>8.1f} {result.errors:>6} "
               f"{result.cpu_ms_per_turn:>10.2f}")
-    print(f"\n{os.cpu_count()} CPU(s) shared by the servers, PostgreSQL and the load "
+    per_delta = max(1.0, streamed.deltas / max(1, streamed.turns))
+    marginal = (streamed.cpu_ms_per_turn - results[1].cpu_ms_per_turn) / per_delta
+    print(f"\nstreamed: {streamed.deltas / max(1, streamed.turns):.1f} text deltas a reply "
+          f"(the offline model's), {streamed.cpu * 1000 / max(1, streamed.deltas):.3f} ms of "
+          f"CPU a delta, {marginal:.3f} ms over the whole reply's CPU a delta")
+    print(f"{os.cpu_count()} CPU(s) shared by the servers, PostgreSQL and the load "
           f"generator")
 
 

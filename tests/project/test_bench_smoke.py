@@ -107,6 +107,9 @@ def test_bench_replicas_tiny_runs(postgres_server: str) -> None:
     rows = [line.split() for line in lines[header + 1:header + 5]]
     assert all(row[-2] == "0" for row in rows), done.stdout  # errors
     assert all(float(row[-1]) > 0 for row in rows[1:]), done.stdout  # CPU ms a turn
+    streamed = lines[header + 5].split()
+    assert streamed[:3] == ["sqlite,", "streamed", "(SSE)"] and streamed[-2] == "0", done.stdout
+    assert "4.0 text deltas a reply" in done.stdout, done.stdout
 
 
 def test_bench_sandbox_quick_runs() -> None:
