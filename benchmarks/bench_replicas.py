@@ -8,7 +8,9 @@ replies come):
 - sqlite: one `hookline gateway` on the default SQLite store;
 - postgres: one gateway on a PostgreSQL store;
 - 2 replicas: two gateways on one PostgreSQL database, clients split between them (what a
-  reverse proxy does).
+  reverse proxy does);
+- streamed: the SQLite gateway again, each reply streamed as Server-Sent Events (the
+  offline model's text deltas counted, for the CPU a delta).
 
 Printed: turns/s, p50 and p99 latency, and each as a ratio to the floor, in one run. The
 PostgreSQL server is `--postgres-url` (or HOOKLINE_BENCH_POSTGRES_URL), else a throwaway
@@ -83,6 +85,14 @@ class Result:
     seconds: float
     latencies: list[float]
     errors: int
+    cpu: float = 0.0
+    """CPU seconds the servers used while measured (user + system, their own accounting)."""
+    deltas: int = 0
+    """Text events received by the streamed replies measured."""
+
+    @property
+    def cpu_ms_per_turn(self) -> float:
+        return self.cpu * 1000 / self.turns if self.turns else 0.0
 
     @property
     def rate(self) -> float:
@@ -97,6 +107,16 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+PIDS: dict[str, int] = {}
+"""The process id behind each server URL (for its CPU accounting)."""
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU the process has used, from its own accounting (/proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextlib.contextmanager
@@ -115,6 +135,7 @@ def process(args: list[str], env: dict[str, str], cwd: Path) -> Iterator[str]:
         # Keep draining its output so a chatty server never blocks on a full pipe.
         threading.Thread(target=_drain, args=(proc.stdout,), daemon=True).start()
         _wait_for(url)
+        PIDS[url] = proc.pid
         yield url
     finally:
         proc.terminate()
@@ -154,29 +175,37 @@ def gateway_env(home: Path, store: str | None) -> dict[str, str]:
 
 
 async def one_client(url: str, sessions: int, offset: int, deadline: list[float],
-                     latencies: list[float], errors: list[int]) -> None:
-    """Keep one connection busy until the deadline: post, wait for the reply, repeat."""
+                     latencies: list[float], errors: list[int],
+                     deltas: list[int] | None = None) -> None:
+    """Keep one connection busy until the deadline: post, wait for the reply, repeat.
+    With `deltas`, the replies are streamed and each one's text events counted there."""
     host, port = url.split("//", 1)[1].split(":")
     reader, writer = await asyncio.open_connection(host, int(port))
     n = offset
     try:
         while time.perf_counter() < deadline[0]:
-            body = json.dumps({"content": f"message {n}",
-                               "session_id": f"bench-{n % sessions}"}).encode()
+            body = json.dumps({"content": f"message {n}", "session_id": f"bench-{n % sessions}",
+                               "stream": deltas is not None}).encode()
             head = (f"POST /v1/messages HTTP/1.1\r\nHost: {host}:{port}\r\n"
                     f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
                     f"Content-Length: {len(body)}\r\n\r\n").encode()
             started = time.perf_counter()
             writer.write(head + body)
             status = int((await reader.readline()).split()[1])
-            length = 0
+            length, chunked = 0, False
             while (line := await reader.readline()) not in (b"\r\n", b""):
                 name, _, value = line.decode().partition(":")
                 if name.lower() == "content-length":
                     length = int(value)
-            await reader.readexactly(length)
+                elif name.lower() == "transfer-encoding":
+                    chunked = "chunked" in value.lower()
+            texts = (await read_chunked(reader)).count(b"event: text\n") if chunked else 0
+            if not chunked:
+                await reader.readexactly(length)
             if time.perf_counter() < deadline[0] and deadline[1] <= started:
                 latencies.append(time.perf_counter() - started)
+                if deltas is not None:
+                    deltas.append(texts)
                 if status != 200:
                     errors.append(status)
             n += 200_003  # a different message each time, the same session stripe
@@ -184,23 +213,48 @@ async def one_client(url: str, sessions: int, offset: int, deadline: list[float]
         writer.close()
 
 
-async def load(urls: list[str], clients: int, sessions: int, warmup: float,
-               seconds: float) -> tuple[list[float], int, float]:
+async def read_chunked(reader: asyncio.StreamReader) -> bytes:
+    """A chunked body (the SSE stream of a streamed reply), to its last chunk."""
+    parts = []
+    while size := int((await reader.readline()).split(b";")[0], 16):
+        parts.append((await reader.readexactly(size + 2))[:-2])
+    await reader.readline()  # the empty line after the last chunk
+    return b"".join(parts)
+
+
+async def servers_cpu(urls: list[str], deadline: list[float]) -> float:
+    """The CPU seconds the servers behind `urls` use between the two deadlines."""
+    pids = [PIDS[url] for url in urls]
+    await asyncio.sleep(max(0.0, deadline[1] - time.perf_counter()))
+    before = sum(cpu_seconds(pid) for pid in pids)
+    await asyncio.sleep(max(0.0, deadline[0] - time.perf_counter()))
+    return sum(cpu_seconds(pid) for pid in pids) - before
+
+
+async def load(urls: list[str], clients: int, sessions: int, warmup: float, seconds: float,
+               deltas: list[int] | None = None) -> tuple[list[float], int, float, float]:
     now = time.perf_counter()
     deadline = [now + warmup + seconds, now + warmup]  # [end, start of measurement]
     latencies: list[float] = []
     errors: list[int] = []
+    cpu = asyncio.ensure_future(servers_cpu(urls, deadline))
     await asyncio.gather(*(one_client(urls[n % len(urls)], sessions, n, deadline, latencies,
-                                      errors) for n in range(clients)))
-    return latencies, len(errors), seconds
+                                      errors, deltas) for n in range(clients)))
+    return latencies, len(errors), seconds, await cpu
 
 
-def measure(name: str, urls: list[str], args: argparse.Namespace) -> Result:
-    latencies, errors, seconds = asyncio.run(load(urls, args.clients, args.sessions,
-                                                  args.warmup, args.seconds))
-    result = Result(name, len(latencies), seconds, latencies, errors)
+def measure(name: str, urls: list[str], args: argparse.Namespace,
+            streamed: bool = False) -> Result:
+    deltas: list[int] | None = [] if streamed else None
+    latencies, errors, seconds, cpu = asyncio.run(load(urls, args.clients, args.sessions,
+                                                       args.warmup, args.seconds, deltas))
+    result = Result(name, len(latencies), seconds, latencies, errors, cpu, sum(deltas or []))
+    if streamed:
+        print(f"  {name}: {result.deltas / max(1, result.turns):.1f} deltas a reply, "
+              f"{result.cpu * 1000 / max(1, result.deltas):.3f} ms CPU a delta", file=sys.stderr)
     print(f"  {name}: {result.rate:.0f} turns/s, p50 {result.quantile(0.5) * 1000:.1f} ms, "
-          f"p99 {result.quantile(0.99) * 1000:.1f} ms, {errors} errors", file=sys.stderr)
+          f"p99 {result.quantile(0.99) * 1000:.1f} ms, {errors} errors, "
+          f"{result.cpu_ms_per_turn:.2f} ms CPU a turn", file=sys.stderr)
     return result
 
 
@@ -240,6 +294,10 @@ def drop_schemas(server: str) -> None:
         drop_schema(server, name)
 
 
+class _Skip(Exception):
+    """The PostgreSQL set-ups are not wanted (--no-postgres)."""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0)
@@ -247,9 +305,12 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=200)
     parser.add_argument("--sessions", type=int, default=50)
     parser.add_argument("--postgres-url", default=None)
+    parser.add_argument("--no-postgres", action="store_true",
+                        help="only the floor and the SQLite gateway")
     args = parser.parse_args()
     results: list[Result] = []
-    with tempfile.TemporaryDirectory() as scratch, postgres(args) as server:
+    with tempfile.TemporaryDirectory() as scratch, \
+            (contextlib.nullcontext("") if args.no_postgres else postgres(args)) as server:
         root = Path(scratch)
         workspace = root / "workspace"
         workspace.mkdir()
@@ -262,7 +323,10 @@ def main() -> None:
         gateway = [HOOKLINE, "gateway", "--port", "0"]
         with process(gateway, gateway_env(root / "home-sqlite", None), workspace) as url:
             results.append(measure("sqlite, 1 gateway", [url], args))
+            streamed = measure("sqlite, streamed (SSE)", [url], args, streamed=True)
         try:
+            if not server:
+                raise _Skip
             url_pg = fresh_schema(server)
             with process(gateway, gateway_env(root / "home-pg", url_pg), workspace) as url:
                 results.append(measure("postgres, 1 gateway", [url], args))
@@ -270,17 +334,26 @@ def main() -> None:
             with process(gateway, gateway_env(root / "home-a", url_pg), workspace) as url_a, \
                     process(gateway, gateway_env(root / "home-b", url_pg), workspace) as url_b:
                 results.append(measure("postgres, 2 replicas", [url_a, url_b], args))
+        except _Skip:
+            pass
         finally:
-            drop_schemas(server)
+            if server:
+                drop_schemas(server)
     floor = results[0]
     print(f"\n{'set-up':<24} {'turns/s':>9} {'x floor':>8} {'p50 ms':>8} {'x floor':>8} "
-          f"{'p99 ms':>8} {'x floor':>8} {'errors':>6}")
-    for result in results:
+          f"{'p99 ms':>8} {'x floor':>8} {'errors':>6} {'CPU ms/turn':>10}")
+    for result in [*results, streamed]:
         p50, p99 = result.quantile(0.5), result.quantile(0.99)
         print(f"{result.name:<24} {result.rate:>9.0f} {result.rate / floor.rate:>8.3f} "
               f"{p50 * 1000:>8.1f} {p50 / floor.quantile(0.5):>8.1f} "
-              f"{p99 * 1000:>8.1f} {p99 / floor.quantile(0.99):>8.1f} {result.errors:>6}")
-    print(f"\n{os.cpu_count()} CPU(s) shared by the servers, PostgreSQL and the load "
+              f"{p99 * 1000:>8.1f} {p99 / floor.quantile(0.99):>8.1f} {result.errors:>6} "
+              f"{result.cpu_ms_per_turn:>10.2f}")
+    per_delta = max(1.0, streamed.deltas / max(1, streamed.turns))
+    marginal = (streamed.cpu_ms_per_turn - results[1].cpu_ms_per_turn) / per_delta
+    print(f"\nstreamed: {streamed.deltas / max(1, streamed.turns):.1f} text deltas a reply "
+          f"(the offline model's), {streamed.cpu * 1000 / max(1, streamed.deltas):.3f} ms of "
+          f"CPU a delta, {marginal:.3f} ms over the whole reply's CPU a delta")
+    print(f"{os.cpu_count()} CPU(s) shared by the servers, PostgreSQL and the load "
           f"generator")
 
 

@@ -9,6 +9,11 @@ fallback for stores that only implement the four reference methods:
 - `journal_of`: the store's run journal (`journal_write(run, tape, ops)` and
   `journal_commit(run, ops)`, sync or async, as `SQLiteTapeStore` has them), else None:
   the run is then kept in memory until it ends.
+
+A sync store may also offer `append_many_async`, `journal_write_async` and
+`journal_commit_async` (coroutine functions): those are awaited instead of running the
+sync method in a worker thread (`SQLiteTapeStore` has them: its writer thread does the
+work, so a worker thread waiting for it would be one thread hop too many).
 """
 
 from __future__ import annotations
@@ -65,7 +70,9 @@ class AsyncStoreAdapter:
     ) -> list[TapeEntry]:
         """The sync store's `append_many` in one worker-thread call; for a store without
         one, one `append` per entry (in that same call), without its guarantees."""
-        many = getattr(self.store, "append_many", None)
+        many = _native(self.store, "append_many")
+        if inspect.iscoroutinefunction(many):
+            return list(await many(tape, entries, bootstrap=bootstrap))
         if callable(many):
             return list(await anyio.to_thread.run_sync(partial(many, tape, entries,
                                                                bootstrap=bootstrap)))
@@ -142,11 +149,36 @@ async def _call(function: Callable[..., Any], *args: Any) -> Any:
 def journal_of(store: AsyncTapeStore | TapeStore) -> AsyncJournal | None:
     """The store's run journal, or None when it has none (see the module doc)."""
     inner = store.store if isinstance(store, AsyncStoreAdapter) else store
-    write = getattr(inner, "journal_write", None)
-    commit = getattr(inner, "journal_commit", None)
+    write = _native(inner, "journal_write")
+    commit = _native(inner, "journal_commit")
     if not callable(write) or not callable(commit):
         return None
     return AsyncJournal(write, commit)
+
+
+def _native(store: Any, name: str) -> Any:
+    """The store's `<name>_async` coroutine function when it has one and no subclass
+    overrides `<name>` below where `<name>_async` is defined; else `<name>`."""
+    native = getattr(store, name + "_async", None)
+    sync = getattr(store, name, None)
+    if not inspect.iscoroutinefunction(native) or _overridden(type(store), name):
+        return sync
+    return native
+
+
+_OVERRIDDEN: dict[tuple[type, str], bool] = {}
+
+
+def _overridden(cls: type, name: str) -> bool:
+    """Whether `cls` defines `<name>` below the class defining `<name>_async` (a turn
+    asks at every journal write, so the answer is kept per class)."""
+    known = _OVERRIDDEN.get((cls, name))
+    if known is None:
+        native_at = next((base for base in cls.__mro__ if name + "_async" in vars(base)), None)
+        sync_at = next((base for base in cls.__mro__ if name in vars(base)), None)
+        known = native_at is None or (sync_at is not None and not issubclass(native_at, sync_at))
+        _OVERRIDDEN[(cls, name)] = known
+    return known
 
 
 def as_async_store(store: TapeStore | AsyncTapeStore) -> AsyncTapeStore:

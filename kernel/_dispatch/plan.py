@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 from .errors import get_logger, missing_argument
 from .impl import HookImpl, Tracer
@@ -24,6 +24,9 @@ _PLAIN = frozenset({type(None), str, int, float, bool, bytes, dict, list, tuple,
 
 _ITERABLE_COROUTINE = 0x100
 """``inspect.CO_ITERABLE_COROUTINE``: a generator-based coroutine (``types.coroutine``)."""
+
+CallerKind = DispatchKind | Literal["first_each"]
+_CALLERS: tuple[CallerKind, ...] = (*DISPATCH_KINDS, "first_each")
 
 _SKIPPED: Any = object()
 """Stands for a skipped awaitable in a sync collecting caller, filtered out at the end."""
@@ -89,24 +92,28 @@ class Plan:
     many: Callable[[dict[str, Any]], Awaitable[list[Any]]]
     first_sync: Callable[[dict[str, Any]], Any]
     many_sync: Callable[[dict[str, Any]], list[Any]]
+    first_each: Callable[[dict[str, Any]], Awaitable[tuple[HookImpl | None, Any]]]
+    """``first`` that also says which implementation answered: ``(implementation,
+    value)``, or ``(None, None)``; what ``call_first_each`` runs."""
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         # Called only while the caller is not compiled yet; later lookups hit __dict__.
-        for kind in DISPATCH_KINDS:
+        for kind in _CALLERS:
             if name == kind:
                 caller = self._compile(kind)
                 setattr(self, kind, caller)
                 return caller
         raise AttributeError(name)
 
-    def source(self, kind: DispatchKind) -> str:
+    def source(self, kind: CallerKind) -> str:
         """The generated source of one caller (compiling it if needed)."""
         getattr(self, kind)
         return self._sources[kind]
 
-    def _compile(self, kind: DispatchKind) -> Callable[..., Any]:
-        is_async = kind in ("first", "many")
+    def _compile(self, kind: CallerKind) -> Callable[..., Any]:
+        is_async = kind in ("first", "many", "first_each")
         collect = kind.startswith("many")
+        indexed = kind == "first_each"
         namespace: dict[str, Any] = {
             "_PLAIN": _PLAIN,
             "_isawaitable": isawaitable,
@@ -130,9 +137,10 @@ class Plan:
             if self.tracer is not None:
                 function = self.tracer.wrap(impl)
             namespace[f"_f{index}"] = function
+            namespace[f"_i{index}"] = impl
             args = ", ".join(f"{name}={local[name]}" for name in impl.argnames)
             call = f"_f{index}({args})"
-            lines += _step(index, call, impl.is_async, is_async, collect)
+            lines += _step(index, call, impl.is_async, is_async, collect, indexed)
         if collect:
             # One list display at the end is cheaper than an append per implementation.
             values = ", ".join(f"_v{index}" for index in range(len(self.impls)))
@@ -141,7 +149,7 @@ class Plan:
                              "if _v is not _SKIPPED]")
             lines.append(f"    return [{values}]")
         else:
-            lines.append("    return None")
+            lines.append("    return None, None" if indexed else "    return None")
         source = "\n".join(lines) + "\n"
         self._sources[kind] = source
         code = compile(source, f"<plan {self.hook_name}.{kind}>", "exec")
@@ -160,10 +168,12 @@ class Plan:
         return missing_argument(self.hook_name, name, users)
 
 
-def _step(index: int, call: str, impl_async: bool, path_async: bool, collect: bool) -> list[str]:
+def _step(index: int, call: str, impl_async: bool, path_async: bool, collect: bool,
+          indexed: bool = False) -> list[str]:
     """Source lines for one implementation: call, handle awaitables, keep or return.
 
-    Collecting callers keep each value in ``_v<index>`` and build the list at the end.
+    Collecting callers keep each value in ``_v<index>`` and build the list at the end;
+    an `indexed` caller returns the implementation (``_i<index>``) with its value.
     """
     v = f"_v{index}" if collect else "_v"
     if path_async and impl_async:
@@ -188,4 +198,5 @@ def _step(index: int, call: str, impl_async: bool, path_async: bool, collect: bo
             f"        if {v}.__class__ in _PLAIN or not _isawaitable({v}): return {v}",
             f"        _skip({index}, {v})",
         ]
-    return lines if collect else [*lines, f"    if {v} is not None: return {v}"]
+    answer = f"(_i{index}, {v})" if indexed else v
+    return lines if collect else [*lines, f"    if {v} is not None: return {answer}"]

@@ -50,8 +50,9 @@ class HookRuntime:
         return [] if plan is None else plan.many_sync(kwargs)
 
     # Slow paths: each value paired with the implementation that returned it, for call
-    # sites that must name the plugin in an error. Not for per-call hot paths. They call
-    # through the registry's tracer while one is set, so a trace sees them too.
+    # sites that must name the plugin in an error. Not for per-call hot paths (but
+    # call_first_each, compiled). They call through the registry's tracer while one is
+    # set, so a trace sees them too.
 
     async def call_each(self, hook_name: str, /, **kwargs: Any) -> list[tuple[HookImpl, Any]]:
         """``(implementation, awaited value)`` for every implementation, in execution order."""
@@ -69,17 +70,13 @@ class HookRuntime:
         return [(impl, value) for impl in self.registry.hook_impls(hook_name)
                 if usable_sync(hook_name, impl.plugin_name, value := impl.call(kwargs, tracer))]
 
-    async def call_first_each(
+    def call_first_each(
         self, hook_name: str, /, **kwargs: Any
-    ) -> tuple[HookImpl | None, Any]:
-        """``call_first`` with the implementation that answered (None, None when none did)."""
-        for impl in self.registry.hook_impls(hook_name):
-            value = impl.call(kwargs, self.registry.tracer)
-            if is_awaitable(value):
-                value = await value
-            if value is not None:
-                return impl, value
-        return None, None
+    ) -> Awaitable[tuple[HookImpl | None, Any]]:
+        """``call_first`` with the implementation that answered (None, None when none did).
+        Compiled like ``call_first`` (the plan's ``first_each``): turns call it."""
+        plan = self._plans.get(hook_name)
+        return _no_answer() if plan is None else plan.first_each(kwargs)
 
     def call_first_each_sync(
         self, hook_name: str, /, **kwargs: Any
@@ -145,3 +142,7 @@ async def _nothing() -> None:
 
 async def _no_results() -> list[Any]:
     return []
+
+
+async def _no_answer() -> tuple[None, None]:
+    return None, None

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from types import TracebackType
 from typing import Any
 
 from ..environment import Environment
@@ -62,11 +63,13 @@ class EnvironmentCache:
         return list(self._entries)
 
     def get(self, session_id: str, default: Any = None) -> Any:
-        """The cached environment (a use: it becomes the most recent), else `default`."""
+        """The cached environment (a use: it becomes the most recent, or, while the
+        session is held, when its hold ends), else `default`."""
         entry = self._entries.get(session_id)
         if entry is None:
             return default
-        self._touch(session_id, entry[0])
+        if session_id not in self._holders:  # a held one is touched when let go
+            self._touch(session_id, entry[0])
         return entry[0]
 
     def put(self, session_id: str, environment: Environment | None) -> Evicted:
@@ -74,19 +77,19 @@ class EnvironmentCache:
         self._touch(session_id, environment)
         return self.evict()
 
-    @contextmanager
-    def hold(self, session_id: str) -> Iterator[None]:
-        """Keep the session's environment (present or future) from eviction meanwhile."""
-        self._holders[session_id] = self._holders.get(session_id, 0) + 1
-        try:
-            yield
-        finally:
-            count = self._holders.pop(session_id) - 1
-            if count:
-                self._holders[session_id] = count
-            entry = self._entries.get(session_id)
-            if entry is not None:  # the end of a turn is a use: idle time starts now
-                self._touch(session_id, entry[0])
+    def hold(self, session_id: str) -> AbstractContextManager[None]:
+        """Keep the session's environment (present or future) from eviction meanwhile
+        (a context manager; every turn takes one, so it is a small class, not a
+        generator)."""
+        return _Hold(self, session_id)
+
+    def _let_go(self, session_id: str) -> None:
+        count = self._holders.pop(session_id) - 1
+        if count:
+            self._holders[session_id] = count
+        entry = self._entries.get(session_id)
+        if entry is not None:  # the end of a turn is a use: idle time starts now
+            self._touch(session_id, entry[0])
 
     def held(self, session_id: str) -> bool:
         return session_id in self._holders
@@ -115,3 +118,19 @@ class EnvironmentCache:
     def _touch(self, session_id: str, environment: Environment | None) -> None:
         self._entries[session_id] = (environment, self.clock())
         self._entries.move_to_end(session_id)
+
+
+class _Hold(AbstractContextManager[None]):
+    __slots__ = ("cache", "session_id")
+
+    def __init__(self, cache: EnvironmentCache, session_id: str) -> None:
+        self.cache = cache
+        self.session_id = session_id
+
+    def __enter__(self) -> None:
+        holders = self.cache._holders
+        holders[self.session_id] = holders.get(self.session_id, 0) + 1
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.cache._let_go(self.session_id)

@@ -9,7 +9,7 @@ through it, without a ``Framework``. The hooks themselves are declared in ``hook
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from .._dispatch import HookRuntime as _CoreRuntime
 
@@ -66,8 +66,13 @@ class HookRuntime(_CoreRuntime):
         """
         kwargs = _model_kwargs(prompt, session_id, state)
         hook = self.model_hook(False)
-        if hook == RUN_MODEL:
-            return await self._model_text(kwargs)
+        if hook == RUN_MODEL:  # _model_text written out: one coroutine less a turn
+            impl, value = await self.call_first_each(RUN_MODEL, **kwargs)
+            if impl is not None and not isinstance(value, str):
+                from ..errors import bad_return
+
+                raise bad_return(impl, "str or None", value)
+            return value  # type: ignore[no-any-return]  # a str, or None when nobody answered
         if hook == RUN_MODEL_STREAM:
             stream = await self._model_stream(kwargs)
             if stream is not None:
@@ -131,7 +136,11 @@ class HookRuntime(_CoreRuntime):
 def _model_kwargs(
     prompt: UserContent | list[UserContent] | LegacyPrompt, session_id: str, state: TurnState
 ) -> dict[str, Any]:
-    from ..prompt import to_content, to_legacy_prompt
+    # The turn's prompt is text parts only, as a rule: joined as to_legacy_prompt would.
+    if isinstance(prompt, list) and all(item.__class__ is str for item in prompt):
+        legacy: LegacyPrompt = "\n".join(cast("list[str]", prompt))
+    else:
+        from ..prompt import to_content, to_legacy_prompt
 
-    return {"prompt": to_legacy_prompt(to_content(prompt)), "session_id": session_id,
-            "state": state}
+        legacy = to_legacy_prompt(to_content(prompt))
+    return {"prompt": legacy, "session_id": session_id, "state": state}

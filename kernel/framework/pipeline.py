@@ -75,11 +75,31 @@ class TurnPipeline:
     async def process_inbound(self, inbound: Any, stream_output: bool = False) -> TurnResult:
         try:
             session_id = await self.resolve_session(inbound)
-            if inbound.__class__ is dict or isinstance(inbound, MutableMapping):
+            if inbound.__class__ is dict:  # the common case, without the ABC checks
+                inbound["session_id"] = session_id
+            elif isinstance(inbound, MutableMapping):
                 set_field(inbound, "session_id", session_id)
             # The turn holds its session's environment: the cache never evicts it meanwhile.
+            # The stages are written out here, not in a coroutine of their own: every
+            # turn awaits this one.
             with self.host.environments.hold(session_id):
-                return await self._run_turn(inbound, session_id, stream_output)
+                state = await self.build_state(inbound, session_id)
+                prompt = await self.build_prompt(inbound, session_id, state)
+                model_output = ""
+                try:
+                    model_output = await self.run_model_stage(
+                        inbound, prompt, session_id, state, stream_output
+                    )
+                finally:
+                    await self.runtime.call_many(
+                        "save_state", session_id=session_id, state=state, message=inbound,
+                        model_output=model_output,
+                    )
+                outbounds = await self.render_outbound(inbound, session_id, state,
+                                                       model_output)
+                for outbound in outbounds:
+                    await self.runtime.call_many("dispatch_outbound", message=outbound)
+                return TurnResult(session_id, prompt, model_output, outbounds, state)
         except Exception as exc:
             culprit = blame(self.registry, exc)
             where = (f" plugin={culprit.plugin_name} hook={culprit.hook_name} "
@@ -89,24 +109,6 @@ class TurnPipeline:
                          exc_info=exc)
             await self.runtime.notify_error("turn", exc, inbound)
             raise
-
-    async def _run_turn(self, inbound: Any, session_id: str, stream_output: bool) -> TurnResult:
-        state = await self.build_state(inbound, session_id)
-        prompt = await self.build_prompt(inbound, session_id, state)
-        model_output = ""
-        try:
-            model_output = await self.run_model_stage(
-                inbound, prompt, session_id, state, stream_output
-            )
-        finally:
-            await self.runtime.call_many(
-                "save_state", session_id=session_id, state=state, message=inbound,
-                model_output=model_output,
-            )
-        outbounds = await self.render_outbound(inbound, session_id, state, model_output)
-        for outbound in outbounds:
-            await self.runtime.call_many("dispatch_outbound", message=outbound)
-        return TurnResult(session_id, prompt, model_output, outbounds, state)
 
     async def resolve_session(self, message: Any) -> str:
         """First non-None result as text; a falsy one falls back to the default id.

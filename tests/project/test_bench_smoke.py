@@ -113,7 +113,12 @@ def test_bench_replicas_tiny_runs(postgres_server: str) -> None:
     names = [line[:24].strip() for line in lines[header + 1:header + 5]]
     assert names == ["floor (bare hypercorn)", "sqlite, 1 gateway", "postgres, 1 gateway",
                      "postgres, 2 replicas"], done.stdout
-    assert all(line.split()[-1] == "0" for line in lines[header + 1:header + 5]), done.stdout
+    rows = [line.split() for line in lines[header + 1:header + 5]]
+    assert all(row[-2] == "0" for row in rows), done.stdout  # errors
+    assert all(float(row[-1]) > 0 for row in rows[1:]), done.stdout  # CPU ms a turn
+    streamed = lines[header + 5].split()
+    assert streamed[:3] == ["sqlite,", "streamed", "(SSE)"] and streamed[-2] == "0", done.stdout
+    assert "4.0 text deltas a reply" in done.stdout, done.stdout
 
 
 def test_bench_sandbox_quick_runs() -> None:
@@ -133,3 +138,9 @@ def test_bench_context_tiny_runs() -> None:
     assert all(float(line.split()[1]) > 0 for line in lines[2:4])
     assert lines[4].startswith("goal: a read at 60 entries <= 1.3x one at 20: ")
     assert ("PASS" in lines[4]) != ("MISS" in lines[4])
+
+
+def test_bench_health_tiny_runs() -> None:
+    done = run_benchmark("bench_health.py", "--turns", "3", "--pollers", "2")
+    assert "(0 not 200)" in done.stdout, done.stdout
+    assert done.stdout.count("PASS") + done.stdout.count("MISS") == 1, done.stdout

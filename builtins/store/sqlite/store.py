@@ -32,10 +32,10 @@ Guarantees:
   after one, the store refuses every further call instead of writing into the file.
 
 The file, its -wal and -shm are 0600; one that others can read is tightened at opening
-(`hookline.builtins.privacy.files.secure_store`). Readers never block writers (WAL). One
-connection per store, guarded by a lock: calls come from worker threads (see
-`as_async_store`), and a single connection can be closed from any thread, which
-per-thread connections in pooled threads could not.
+(`hookline.builtins.privacy.files.secure_store`). Readers never block writers (WAL). Writes go
+through one writer thread per store that commits the writes waiting at that moment
+together (group commit), and reads through a few reader connections of their own: see
+`writer.py` for both and for how a failed group fails its members.
 """
 
 from __future__ import annotations
@@ -43,13 +43,13 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
 from contextlib import contextmanager, suppress
 from os import PathLike
 from pathlib import Path
 from types import TracebackType
-from typing import Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tape import LAST_ANCHOR, TapeEntry, TapeQuery, apply_query
@@ -81,6 +81,7 @@ from .sql import (
     select_entries,
     switch_to_wal,
 )
+from .writer import GroupWriter, ReaderPool, WriterStopped, wait
 
 __all__ = [
     "COMMIT_FAILED_ERROR",
@@ -113,6 +114,8 @@ COMMIT_FAILED_ERROR: Final = (
 """The `error` of the `run` event that ends a run whose commit failed."""
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 _SCHEMA: Final = (
     """CREATE TABLE IF NOT EXISTS entries (
@@ -171,7 +174,6 @@ class SQLiteTapeStore:
         self.path = Path(path).expanduser()
         self.synchronous = synchronous
         secure_store(self.path)  # 0600 before SQLite opens it, so its -wal/-shm are too
-        self._lock = threading.Lock()
         self._damage: str | None = None
         self._moved: str | None = None  # what became of the file: see FileIdentity
         self._failed: set[str] = set()  # runs whose commit failed, ended at the next call
@@ -186,12 +188,15 @@ class SQLiteTapeStore:
         try:
             with self._guard():
                 self._setup(conn, busy_timeout, synchronous)
-            self._identity = FileIdentity(self.path)
-            self.recovered = self._recover()
+                self._identity = FileIdentity(self.path)
+                self.recovered = self._recover(conn)
         except BaseException:
             self._conn = None
             conn.close()
             raise
+        self._readers = ReaderPool(self.path, busy_timeout)
+        self._writer = GroupWriter(conn, self._group, self._before_group, self._is_fatal,
+                                   name=f"hookline tape writer {self.path.name}")
 
     def _setup(self, conn: sqlite3.Connection, busy_timeout: float, synchronous: str) -> None:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
@@ -240,24 +245,57 @@ class SQLiteTapeStore:
                 raise
             raise self._damaged(str(exc)) from exc
 
+    def _check_open(self) -> None:
+        """Refuse a call to a closed store, a moved file or a damaged one."""
+        if self._moved is not None:
+            raise moved_error(self.path, self._moved)
+        if self._conn is None:
+            raise HooklineError(ErrorKind.config, f"Tape store {self.path} is closed.")
+        if self._damage is not None:
+            raise damaged_error(self.path, self._damage)
+
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            if self._moved is not None:
-                raise moved_error(self.path, self._moved)
-            conn = self._conn
-            if conn is None:
-                raise HooklineError(ErrorKind.config, f"Tape store {self.path} is closed.")
-            if self._damage is not None:
-                raise damaged_error(self.path, self._damage)
-            try:
-                with self._guard():
-                    if self._failed:
-                        self._end_failed_runs(conn)
-                    yield conn
-            finally:
-                if self._moved is not None:
-                    self._let_go(conn)
+        """A reader connection (after the failed runs are ended, as any call does)."""
+        self._check_open()
+        if self._failed:
+            self._start(None).result()  # the writer ends them ahead of a group
+        with self._guard(), self._readers.connection() as conn:
+            yield conn
+
+    def _start(self, work: Callable[[sqlite3.Connection], T] | None,
+               on_error: Callable[[BaseException], None] | None = None) -> Future[T]:
+        """Queue a write for the writer's next group (see `writer.py`)."""
+        self._check_open()
+        try:
+            return self._writer.submit(work, on_error)
+        except WriterStopped:
+            raise HooklineError(ErrorKind.config, f"Tape store {self.path} is closed.") from None
+
+    def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        return self._start(work).result()
+
+    def _before_group(self, conn: sqlite3.Connection) -> None:
+        self._check_open()
+        if self._failed:
+            with self._guard():
+                self._end_failed_runs(conn)
+
+    @contextmanager
+    def _group(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """The writer's transaction for one group of writes."""
+        try:
+            with self._guard(), self._transaction(conn):
+                yield
+        finally:
+            if self._moved is not None and self._conn is not None:
+                self._let_go(conn)
+
+    def _is_fatal(self, exc: BaseException) -> bool:
+        """Whether a member's error ends its whole group (damage, a moved file)."""
+        if isinstance(exc, sqlite3.DatabaseError) and is_damage(exc):
+            return True
+        return self._moved is not None or self._damage is not None
 
     @contextmanager
     def _transaction(self, conn: sqlite3.Connection) -> Iterator[None]:
@@ -278,12 +316,6 @@ class SQLiteTapeStore:
             raise
         self._check_file()
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction holding the database write lock from its first statement."""
-        with self._connection() as conn, self._transaction(conn):
-            yield conn
-
     def _let_go(self, conn: sqlite3.Connection) -> None:
         """Close a moved file's connection after making the old file whole (its WAL
         checkpointed into it) and emptying its WAL, still at the path: the next opener
@@ -300,11 +332,13 @@ class SQLiteTapeStore:
             raise moved_error(self.path, problem)
 
     def close(self) -> None:
-        """Close the database; later calls do nothing."""
-        with self._lock:
-            conn, self._conn = self._conn, None
+        """Close the database once the writes queued so far are done; later calls do
+        nothing."""
+        self._writer.stop()
+        conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
+        self._readers.close()
         self._owner.release()
 
     def __enter__(self) -> SQLiteTapeStore:
@@ -327,14 +361,7 @@ class SQLiteTapeStore:
         timeout. Like a turn's write it takes the write lock, checks the file, and inserts
         a journal row and an entry (rolled back); then it commits a real one-page write
         (the schema version, unchanged) and checks the file again. Backs `/v1/health`."""
-        with self._write() as conn:
-            conn.execute("SAVEPOINT probe")
-            conn.execute("INSERT OR REPLACE INTO journal (run, seq, tape, action) "
-                         "VALUES ('', 0, '', 'reset')")
-            conn.execute("INSERT OR REPLACE INTO entries (tape, id, kind, payload, meta, date) "
-                         "VALUES ('', 0, 'event', '{}', '{}', '')")
-            conn.execute("ROLLBACK TO probe")
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        self._run(_probe)
 
     # -- TapeStore -----------------------------------------------------------------------
 
@@ -354,8 +381,7 @@ class SQLiteTapeStore:
 
     def reset(self, tape: str) -> None:
         check_tape_name(tape)
-        with self._write() as conn:
-            conn.execute("DELETE FROM entries WHERE tape = ?", (tape,))
+        self._run(lambda conn: conn.execute("DELETE FROM entries WHERE tape = ?", (tape,)))
 
     def append(self, tape: str, entry: TapeEntry) -> TapeEntry:
         return self.append_many(tape, [check_entry(entry)])[0]
@@ -365,12 +391,21 @@ class SQLiteTapeStore:
     ) -> list[TapeEntry]:
         """Append `entries` in one transaction (one commit), after `bootstrap` when the tape
         has no anchor yet; returns what was stored."""
+        return self._start_append(tape, entries, bootstrap).result()
+
+    async def append_many_async(
+        self, tape: str, entries: Sequence[TapeEntry], *, bootstrap: TapeEntry | None = None
+    ) -> list[TapeEntry]:
+        """`append_many` awaited without a worker thread (what `as_async_store` uses)."""
+        return await wait(self._start_append(tape, entries, bootstrap))
+
+    def _start_append(self, tape: str, entries: Sequence[TapeEntry],
+                      bootstrap: TapeEntry | None) -> Future[list[TapeEntry]]:
         check_tape_name(tape)
         checked, bootstrap = check_batch(entries, bootstrap)
         rows = [] if bootstrap is None else [entry_row(tape, "bootstrap", bootstrap)]
         rows += [entry_row(tape, "append", entry) for entry in checked]
-        with self._write() as conn:
-            return apply_rows(conn, rows)
+        return self._start(lambda conn: apply_rows(conn, rows))
 
     def fetch_all(self, query: TapeQuery) -> list[TapeEntry]:
         """The tape's entries in id order, filtered by `apply_query`.
@@ -447,14 +482,21 @@ class SQLiteTapeStore:
         `run` names the journal (any unique string), `tape` the run's session tape, on
         which an interrupted marker goes if this process dies before `journal_commit`.
         """
+        self._start_journal_write(run, tape, ops).result()
+
+    async def journal_write_async(self, run: str, tape: str, ops: Sequence[JournalOp]) -> None:
+        """`journal_write` awaited without a worker thread (what `journal_of` uses)."""
+        await wait(self._start_journal_write(run, tape, ops))
+
+    def _start_journal_write(self, run: str, tape: str, ops: Sequence[JournalOp]
+                             ) -> Future[None]:
         rows = [op_row(op) for op in ops]
-        self._owner.acquire()
-        with self._write() as conn:
-            conn.execute(
-                "INSERT OR IGNORE INTO journal_runs (run, tape, owner, started) "
-                "VALUES (?, ?, ?, ?)",
-                (run, check_tape_name(tape), self._owner.name, now_iso()),
-            )
+        started = (run, check_tape_name(tape), self._owner.name, now_iso())
+
+        def work(conn: sqlite3.Connection) -> None:
+            self._owner.acquire()
+            conn.execute("INSERT OR IGNORE INTO journal_runs (run, tape, owner, started) "
+                         "VALUES (?, ?, ?, ?)", started)
             (seq,) = conn.execute(
                 "SELECT COALESCE(MAX(seq), 0) FROM journal WHERE run = ?", (run,)
             ).fetchone()
@@ -464,19 +506,40 @@ class SQLiteTapeStore:
                 [(run, seq + n, *row) for n, row in enumerate(rows, 1)],
             )
 
+        return self._start(work)
+
     def journal_commit(self, run: str, ops: Sequence[JournalOp] = ()) -> list[TapeEntry]:
         """Apply the run's journal and then `ops` to the tapes, and drop the journal, in one
         transaction (one commit); returns the entries stored. A failed commit ends the run
         too: the next call puts its journal on the tape, marked interrupted."""
+        return self._start_journal_commit(run, ops).result()
+
+    async def journal_commit_async(self, run: str, ops: Sequence[JournalOp] = ()
+                                   ) -> list[TapeEntry]:
+        """`journal_commit` awaited without a worker thread (what `journal_of` uses)."""
+        return await wait(self._start_journal_commit(run, ops))
+
+    def _start_journal_commit(self, run: str, ops: Sequence[JournalOp]
+                              ) -> Future[list[TapeEntry]]:
         try:
             rows = [op_row(op) for op in ops]
-            with self._write() as conn:
-                stored = apply_rows(conn, journal_rows(conn, run) + rows)
-                drop_journal(conn, run)
         except BaseException:
             self._failed.add(run)
             raise
-        return stored
+
+        def work(conn: sqlite3.Connection) -> list[TapeEntry]:
+            stored = apply_rows(conn, journal_rows(conn, run) + rows)
+            drop_journal(conn, run)
+            return stored
+
+        def failed(exc: BaseException) -> None:
+            self._failed.add(run)
+
+        try:
+            return self._start(work, failed)
+        except BaseException:
+            self._failed.add(run)
+            raise
 
     def _end_failed_runs(self, conn: sqlite3.Connection) -> None:
         """End the runs whose commit failed, in a transaction of their own before the call's
@@ -502,13 +565,12 @@ class SQLiteTapeStore:
         logger.info("tape store %s: ended %d run(s) whose commit had failed", self.path,
                     len(runs))
 
-    def _recover(self) -> list[str]:
+    def _recover(self, conn: sqlite3.Connection) -> list[str]:
         """Finish the runs whose process is gone: their journal, then an interrupted marker."""
-        with self._connection() as conn:
-            if conn.execute("SELECT 1 FROM journal_runs LIMIT 1").fetchone() is None:
-                return []
+        if conn.execute("SELECT 1 FROM journal_runs LIMIT 1").fetchone() is None:
+            return []
         recovered = []
-        with self._write() as conn:
+        with self._transaction(conn):
             runs = conn.execute("SELECT run, tape, owner, started FROM journal_runs").fetchall()
             for run, tape, owner, started in runs:
                 if owner == self._owner.name or Owner.alive(self.path, owner):
@@ -521,3 +583,15 @@ class SQLiteTapeStore:
         """How many run journals the file holds (running, or left by dead processes)."""
         with self._connection() as conn:
             return int(conn.execute("SELECT COUNT(*) FROM journal_runs").fetchone()[0])
+
+
+def _probe(conn: sqlite3.Connection) -> Any:
+    """What `check_writable` writes: rolled-back rows, then a real unchanged page."""
+    conn.execute("SAVEPOINT probe")
+    conn.execute("INSERT OR REPLACE INTO journal (run, seq, tape, action) "
+                 "VALUES ('', 0, '', 'reset')")
+    conn.execute("INSERT OR REPLACE INTO entries (tape, id, kind, payload, meta, date) "
+                 "VALUES ('', 0, 'event', '{}', '{}', '')")
+    conn.execute("ROLLBACK TO probe")
+    conn.execute("RELEASE probe")
+    return conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

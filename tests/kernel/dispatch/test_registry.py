@@ -116,6 +116,28 @@ async def test_trace_covers_the_slow_paths_and_observers() -> None:
     assert len(trace) == 7, "nothing is recorded after the block"
 
 
+@pytest.mark.anyio
+async def test_call_first_each_is_compiled_and_names_the_implementation_that_answered() -> None:
+    class AsyncAnswer:
+        @hookimpl
+        async def resolve_session(self, message):
+            return message.get("id")
+
+    registry, runtime = make_runtime()
+    assert await runtime.call_first_each("resolve_session", message={}) == (None, None)
+    registry.register(Answer(None), "quiet")
+    registry.register(AsyncAnswer(), "async")
+    registry.register(Answer(None), "newest")
+    impl, value = await runtime.call_first_each("resolve_session", message={"id": "s-9"})
+    assert (impl.plugin_name if impl else None, value) == ("async", "s-9")
+    assert await runtime.call_first_each("resolve_session", message={}) == (None, None)
+    source = registry.plans["resolve_session"].source("first_each")
+    assert "return (_i1, _v)" in source and "for " not in source  # straight-line code
+    registry.register(Answer("late"), "latest")  # a new plan, compiled afresh
+    impl, value = await runtime.call_first_each("resolve_session", message={"id": "s-9"})
+    assert (impl.plugin_name if impl else None, value) == ("latest", "late")
+
+
 def test_report_lists_all_hooks_with_execution_and_stored_order() -> None:
     registry, runtime = make_runtime()
     registry.register(Answer("a"), "first")
