@@ -10,7 +10,7 @@ from hookline.kernel._lazy import LazyExports as _LazyExports
 _PUBLIC = {
     "tape": ("BOOTSTRAP_ANCHOR", "AnchorInfo", "Tape", "TapeInfo", "session_tape_name",
              "should_merge_back"),
-    "fork": ("ForkStore", "TapeRecordError"),
+    "fork": ("COMMIT_OBSERVER", "ForkStore", "TapeRecordError", "observed_commit"),
     "context": ("ContextMessages", "answered_calls", "messages_from_entries"),
     "archive": ("file_safe", "write_archive"),
     "tools": ("SEARCH_LIMIT_MAX", "SPILL_READ_MAX", "spill_tools", "tape_tools"),

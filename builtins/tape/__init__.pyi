@@ -11,8 +11,10 @@ from .archive import write_archive as write_archive
 from .context import ContextMessages as ContextMessages
 from .context import answered_calls as answered_calls
 from .context import messages_from_entries as messages_from_entries
+from .fork import COMMIT_OBSERVER as COMMIT_OBSERVER
 from .fork import ForkStore as ForkStore
 from .fork import TapeRecordError as TapeRecordError
+from .fork import observed_commit as observed_commit
 from .sessions import CURRENT_SESSIONS_FILE as CURRENT_SESSIONS_FILE
 from .sessions import DEFAULT_SESSION as DEFAULT_SESSION
 from .sessions import MAX_CURRENT_SESSIONS as MAX_CURRENT_SESSIONS

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from contextlib import AbstractAsyncContextManager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import Any
@@ -23,7 +25,22 @@ from ..store.asyncstore import AsyncJournal, append_batch, has_batch
 from ..store.entries import check_entry, copy_entry, dump_json, is_sidecar_tape
 from .context import ContextMessages
 
-__all__ = ["ForkStore", "TapeRecordError"]
+__all__ = ["COMMIT_OBSERVER", "ForkStore", "TapeRecordError", "observed_commit"]
+
+COMMIT_OBSERVER: ContextVar[Callable[[], AbstractAsyncContextManager[object]] | None] = \
+    ContextVar("hookline_tape_commit_observer", default=None)
+"""What wraps each run's commit (the fork merge) in the current context: telemetry sets it
+around a turn to time the commit; None (the default) costs one lookup."""
+
+
+async def observed_commit(merge: Callable[..., Awaitable[None]], *args: Any) -> None:
+    """`await merge(*args)` inside the context's commit observer, if any."""
+    observe = COMMIT_OBSERVER.get()
+    if observe is None:
+        await merge(*args)
+        return
+    async with observe():
+        await merge(*args)
 
 
 class TapeRecordError(HooklineError):

@@ -54,7 +54,7 @@ from ..store.asyncstore import append_batch, as_async_store, journal_of
 from ..store.entries import SIDECAR_MARKER
 from .archive import file_safe, write_archive
 from .context import messages_from_entries
-from .fork import ForkStore, TapeRecordError
+from .fork import ForkStore, TapeRecordError, observed_commit
 
 __all__ = [
     "BOOTSTRAP_ANCHOR",
@@ -512,14 +512,14 @@ class Tape:
             if merge_back:
                 try:
                     with anyio.CancelScope(shield=True):
-                        await self._merge_fork(store, tapes)
+                        await observed_commit(self._merge_fork, store, tapes)
                 except Exception:
                     logger.exception("tape.fork_merge_failed tape=%s", self._name)
             raise
         else:
             if merge_back:
                 with anyio.CancelScope(shield=True):
-                    await self._merge_fork(store, tapes)
+                    await observed_commit(self._merge_fork, store, tapes)
         finally:
             store.closed = True
 

@@ -64,7 +64,7 @@ class SpanObserver:
         answers = kind in ("first", "first_sync")
         start = self.tracer.start_as_current_span
 
-        if kind in ("first", "many"):
+        if kind in ("first", "many", "first_each"):  # first_each: (impl, value) or (None, None)
 
             async def traced_async(kwargs: dict[str, Any]) -> Any:
                 record = _Dispatch(hook_name)
@@ -80,6 +80,8 @@ class SpanObserver:
                         _current.reset(token)
                     if answers:
                         _answered(span, record, value)
+                    elif kind == "first_each" and value[0] is not None:
+                        _answered_alone(span, value[0], value[1])
                     return value
 
             return traced_async

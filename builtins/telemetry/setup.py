@@ -32,6 +32,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from hookline.kernel.envelope import get_field
 
+from ..tape.fork import COMMIT_OBSERVER
 from . import active
 from .agent_spans import AgentSpans
 from .context import trace_carrier
@@ -131,7 +132,6 @@ class Telemetry:
         self.metrics.gauge("hookline_queued_follow_ups",
                            lambda: _router_count(framework, "queued"))
         active.remember(framework, self)
-        _commits.start(self)
 
     def watch(self, bus: Any) -> None:
         """Spans for the model and tool calls of the agent that runs on `bus`."""
@@ -143,7 +143,6 @@ class Telemetry:
         framework = self._framework
         if framework is None:
             return
-        _commits.stop(self)
         for bus in self._buses:
             self.agent_spans.detach(bus)
         self._buses.clear()
@@ -161,6 +160,16 @@ class Telemetry:
 
     # -- the turn span ---------------------------------------------------------------
 
+    @asynccontextmanager
+    async def _timed_commit(self) -> AsyncIterator[None]:
+        """A run's commit to the tape store, as a span and in the commit latency metric."""
+        started = time.perf_counter()
+        with self.tracer.start_as_current_span("hookline.store.commit"):
+            try:
+                yield
+            finally:
+                self.metrics.store_commit(time.perf_counter() - started)
+
     def _traced_turns(self, plain: Callable[..., Any]) -> Callable[..., Any]:
         tracer, metrics = self.tracer, self.metrics
 
@@ -174,6 +183,7 @@ class Telemetry:
                     "hookline.turn", context=parent, record_exception=False,
                     set_status_on_exception=False,
                     attributes={"hookline.channel": str(channel or "")}) as span:
+                observing = COMMIT_OBSERVER.set(self._timed_commit)
                 try:
                     result = await plain(inbound, stream_output=stream_output)
                     session_id = getattr(result, "session_id", None)
@@ -195,6 +205,7 @@ class Telemetry:
                         span.set_attribute("gen_ai.conversation.id", str(session_id))
                     span.set_attribute("hookline.turn.outcome", outcome)
                     metrics.turn(outcome, time.perf_counter() - started)
+                    COMMIT_OBSERVER.reset(observing)
 
         return process_inbound
 
@@ -210,51 +221,6 @@ def _router_count(framework: Any, what: str) -> int:
     if what == "active":
         return len(sessions)
     return sum(router.snapshot(session_id).pending_count for session_id in sessions)
-
-
-class _CommitTimer:
-    """Times `Tape`'s run commit (the fork merge) while any telemetry is installed: the
-    method is swapped on the class for the first and restored after the last."""
-
-    def __init__(self) -> None:
-        self.listeners: list[Telemetry] = []
-        self.plain: Any = None
-
-    def start(self, telemetry: Telemetry) -> None:
-        from hookline.builtins.tape.tape import Tape
-
-        self.listeners.append(telemetry)
-        if self.plain is not None:
-            return
-        plain = self.plain = Tape._merge_fork
-        listeners = self.listeners
-
-        async def timed_merge(tape: Any, *args: Any, **kwargs: Any) -> Any:
-            owner = listeners[-1] if listeners else None
-            if owner is None:
-                return await plain(tape, *args, **kwargs)
-            started = time.perf_counter()
-            with owner.tracer.start_as_current_span("hookline.store.commit"):
-                try:
-                    return await plain(tape, *args, **kwargs)
-                finally:
-                    elapsed = time.perf_counter() - started
-                    for listener in listeners:
-                        listener.metrics.store_commit(elapsed)
-
-        setattr(Tape, "_merge_fork", timed_merge)  # noqa: B010 (swapped back by stop)
-
-    def stop(self, telemetry: Telemetry) -> None:
-        from hookline.builtins.tape.tape import Tape
-
-        if telemetry in self.listeners:
-            self.listeners.remove(telemetry)
-        if not self.listeners and self.plain is not None:
-            setattr(Tape, "_merge_fork", self.plain)  # noqa: B010
-            self.plain = None
-
-
-_commits = _CommitTimer()
 
 
 def from_settings(settings: Any) -> Telemetry:

@@ -24,7 +24,8 @@ class DispatchObserver(Tracer, Protocol):
 
     ``wrap_dispatch`` is asked once per compiled caller, while the observer is the
     registry's tracer, for a stand-in of the same sync/async nature; the plain plans,
-    built when no tracer is set, never ask anything of it.
+    built when no tracer is set, never ask anything of it. ``kind`` is a dispatch kind or
+    ``first_each`` (async, returning ``(impl, value)``, or ``(None, None)``).
     """
 
     def wrap_dispatch(self, hook_name: str, kind: str, impls: tuple[HookImpl, ...],
