@@ -110,7 +110,8 @@ async def run_chat(framework: Framework, session: str | None, model: str | None,
 
             commands = ChatCommands(framework, channel, session_id, model_in_use)
             channel.configure(session_id=chosen, model=model, history=_history_path(),
-                              commands=commands.commands(), observe=commands.observe)
+                              commands=commands.commands(), observe=commands.observe,
+                              workspace=str(framework.workspace))
         say = channel.say if isinstance(channel, CliChannel) else print
         say(f"hookline chat - model {model_in_use} - session {session_id}")
         say("Type a message and press Enter; lines typed while a turn runs get their turns "

@@ -4,8 +4,8 @@ and tells commands from messages: builtins/channels/cli/input.py).
 
 They reuse what the other commands do: `/new` chooses a session as `--new` does,
 `/sessions` prints `hookline sessions`' table, `/usage` sums the `usage` stream events as
-`run --usage` does (`toolview.UsageTotals`), `/attach` reads files as `run -a` does
-(`inputs.attachments`). `/model NAME` sets the turn setting `model` of the envelopes'
+`run --usage` does (`UsageTotals`, builtins/agent/usage.py), `/attach` reads files as
+`run -a` does (`inputs.attachments`). `/model NAME` sets the turn setting `model` of the envelopes'
 context, which the builtin plugin reads (an alias of `model_aliases` works too).
 """
 
@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING, Any
 from hookline.kernel import Framework
 
 if TYPE_CHECKING:
+    from hookline.builtins.agent import UsageTotals
     from hookline.builtins.channels import ChatCommand, CliChannel
     from hookline.kernel.streaming import StreamEvent
-
-    from .toolview import UsageTotals
 
 
 class ChatCommands:
@@ -57,7 +56,7 @@ class ChatCommands:
         """Every event of the chat's turns: each `usage` event is one model call's count."""
         if event.kind not in ("usage", "final"):
             return
-        from .toolview import UsageTotals
+        from hookline.builtins.agent import UsageTotals
 
         totals = self.usage.setdefault(session_id, UsageTotals())
         if event.kind == "usage":
@@ -110,7 +109,7 @@ class ChatCommands:
         self._say(f"model {shown} for the following turns of this chat")
 
     async def show_usage(self, arguments: str) -> None:
-        from .toolview import UsageTotals
+        from hookline.builtins.agent import UsageTotals
 
         _no_arguments("usage", arguments)
         totals = self.usage.get(self.session_id) or UsageTotals()

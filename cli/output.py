@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 
 import typer
 
-from hookline.builtins.agent import call_line, is_terminal, result_lines, terminal_text
+from hookline.builtins.agent import is_terminal, terminal_text
 from hookline.builtins.privacy import redact_credentials
 from hookline.kernel.envelope import get_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
@@ -68,7 +68,7 @@ class TurnPrinter:
         self.usage = usage
         self.workspace = str(workspace) if workspace is not None else os.getcwd()
         self._midline = False  # streamed text not yet ended by a newline
-        self._changes: Any = None
+        self._view: Any = None
         self._totals: Any = None
 
     def wrap_stream(self, message: Any, stream: AsyncStreamEvents) -> AsyncIterator[StreamEvent]:
@@ -108,26 +108,18 @@ class TurnPrinter:
     async def _show_calls(self, calls: list[dict[str, Any]]) -> None:
         if self.quiet:
             return
-        if self._changes is None:
-            from .toolview import FileChanges
+        if self._view is None:
+            from hookline.builtins.agent import ToolView
 
-            self._changes = FileChanges(self.workspace)
-        for call in calls:
-            await self._changes.before(call)
-        self._say([call_line(call) for call in calls])
+            self._view = ToolView(self.workspace)
+        self._say(await self._view.calls(calls))
 
     async def _show_results(self, records: list[dict[str, Any]]) -> None:
-        if self.quiet or self._changes is None:
+        if self.quiet or self._view is None:
             return
-        from .toolview import render_diff, wants_colour
+        from hookline.builtins.agent import wants_colour
 
-        diffs = await self._changes.diffs(records)
-        colour = wants_colour(self._err())
-        lines = []
-        for index, record in enumerate(records):
-            lines += result_lines([record])
-            lines += render_diff(diffs.get(index, []), colour)
-        self._say(lines)
+        self._say(await self._view.results(records, wants_colour(self._err())))
 
     def _say(self, lines: list[str]) -> None:
         """Lines on stderr, after the status line is erased and on a line of their own."""
@@ -145,7 +137,7 @@ class TurnPrinter:
 
     def _usage_totals(self) -> Any:
         if self._totals is None:
-            from .toolview import UsageTotals
+            from hookline.builtins.agent import UsageTotals
 
             self._totals = UsageTotals()
         return self._totals

@@ -1,5 +1,6 @@
 """The agent loop: model steps, tool calls and interception as one event stream, with the
-spill sidecar, the steering inbox and the notes on how tool calls ran (docs/builtins.md).
+spill sidecar, the steering inbox, the notes on how tool calls ran, and what the terminal
+shows of a turn (tool lines, diffs, token usage) (docs/builtins.md).
 
 Names are imported on first use (`tool_notes` is standard library only: the command line
 reads it at start-up)."""
@@ -14,6 +15,9 @@ _PUBLIC = {
               "spill_result"),
     "steering": ("DEFAULT_KEY", "InMemorySteeringInbox", "steering_key"),
     "tool_notes": ("call_line", "is_terminal", "result_lines", "terminal_text", "tool_notes"),
+    "tool_view": ("FILE_TOOLS", "FileChanges", "ToolView", "colour_allowed", "render_diff",
+                  "wants_colour"),
+    "usage": ("UsageTotals",),
 }
 """Module (relative to this package) -> the public names it defines."""
 

@@ -13,8 +13,8 @@ import pytest
 from terminal_support import TMUX, Terminal, clean_env
 from test_cli import hookline
 
+from hookline.builtins.agent import FileChanges, UsageTotals, render_diff
 from hookline.builtins.agent.tool_notes import call_line, result_lines
-from hookline.cli.toolview import FileChanges, UsageTotals, render_diff
 
 BUGGY = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
 FIX = {"path": "calc.py", "old": "    return a - b\n\n\ndef sub",

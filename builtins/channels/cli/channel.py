@@ -3,9 +3,12 @@
 It reads lines from the terminal in a worker thread and hands each to the manager as an
 envelope `{content, channel: "cli", chat_id, session_id?, context?, media?}`. While a turn
 runs it shows what happens: a transient `…thinking` indicator until the model's first event
-(and `…running <tool>` while a tool runs), the reply text as it streams, and a `[tool] name
-arguments` line for every tool call. Outbound messages that were not streamed are printed
-when they arrive; error messages are printed as `error: ...` (in red on a colour terminal).
+(and `…running <tool>` while a tool runs), the reply text as it streams, and what ran as
+`hookline run` shows it (`agent/tool_view.py`): a `[tool] name arguments` line for every
+tool call, a line for its result and, for `fs_edit` and `fs_write`, the diff of the file
+(coloured on a colour terminal; the files are read from `workspace`). Outbound messages
+that were not streamed are printed when they arrive; error messages are printed as
+`error: ...` (in red on a colour terminal).
 Every reply ends its line, so what follows (the prompt, the next reply) starts below it.
 
 Lines run one turn at a time, in the order typed: a line typed while a turn runs waits for
@@ -54,7 +57,8 @@ from hookline.kernel.channels import (
 from hookline.kernel.envelope import get_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
-from ...agent.tool_notes import is_terminal, terminal_text, tool_notes
+from ...agent.tool_notes import is_terminal, terminal_text
+from ...agent.tool_view import ToolView, colour_allowed
 from .input import STEER_PREFIX, ChatCommand, classify, help_lines, unknown_line
 from .lines import Line, LineLedger
 from .reader import NO_LINE, POLL_SECONDS, LineReader, can_edit
@@ -81,7 +85,8 @@ class CliChannel(Interface):
     process's stdin and stdout, read when the channel starts. `interactive` (default: the
     output is a terminal) enables the transient indicators and colours. `editor` (default:
     both are the process's terminal) reads lines with the line editor, keeping them in the
-    `history` file (None: for this session only).
+    `history` file (None: for this session only). `workspace` (default: the current
+    folder) is where the file tools' paths are read from for their diffs.
     """
 
     name: ClassVar[str] = "cli"
@@ -100,6 +105,7 @@ class CliChannel(Interface):
         history: Path | None = None,
         commands: Iterable[ChatCommand] = (),
         observe: Callable[[str, StreamEvent], None] | None = None,
+        workspace: str | None = None,
     ) -> None:
         self.message_handler = message_handler
         self.session_id = session_id
@@ -112,6 +118,8 @@ class CliChannel(Interface):
         self.history = history
         self.commands = list(commands)
         self.observe = observe
+        self.workspace = workspace
+        self._view: ToolView | None = None
         self._editor: LineEditor | None = None
         self.session_ids: set[str] = set()
         """Resolved ids of the sessions this channel's messages went to."""
@@ -137,10 +145,11 @@ class CliChannel(Interface):
 
     def configure(self, **options: Any) -> None:
         """Set envelope and terminal options (`session_id`, `chat_id`, `model`, `input`,
-        `output`, `interactive`, `editor`, `history`, `commands`, `observe`); `session_id`
-        and `model` may change while the chat runs: they shape the lines typed next."""
+        `output`, `interactive`, `editor`, `history`, `commands`, `observe`, `workspace`);
+        `session_id` and `model` may change while the chat runs: they shape the lines typed
+        next."""
         known = {"session_id", "chat_id", "model", "input", "output", "interactive", "editor",
-                 "history", "commands", "observe"}
+                 "history", "commands", "observe", "workspace"}
         unknown = sorted(set(options) - known)
         if unknown:
             raise TypeError(f"CliChannel.configure: unknown option(s) {', '.join(unknown)}")
@@ -371,7 +380,7 @@ class CliChannel(Interface):
         try:
             async for event in stream:
                 self._began.add(session_id)
-                self._show_event(session_id, event)
+                await self._show_event(session_id, event)
                 if self.observe is not None:
                     try:
                         self.observe(session_id, event)
@@ -386,7 +395,7 @@ class CliChannel(Interface):
                 self._began.discard(session_id)
                 self._clear_indicator()
 
-    def _show_event(self, session_id: str, event: StreamEvent) -> None:
+    async def _show_event(self, session_id: str, event: StreamEvent) -> None:
         if event.kind == "text":
             delta = terminal_text(str(event.data.get("delta", "")))
             if delta:
@@ -395,24 +404,30 @@ class CliChannel(Interface):
                 self._streamed[session_id] = self._streamed.get(session_id, "") + delta
         elif event.kind == "tool_call":
             calls = list(event.data.get("tool_calls") or [])
-            self._begin_output()
-            if not self._at_line_start:
-                self._write("\n")
-            for call in calls:
-                line = terminal_text(f"[tool] {call.get('name')} {call.get('arguments', '')}",
-                                     keep_newlines=False)
-                self._write(self._style(line, _CYAN) + "\n")
+            self._show_lines(await self._tool_view().calls(calls))
             names = ", ".join(str(call.get("name")) for call in calls)
             self._show_indicator(f"running {names}" if names else "thinking")
         elif event.kind == "tool_result":
-            notes = tool_notes(list(event.data.get("tool_results") or []))
-            if notes:
-                self._begin_output()
-                if not self._at_line_start:
-                    self._write("\n")
-                for note in notes:
-                    self._write(self._style(note, _CYAN) + "\n")
+            records = list(event.data.get("tool_results") or [])
+            colour = self._is_interactive() and colour_allowed()
+            self._show_lines(await self._tool_view().results(records, colour))
             self._show_indicator("thinking")
+
+    def _tool_view(self) -> ToolView:
+        if self._view is None:
+            self._view = ToolView(str(self.workspace or os.getcwd()))
+        return self._view
+
+    def _show_lines(self, lines: list[str]) -> None:
+        """Tool lines on lines of their own (cyan on a colour terminal; a diff keeps its
+        own colours)."""
+        if not lines:
+            return
+        self._begin_output()
+        if not self._at_line_start:
+            self._write("\n")
+        for line in lines:
+            self._write((line if "\x1b[" in line else self._style(line, _CYAN)) + "\n")
 
     async def send(self, message: Any) -> None:
         """Print an outbound message unless its text was already streamed; then prompt."""
