@@ -160,7 +160,7 @@ class TurnPrinter:
                 if get_field(outbound, "kind") == "error" or not content:
                     continue
                 if self.markdown and self.safe:
-                    from .markdown import render_markdown
+                    from hookline.builtins.agent import render_markdown
 
                     render_markdown(str(content), self.out)
                 else:

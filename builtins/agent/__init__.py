@@ -11,6 +11,7 @@ from hookline.kernel._lazy import LazyExports as _LazyExports
 
 _PUBLIC = {
     "loop": ("Agent", "AgentConfig"),
+    "markdown_view": ("markdown_text", "render_markdown"),
     "spill": ("SPILL_EVENT", "SPILL_READ_TOOLS", "SPILL_SIDECAR", "SpillSidecar", "find_spill",
               "spill_result"),
     "steering": ("DEFAULT_KEY", "InMemorySteeringInbox", "steering_key"),

@@ -8,6 +8,8 @@ edit the table, never this file.
 
 from .loop import Agent as Agent
 from .loop import AgentConfig as AgentConfig
+from .markdown_view import markdown_text as markdown_text
+from .markdown_view import render_markdown as render_markdown
 from .spill import SPILL_EVENT as SPILL_EVENT
 from .spill import SPILL_READ_TOOLS as SPILL_READ_TOOLS
 from .spill import SPILL_SIDECAR as SPILL_SIDECAR

@@ -43,8 +43,12 @@ def test_chat_in_a_terminal_shows_the_diff_in_colour(tmp_path: Path) -> None:
         terminal.chat("diff", "--session", "diff")
         terminal.wait_for(lambda s: "hookline chat" in s and last_line(s) == "you>", "banner")
         terminal.type("fix the bug in calc.py")
-        screen = terminal.wait_for(lambda s: "Fixed add()." in s and last_line(s) == "you>",
-                                   "the reply below the diff")
+        # The reply is printed once rendered (`Fixed add()` is also its preview, drawn
+        # in the prompt's header at once, while printed lines reach the screen a little
+        # later): wait for the diff and the reply below it.
+        screen = terminal.wait_for(
+            lambda s: "--- calc.py" in s and s.rfind("Fixed add().") > s.find("--- calc.py")
+            and last_line(s) == "you>", "the reply below the diff")
         lines = [line.rstrip() for line in screen.splitlines()]
         start = lines.index("--- calc.py")
         assert lines[start:start + len(DIFF)] == [line.rstrip() for line in DIFF]

@@ -26,8 +26,9 @@ on is shown as `(not answered: ...)` at once, and when the channel stops it prin
 
 When both the input and the output are a terminal, lines are read with the line editor
 (`line_editor.py`: editing, a history kept in the `history` file, Ctrl-R search, multi-line
-messages, and a prompt that stays at the bottom while replies print above it); otherwise
-they are read plainly (`cli_reader`).
+messages, and a prompt that stays at the bottom while replies print above it), and each
+model step's reply is rendered as Markdown once the step ends (`markdown_reply.py`;
+`markdown=False` prints it as written); otherwise they are read plainly (`cli_reader`).
 
 Text from the model, tools and plugins is shown with control characters escaped
 (`terminal_text`): a reply cannot move the cursor, retitle the window or write the
@@ -65,6 +66,7 @@ from .reader import NO_LINE, POLL_SECONDS, LineReader, can_edit
 
 if TYPE_CHECKING:
     from .line_editor import LineEditor
+    from .markdown_reply import MarkdownReply
 
 __all__ = ["PROMPT", "QUIT_COMMAND", "CliChannel"]
 
@@ -106,6 +108,7 @@ class CliChannel(Interface):
         commands: Iterable[ChatCommand] = (),
         observe: Callable[[str, StreamEvent], None] | None = None,
         workspace: str | None = None,
+        markdown: bool = True,
     ) -> None:
         self.message_handler = message_handler
         self.session_id = session_id
@@ -119,6 +122,8 @@ class CliChannel(Interface):
         self.commands = list(commands)
         self.observe = observe
         self.workspace = workspace
+        self.markdown = markdown
+        self._reply: MarkdownReply | None = None
         self._view: ToolView | None = None
         self._editor: LineEditor | None = None
         self.session_ids: set[str] = set()
@@ -145,11 +150,13 @@ class CliChannel(Interface):
 
     def configure(self, **options: Any) -> None:
         """Set envelope and terminal options (`session_id`, `chat_id`, `model`, `input`,
-        `output`, `interactive`, `editor`, `history`, `commands`, `observe`, `workspace`);
+        `output`, `interactive`, `editor`, `history`, `commands`, `observe`, `workspace`,
+        `markdown`);
         `session_id` and `model` may change while the chat runs: they shape the lines typed
         next."""
         known = {"session_id", "chat_id", "model", "input", "output", "interactive", "editor",
-                 "history", "commands", "observe", "workspace"}
+                 "history", "commands", "observe", "workspace",
+                 "markdown"}
         unknown = sorted(set(options) - known)
         if unknown:
             raise TypeError(f"CliChannel.configure: unknown option(s) {', '.join(unknown)}")
@@ -209,6 +216,10 @@ class CliChannel(Interface):
         from .line_editor import LineEditor
 
         self._editor = editor = LineEditor(prompt=PROMPT, history=self.history)
+        if self.markdown:
+            from .markdown_reply import MarkdownReply
+
+            self._reply = MarkdownReply(editor.set_preview, lambda: editor.width)
         try:
             with editor.active():
                 while not self._stopped():
@@ -219,7 +230,7 @@ class CliChannel(Interface):
         finally:
             if editor.partial:
                 editor.write("\n")
-            self._editor = None
+            self._editor = self._reply = None
 
     async def _handle(self, line: str) -> bool:
         """Send, steer or run one typed line; False when it asks to leave."""
@@ -394,16 +405,21 @@ class CliChannel(Interface):
             if self._streams.pop(token, None) is not None:
                 self._began.discard(session_id)
                 self._clear_indicator()
+                self._finish_reply()
 
     async def _show_event(self, session_id: str, event: StreamEvent) -> None:
         if event.kind == "text":
             delta = terminal_text(str(event.data.get("delta", "")))
             if delta:
                 self._begin_output()
-                self._write(delta)
+                if self._reply is not None:
+                    self._reply.add(delta)
+                else:
+                    self._write(delta)
                 self._streamed[session_id] = self._streamed.get(session_id, "") + delta
         elif event.kind == "tool_call":
             calls = list(event.data.get("tool_calls") or [])
+            self._finish_reply()
             self._show_lines(await self._tool_view().calls(calls))
             names = ", ".join(str(call.get("name")) for call in calls)
             self._show_indicator(f"running {names}" if names else "thinking")
@@ -412,6 +428,11 @@ class CliChannel(Interface):
             colour = self._is_interactive() and colour_allowed()
             self._show_lines(await self._tool_view().results(records, colour))
             self._show_indicator("thinking")
+
+    def _finish_reply(self) -> None:
+        """The model's step ended: its streamed text, rendered (`markdown_reply.py`)."""
+        if self._reply is not None and self._reply.text:
+            self._write(self._reply.take())
 
     def _tool_view(self) -> ToolView:
         if self._view is None:
@@ -442,7 +463,10 @@ class CliChannel(Interface):
         if streamed is None or streamed.strip() != content.strip():
             if not self._at_line_start:
                 self._write("\n")
-            if content:
+            if content and self._reply is not None:
+                self._reply.take()  # what streamed is not the reply: the reply is shown
+                self._write(self._reply.take(content))
+            elif content:
                 self._write(content)
         if not self._at_line_start:  # a reply ends its line: the next output starts below
             self._write("\n")
