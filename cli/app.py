@@ -145,8 +145,9 @@ def _run_command(framework: Framework) -> Any:
         quiet: Annotated[bool, typer.Option(
             "--quiet", "-q", help="Print only the reply: no tool lines, diffs or status.")] = False,
         usage: Annotated[bool, typer.Option(
-            "--usage", help="After the reply, the turn's token usage (and cost if reported), "
-                            "on stderr.")] = False,
+            "--usage", help="After the reply, the token usage of the turn and of the session "
+                            "(and their cost, reported or from model_prices), on stderr.")
+        ] = False,
         workspace: WorkspaceOption = None,
     ) -> None:
         """Run one turn and print the outbound messages.
@@ -201,6 +202,12 @@ def _run_command(framework: Framework) -> Any:
                                 framework, session, new, continue_)
                         outcome["result"] = await framework.process_inbound(
                             inbound, stream_output=True)
+                    if usage:
+                        from .usage import session_totals
+
+                        printer.session_usage = await session_totals(
+                            framework, outcome["result"].session_id,
+                            printer.usage_totals().prices)
                     tasks.cancel_scope.cancel()
             finally:
                 printer.status.clear()

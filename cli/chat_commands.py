@@ -35,6 +35,7 @@ class ChatCommands:
         self.model = model
         self.usage: dict[str, UsageTotals] = {}
         """Token usage of this chat's turns, by session."""
+        self._price_table: Any = None
 
     def commands(self) -> list[ChatCommand]:
         from hookline.builtins.channels import ChatCommand
@@ -46,8 +47,8 @@ class ChatCommands:
             ChatCommand("model", self.set_model, "the model for the following turns (an "
                                                  "alias works too); no NAME: the one in use",
                         "NAME"),
-            ChatCommand("usage", self.show_usage, "tokens in and out of this chat's turns in "
-                                                  "the session"),
+            ChatCommand("usage", self.show_usage, "tokens in and out (and cost) of this "
+                                                  "chat's turns and of the whole session"),
             ChatCommand("attach", self.attach, "attach a file (text or image) to the next "
                                                "message", "PATH"),
         ]
@@ -58,9 +59,9 @@ class ChatCommands:
             return
         from hookline.builtins.agent import UsageTotals
 
-        totals = self.usage.setdefault(session_id, UsageTotals())
+        totals = self.usage.setdefault(session_id, UsageTotals(self._prices()))
         if event.kind == "usage":
-            totals.add(event.data.get("usage"))
+            totals.add(event.data.get("usage"), event.data.get("model"))
         else:
             totals.calls += 1
 
@@ -111,9 +112,21 @@ class ChatCommands:
     async def show_usage(self, arguments: str) -> None:
         from hookline.builtins.agent import UsageTotals
 
+        from .usage import session_totals
+
         _no_arguments("usage", arguments)
-        totals = self.usage.get(self.session_id) or UsageTotals()
+        totals = self.usage.get(self.session_id) or UsageTotals(self._prices())
         self._say(f"{totals.line()} (session {self.session_id}, the turns of this chat)")
+        recorded = await session_totals(self.framework, self.session_id, self._prices())
+        if recorded is not None and recorded.reported:
+            self._say(f"{recorded.line('session')} (every turn on its tape)")
+
+    def _prices(self) -> Any:
+        if self._price_table is None:
+            from .usage import configured_prices
+
+            self._price_table = configured_prices()
+        return self._price_table
 
     async def attach(self, arguments: str) -> None:
         from .inputs import attachments

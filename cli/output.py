@@ -50,6 +50,7 @@ class TurnPrinter:
     with `usage`, the turn's token counts. Stdout is the reply and nothing else, as with
     llm, so `hookline run ... > reply.txt` or a pipe gets the answer while the terminal
     still shows the work; `quiet` leaves out the tool lines, diffs and status line.
+    With `usage`, the session's totals follow the turn's when `session_usage` is set.
     `workspace` is where the file tools' paths are read from for the diffs."""
 
     def __init__(self, stream: bool, out: Any = None, status: StatusLine | None = None, *,
@@ -70,6 +71,8 @@ class TurnPrinter:
         self._midline = False  # streamed text not yet ended by a newline
         self._view: Any = None
         self._totals: Any = None
+        self.session_usage: Any = None
+        """The session's `UsageTotals` (with `usage`), shown after the turn's."""
 
     def wrap_stream(self, message: Any, stream: AsyncStreamEvents) -> AsyncIterator[StreamEvent]:
         return self._watch(stream)
@@ -98,9 +101,9 @@ class TurnPrinter:
                 step += 1
                 self.status.show(f"step {step}: thinking")
             elif event.kind in ("usage", "final") and self.usage:
-                totals = self._usage_totals()
+                totals = self.usage_totals()
                 if event.kind == "usage":
-                    totals.add(event.data.get("usage"))
+                    totals.add(event.data.get("usage"), event.data.get("model"))
                 else:
                     totals.calls += 1
             yield event
@@ -135,11 +138,13 @@ class TurnPrinter:
     def _err(self) -> Any:
         return self.err or sys.stderr
 
-    def _usage_totals(self) -> Any:
+    def usage_totals(self) -> Any:
         if self._totals is None:
             from hookline.builtins.agent import UsageTotals
 
-            self._totals = UsageTotals()
+            from .usage import configured_prices
+
+            self._totals = UsageTotals(configured_prices())
         return self._totals
 
     async def dispatch(self, message: Any) -> bool:
@@ -167,7 +172,9 @@ class TurnPrinter:
                     typer.echo(self._shown(str(content)), file=self.out)
         if self.usage:
             self.out.flush()
-            typer.echo(self._usage_totals().line(), err=True, file=self.err)
+            typer.echo(self.usage_totals().line(), err=True, file=self.err)
+            if self.session_usage is not None and self.session_usage.reported:
+                typer.echo(self.session_usage.line("session"), err=True, file=self.err)
         if self.errors and check_errors:
             fail(RuntimeError(self.errors[0]))
 

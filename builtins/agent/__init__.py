@@ -18,7 +18,7 @@ _PUBLIC = {
     "tool_notes": ("call_line", "is_terminal", "result_lines", "terminal_text", "tool_notes"),
     "tool_view": ("FILE_TOOLS", "FileChanges", "ToolView", "colour_allowed", "render_diff",
                   "wants_colour"),
-    "usage": ("UsageTotals",),
+    "usage": ("UsageTotals", "add_usage", "token_counts"),
 }
 """Module (relative to this package) -> the public names it defines."""
 

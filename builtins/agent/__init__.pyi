@@ -31,3 +31,5 @@ from .tool_view import colour_allowed as colour_allowed
 from .tool_view import render_diff as render_diff
 from .tool_view import wants_colour as wants_colour
 from .usage import UsageTotals as UsageTotals
+from .usage import add_usage as add_usage
+from .usage import token_counts as token_counts

@@ -26,6 +26,7 @@ from .parsers import (
     MIN_HTTP_TOKEN_LENGTH,
     SANDBOX_MODES,
     TOOL_ENV_MODES,
+    ModelPrice,
 )
 from .table import (
     DEFAULT_HTTP_BODY_TIMEOUT,
@@ -50,6 +51,7 @@ __all__ = [
     "MIN_HTTP_TOKEN_LENGTH",
     "SANDBOX_MODES",
     "TOOL_ENV_MODES",
+    "ModelPrice",
     "Settings",
     "SettingsError",
     "default_home",

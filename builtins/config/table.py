@@ -177,6 +177,12 @@ class Settings:
     tool_env_drop: tuple[str, ...] = field(default=(), metadata=setting(
         parse.env_pattern_list, "a list of variable name patterns such as INTERNAL_* "
         "(comma separated in the environment)", "INTERNAL_*", '["INTERNAL_*"]'))
+    model_prices: Mapping[str, parse.ModelPrice] = field(default_factory=dict, metadata=setting(
+        parse.model_prices, "a table of model specs to prices per million tokens: input, "
+        "output and optionally cached_input, non-negative numbers "
+        "(spec=input/output/cached_input,... in the environment)",
+        "openai:gpt-4o-mini=0.15/0.6/0.075",
+        '{ "openai:gpt-4o-mini" = { input = 0.15, output = 0.6, cached_input = 0.075 } }'))
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
