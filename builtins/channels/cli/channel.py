@@ -440,15 +440,16 @@ class CliChannel(Interface):
         return self._view
 
     def _show_lines(self, lines: list[str]) -> None:
-        """Tool lines on lines of their own (cyan on a colour terminal; a diff keeps its
-        own colours)."""
+        """Tool lines on lines of their own (`[tool]` lines cyan on a colour terminal; a
+        diff keeps its own colours)."""
         if not lines:
             return
         self._begin_output()
         if not self._at_line_start:
             self._write("\n")
         for line in lines:
-            self._write((line if "\x1b[" in line else self._style(line, _CYAN)) + "\n")
+            shown = self._style(line, _CYAN) if line.startswith("[tool]") else line
+            self._write(shown + "\n")
 
     async def send(self, message: Any) -> None:
         """Print an outbound message unless its text was already streamed; then prompt."""
