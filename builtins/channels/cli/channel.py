@@ -329,7 +329,7 @@ class CliChannel(Interface):
             line.echoed = True
         elif outcome in ("steer", "queued") and not (self._echo or self._ending()):
             note = ("(steered into the running turn)" if outcome == "steer" else
-                    "(not steered: the running turn could not take it yet; queued next)"
+                    "(not steered: the running turn could not take it; queued)"
                     if line.steer else "(queued: it gets its turn after the running one)")
             self.say(self._style(note, _DIM))
 
