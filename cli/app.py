@@ -145,8 +145,9 @@ def _run_command(framework: Framework) -> Any:
         quiet: Annotated[bool, typer.Option(
             "--quiet", "-q", help="Print only the reply: no tool lines, diffs or status.")] = False,
         usage: Annotated[bool, typer.Option(
-            "--usage", help="After the reply, the turn's token usage (and cost if reported), "
-                            "on stderr.")] = False,
+            "--usage", help="After the reply, the token usage of the turn and of the session "
+                            "(and their cost, reported or from model_prices), on stderr.")
+        ] = False,
         trace: Annotated[bool, typer.Option(
             "--trace", help="After the turn, its span tree on stderr: hooks (who answered), "
                             "model calls, tools, durations; needs hookline[otel].")] = False,
@@ -204,6 +205,12 @@ def _run_command(framework: Framework) -> Any:
                                 framework, session, new, continue_)
                         outcome["result"] = await framework.process_inbound(
                             inbound, stream_output=True)
+                    if usage:
+                        from .usage import session_totals
+
+                        printer.session_usage = await session_totals(
+                            framework, outcome["result"].session_id,
+                            printer.usage_totals().prices)
                     tasks.cancel_scope.cancel()
             finally:
                 printer.status.clear()

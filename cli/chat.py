@@ -53,6 +53,9 @@ def chat_command(framework: Framework) -> Any:
         model: Annotated[
             str | None, typer.Option(help="Model for this session (provider:model).")
         ] = None,
+        plain: Annotated[bool, typer.Option(
+            "--plain", help="Print replies as the model wrote them; without it, in a "
+                            "terminal, their Markdown is rendered.")] = False,
     ) -> None:
         """Talk with the agent in the terminal: replies stream, tool calls show as they run,
         lines get their turns in order (>> steers the running turn), /help lists the chat's
@@ -63,7 +66,7 @@ def chat_command(framework: Framework) -> Any:
         check_session_flags(session, new, continue_)
         show_logs(logging.ERROR, turn_failures=False)  # the conversation shows failures itself
         try:
-            status = anyio.run(run_chat, framework, session, model, new, continue_)
+            status = anyio.run(run_chat, framework, session, model, new, continue_, plain)
         except KeyboardInterrupt:  # before the handler was installed, or after it was removed
             raise typer.Exit(130) from None
         except Exception as exc:  # a one-line error, never a traceback
@@ -75,9 +78,10 @@ def chat_command(framework: Framework) -> Any:
 
 
 async def run_chat(framework: Framework, session: str | None, model: str | None,
-                   new: bool = False, continue_: bool = False) -> int:
+                   new: bool = False, continue_: bool = False, plain: bool = False) -> int:
     """The chat session (the command's body, callable from tests and plugins); returns the
-    exit status: 0, 1 when a typed line got no answer, 128 + the signal after SIGTERM."""
+    exit status: 0, 1 when a typed line got no answer, 128 + the signal after SIGTERM.
+    `plain` prints replies as written (else, in a terminal, as rendered Markdown)."""
     import anyio
 
     from hookline.builtins.channels import ChannelManager, CliChannel, HttpChannel
@@ -110,7 +114,8 @@ async def run_chat(framework: Framework, session: str | None, model: str | None,
 
             commands = ChatCommands(framework, channel, session_id, model_in_use)
             channel.configure(session_id=chosen, model=model, history=_history_path(),
-                              commands=commands.commands(), observe=commands.observe)
+                              commands=commands.commands(), observe=commands.observe,
+                              workspace=str(framework.workspace), markdown=not plain)
         say = channel.say if isinstance(channel, CliChannel) else print
         say(f"hookline chat - model {model_in_use} - session {session_id}")
         say("Type a message and press Enter; lines typed while a turn runs get their turns "

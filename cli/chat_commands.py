@@ -4,8 +4,8 @@ and tells commands from messages: builtins/channels/cli/input.py).
 
 They reuse what the other commands do: `/new` chooses a session as `--new` does,
 `/sessions` prints `hookline sessions`' table, `/usage` sums the `usage` stream events as
-`run --usage` does (`toolview.UsageTotals`), `/attach` reads files as `run -a` does
-(`inputs.attachments`). `/model NAME` sets the turn setting `model` of the envelopes'
+`run --usage` does (`UsageTotals`, builtins/agent/usage.py), `/attach` reads files as
+`run -a` does (`inputs.attachments`). `/model NAME` sets the turn setting `model` of the envelopes'
 context, which the builtin plugin reads (an alias of `model_aliases` works too).
 """
 
@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING, Any
 from hookline.kernel import Framework
 
 if TYPE_CHECKING:
+    from hookline.builtins.agent import UsageTotals
     from hookline.builtins.channels import ChatCommand, CliChannel
     from hookline.kernel.streaming import StreamEvent
-
-    from .toolview import UsageTotals
 
 
 class ChatCommands:
@@ -36,6 +35,7 @@ class ChatCommands:
         self.model = model
         self.usage: dict[str, UsageTotals] = {}
         """Token usage of this chat's turns, by session."""
+        self._price_table: Any = None
 
     def commands(self) -> list[ChatCommand]:
         from hookline.builtins.channels import ChatCommand
@@ -47,8 +47,8 @@ class ChatCommands:
             ChatCommand("model", self.set_model, "the model for the following turns (an "
                                                  "alias works too); no NAME: the one in use",
                         "NAME"),
-            ChatCommand("usage", self.show_usage, "tokens in and out of this chat's turns in "
-                                                  "the session"),
+            ChatCommand("usage", self.show_usage, "tokens in and out (and cost) of this "
+                                                  "chat's turns and of the whole session"),
             ChatCommand("attach", self.attach, "attach a file (text or image) to the next "
                                                "message", "PATH"),
         ]
@@ -57,11 +57,11 @@ class ChatCommands:
         """Every event of the chat's turns: each `usage` event is one model call's count."""
         if event.kind not in ("usage", "final"):
             return
-        from .toolview import UsageTotals
+        from hookline.builtins.agent import UsageTotals
 
-        totals = self.usage.setdefault(session_id, UsageTotals())
+        totals = self.usage.setdefault(session_id, UsageTotals(self._prices()))
         if event.kind == "usage":
-            totals.add(event.data.get("usage"))
+            totals.add(event.data.get("usage"), event.data.get("model"))
         else:
             totals.calls += 1
 
@@ -110,11 +110,23 @@ class ChatCommands:
         self._say(f"model {shown} for the following turns of this chat")
 
     async def show_usage(self, arguments: str) -> None:
-        from .toolview import UsageTotals
+        from hookline.builtins.agent import UsageTotals
+
+        from .usage import session_totals
 
         _no_arguments("usage", arguments)
-        totals = self.usage.get(self.session_id) or UsageTotals()
+        totals = self.usage.get(self.session_id) or UsageTotals(self._prices())
         self._say(f"{totals.line()} (session {self.session_id}, the turns of this chat)")
+        recorded = await session_totals(self.framework, self.session_id, self._prices())
+        if recorded is not None and recorded.reported:
+            self._say(f"{recorded.line('session')} (every turn on its tape)")
+
+    def _prices(self) -> Any:
+        if self._price_table is None:
+            from .usage import configured_prices
+
+            self._price_table = configured_prices()
+        return self._price_table
 
     async def attach(self, arguments: str) -> None:
         from .inputs import attachments

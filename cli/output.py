@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 
 import typer
 
-from hookline.builtins.agent import call_line, is_terminal, result_lines, terminal_text
+from hookline.builtins.agent import is_terminal, terminal_text
 from hookline.builtins.privacy import redact_credentials
 from hookline.kernel.envelope import get_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
@@ -50,6 +50,7 @@ class TurnPrinter:
     with `usage`, the turn's token counts. Stdout is the reply and nothing else, as with
     llm, so `hookline run ... > reply.txt` or a pipe gets the answer while the terminal
     still shows the work; `quiet` leaves out the tool lines, diffs and status line.
+    With `usage`, the session's totals follow the turn's when `session_usage` is set.
     `workspace` is where the file tools' paths are read from for the diffs."""
 
     def __init__(self, stream: bool, out: Any = None, status: StatusLine | None = None, *,
@@ -68,8 +69,10 @@ class TurnPrinter:
         self.usage = usage
         self.workspace = str(workspace) if workspace is not None else os.getcwd()
         self._midline = False  # streamed text not yet ended by a newline
-        self._changes: Any = None
+        self._view: Any = None
         self._totals: Any = None
+        self.session_usage: Any = None
+        """The session's `UsageTotals` (with `usage`), shown after the turn's."""
 
     def wrap_stream(self, message: Any, stream: AsyncStreamEvents) -> AsyncIterator[StreamEvent]:
         return self._watch(stream)
@@ -98,9 +101,9 @@ class TurnPrinter:
                 step += 1
                 self.status.show(f"step {step}: thinking")
             elif event.kind in ("usage", "final") and self.usage:
-                totals = self._usage_totals()
+                totals = self.usage_totals()
                 if event.kind == "usage":
-                    totals.add(event.data.get("usage"))
+                    totals.add(event.data.get("usage"), event.data.get("model"))
                 else:
                     totals.calls += 1
             yield event
@@ -108,26 +111,18 @@ class TurnPrinter:
     async def _show_calls(self, calls: list[dict[str, Any]]) -> None:
         if self.quiet:
             return
-        if self._changes is None:
-            from .toolview import FileChanges
+        if self._view is None:
+            from hookline.builtins.agent import ToolView
 
-            self._changes = FileChanges(self.workspace)
-        for call in calls:
-            await self._changes.before(call)
-        self._say([call_line(call) for call in calls])
+            self._view = ToolView(self.workspace)
+        self._say(await self._view.calls(calls))
 
     async def _show_results(self, records: list[dict[str, Any]]) -> None:
-        if self.quiet or self._changes is None:
+        if self.quiet or self._view is None:
             return
-        from .toolview import render_diff, wants_colour
+        from hookline.builtins.agent import wants_colour
 
-        diffs = await self._changes.diffs(records)
-        colour = wants_colour(self._err())
-        lines = []
-        for index, record in enumerate(records):
-            lines += result_lines([record])
-            lines += render_diff(diffs.get(index, []), colour)
-        self._say(lines)
+        self._say(await self._view.results(records, wants_colour(self._err())))
 
     def _say(self, lines: list[str]) -> None:
         """Lines on stderr, after the status line is erased and on a line of their own."""
@@ -143,11 +138,13 @@ class TurnPrinter:
     def _err(self) -> Any:
         return self.err or sys.stderr
 
-    def _usage_totals(self) -> Any:
+    def usage_totals(self) -> Any:
         if self._totals is None:
-            from .toolview import UsageTotals
+            from hookline.builtins.agent import UsageTotals
 
-            self._totals = UsageTotals()
+            from .usage import configured_prices
+
+            self._totals = UsageTotals(configured_prices())
         return self._totals
 
     async def dispatch(self, message: Any) -> bool:
@@ -168,14 +165,16 @@ class TurnPrinter:
                 if get_field(outbound, "kind") == "error" or not content:
                     continue
                 if self.markdown and self.safe:
-                    from .markdown import render_markdown
+                    from hookline.builtins.agent import render_markdown
 
                     render_markdown(str(content), self.out)
                 else:
                     typer.echo(self._shown(str(content)), file=self.out)
         if self.usage:
             self.out.flush()
-            typer.echo(self._usage_totals().line(), err=True, file=self.err)
+            typer.echo(self.usage_totals().line(), err=True, file=self.err)
+            if self.session_usage is not None and self.session_usage.reported:
+                typer.echo(self.session_usage.line("session"), err=True, file=self.err)
         if self.errors and check_errors:
             fail(RuntimeError(self.errors[0]))
 

@@ -1,5 +1,6 @@
 """The agent loop: model steps, tool calls and interception as one event stream, with the
-spill sidecar, the steering inbox and the notes on how tool calls ran (docs/builtins.md).
+spill sidecar, the steering inbox, the notes on how tool calls ran, and what the terminal
+shows of a turn (tool lines, diffs, token usage) (docs/builtins.md).
 
 Names are imported on first use (`tool_notes` is standard library only: the command line
 reads it at start-up)."""
@@ -10,10 +11,14 @@ from hookline.kernel._lazy import LazyExports as _LazyExports
 
 _PUBLIC = {
     "loop": ("Agent", "AgentConfig"),
+    "markdown_view": ("markdown_text", "render_markdown"),
     "spill": ("SPILL_EVENT", "SPILL_READ_TOOLS", "SPILL_SIDECAR", "SpillSidecar", "find_spill",
               "spill_result"),
     "steering": ("DEFAULT_KEY", "InMemorySteeringInbox", "steering_key"),
     "tool_notes": ("call_line", "is_terminal", "result_lines", "terminal_text", "tool_notes"),
+    "tool_view": ("FILE_TOOLS", "FileChanges", "ToolView", "colour_allowed", "render_diff",
+                  "wants_colour"),
+    "usage": ("UsageTotals", "add_usage", "token_counts"),
 }
 """Module (relative to this package) -> the public names it defines."""
 

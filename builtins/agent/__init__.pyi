@@ -8,6 +8,8 @@ edit the table, never this file.
 
 from .loop import Agent as Agent
 from .loop import AgentConfig as AgentConfig
+from .markdown_view import markdown_text as markdown_text
+from .markdown_view import render_markdown as render_markdown
 from .spill import SPILL_EVENT as SPILL_EVENT
 from .spill import SPILL_READ_TOOLS as SPILL_READ_TOOLS
 from .spill import SPILL_SIDECAR as SPILL_SIDECAR
@@ -22,3 +24,12 @@ from .tool_notes import is_terminal as is_terminal
 from .tool_notes import result_lines as result_lines
 from .tool_notes import terminal_text as terminal_text
 from .tool_notes import tool_notes as tool_notes
+from .tool_view import FILE_TOOLS as FILE_TOOLS
+from .tool_view import FileChanges as FileChanges
+from .tool_view import ToolView as ToolView
+from .tool_view import colour_allowed as colour_allowed
+from .tool_view import render_diff as render_diff
+from .tool_view import wants_colour as wants_colour
+from .usage import UsageTotals as UsageTotals
+from .usage import add_usage as add_usage
+from .usage import token_counts as token_counts

@@ -65,6 +65,7 @@ from ..models.base import (
 )
 from ..tape.tape import Tape, TapeRecordError, should_merge_back
 from .spill import model_text
+from .usage import add_usage
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +130,8 @@ class _Run:
         self.state = state
         self.model = model
         self.stream_state = stream_state
+        self.usage_by_model: dict[str, dict[str, Any]] = {}
+        """The turn's token counts by model (`usage.add_usage`), for its `run` event."""
         self.bus = agent.bus
         self._collect_tools()
         self.steps = 0
@@ -180,6 +183,7 @@ class _Run:
                     await tape.append_event("run", {
                         "status": status, "steps": self.steps, "error": error,
                         "usage": self.stream_state.usage, "model": self.model,
+                        "usage_by_model": self.usage_by_model,
                     }, run_id=self.run_id)
 
     async def _steps(self) -> AsyncGenerator[StreamEvent, None]:
@@ -286,7 +290,8 @@ class _Run:
             raise
         self.stream_state.usage = outcome.usage
         if outcome.usage is not None:
-            yield StreamEvent("usage", {"usage": outcome.usage,
+            add_usage(self.usage_by_model, request.model, outcome.usage)
+            yield StreamEvent("usage", {"usage": outcome.usage, "model": request.model,
                                         "elapsed_seconds": time.perf_counter() - opened})
         await self._emit(LLMCallFinished(request=request, state=self.state, tape=self.tape,
                                          result=self._llm_result(run_id, outcome, None, opened)))

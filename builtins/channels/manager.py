@@ -35,6 +35,9 @@ Scheduling: every turn is `framework.process_inbound(message, stream_output=...)
 task of the task group `run` owns. When the last running turn of a session ends, the oldest
 pending message of the session starts (it is not admitted again). After a turn that returns
 normally, messages still in the steering inbox for its state move to the pending queue.
+Such leftovers, and a steer arriving once the turn's `process_inbound` returned, go ahead
+of the follow-ups, in their order: a steer that missed its turn is the next one (the next
+turn also waits for a steer still being put into the inbox when the turn ended).
 A cancelled turn (`quit_session`, shutdown) only unwinds: it no longer counts as running for
 admission and steering, so a message arriving meanwhile is not steered into it.
 A failing turn was already reported by the framework (`on_error` stage `turn`); the manager
@@ -68,8 +71,6 @@ from hookline.kernel.channels import (
     AdmitDecision,
     AdmitOutcome,
     Channel,
-    Interface,
-    Lifecycle,
     StopEvent,
     TurnSnapshot,
 )
@@ -77,6 +78,7 @@ from hookline.kernel.envelope import get_field, set_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
 from .envelopes import admission_state, channel_message, output_name, tell
+from .selection import select_channels
 
 __all__ = ["DEFAULT_SHUTDOWN_TIMEOUT", "ChannelManager"]
 
@@ -103,11 +105,17 @@ class _Turn:
     message: Any
     scope: anyio.CancelScope
     task_id: int | None = None
+    ending: bool = False
+    """`process_inbound` returned: the turn reads no more steering messages."""
 
     @property
     def live(self) -> bool:
         """Not cancelled: a cancelled turn is only unwinding and takes no more messages."""
         return not self.scope.cancel_called
+
+    @property
+    def steerable(self) -> bool:
+        return self.live and not self.ending
 
 
 @dataclass(eq=False)
@@ -116,6 +124,10 @@ class _Session:
 
     running: list[_Turn] = field(default_factory=list)
     pending: deque[Any] = field(default_factory=deque)
+    steered: int = 0
+    """How many of the first pending messages are steers their turn did not take."""
+    steering: int = 0
+    """Steers being put into the inbox: the next turn waits for them."""
 
 
 class ChannelManager:
@@ -168,40 +180,8 @@ class ChannelManager:
     # -- selection ---------------------------------------------------------------------
 
     def enabled(self, names: str | Iterable[str] = "all") -> dict[str, Channel]:
-        """The channels to run for a selection (the `provide_channels` rules).
-
-        `names` is a comma-separated list (or an iterable of names). `all` selects every
-        enabled channel that is not an `Interface`; `!name` excludes a channel; explicit
-        names select those channels, and when one of them is not a `Lifecycle` channel,
-        every enabled `Lifecycle` channel is added too (unless excluded). Interface
-        channels (the CLI) run only when named. Channels whose `enabled` is false never
-        run; unknown names are logged and ignored. An empty selection, or one made only
-        of exclusions, means `all`.
-        """
-        raw = names.split(",") if isinstance(names, str) else list(names)
-        tokens = [str(token).strip() for token in raw if str(token).strip()]
-        excluded = {token[1:].strip() for token in tokens if token.startswith("!")}
-        wanted = [token for token in tokens if not token.startswith("!")]
-        explicit = [token for token in wanted if token != "all"]
-        usable = {name: channel for name, channel in self.channels.items()
-                  if channel.enabled and name not in excluded}
-        selected: dict[str, Channel] = {}
-        if "all" in wanted or not wanted:
-            selected.update((name, channel) for name, channel in usable.items()
-                            if not isinstance(channel, Interface))
-        for name in explicit:
-            if name in usable:
-                selected[name] = usable[name]
-            elif name not in self.channels:
-                logger.warning("channel.unknown name=%s known=%s", name,
-                               ",".join(self.channels) or "(none)")
-            elif name not in excluded:
-                logger.warning("channel.disabled name=%s", name)
-        if any(not isinstance(usable[name], Lifecycle) for name in explicit if name in usable):
-            for name, channel in usable.items():
-                if isinstance(channel, Lifecycle):
-                    selected.setdefault(name, channel)
-        return selected
+        """The channels to run for a selection (the `provide_channels` rules, `selection.py`)."""
+        return select_channels(self.channels, names)
 
     # -- inbound -----------------------------------------------------------------------
 
@@ -309,8 +289,9 @@ class ChannelManager:
     def _follow_up(self, session_id: str, message: Any) -> _Applied:
         if not self._scheduling:
             return "stopping"  # a queued message would never start
-        if self._is_running(session_id):
-            pending = self._sessions[session_id].pending
+        session = self._sessions.get(session_id)
+        if session is not None and (session.running or session.pending or session.steering):
+            pending = session.pending
             pending.append(message)
             logger.info("channel.message_queued session=%s position=%d", session_id,
                         len(pending))
@@ -319,22 +300,30 @@ class ChannelManager:
 
     async def _steer(self, session_id: str, message: Any, state: dict[str, Any],
                      reason: str | None) -> _Applied:
-        live = self._is_running(session_id, live=True)
-        if not live or self.framework.get_steering_inbox() is None:
+        session = self._sessions.get(session_id)
+        targets = [turn for turn in session.running if turn.steerable] if session else []
+        if session is None or not targets or self.framework.get_steering_inbox() is None:
+            if session is not None and any(turn.live for turn in session.running):
+                self._queue_steered(session_id, [message])  # its turn is ending: next
+                return "queued"
             return self._follow_up(session_id, message)
+        session.steering += 1
         try:
             steered = await self.framework.steer_message(message, state, reason)
         except Exception as exc:
             logger.warning("channel.steer_failed session=%s error=%s: %s; queueing the message "
                            "as a follow-up", session_id, type(exc).__name__, exc)
             steered = False
+        finally:
+            session.steering -= 1
+        outcome: _Applied = "steer"
         if not steered:
-            return self._follow_up(session_id, message)
-        if not self._is_running(session_id, live=True):
-            # The turn ended while the message was being queued: nobody will drain it.
+            outcome = self._follow_up(session_id, message)
+        elif not any(turn.steerable for turn in targets):
+            # Its turn ended while the message was being queued: nobody will drain it.
             await self._move_leftovers(session_id, state)
-            self._next(session_id)
-        return "steer"
+        self._next(session_id)
+        return outcome
 
     # -- scheduling --------------------------------------------------------------------
 
@@ -365,6 +354,7 @@ class ChannelManager:
             except Exception as exc:  # logged (ERROR) and reported by the pipeline: once
                 logger.debug("channel.turn_failed session=%s error=%s: %s", turn.session_id,
                             type(exc).__name__, exc)
+            turn.ending = True
             # Steered messages the turn did not take become follow-ups, also when it failed.
             state = result.state if result is not None else admission_state(
                 turn.session_id, turn.message)
@@ -396,15 +386,22 @@ class ChannelManager:
             logger.warning("channel.steering_drain_failed session=%s error=%s: %s", session_id,
                            type(exc).__name__, exc)
             return
-        if leftovers:
-            self._sessions.setdefault(session_id, _Session()).pending.extend(leftovers)
+        self._queue_steered(session_id, leftovers)
+
+    def _queue_steered(self, session_id: str, messages: list[Any]) -> None:
+        """Queue steers that missed their turn behind earlier ones, ahead of follow-ups."""
+        session = self._sessions.setdefault(session_id, _Session())
+        for message in messages:
+            session.pending.insert(session.steered, message)
+            session.steered += 1
 
     def _next(self, session_id: str) -> None:
         """Start the oldest pending message of an idle session; forget empty sessions."""
         session = self._sessions.get(session_id)
-        if session is None or session.running:
+        if session is None or session.running or session.steering:
             return
         if session.pending and self._scheduling:
+            session.steered = max(0, session.steered - 1)
             self._start(session_id, session.pending.popleft())
         elif not session.pending:
             del self._sessions[session_id]
@@ -425,6 +422,7 @@ class ChannelManager:
         if session is not None:
             forgotten.extend(session.pending)
             session.pending.clear()
+            session.steered = 0
         for message in forgotten:
             self._admitted(message, "drop", "the session was quit")
         if session is None:
@@ -579,6 +577,7 @@ class ChannelManager:
         dropped = [message for session in self._sessions.values() for message in session.pending]
         for session in self._sessions.values():
             session.pending.clear()
+            session.steered = 0
         if dropped:
             logger.warning("channel.shutdown_dropped_pending messages=%d", len(dropped))
         for message in dropped:

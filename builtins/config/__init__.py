@@ -19,7 +19,7 @@ _PUBLIC = {
              "update_config", "write_config"),
     "load": ("load_settings", "parse_setting", "settings_from_config"),
     "parsers": ("API_FORMATS", "BUSY_SESSION_ACTIONS", "MIN_HTTP_TOKEN_LENGTH", "SANDBOX_MODES",
-                "TOOL_ENV_MODES"),
+                "TOOL_ENV_MODES", "ModelPrice"),
     "table": ("DEFAULT_HTTP_BODY_TIMEOUT", "DEFAULT_HTTP_HOST", "DEFAULT_HTTP_PORT",
               "DEFAULT_HTTP_TIMEOUT", "DEFAULT_MAX_STEPS", "Settings", "SettingsError"),
     "toml": ("dumps_toml",),

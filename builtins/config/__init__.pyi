@@ -20,6 +20,7 @@ from .parsers import BUSY_SESSION_ACTIONS as BUSY_SESSION_ACTIONS
 from .parsers import MIN_HTTP_TOKEN_LENGTH as MIN_HTTP_TOKEN_LENGTH
 from .parsers import SANDBOX_MODES as SANDBOX_MODES
 from .parsers import TOOL_ENV_MODES as TOOL_ENV_MODES
+from .parsers import ModelPrice as ModelPrice
 from .table import DEFAULT_HTTP_BODY_TIMEOUT as DEFAULT_HTTP_BODY_TIMEOUT
 from .table import DEFAULT_HTTP_HOST as DEFAULT_HTTP_HOST
 from .table import DEFAULT_HTTP_PORT as DEFAULT_HTTP_PORT

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,57 @@ def aliases(value: Any) -> dict[str, str]:
             raise Invalid
         found[name] = model_spec(spec)  # a spec, never another alias
     return found
+
+
+@dataclass(frozen=True)
+class ModelPrice:
+    """What a model's tokens cost, per million: `input` (not cached), `cached_input` (the
+    input tokens the provider served from its cache) and `output`."""
+
+    input: float
+    output: float
+    cached_input: float
+
+
+def model_prices(value: Any) -> dict[str, ModelPrice]:
+    """Model spec -> prices. The file: a table per spec with `input`, `output` and
+    optionally `cached_input` (default: `input`); the environment:
+    `spec=input/output[/cached_input]`, comma separated."""
+    if isinstance(value, str):
+        pairs = [item.rpartition("=") for item in value.split(",") if item.strip()]
+        if not all(sep for _, sep, _ in pairs):
+            raise Invalid
+        value = {}
+        for spec, _, numbers in pairs:
+            parts = numbers.split("/")
+            if len(parts) not in (2, 3):
+                raise Invalid
+            names = ("input", "output", "cached_input")[:len(parts)]
+            value[spec.strip()] = dict(zip(names, parts, strict=True))
+    if not isinstance(value, dict):
+        raise Invalid
+    found = {}
+    for spec, row in value.items():
+        if not isinstance(row, dict) or not {"input", "output"} <= set(row) \
+                or not set(row) <= {"input", "output", "cached_input"}:
+            raise Invalid
+        prices = {name: _price(amount) for name, amount in row.items()}
+        found[model_spec(spec)] = ModelPrice(prices["input"], prices["output"],
+                                             prices.get("cached_input", prices["input"]))
+    return found
+
+
+def _price(value: Any) -> float:
+    """A non-negative, finite number (a string from the environment too)."""
+    if isinstance(value, bool):
+        raise Invalid
+    try:
+        number = float(value.strip() if isinstance(value, str) else value)
+    except (TypeError, ValueError):
+        raise Invalid from None
+    if not math.isfinite(number) or number < 0:
+        raise Invalid
+    return number
 
 
 def list_of(value: Any, parse: Callable[[Any], str]) -> tuple[str, ...]:

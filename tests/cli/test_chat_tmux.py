@@ -53,11 +53,13 @@ def test_chat_streams_cancels_with_ctrl_c_and_keeps_history(terminal: Terminal) 
     terminal.chat("second", "--session", "tmux-test")
     terminal.wait_for(lambda s: "hookline chat" in s and at_prompt(s), "the second banner")
     terminal.type('/tool tape_search {"query": "hello from tmux"}')
-    screen = terminal.wait_for(lambda s: "Tool `tape_search` returned" in s and at_prompt(s),
+    # Replies are rendered as Markdown (`tape_search` in backticks is shown as code),
+    # once complete: the waits below match the rendered text, never the preview.
+    screen = terminal.wait_for(lambda s: "Tool tape_search returned" in s and at_prompt(s),
                                "the tape search result")
     assert '"content": "hello from tmux"' in screen  # the first process's user message
     terminal.type('/tool tape_search {"query": "cancelled"}')
-    screen = terminal.wait_for(lambda s: s.count("Tool `tape_search` returned") == 2
+    screen = terminal.wait_for(lambda s: s.count("Tool tape_search returned") == 2
                                and at_prompt(s), "the second tape search result")
     assert '"status": "cancelled"' in screen  # the interrupted run was recorded as cancelled
 
@@ -126,7 +128,7 @@ def test_a_line_typed_while_a_reply_runs_stays_in_the_prompt(terminal: Terminal)
     screen = terminal.wait_for(lambda s: input_line(s) == "you> typed meanwhile",
                                "the typed text in the input line, below the status")
     assert screen.count("typed meanwhile") == 1
-    terminal.wait_for(lambda s: "Tool `shell` returned" in s and "running shell" not in s,
+    terminal.wait_for(lambda s: "Tool shell returned" in s and "running shell" not in s,
                       "the tool's result, the status line gone")
     screen = terminal.wait_for(lambda s: input_line(s) == "you> typed meanwhile",
                                "the typed text still waiting in the prompt")

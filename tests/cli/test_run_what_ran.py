@@ -13,8 +13,8 @@ import pytest
 from terminal_support import TMUX, Terminal, clean_env
 from test_cli import hookline
 
+from hookline.builtins.agent import FileChanges, UsageTotals, render_diff
 from hookline.builtins.agent.tool_notes import call_line, result_lines
-from hookline.cli.toolview import FileChanges, UsageTotals, render_diff
 
 BUGGY = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
 FIX = {"path": "calc.py", "old": "    return a - b\n\n\ndef sub",
@@ -153,6 +153,8 @@ def test_usage_sums_the_turns_model_calls(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == "Fixed add().\n"
     assert done.stderr == ("usage: 320 tokens in (100 cached), 13 out, over 2 model calls; "
+                           "cost not reported\n"
+                           "session: 320 tokens in (100 cached), 13 out, over 2 model calls; "
                            "cost not reported\n")
 
 
@@ -161,7 +163,8 @@ def test_usage_of_the_offline_model_is_its_word_counts(tmp_path: Path) -> None:
     done = hookline("run", "--usage", "hello there", env=env, cwd=workspace)
     assert done.returncode == 0, done.stderr
     found = re.fullmatch(r"usage: (\d+) tokens in \(0 cached\), (\d+) out, over 1 model "
-                         r"call; cost not reported\n", done.stderr)
+                         r"call; cost not reported\nsession: \1 tokens in \(0 cached\), \2 out, "
+                         r"over 1 model call; cost not reported\n", done.stderr)
     assert found, done.stderr
     assert int(found[1]) >= 2 and int(found[2]) == len(done.stdout.split())
 
@@ -172,6 +175,7 @@ def test_usage_says_so_when_the_model_reports_none(tmp_path: Path) -> None:
     done = hookline("run", "--usage", "hi", env=env, cwd=workspace)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "no counts\n"
+    # The session's tape has no counts either: no session line.
     assert done.stderr == "usage: not reported (the model gave no token counts for its 1 call)\n"
 
 

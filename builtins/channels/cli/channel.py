@@ -3,9 +3,12 @@
 It reads lines from the terminal in a worker thread and hands each to the manager as an
 envelope `{content, channel: "cli", chat_id, session_id?, context?, media?}`. While a turn
 runs it shows what happens: a transient `…thinking` indicator until the model's first event
-(and `…running <tool>` while a tool runs), the reply text as it streams, and a `[tool] name
-arguments` line for every tool call. Outbound messages that were not streamed are printed
-when they arrive; error messages are printed as `error: ...` (in red on a colour terminal).
+(and `…running <tool>` while a tool runs), the reply text as it streams, and what ran as
+`hookline run` shows it (`agent/tool_view.py`): a `[tool] name arguments` line for every
+tool call, a line for its result and, for `fs_edit` and `fs_write`, the diff of the file
+(coloured on a colour terminal; the files are read from `workspace`). Outbound messages
+that were not streamed are printed when they arrive; error messages are printed as
+`error: ...` (in red on a colour terminal).
 Every reply ends its line, so what follows (the prompt, the next reply) starts below it.
 
 Lines run one turn at a time, in the order typed: a line typed while a turn runs waits for
@@ -23,8 +26,9 @@ on is shown as `(not answered: ...)` at once, and when the channel stops it prin
 
 When both the input and the output are a terminal, lines are read with the line editor
 (`line_editor.py`: editing, a history kept in the `history` file, Ctrl-R search, multi-line
-messages, and a prompt that stays at the bottom while replies print above it); otherwise
-they are read plainly (`cli_reader`).
+messages, and a prompt that stays at the bottom while replies print above it), and each
+model step's reply is rendered as Markdown once the step ends (`markdown_reply.py`;
+`markdown=False` prints it as written); otherwise they are read plainly (`cli_reader`).
 
 Text from the model, tools and plugins is shown with control characters escaped
 (`terminal_text`): a reply cannot move the cursor, retitle the window or write the
@@ -54,13 +58,15 @@ from hookline.kernel.channels import (
 from hookline.kernel.envelope import get_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
-from ...agent.tool_notes import is_terminal, terminal_text, tool_notes
+from ...agent.tool_notes import is_terminal, terminal_text
+from ...agent.tool_view import ToolView, colour_allowed
 from .input import STEER_PREFIX, ChatCommand, classify, help_lines, unknown_line
 from .lines import Line, LineLedger
 from .reader import NO_LINE, POLL_SECONDS, LineReader, can_edit
 
 if TYPE_CHECKING:
     from .line_editor import LineEditor
+    from .markdown_reply import MarkdownReply
 
 __all__ = ["PROMPT", "QUIT_COMMAND", "CliChannel"]
 
@@ -81,7 +87,8 @@ class CliChannel(Interface):
     process's stdin and stdout, read when the channel starts. `interactive` (default: the
     output is a terminal) enables the transient indicators and colours. `editor` (default:
     both are the process's terminal) reads lines with the line editor, keeping them in the
-    `history` file (None: for this session only).
+    `history` file (None: for this session only). `workspace` (default: the current
+    folder) is where the file tools' paths are read from for their diffs.
     """
 
     name: ClassVar[str] = "cli"
@@ -100,6 +107,8 @@ class CliChannel(Interface):
         history: Path | None = None,
         commands: Iterable[ChatCommand] = (),
         observe: Callable[[str, StreamEvent], None] | None = None,
+        workspace: str | None = None,
+        markdown: bool = True,
     ) -> None:
         self.message_handler = message_handler
         self.session_id = session_id
@@ -112,6 +121,10 @@ class CliChannel(Interface):
         self.history = history
         self.commands = list(commands)
         self.observe = observe
+        self.workspace = workspace
+        self.markdown = markdown
+        self._reply: MarkdownReply | None = None
+        self._view: ToolView | None = None
         self._editor: LineEditor | None = None
         self.session_ids: set[str] = set()
         """Resolved ids of the sessions this channel's messages went to."""
@@ -137,10 +150,13 @@ class CliChannel(Interface):
 
     def configure(self, **options: Any) -> None:
         """Set envelope and terminal options (`session_id`, `chat_id`, `model`, `input`,
-        `output`, `interactive`, `editor`, `history`, `commands`, `observe`); `session_id`
-        and `model` may change while the chat runs: they shape the lines typed next."""
+        `output`, `interactive`, `editor`, `history`, `commands`, `observe`, `workspace`,
+        `markdown`);
+        `session_id` and `model` may change while the chat runs: they shape the lines typed
+        next."""
         known = {"session_id", "chat_id", "model", "input", "output", "interactive", "editor",
-                 "history", "commands", "observe"}
+                 "history", "commands", "observe", "workspace",
+                 "markdown"}
         unknown = sorted(set(options) - known)
         if unknown:
             raise TypeError(f"CliChannel.configure: unknown option(s) {', '.join(unknown)}")
@@ -200,6 +216,10 @@ class CliChannel(Interface):
         from .line_editor import LineEditor
 
         self._editor = editor = LineEditor(prompt=PROMPT, history=self.history)
+        if self.markdown:
+            from .markdown_reply import MarkdownReply
+
+            self._reply = MarkdownReply(editor.set_preview, lambda: editor.width)
         try:
             with editor.active():
                 while not self._stopped():
@@ -210,7 +230,7 @@ class CliChannel(Interface):
         finally:
             if editor.partial:
                 editor.write("\n")
-            self._editor = None
+            self._editor = self._reply = None
 
     async def _handle(self, line: str) -> bool:
         """Send, steer or run one typed line; False when it asks to leave."""
@@ -309,7 +329,7 @@ class CliChannel(Interface):
             line.echoed = True
         elif outcome in ("steer", "queued") and not (self._echo or self._ending()):
             note = ("(steered into the running turn)" if outcome == "steer" else
-                    "(not steered: the running turn's model had not begun; queued)"
+                    "(not steered: the running turn could not take it; queued)"
                     if line.steer else "(queued: it gets its turn after the running one)")
             self.say(self._style(note, _DIM))
 
@@ -371,7 +391,7 @@ class CliChannel(Interface):
         try:
             async for event in stream:
                 self._began.add(session_id)
-                self._show_event(session_id, event)
+                await self._show_event(session_id, event)
                 if self.observe is not None:
                     try:
                         self.observe(session_id, event)
@@ -385,34 +405,51 @@ class CliChannel(Interface):
             if self._streams.pop(token, None) is not None:
                 self._began.discard(session_id)
                 self._clear_indicator()
+                self._finish_reply()
 
-    def _show_event(self, session_id: str, event: StreamEvent) -> None:
+    async def _show_event(self, session_id: str, event: StreamEvent) -> None:
         if event.kind == "text":
             delta = terminal_text(str(event.data.get("delta", "")))
             if delta:
                 self._begin_output()
-                self._write(delta)
+                if self._reply is not None:
+                    self._reply.add(delta)
+                else:
+                    self._write(delta)
                 self._streamed[session_id] = self._streamed.get(session_id, "") + delta
         elif event.kind == "tool_call":
             calls = list(event.data.get("tool_calls") or [])
-            self._begin_output()
-            if not self._at_line_start:
-                self._write("\n")
-            for call in calls:
-                line = terminal_text(f"[tool] {call.get('name')} {call.get('arguments', '')}",
-                                     keep_newlines=False)
-                self._write(self._style(line, _CYAN) + "\n")
+            self._finish_reply()
+            self._show_lines(await self._tool_view().calls(calls))
             names = ", ".join(str(call.get("name")) for call in calls)
             self._show_indicator(f"running {names}" if names else "thinking")
         elif event.kind == "tool_result":
-            notes = tool_notes(list(event.data.get("tool_results") or []))
-            if notes:
-                self._begin_output()
-                if not self._at_line_start:
-                    self._write("\n")
-                for note in notes:
-                    self._write(self._style(note, _CYAN) + "\n")
+            records = list(event.data.get("tool_results") or [])
+            colour = self._is_interactive() and colour_allowed()
+            self._show_lines(await self._tool_view().results(records, colour))
             self._show_indicator("thinking")
+
+    def _finish_reply(self) -> None:
+        """The model's step ended: its streamed text, rendered (`markdown_reply.py`)."""
+        if self._reply is not None and self._reply.text:
+            self._write(self._reply.take())
+
+    def _tool_view(self) -> ToolView:
+        if self._view is None:
+            self._view = ToolView(str(self.workspace or os.getcwd()))
+        return self._view
+
+    def _show_lines(self, lines: list[str]) -> None:
+        """Tool lines on lines of their own (`[tool]` lines cyan on a colour terminal; a
+        diff keeps its own colours)."""
+        if not lines:
+            return
+        self._begin_output()
+        if not self._at_line_start:
+            self._write("\n")
+        for line in lines:
+            shown = self._style(line, _CYAN) if line.startswith("[tool]") else line
+            self._write(shown + "\n")
 
     async def send(self, message: Any) -> None:
         """Print an outbound message unless its text was already streamed; then prompt."""
@@ -427,7 +464,10 @@ class CliChannel(Interface):
         if streamed is None or streamed.strip() != content.strip():
             if not self._at_line_start:
                 self._write("\n")
-            if content:
+            if content and self._reply is not None:
+                self._reply.take()  # what streamed is not the reply: the reply is shown
+                self._write(self._reply.take(content))
+            elif content:
                 self._write(content)
         if not self._at_line_start:  # a reply ends its line: the next output starts below
             self._write("\n")

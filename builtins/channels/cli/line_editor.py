@@ -128,6 +128,7 @@ class LineEditor:
 
         self.prompt = prompt
         self.partial = ""
+        self.preview: str | None = None
         self.status: str | None = None
         self._status_since = 0.0
         self._session: Any = PromptSession(
@@ -174,6 +175,18 @@ class LineEditor:
     def at_line_start(self) -> bool:
         return not self.partial
 
+    @property
+    def width(self) -> int:
+        """The columns a line printed above the prompt may use."""
+        return self._width()
+
+    def set_preview(self, text: str | None) -> None:
+        """Lines shown in the header, redrawn in place (None: none): a reply that is
+        printed only once it is complete (`markdown_reply.py`)."""
+        if text != self.preview:
+            self.preview = text
+            self._invalidate()
+
     def set_status(self, text: str | None) -> None:
         """The status line above the prompt (None: none); its clock starts now."""
         if text != self.status:
@@ -190,6 +203,8 @@ class LineEditor:
         header = ""
         if self.partial:
             header += self.partial + "\n"
+        if self.preview:
+            header += self.preview + "\n"
         if self.status:
             elapsed = int(time.monotonic() - self._status_since)
             clock = f" {elapsed}s" if elapsed else ""

@@ -1,7 +1,7 @@
-"""What a `hookline run` turn did besides its reply: the change each file tool made, as a
-unified diff, and the tokens its model calls used. `output.TurnPrinter` imports this
-module only once a turn calls a tool or reports usage, and `difflib` and the local
-environment later still, so a plain turn and `hookline --help` load none of it."""
+"""What a turn's tool calls did, for the terminal (`hookline run` and `hookline chat`): a
+line per call and per result, and the change each file tool made as a unified diff.
+Imported only once a turn calls a tool, and `difflib` and the local environment later
+still, so a plain turn and `hookline --help` load none of it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 import os
 from typing import Any
 
-from hookline.builtins.agent import terminal_text
+from .tool_notes import call_line, is_terminal, result_lines, terminal_text
 
 FILE_TOOLS = {"fs_write": "write", "fs.write": "write", "fs_edit": "edit", "fs.edit": "edit"}
 """The tools whose change is shown as a diff (model-facing names and the tools' own)."""
@@ -24,6 +24,30 @@ _MISSING = "\0missing"
 """A snapshot of a file that did not exist (no text file holds a NUL)."""
 
 _COLOURS = {"+": "\x1b[32m", "-": "\x1b[31m", "@": "\x1b[36m", "h": "\x1b[1m"}
+
+
+class ToolView:
+    """The lines that show one turn's tool calls: `calls` when the model asks for them (a
+    `[tool] name arguments` line each; the files they name are read first), `results`
+    once they ran (a summary line each, then the diff of each file tool's change, with
+    `colour` removals red and additions green). `workspace` is where the file tools'
+    paths are read from."""
+
+    def __init__(self, workspace: str) -> None:
+        self.changes = FileChanges(workspace)
+
+    async def calls(self, calls: list[dict[str, Any]]) -> list[str]:
+        for call in calls:
+            await self.changes.before(call)
+        return [call_line(call) for call in calls]
+
+    async def results(self, records: list[dict[str, Any]], colour: bool) -> list[str]:
+        diffs = await self.changes.diffs(records)
+        lines: list[str] = []
+        for index, record in enumerate(records):
+            lines += result_lines([record])
+            lines += render_diff(diffs.get(index, []), colour)
+        return lines
 
 
 class FileChanges:
@@ -83,8 +107,9 @@ class FileChanges:
         """The file's real path, or None when the file tools would refuse it."""
         if not isinstance(path, str) or not path:
             return None
-        from hookline.builtins.host import LocalEnvironment
         from hookline.kernel.streaming import HooklineError
+
+        from ..host import LocalEnvironment
 
         if self._environment is None:
             self._environment = LocalEnvironment(self.workspace)
@@ -169,49 +194,12 @@ def _coloured(line: str) -> str:
 
 def wants_colour(stream: Any) -> bool:
     """Colour on a terminal only, and not with `NO_COLOR` or `TERM=dumb`."""
-    from hookline.builtins.agent import is_terminal
-
-    return (is_terminal(stream) and not os.environ.get("NO_COLOR")
-            and os.environ.get("TERM") != "dumb")
+    return is_terminal(stream) and colour_allowed()
 
 
-class UsageTotals:
-    """The token usage of one turn, summed over its model calls (each `usage` stream
-    event is one call's final count), and the cost when the provider reported one as
-    `cost` in its usage (hookline has no price table)."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.reported = 0
-        self.tokens = {"in": 0, "out": 0, "cached": 0}
-        self.cost: float | None = None
-
-    def add(self, usage: Any) -> None:
-        if not isinstance(usage, dict):
-            return
-        self.reported += 1
-        for key, names in (("in", ("input_tokens", "prompt_tokens")),
-                           ("out", ("output_tokens", "completion_tokens")),
-                           ("cached", ("cached_tokens",))):
-            self.tokens[key] += next((int(usage[name]) for name in names
-                                      if isinstance(usage.get(name), int | float)), 0)
-        cost = usage.get("cost")
-        if isinstance(cost, int | float) and not isinstance(cost, bool):
-            self.cost = (self.cost or 0.0) + float(cost)
-
-    def line(self) -> str:
-        calls = max(self.calls, self.reported)
-        if not self.reported:
-            return (f"usage: not reported (the model gave no token counts for its "
-                    f"{calls} call{'' if calls == 1 else 's'})" if calls
-                    else "usage: no model call finished")
-        tokens = self.tokens
-        text = (f"usage: {tokens['in']:,} tokens in ({tokens['cached']:,} cached), "
-                f"{tokens['out']:,} out, over {calls} model call{'' if calls == 1 else 's'}")
-        if self.reported < calls:
-            text += f" ({calls - self.reported} reported none)"
-        cost = "cost not reported" if self.cost is None else f"cost {self.cost:.6g} (as reported)"
-        return f"{text}; {cost}"
+def colour_allowed() -> bool:
+    """Whether the environment allows colour (no `NO_COLOR`, no `TERM=dumb`)."""
+    return not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
 
 
 def _arguments(arguments: Any) -> dict[str, Any]:
