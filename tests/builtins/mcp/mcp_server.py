@@ -7,14 +7,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.utilities.types import Image
+from pydantic import Field
 
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
                     "0000000d4944415478da63f8cfc0f01f0005000201a5f6e9b40000000049454e44ae426082")
@@ -76,9 +78,16 @@ def linger() -> int:
 
 
 @server.tool()
-def tags(items: list[str]) -> str:
-    """A schema with an array: the kernel's validator cannot enforce it."""
-    return ",".join(items)
+def measure(ratio: float, names: list[str], limit: int | None = None) -> str:
+    """Arguments of the types the SDK makes anyOf, number and array schemas of; what the
+    server received, as JSON."""
+    return json.dumps({"ratio": ratio, "names": names, "limit": limit})
+
+
+@server.tool()
+def code(value: Annotated[str, Field(pattern="^[a-z]+$")]) -> str:
+    """A schema with a pattern: the kernel's validator cannot enforce it."""
+    return value
 
 
 @server.tool()
