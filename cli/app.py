@@ -23,6 +23,7 @@ from hookline.kernel import Framework
 from .blame import with_blame
 from .chat import chat_command
 from .gateway import gateway_command, kill_background_groups
+from .mcp import mcp_commands, settle_mcp_group
 from .models import models_command
 from .new import new_commands
 from .onboard import onboard_command
@@ -90,6 +91,7 @@ def create_app(framework: Framework | None = None) -> typer.Typer:
     app.add_typer(store_commands())
     app.add_typer(new_commands())
     framework.runtime.call_many_sync("register_cli_commands", app=app)
+    settle_mcp_group(app, mcp_commands(framework))
     return app
 
 
