@@ -1,6 +1,7 @@
 """A real MCP server for the tests, built with the SDK's MCPServer (FastMCP of mcp 1.x).
 
     python mcp_server.py stdio               # over stdin and stdout
+    python mcp_server.py stdio-stay          # the same, then it stays when stdin closes
     python mcp_server.py http PORT TOKEN     # streamable HTTP on 127.0.0.1:PORT/mcp, which
                                              # answers 401 without `Authorization: Bearer TOKEN`
 """
@@ -113,8 +114,10 @@ def guarded(app: Any, token: str) -> Any:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "stdio":
+    if sys.argv[1].startswith("stdio"):
         server.run("stdio")
+        if sys.argv[1] == "stdio-stay":  # a server that outlives its client unless ended
+            time.sleep(3600)
     else:
         import uvicorn
 
