@@ -146,6 +146,24 @@ def settle_mcp_group(app: typer.Typer, ours: typer.Typer) -> None:
     app.add_typer(ours)
 
 
+def mcp_summary() -> list[str]:
+    """For `hookline plugins`: a line per configured MCP server (none with a config file
+    that cannot be read: the commands that need it say why)."""
+    from hookline.builtins.config import SettingsError, load_settings
+    from hookline.builtins.mcp import server_configs
+
+    try:
+        settings = load_settings()
+        if not settings.extra.get("mcp_servers"):
+            return []
+        configs = server_configs(settings.extra)
+    except SettingsError:
+        return []
+    return [f"mcp  {config.name:<20} {config.transport:<9} "
+            f"{'enabled' if config.enabled else 'disabled':<40} "
+            f"not started here (hookline mcp list --check)" for config in configs]
+
+
 def _configs() -> list[Any]:
     from hookline.builtins.config import SettingsError, load_settings
     from hookline.builtins.mcp import server_configs

@@ -70,6 +70,9 @@ def test_add_writes_tables_the_plugin_reads_list_shows_them_remove_deletes_them(
     assert listed[1] == {"name": "docs", "transport": "http", "enabled": False,
                          "target": "https://mcp.example.com/mcp"}
     assert "Bearer" not in hookline(home, "mcp", "list").stdout  # header values never shown
+    plugins = hookline(home, "plugins").stdout.splitlines()
+    assert [line.split()[:4] for line in plugins if line.startswith("mcp ")] == [
+        ["mcp", "files", "stdio", "enabled"], ["mcp", "docs", "http", "disabled"]]
 
     out = hookline(home, "mcp", "remove", "files")
     assert (out.returncode, out.stdout) == (
@@ -77,6 +80,8 @@ def test_add_writes_tables_the_plugin_reads_list_shows_them_remove_deletes_them(
     assert list(written(home)["mcp_servers"]) == ["docs"]
     hookline(home, "mcp", "remove", "docs")
     assert "mcp_servers" not in written(home)
+    plugins = hookline(home, "plugins").stdout.splitlines()
+    assert not any(line.startswith("mcp ") for line in plugins)
 
 
 def test_bad_adds_and_removes_are_one_error_line_and_change_nothing(tmp_path: Path) -> None:
