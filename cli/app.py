@@ -23,6 +23,7 @@ from hookline.kernel import Framework
 from .blame import with_blame
 from .chat import chat_command
 from .gateway import gateway_command, kill_background_groups
+from .mcp import mcp_commands, mcp_summary, settle_mcp_group
 from .models import models_command
 from .new import new_commands
 from .onboard import onboard_command
@@ -90,6 +91,7 @@ def create_app(framework: Framework | None = None) -> typer.Typer:
     app.add_typer(store_commands())
     app.add_typer(new_commands())
     framework.runtime.call_many_sync("register_cli_commands", app=app)
+    settle_mcp_group(app, mcp_commands(framework))
     return app
 
 
@@ -359,6 +361,8 @@ def _plugins_command(framework: Framework) -> Any:
             mark = "ok  " if status.ok else "off " if status.detail == "disabled" else "FAIL"
             group = status.group or "-"
             typer.echo(f"{mark} {name:<20} {group:<9} {status.source:<40} {status.detail}")
+        for line in mcp_summary():
+            typer.echo(line)
 
     return plugins
 

@@ -22,6 +22,7 @@ __all__ = [
     "ToolContext",
     "ToolExposure",
     "argument_error",
+    "check_schema",
     "default_render",
     "validate_arguments",
 ]
@@ -130,20 +131,33 @@ class Tool:
 def validate_arguments(tool: str, schema: Mapping[str, Any], arguments: Any) -> dict[str, Any]:
     """Check a tool's arguments against its JSON schema; return them with defaults filled in.
 
-    Enforced keywords: `type` (object, string, integer, boolean), `properties`,
-    `required`, `additionalProperties: false`, `enum`, `minimum`, `maximum`, `minLength`
-    and `maxLength`; `description`, `title`, `examples` and `default` are annotations
-    (`default` fills in a missing argument). Any other keyword, in the schema or in the
-    schema of an argument that is given, is refused with ValueError: a schema cannot
-    declare a limit that nothing enforces. A null for an
-    optional argument counts as leaving it out (models often send nulls for arguments they
-    do not use). A bad argument is `HooklineError(invalid_input)` naming the tool, the
-    argument, what was expected and what was given (details: `tool`, `argument`).
+    Enforced keywords: `type` (object, array, string, integer, number, boolean, null, or
+    a list of them), `properties`, `required`, `additionalProperties` (false or a
+    schema), `items`, `minItems`, `maxItems`, `enum`, `const`, `anyOf`, `oneOf`,
+    `minimum`, `maximum`, `minLength` and `maxLength`; `description`, `title`, `examples`
+    and `default` are annotations (`default` fills in a missing argument). The whole
+    schema is read first (`check_schema`): any other keyword, at any depth, is refused
+    with ValueError, because a schema cannot declare a limit that nothing enforces. A
+    null for an optional argument counts as leaving it out (models often send nulls for
+    arguments they do not use). A bad argument is `HooklineError(invalid_input)` naming
+    the tool, the argument's path (`opts.depth`, `names[2]`), what was expected and what
+    was given (details: `tool`, `argument`).
     """
-    _check_keywords(tool, schema, "arguments")
+    check_schema(tool, schema)
     if not isinstance(arguments, Mapping):
         raise argument_error(tool, f"arguments must be a JSON object, got {_json_type(arguments)}")
-    return _check_object(tool, schema, arguments, "")
+    checked = _check_value(tool, {**schema, "type": "object"}, arguments, "")
+    return dict(checked)
+
+
+def check_schema(tool: str, schema: Any) -> None:
+    """Raise ValueError naming the first keyword, at any depth, that `validate_arguments`
+    does not enforce, or the first malformed part; a tool whose schema comes from
+    elsewhere (an MCP server) is checked once, before it is offered."""
+    _check_schema(tool, schema, "arguments", "")
+    kinds = schema.get("type", "object")
+    if kinds != "object":
+        raise ValueError(f"{tool}: the arguments' schema must have type 'object', not {kinds!r}")
 
 
 def argument_error(tool: str, message: str, *, argument: str | None = None) -> HooklineError:
@@ -153,33 +167,127 @@ def argument_error(tool: str, message: str, *, argument: str | None = None) -> H
     return HooklineError(ErrorKind.invalid_input, f"{tool}: {message}", details)
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 _TYPE_CHECKS: dict[str, Callable[[Any], bool]] = {
     "object": lambda value: isinstance(value, Mapping),
+    "array": lambda value: isinstance(value, list | tuple),
     "string": lambda value: isinstance(value, str),
     "integer": lambda value: isinstance(value, int) and not isinstance(value, bool),
+    "number": _is_number,
     "boolean": lambda value: isinstance(value, bool),
+    "null": lambda value: value is None,
 }
 
-_ARTICLES = {"object": "an", "string": "a", "integer": "an", "boolean": "a"}
+_NOUNS = {
+    "object": "an object", "array": "an array", "string": "a string", "integer": "an integer",
+    "number": "a number", "boolean": "a boolean", "null": "null",
+}
 
 _KEYWORDS = frozenset({
-    "type", "properties", "required", "additionalProperties", "enum", "minimum", "maximum",
-    "minLength", "maxLength", "default", "description", "title", "examples",
+    "type", "properties", "required", "additionalProperties", "items", "minItems",
+    "maxItems", "enum", "const", "anyOf", "oneOf", "minimum", "maximum", "minLength",
+    "maxLength", "default", "description", "title", "examples",
 })
 
+_COUNTS = ("minLength", "maxLength", "minItems", "maxItems")
 
-def _check_keywords(tool: str, schema: Mapping[str, Any], name: str) -> None:
-    if _KEYWORDS.issuperset(schema) and schema.get("type", "object") in _TYPE_CHECKS:
-        return
+
+def _check_schema(tool: str, schema: Any, name: str, prefix: str) -> None:
+    """Every keyword of `schema` and of the schemas inside it, or ValueError.
+
+    `name` is the argument the schema describes ("arguments" at the top), `prefix` the
+    start of its properties' names."""
+    if not isinstance(schema, Mapping):
+        raise ValueError(f"{tool}: the schema of {name!r} is not a JSON object")
     unknown = sorted(set(schema) - _KEYWORDS)
     if unknown:
         raise ValueError(
             f"{tool}: the schema of {name!r} uses {', '.join(map(repr, unknown))}, which "
             f"validate_arguments does not enforce (it enforces {', '.join(sorted(_KEYWORDS))})"
         )
+
+    def malformed(key: str, wanted: str) -> ValueError:
+        return ValueError(f"{tool}: {key!r} in the schema of {name!r} must be {wanted}, "
+                          f"got {_preview(schema[key])}")
+
+    _kinds(tool, schema, name)
+    for key in ("minimum", "maximum"):
+        if key in schema and not _is_number(schema[key]):
+            raise malformed(key, "a number")
+    for key in _COUNTS:
+        value = schema.get(key, 0)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise malformed(key, "a whole number, 0 or more")
+    if "enum" in schema and not (isinstance(schema["enum"], list) and schema["enum"]):
+        raise malformed("enum", "a non-empty list")
+    required = schema.get("required", [])
+    if not isinstance(required, list) or not all(isinstance(key, str) for key in required):
+        raise malformed("required", "a list of names")
+    properties = schema.get("properties", {})
+    if not isinstance(properties, Mapping):
+        raise malformed("properties", "a table of schemas")
+    for key, sub in properties.items():
+        _check_schema(tool, sub, f"{prefix}{key}", f"{prefix}{key}.")
+    extra = schema.get("additionalProperties", True)
+    if not isinstance(extra, bool):
+        _check_schema(tool, extra, f"{prefix}*", f"{prefix}*.")
+    if "items" in schema:
+        _check_schema(tool, schema["items"], f"{name}[]", f"{name}[].")
+    for key in ("anyOf", "oneOf"):
+        if key not in schema:
+            continue
+        if not (isinstance(schema[key], list) and schema[key]):
+            raise malformed(key, "a non-empty list of schemas")
+        for branch in schema[key]:
+            _check_schema(tool, branch, name, prefix)
+
+
+def _kinds(tool: str, schema: Mapping[str, Any], name: str) -> tuple[str, ...]:
+    """The types a schema allows (none: any), from `type` as a name or a list of names."""
     kind = schema.get("type")
-    if kind is not None and kind not in _TYPE_CHECKS:
-        raise ValueError(f"{tool}: schema type {kind!r} of {name!r} is not supported")
+    if kind is None:
+        return ()
+    kinds = tuple(kind) if isinstance(kind, list) else (kind,)
+    for each in kinds:
+        if not isinstance(each, str) or each not in _TYPE_CHECKS:
+            raise ValueError(f"{tool}: schema type {each!r} of {name!r} is not supported")
+    if not kinds:
+        raise ValueError(f"{tool}: the schema type of {name!r} is an empty list")
+    return kinds
+
+
+def _check_value(tool: str, schema: Mapping[str, Any], value: Any, name: str) -> Any:
+    label = repr(name) if name else "arguments"
+    kinds = _kinds(tool, schema, name)
+    if kinds and not any(_TYPE_CHECKS[kind](value) for kind in kinds):
+        raise argument_error(tool, f"{label} must be {_either(kinds)}, got {_given(value)}",
+                             argument=name)
+    if "const" in schema and not _same(value, schema["const"]):
+        raise argument_error(
+            tool, f"{label} must be {_preview(schema['const'])}, got {_preview(value)}",
+            argument=name)
+    if "enum" in schema and not any(_same(value, choice) for choice in schema["enum"]):
+        choices = ", ".join(json.dumps(choice) for choice in schema["enum"])
+        raise argument_error(
+            tool, f"{label} must be one of {choices}, got {_preview(value)}", argument=name)
+    # Each limit applies to the values it can describe (JSON Schema): numeric limits to
+    # numbers, lengths to strings, object keywords to objects, array keywords to arrays.
+    if isinstance(value, Mapping):
+        if "object" in kinds or {"properties", "required", "additionalProperties"} & set(schema):
+            value = _check_object(tool, schema, value, f"{name}." if name else "")
+    elif isinstance(value, list | tuple):
+        value = _check_array(tool, schema, value, name)
+    elif _is_number(value) and ("minimum" in schema or "maximum" in schema):
+        _check_range(tool, schema, value, name)
+    elif isinstance(value, str) and ("minLength" in schema or "maxLength" in schema):
+        _check_length(tool, schema, value, name)
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            value = _check_branches(tool, key, schema[key], value, name)
+    return value
 
 
 def _check_object(
@@ -187,7 +295,8 @@ def _check_object(
 ) -> dict[str, Any]:
     properties: Mapping[str, Any] = schema.get("properties", {})
     required: list[str] = list(schema.get("required", []))
-    if schema.get("additionalProperties") is False:
+    extra = schema.get("additionalProperties", True)
+    if extra is False:
         unknown = [key for key in value if key not in properties]
         if unknown:
             expected = ", ".join(f"{prefix}{key}" for key in properties) or "none"
@@ -200,7 +309,7 @@ def _check_object(
     for key, item in value.items():
         if item is None and key not in required:
             continue
-        subschema = properties.get(key)
+        subschema = properties.get(key, None if isinstance(extra, bool) else extra)
         result[key] = item if subschema is None else _check_value(
             tool, subschema, item, f"{prefix}{key}"
         )
@@ -217,30 +326,86 @@ def _check_object(
     return result
 
 
-def _check_value(tool: str, schema: Mapping[str, Any], value: Any, name: str) -> Any:
-    _check_keywords(tool, schema, name)
-    kind = schema.get("type")
-    if kind is not None and not _TYPE_CHECKS[kind](value):
+def _check_array(tool: str, schema: Mapping[str, Any], value: Any, name: str) -> list[Any]:
+    low, high = schema.get("minItems"), schema.get("maxItems")
+    count = len(value)
+    if (low is not None and count < low) or (high is not None and count > high):
+        if low is not None and high is not None:
+            wanted = f"from {low} to {high} items"
+        else:
+            wanted = f"at least {low} items" if low is not None else f"at most {high} items"
+        raise argument_error(tool, f"{name!r} must have {wanted}, got {count}", argument=name)
+    if "items" not in schema:
+        return list(value)
+    return [_check_value(tool, schema["items"], item, f"{name}[{index}]")
+            for index, item in enumerate(value)]
+
+
+def _check_branches(tool: str, key: str, branches: list[Any], value: Any, name: str) -> Any:
+    """The value as the first matching branch checked it (`anyOf`), or as the only one
+    (`oneOf`); when none matches, the error of the one branch of the value's type, if
+    there is exactly one, says the most."""
+    passed: list[Any] = []
+    failed: list[HooklineError] = []
+    for branch in branches:
+        try:
+            passed.append(_check_value(tool, branch, value, name))
+        except HooklineError as error:
+            if _fits(tool, branch, value, name):
+                failed.append(error)
+            continue
+        if key == "anyOf":
+            return passed[0]
+    label = repr(name) if name else "arguments"
+    if len(passed) == 1:
+        return passed[0]
+    if passed:
         raise argument_error(
-            tool,
-            f"{name!r} must be {_ARTICLES[kind]} {kind}, got {_json_type(value)} "
-            f"{_preview(value)}",
-            argument=name,
-        )
-    if kind == "object":
-        value = _check_object(tool, schema, value, f"{name}.")
-    if "enum" in schema and value not in schema["enum"]:
-        choices = ", ".join(json.dumps(choice) for choice in schema["enum"])
-        raise argument_error(
-            tool, f"{name!r} must be one of {choices}, got {_preview(value)}", argument=name
-        )
-    # Numeric limits apply to numbers only, length limits to strings only (JSON Schema).
-    number = isinstance(value, int | float) and not isinstance(value, bool)
-    if number and ("minimum" in schema or "maximum" in schema):
-        _check_range(tool, schema, value, name)
-    elif isinstance(value, str) and ("minLength" in schema or "maxLength" in schema):
-        _check_length(tool, schema, value, name)
-    return value
+            tool, f"{label} matches {len(passed)} of the schemas of its oneOf, which allows "
+            f"exactly one: got {_preview(value)}", argument=name)
+    if len(failed) == 1:
+        raise failed[0]
+    wanted = " or ".join(_describe(tool, branch, name) for branch in branches)
+    raise argument_error(tool, f"{label} must be {wanted}, got {_given(value)}", argument=name)
+
+
+def _fits(tool: str, schema: Mapping[str, Any], value: Any, name: str) -> bool:
+    """Whether a branch is about values of this one's JSON type (so its error is apt)."""
+    kinds = _kinds(tool, schema, name)
+    if kinds:
+        return any(_TYPE_CHECKS[kind](value) for kind in kinds)
+    choices = [schema["const"]] if "const" in schema else schema.get("enum")
+    if choices is None:
+        return True
+    family = _json_type(value).replace("integer", "number")
+    return any(_json_type(choice).replace("integer", "number") == family for choice in choices)
+
+
+def _describe(tool: str, schema: Mapping[str, Any], name: str) -> str:
+    kinds = _kinds(tool, schema, name)
+    if "const" in schema:
+        return _preview(schema["const"])
+    if "enum" in schema:
+        return "one of " + ", ".join(json.dumps(choice) for choice in schema["enum"])
+    return _either(kinds) if kinds else "a value of another schema"
+
+
+def _either(kinds: tuple[str, ...]) -> str:
+    nouns = [_NOUNS[kind] for kind in kinds]
+    return nouns[0] if len(nouns) == 1 else f"{', '.join(nouns[:-1])} or {nouns[-1]}"
+
+
+def _same(left: Any, right: Any) -> bool:
+    """JSON equality: true is not 1, 1 is 1.0, objects and arrays compare by content."""
+    if isinstance(left, Mapping) and isinstance(right, Mapping):
+        return left.keys() == right.keys() and all(_same(left[k], right[k]) for k in left)
+    if isinstance(left, list | tuple) and isinstance(right, list | tuple):
+        return len(left) == len(right) and all(map(_same, left, right))
+    if isinstance(left, bool) != isinstance(right, bool):
+        return False
+    if _is_number(left) and _is_number(right):
+        return bool(left == right)
+    return type(left) is type(right) and bool(left == right)
 
 
 def _check_range(tool: str, schema: Mapping[str, Any], value: float, name: str) -> None:
@@ -264,6 +429,10 @@ def _check_length(tool: str, schema: Mapping[str, Any], value: str, name: str) -
         return
     given = f"{len(value)} characters: {_preview(value)}" if value else '""'
     raise argument_error(tool, f"{name!r} {wanted}, got {given}", argument=name)
+
+
+def _given(value: Any) -> str:
+    return "null" if value is None else f"{_json_type(value)} {_preview(value)}"
 
 
 def _json_type(value: Any) -> str:

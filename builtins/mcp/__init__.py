@@ -5,6 +5,14 @@
 uses the optional MCP SDK (`pip install 'hookline[mcp]'`).
 """
 
-from .config import CONFIG_TABLE, NAME_SEPARATOR, ServerConfig, server_configs
+from .config import (
+    CONFIG_TABLE,
+    NAME_SEPARATOR,
+    ServerConfig,
+    parse_server,
+    server_configs,
+    server_table,
+)
 
-__all__ = ["CONFIG_TABLE", "NAME_SEPARATOR", "ServerConfig", "server_configs"]
+__all__ = ["CONFIG_TABLE", "NAME_SEPARATOR", "ServerConfig", "parse_server", "server_configs",
+           "server_table"]

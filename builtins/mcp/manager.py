@@ -22,7 +22,7 @@ import anyio.abc
 from hookline.kernel.streaming import HooklineError
 from hookline.kernel.tools import Tool
 
-from .config import ServerConfig
+from .config import NAME_SEPARATOR, ServerConfig
 from .connection import Connection, no_process
 from .tools import make_tools
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ..host.background import BackgroundProcesses
     from ..host.sandbox import Confinement, SandboxPolicy
 
-__all__ = ["McpServers", "require_sdk"]
+__all__ = ["McpServers", "ServerState", "require_sdk"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +43,18 @@ def require_sdk() -> None:
         raise ImportError(
             "MCP servers are configured ([mcp_servers] in config.toml), but the MCP SDK is "
             "not installed: pip install 'hookline[mcp]' (or remove the servers)") from exc
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerState:
+    """What `hookline mcp list --check` shows of one configured server."""
+
+    config: ServerConfig
+    state: str
+    """`idle` (not started), `ready`, `failed`, or `disabled` (`enabled = false`)."""
+    tools: int | None
+    """The tools offered (after the tools lists and the schema check); None: never listed."""
+    error: str | None
 
 
 class McpServers:
@@ -112,6 +124,22 @@ class McpServers:
                 offered += make_tools(connection.config, connection.tools, connection.call,
                                       self._steer, self._warned)
         return offered
+
+    def states(self) -> list[ServerState]:
+        """Each configured server's state and offered tool count, in the file's order."""
+        offered: dict[str, int] = {}
+        for tool in self.tools():
+            server = tool.name.split(NAME_SEPARATOR, 1)[0]
+            offered[server] = offered.get(server, 0) + 1
+        found = []
+        for config in self.configs:
+            connection = self.connections.get(config.name)
+            if connection is None:
+                found.append(ServerState(config, "disabled", None, None))
+                continue
+            count = None if connection.tools is None else offered.get(config.name, 0)
+            found.append(ServerState(config, connection.state, count, connection.error))
+        return found
 
     # -- opening a server's streams ----------------------------------------------------
 

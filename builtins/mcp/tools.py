@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import json
 import logging
 import re
@@ -18,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hookline.kernel.streaming import ErrorKind, HooklineError
-from hookline.kernel.tools import Tool, ToolContext, validate_arguments
+from hookline.kernel.tools import Tool, ToolContext, check_schema, validate_arguments
 
 from .config import NAME_SEPARATOR, ServerConfig
 
@@ -36,8 +35,6 @@ MAX_IMAGE_BYTES = 8 * 1024 * 1024
 _MODEL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _ANNOTATIONS = ("$schema", "$id", "$comment")
 """Top-level schema keys that describe the schema and constrain nothing."""
-_PROBE = object()
-"""A value of no JSON type: checking it reaches every keyword check, then fails its type."""
 
 Caller = Callable[[str, dict[str, Any]], Awaitable["CallToolResult"]]
 Steer = Callable[[dict[str, Any], dict[str, Any]], Awaitable[bool]]
@@ -68,7 +65,7 @@ def make_tools(config: ServerConfig, listed: list[McpTool], call: Caller,
 
 def checked_schema(name: str, schema: Any) -> dict[str, Any]:
     """`schema` as offered (annotations dropped), or ValueError saying what the kernel's
-    validator cannot enforce in it."""
+    validator cannot enforce in it (read in full, at every depth, before any call)."""
     if not _MODEL_NAME.match(name):
         raise ValueError(f"its name {name!r} is not 1-64 letters, digits, '_' or '-' "
                          f"(what model APIs accept)")
@@ -77,31 +74,11 @@ def checked_schema(name: str, schema: Any) -> dict[str, Any]:
     offered = {key: value for key, value in schema.items() if key not in _ANNOTATIONS}
     offered.setdefault("type", "object")
     try:
-        _check(name, offered)
+        check_schema(name, offered)
     except (TypeError, AttributeError, KeyError) as exc:
         raise ValueError(f"its input schema is malformed ({type(exc).__name__}: {exc})"
                          ) from None
     return offered
-
-
-def _check(name: str, schema: Mapping[str, Any]) -> None:
-    """Every keyword of an object schema, at every depth, through the kernel's validator."""
-    if schema.get("type") != "object":
-        raise ValueError(f"its input schema's type is {schema.get('type')!r}, not 'object'")
-    properties = schema.get("properties", {})
-    if not isinstance(properties, Mapping) or not all(
-            isinstance(sub, Mapping) for sub in properties.values()):
-        raise ValueError("its input schema's properties are not a table of schemas")
-    required = schema.get("required", [])
-    if not isinstance(required, list) or not all(isinstance(key, str) for key in required):
-        raise ValueError("its input schema's required is not a list of names")
-    with contextlib.suppress(HooklineError):
-        validate_arguments(name, {**schema, "required": []}, {})
-    for key, sub in properties.items():
-        with contextlib.suppress(HooklineError):
-            validate_arguments(name, {"type": "object", "properties": {key: sub}}, {key: _PROBE})
-        if sub.get("type") == "object":
-            _check(name, sub)
 
 
 @dataclass(frozen=True)

@@ -1,20 +1,23 @@
 """A real MCP server for the tests, built with the SDK's MCPServer (FastMCP of mcp 1.x).
 
     python mcp_server.py stdio               # over stdin and stdout
+    python mcp_server.py stdio-stay          # the same, then it stays when stdin closes
     python mcp_server.py http PORT TOKEN     # streamable HTTP on 127.0.0.1:PORT/mcp, which
                                              # answers 401 without `Authorization: Bearer TOKEN`
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.utilities.types import Image
+from pydantic import Field
 
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
                     "0000000d4944415478da63f8cfc0f01f0005000201a5f6e9b40000000049454e44ae426082")
@@ -76,9 +79,16 @@ def linger() -> int:
 
 
 @server.tool()
-def tags(items: list[str]) -> str:
-    """A schema with an array: the kernel's validator cannot enforce it."""
-    return ",".join(items)
+def measure(ratio: float, names: list[str], limit: int | None = None) -> str:
+    """Arguments of the types the SDK makes anyOf, number and array schemas of; what the
+    server received, as JSON."""
+    return json.dumps({"ratio": ratio, "names": names, "limit": limit})
+
+
+@server.tool()
+def code(value: Annotated[str, Field(pattern="^[a-z]+$")]) -> str:
+    """A schema with a pattern: the kernel's validator cannot enforce it."""
+    return value
 
 
 @server.tool()
@@ -104,8 +114,10 @@ def guarded(app: Any, token: str) -> Any:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "stdio":
+    if sys.argv[1].startswith("stdio"):
         server.run("stdio")
+        if sys.argv[1] == "stdio-stay":  # a server that outlives its client unless ended
+            time.sleep(3600)
     else:
         import uvicorn
 

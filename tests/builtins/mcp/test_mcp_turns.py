@@ -56,7 +56,7 @@ async def test_a_stdio_tool_is_offered_called_and_its_result_reaches_the_model(
     first, second = model.requests
     tools = offered(first)
     assert tools["files__echo"]["parameters"]["required"] == ["text"]
-    assert "files__tags" not in tools and "files__broken" not in tools  # not enforceable
+    assert "files__code" not in tools and "files__broken" not in tools  # not enforceable
     assert tool_output(second) == "hi hi hi"
 
 
@@ -112,3 +112,31 @@ async def test_an_image_result_reaches_the_model_as_an_image_part(
     assert second.messages[-1]["role"] == "user"
     (image,) = [part for part in parts if part["type"] == "image_url"]
     assert image["image_url"]["url"].startswith("data:image/png;base64,iVBORw0KGgo")
+
+
+async def test_number_array_and_optional_parameters_are_offered_and_validated(
+        model: OpenAIServer, workspace: Path) -> None:
+    model.add(call("files__measure", {"ratio": 0.25, "names": ["a", "b"]}),
+              call("files__measure", {"ratio": 2, "names": ["c"], "limit": 7}, "call_2"),
+              call("files__measure", {"ratio": 0.5, "names": ["a", 3]}, "call_3"),
+              call("files__measure", {"ratio": True, "names": []}, "call_4"),
+              call("files__measure", {"ratio": 1.0, "names": [], "limit": "ten"}, "call_5"),
+              Reply(text="measured"))
+    framework, _ = build(workspace, model.base_url, {"files": stdio_server()})
+    async with framework.running():
+        result = await turn(framework, "measure")
+    assert result.model_output == "measured"
+    schema = offered(model.requests[0])["files__measure"]["parameters"]
+    assert schema["properties"]["limit"]["anyOf"] == [{"type": "integer"}, {"type": "null"}]
+    last = model.requests[-1]
+    assert json.loads(tool_output(last)) == {"ratio": 0.25, "names": ["a", "b"], "limit": None}
+    assert json.loads(tool_output(last, "call_2")) == {"ratio": 2, "names": ["c"], "limit": 7}
+    refusals = {call_id: json.loads(tool_output(last, call_id))
+                for call_id in ("call_3", "call_4", "call_5")}
+    assert {error["kind"] for error in refusals.values()} == {"invalid_input"}
+    assert refusals["call_3"]["message"] == (
+        "files__measure: 'names[1]' must be a string, got integer 3")
+    assert refusals["call_4"]["message"] == (
+        "files__measure: 'ratio' must be a number, got boolean true")
+    assert refusals["call_5"]["message"] == (
+        "files__measure: 'limit' must be an integer or null, got string \"ten\"")

@@ -4,13 +4,20 @@ validator (`validate_arguments`)."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 import pytest
 
 from hookline.kernel._util import dedupe_by_name
 from hookline.kernel.streaming import ErrorKind, HooklineError
-from hookline.kernel.tools import Tool, ToolContext, default_render, validate_arguments
+from hookline.kernel.tools import (
+    Tool,
+    ToolContext,
+    check_schema,
+    default_render,
+    validate_arguments,
+)
 
 
 def add(a: int, b: int) -> int:
@@ -209,12 +216,135 @@ def test_values_within_the_limits_pass(prop: dict[str, Any], value: Any) -> None
 
 
 @pytest.mark.parametrize(
-    "prop",
-    [{"type": "string", "pattern": "^a"}, {"type": "array"}, {"exclusiveMinimum": 0}],
+    ("prop", "where"),
+    [
+        ({"type": "string", "pattern": "^a"}, "x"),
+        ({"exclusiveMinimum": 0}, "x"),
+        ({"type": "array", "items": {"type": "string", "format": "uri"}}, "x[]"),
+        ({"anyOf": [{"type": "integer"}, {"$ref": "#/$defs/P"}]}, "x"),
+        ({"type": "object", "properties": {"y": {"uniqueItems": True}}}, "x.y"),
+        ({"type": "object", "additionalProperties": {"pattern": "a"}}, "x.*"),
+    ],
 )
-def test_a_schema_keyword_that_is_not_enforced_is_refused(prop: dict[str, Any]) -> None:
+def test_a_schema_keyword_that_is_not_enforced_is_refused(
+        prop: dict[str, Any], where: str) -> None:
+    # Refused whatever the arguments: the whole schema is read before them.
     schema = {"type": "object", "properties": {"x": prop}}
-    with pytest.raises(ValueError, match=r"t: the schema of 'x' uses|schema type 'array'"):
-        check(schema, {"x": "a"})
+    for arguments in ({"x": "a"}, {}):
+        with pytest.raises(ValueError, match=rf"t: the schema of '{re.escape(where)}' uses"):
+            check(schema, arguments)
     with pytest.raises(ValueError, match="'format'"):
         check({"type": "object", "format": "x"}, {})
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        ({"type": "bogus"}, "schema type 'bogus' of 'x' is not supported"),
+        ({"type": ["string", "date"]}, "schema type 'date' of 'x' is not supported"),
+        ({"type": "array", "items": [{"type": "string"}]}, "the schema of 'x[]' is not a JSON"),
+        ({"anyOf": []}, "'anyOf' in the schema of 'x' must be a non-empty list of schemas"),
+        ({"enum": "ab"}, "'enum' in the schema of 'x' must be a non-empty list"),
+        ({"type": "string", "maxLength": -1}, "'maxLength' in the schema of 'x' must be a whole"),
+        ({"type": "number", "minimum": "0"}, "'minimum' in the schema of 'x' must be a number"),
+        ({"type": "object", "required": "y"}, "'required' in the schema of 'x' must be a list"),
+    ],
+)
+def test_a_malformed_schema_is_refused_naming_the_part(
+        schema: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(f"t: {message}")):
+        check_schema("t", {"type": "object", "properties": {"x": schema}})
+    with pytest.raises(ValueError, match="must have type 'object', not 'array'"):
+        check_schema("t", {"type": "array"})
+
+
+def test_numbers_arrays_nulls_and_type_lists() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "ratio": {"type": "number", "minimum": 0, "maximum": 1},
+            "names": {"type": "array", "items": {"type": "string", "minLength": 1},
+                      "minItems": 1, "maxItems": 3},
+            "grid": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}},
+            "note": {"type": ["string", "null"]},
+            "nothing": {"type": "null"},
+        },
+        "required": ["ratio", "note"],
+    }
+    assert check(schema, {"ratio": 0.5, "note": None}) == {"ratio": 0.5, "note": None}
+    assert check(schema, {"ratio": 1, "names": ("a",), "note": "n", "grid": [[1], []]}) == {
+        "ratio": 1, "names": ["a"], "note": "n", "grid": [[1], []]}
+    cases = [
+        ({"ratio": True}, "'ratio' must be a number, got boolean true", "ratio"),
+        ({"ratio": "0.5"}, "'ratio' must be a number, got string \"0.5\"", "ratio"),
+        ({"ratio": 1.5}, "'ratio' must be from 0 to 1, got 1.5", "ratio"),
+        ({"ratio": 0, "names": "ab"}, "'names' must be an array, got string \"ab\"", "names"),
+        ({"ratio": 0, "names": []}, "'names' must have from 1 to 3 items, got 0", "names"),
+        ({"ratio": 0, "names": list("abcd")}, "'names' must have from 1 to 3 items, got 4",
+         "names"),
+        ({"ratio": 0, "names": ["a", 2]}, "'names[1]' must be a string, got integer 2",
+         "names[1]"),
+        ({"ratio": 0, "names": ["a", ""]}, "'names[1]' must not be empty", "names[1]"),
+        ({"ratio": 0, "grid": [[1], [2, "3"]]}, "'grid[1][1]' must be an integer", "grid[1][1]"),
+        ({"ratio": 0, "note": 5}, "'note' must be a string or null, got integer 5", "note"),
+        ({"ratio": 0}, "missing required argument 'note'", "note"),
+        ({"ratio": 0, "note": "", "nothing": 0}, "'nothing' must be null, got integer 0",
+         "nothing"),
+    ]
+    for arguments, message, argument in cases:
+        error = refused(schema, arguments)
+        assert message in error.message, (arguments, error.message)
+        assert error.details == {"tool": "t", "argument": argument}
+
+
+def test_any_of_and_one_of() -> None:
+    point = {"type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"],
+             "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {
+            "limit": {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}],
+                      "default": None},
+            "at": {"anyOf": [point, {"type": "null"}]},
+            "key": {"oneOf": [{"type": "string", "maxLength": 2}, {"type": "string",
+                                                                    "minLength": 2}]},
+            "size": {"anyOf": [{"const": "auto"}, {"type": "integer"}]},
+        },
+    }
+    assert check(schema, {}) == {"limit": None}
+    assert check(schema, {"limit": 3, "at": {"x": 1.5}}) == {"limit": 3, "at": {"x": 1.5}}
+    assert check(schema, {"key": "a"})["key"] == "a"
+    assert check(schema, {"key": "abc"})["key"] == "abc"
+    assert check(schema, {"size": "auto"})["size"] == "auto"
+    cases = [
+        ({"limit": "3"}, "'limit' must be an integer or null, got string \"3\"", "limit"),
+        ({"limit": 0}, "'limit' must be at least 1, got 0", "limit"),
+        ({"at": {}}, "missing required argument 'at.x'", "at.x"),
+        ({"at": {"x": 1, "y": 2}}, "unknown argument 'at.y'", "at.y"),
+        ({"at": 5}, "'at' must be an object or null, got integer 5", "at"),
+        ({"key": "ab"}, "'key' matches 2 of the schemas of its oneOf, which allows exactly one",
+         "key"),
+        ({"size": "big"}, "'size' must be \"auto\", got \"big\"", "size"),
+        ({"size": 1.5}, "'size' must be \"auto\" or an integer, got number 1.5", "size"),
+    ]
+    for arguments, message, argument in cases:
+        error = refused(schema, arguments)
+        assert message in error.message, (arguments, error.message)
+        assert error.details == {"tool": "t", "argument": argument}
+
+
+def test_enum_and_const_compare_as_json() -> None:
+    schema = {"type": "object", "properties": {"n": {"enum": [1, "a", [1, 2]]},
+                                               "on": {"const": True}}}
+    assert check(schema, {"n": 1.0, "on": True}) == {"n": 1.0, "on": True}
+    assert check(schema, {"n": [1, 2]}) == {"n": [1, 2]}
+    assert "'n' must be one of 1, \"a\", [1, 2], got true" in refused(schema, {"n": True}).message
+    assert "'on' must be true, got 1" in refused(schema, {"on": 1}).message
+
+
+def test_additional_properties_as_a_schema_checks_the_other_names() -> None:
+    schema = {"type": "object", "properties": {"env": {
+        "type": "object", "additionalProperties": {"type": "string"}}}}
+    assert check(schema, {"env": {"A": "1"}}) == {"env": {"A": "1"}}
+    error = refused(schema, {"env": {"A": 1}})
+    assert "'env.A' must be a string, got integer 1" in error.message

@@ -1,0 +1,164 @@
+"""`hookline mcp list/add/remove` through the real console script, on a real home: the
+tables it writes are what the builtin plugin reads, `list --check` starts the test MCP
+server (tests/builtins/mcp/mcp_server.py) and counts what it offers; a plugin's own `mcp`
+group does not replace hookline's."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import typer
+from typer.testing import CliRunner
+
+from hookline.builtins.mcp import server_configs
+from hookline.cli.app import create_app
+from hookline.kernel import Framework, hookimpl
+
+HOOKLINE = Path(sys.executable).parent / "hookline"
+SERVER = Path(__file__).parents[1] / "builtins" / "mcp" / "mcp_server.py"
+
+
+def hookline(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
+    env.update(HOOKLINE_HOME=str(home), HOOKLINE_MODEL="offline")
+    workspace = home.parent / "workspace"
+    workspace.mkdir(exist_ok=True)
+    return subprocess.run([str(HOOKLINE), *args], cwd=workspace, env=env, text=True,
+                          capture_output=True, timeout=120)
+
+
+def written(home: Path) -> dict[str, Any]:
+    return tomllib.loads((home / "config.toml").read_text())
+
+
+def test_add_writes_tables_the_plugin_reads_list_shows_them_remove_deletes_them(
+        tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    assert hookline(home, "mcp", "list").stdout.startswith("(no MCP servers configured")
+    out = hookline(home, "mcp", "add", "files", "--env", "LOG=warn", "--cwd", "sub",
+                   "--network", "--timeout", "5", "--", "npx", "-y", "server-fs", ".")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == (f"added MCP server 'files' (stdio: npx -y server-fs .) to "
+                          f"{home / 'config.toml'}\n")
+    out = hookline(home, "mcp", "add", "docs", "--url", "https://mcp.example.com/mcp",
+                   "-H", "Authorization=Bearer t=1", "--disabled")
+    assert out.returncode == 0, out.stderr
+    assert stat.S_IMODE((home / "config.toml").stat().st_mode) == 0o600
+    data = written(home)
+    assert data["mcp_servers"] == {
+        "files": {"command": "npx", "args": ["-y", "server-fs", "."], "env": {"LOG": "warn"},
+                  "cwd": "sub", "network": True, "timeout": 5.0},
+        "docs": {"url": "https://mcp.example.com/mcp", "enabled": False,
+                 "headers": {"Authorization": "Bearer t=1"}},
+    }
+    files, docs = server_configs(data)
+    assert (files.args, files.network, docs.headers) == (
+        ("-y", "server-fs", "."), True, {"Authorization": "Bearer t=1"})
+
+    lines = hookline(home, "mcp", "list").stdout.splitlines()
+    assert [line.split() for line in lines] == [
+        ["files", "stdio", "enabled", "npx", "-y", "server-fs", "."],
+        ["docs", "http", "disabled", "https://mcp.example.com/mcp"]]
+    listed = json.loads(hookline(home, "mcp", "list", "--json").stdout)
+    assert listed[1] == {"name": "docs", "transport": "http", "enabled": False,
+                         "target": "https://mcp.example.com/mcp"}
+    assert "Bearer" not in hookline(home, "mcp", "list").stdout  # header values never shown
+    plugins = hookline(home, "plugins").stdout.splitlines()
+    assert [line.split()[:4] for line in plugins if line.startswith("mcp ")] == [
+        ["mcp", "files", "stdio", "enabled"], ["mcp", "docs", "http", "disabled"]]
+
+    out = hookline(home, "mcp", "remove", "files")
+    assert (out.returncode, out.stdout) == (
+        0, f"removed MCP server 'files' from {home / 'config.toml'}\n")
+    assert list(written(home)["mcp_servers"]) == ["docs"]
+    hookline(home, "mcp", "remove", "docs")
+    assert "mcp_servers" not in written(home)
+    plugins = hookline(home, "plugins").stdout.splitlines()
+    assert not any(line.startswith("mcp ") for line in plugins)
+
+
+def test_bad_adds_and_removes_are_one_error_line_and_change_nothing(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    assert hookline(home, "mcp", "add", "files", "--", "srv").returncode == 0
+    before = (home / "config.toml").read_text()
+    cases = [
+        (["add", "x"], "give either the server's command after -- (hookline mcp add NAME -- "
+                       "COMMAND [ARGS]...) or --url URL"),
+        (["add", "x", "--url", "https://a/mcp", "--", "srv"],
+         "give either a command or --url, not both"),
+        (["add", "x", "--url", "https://a/mcp", "--env", "A=1"],
+         "--env applies to a command, not to --url"),
+        (["add", "x", "-H", "A=1", "--", "srv"],
+         "--header applies to --url servers, not to a command"),
+        (["add", "x", "--env", "NOEQUALS", "--", "srv"], "--env takes KEY=VALUE, got 'NOEQUALS'"),
+        (["add", "a__b", "--", "srv"], "the server name must be 1-32 letters, digits or single "
+                                       "dashes"),
+        (["add", "x", "--url", "ftp://a"], "url must be an http:// or https:// URL"),
+        (["add", "files", "--", "other"], f"MCP server 'files' is already in "
+                                          f"{home / 'config.toml'}; remove it first"),
+        (["remove", "nope"], f"no MCP server 'nope' in {home / 'config.toml'} "
+                             f"(configured: files)"),
+    ]
+    for args, message in cases:
+        out = hookline(home, "mcp", *args)
+        assert out.returncode == 1, (args, out.stdout)
+        (line,) = out.stderr.splitlines()
+        assert line.startswith("error: ") and message in line, (args, line)
+        assert (home / "config.toml").read_text() == before
+
+
+def test_list_check_starts_the_servers_and_counts_their_tools(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    hookline(home, "mcp", "add", "files", "--", sys.executable, str(SERVER), "stdio")
+    hookline(home, "mcp", "add", "gone", "--", str(tmp_path / "no-such-server"))
+    hookline(home, "mcp", "add", "off", "--disabled", "--", "srv")
+    out = hookline(home, "mcp", "list", "--check")
+    assert out.returncode == 1  # an enabled server did not start
+    lines = out.stdout.splitlines()
+    # The test server has 10 tools; 'broken' and 'code' have schemas nothing enforces.
+    assert lines[0].split()[:5] == ["files", "stdio", "enabled", "ready", "8"]
+    assert lines[1].split()[:5] == ["gone", "stdio", "enabled", "failed", "-"]
+    assert lines[2].strip() == (f"MCP server 'gone': the command "
+                                f"{str(tmp_path / 'no-such-server')!r} does not exist; fix "
+                                f"command (or cwd) in [mcp_servers.gone] of config.toml")
+    assert lines[3].split()[:5] == ["off", "stdio", "disabled", "disabled", "-"]
+    assert "tool 'code' is not offered" in out.stderr
+    checked = {row["name"]: row for row in json.loads(
+        hookline(home, "mcp", "list", "--check", "--json").stdout)}
+    assert (checked["files"]["state"], checked["files"]["tools"]) == ("ready", 8)
+    assert checked["gone"]["state"] == "failed" and "does not exist" in checked["gone"]["error"]
+    hookline(home, "mcp", "remove", "gone")
+    assert hookline(home, "mcp", "list", "--check").returncode == 0
+
+
+class OwnMcp:
+    """A plugin with its own `mcp` group, as bub-mcp registers one."""
+
+    @hookimpl
+    def register_cli_commands(self, app: typer.Typer) -> None:
+        group = typer.Typer()
+
+        @group.command(name="status")
+        def status() -> None:
+            typer.echo("the plugin's mcp status")
+
+        app.add_typer(group, name="mcp", help="The plugin's MCP commands")
+
+
+def test_a_plugins_own_mcp_group_moves_to_plugin_mcp(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setenv("HOOKLINE_HOME", str(tmp_path / "home"))
+    framework = Framework(tmp_path)
+    framework.registry.register(OwnMcp(), name="own-mcp")
+    runner = CliRunner()
+    app = create_app(framework)
+    ours = runner.invoke(app, ["mcp", "list"])
+    assert ours.exit_code == 0 and ours.stdout.startswith("(no MCP servers configured")
+    theirs = runner.invoke(app, ["plugin-mcp", "status"])
+    assert (theirs.exit_code, theirs.stdout) == (0, "the plugin's mcp status\n")
