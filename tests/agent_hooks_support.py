@@ -5,10 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hookline.kernel.interception import (
-    LLMCallRequest,
-    ToolCall,
-)
+from hookline.kernel.interception import LLMCallRequest, ToolCall
 
 
 def _request(model: str = "openai:gpt") -> LLMCallRequest:

@@ -7,10 +7,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from hookline.kernel import hookimpl
-from hookline.kernel.streaming import (
-    AsyncStreamEvents,
-    StreamEvent,
-)
+from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
 PNG_DATA_URL = "data:image/png;base64,iVBORw0KGgo="
 

@@ -10,10 +10,7 @@ import pytest
 from tape_support import RecordingStore, Sidecar, events
 
 from hookline.builtins.store import InMemoryTapeStore
-from hookline.builtins.tape.tape import (
-    BOOTSTRAP_ANCHOR,
-    Tape,
-)
+from hookline.builtins.tape.tape import BOOTSTRAP_ANCHOR, Tape
 from hookline.kernel.tape import TapeQuery
 
 pytestmark = pytest.mark.anyio

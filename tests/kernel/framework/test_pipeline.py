@@ -15,10 +15,7 @@ from recorders import Answering, AsyncAnswering, FakeEnvironment
 
 from hookline.kernel import hookimpl
 from hookline.kernel.framework.core import Framework
-from hookline.kernel.streaming import (
-    ErrorKind,
-    HooklineError,
-)
+from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.turn import TurnResult
 
 # -- stage order and results ----------------------------------------------------------------

@@ -13,10 +13,7 @@ from pipeline_support import Recorder, StreamModel, TextModel, errors
 
 from hookline.kernel import hookimpl
 from hookline.kernel.framework.core import Framework
-from hookline.kernel.streaming import (
-    AsyncStreamEvents,
-    StreamEvent,
-)
+from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
 # -- failures and save_state -----------------------------------------------------------------
 

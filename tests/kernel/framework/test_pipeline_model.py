@@ -14,12 +14,7 @@ from recorders import Answering
 
 from hookline.kernel import hookimpl
 from hookline.kernel.framework.core import Framework
-from hookline.kernel.streaming import (
-    AsyncStreamEvents,
-    ErrorKind,
-    HooklineError,
-    StreamEvent,
-)
+from hookline.kernel.streaming import AsyncStreamEvents, ErrorKind, HooklineError, StreamEvent
 
 # -- model kind selection --------------------------------------------------------------------
 
