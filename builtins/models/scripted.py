@@ -1,43 +1,9 @@
 """A model that plays back a file of model turns: for tests, demos and plugin authors.
 
-Use it as the model spec `scripted:<path>` (HOOKLINE_MODEL, the config file, or
-`state["model"]`), or construct `ScriptedModel(path_or_turns)` in a test.
-
-Each `stream()` call plays the next turn; when the turns run out the call fails with a
-`HooklineError` of kind `config` naming the file. Every call is recorded in `calls`
-(messages, tools, max_tokens) so a test can check what the model was shown.
-
-File format (JSON or TOML, chosen by the `.toml` suffix; JSON otherwise). JSON holds a
-list of turns or an object with a `turns` list; TOML holds `[[turns]]` tables:
-
-    # demo.toml
-    [[turns]]
-    text = "Let me read the file."
-    [[turns.tool_calls]]
-    name = "fs.read"
-    arguments = { path = "notes.txt" }
-
-    [[turns]]
-    text = ["The file ", "says hello."]      # a list streams as these exact deltas
-    usage = { input_tokens = 120, output_tokens = 8 }
-
-    [[turns]]
-    error = { kind = "provider", message = "simulated outage" }
-
-Turn keys (all optional, unknown keys are an error):
-
-- `text`: the reply, a string (streamed as one delta) or a list of strings (one delta each);
-- `tool_calls`: a list of `{name, arguments, id}`; `arguments` is an object or a JSON
-  string (kept as is, so invalid JSON can be tested), default `{}`; `id` defaults to
-  `call-<turn>-<index>-<8 hex digits>` (turn and index counted from 1, the digits new at
-  every play, so ids never repeat across turns, runs or `reset()`); a given `id` is sent
-  as is, even empty (as from a server that names no calls) or the same every turn;
-- `usage`: token counts among input_tokens, output_tokens, reasoning_tokens,
-  cached_tokens, cache_write_tokens (`total_tokens` is computed);
-- `error`: `{kind, message}`: after the text (if any) is streamed, the call fails with
-  `HooklineError(kind, message)`; kind is an ErrorKind value, default `provider`;
-- `delay`: seconds (a non-negative number) the call waits before its first event, so a
-  test can cancel, steer or time out a turn while the model "thinks".
+Use it as the model spec `scripted:<path>` (wherever a model spec goes: HOOKLINE_MODEL, the
+config file, `state["model"]`) or construct `ScriptedModel(path_or_turns)` in a test. Each
+`stream()` call plays the next turn and records what it was shown in `calls`. The file
+format and the turn keys are described in docs/builtins.md ("The scripted model").
 """
 
 from __future__ import annotations

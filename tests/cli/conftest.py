@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from gateway_support import TEST_TOKEN, Gateway, gateway_env, start_gateway_process
 from terminal_support import Terminal, clean_env
 
 
@@ -20,3 +22,38 @@ def terminal(tmp_path: Path) -> Iterator[Terminal]:
         yield term
     finally:
         term.close()
+
+
+# -- the gateway security tests (test_gateway_security.py, test_gateway_malformed.py) ----
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "workspace"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def start(home: Path, workspace: Path) -> Iterator[Any]:
+    """Start a gateway: `start(*args, token=..., wait=..., **env)`; the test token unless
+    `token=None` (the gateway then makes its own token file)."""
+    started: list[Gateway] = []
+
+    def run(*args: str, token: str | None = TEST_TOKEN, wait: bool = True,
+            **extra: str) -> Gateway:
+        env = gateway_env(home, **extra)
+        if token is None:
+            del env["HOOKLINE_HTTP_TOKEN"]
+        gateway = start_gateway_process(["--port", "0", *args], env, workspace, wait=wait)
+        started.append(gateway)
+        return gateway
+
+    yield run
+    for gateway in started:
+        gateway.end()

@@ -1,17 +1,16 @@
 """`hookline gateway` and the `http` channel.
 
-Most tests start the real console script in a subprocess (fresh hookline home, port 0) and
+The tests start the real console script in a subprocess (fresh hookline home, port 0) and
 talk to it over loopback with real HTTP requests. A test plugin, installed through a
 dist-info entry point on PYTHONPATH, decides admission from the message context (`admit`)
 and can hold a turn's first model step (`started` marker file, `wait_for` another turn's
-marker, `sleep`), so tests can overlap turns deterministically. The in-process tests at the
-end run the channel under anyio on asyncio and on trio.
+marker, `sleep`), so tests can overlap turns deterministically. The channel in process,
+under anyio on asyncio and on trio, is tried in test_gateway_http_channel.py.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import textwrap
@@ -21,7 +20,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import anyio
 import pytest
 from gateway_support import (
     HOOKLINE,
@@ -409,131 +407,6 @@ def shared_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway
         yield gateway
     finally:
         gateway.end()
-
-
-# -- the channel in process, on asyncio and trio -----------------------------------------
-
-
-def _request_in_thread(url: str, payload: dict[str, Any]) -> Any:
-    if payload.get("stream"):
-        return post_stream(url, payload)
-    return post(url, payload)
-
-
-async def _until_listening(channel: Any) -> str:
-    with anyio.fail_after(30):
-        while channel.url is None:
-            await anyio.sleep(0.01)
-    return channel.url
-
-
-@pytest.fixture
-def framework(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from hookline.kernel import Framework
-
-    for key in [k for k in os.environ if k.startswith("HOOKLINE_")]:
-        monkeypatch.delenv(key)
-    monkeypatch.setenv("HOOKLINE_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("HOOKLINE_HTTP_TOKEN", TEST_TOKEN)
-    framework = Framework(tmp_path)
-    framework.load_hooks()
-    return framework
-
-
-@pytest.mark.anyio
-async def test_channel_in_process(framework: Any) -> None:
-    from hookline.builtins.channels import ChannelManager
-    from hookline.builtins.channels.http.channel import HttpChannel
-
-    manager = ChannelManager(framework, enabled_channels="http")
-    channel = manager.channels["http"]
-    assert isinstance(channel, HttpChannel) and channel.manager_notifies
-    channel.port = 0
-    stop = anyio.Event()
-    async with framework.running(), anyio.create_task_group() as group:
-        await group.start(manager.run, stop)
-        url = await _until_listening(channel)
-        whole = await anyio.to_thread.run_sync(
-            _request_in_thread, url, {"content": "in process", "session_id": "ip"})
-        assert whole.status == 200 and "in process" in whole.json()["content"]
-        stream = await anyio.to_thread.run_sync(
-            _request_in_thread, url, {"content": "streamed", "stream": True})
-        assert stream.events[-1][0] == "done" and "streamed" in stream.events[-1][1]["content"]
-        bad = await anyio.to_thread.run_sync(_request_in_thread, url, {"content": ""})
-        assert bad.status == 400
-        stop.set()
-    assert channel.url is not None and not channel._replies
-
-
-@pytest.mark.anyio
-async def test_closing_lets_a_reply_in_flight_finish(framework: Any) -> None:
-    """When the stop event is set the listener closes, and a request in flight still gets
-    its answer (here from a stand-in for the manager that answers after a delay)."""
-    from hookline.builtins.channels.http.channel import HttpChannel
-    from hookline.kernel.envelope import get_field
-
-    replies: list[Any] = []
-
-    async def handler(message: Any) -> None:
-        async def answer() -> None:
-            await anyio.sleep(0.5)
-            # An outbound that carries the inbound's context is matched by request id.
-            await channel.send({"session_id": get_field(message, "session_id"),
-                                "channel": "http", "content": "late answer",
-                                "context": dict(message["context"])})
-        group.start_soon(answer)
-
-    channel = HttpChannel(handler, host="127.0.0.1", port=0, reply_timeout=30)
-    stop = anyio.Event()
-    async with anyio.create_task_group() as group:
-        group.start_soon(channel.start, stop)
-        url = await _until_listening(channel)
-
-        async def ask() -> None:
-            replies.append(await anyio.to_thread.run_sync(
-                _request_in_thread, url, {"content": "wait for it"}))
-
-        group.start_soon(ask)
-        with anyio.fail_after(10):
-            while not channel._replies:
-                await anyio.sleep(0.01)
-        stop.set()  # start() returns once the request in flight is answered
-    [reply] = replies
-    assert reply.status == 200 and reply.json()["content"] == "late answer"
-    with pytest.raises(OSError):
-        await anyio.to_thread.run_sync(_request_in_thread, url, {"content": "too late"})
-
-
-@pytest.mark.anyio
-async def test_stop_answers_requests_whose_turn_never_ran(framework: Any) -> None:
-    from hookline.builtins.channels.http.channel import HttpChannel
-
-    replies: list[Any] = []
-
-    async def handler(message: Any) -> None:
-        return None  # a manager that keeps the message and never runs it
-
-    channel = HttpChannel(handler, host="127.0.0.1", port=0, reply_timeout=30)
-    stop = anyio.Event()
-    async with anyio.create_task_group() as group:
-        group.start_soon(channel.start, stop)
-        url = await _until_listening(channel)
-
-        async def ask() -> None:
-            replies.append(await anyio.to_thread.run_sync(
-                _request_in_thread, url, {"content": "never runs", "stream": True}))
-
-        group.start_soon(ask)
-        with anyio.fail_after(10):
-            while not channel._replies:
-                await anyio.sleep(0.01)
-        await channel.stop()
-    [reply] = replies
-    assert reply.status == 503 and reply.headers["retry-after"] == "5"
-    assert reply.events == [("json", {
-        "status": "not_run", "error": "the gateway stopped before the message was handled; "
-                                      "the message was not run and may be sent again",
-        "retryable": True, "retry_after": 5, "session_id": "http:default"})]
 
 
 def test_health_is_503_while_the_gateway_stops(start_gateway: Any) -> None:

@@ -1,5 +1,5 @@
 """Liveness of the PostgreSQL tape store: the owner lease, the heartbeat and the recovery
-sweep (see `postgres.py` for what they guarantee).
+sweep (docs/deployment.md says what they guarantee).
 
 An open store is an owner: a random 63-bit id whose session-level advisory lock it holds
 on a connection of its own, with a heartbeat row refreshed there. A peer recovers the

@@ -1,6 +1,6 @@
 """The SQL and PL/pgSQL of the PostgreSQL tape store: the schema and its migrations, the
 `hookline_apply` function every write goes through, the context read, and the stored form
-of a write (see `postgres.py` for the guarantees they make)."""
+of a write (docs/deployment.md states the guarantees they make)."""
 
 from __future__ import annotations
 

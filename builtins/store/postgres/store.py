@@ -1,47 +1,12 @@
 """A PostgreSQL tape store: one database shared by several gateway replicas.
 
-Selected when the `tape_store` setting is a `postgresql://` or `postgres://` URL. Needs the
-optional extra (`pip install 'hookline[postgres]'`: psycopg 3 and psycopg-pool); the driver
-is imported only when such a store is opened. Asynchronous (psycopg's asyncio connections
-and pool), so it needs the asyncio event loop, which every hookline command runs on.
-
-The guarantees are the SQLite store's, across processes and machines:
-
-- Gapless ids per tape, contiguous and all-or-nothing batches. Every write is one
-  transaction that first takes a transaction-scoped advisory lock on each tape it writes
-  (`pg_advisory_xact_lock(NS_TAPE, hashtext(tape))`, in one fixed order, so two writers
-  never deadlock), then reads the tape's highest id and inserts after it. The conditional
-  bootstrap anchor of `append_many` is checked for under that lock, so racing replicas
-  write exactly one. Readers take no lock; each read is one statement (one snapshot).
-- A write returns only after COMMIT (PostgreSQL's durability settings then apply: keep
-  `synchronous_commit` on). A turn's reply is acknowledged only after its run's commit,
-  and a later turn reads the tape afresh, so its context holds every completed turn of
-  its session, whichever replica ran it.
-- Anchors pushed down: the anchor of a query is found through a partial index (anchor
-  rows only) and only the rows after it are read; tails and limits too, when nothing but
-  kinds filters. Dates and text are left to `apply_query`, which defines the semantics.
-- The run journal (`journal_write` / `journal_commit`), as in the SQLite store: a running
-  turn's writes go to journal rows no reader of the tape sees, and its end moves them onto
-  the tapes in one transaction. Liveness: each open store is an owner with a random 63-bit
-  id, holding the session-level advisory lock `pg_advisory_lock(id)` on a dedicated
-  connection and refreshing a heartbeat row every `heartbeat` seconds. A process that dies
-  loses its connection and so its lock; once its heartbeat is also older than `grace`
-  seconds, and the server has itself been up that long (so that a replica reconnecting
-  after a database restart is not mistaken for a dead one), any other replica's periodic
-  sweep (`maintain`, every `sweep` seconds, and once at open) moves the dead run's journal
-  onto its tape followed by a `run` event with status `interrupted`. A journal of this
-  store's own whose commit failed (the database was down) is recovered the same way by
-  the next sweep. Runs are fenced by their owner's lease, and their writes are safe to
-  repeat after an unknown outcome: see `postgres_lease` and `hookline_apply`.
-- Bounded waits: every call holds a connection for `statement_timeout` at most, and
-  opening one takes `CONNECT_TIMEOUT` at most (`postgres_conn`).
-- Versioned schema: `hookline_schema_version` holds the version; opening applies the
-  missing migrations in one transaction under an advisory lock (replicas starting at once
-  do not race) and refuses a database of a newer version.
-
-Tables live in the connection's current schema (pick one with the libpq option
-`?options=-csearch_path%3Dname` in the URL); all names start with `hookline_`. Errors name
-the database by its URL without the password (`redact_url`).
+Selected when the `tape_store` setting is a `postgresql://` or `postgres://` URL; needs the
+`hookline[postgres]` extra (psycopg 3 and psycopg-pool, imported only when such a store is
+opened) and the asyncio event loop. It keeps the SQLite store's guarantees across processes
+and machines: gapless ids and whole runs under per-tape advisory locks, writes acknowledged
+after COMMIT, the run journal with recovery of dead owners' runs, bounded waits and a
+versioned schema. docs/deployment.md states each of them; lease.py holds the owner lease,
+heartbeat and sweep, conn.py the connections, sql.py the schema and its functions.
 """
 
 from __future__ import annotations

@@ -1,41 +1,10 @@
 """The durable default tape store: one SQLite database in WAL mode.
 
-Guarantees:
-- An append is one `BEGIN IMMEDIATE` transaction that reads the tape's highest id and
-  inserts the next one, so ids are unique and gapless per tape even with several
-  processes appending to the same file (the write lock is taken before the id is read;
-  a busy timeout makes competing writers wait instead of failing). `append_many` does the
-  same for a batch: its entries are contiguous and all-or-nothing, and its optional
-  bootstrap anchor is checked for and inserted inside that one transaction.
-- An entry is either wholly in the database or not at all: the row is written by that one
-  transaction, and SQLite's journal rolls back anything not committed.
-- A write returns only after COMMIT, and with `synchronous=FULL` (the default) the WAL is
-  fsynced at every commit. In WAL mode `NORMAL` would already survive a process kill
-  (committed WAL frames are in the OS page cache, which outlives the process), but it may
-  lose the last commits on power loss or an OS crash; FULL closes that gap for the cost of
-  one fsync per commit, which is small next to a model call. Pass
-  `synchronous="NORMAL"` to trade that for speed.
-- The run journal: a running turn writes what it did (`journal_write`) to its own rows,
-  which no reader of the tape sees, and `journal_commit` moves them onto the tapes in one
-  transaction when the run ends. A journal whose process died (SIGKILL, power loss) is
-  moved onto its tape the next time a store is opened on the file, followed by a `run`
-  event with status `interrupted`. Whether the writing process is alive is known from an
-  exclusive lock it holds on a file in `<database>-owners/` while the store is open. A
-  run whose commit failed is ended the same way at the store's next call.
-- A file deleted, or replaced by another renamed over its path, while the store has it
-  open is noticed (device and inode, before and after each write transaction): from then
-  on every call raises a `config` error naming the file and the fix, and a commit that
-  went to the old file is reported as failed, never as done. The old file's WAL is then
-  checkpointed into it and emptied, so the next opener does not replay it elsewhere.
-- A damaged file is refused: opening runs `PRAGMA quick_check`, and any SQLite report of
-  corruption, then or later, raises a `config` error that names the file and the fix;
-  after one, the store refuses every further call instead of writing into the file.
-
-The file, its -wal and -shm are 0600; one that others can read is tightened at opening
-(`hookline.builtins.privacy.files.secure_store`). Readers never block writers (WAL). Writes go
-through one writer thread per store that commits the writes waiting at that moment
-together (group commit), and reads through a few reader connections of their own: see
-`writer.py` for both and for how a failed group fails its members.
+Atomic, durable (`synchronous=FULL` by default) appends with gapless ids per tape, also with
+several processes on the file; a run journal recovered after its process dies; a file that
+is deleted, replaced or damaged is refused, never written into; the file stays 0600
+(`privacy.files.secure_store`). docs/builtins.md ("The tape store") states each guarantee;
+writer.py holds the writer thread (group commit) and the reader connections.
 """
 
 from __future__ import annotations

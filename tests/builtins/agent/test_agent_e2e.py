@@ -5,181 +5,44 @@ at the loopback OpenAI-compatible server of `openai_server.py`), registers its t
 after it, and runs turns with `process_inbound(..., stream_output=True)` inside `running()`.
 The model calls go through republic over HTTP; the tools really run in a temporary
 workspace; the tape is read back from the SQLite store under a temporary HOOKLINE_HOME.
+This file holds the loop itself, provider errors, the per-turn model, the step limit and
+cancellation; interception plugins are in test_agent_e2e_interception.py, continue_prompt
+and steering in test_agent_e2e_steering.py.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from agent_e2e_support import (
+    KEY,
+    SESSION,
+    SPEC,
+    Recorder,
+    build,
+    of_type,
+    run_entries,
+    tape_entries,
+    tool_call_reply,
+    tool_message,
+    turn,
+    watch,
+)
 from openai_server import OpenAIServer, RecordedRequest, Reply, closed_port_url
 
-from hookline.builtins.config import Settings
-from hookline.builtins.models import ModelOpener, content_text
+from hookline.builtins.models import ModelOpener
 from hookline.builtins.models.base import Finished
-from hookline.builtins.plugin import BuiltinPlugin
 from hookline.builtins.store import SQLiteTapeStore
 from hookline.builtins.tape.tape import Tape, session_tape_name
-from hookline.kernel import (
-    Framework,
-    LLMCallDecision,
-    LLMCallRequest,
-    LLMCallResult,
-    ToolCall,
-    ToolCallDecision,
-    ToolCallResult,
-    hookimpl,
-)
-from hookline.kernel.events import (
-    AgentEvent,
-    LLMCallFinished,
-    RunFinished,
-    RunStarted,
-    StepStarted,
-)
-from hookline.kernel.streaming import ErrorKind, HooklineError, StreamState
-from hookline.kernel.tape import TapeEntry
-from hookline.kernel.turn import TurnResult
+from hookline.kernel.events import RunFinished, RunStarted, StepStarted
+from hookline.kernel.streaming import ErrorKind, HooklineError
 
 pytestmark = pytest.mark.anyio
-
-SPEC = "openai-compatible:test-model"
-KEY = "sk-e2e"
-SESSION = "e2e:chat"
-
-
-# -- fixtures and helpers ------------------------------------------------------------------
-
-
-@pytest.fixture(autouse=True)
-def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No key, endpoint or setting of the machine running the tests may leak in."""
-    for provider in ("OPENAI_COMPATIBLE", "OPENAI"):
-        monkeypatch.delenv(f"REPUBLIC_{provider}_API_KEY", raising=False)
-        monkeypatch.delenv(f"REPUBLIC_{provider}_API_BASE", raising=False)
-    for name in ("MODEL", "FALLBACK_MODELS", "API_KEY", "API_BASE", "API_FORMAT", "MAX_STEPS",
-                 "MAX_TOKENS", "TAPE_STORE", "STREAM"):
-        monkeypatch.delenv(f"HOOKLINE_{name}", raising=False)
-    monkeypatch.setenv("HOOKLINE_HOME", str(tmp_path / "home"))
-
-
-@pytest.fixture
-def server() -> Iterator[OpenAIServer]:
-    with OpenAIServer(api_key=KEY) as running:
-        yield running
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "workspace"
-    path.mkdir()
-    return path
-
-
-def build(
-    workspace: Path,
-    api_base: str,
-    *plugins: object,
-    api_key: str = KEY,
-    **settings: Any,
-) -> tuple[Framework, BuiltinPlugin]:
-    """The builtin plugin first, then `plugins` in order (so the last one runs first)."""
-    home = workspace.parent / "home"
-    framework = Framework(workspace)
-    builtin = BuiltinPlugin(
-        framework,
-        settings=Settings(home=home, model=SPEC, api_key=api_key, api_base=api_base, **settings),
-    )
-    framework.registry.register(builtin, name="builtin")
-    for index, plugin in enumerate(plugins):
-        framework.registry.register(plugin, name=f"{type(plugin).__name__.lower()}-{index}")
-    return framework, builtin
-
-
-def watch(builtin: BuiltinPlugin) -> list[AgentEvent]:
-    """Every agent event, as a handler on the agent's bus (after the plugin adapter)."""
-    seen: list[AgentEvent] = []
-    builtin.get_agent().bus.on(AgentEvent, seen.append)
-    return seen
-
-
-def of_type(events: list[AgentEvent], kind: type[Any]) -> list[Any]:
-    return [event for event in events if isinstance(event, kind)]
-
-
-async def turn(framework: Framework, content: str, **fields: Any) -> TurnResult:
-    envelope = {"content": content, "session_id": SESSION, **fields}
-    return await framework.process_inbound(envelope, stream_output=True)
-
-
-async def tape_entries(framework: Framework, session_id: str = SESSION) -> list[TapeEntry]:
-    """The session tape as stored (read through the scope's store)."""
-    store = framework.get_tape_store()
-    assert isinstance(store, SQLiteTapeStore), "the builtin store is SQLite"
-    tape = Tape(store, session_tape_name(session_id, framework.workspace))
-    return await tape.entries()
-
-
-def run_entries(entries: list[TapeEntry]) -> list[TapeEntry]:
-    """The entries after the bootstrap anchor."""
-    assert entries[0].kind == "anchor"
-    return entries[1:]
-
-
-def tool_call_reply(name: str, arguments: dict[str, Any], call_id: str = "call_1",
-                    text: str = "") -> Reply:
-    return Reply(text=text, tool_calls=[{"id": call_id, "name": name, "arguments": arguments}])
-
-
-def tool_message(request: RecordedRequest, call_id: str = "call_1") -> dict[str, Any]:
-    (message,) = [m for m in request.messages
-                  if m["role"] == "tool" and m.get("tool_call_id") == call_id]
-    return message
-
-
-def user_texts(request: RecordedRequest) -> list[str]:
-    return [m["content"] for m in request.messages if m["role"] == "user"]
-
-
-class Recorder:
-    """Observes every interception hook and on_error, keeping what it saw at call time."""
-
-    def __init__(self) -> None:
-        self.llm_requests: list[LLMCallRequest] = []
-        self.llm_results: list[tuple[LLMCallRequest, LLMCallResult]] = []
-        self.tool_calls: list[ToolCall] = []
-        self.tool_results: list[dict[str, Any]] = []
-        self.errors: list[tuple[str, BaseException, Any]] = []
-
-    @hookimpl
-    def before_llm_call(self, request: LLMCallRequest) -> None:
-        self.llm_requests.append(request)
-
-    @hookimpl
-    def after_llm_call(self, request: LLMCallRequest, result: LLMCallResult) -> None:
-        self.llm_results.append((request, result))
-
-    @hookimpl
-    def before_tool_call(self, call: ToolCall) -> None:
-        self.tool_calls.append(call)
-
-    @hookimpl
-    def after_tool_call(self, call: ToolCall, result: ToolCallResult,
-                        state: dict[str, Any]) -> None:
-        self.tool_results.append({
-            "call": call, "run_id": result.run_id, "tool": result.tool,
-            "arguments": dict(result.arguments), "result": result.result,
-            "error": result.error, "has_tape": state.get("_runtime_tape") is not None,
-        })
-
-    @hookimpl
-    def on_error(self, stage: str, error: Exception, message: Any) -> None:
-        self.errors.append((stage, error, message))
 
 
 # -- (a) the real loop: a tool call over HTTP, then the answer ---------------------------
@@ -323,161 +186,6 @@ async def test_envelope_media_is_sent_as_an_image_part(
     ]}
 
 
-# -- (b) interception plugins registered after the builtin ---------------------------------
-
-
-class DenyWrites:
-    @hookimpl
-    def before_tool_call(self, call: ToolCall) -> ToolCallDecision | None:
-        return ToolCallDecision.deny("no") if call.tool == "fs_write" else None
-
-
-async def test_a_denied_tool_does_not_run_and_the_model_sees_the_denial(
-    server: OpenAIServer, workspace: Path
-) -> None:
-    server.add(
-        tool_call_reply("fs_write", {"path": "secret.txt", "content": "leak"}),
-        Reply(text="I was not allowed to write."),
-    )
-    recorder = Recorder()
-    framework, _ = build(workspace, server.base_url, DenyWrites(), recorder)
-    async with framework.running():
-        result = await turn(framework, "write the secret")
-        entries = await tape_entries(framework)
-
-    assert not (workspace / "secret.txt").exists()
-    assert result.model_output == "I was not allowed to write."
-    denial = tool_message(server.requests[1])
-    assert json.loads(denial["content"]) == {"kind": "tool", "message": "no"}
-    (seen,) = recorder.tool_results
-    assert seen["result"] is None
-    assert isinstance(seen["error"], HooklineError)
-    assert seen["error"].kind is ErrorKind.tool and seen["error"].message == "no"
-    (recorded,) = [e for e in entries if e.kind == "tool_result"]
-    assert recorded.payload["results"][0]["is_error"] is True
-    assert json.loads(recorded.payload["results"][0]["output"])["message"] == "no"
-
-
-class RewriteWrites:
-    @hookimpl
-    def before_tool_call(self, call: ToolCall) -> ToolCallDecision | None:
-        if call.tool != "fs_write":
-            return None
-        return ToolCallDecision.proceed({"path": "safe/out.txt", "content": "rewritten"})
-
-
-async def test_rewritten_arguments_are_the_ones_the_tool_runs_with(
-    server: OpenAIServer, workspace: Path
-) -> None:
-    server.add(
-        tool_call_reply("fs_write", {"path": "original.txt", "content": "as asked"}),
-        Reply(text="Done."),
-    )
-    recorder = Recorder()
-    framework, _ = build(workspace, server.base_url, RewriteWrites(), recorder)
-    async with framework.running():
-        await turn(framework, "write something")
-        entries = await tape_entries(framework)
-
-    assert not (workspace / "original.txt").exists()
-    assert (workspace / "safe" / "out.txt").read_text() == "rewritten"
-    assert tool_message(server.requests[1])["content"] == "wrote 9 bytes to 'safe/out.txt'"
-    (seen,) = recorder.tool_results
-    assert seen["arguments"] == {"path": "safe/out.txt", "content": "rewritten"}
-    assert seen["call"].arguments == {"path": "safe/out.txt", "content": "rewritten"}
-    # The tape keeps what the model asked for and what actually happened.
-    (asked,) = [e for e in entries if e.kind == "tool_call"]
-    assert json.loads(asked.payload["calls"][0]["arguments"])["path"] == "original.txt"
-    (happened,) = [e for e in entries if e.kind == "tool_result"]
-    assert "safe/out.txt" in happened.payload["results"][0]["output"]
-
-
-class ServeFromCache:
-    @hookimpl
-    def before_tool_call(self, call: ToolCall) -> ToolCallDecision | None:
-        return ToolCallDecision.replace("from the cache") if call.tool == "shell" else None
-
-
-async def test_a_replace_decision_skips_the_tool_and_feeds_its_value(
-    server: OpenAIServer, workspace: Path
-) -> None:
-    server.add(
-        tool_call_reply("shell", {"command": "touch ran.txt"}),
-        Reply(text="ok"),
-    )
-    recorder = Recorder()
-    framework, _ = build(workspace, server.base_url, ServeFromCache(), recorder)
-    async with framework.running():
-        await turn(framework, "run it")
-    assert not (workspace / "ran.txt").exists()
-    assert tool_message(server.requests[1])["content"] == "from the cache"
-    (seen,) = recorder.tool_results
-    assert (seen["result"], seen["error"]) == ("from the cache", None)
-
-
-class FinishEarly:
-    def __init__(self) -> None:
-        self.calls = 0
-
-    @hookimpl
-    def before_llm_call(self, request: LLMCallRequest) -> LLMCallDecision:
-        self.calls += 1
-        return LLMCallDecision.finish("cached")
-
-
-async def test_a_finish_decision_answers_without_calling_the_provider(
-    server: OpenAIServer, workspace: Path
-) -> None:
-    recorder = Recorder()
-    finisher = FinishEarly()
-    framework, builtin = build(workspace, server.base_url, finisher, recorder)
-    events = watch(builtin)
-    async with framework.running():
-        result = await turn(framework, "anything")
-        entries = await tape_entries(framework)
-
-    assert server.requests == []
-    assert result.model_output == "cached"
-    assert result.outbounds[0]["content"] == "cached"
-    assert finisher.calls == 1
-    assert len(recorder.llm_requests) == 1, "the recorder runs first and sees the request"
-    assert recorder.llm_results == [], "no after_llm_call after a finish decision"
-    assert of_type(events, LLMCallFinished) == []
-    kinds = [(e.kind, e.payload.get("role"), e.payload.get("content"))
-             for e in run_entries(entries)]
-    assert kinds[:2] == [("message", "user", "anything"), ("message", "assistant", "cached")]
-    (finished,) = of_type(events, RunFinished)
-    assert finished.status == "ok"
-
-
-class ReplaceResult:
-    @hookimpl
-    def after_tool_call(self, result: ToolCallResult) -> None:
-        result.result = "X"
-
-
-async def test_a_result_replaced_in_after_tool_call_is_what_the_model_sees(
-    server: OpenAIServer, workspace: Path
-) -> None:
-    server.add(
-        tool_call_reply("shell", {"command": "echo $((6 * 7))"}),
-        Reply(text="The tool said X."),
-    )
-    recorder = Recorder()
-    # Registered last, the recorder runs first: it sees the real output, then it is replaced.
-    framework, _ = build(workspace, server.base_url, ReplaceResult(), recorder)
-    async with framework.running():
-        await turn(framework, "echo something")
-        entries = await tape_entries(framework)
-
-    (seen,) = recorder.tool_results
-    assert "exit code: 0" in seen["result"] and "42" in seen["result"], "the tool ran"
-    assert tool_message(server.requests[1])["content"] == "X"
-    assert "exit code" not in json.dumps(server.requests[1].messages)
-    (recorded,) = [e for e in entries if e.kind == "tool_result"]
-    assert recorded.payload["results"][0]["output"] == "X"
-
-
 # -- (c) provider errors ------------------------------------------------------------------
 
 
@@ -563,118 +271,6 @@ async def test_state_model_from_the_envelope_context_picks_the_model_for_that_tu
     assert [(e.payload["content"], e.meta["model"]) for e in answers] == [
         ("from the script", spec), ("from the server", SPEC)
     ]
-
-
-# -- (e) continue_prompt ----------------------------------------------------------------
-
-
-class KeepGoing:
-    def __init__(self) -> None:
-        self.seen: list[tuple[Any, Any, Any]] = []
-
-    @hookimpl
-    def continue_prompt(self, prompt: Any, tape: Any, state: Any) -> str | None:
-        self.seen.append((prompt, tape, state))
-        return "Now check the result." if prompt is not None else None
-
-
-async def test_continue_prompt_adds_a_user_message_to_the_next_request(
-    server: OpenAIServer, workspace: Path
-) -> None:
-    server.add(
-        tool_call_reply("fs_write", {"path": "a.txt", "content": "a"}),
-        Reply(text="Checked."),
-    )
-    keep_going = KeepGoing()
-    framework, _ = build(workspace, server.base_url, keep_going)
-    async with framework.running():
-        result = await turn(framework, "write a")
-        entries = await tape_entries(framework)
-
-    second = server.requests[1]
-    assert [m["role"] for m in second.messages] == [
-        "system", "user", "assistant", "tool", "user"
-    ]
-    assert second.messages[-1] == {"role": "user", "content": "Now check the result."}
-    ((prompt, tape, stream_state),) = keep_going.seen
-    assert prompt == "write a"
-    assert isinstance(stream_state, StreamState)
-    assert tape.context.state is result.state
-    users = [e.payload["content"] for e in entries
-             if e.kind == "message" and e.payload["role"] == "user"]
-    assert users == ["write a", "Now check the result."]
-
-
-# -- (f) steering -------------------------------------------------------------------------
-
-
-class SteerAfterTool:
-    def __init__(self, framework: Framework) -> None:
-        self.framework = framework
-        self.steered: list[bool] = []
-
-    @hookimpl
-    async def after_tool_call(self, state: dict[str, Any]) -> None:
-        envelope = {"content": "also say goodbye", "session_id": SESSION}
-        self.steered.append(await self.framework.steer_message(envelope, state))
-
-
-async def test_a_steered_message_joins_the_next_request(
-    server: OpenAIServer, workspace: Path
-) -> None:
-    server.add(
-        tool_call_reply("fs_write", {"path": "b.txt", "content": "b"}),
-        Reply(text="Goodbye."),
-    )
-    framework, _ = build(workspace, server.base_url)
-    steerer = SteerAfterTool(framework)
-    framework.registry.register(steerer, name="steerer")
-    async with framework.running():
-        await turn(framework, "write b")
-        inbox = framework.get_steering_inbox()
-        assert inbox.message_count({"session_id": SESSION}) == 0, "drained"
-        entries = await tape_entries(framework)
-
-    assert steerer.steered == [True]
-    second = server.requests[1]
-    assert [m["role"] for m in second.messages] == [
-        "system", "user", "assistant", "tool", "user"
-    ]
-    assert second.messages[-1] == {"role": "user", "content": "also say goodbye"}
-    assert "also say goodbye" not in json.dumps(server.requests[0].messages)
-    users = [content_text(e.payload["content"]) for e in entries
-             if e.kind == "message" and e.payload["role"] == "user"]
-    assert users == ["write b", "also say goodbye"]
-
-
-class SteerAfterFirstCall:
-    def __init__(self, framework: Framework) -> None:
-        self.framework = framework
-
-    @hookimpl
-    async def after_llm_call(self, state: dict[str, Any]) -> None:
-        if not state.get("_steered"):
-            state["_steered"] = True
-            await self.framework.steer_message({"content": "one more thing",
-                                                "session_id": SESSION}, state)
-
-
-async def test_a_pending_steered_message_keeps_a_finished_run_going(
-    server: OpenAIServer, workspace: Path
-) -> None:
-    server.add(Reply(text="First answer."), Reply(text="And the other thing."))
-    framework, builtin = build(workspace, server.base_url)
-    framework.registry.register(SteerAfterFirstCall(framework), name="steerer")
-    events = watch(builtin)
-    async with framework.running():
-        result = await turn(framework, "one thing")
-
-    assert len(server.requests) == 2
-    assert user_texts(server.requests[1]) == ["one thing", "one more thing"]
-    assert server.requests[1].messages[-2] == {"role": "assistant", "content": "First answer."}
-    assert result.model_output == "First answer.\n\nAnd the other thing."
-    (finished,) = of_type(events, RunFinished)
-    assert (finished.status, finished.steps) == ("ok", 2)
 
 
 # -- (g) the step limit -------------------------------------------------------------------
