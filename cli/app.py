@@ -367,16 +367,33 @@ def _plugins_command(framework: Framework) -> Any:
     return plugins
 
 
+def _command(args: list[str]) -> list[str]:
+    """The command words of ``args``: options, and the workspace option's value, left out."""
+    words: list[str] = []
+    value_next = False
+    for arg in args:
+        if value_next:
+            value_next = False
+        elif arg in ("--workspace", "-w"):
+            value_next = True
+        elif not arg.startswith("-"):
+            words.append(arg)
+    return words
+
+
 def main(argv: list[str] | None = None, *,
          started: Callable[[], object] | None = None) -> None:
     """Build the application and run the command ``argv`` names (default: the process's
     arguments). ``started`` is called once the application is built, before the command
     runs (the console script, ``hookline.cli.main``, resumes garbage collection there)."""
+    args = argv if argv is not None else sys.argv[1:]
     try:
-        app = create_app()
+        # `plugins check` imports its target itself: the installed plugins are not loaded,
+        # so an unrelated plugin's load failure does not show among its findings.
+        app = create_app(Framework() if _command(args)[:2] == ["plugins", "check"] else None)
         if started is not None:
             started()
-        app(args=argv if argv is not None else sys.argv[1:], prog_name="hookline")
+        app(args=args, prog_name="hookline")
     except typer.Exit as exit_:
         raise SystemExit(exit_.exit_code) from None
     except Exception as exc:  # strict plugin loading, unwritable config, ...: one line

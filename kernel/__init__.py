@@ -45,6 +45,7 @@ _PUBLIC = {
                "RunFinished", "RunStarted", "StepFinished", "StepStarted", "TapeEvent",
                "ToolCallFinished", "ToolCallStarted"),
     "models": ("ModelChoice", "ModelOptions"),
+    "messages": ("ContentItem", "ModelMessage", "Role", "ToolCallSpec"),
     "typed": _EVERY,  # the two protocols of each hook, generated from hooks.py
 }
 """Module (relative to this package) -> the public names it defines, layer by layer."""

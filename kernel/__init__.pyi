@@ -73,6 +73,10 @@ from .interception import ToolCall as ToolCall
 from .interception import ToolCallAction as ToolCallAction
 from .interception import ToolCallDecision as ToolCallDecision
 from .interception import ToolCallResult as ToolCallResult
+from .messages import ContentItem as ContentItem
+from .messages import ModelMessage as ModelMessage
+from .messages import Role as Role
+from .messages import ToolCallSpec as ToolCallSpec
 from .models import ModelChoice as ModelChoice
 from .models import ModelOptions as ModelOptions
 from .prompt import LegacyPrompt as LegacyPrompt

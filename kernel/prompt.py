@@ -129,12 +129,16 @@ def _block_to_content(block: Mapping[str, Any]) -> UserContent:
     return media
 
 
+NOT_CONTENT = "Expected user content, text, or a list of content blocks."
+"""The message for a value that is neither text nor a list (worded as the reference)."""
+
+
 def to_content(value: object) -> list[UserContent]:
     """Normalise anything a build_prompt hook may return into a list of UserContent."""
     if isinstance(value, str):
         return [value]
     if not isinstance(value, list):
-        raise _invalid(f"Unsupported prompt content: {type(value).__name__}")
+        raise _invalid(NOT_CONTENT)  # the reference's words
     content: list[UserContent] = []
     for item in value:
         if isinstance(item, str) or is_media(item):

@@ -14,8 +14,9 @@ plugin that implements two of them. Here each hook has two protocols:
   name (a ``specname`` method, a module function).
 
 Parameters are keyword-only, because the kernel passes them by keyword: an
-implementation may list them in any order, and a misspelled name is an error (with
-positional parameters mypy checks types but not names). A protocol method takes every
+implementation may list them in any order, as ordinary or as keyword-only parameters
+(the signature copied from here registers as it is), and a misspelled name is an error
+(with positional parameters mypy checks types but not names). A protocol method takes every
 parameter of its hook; an implementation that uses fewer adds ``**_: object``, which the
 kernel never fills. A hook dispatched on an async path returns ``MaybeAwaitable[X]``, so
 ``def`` and ``async def`` both fit; a sync-path hook returns exactly its spec's type, so

@@ -7,6 +7,11 @@ own markers and under its own project name, the hooks the fixtures of
 ``notify_error`` as the isolated observer call ``notify("on_error", ...)``.
 
     python spec/runner.py --adapter dispatch_adapter:DispatchAdapter fixtures/dispatch/*.toml
+
+It imports nothing but the standard library and the core, so a vendored core runs the
+suite with five files of this folder and the dispatch fixtures: ``runner.py``,
+``suite.py`` (its command line), ``framework_steps.py`` and ``logmatch.py`` (the runner
+imports them) and this one.
 """
 
 from __future__ import annotations
@@ -15,8 +20,6 @@ import importlib
 import types
 from collections.abc import Callable
 from typing import Any
-
-from hookline_adapter import HooklineKernel
 
 PROJECT = "spec"
 """The project the adapter's hooks and marks belong to (attributes ``spec_impl``...)."""
@@ -92,12 +95,37 @@ class DispatchAdapter:
         return DispatchKernel(registry, self.core.HookRuntime(registry))
 
 
-class DispatchKernel(HooklineKernel):
+class DispatchKernel:
     """The kernel protocol over the core; ``notify_error*`` become ``notify*`` calls."""
+
+    def __init__(self, registry: Any, runtime: Any) -> None:
+        self.registry = registry
+        self.runtime = runtime
+
+    def register(self, plugin: object, name: str) -> None:
+        self.registry.register(plugin, name=name)
+
+    def unregister(self, name: str) -> None:
+        self.registry.unregister(name)
+
+    def plugin_names(self) -> list[str]:
+        return [name for name, _ in self.registry.list_name_plugin()]
+
+    def execution_order(self, hook: str) -> list[Callable[..., Any]]:
+        return [impl.function for impl in self.registry.hook_impls(hook)]
+
+    def stored_order(self, hook: str) -> list[Callable[..., Any]]:
+        return [impl.function for impl in self.registry.stored_impls(hook)]
+
+    def unknown_hooks(self) -> list[dict[str, Any]]:
+        return [
+            {"plugin": u.plugin_name, "hook": u.hook_name, "suggestion": u.suggestion or ""}
+            for u in self.registry.unknown_impls
+        ]
 
     def dispatch(self, call: str, hook: str, kwargs: dict[str, Any]) -> Any:
         if call.startswith("notify_error"):
             primitive = getattr(self.runtime, call.replace("_error", "", 1))
             arguments = {"message": None, **kwargs}
             return primitive("on_error", f"stage={arguments['stage']}", **arguments)
-        return super().dispatch(call, hook, kwargs)
+        return getattr(self.runtime, call)(hook, **kwargs)

@@ -8,14 +8,13 @@ and report checks), each with its expected transcript. A fixture with
 may also use the framework actions of ``framework_steps.py``: turns, the ``running()``
 scope, the collectors and the interception hooks. See ``spec/README.md``.
 
-Usage from the command line::
+Usage from the command line (the options are in ``suite.py``)::
 
     python spec/runner.py --adapter package.module:factory [--backend trio] [FIXTURE ...]
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import functools
 import gc
@@ -48,6 +47,7 @@ from framework_steps import (  # noqa: E402
     make_exception,
     run_action,
 )
+from logmatch import all_match  # noqa: E402  (log lines matched on their fields)
 
 FIXTURE_DIR = SPEC_DIR / "fixtures"
 RULES_FILE = SPEC_DIR / "rules.toml"
@@ -442,7 +442,7 @@ async def run_fixture(path: Path, adapter: Adapter) -> str | None:
     transcript = Transcript(adapter)
     tags = Tags(adapter, transcript.record, lambda value, args: decode(value, tags, args))
     if framework and not hasattr(adapter, "new_framework"):
-        raise FixtureFailure(f"{path.name} needs a framework: the adapter has no new_framework()")
+        return "a framework fixture, and the adapter has no new_framework() (kernel only)"
     kernel = adapter.new_framework() if framework else adapter.new_kernel()
     plugins = {p["name"]: build_plugin(p, adapter, transcript, tags) for p in data["plugins"]}
     fixture = _Fixture(adapter, kernel, plugins, transcript, tags, _Capture(), Scope(),
@@ -567,10 +567,7 @@ async def _run_step(step: dict[str, Any], fixture: _Fixture) -> None:
     # only when the fixture gives them; dispatch calls must log nothing unexpected.
     if "warnings" in expect or action not in {*FRAMEWORK_ACTIONS, "register"}:
         want = expect.get("warnings", [])
-        matched = len(want) == len(warnings_seen) and all(
-            seen.startswith(w) for w, seen in zip(want, warnings_seen, strict=True)
-        )
-        _check(matched, "warnings", want, warnings_seen)
+        _check(all_match(want, warnings_seen), "warnings", want, warnings_seen)
     never_awaited = [w for w in python_warnings if "never awaited" in str(w.message)]
     _check(not never_awaited, "no 'never awaited' warning", [], [str(w.message)
                                                                   for w in never_awaited])
@@ -628,29 +625,10 @@ def _load_adapter(spec: str) -> Adapter:
 
 
 def main(argv: Iterable[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--adapter", default="hookline_adapter:HooklineAdapter",
-                        help="module:factory returning the adapter")
-    parser.add_argument("--backend", default="asyncio", choices=["asyncio", "trio"])
-    parser.add_argument("fixtures", nargs="*", type=Path)
-    args = parser.parse_args(list(argv) if argv is not None else None)
-    adapter = _load_adapter(args.adapter)
-    failed = skipped = 0
-    paths = args.fixtures or fixture_paths()
-    for path in paths:
-        shown = path.relative_to(SPEC_DIR) if path.is_relative_to(SPEC_DIR) else path
-        try:
-            why = run_sync(path, adapter, args.backend)
-        except FixtureFailure as failure:
-            failed += 1
-            print(f"FAIL {shown}: {failure}")
-            continue
-        if why is not None:
-            skipped += 1
-            print(f"SKIP {shown}: {why}")
-    print(f"{len(paths) - failed - skipped} passed, {failed} failed"
-          + (f", {skipped} skipped" if skipped else ""))
-    return 1 if failed else 0
+    """The command line (``suite.py``: options, outcomes, reports, exit status)."""
+    from suite import main as suite_main
+
+    return suite_main(argv)
 
 
 if __name__ == "__main__":

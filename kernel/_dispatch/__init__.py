@@ -1,3 +1,4 @@
+# hookline dispatch core 0.1.0 -- MIT licence, Copyright (c) 2026 the hookline authors (LICENSE)
 """The dispatch core: markers, hook specs, the registry, compiled plans and the runtime.
 
 It knows no application: a ``Registry`` holds the hooks its owner declares and accepts
@@ -13,11 +14,16 @@ from the package around it, so this folder can be copied alone into another proj
 
     registry = Registry(collect_specs(AcmeSpecs))
     runtime = HookRuntime(registry)
+
+The first line of this file names the release it comes from and its licence, so a copy
+says both; the licence text is the LICENSE file at the root of the hookline repository
+(and in its wheel), which a copy should carry beside this folder.
 """
 
 from __future__ import annotations
 
-from .errors import PluginValidationError
+from .entrypoints import load_entry_points
+from .errors import PluginValidationError, UnknownHookError
 from .impl import DispatchObserver, HookImpl, Rejection, Tracer, UnknownImpl
 from .markers import HookimplMarker, HookimplOpts
 from .plan import Plan
@@ -33,6 +39,9 @@ from .specs import (
     collect_specs,
 )
 from .trace import DispatchTrace, TraceRecord
+
+__version__ = "0.1.0"
+"""The hookline release this core comes from (a test keeps it equal to pyproject's)."""
 
 __all__ = [
     "DISPATCH_KINDS",
@@ -58,6 +67,8 @@ __all__ = [
     "SpecSource",
     "TraceRecord",
     "Tracer",
+    "UnknownHookError",
     "UnknownImpl",
     "collect_specs",
+    "load_entry_points",
 ]

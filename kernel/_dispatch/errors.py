@@ -67,3 +67,19 @@ def missing_argument(hook_name: str, name: str, declared_by: list[str]) -> TypeE
         f"hook {hook_name!r} was called without argument {name!r}, which "
         f"{'; '.join(declared_by)} declares; pass {name}=... to the dispatch call"
     )
+
+
+class UnknownHookError(LookupError):
+    """A strict runtime was asked to dispatch a hook no spec declares (a misspelled name)."""
+
+    def __init__(self, hook_name: str, known: list[str]) -> None:
+        import difflib  # an error path only
+
+        self.hook_name = hook_name
+        self.suggestions = difflib.get_close_matches(hook_name, known, n=3, cutoff=0.6)
+        hint = (f"did you mean {' or '.join(repr(name) for name in self.suggestions)}? "
+                if self.suggestions else "")
+        super().__init__(
+            f"hook {hook_name!r} is not declared by any spec; {hint}declare it "
+            f"(Registry.add_specs) or fix the name at the dispatch site (strict runtime)"
+        )

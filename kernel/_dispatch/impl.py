@@ -41,7 +41,7 @@ class HookImpl(NamedTuple):
     function: Callable[..., Any]
     function_name: str
     argnames: tuple[str, ...]
-    """The parameters it receives (required positional-or-keyword ones), in order."""
+    """The parameters it receives (the required ones, bar positional-only), in order."""
     tryfirst: bool
     trylast: bool
     flavor: str
@@ -114,8 +114,8 @@ class Rejection(NamedTuple):
     """Why registration refuses one implementation, in parts a tool can show apart.
 
     ``code`` is stable (``wrapper``, ``hookwrapper``, ``tryfirst-trylast``,
-    ``signature-unreadable``, ``keyword-only``, ``positional-only``,
-    ``unknown-parameter``); ``reason`` says what is wrong and ``fix`` what to do.
+    ``signature-unreadable``, ``positional-only``, ``unknown-parameter``); ``reason``
+    says what is wrong and ``fix`` what to do.
     """
 
     code: str
@@ -222,14 +222,16 @@ def _flavor(function: Callable[..., Any]) -> str:
 
 
 def _argnames(function: Callable[..., Any]) -> tuple[tuple[str, ...], list[Rejection]]:
-    """The parameters the kernel passes (required positional-or-keyword ones), and the
-    parameters that could never be passed.
+    """The parameters the kernel passes (the required ones it can pass by keyword), and
+    the parameters that could never be passed.
 
-    Follows pluggy: defaults and ``*args``/``**kwargs`` are never passed; the first
-    parameter is dropped for bound methods, and for functions defined in a class when it
-    is named ``self``. The signature is read through ``__wrapped__``. Arguments are passed
-    by keyword, so parameters that can never be passed (required keyword-only,
-    positional-only) are registration errors rather than failures at call time.
+    Follows pluggy, except for keyword-only parameters: defaults and ``*args``/``**kwargs``
+    are never passed; the first parameter is dropped for bound methods, and for functions
+    defined in a class when it is named ``self``. The signature is read through
+    ``__wrapped__``. Arguments are passed by keyword, so a required keyword-only parameter
+    is passed like a normal one (pluggy never passes it: every call fails), and a required
+    positional-only one, which can never be passed, is a registration error rather than a
+    failure at call time.
     """
     import inspect
 
@@ -249,17 +251,11 @@ def _argnames(function: Callable[..., Any]) -> tuple[tuple[str, ...], list[Rejec
         and "." in getattr(inspect.unwrap(function), "__qualname__", "")
     ):
         params = params[1:]
+    by_keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     names: list[str] = []
     rejections: list[Rejection] = []
     for param in params:
         required = param.default is inspect.Parameter.empty
-        if param.kind is inspect.Parameter.KEYWORD_ONLY and required:
-            rejections.append(Rejection(
-                "keyword-only",
-                f"keyword-only parameter {param.name!r} has no default, so it could never be "
-                f"passed",
-                "give it a default or make it a normal parameter",
-            ))
         if param.kind is inspect.Parameter.POSITIONAL_ONLY and required:
             rejections.append(Rejection(
                 "positional-only",
@@ -267,6 +263,6 @@ def _argnames(function: Callable[..., Any]) -> tuple[tuple[str, ...], list[Rejec
                 f"called with keyword arguments)",
                 "remove the '/'",
             ))
-        if param.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and required:
+        if param.kind in by_keyword and required:
             names.append(param.name)
     return tuple(names), rejections

@@ -20,7 +20,8 @@ from .errors import check_project
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_OPTION_NAMES = ("tryfirst", "trylast", "specname", "wrapper", "hookwrapper", "optionalhook")
+_OPTION_NAMES = ("tryfirst", "trylast", "specname", "wrapper", "hookwrapper", "optionalhook",
+                 "fail_closed")
 
 
 def impl_attr(project: str) -> str:
@@ -32,7 +33,10 @@ class HookimplOpts(NamedTuple):
     """Options of one marked implementation.
 
     ``wrapper`` and ``hookwrapper`` are recorded only so that registration can reject
-    them with a clear message: the kernel calls implementations directly.
+    them with a clear message: the kernel calls implementations directly. ``fail_closed``
+    is read by the owner of a hook that isolates its implementations' failures: it asks
+    that a failure of this one refuse what the hook guards instead of being skipped (the
+    core itself never isolates, so to it the option means nothing).
     """
 
     tryfirst: bool = False
@@ -41,6 +45,7 @@ class HookimplOpts(NamedTuple):
     wrapper: bool = False
     hookwrapper: bool = False
     optionalhook: bool = False
+    fail_closed: bool = False
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any]) -> HookimplOpts:
@@ -52,12 +57,13 @@ class HookimplOpts(NamedTuple):
             wrapper=bool(options.get("wrapper")),
             hookwrapper=bool(options.get("hookwrapper")),
             optionalhook=bool(options.get("optionalhook")),
+            fail_closed=bool(options.get("fail_closed")),
         )
 
     @property
     def labels(self) -> tuple[str, ...]:
         """Marker names that are set, for reports."""
-        names = ("tryfirst", "trylast", "wrapper", "hookwrapper", "optionalhook")
+        names = ("tryfirst", "trylast", "wrapper", "hookwrapper", "optionalhook", "fail_closed")
         found = tuple(name for name in names if getattr(self, name))
         return (*found, f"specname={self.specname}") if self.specname else found
 
@@ -83,6 +89,7 @@ class HookimplMarker:
         wrapper: bool = False,
         hookwrapper: bool = False,
         optionalhook: bool = False,
+        fail_closed: bool = False,
     ) -> Callable[[F], F]: ...
 
     def __call__(
@@ -96,13 +103,15 @@ class HookimplMarker:
         wrapper: bool = False,
         hookwrapper: bool = False,
         optionalhook: bool = False,
+        fail_closed: bool = False,
     ) -> F | Callable[[F], F]:
         """Mark a function or method as a hook implementation.
 
         Use it bare (``@hookimpl``) or with options (``@hookimpl(tryfirst=True)``). The
         hook is the function's name unless ``specname`` names another one.
         """
-        opts = HookimplOpts(tryfirst, trylast, specname, wrapper, hookwrapper, optionalhook)
+        opts = HookimplOpts(tryfirst, trylast, specname, wrapper, hookwrapper, optionalhook,
+                            fail_closed)
         attr = self.attr
 
         def mark(func: F) -> F:

@@ -3,15 +3,20 @@
 Ordinary dispatch propagates an implementation's exception unchanged and stops. The
 ``notify`` primitives are for observers: each implementation is isolated, so an
 observer's exception is logged and the next one runs.
+
+A hook name no spec declares is dispatched like a hook without implementations (the
+reference's behaviour: nothing happens, None or ``[]`` comes back). A strict runtime
+(``HookRuntime(registry, strict=True)``) raises ``UnknownHookError`` for it instead, with
+the closest declared names, so a misspelled dispatch site fails where it is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from .errors import get_logger
+from .errors import UnknownHookError, get_logger
 from .impl import HookImpl
 from .plan import is_awaitable, usable_sync
 from .registry import Registry
@@ -22,9 +27,27 @@ from .trace import DispatchTrace
 class HookRuntime:
     """Calls hook implementations in execution order, passing each only what it declares."""
 
-    def __init__(self, registry: Registry) -> None:
+    def __init__(self, registry: Registry, *, strict: bool = False) -> None:
         self.registry = registry
         self._plans = registry.plans  # the same dict, updated in place by the registry
+        self.strict = strict
+        if strict:
+            # Checking instances in place of the primitives: a runtime that is not strict
+            # pays nothing for the check.
+            for primitive in _PRIMITIVES:
+                setattr(self, primitive, self._checked(getattr(self, primitive)))
+
+    def _checked(self, primitive: Callable[..., Any]) -> Callable[..., Any]:
+        specs = self.registry.specs
+
+        def checked(hook_name: str, /, *args: Any, **kwargs: Any) -> Any:
+            if hook_name not in specs:
+                raise UnknownHookError(hook_name, list(specs))
+            return primitive(hook_name, *args, **kwargs)
+
+        checked.__name__ = checked.__qualname__ = primitive.__name__
+        checked.__doc__ = primitive.__doc__
+        return checked
 
     # The async primitives return the plan's coroutine instead of wrapping it in another
     # one: awaiting them is the same, and each dispatch saves a coroutine frame.
@@ -125,6 +148,12 @@ class HookRuntime:
             yield trace
         finally:
             self.registry.set_tracer(previous)
+
+
+_PRIMITIVES = ("call_first", "call_many", "call_first_sync", "call_many_sync", "call_each",
+               "call_each_sync", "call_first_each", "call_first_each_sync", "notify",
+               "notify_sync")
+"""The dispatch primitives a strict runtime checks the hook name of."""
 
 
 def _observer_failed(hook_name: str, context: str, impl: HookImpl) -> None:

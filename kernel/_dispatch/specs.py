@@ -68,12 +68,17 @@ class HookspecMarker:
         self.project = check_project(project)
         self.attr = spec_attr(project)
 
-    def __call__(self, *, kind: DispatchKind) -> Callable[[F], F]:
+    def __call__(self, function: object = None, /, *, kind: DispatchKind | None = None,
+                 **pluggy_options: object) -> Callable[[F], F]:
         """Mark a function as a hook specification with its dispatch kind.
 
         The function's parameters are the hook's parameters and the first line of its
-        docstring is the hook's one-line description.
+        docstring is the hook's one-line description. The kind is required: pluggy's
+        spellings (a bare ``@hookspec``, ``firstresult=True``) raise a TypeError that says
+        which ``kind`` to write, since only the owner knows whether the hook is awaited.
         """
+        if function is not None or kind is None or pluggy_options:
+            raise TypeError(_kind_needed(function, kind, pluggy_options))
         opts = HookspecOpts(kind, self.project)
         attr = self.attr
 
@@ -85,6 +90,24 @@ class HookspecMarker:
 
     def __repr__(self) -> str:
         return f"HookspecMarker({self.project!r})"
+
+
+def _kind_needed(function: object, kind: object, options: dict[str, object]) -> str:
+    """What to write instead of a spelling the marker does not take (pluggy's, mostly)."""
+    name = getattr(function, "__name__", None)
+    where = f"@hookspec above {name!r}" if name else "@hookspec"
+    unknown = sorted(set(options) - {"firstresult"})
+    if unknown:
+        return (f"{where} got unknown option(s) {', '.join(unknown)}; the only option is "
+                f"kind, one of {', '.join(DISPATCH_KINDS)}")
+    if kind is not None:
+        return f"{where}: kind={kind!r} says it all; remove firstresult"
+    if options.get("firstresult"):
+        return (f"{where}: firstresult=True is written @hookspec(kind=\"first\") (results "
+                f"awaited) or @hookspec(kind=\"first_sync\") (called without awaiting)")
+    return (f"{where} needs a dispatch kind: write @hookspec(kind=\"many\") (every result, "
+            f"awaited; kind=\"many_sync\" without awaiting), or kind=\"first\" / "
+            f"\"first_sync\" for the first non-None result")
 
 
 def spec_options(function: object, project: str | None = None) -> HookspecOpts | None:

@@ -4,6 +4,8 @@
 with their own rules: implementations are isolated (an ``Exception`` is logged and the
 chain goes on, because blocking a call must be an explicit decision, never a crash), and
 the before-hooks are chained so each implementation sees what the previous one left.
+A guard marked ``@hookimpl(fail_closed=True)`` on ``before_tool_call`` or
+``before_llm_call`` opts out of that isolation: its exception refuses the call.
 ``AgentPlugins`` is what an agent attaches to its EventBus: the adapter plus the
 ``continue_prompt`` trigger on ``StepFinished`` events.
 """
@@ -63,6 +65,8 @@ class PluginAgentHooks:
         both return ``(payload, decision)``, the after-hooks None."""
         for impl in self._impls("before_llm_call"):
             value = await self._call(impl, {"request": request, "state": state})
+            if value is _FAILED_CLOSED:
+                return request, LLMCallDecision.finish(_refusal(impl, "the model was not called"))
             if value is None:
                 continue
             if isinstance(value, LLMCallDecision):
@@ -93,6 +97,8 @@ class PluginAgentHooks:
         """
         for impl in self._impls("before_tool_call"):
             value = await self._call(impl, {"call": call, "state": state})
+            if value is _FAILED_CLOSED:
+                return call, ToolCallDecision.deny(_refusal(impl, "the tool was not run"))
             if value is None:
                 continue
             if not isinstance(value, ToolCallDecision):
@@ -161,7 +167,8 @@ class PluginAgentHooks:
         return self.registry.hook_impls(hook_name)
 
     async def _call(self, impl: HookImpl, kwargs: Mapping[str, Any]) -> Any:
-        """Call one implementation; an Exception (raised or awaited) is logged and means None.
+        """Call one implementation; an Exception (raised or awaited) is logged and means None,
+        or ``_FAILED_CLOSED`` for a before-hook guard marked ``fail_closed``.
 
         BaseExceptions such as cancellation are deliberately not caught.
         """
@@ -172,12 +179,28 @@ class PluginAgentHooks:
         except Exception:
             # Isolated by the contract (the agent goes on): a warning, as the reference logs
             # it, with the traceback so the plugin's author can find the fault.
+            closed = impl.opts.fail_closed and impl.hook_name in FAIL_CLOSED_HOOKS
             get_logger(__name__).warning(
-                "hook.agent_hook_failed hook=%s adapter=%s", impl.hook_name, impl.plugin_name,
-                exc_info=True,
+                "hook.agent_hook_failed hook=%s adapter=%s%s", impl.hook_name, impl.plugin_name,
+                " fail_closed=denied" if closed else "", exc_info=True,
             )
-            return None
+            return _FAILED_CLOSED if closed else None
         return value
+
+
+FAIL_CLOSED_HOOKS = frozenset({"before_llm_call", "before_tool_call"})
+"""The hooks on which ``@hookimpl(fail_closed=True)`` means something: a guard's failure
+refuses the call it guards."""
+
+_FAILED_CLOSED: Any = object()
+"""What ``_call`` returns for a fail-closed guard that raised."""
+
+
+def _refusal(impl: HookImpl, what: str) -> str:
+    """The text a refused call carries: whose guard failed, never the exception's text
+    (which may hold what the guard was protecting)."""
+    return (f"refused: the guard {impl.plugin_name!r} ({impl.hook_name}, fail_closed) failed; "
+            f"{what}")
 
 
 def _bad_return(impl: HookImpl, value: Any, expected: str) -> None:

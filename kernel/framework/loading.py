@@ -305,10 +305,10 @@ class PluginLoader:
               group: PluginGroup | None = None) -> None:
         status = PluginStatus(name, False, f"{type(exc).__name__}: {exc}", source, exc,
                               group=group.name if group is not None else "")
-        get_logger(__name__).warning("Failed to %s plugin %r: %s", phase, name, status.detail)
         self._record(status)
-        if strict:
+        if strict:  # the error says it: logging it too would show it twice
             raise PluginLoadError(status) from exc
+        get_logger(__name__).warning("Failed to %s plugin %r: %s", phase, name, status.detail)
 
     def _record(self, status: PluginStatus) -> None:
         # A failed duplicate must not hide the successful plugin that owns the name.

@@ -139,7 +139,8 @@ KERNEL_LAYERS = {
     "helpers": {"_lazy", "_util"},
     "core": {"_dispatch"},
     "contract": {"hooks", "typed", "errors", "envelope", "turn", "streaming", "prompt", "tape",
-                 "environment", "channels", "tools", "interception", "events", "models"},
+                 "environment", "channels", "tools", "interception", "events", "models",
+                 "messages"},
     "framework": {"framework"},  # the folder kernel/framework/
     "tools": {"_generate"},
 }

@@ -86,9 +86,9 @@ def test_non_base64_data_url() -> None:
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        (42, "Unsupported prompt content: int"),
-        (None, "Unsupported prompt content: NoneType"),
-        (("tuple",), "Unsupported prompt content: tuple"),
+        (42, "Expected user content, text, or a list of content blocks."),
+        (None, "Expected user content, text, or a list of content blocks."),
+        (("tuple",), "Expected user content, text, or a list of content blocks."),
         (["ok", 3.5], "Unsupported prompt content: float"),
         ([{"type": "image_url", "image_url": {"url": "x"}}], "image_url"),
         ([{"type": "reasoning", "text": "hmm"}], "reasoning"),

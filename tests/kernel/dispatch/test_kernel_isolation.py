@@ -186,9 +186,36 @@ def test_import_kernel_loads_no_third_party_module() -> None:
     assert out.stdout.strip() == ""
 
 
+KERNEL_SUITE_FILES = ("runner.py", "suite.py", "framework_steps.py", "logmatch.py",
+                      "hookline_adapter.py", "fixtures")
+"""What docs/vendoring.md says to copy of spec/ to run the suite on a copy of kernel/."""
+CORE_SUITE_FILES = ("runner.py", "suite.py", "framework_steps.py", "logmatch.py",
+                    "dispatch_adapter.py", "fixtures/dispatch")
+"""What docs/vendoring.md says to copy of spec/ to run the suite on a copy of the core."""
+
+
+def _copy_suite(target: Path, files: tuple[str, ...]) -> Path:
+    """Only ``files`` of spec/ in ``target``: the run proves nothing else is needed."""
+    for name in files:
+        source = SPEC_DIR / name
+        (target / name).parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target / name)
+        else:
+            shutil.copy(source, target / name)
+    return target
+
+
+def test_vendoring_page_lists_the_suite_files() -> None:
+    page = (SPEC_DIR.parent / "docs" / "vendoring.md").read_text(encoding="utf-8")
+    for name in {*KERNEL_SUITE_FILES, *CORE_SUITE_FILES}:
+        assert f"`spec/{name}`" in page, name
+
+
 def test_vendored_copy_passes_the_whole_spec_suite(tmp_path: Path) -> None:
     """Copy kernel/ to acme_vendor.pluginkernel and run every fixture on it, in a process
-    where importing hookline is impossible."""
+    where importing hookline is impossible, with only the listed files of spec/."""
+    suite = _copy_suite(tmp_path / "suite", KERNEL_SUITE_FILES)
     package = tmp_path / "acme_vendor"
     package.mkdir()
     (package / "__init__.py").write_text("")
@@ -197,7 +224,7 @@ def test_vendored_copy_passes_the_whole_spec_suite(tmp_path: Path) -> None:
     code = f"""
 import sys
 sys.modules['hookline'] = None  # any import of hookline now fails
-sys.path[:0] = [{str(tmp_path)!r}, {str(SPEC_DIR)!r}]
+sys.path[:0] = [{str(tmp_path)!r}, {str(suite)!r}]
 import acme_vendor.pluginkernel as kernel
 import runner
 from hookline_adapter import HooklineAdapter
@@ -228,21 +255,28 @@ def _copy_core(tmp_path: Path, package: str) -> Path:
 def test_vendored_dispatch_core_passes_the_dispatch_fixtures(tmp_path: Path) -> None:
     """Copy kernel/_dispatch alone to acme.hookcore and run the dispatch fixtures on it,
     through an adapter that declares the hooks they use, where hookline cannot be
-    imported."""
+    imported, with only the listed files of spec/."""
+    suite = _copy_suite(tmp_path / "suite", CORE_SUITE_FILES)
     _copy_core(tmp_path, "acme.hookcore")
     code = f"""
 import sys
 sys.modules['hookline'] = None  # any import of hookline now fails
-sys.path[:0] = [{str(tmp_path)!r}, {str(SPEC_DIR)!r}]
+sys.path[:0] = [{str(tmp_path)!r}, {str(suite)!r}]
 import acme.hookcore as core
 import runner
 from dispatch_adapter import DispatchAdapter
+assert runner.__file__.startswith({str(suite)!r})
 adapter = DispatchAdapter(core)
 paths = runner.fixture_paths(runner.FIXTURE_DIR / 'dispatch')
 for backend in ('asyncio', 'trio'):
     for path in paths:
         runner.run_sync(path, adapter, backend)
 assert core.Registry.__module__ == 'acme.hookcore.registry'
+import contextlib, io, dispatch_adapter
+dispatch_adapter.make_copy = lambda: DispatchAdapter(core)
+with contextlib.redirect_stdout(io.StringIO()) as shown:
+    status = runner.main(['--adapter', 'dispatch_adapter:make_copy'])
+assert status == 0 and ' 0 failed' in shown.getvalue(), shown.getvalue()
 assert sys.modules['hookline'] is None
 assert not [m for m in sys.modules if m.startswith('hookline.')]
 print('ran', len(paths))

@@ -1,0 +1,112 @@
+"""The conformance runner as another kernel's CI uses it (spec/suite.py): plain pluggy
+through spec/pluggy_adapter.py, in a process where hookline cannot be imported, with its
+expected-failures file; outcomes, rule ids, JUnit and JSON reports, exit statuses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from xml.etree import ElementTree
+
+from spec_support import SPEC_DIR
+
+FIXTURES = len(list((SPEC_DIR / "fixtures").rglob("*.toml")))
+DISPATCH = len(list((SPEC_DIR / "fixtures" / "dispatch").glob("*.toml")))
+EXPECTED = SPEC_DIR / "pluggy_expected.toml"
+
+
+def run_suite(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    code = (f"import sys; sys.modules['hookline'] = None; sys.path.insert(0, {str(SPEC_DIR)!r})\n"
+            "import runner; raise SystemExit(runner.main(sys.argv[1:]))")
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True)
+
+
+def test_pluggy_passes_with_its_expected_failures_and_writes_reports(tmp_path: Path) -> None:
+    out = run_suite("--adapter", "pluggy_adapter:PluggyAdapter", "--expected", EXPECTED,
+                    "--junit-xml", tmp_path / "suite.xml", "--json", tmp_path / "suite.json",
+                    cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stderr == "", "no raw warnings, no traceback"
+    lines = out.stdout.splitlines()
+    xfails = [line for line in lines if line.startswith("XFAIL ")]
+    skips = [line for line in lines if line.startswith("SKIP ")]
+    assert len(xfails) == 9 and not [line for line in lines if line.startswith("FAIL ")]
+    assert all(" reference.difference." in line or "[reference.difference." in line
+               for line in xfails)
+    assert len(skips) == FIXTURES - DISPATCH
+    assert all(line.endswith(("the adapter has no new_framework() (kernel only)",
+                              "the adapter does not support 'group:bub'")) for line in skips)
+    assert lines[-1] == (f"{DISPATCH - 9} passed, 0 failed, {FIXTURES - DISPATCH} skipped, 9 "
+                         f"failed as expected (suite 0.1.0, adapter pluggy, asyncio)")
+    suite = ElementTree.parse(tmp_path / "suite.xml").getroot()
+    assert suite.get("tests") == str(FIXTURES) and suite.get("failures") == "0"
+    assert len(suite.findall("testcase/skipped[@type='xfail']")) == 9
+    report = json.loads((tmp_path / "suite.json").read_text())
+    assert report["counts"] == {"pass": DISPATCH - 9, "fail": 0, "skip": FIXTURES - DISPATCH,
+                                "xfail": 9}
+    assert report["adapter_protocol"] == 1 and report["suite"] == "0.1.0"
+
+
+def test_without_the_file_failures_name_their_rules(tmp_path: Path) -> None:
+    out = run_suite("--adapter", "pluggy_adapter:PluggyAdapter", "-q",
+                    SPEC_DIR / "fixtures" / "dispatch", cwd=tmp_path)
+    assert out.returncode == 1
+    assert ("FAIL dispatch/args-kwonly-required-passed.toml "
+            "[reference.difference.kwonly-passed]: args-kwonly-required-passed.toml step 3 "
+            "(call_many load_state): unexpected TypeError") in out.stdout
+    assert out.stdout.splitlines()[-1].startswith(f"{DISPATCH - 9} passed, 9 failed, 0 skipped")
+
+
+def test_an_expected_failure_that_passes_fails(tmp_path: Path) -> None:
+    expected = tmp_path / "expected.toml"
+    expected.write_text('[fixtures."dispatch/order-markers.toml"]\n'
+                        'fails_with = ["x"]\nwhy = "believed broken"\n')
+    out = run_suite("--adapter", "pluggy_adapter:PluggyAdapter", "--expected", expected,
+                    SPEC_DIR / "fixtures" / "dispatch" / "order-markers.toml", cwd=tmp_path)
+    assert out.returncode == 1
+    assert ("FAIL dispatch/order-markers.toml [dispatch.order.markers, "
+            "dispatch.order.trylast-fifo, report.stored-order]: passed, but the "
+            "expected-failures file says it fails (believed broken)") in out.stdout
+
+
+def test_usage_errors_exit_2_with_one_line(tmp_path: Path) -> None:
+    missing = run_suite(tmp_path / "nowhere", cwd=tmp_path)
+    assert (missing.returncode, missing.stdout) == (2, "")
+    assert missing.stderr == f"error: no such fixture file or folder: {tmp_path / 'nowhere'}\n"
+    (tmp_path / "empty").mkdir()
+    empty = run_suite(tmp_path / "empty", cwd=tmp_path)
+    assert empty.returncode == 2
+    assert empty.stderr == f"error: no fixture (*.toml) found in {tmp_path / 'empty'}\n"
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[fixtures.x\n")
+    bad = run_suite("--expected", broken, cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stderr.startswith(
+        f"error: cannot read the expected-failures file {broken}:")
+    adapter = run_suite("--adapter", "no_such_module:make", cwd=tmp_path)
+    assert adapter.returncode == 2
+    assert adapter.stderr.startswith("error: cannot load the adapter 'no_such_module:make'")
+
+
+def test_the_ci_walkthrough_of_the_conformance_page_runs(tmp_path: Path) -> None:
+    """docs/conformance.md's commands for another kernel's CI, as written (in a venv of
+    this test's own), in under ten commands."""
+    page = (SPEC_DIR.parent / "docs" / "conformance.md").read_text(encoding="utf-8")
+    section = page[page.index("### Another kernel's CI, step by step"):]
+    block = section[section.index("```sh\n") + 6:section.index("\n```", section.index("```sh"))]
+    commands = [line for line in block.replace("\\\n", " ").splitlines() if line.strip()]
+    assert 0 < len(commands) < 10
+    script = block.replace("/tmp/suite-venv", str(tmp_path / "venv")).replace(
+        "/tmp/suite.", str(tmp_path / "suite."))
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=SPEC_DIR.parent,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = (f"{DISPATCH - 9} passed, 0 failed, {FIXTURES - DISPATCH} skipped, 9 failed as "
+               f"expected (suite 0.1.0, adapter pluggy, asyncio)")
+    assert summary in done.stdout
+    assert f"`{summary}`" in page, "the page's figures are the run's"
+    assert f"suite's {FIXTURES} fixtures" in page
+    assert "error: no such fixture file or folder: spec/no-such-folder" in done.stderr
+    assert ElementTree.parse(tmp_path / "suite.xml").getroot().get("failures") == "0"
