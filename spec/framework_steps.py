@@ -87,32 +87,38 @@ class SpecInbox:
         return {"$inbox": self.label}
 
 
-def _generator(value: Any, label: str, error: BaseException | None,
-               exit_error: BaseException | None,
-               record: Callable[[dict[str, Any]], None]) -> Any:
+def _enter(label: str, error: BaseException | None,
+           record: Callable[[dict[str, Any]], None]) -> None:
     record({"enter": label})
     if error is not None:
         raise error
+
+
+def _exit(label: str, exit_error: BaseException | None,
+          record: Callable[[dict[str, Any]], None]) -> None:
+    record({"exit": label})
+    if exit_error is not None:
+        raise exit_error
+
+
+def _generator(value: Any, label: str, error: BaseException | None,
+               exit_error: BaseException | None,
+               record: Callable[[dict[str, Any]], None]) -> Any:
+    _enter(label, error, record)
     try:
         yield value
     finally:
-        record({"exit": label})
-        if exit_error is not None:
-            raise exit_error
+        _exit(label, exit_error, record)
 
 
 async def _async_generator(value: Any, label: str, error: BaseException | None,
                            exit_error: BaseException | None,
                            record: Callable[[dict[str, Any]], None]) -> Any:
-    record({"enter": label})
-    if error is not None:
-        raise error
+    _enter(label, error, record)
     try:
         yield value
     finally:
-        record({"exit": label})
-        if exit_error is not None:
-            raise exit_error
+        _exit(label, exit_error, record)
 
 
 CLOSABLE_TAGS = frozenset({"environment", "stream"})

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dispatch_adapter import DispatchKernel  # beside this file, on the runner's path
+
 WORKSPACE = "/spec-workspace"
 """The workspace of every framework under test (it need not exist)."""
 
@@ -264,31 +266,8 @@ class _EntryPoint:
         return self._obj
 
 
-class HooklineKernel:
-    def __init__(self, registry: Any, runtime: Any) -> None:
-        self.registry = registry
-        self.runtime = runtime
-
-    def register(self, plugin: object, name: str) -> None:
-        self.registry.register(plugin, name=name)
-
-    def unregister(self, name: str) -> None:
-        self.registry.unregister(name)
-
-    def plugin_names(self) -> list[str]:
-        return [name for name, _ in self.registry.list_name_plugin()]
-
-    def execution_order(self, hook: str) -> list[Callable[..., Any]]:
-        return [impl.function for impl in self.registry.hook_impls(hook)]
-
-    def stored_order(self, hook: str) -> list[Callable[..., Any]]:
-        return [impl.function for impl in self.registry.stored_impls(hook)]
-
-    def unknown_hooks(self) -> list[dict[str, Any]]:
-        return [
-            {"plugin": u.plugin_name, "hook": u.hook_name, "suggestion": u.suggestion or ""}
-            for u in self.registry.unknown_impls
-        ]
+class HooklineKernel(DispatchKernel):
+    """The kernel protocol over hookline's runtime, whose ``notify_error*`` are its own."""
 
     def dispatch(self, call: str, hook: str, kwargs: dict[str, Any]) -> Any:
         if call.startswith("notify_error"):

@@ -187,7 +187,7 @@ def test_import_kernel_loads_no_third_party_module() -> None:
 
 
 KERNEL_SUITE_FILES = ("runner.py", "suite.py", "framework_steps.py", "logmatch.py",
-                      "hookline_adapter.py", "fixtures")
+                      "dispatch_adapter.py", "hookline_adapter.py", "fixtures")
 """What docs/vendoring.md says to copy of spec/ to run the suite on a copy of kernel/."""
 CORE_SUITE_FILES = ("runner.py", "suite.py", "framework_steps.py", "logmatch.py",
                     "dispatch_adapter.py", "fixtures/dispatch")
