@@ -146,11 +146,11 @@ class BuiltinPlugin:
 
     def tape_for(self, session_id: str, state: dict[str, Any]) -> Tape:
         """The session's tape on the scope's store, with the hooks' context and sidecars."""
-        from .tape.tape import Tape, session_tape_name
+        from .tape.tape import Tape, resolved_workspace, session_tape_name
 
         store = self.framework.get_tape_store() or self.memory_store
         context = replace(self.framework.build_tape_context(), state=state)
-        workspace = str(Path(self.framework.workspace).expanduser().resolve())
+        workspace = resolved_workspace(self.framework.workspace)
         return Tape(store, session_tape_name(session_id, workspace), context,
                     self.framework.get_tape_sidecars(),
                     session={"id": session_id, "workspace": workspace})

@@ -10,10 +10,11 @@ fallback for stores that only implement the four reference methods:
   `journal_commit(run, ops)`, sync or async, as `SQLiteTapeStore` has them), else None:
   the run is then kept in memory until it ends.
 
-A sync store may also offer `append_many_async`, `journal_write_async` and
-`journal_commit_async` (coroutine functions): those are awaited instead of running the
+A sync store may also offer `fetch_all_async`, `append_many_async`, `journal_write_async`
+and `journal_commit_async` (coroutine functions): those are awaited instead of running the
 sync method in a worker thread (`SQLiteTapeStore` has them: its writer thread does the
-work, so a worker thread waiting for it would be one thread hop too many).
+writes, so a worker thread waiting for it would be one thread hop too many, and its reads
+are cheaper than the hop).
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ _METHODS = ("list_tapes", "reset", "fetch_all", "append")
 
 
 class AsyncStoreAdapter:
-    """An AsyncTapeStore over a sync TapeStore: every call runs in a worker thread.
+    """An AsyncTapeStore over a sync TapeStore: every call runs in a worker thread, but
+    for the store's own coroutine functions (the module doc).
 
     Blocking I/O therefore never runs on the event loop thread. A call that has started
     in its thread is not abandoned on cancellation (anyio's default): an append either
@@ -59,6 +61,9 @@ class AsyncStoreAdapter:
         await anyio.to_thread.run_sync(self.store.reset, tape)
 
     async def fetch_all(self, query: TapeQuery) -> list[TapeEntry]:
+        native = _native(self.store, "fetch_all")
+        if inspect.iscoroutinefunction(native):
+            return list(await native(query))
         return await anyio.to_thread.run_sync(_fetch_list, self.store, query)
 
     async def append(self, tape: str, entry: TapeEntry) -> Any:

@@ -35,7 +35,7 @@ from ..host.files import open_regular_file
 from ..privacy.files import write_private_file
 from ..store.asyncstore import as_async_store
 from ..store.entries import SIDECAR_MARKER, is_sidecar_tape
-from .tape import BOOTSTRAP_ANCHOR, session_tape_name, write_archive
+from .tape import BOOTSTRAP_ANCHOR, resolved_workspace, session_tape_name, write_archive
 
 __all__ = [
     "CURRENT_SESSIONS_FILE",
@@ -118,7 +118,7 @@ class SessionMatch:
 
 
 def _workspace_key(workspace: str | os.PathLike[str]) -> str:
-    return str(Path(workspace).expanduser().resolve())
+    return resolved_workspace(workspace)
 
 
 def _tape_prefix(workspace: str | os.PathLike[str]) -> str:

@@ -30,10 +30,12 @@ from __future__ import annotations
 import hashlib
 import inspect
 import logging
+import os
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
+from functools import lru_cache
 from os import PathLike
 from pathlib import Path
 from typing import Any, Final
@@ -63,6 +65,7 @@ __all__ = [
     "TapeInfo",
     "TapeRecordError",
     "messages_from_entries",
+    "resolved_workspace",
     "session_tape_name",
     "should_merge_back",
     "write_archive",
@@ -76,9 +79,22 @@ BOOTSTRAP_ANCHOR: Final = "session/start"
 _TEMP_SESSION_PREFIX: Final = "temp/"
 
 
+@lru_cache(maxsize=256)
+def _resolve(workspace: str) -> str:
+    return str(Path(workspace).expanduser().resolve())
+
+
+def resolved_workspace(workspace: str | PathLike[str]) -> str:
+    """The workspace's absolute path, an absolute one's symbolic links resolved once per
+    process: every turn names its tape from it, and a `realpath` a turn is measurable in a
+    busy gateway. A relative path depends on the current folder: resolved each time."""
+    path = os.fspath(workspace)
+    return _resolve(path) if os.path.isabs(path) else str(Path(path).expanduser().resolve())
+
+
 def session_tape_name(session_id: str, workspace: str | PathLike[str]) -> str:
     """`<md5(resolved workspace)[:16]>__<md5(session id)[:16]>`, the reference naming."""
-    resolved = str(Path(workspace).expanduser().resolve())
+    resolved = resolved_workspace(workspace)
     workspace_hash = hashlib.md5(resolved.encode("utf-8"), usedforsecurity=False).hexdigest()
     session_hash = hashlib.md5(session_id.encode("utf-8"), usedforsecurity=False).hexdigest()
     return f"{workspace_hash[:16]}__{session_hash[:16]}"
@@ -199,7 +215,7 @@ class Tape:
 
     def session_tape(self, session_id: str, workspace: str | PathLike[str]) -> Tape:
         """This tape's setup on the session's tape (`session_tape_name`)."""
-        resolved = str(Path(workspace).expanduser().resolve())
+        resolved = resolved_workspace(workspace)
         return Tape(self._store, session_tape_name(session_id, resolved), self._context,
                     self._sidecars, session={"id": session_id, "workspace": resolved})
 

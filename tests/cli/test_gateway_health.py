@@ -10,6 +10,7 @@ and the gateway log has it once per change of state.
 from __future__ import annotations
 
 import errno
+import json
 import textwrap
 import time
 from collections.abc import Iterator
@@ -180,3 +181,40 @@ def test_probes_while_a_check_runs_share_it(anyio_backend: str) -> None:
         return answers
 
     anyio.run(main, backend=anyio_backend)
+
+
+def test_a_stranger_polling_on_one_connection_is_paced(gateway: Gateway) -> None:
+    """Keep-alive probes without the token get at most five answers a second; a probe on
+    a new connection (a load balancer's) is answered at once meanwhile."""
+    import http.client
+
+    host, port = gateway.url.split("//", 1)[1].split(":")
+    poller = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        began = time.monotonic()
+        for _ in range(11):
+            poller.request("GET", "/v1/health")
+            answer = poller.getresponse()
+            assert answer.status == 200 and json.loads(answer.read()) == {"status": "ok"}
+        polled = time.monotonic() - began
+        fresh_began = time.monotonic()
+        assert probe(gateway).status == 200
+        fresh = time.monotonic() - fresh_began
+    finally:
+        poller.close()
+    assert polled >= 1.9, polled  # ten gaps of 0.2 s after the first answer
+    assert fresh < 0.19, fresh
+
+
+def test_health_pace_spaces_each_client_alone() -> None:
+    from hookline.builtins.channels.http.health import HealthPace
+
+    now = [100.0]
+    pace = HealthPace(rate=5.0, clock=lambda: now[0], limit=2)
+    assert pace.delay(("a", 1)) == 0.0
+    assert pace.delay(("a", 1)) == pytest.approx(0.2)  # asked again at once: waits its gap
+    assert pace.delay(("b", 2)) == 0.0  # another connection is not held up
+    now[0] += 0.5
+    assert pace.delay(("a", 1)) == 0.0  # its turn has come by now
+    assert pace.delay(("c", 3)) == 0.0  # over the limit: clients not waiting are forgotten
+    assert len(pace._due) <= 3

@@ -16,7 +16,7 @@ from hookline.kernel.channels import MessageHandler
 
 from ...telemetry.context import TRACE_CONTEXT_KEY, trace_headers
 from .guard import Guard, HttpError, header_map
-from .health import RETRY_AFTER, HealthCache, retry_worth
+from .health import RETRY_AFTER, HealthCache, HealthPace, retry_worth
 from .match import REQUEST_ID_KEY, Replies
 from .media import body_limit, with_attachments
 from .payload import _parse_message, _read_body
@@ -48,6 +48,7 @@ class HttpRoutes:
     _guard: Guard
     _replies: Replies
     _health_state: HealthCache
+    _health_pace: HealthPace
     _managed: bool
     _accepting: bool
 
@@ -81,7 +82,7 @@ class HttpRoutes:
                      receive: Receive, send: Send) -> None:
         path, method = scope["path"], scope["method"]
         if path == "/v1/health" and method in ("GET", "HEAD"):
-            await self._health(headers, send)
+            await self._health(headers, send, scope.get("client"))
             return
         if method == "OPTIONS" and origin is not None and path in _ROUTES:
             await send({"type": "http.response.start", "status": 204, "headers": []})
@@ -109,13 +110,15 @@ class HttpRoutes:
             return
         await self._post_message(payload, receive, send, trace_headers(headers))
 
-    async def _health(self, headers: dict[str, list[str]], send: Send) -> None:
-        """The status for anyone (load balancers send no token); the reason too for a
-        caller with the right token (a wrong one is refused), as it can name the
+    async def _health(self, headers: dict[str, list[str]], send: Send, client: Any) -> None:
+        """The status for anyone (load balancers send no token), paced; the reason too for
+        a caller with the right token (a wrong one is refused), as it can name the
         database's host and driver."""
         detailed = "authorization" in headers or self._guard.token is None
         if detailed:
             self._guard.authenticate(headers)
+        elif (delay := self._health_pace.delay(tuple(client or ()))) > 0:
+            await anyio.sleep(delay)
         reason = (await self._health_state.reason() if self._accepting
                   else "the gateway is shutting down")
         if reason is None:

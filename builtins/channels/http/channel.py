@@ -30,7 +30,7 @@ from ...host.sandbox import check_exposure
 from ...privacy.redact import redact_credentials
 from .asgi import HttpRoutes
 from .guard import Guard, is_loopback_address, load_token
-from .health import HealthCache
+from .health import HealthCache, HealthPace
 from .match import REQUEST_ID_KEY, Replies
 from .payload import MAX_BODY_SIZE, MAX_JSON_DEPTH, _outbound_dict
 from .reply import Reply
@@ -111,6 +111,7 @@ class HttpChannel(HttpRoutes, Lifecycle):
         self.health = health
         self.scrub = scrub
         self._health_state = HealthCache(None)
+        self._health_pace = HealthPace()
         self._managed = False
         self.address: tuple[str, int] | None = None
         self.tls = False

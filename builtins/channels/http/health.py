@@ -11,6 +11,11 @@ failure can name the database's host, port and driver; it is logged when the sta
 changes (healthy to failing, and back), and the channel shows it only to callers that
 sent the right token.
 
+`HealthPace` spaces the answers to callers without the token: each client connection gets
+at most five a second. Answering costs the event loop that runs the turns, so a stranger
+polling in a loop would otherwise slow every turn; a load balancer probing every few
+seconds never waits.
+
 `RETRY_AFTER` and `retry_worth` serve the channel's answer to a failed turn: `503` with
 `Retry-After` when the failure is temporary, whatever health says by then."""
 
@@ -19,11 +24,11 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 
 import anyio
 
-__all__ = ["RETRY_AFTER", "HealthCache", "retry_worth"]
+__all__ = ["RETRY_AFTER", "HealthCache", "HealthPace", "retry_worth"]
 
 logger = logging.getLogger(__name__)
 
@@ -96,3 +101,25 @@ class HealthCache:
         elif reason is None and self._failing:
             logger.info("http.health ok again")
         self._failing = reason is not None
+
+
+class HealthPace:
+    """How long a client's next answer waits: at most `rate` answers a second to each
+    client (an ASGI `client` pair names one connection), counted from its last answer."""
+
+    def __init__(self, rate: float = 5.0, *, clock: Callable[[], float] = time.monotonic,
+                 limit: int = 4096) -> None:
+        self.gap = 1.0 / rate
+        self.clock = clock
+        self.limit = limit
+        """Clients remembered before those no longer waiting are forgotten."""
+        self._due: dict[Hashable, float] = {}
+
+    def delay(self, client: Hashable) -> float:
+        """Seconds to wait before answering `client` (and its turn is booked)."""
+        now = self.clock()
+        due = max(now, self._due.get(client, now))
+        self._due[client] = due + self.gap
+        if len(self._due) > self.limit:
+            self._due = {key: at for key, at in self._due.items() if at > now}
+        return due - now

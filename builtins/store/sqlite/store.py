@@ -397,6 +397,14 @@ class SQLiteTapeStore:
         # reference `not_found` error with the reference message.
         return apply_query(entries, query)
 
+    async def fetch_all_async(self, query: TapeQuery) -> list[TapeEntry]:
+        """`fetch_all` on the calling thread (what `as_async_store` uses). A read is one
+        query on a WAL snapshot of its own: it never waits for the writer, and the window
+        it reads costs less than the hop to a worker thread and back would."""
+        if self._failed:  # the writer ends them first; wait for it without blocking
+            await wait(self._start(None))
+        return self.fetch_all(query)
+
     @staticmethod
     def _anchor_start(conn: sqlite3.Connection, tape: str, query: TapeQuery) -> int | None:
         """First id worth reading: 1, or the selected anchor's id; None if it is missing."""
