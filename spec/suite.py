@@ -12,7 +12,8 @@ Every fixture ends with one outcome:
 
 The exit status is 0 when nothing is ``FAIL``, 1 otherwise, 2 for a usage error (no
 fixture found, a missing path, an unreadable expected-failures file, an adapter of a
-newer protocol). Python warnings raised while fixtures run are recorded, never printed.
+newer protocol, ``--backend trio`` without trio). Python warnings raised while fixtures
+run are recorded, never printed.
 
     python spec/runner.py --adapter my_adapter:make --expected my_expected.toml \\
         --junit-xml suite.xml --json suite.json
@@ -104,6 +105,19 @@ def load_adapter(spec: str) -> runner.Adapter:
     return adapter
 
 
+def check_backend(backend: str) -> None:
+    """The event loop library a backend other than asyncio needs, imported up front, so
+    that its absence is a usage error rather than a traceback from the first fixture."""
+    if backend == "asyncio":
+        return
+    try:
+        import anyio  # noqa: F401
+        import trio  # noqa: F401
+    except ImportError as exc:
+        raise UsageError(f"--backend {backend} needs anyio and trio "
+                         f"(pip install 'anyio[trio]'): {exc}") from None
+
+
 def _name(path: Path) -> str:
     resolved = path.resolve()
     if resolved.is_relative_to(runner.FIXTURE_DIR):
@@ -188,6 +202,7 @@ def main(argv: Iterable[str] | None = None) -> int:
         paths = find_fixtures(args.fixtures)
         expected = load_expected(args.expected)
         adapter = load_adapter(args.adapter)
+        check_backend(args.backend)
     except UsageError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -17,8 +17,11 @@ DISPATCH = len(list((SPEC_DIR / "fixtures" / "dispatch").glob("*.toml")))
 EXPECTED = SPEC_DIR / "pluggy_expected.toml"
 
 
-def run_suite(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    code = (f"import sys; sys.modules['hookline'] = None; sys.path.insert(0, {str(SPEC_DIR)!r})\n"
+def run_suite(*args: str | Path, cwd: Path,
+              blocked: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    """The runner in a fresh process where hookline, and ``blocked``, cannot be imported."""
+    code = (f"import sys; sys.modules.update(dict.fromkeys({('hookline', *blocked)!r}))\n"
+            f"sys.path.insert(0, {str(SPEC_DIR)!r})\n"
             "import runner; raise SystemExit(runner.main(sys.argv[1:]))")
     return subprocess.run([sys.executable, "-c", code, *map(str, args)], cwd=cwd,
                           capture_output=True, text=True)
@@ -110,3 +113,15 @@ def test_the_ci_walkthrough_of_the_conformance_page_runs(tmp_path: Path) -> None
     assert f"suite's {FIXTURES} fixtures" in page
     assert "error: no such fixture file or folder: spec/no-such-folder" in done.stderr
     assert ElementTree.parse(tmp_path / "suite.xml").getroot().get("failures") == "0"
+
+
+
+def test_trio_without_trio_is_a_usage_error(tmp_path: Path) -> None:
+    """``--backend trio`` where trio cannot be imported: one line and status 2, before any
+    fixture runs, rather than the event loop library's traceback."""
+    out = run_suite("--backend", "trio", "--adapter", "pluggy_adapter:PluggyAdapter",
+                    SPEC_DIR / "fixtures" / "dispatch", cwd=tmp_path, blocked=("trio",))
+    assert (out.returncode, out.stdout) == (2, ""), out.stderr
+    assert out.stderr.startswith("error: --backend trio needs anyio and trio (pip install "
+                                 "'anyio[trio]'): ")
+    assert len(out.stderr.splitlines()) == 1
