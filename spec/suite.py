@@ -22,6 +22,7 @@ run are recorded, never printed.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 import tomllib
@@ -154,6 +155,11 @@ def play(path: Path, adapter: runner.Adapter, backend: str,
                                   f"({entry['why']})")
             else:
                 outcome = Outcome(name, rules, "pass")
+        if outcome.outcome in ("fail", "xfail"):
+            # A failed fixture's objects (a coroutine the kernel left unclosed, ...) are
+            # held in cycles by its failure: collected here, their warnings are this
+            # fixture's, not stray lines at exit. A passing fixture leaves none.
+            gc.collect()
     outcome.warnings = [f"{w.category.__name__}: {w.message}" for w in seen]
     return outcome
 

@@ -17,11 +17,13 @@ DISPATCH = len(list((SPEC_DIR / "fixtures" / "dispatch").glob("*.toml")))
 EXPECTED = SPEC_DIR / "pluggy_expected.toml"
 
 
-def run_suite(*args: str | Path, cwd: Path,
-              blocked: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
-    """The runner in a fresh process where hookline, and ``blocked``, cannot be imported."""
+def run_suite(*args: str | Path, cwd: Path, blocked: tuple[str, ...] = (),
+              pythonpath: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The runner in a fresh process where hookline, and ``blocked``, cannot be imported
+    (``pythonpath``: a folder of the test's own adapters)."""
+    path = [str(SPEC_DIR), *([str(pythonpath)] if pythonpath else [])]
     code = (f"import sys; sys.modules.update(dict.fromkeys({('hookline', *blocked)!r}))\n"
-            f"sys.path.insert(0, {str(SPEC_DIR)!r})\n"
+            f"sys.path[:0] = {path!r}\n"
             "import runner; raise SystemExit(runner.main(sys.argv[1:]))")
     return subprocess.run([sys.executable, "-c", code, *map(str, args)], cwd=cwd,
                           capture_output=True, text=True)
@@ -125,3 +127,49 @@ def test_trio_without_trio_is_a_usage_error(tmp_path: Path) -> None:
     assert out.stderr.startswith("error: --backend trio needs anyio and trio (pip install "
                                  "'anyio[trio]'): ")
     assert len(out.stderr.splitlines()) == 1
+
+
+LEAKY_ADAPTER = '''
+import inspect
+
+from pluggy_adapter import PluggyAdapter, PluggyKernel
+
+
+class LeakyKernel(PluggyKernel):
+    """As the reference does on a sync path: a coroutine it skips is never closed."""
+
+    def dispatch(self, call, hook, kwargs):
+        if not call.startswith("call_") or not call.endswith("_sync"):
+            return super().dispatch(call, hook, kwargs)
+        results = []
+        for impl in self._impls(hook)[::-1]:
+            value = impl.function(**{n: kwargs[n] for n in impl.argnames if n in kwargs})
+            if inspect.isawaitable(value):
+                continue
+            if call == "call_first_sync" and value is not None:
+                return value
+            results.append(value)
+        return None if call == "call_first_sync" else results
+
+
+class LeakyAdapter(PluggyAdapter):
+    name = "leaky"
+
+    def new_kernel(self):
+        return LeakyKernel(super().new_kernel().pm)
+'''
+
+
+def test_a_coroutine_the_kernel_leaves_unclosed_is_recorded_not_printed(tmp_path: Path) -> None:
+    """A kernel that never closes a skipped coroutine fails the fixture; the coroutine,
+    still held by the failed fixture, is collected while that fixture's warnings are
+    recorded, so Python's warning lands in the JSON report, not on stderr at exit."""
+    (tmp_path / "leaky_adapter.py").write_text(LEAKY_ADAPTER)
+    fixture = SPEC_DIR / "fixtures" / "dispatch" / "sync-skips-awaitable.toml"
+    out = run_suite("--adapter", "leaky_adapter:LeakyAdapter", "--json", tmp_path / "r.json",
+                    fixture, cwd=tmp_path, pythonpath=tmp_path)
+    assert out.returncode == 1
+    assert out.stdout.startswith("FAIL dispatch/sync-skips-awaitable.toml")
+    assert out.stderr == ""
+    (recorded,) = json.loads((tmp_path / "r.json").read_text())["fixtures"]
+    assert any("was never awaited" in warning for warning in recorded["warnings"])
