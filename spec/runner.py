@@ -434,15 +434,16 @@ async def run_fixture(path: Path, adapter: Adapter) -> str | None:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise FixtureFailure(f"{path.name} is not valid TOML: {exc}") from None
+    framework = bool(data.get("framework", False))
+    # Checked first: a kernel-only adapter skips every framework fixture for one reason.
+    if framework and not hasattr(adapter, "new_framework"):
+        return "a framework fixture, and the adapter has no new_framework() (kernel only)"
     supports = getattr(adapter, "supports", None)
     for requirement in data.get("requires", []):
         if supports is None or not supports(requirement):
             return f"the adapter does not support {requirement!r}"
-    framework = bool(data.get("framework", False))
     transcript = Transcript(adapter)
     tags = Tags(adapter, transcript.record, lambda value, args: decode(value, tags, args))
-    if framework and not hasattr(adapter, "new_framework"):
-        return "a framework fixture, and the adapter has no new_framework() (kernel only)"
     kernel = adapter.new_framework() if framework else adapter.new_kernel()
     plugins = {p["name"]: build_plugin(p, adapter, transcript, tags) for p in data["plugins"]}
     fixture = _Fixture(adapter, kernel, plugins, transcript, tags, _Capture(), Scope(),
