@@ -186,9 +186,9 @@ def write_junit(outcomes: list[Outcome], path: Path, adapter_name: str) -> None:
     ElementTree.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="runner.py", description="Play the conformance fixtures against a kernel.")
+        prog=prog, description="Play the conformance fixtures against a kernel.")
     parser.add_argument("--adapter", default="hookline_adapter:HooklineAdapter",
                         help="module:factory returning the adapter")
     parser.add_argument("--backend", default="asyncio", choices=["asyncio", "trio"])
@@ -202,8 +202,9 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Iterable[str] | None = None) -> int:
-    args = _parser().parse_args(list(argv) if argv is not None else None)
+def main(argv: Iterable[str] | None = None, prog: str = "runner.py") -> int:
+    """Run the command line ``argv``; ``prog`` is how the usage line names the command."""
+    args = _parser(prog).parse_args(list(argv) if argv is not None else None)
     try:
         paths = find_fixtures(args.fixtures)
         expected = load_expected(args.expected)

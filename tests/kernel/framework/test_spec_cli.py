@@ -173,3 +173,10 @@ def test_a_coroutine_the_kernel_leaves_unclosed_is_recorded_not_printed(tmp_path
     assert out.stderr == ""
     (recorded,) = json.loads((tmp_path / "r.json").read_text())["fixtures"]
     assert any("was never awaited" in warning for warning in recorded["warnings"])
+
+
+def test_the_installed_command_names_itself_in_its_usage(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "hookline.spec", "--help"], cwd=tmp_path,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("usage: python -m hookline.spec ")
