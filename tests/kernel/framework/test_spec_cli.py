@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -180,3 +181,11 @@ def test_the_installed_command_names_itself_in_its_usage(tmp_path: Path) -> None
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("usage: python -m hookline.spec ")
+
+
+def test_the_suite_is_versioned_with_hookline() -> None:
+    """Suite N ships in hookline N: its reports name a release users can install."""
+    import suite  # on the path once spec_support is imported
+
+    pyproject = tomllib.loads((SPEC_DIR.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    assert pyproject["project"]["version"] == suite.SUITE_VERSION
