@@ -428,14 +428,13 @@ def _check_error(expected: dict[str, Any] | None, error: BaseException | None) -
 
 
 async def run_fixture(path: Path, adapter: Adapter) -> str | None:
-    """Play one fixture; raises ``FixtureFailure`` on the first mismatch. Returns why the
-    fixture was skipped (the adapter lacks something it ``requires``), else None."""
+    """Play one fixture; raises ``FixtureFailure`` on the first mismatch. Returns why it was
+    skipped (kernel only: framework fixtures, before any ``requires``), else None."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise FixtureFailure(f"{path.name} is not valid TOML: {exc}") from None
     framework = bool(data.get("framework", False))
-    # Checked first: a kernel-only adapter skips every framework fixture for one reason.
     if framework and not hasattr(adapter, "new_framework"):
         return "a framework fixture, and the adapter has no new_framework() (kernel only)"
     supports = getattr(adapter, "supports", None)
