@@ -7,4 +7,4 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import suite  # found through the line above, as the runner finds its modules
 
-raise SystemExit(suite.main())
+raise SystemExit(suite.main(prog="python -m hookline.spec"))

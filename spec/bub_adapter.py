@@ -92,8 +92,9 @@ class BubAdapter:
     @staticmethod
     def supports(requirement: str) -> bool:
         """``group:bub``: Bub loads plugins from its own entry point group; ``bub``: Bub's
-        own package is there (it is the reference)."""
-        return requirement in ("group:bub", "bub")
+        own package is there (it is the reference); ``media``: republic, Bub's own
+        dependency, makes the media objects."""
+        return requirement in ("group:bub", "bub", "media")
 
     def mark(self, function: Callable[..., Any], options: dict[str, Any]) -> Callable[..., Any]:
         return hookimpl(**options)(function)

@@ -57,11 +57,15 @@ class HooklineAdapter:
         return self.kernel.hookimpl(**options)(function)
 
     def supports(self, requirement: str) -> bool:
-        """``group:bub``: plugins loaded as the ``bub`` entry point group loads them, through
-        hookline's Bub compatibility layer (hookline's own kernel only: a vendored copy has
-        no builtins beside it). ``bub``: Bub itself can be imported as well (Python 3.12),
-        so the layer runs as it does in use: it prepares Bub, registers its own plugin and
-        uses Bub's classes."""
+        """``media``: media objects can be made and converted, which takes republic, the
+        kernel's one optional library (hookline depends on it; a vendored copy may run
+        without it). ``group:bub``: plugins loaded as the ``bub`` entry point group loads
+        them, through hookline's Bub compatibility layer (hookline's own kernel only: a
+        vendored copy has no builtins beside it). ``bub``: Bub itself can be imported as
+        well (Python 3.12), so the layer runs as it does in use: it prepares Bub,
+        registers its own plugin and uses Bub's classes."""
+        if requirement == "media":
+            return _importable("republic")
         if self.kernel.__name__ != "hookline.kernel":
             return False
         if requirement == "group:bub":

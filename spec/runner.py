@@ -428,21 +428,21 @@ def _check_error(expected: dict[str, Any] | None, error: BaseException | None) -
 
 
 async def run_fixture(path: Path, adapter: Adapter) -> str | None:
-    """Play one fixture; raises ``FixtureFailure`` on the first mismatch. Returns why the
-    fixture was skipped (the adapter lacks something it ``requires``), else None."""
+    """Play one fixture; raises ``FixtureFailure`` on the first mismatch. Returns why it was
+    skipped (kernel only: framework fixtures, before any ``requires``), else None."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise FixtureFailure(f"{path.name} is not valid TOML: {exc}") from None
+    framework = bool(data.get("framework", False))
+    if framework and not hasattr(adapter, "new_framework"):
+        return "a framework fixture, and the adapter has no new_framework() (kernel only)"
     supports = getattr(adapter, "supports", None)
     for requirement in data.get("requires", []):
         if supports is None or not supports(requirement):
             return f"the adapter does not support {requirement!r}"
-    framework = bool(data.get("framework", False))
     transcript = Transcript(adapter)
     tags = Tags(adapter, transcript.record, lambda value, args: decode(value, tags, args))
-    if framework and not hasattr(adapter, "new_framework"):
-        return "a framework fixture, and the adapter has no new_framework() (kernel only)"
     kernel = adapter.new_framework() if framework else adapter.new_kernel()
     plugins = {p["name"]: build_plugin(p, adapter, transcript, tags) for p in data["plugins"]}
     fixture = _Fixture(adapter, kernel, plugins, transcript, tags, _Capture(), Scope(),

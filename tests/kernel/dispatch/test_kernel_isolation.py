@@ -242,6 +242,37 @@ print('ran', len(paths))
     assert int(out.stdout.split()[1]) == len(list((SPEC_DIR / "fixtures").rglob("*.toml")))
 
 
+
+def test_vendored_copy_without_republic_skips_the_media_fixtures(tmp_path: Path) -> None:
+    """republic is the whole kernel's one optional library: without it the fixtures that
+    build media objects are skipped, with the reason, and nothing fails."""
+    suite = _copy_suite(tmp_path / "suite", KERNEL_SUITE_FILES)
+    package = tmp_path / "acme_vendor"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    shutil.copytree(KERNEL_DIR, package / "pluginkernel",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (suite / "acme_adapter.py").write_text(
+        "from hookline_adapter import HooklineAdapter\n\n\n"
+        "def make():\n    return HooklineAdapter('acme_vendor.pluginkernel')\n")
+    code = f"""
+import sys
+sys.modules.update(hookline=None, republic=None)  # neither can be imported now
+sys.path[:0] = [{str(tmp_path)!r}, {str(suite)!r}]
+import runner
+raise SystemExit(runner.main(['--adapter', 'acme_adapter:make']))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    media = sorted(path.relative_to(SPEC_DIR / "fixtures").as_posix()
+                   for path in (SPEC_DIR / "fixtures").rglob("*.toml")
+                   if "$image" in path.read_text(encoding="utf-8"))
+    assert media
+    skipped = [line for line in out.stdout.splitlines()
+               if line.endswith(": the adapter does not support 'media'")]
+    assert skipped == [f"SKIP {name}: the adapter does not support 'media'" for name in media]
+
+
 def _copy_core(tmp_path: Path, package: str) -> Path:
     """Copy kernel/_dispatch alone to ``<tmp>/<package>`` (dotted: parents are made)."""
     target = tmp_path.joinpath(*package.split("."))
