@@ -94,6 +94,7 @@ class BuiltinPlugin:
         self._sandbox: tuple[Settings, SandboxPolicy] | None = None
         self._store_probe: threading.Event | None = None  # set when the last check ended
         self._mcp: tuple[Settings, McpServers | None] | None = None
+        self._own_tools: tuple[BackgroundProcesses, tuple[Tool, ...]] | None = None
 
     # Settings, the background processes and the memory store are made on first use, by a
     # command that needs them.
@@ -378,12 +379,18 @@ class BuiltinPlugin:
 
     @hookimpl
     def provide_tools(self) -> list[Tool]:
-        from .host.tools import builtin_tools
-        from .tape.tools import spill_tools, tape_tools
+        """The builtin tools (made once for the current background processes: every run
+        asks), then the MCP servers' tools as they are now."""
+        processes = self.processes
+        if self._own_tools is None or self._own_tools[0] is not processes:
+            from .host.tools import builtin_tools
+            from .tape.tools import spill_tools, tape_tools
 
+            tools = (*builtin_tools(processes), *tape_tools(), *spill_tools())
+            self._own_tools = (processes, tools)
         servers = self.mcp_servers()
         mcp_tools = servers.tools() if servers is not None else []
-        return [*builtin_tools(self.processes), *tape_tools(), *spill_tools(), *mcp_tools]
+        return [*self._own_tools[1], *mcp_tools]
 
     @hookimpl
     def provide_steering_inbox(self) -> InMemorySteeringInbox:

@@ -13,8 +13,8 @@ A refused file never reaches the model; one warning line says why, once per chan
 file, not at every turn.
 
 `system_prompt` is a `many_sync` hook, which the agent calls on the event loop's thread,
-so it cannot wait for a worker thread. Instead the file is checked and read in a worker
-thread at every `StepStarted` (`refresh`, which the builtin plugin subscribes on its
+so it cannot wait for a worker thread. Instead the file is checked at every `StepStarted`,
+and read in a worker thread when it changed (`refresh`, which the builtin plugin subscribes on its
 agent's bus just before each model call) and the hook takes that reading (`text`). A
 reading is kept until the file changes: the cache key is the resolved path with the
 `stat` fields an edit, a replacement or a new link changes (device, inode, size, mtime,
@@ -30,6 +30,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import overload
 
 import anyio.to_thread
 
@@ -105,17 +106,23 @@ def _read(resolved: str, key: Key) -> Reading:
     return Reading(key, data.decode("utf-8", "replace"), reusable=reusable)
 
 
-def read_agents_file(workspace: Path, known: Reading | None = None) -> Reading:
+@overload
+def read_agents_file(workspace: Path, known: Reading | None = None) -> Reading: ...
+@overload
+def read_agents_file(workspace: Path, known: Reading | None, *, read: bool) -> Reading | None: ...
+def read_agents_file(workspace: Path, known: Reading | None = None, *,
+                     read: bool = True) -> Reading | None:
     """The workspace's `AGENTS.md` under the rules above (blocking: a worker thread).
 
-    `known`, an earlier reading, is returned again when the file has not changed since."""
+    `known`, an earlier reading, is returned again when the file has not changed since.
+    With `read` False the file is only looked at: None means it must be read."""
     located = _locate(workspace)
     if isinstance(located, Reading):
         return located
     resolved, key = located
     if known is not None and known.key == key and known.reusable:
         return known
-    return _read(resolved, key)
+    return _read(resolved, key) if read else None
 
 
 class WorkspaceInstructions:
@@ -130,8 +137,10 @@ class WorkspaceInstructions:
         """The refusal last warned about, per workspace: one line per change, not per turn."""
 
     async def refresh(self, workspace: Path) -> None:
-        """Check (and when it changed, read) the file in a worker thread."""
-        await anyio.to_thread.run_sync(self._update, workspace, True)
+        """Check the file (a few `stat` calls, as `text` makes) and, when it changed, read
+        it in a worker thread: a model step costs no thread hop while it stays the same."""
+        if self._update(workspace, True, read=False) is None:
+            await anyio.to_thread.run_sync(self._update, workspace, True)
 
     def text(self, workspace: Path) -> str | None:
         """The text to put in the system prompt, or None (no file, or a refused one)."""
@@ -140,13 +149,17 @@ class WorkspaceInstructions:
             if name in self._fresh:
                 self._fresh.discard(name)
                 return self._readings[name].text
-        return self._update(workspace, False).text
+        reading = self._update(workspace, False)
+        assert reading is not None
+        return reading.text
 
-    def _update(self, workspace: Path, fresh: bool) -> Reading:
+    def _update(self, workspace: Path, fresh: bool, *, read: bool = True) -> Reading | None:
         name = str(workspace)
         with self._lock:
             known = self._readings.get(name)
-        reading = read_agents_file(workspace, known)
+        reading = read_agents_file(workspace, known, read=read)
+        if reading is None:
+            return None
         with self._lock:
             self._readings[name] = reading
             if fresh:
