@@ -191,7 +191,12 @@ async def one_client(url: str, sessions: int, offset: int, deadline: list[float]
                     f"Content-Length: {len(body)}\r\n\r\n").encode()
             started = time.perf_counter()
             writer.write(head + body)
-            status = int((await reader.readline()).split()[1])
+            line = await reader.readline()
+            if not line:  # hypercorn closes a keep-alive connection after 1,000 requests
+                writer.close()
+                reader, writer = await asyncio.open_connection(host, int(port))
+                continue
+            status = int(line.split()[1])
             length, chunked = 0, False
             while (line := await reader.readline()) not in (b"\r\n", b""):
                 name, _, value = line.decode().partition(":")

@@ -105,7 +105,7 @@ def test_bench_replicas_tiny_runs(postgres_server: str) -> None:
 
     if not postgres_server:
         unavailable("no PostgreSQL server for bench_replicas.py")
-    done = run_benchmark("bench_replicas.py", "--seconds", "0.5", "--warmup", "0.2",
+    done = run_benchmark("bench_replicas.py", "--seconds", "0.5", "--warmup", "1",
                          "--clients", "4", "--sessions", "2", "--postgres-url", postgres_server)
     lines = done.stdout.splitlines()
     header = next((n for n, line in enumerate(lines) if line.startswith("set-up")), None)
@@ -115,7 +115,10 @@ def test_bench_replicas_tiny_runs(postgres_server: str) -> None:
                      "postgres, 2 replicas"], done.stdout
     rows = [line.split() for line in lines[header + 1:header + 5]]
     assert all(row[-2] == "0" for row in rows), done.stdout  # errors
-    assert all(float(row[-1]) > 0 for row in rows[1:]), done.stdout  # CPU ms a turn
+    # On a loaded machine a set-up may answer no turn within half a second; each that did
+    # has its CPU a turn, and the run as a whole answered some.
+    answered = [row for row in rows[1:] if float(row[-9]) > 0]  # turns/s
+    assert answered and all(float(row[-1]) > 0 for row in answered), done.stdout
     streamed = lines[header + 5].split()
     assert streamed[:3] == ["sqlite,", "streamed", "(SSE)"] and streamed[-2] == "0", done.stdout
     assert "4.0 text deltas a reply" in done.stdout, done.stdout
