@@ -1,4 +1,4 @@
-"""The channel manager (contract 2.18, 2.20, 2.22): enabling, admission, scheduling,
+"""The channel manager (docs/channels.md): enabling, admission, scheduling,
 steering, routing and shutdown, with fake channels, the builtin plugin and a model whose
 replies wait on events so turns overlap; and the CLI channel on text streams."""
 
@@ -30,7 +30,7 @@ def setup(tmp_path: Path) -> Setup:
     return Setup(tmp_path)
 
 
-# -- enabling (2.18) ---------------------------------------------------------------------
+# -- enabling ----------------------------------------------------------------------------
 
 
 def test_enabling_rules() -> None:
@@ -83,7 +83,7 @@ def test_channels_come_from_provide_channels(tmp_path: Path) -> None:
     assert list(manager.enabled()) == ["web"]
 
 
-# -- admission and scheduling (2.20) ---------------------------------------------------
+# -- admission and scheduling ----------------------------------------------------------
 
 
 @pytest.mark.anyio
