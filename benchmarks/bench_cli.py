@@ -14,7 +14,7 @@ written by one warm-up run per command), so compiling sources is not measured. F
 are medians over several runs of each command, run interleaved so that machine noise hits
 them alike. Not a test: the goal lines say PASS/MISS without changing the exit status.
 
-Goal (issue 12): ``hookline --help`` and ``hookline run hello`` each take at most 0.25x
+Goal: ``hookline --help`` and ``hookline run hello`` each take at most 0.25x
 ``bub --help`` on the same machine.
 
     python benchmarks/bench_cli.py [--runs N] [--bub PATH | --no-bub] [--hookline PATH]

@@ -47,7 +47,7 @@ NOT_APPLICABLE: dict[str, str] = {
     "get_tools": (
         "Bub 0.6 has no provide_tools hook: tools come from a process-global registry "
         "snapshotted when the agent is built; an implementation named provide_tools is "
-        "accepted as an unspecified hook and never called (contract 2.21, section 6)"
+        "accepted as an unspecified hook and never called"
     ),
 }
 """Framework actions Bub 0.6 has no counterpart for, with the reason."""

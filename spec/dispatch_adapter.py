@@ -9,9 +9,9 @@ own markers and under its own project name, the hooks the fixtures of
     python spec/runner.py --adapter dispatch_adapter:DispatchAdapter fixtures/dispatch/*.toml
 
 It imports nothing but the standard library and the core, so a vendored core runs the
-suite with five files of this folder and the dispatch fixtures: ``runner.py``,
-``suite.py`` (its command line), ``framework_steps.py`` and ``logmatch.py`` (the runner
-imports them) and this one.
+suite with seven files of this folder and the dispatch fixtures: ``runner.py``,
+``suite.py`` (its command line), ``fixture_values.py``, ``fixture_plugins.py``,
+``framework_steps.py`` and ``logmatch.py`` (the runner imports them) and this one.
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ return value or exception), then steps (register, unregister, dispatch calls, or
 and report checks), each with its expected transcript. A fixture with
 ``framework = true`` runs against a whole framework (``adapter.new_framework()``) and
 may also use the framework actions of ``framework_steps.py``: turns, the ``running()``
-scope, the collectors and the interception hooks. See ``spec/README.md``.
+scope, the collectors and the interception hooks. The plugins are built by
+``fixture_plugins.py``, values decoded and compared by ``fixture_values.py``. See
+``spec/README.md``.
 
 Usage from the command line (the options are in ``suite.py``)::
 
@@ -16,16 +18,13 @@ Usage from the command line (the options are in ``suite.py``)::
 from __future__ import annotations
 
 import asyncio
-import functools
 import gc
 import importlib
 import inspect
 import json
 import logging
-import os
 import sys
 import tomllib
-import types
 import warnings
 from collections.abc import Callable, Iterable
 from contextlib import AbstractAsyncContextManager, suppress
@@ -34,19 +33,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 SPEC_DIR = Path(__file__).resolve().parent
-if str(SPEC_DIR) not in sys.path:  # framework_steps sits beside this file
+if str(SPEC_DIR) not in sys.path:  # the modules imported below sit beside this file
     sys.path.insert(0, str(SPEC_DIR))
 
+from fixture_plugins import Transcript, build_plugin  # noqa: E402
+from fixture_values import decode, describe, includes, same  # noqa: E402
 from framework_steps import ACTIONS as FRAMEWORK_ACTIONS  # noqa: E402
-from framework_steps import (  # noqa: E402
-    SELF_KEY,
-    FixtureError,
-    Scope,
-    Tags,
-    assign,
-    make_exception,
-    run_action,
-)
+from framework_steps import FixtureError, Scope, Tags, run_action  # noqa: E402
 from logmatch import all_match  # noqa: E402  (log lines matched on their fields)
 
 FIXTURE_DIR = SPEC_DIR / "fixtures"
@@ -123,238 +116,6 @@ class Adapter(Protocol):
 
     def describe(self, value: Any) -> Any:
         """Plain data for a contract value; the value itself when it is not one."""
-
-
-# -- value encoding ------------------------------------------------------------------------
-
-
-def decode(value: Any, tags: Tags | None = None, args: dict[str, Any] | None = None) -> Any:
-    """Turn fixture data into Python values.
-
-    TOML has no null and no exceptions: ``{"$none" = true}`` and
-    ``{"$exception" = "RuntimeError", message = "..."}`` stand for them. Any other table
-    with a ``$tag`` key is built by ``tags`` (see ``framework_steps.Tags``); ``args`` are
-    the arguments of the call being answered, for ``$arg`` and ``$replace``.
-    """
-    if isinstance(value, dict):
-        if value.get("$none") is True:
-            return None
-        if "$exception" in value:
-            return make_exception({"type": value["$exception"],
-                                   "message": value.get("message", "")})
-        tag = next((key[1:] for key in value if key.startswith("$")), None)
-        if tag is not None:
-            if tags is None:
-                raise FixtureError(f"${tag} cannot be used here")
-            return tags.build(tag, value, args)
-        return {key: decode(item, tags, args) for key, item in value.items()}
-    if isinstance(value, list):
-        return [decode(item, tags, args) for item in value]
-    return value
-
-
-def describe(value: Any, adapter: Any = None) -> Any:
-    """Plain data for comparison: tables, arrays, strings, numbers, booleans, None.
-
-    Values the runner built describe themselves (``__spec_describe__``); anything else
-    that is not plain data goes to ``adapter.describe``. What is left: exceptions become
-    ``[type name, message]``, paths their string, tuples arrays.
-    """
-    own = getattr(type(value), "__spec_describe__", None)
-    if own is not None:
-        return describe(own(value), adapter)
-    if value is None or isinstance(value, bool | int | float):
-        return value
-    if isinstance(value, str):
-        return str.__str__(value)  # str subclasses (enums, markers) as plain text
-    if isinstance(value, dict):
-        return {key: describe(item, adapter) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [describe(item, adapter) for item in value]
-    adapter_describe = getattr(adapter, "describe", None)
-    if adapter_describe is not None:
-        described = adapter_describe(value)
-        if described is not value:
-            return describe(described, adapter)
-    if isinstance(value, BaseException):
-        return [type(value).__name__, str(value)]
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    return value  # unknown: compared as is, so it fails against fixture data
-
-
-def same(expected: Any, actual: Any) -> bool:
-    """Equality of described values that also tells booleans from numbers
-    (``False == 0`` in Python, but a fixture expecting ``false`` must not accept ``0``)."""
-    if isinstance(expected, bool) or isinstance(actual, bool):
-        return type(expected) is type(actual) and expected == actual
-    if isinstance(expected, list) and isinstance(actual, list):
-        return len(expected) == len(actual) and all(map(same, expected, actual))
-    if isinstance(expected, dict) and isinstance(actual, dict):
-        return expected.keys() == actual.keys() and all(
-            same(expected[key], actual[key]) for key in expected
-        )
-    return expected == actual
-
-
-def includes(expected: Any, actual: Any) -> bool:
-    """Like ``same``, but a table only needs the keys the fixture gives (recursively)."""
-    if isinstance(expected, dict) and isinstance(actual, dict):
-        return all(key in actual and includes(item, actual[key])
-                   for key, item in expected.items())
-    return same(expected, actual)
-
-
-# -- building plugins from fixture data ------------------------------------------------------
-
-
-@dataclass
-class Transcript:
-    """What the fixture's implementations (and the values they made) saw, in order."""
-
-    adapter: Any = None
-    calls: list[dict[str, Any]] = field(default_factory=list)
-    coroutines: list[Any] = field(default_factory=list)
-    raised: list[BaseException] = field(default_factory=list)
-    """Exceptions the implementations raised (for ``error.identical``)."""
-
-    def record(self, entry: dict[str, Any]) -> None:
-        """Append an entry, described now: later changes to its values do not show."""
-        self.calls.append(describe(entry, self.adapter))
-
-
-def _make_function(
-    plugin: str, spec: dict[str, Any], prefix: str, transcript: Transcript, tags: Tags,
-    group: str | None = None,
-) -> Callable[..., Any]:
-    attr = spec.get("attr", spec["hook"])
-    params = spec.get("params", "")
-    mode = spec.get("mode", "sync")
-    returns = spec.get("returns", {"$none": True})
-    raises = spec.get("raises")
-    sets = spec.get("sets", {})
-    logs = spec.get("logs")
-    if logs is not None and group is None:
-        raise FixtureError(f"{plugin}.{attr}: logs needs a plugin with a group")
-    full_params = ", ".join(p for p in (prefix, params) if p)
-
-    def hit(seen: dict[str, Any]) -> Any:
-        args = {k: v for k, v in seen.items() if k not in ("self", "cls")}
-        transcript.record({"plugin": plugin, "function": attr, "args": args})
-        # ``$self`` reads the plugin object: it travels with the arguments, under a key
-        # no parameter can have.
-        scope = {**args, SELF_KEY: seen["self"]} if "self" in seen else args
-        for path, value in sets.items():
-            assign(args, path, decode(value, tags, scope))
-        if logs is not None:
-            log = getattr(transcript.adapter, "log", None)
-            if log is None:
-                raise FixtureError("the adapter has no log(); it cannot log as a plugin")
-            log(group, logs.get("level", "WARNING"), logs["message"])
-        if raises:
-            exc = make_exception(raises)
-            transcript.raised.append(exc)
-            raise exc
-        # Decoded at every call: each call gets fresh values (streams, generators, ...).
-        return decode(returns, tags, scope)
-
-    async def awaited(seen: dict[str, Any]) -> Any:
-        return hit(seen)
-
-    def make_coroutine(seen: dict[str, Any]) -> Any:
-        coroutine = awaited(seen)
-        transcript.coroutines.append(coroutine)
-        return coroutine
-
-    bodies = {
-        "sync": f"def {attr}({full_params}):\n    return __hit(dict(locals()))\n",
-        "async": f"async def {attr}({full_params}):\n    return __hit(dict(locals()))\n",
-        "sync-awaitable": f"def {attr}({full_params}):\n    return __coro(dict(locals()))\n",
-        "generator": f"def {attr}({full_params}):\n    __hit(dict(locals()))\n    yield\n",
-    }
-    namespace: dict[str, Any] = {"__hit": hit, "__coro": make_coroutine}
-    # The file name makes locations readable: ``<fixture plugin.attr>:1``.
-    exec(compile(bodies[mode], f"<fixture {plugin}.{attr}>", "exec"), namespace)
-    function = namespace[attr]
-    function.__spec_tag__ = (plugin, attr)  # type: ignore[attr-defined]
-    if spec.get("decorated"):
-        # A signature-hiding decorator: (*args, **kwargs), with __wrapped__ set by
-        # functools.wraps. It records what it was called with as its own transcript
-        # entry ``decorator:<attr>``, so a fixture can see the outer function was called.
-        inner = function
-
-        @functools.wraps(inner)
-        def function(*args: Any, **kwargs: Any) -> Any:
-            entry: dict[str, Any] = {
-                "plugin": plugin,
-                "function": f"decorator:{attr}",
-                "args": dict(kwargs),
-            }
-            positional = args[1:] if prefix else args  # a bound self/cls is not an argument
-            if positional:
-                entry["positional"] = list(positional)
-            transcript.record(entry)
-            return inner(*args, **kwargs)
-
-    return function
-
-
-def _tripwire_property(plugin: str, attr: str, transcript: Transcript) -> property:
-    """A property that records being read (as `property:<attr>`) and then raises."""
-
-    def read(self: object) -> Any:
-        transcript.record({"plugin": plugin, "function": f"property:{attr}", "args": {}})
-        raise RuntimeError(f"property {attr} of fixture plugin {plugin} was read")
-
-    return property(read)
-
-
-def build_plugin(
-    data: dict[str, Any], adapter: Adapter, transcript: Transcript, tags: Tags
-) -> object:
-    """An instance, class or module carrying the fixture plugin's implementations."""
-    name, form = data["name"], data.get("form", "instance")
-    factory = data.get("factory")
-    if factory is not None and ("group" not in data or form != "instance"):
-        raise FixtureError(f"plugin {name}: factory needs a group and the instance form")
-    prefix = {"instance": "self", "class": "cls", "static": "", "module": ""}[form]
-    members: dict[str, Any] = {}
-    for spec in data.get("impls", []):
-        function = _make_function(name, spec, prefix, transcript, tags, data.get("group"))
-        if spec.get("marked", True):
-            function = adapter.mark(function, dict(spec.get("markers", {})))
-        wrap = {"class": classmethod, "static": staticmethod}.get(form)
-        members[spec.get("attr", spec["hook"])] = wrap(function) if wrap else function
-    for attr, value in data.get("attributes", {}).items():
-        members[attr] = decode(value, tags)
-    for attr in data.get("properties", []):
-        members[attr] = _tripwire_property(name, attr, transcript)
-    if form == "module":
-        module = types.ModuleType(f"spec_plugin_{name}")
-        vars(module).update(members)
-        return module
-    if factory is not None:
-        members["__init__"] = _factory_init(name, factory, tags)
-    cls = type(f"Plugin{name}", (), members)
-    if factory is not None:
-        return cls  # the group's loader calls it with the framework
-    return cls() if form == "instance" else cls
-
-
-def _factory_init(name: str, factory: dict[str, Any], tags: Tags) -> Callable[..., None]:
-    """The constructor of a ``factory`` plugin: called with the framework by the group's
-    loader, it keeps it as ``self.framework``, decodes ``makes`` (so what those values do
-    when made, such as registering a tool, happens while the plugin loads), then raises
-    ``raises`` if given."""
-
-    def __init__(self: Any, framework: Any) -> None:
-        self.framework = framework
-        self.made = decode(factory.get("makes", []), tags, {})
-        if "raises" in factory:
-            raise make_exception(factory["raises"])
-
-    __init__.__qualname__ = f"Plugin{name}.__init__"
-    return __init__
 
 
 # -- running ---------------------------------------------------------------------------------
@@ -444,7 +205,8 @@ async def run_fixture(path: Path, adapter: Adapter) -> str | None:
     transcript = Transcript(adapter)
     tags = Tags(adapter, transcript.record, lambda value, args: decode(value, tags, args))
     kernel = adapter.new_framework() if framework else adapter.new_kernel()
-    plugins = {p["name"]: build_plugin(p, adapter, transcript, tags) for p in data["plugins"]}
+    plugins = {p["name"]: build_plugin(p, adapter.mark, transcript, tags)
+               for p in data["plugins"]}
     fixture = _Fixture(adapter, kernel, plugins, transcript, tags, _Capture(), Scope(),
                        framework, {p["name"]: p["group"] for p in data["plugins"] if "group" in p})
     steps = data.get("steps", [])

@@ -1,54 +1,9 @@
 """The channel manager: runs channels, admits their messages, schedules turns, routes replies.
 
-While it runs, the manager is the framework's router (`framework.router`, a `ChannelRouter`
-and an `AdmissionRouter`): the pipeline asks it to wrap model streams (`wrap_stream`), the
-builtin `dispatch_outbound` and `on_error` send outbound envelopes through it (`dispatch`),
-and the builtin `admit_message` asks it for the admission opinion of the message's channel
-(`admit_message`).
-
-It tells each channel what became of the messages the channel handed over, through the
-callbacks `Channel` declares: `manager_attached` once when the manager is built, then
-`message_admitted(message, outcome, reason)`, `turn_started(message)` and
-`turn_finished(message)` (a callback that raises is logged and ignored).
-
-Inbound path (the rules of `provide_channels`, `admit_message` and steering),
-for every envelope a channel hands to `receive`:
-
-1. a message from a channel the manager does not know is dropped with a warning; a
-   message from a channel whose `needs_debounce` is true goes through a per-session
-   `DebounceBuffer` first (commands pass at once, inactive messages outside the active
-   window are ignored, bursts are merged into one message), see `debounce`;
-2. `resolve_session`; a failure is logged, reported to `on_error` (stage
-   `resolve_session`) and the message is dropped; the id is written onto the envelope;
-3. a `TurnSnapshot` of the session (running turns, pending follow-ups, steering messages
-   waiting in the inbox for the admission state `{"session_id": id}` plus
-   `_runtime_thread_id` when the envelope context has a truthy `thread_id`);
-4. `admit_message`; a failure (the framework's TypeError for a bad return value included)
-   is logged, reported to `on_error` (stage `admit_message`) and the message is processed;
-5. the decision: None or `process` runs the turn now, concurrently with the session's
-   other turns; `drop` discards it (logged with the reason); `follow_up` queues it behind
-   the session's running turn (FIFO), or runs it now when none runs; `steer` feeds it into
-   the running turn through the steering inbox, or behaves as `follow_up` when no turn runs
-   or no inbox exists; an unknown action is logged and processed.
-
-Scheduling: every turn is `framework.process_inbound(message, stream_output=...)` in its own
-task of the task group `run` owns. When the last running turn of a session ends, the oldest
-pending message of the session starts (it is not admitted again). After a turn that returns
-normally, messages still in the steering inbox for its state move to the pending queue.
-Such leftovers, and a steer arriving once the turn's `process_inbound` returned, go ahead
-of the follow-ups, in their order: a steer that missed its turn is the next one (the next
-turn also waits for a steer still being put into the inbox when the turn ended).
-A cancelled turn (`quit_session`, shutdown) only unwinds: it no longer counts as running for
-admission and steering, so a message arriving meanwhile is not steered into it.
-A failing turn was already reported by the framework (`on_error` stage `turn`); the manager
-logs it and goes on.
-
-Shutdown (when the stop event is set): new messages are refused (not reported), messages
-still in the debounce buffers are merged and admitted, then nothing new starts: every
-pending message is reported `drop` to its channel at once (a message admitted from then on
-is not taken), running turns get `shutdown_timeout` seconds to finish (then they are
-cancelled), the steering leftovers of the turns that ended are reported `drop` too, then
-every started channel is stopped, newest first, and the router is unbound.
+While it runs it is the framework's router. Each message a channel hands over gets its
+session and an admission decision, then runs as a turn, waits as a follow-up, is steered
+into the running turn or is dropped, and its channel is told which. The rules, and how
+shutdown drains the turns, are in docs/channels.md ("The channel manager").
 """
 
 from __future__ import annotations

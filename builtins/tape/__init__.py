@@ -8,8 +8,9 @@ from __future__ import annotations
 from hookline.kernel._lazy import LazyExports as _LazyExports
 
 _PUBLIC = {
-    "tape": ("BOOTSTRAP_ANCHOR", "AnchorInfo", "Tape", "TapeInfo", "session_tape_name",
-             "should_merge_back"),
+    "tape": ("BOOTSTRAP_ANCHOR", "Tape"),
+    "naming": ("session_tape_name", "should_merge_back"),
+    "summary": ("AnchorInfo", "TapeInfo"),
     "fork": ("COMMIT_OBSERVER", "ForkStore", "TapeRecordError", "observed_commit"),
     "context": ("ContextMessages", "answered_calls", "messages_from_entries"),
     "archive": ("file_safe", "write_archive"),

@@ -15,6 +15,8 @@ from .fork import COMMIT_OBSERVER as COMMIT_OBSERVER
 from .fork import ForkStore as ForkStore
 from .fork import TapeRecordError as TapeRecordError
 from .fork import observed_commit as observed_commit
+from .naming import session_tape_name as session_tape_name
+from .naming import should_merge_back as should_merge_back
 from .sessions import CURRENT_SESSIONS_FILE as CURRENT_SESSIONS_FILE
 from .sessions import DEFAULT_SESSION as DEFAULT_SESSION
 from .sessions import MAX_CURRENT_SESSIONS as MAX_CURRENT_SESSIONS
@@ -37,12 +39,10 @@ from .sessions import rename_session as rename_session
 from .sessions import search_sessions as search_sessions
 from .sessions import set_current_session as set_current_session
 from .sessions import transcript as transcript
+from .summary import AnchorInfo as AnchorInfo
+from .summary import TapeInfo as TapeInfo
 from .tape import BOOTSTRAP_ANCHOR as BOOTSTRAP_ANCHOR
-from .tape import AnchorInfo as AnchorInfo
 from .tape import Tape as Tape
-from .tape import TapeInfo as TapeInfo
-from .tape import session_tape_name as session_tape_name
-from .tape import should_merge_back as should_merge_back
 from .tools import SEARCH_LIMIT_MAX as SEARCH_LIMIT_MAX
 from .tools import SPILL_READ_MAX as SPILL_READ_MAX
 from .tools import spill_tools as spill_tools

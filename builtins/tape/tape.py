@@ -4,8 +4,9 @@ A `Tape` is a named view over an AsyncTapeStore (sync stores are adapted, so blo
 runs in worker threads). It adds the session vocabulary on top of raw entries: anchors
 and handoffs, events, sidecar tapes, reset and archive, forks that buffer a run's writes
 and merge them back, and reading the model context (converted by `model_context`).
-The fork store is `tape_fork`, the archive files `tape_archive`; this module is the face
-and re-exports what others import from it.
+The fork store is in `fork.py`, the archive files in `archive.py`, the tape's name in
+`naming.py` and its summaries in `summary.py`; this module re-exports what other modules
+import from it.
 
 Payload shapes written and read here (and expected from the agent loop):
 
@@ -27,15 +28,12 @@ Payload shapes written and read here (and expected from the agent loop):
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import logging
-import os
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from functools import lru_cache
 from os import PathLike
 from pathlib import Path
 from typing import Any, Final
@@ -57,6 +55,8 @@ from ..store.entries import SIDECAR_MARKER
 from .archive import file_safe, write_archive
 from .context import messages_from_entries
 from .fork import ForkStore, TapeRecordError, observed_commit
+from .naming import resolved_workspace, session_tape_name, should_merge_back
+from .summary import AnchorInfo, TapeInfo, anchor_info, tape_info
 
 __all__ = [
     "BOOTSTRAP_ANCHOR",
@@ -75,67 +75,6 @@ logger = logging.getLogger("hookline.builtins.tape.tape")
 
 BOOTSTRAP_ANCHOR: Final = "session/start"
 """Name of the anchor that starts a session (and every reset)."""
-
-_TEMP_SESSION_PREFIX: Final = "temp/"
-
-
-@lru_cache(maxsize=256)
-def _resolve(workspace: str) -> str:
-    return str(Path(workspace).expanduser().resolve())
-
-
-def resolved_workspace(workspace: str | PathLike[str]) -> str:
-    """The workspace's absolute path, an absolute one's symbolic links resolved once per
-    process: every turn names its tape from it, and a `realpath` a turn is measurable in a
-    busy gateway. A relative path depends on the current folder: resolved each time."""
-    path = os.fspath(workspace)
-    return _resolve(path) if os.path.isabs(path) else str(Path(path).expanduser().resolve())
-
-
-def session_tape_name(session_id: str, workspace: str | PathLike[str]) -> str:
-    """`<md5(resolved workspace)[:16]>__<md5(session id)[:16]>`, the reference naming."""
-    resolved = resolved_workspace(workspace)
-    workspace_hash = hashlib.md5(resolved.encode("utf-8"), usedforsecurity=False).hexdigest()
-    session_hash = hashlib.md5(session_id.encode("utf-8"), usedforsecurity=False).hexdigest()
-    return f"{workspace_hash[:16]}__{session_hash[:16]}"
-
-
-def should_merge_back(session_id: str) -> bool:
-    """Whether a run's fork merges into the session tape: not for `temp/` sessions."""
-    return not session_id.startswith(_TEMP_SESSION_PREFIX)
-
-
-
-@dataclass(frozen=True)
-class AnchorInfo:
-    """An anchor of a tape: its entry id, name, state and date."""
-
-    id: int
-    name: str
-    state: dict[str, Any]
-    date: str
-
-
-@dataclass(frozen=True)
-class TapeInfo:
-    """Summary of a tape (`Tape.info()`).
-
-    `entries_since_last_anchor` counts every entry after the last anchor (all entries
-    when there is none). `last_token_usage` is the `usage` dict of the most recent `event`
-    entry carrying one (see the module doc); `cache_hit_rate` is its `cached_tokens /
-    input_tokens` (`prompt_tokens` is accepted for input), None when unknown.
-    """
-
-    name: str
-    entries: int
-    anchors: int
-    last_anchor: str | None
-    entries_since_last_anchor: int
-    last_token_usage: dict[str, Any] | None
-    cache_hit_rate: float | None
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class Tape:
@@ -293,24 +232,7 @@ class Tape:
             await self._store.flush()
 
     async def info(self) -> TapeInfo:
-        entries = await self.entries()
-        last_index = -1
-        anchor_count = 0
-        for index, entry in enumerate(entries):
-            if entry.kind == "anchor":
-                anchor_count += 1
-                last_index = index
-        last_anchor = entries[last_index].payload.get("name") if last_index >= 0 else None
-        usage = _last_usage(entries)
-        return TapeInfo(
-            name=self._name,
-            entries=len(entries),
-            anchors=anchor_count,
-            last_anchor=None if last_anchor is None else str(last_anchor),
-            entries_since_last_anchor=len(entries) - last_index - 1,
-            last_token_usage=usage,
-            cache_hit_rate=_cache_hit_rate(usage),
-        )
+        return tape_info(self._name, await self.entries())
 
     async def anchors(self, limit: int = 20) -> list[AnchorInfo]:
         """The last `limit` anchors, oldest first."""
@@ -318,7 +240,7 @@ class Tape:
         if limit == 0:
             return []
         found = await self.entries(self.query().kinds("anchor"))
-        return [_anchor_info(entry) for entry in found[-limit:]]
+        return [anchor_info(entry) for entry in found[-limit:]]
 
     async def search(self, text: str, limit: int = 20) -> list[TapeEntry]:
         """The `limit` most recent entries whose JSON contains `text` (any case), in order."""
@@ -579,34 +501,3 @@ def _check_count(value: Any, what: str, *, minimum: int) -> None:
         raise HooklineError(
             ErrorKind.invalid_input, f"{what} must be an integer >= {minimum}, got {value!r}."
         )
-
-
-def _anchor_info(entry: TapeEntry) -> AnchorInfo:
-    state = entry.payload.get("state")
-    return AnchorInfo(
-        id=entry.id,
-        name=str(entry.payload.get("name", "")),
-        state=dict(state) if isinstance(state, dict) else {},
-        date=entry.date,
-    )
-
-
-def _last_usage(entries: list[TapeEntry]) -> dict[str, Any] | None:
-    for entry in reversed(entries):
-        if entry.kind != "event":
-            continue
-        data = entry.payload.get("data")
-        usage = data.get("usage") if isinstance(data, dict) else None
-        if isinstance(usage, dict):
-            return usage
-    return None
-
-
-def _cache_hit_rate(usage: dict[str, Any] | None) -> float | None:
-    if not usage:
-        return None
-    total = usage.get("input_tokens", usage.get("prompt_tokens"))
-    cached = usage.get("cached_tokens")
-    if not isinstance(total, int | float) or not isinstance(cached, int | float) or total <= 0:
-        return None
-    return round(cached / total, 4)

@@ -1,5 +1,5 @@
 """LocalEnvironment: real processes, process groups, timeouts, output limits, files and the
-workspace boundary (contract 2.14, 3.5)."""
+workspace boundary."""
 
 from __future__ import annotations
 

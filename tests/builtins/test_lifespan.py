@@ -1,5 +1,5 @@
 """BackgroundProcesses and its lifespan: every background process group is gone when the
-running() scope exits, normally, by an exception or by cancellation (contract 2.16)."""
+running() scope exits, normally, by an exception or by cancellation."""
 
 from __future__ import annotations
 

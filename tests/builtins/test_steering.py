@@ -1,4 +1,4 @@
-"""InMemorySteeringInbox: keys, FIFO draining, counts and concurrent use (contract 2.22)."""
+"""InMemorySteeringInbox: keys, FIFO draining, counts and concurrent use."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Tool calls are recorded and shown as they really ran (issue 12, "show what really
-happens"): the tape's tool_result records keep the outcome (ran, denied, replaced,
-failed), the arguments that ran and the model's own when a plugin rewrote them; the
-terminal shows a line for every call that did not run as the model asked."""
+"""Tool calls are recorded and shown as they really ran: the tape's tool_result records
+keep the outcome (ran, denied, replaced, failed), the arguments that ran and the model's
+own when a plugin rewrote them; the terminal shows a line for every call that did not run
+as the model asked."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Several `hookline gateway` replicas on one PostgreSQL tape store (issue 14).
+"""Several `hookline gateway` replicas on one PostgreSQL tape store.
 
 Real console-script gateways on loopback, each with its own home but the same workspace,
 token and database (a fresh schema per test, tests/postgres_support.py): turns of one

@@ -1,4 +1,4 @@
-"""Sessions as first-class (issue 12): `run --new`/`--continue`/`--session`, the folder's
+"""Sessions as first-class: `run --new`/`--continue`/`--session`, the folder's
 current session, and `hookline sessions` list/show/archive/delete, through the real
 console script on a fresh hookline home."""
 

@@ -49,10 +49,13 @@ NOT_DECLARED = {
     "mcp": "the MCP client (builtins/mcp), only with [mcp_servers]: the `mcp` extra",
     "mcp_types": "the MCP client: comes with mcp",
     "pluggy": "spec/pluggy_adapter.py, the suite's adapter for plain pluggy: its user has pluggy",
-    "bub_feishu": "spec/run_bub_plugins.py installs the Bub plugins it drives itself",
-    "bub_qq": "spec/run_bub_plugins.py installs the Bub plugins it drives itself",
-    "fastmcp": "spec/run_bub_plugins.py: comes with the Bub plugins it installs",
-    "yaml": "spec/ on the reference: comes with Bub (bub_adapter.py, run_bub_plugins.py)",
+    "bub_feishu": "spec/bub_plugin_checks.py: run_bub_plugins.py installs the Bub plugins "
+                  "it drives itself",
+    "bub_qq": "spec/bub_plugin_checks.py: run_bub_plugins.py installs the Bub plugins it "
+              "drives itself",
+    "fastmcp": "spec/bub_plugin_checks.py: comes with the Bub plugins run_bub_plugins.py "
+               "installs",
+    "yaml": "spec/ on the reference: comes with Bub (bub_adapter.py, bub_plugin_checks.py)",
 }
 
 

@@ -1,4 +1,4 @@
-"""Debouncing of inbound messages (contract 2.18 "Receive"): channels whose `needs_debounce`
+"""Debouncing of inbound messages (docs/channels.md, "Debouncing"): channels whose `needs_debounce`
 is true get a per-session buffer before admission; commands pass at once, inactive
 messages need recent activity, bursts become one merged message, shutdown flushes."""
 

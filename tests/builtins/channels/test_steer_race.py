@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio
 import pytest
-from test_channel_manager import FakeChannel, Setup, message, until
+from channel_manager_support import FakeChannel, Setup, message, until
 
 from hookline.kernel.channels import AdmitDecision
 from hookline.kernel.envelope import get_field

@@ -119,7 +119,7 @@ class OutboundLog:
 async def test_on_error_dispatches_the_error_message_to_every_dispatch_outbound(
     workspace: Path,
 ) -> None:
-    """Contract 2.23: the builtin on_error dispatches an error envelope through
+    """The builtin on_error dispatches an error envelope through
     dispatch_outbound whenever a message is given; a plugin delivering outbounds itself
     (no channel router bound) must receive it too."""
     log = OutboundLog()

@@ -17,12 +17,12 @@ import hookline.kernel as kernel
 
 CONTRACT_MODULES = ("channels", "envelope", "environment", "errors", "events", "interception",
                     "models", "prompt", "streaming", "tape", "tools", "turn", "typed")
-# Named by issue 11 as what host and plugin authors reach for first.
+# What host and plugin authors reach for first.
 NEEDED = {"ModelOptions", "ModelChoice", "AdmitDecision", "TurnSnapshot", "StreamEvent",
           "AsyncStreamEvents", "StreamState", "Environment", "Tool", "Channel",
           "HooklineError", "TapeEntry", "Framework", "HookRuntime", "hookimpl", "hookspec",
           "Registry", "PluginValidationError", "LLMCallRequest", "ToolCallDecision"}
-# Issue 13 (typed hooks): plugin authors subclass or annotate with the hook protocols.
+# The typed hooks: plugin authors subclass or annotate with the hook protocols.
 TYPED = {"SystemPromptHook", "SystemPromptImpl", "LoadStateHook", "BeforeLLMCallHook",
          "RegisterCLICommandsHook", "MaybeAwaitable", "HOOK_PROTOCOLS", "IMPL_PROTOCOLS"}
 

@@ -247,7 +247,8 @@ def test_specname_impls_match_pluggy(plugins: list[PluginDef]) -> None:
 
 
 def test_worked_example_from_the_contract() -> None:
-    """Anchor the oracle to the contract's worked example (1.4), so both agree on D A F C B E."""
+    """Anchor the oracle to the worked example of docs/plugins.md ("Ordering"), so both
+    agree on D A F C B E."""
     markers = {"A": "tryfirst", "B": "trylast", "C": "none", "D": "tryfirst", "E": "trylast",
                "F": "none"}
     harness = Harness()

@@ -1,5 +1,5 @@
 """Framework collectors: tools, channels, sidecars, system prompt, tape context, onboarding,
-model options, admission and continue_prompt (contract 2.12-2.22)."""
+model options, admission and continue_prompt."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Framework resources: the running() scope and its providers, per-session environments and
-steering through the inbox (contract 2.7, 2.12-2.22; the collectors are in
-test_framework_collectors.py)."""
+steering through the inbox (the collectors are in test_framework_collectors.py)."""
 
 from __future__ import annotations
 

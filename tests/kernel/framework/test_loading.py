@@ -1,4 +1,4 @@
-"""Plugin loading through real ``importlib.metadata`` entry points (contract 1.1).
+"""Plugin loading through real ``importlib.metadata`` entry points.
 
 Every test builds its own distributions on disk (``<name>-0.1.dist-info`` with METADATA and
 entry_points.txt) in ``tmp_path`` and puts that folder on ``sys.path``. Plugin, module and

@@ -1,5 +1,5 @@
 """The turn pipeline end to end: ``Framework.process_inbound`` with recording plugins, stage
-by stage from resolve_session to dispatch_outbound (contract 2.1-2.10, 2.23 and the
+by stage from resolve_session to dispatch_outbound (docs/pipeline.md, and the
 hookline choices listed in the module docstrings of kernel/framework/pipeline.py); the
 model stage is in test_pipeline_model.py, failures in test_pipeline_failures.py."""
 
