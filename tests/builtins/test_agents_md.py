@@ -137,3 +137,28 @@ async def test_agents_md_is_read_in_a_worker_thread_during_turns(
     (prompt,) = await system_prompts(framework, 1)
     assert f"{HEADER}\nBe brief." in prompt
     assert opened and all(thread is not loop_thread for thread in opened)
+
+
+async def test_an_unchanged_agents_md_is_not_read_again_nor_sent_to_a_thread(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Later turns only look at the file: no read, no worker thread, until it changes."""
+    import anyio.to_thread
+
+    (workspace / "AGENTS.md").write_text("Be brief.\n")
+    os.utime(workspace / "AGENTS.md", (1_000_000_000, 1_000_000_000))  # not racy: reusable
+    hops: list[str] = []
+    real_hop = anyio.to_thread.run_sync
+
+    async def counting(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        hops.append(getattr(function, "__name__", repr(function)))
+        return await real_hop(function, *args, **kwargs)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counting)
+    framework, _builtin = build_builtin(workspace, [{"text": str(n)} for n in range(4)])
+    prompts = await system_prompts(framework, 3)
+    assert all(f"{HEADER}\nBe brief." in prompt for prompt in prompts)
+    assert hops.count("_update") == 1, hops  # the first turn's read only
+    (workspace / "AGENTS.md").write_text("Be verbose.\n")
+    prompt = (await system_prompts(framework, 1))[-1]
+    assert f"{HEADER}\nBe verbose." in prompt and hops.count("_update") == 2, hops

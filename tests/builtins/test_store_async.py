@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -99,6 +100,30 @@ async def test_sqlite_store_calls_run_in_worker_threads(tmp_path: Path) -> None:
         entries = await adapted.fetch_all(TapeQuery("t"))
     assert sorted(e.id for e in entries) == list(range(1, 21))
     assert len(seen) == 20 and loop_thread not in seen
+
+
+@pytest.mark.anyio
+async def test_sqlite_reads_run_on_the_calling_thread_and_see_every_acknowledged_write(
+        tmp_path: Path) -> None:
+    """A context read costs no thread hop: `fetch_all_async` queries on the loop's thread,
+    on a WAL snapshot that already holds what the writer thread acknowledged."""
+    loop_thread = threading.get_ident()
+    read_on: list[int] = []
+
+    with SQLiteTapeStore(tmp_path / "tapes.db") as store:
+        connection = store._readers.connection
+
+        def reader() -> Any:  # the reader connection is taken where the query runs
+            read_on.append(threading.get_ident())
+            return connection()
+
+        store._readers.connection = reader  # type: ignore[method-assign]
+        adapted = as_async_store(store)
+        for n in range(3):
+            await adapted.append("t", TapeEntry.new("event", {"n": n}))
+            entries = await adapted.fetch_all(TapeQuery("t"))
+            assert [e.payload["n"] for e in entries] == list(range(n + 1))
+    assert read_on == [loop_thread] * 3
 
 
 @pytest.mark.anyio
