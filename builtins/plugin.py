@@ -147,7 +147,8 @@ class BuiltinPlugin:
 
     def tape_for(self, session_id: str, state: dict[str, Any]) -> Tape:
         """The session's tape on the scope's store, with the hooks' context and sidecars."""
-        from .tape.tape import Tape, resolved_workspace, session_tape_name
+        from .tape.naming import resolved_workspace, session_tape_name
+        from .tape.tape import Tape
 
         store = self.framework.get_tape_store() or self.memory_store
         context = replace(self.framework.build_tape_context(), state=state)

@@ -13,13 +13,13 @@ A refused file never reaches the model; one warning line says why, once per chan
 file, not at every turn.
 
 `system_prompt` is a `many_sync` hook, which the agent calls on the event loop's thread,
-so it cannot wait for a worker thread. Instead the file is checked at every `StepStarted`,
-and read in a worker thread when it changed (`refresh`, which the builtin plugin subscribes on its
-agent's bus just before each model call) and the hook takes that reading (`text`). A
-reading is kept until the file changes: the cache key is the resolved path with the
-`stat` fields an edit, a replacement or a new link changes (device, inode, size, mtime,
-ctime, link count, mode). When no refresh came first (the hook called on its own), `text`
-checks the file itself, cheaply when it is unchanged.
+so it cannot wait for a worker thread. Instead the file is looked at on every
+`StepStarted` and read in a worker thread when it changed (`refresh`, which the builtin
+plugin subscribes on its agent's bus just before each model call), and the hook takes
+that reading (`text`). A reading is kept until the file changes: the cache key is the
+resolved path with the `stat` fields an edit, a replacement or a new link changes
+(device, inode, size, mtime, ctime, link count, mode). When no refresh came first (the
+hook called on its own), `text` checks the file itself, cheaply when it is unchanged.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import overload
 
 import anyio.to_thread
 
@@ -106,23 +105,28 @@ def _read(resolved: str, key: Key) -> Reading:
     return Reading(key, data.decode("utf-8", "replace"), reusable=reusable)
 
 
-@overload
-def read_agents_file(workspace: Path, known: Reading | None = None) -> Reading: ...
-@overload
-def read_agents_file(workspace: Path, known: Reading | None, *, read: bool) -> Reading | None: ...
-def read_agents_file(workspace: Path, known: Reading | None = None, *,
-                     read: bool = True) -> Reading | None:
+def look_at_agents_file(workspace: Path, known: Reading | None) -> Reading | None:
+    """What can be told without opening the file (a few `stat` calls, cheap enough for the
+    event loop): no file, a refusal, or `known` while the file is unchanged; None when the
+    file must be read."""
+    located = _locate(workspace)
+    if isinstance(located, Reading):
+        return located
+    _resolved, key = located
+    return known if known is not None and known.key == key and known.reusable else None
+
+
+def read_agents_file(workspace: Path, known: Reading | None = None) -> Reading:
     """The workspace's `AGENTS.md` under the rules above (blocking: a worker thread).
 
-    `known`, an earlier reading, is returned again when the file has not changed since.
-    With `read` False the file is only looked at: None means it must be read."""
+    `known`, an earlier reading, is returned again when the file has not changed since."""
     located = _locate(workspace)
     if isinstance(located, Reading):
         return located
     resolved, key = located
     if known is not None and known.key == key and known.reusable:
         return known
-    return _read(resolved, key) if read else None
+    return _read(resolved, key)
 
 
 class WorkspaceInstructions:
@@ -137,10 +141,13 @@ class WorkspaceInstructions:
         """The refusal last warned about, per workspace: one line per change, not per turn."""
 
     async def refresh(self, workspace: Path) -> None:
-        """Check the file (a few `stat` calls, as `text` makes) and, when it changed, read
-        it in a worker thread: a model step costs no thread hop while it stays the same."""
-        if self._update(workspace, True, read=False) is None:
-            await anyio.to_thread.run_sync(self._update, workspace, True)
+        """Look at the file and, only when it changed, read it in a worker thread: a model
+        step costs no thread hop while the file stays the same."""
+        reading = look_at_agents_file(workspace, self._known(workspace))
+        if reading is None:
+            reading = await anyio.to_thread.run_sync(read_agents_file, workspace,
+                                                     self._known(workspace))
+        self._keep(workspace, reading, fresh=True)
 
     def text(self, workspace: Path) -> str | None:
         """The text to put in the system prompt, or None (no file, or a refused one)."""
@@ -149,17 +156,16 @@ class WorkspaceInstructions:
             if name in self._fresh:
                 self._fresh.discard(name)
                 return self._readings[name].text
-        reading = self._update(workspace, False)
-        assert reading is not None
-        return reading.text
+        reading = read_agents_file(workspace, self._known(workspace))
+        return self._keep(workspace, reading, fresh=False).text
 
-    def _update(self, workspace: Path, fresh: bool, *, read: bool = True) -> Reading | None:
-        name = str(workspace)
+    def _known(self, workspace: Path) -> Reading | None:
         with self._lock:
-            known = self._readings.get(name)
-        reading = read_agents_file(workspace, known, read=read)
-        if reading is None:
-            return None
+            return self._readings.get(str(workspace))
+
+    def _keep(self, workspace: Path, reading: Reading, *, fresh: bool) -> Reading:
+        """Remember a reading (for the hook when `fresh`); warn once per new refusal."""
+        name = str(workspace)
         with self._lock:
             self._readings[name] = reading
             if fresh:

@@ -35,7 +35,8 @@ from ..host.files import open_regular_file
 from ..privacy.files import write_private_file
 from ..store.asyncstore import as_async_store
 from ..store.entries import SIDECAR_MARKER, is_sidecar_tape
-from .tape import BOOTSTRAP_ANCHOR, resolved_workspace, session_tape_name, write_archive
+from .naming import resolved_workspace
+from .tape import BOOTSTRAP_ANCHOR, session_tape_name, write_archive
 
 __all__ = [
     "CURRENT_SESSIONS_FILE",

@@ -65,7 +65,6 @@ __all__ = [
     "TapeInfo",
     "TapeRecordError",
     "messages_from_entries",
-    "resolved_workspace",
     "session_tape_name",
     "should_merge_back",
     "write_archive",

@@ -158,7 +158,7 @@ async def test_an_unchanged_agents_md_is_not_read_again_nor_sent_to_a_thread(
     framework, _builtin = build_builtin(workspace, [{"text": str(n)} for n in range(4)])
     prompts = await system_prompts(framework, 3)
     assert all(f"{HEADER}\nBe brief." in prompt for prompt in prompts)
-    assert hops.count("_update") == 1, hops  # the first turn's read only
+    assert hops.count("read_agents_file") == 1, hops  # the first turn's read only
     (workspace / "AGENTS.md").write_text("Be verbose.\n")
     prompt = (await system_prompts(framework, 1))[-1]
-    assert f"{HEADER}\nBe verbose." in prompt and hops.count("_update") == 2, hops
+    assert f"{HEADER}\nBe verbose." in prompt and hops.count("read_agents_file") == 2, hops
