@@ -53,6 +53,9 @@ class AsyncStoreAdapter:
 
     def __init__(self, store: TapeStore) -> None:
         self.store = store
+        native = _native(store, "fetch_all")
+        self._fetch_async = native if inspect.iscoroutinefunction(native) else None
+        """The store's own `fetch_all_async`, looked up once: a turn reads at every step."""
 
     async def list_tapes(self) -> list[str]:
         return list(await anyio.to_thread.run_sync(self.store.list_tapes))
@@ -61,9 +64,8 @@ class AsyncStoreAdapter:
         await anyio.to_thread.run_sync(self.store.reset, tape)
 
     async def fetch_all(self, query: TapeQuery) -> list[TapeEntry]:
-        native = _native(self.store, "fetch_all")
-        if inspect.iscoroutinefunction(native):
-            return list(await native(query))
+        if self._fetch_async is not None:
+            return list(await self._fetch_async(query))
         return await anyio.to_thread.run_sync(_fetch_list, self.store, query)
 
     async def append(self, tape: str, entry: TapeEntry) -> Any:
