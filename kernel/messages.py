@@ -9,6 +9,7 @@ nothing but ``hookline.kernel``; ``hookline.builtins.models`` re-exports them un
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -188,8 +189,10 @@ def _item_to_dict(item: ContentItem) -> Any:
 
 
 def _item_from_dict(item: Any) -> ContentItem:
-    if isinstance(item, Mapping) and item.get("type") == "text":
-        return str(item.get("text", ""))
+    """A text block as its text; another block as a copy of its own: the dict read may be
+    shared (a store's parsed entries), and a hook may change the message's blocks."""
+    if isinstance(item, Mapping):
+        return str(item.get("text", "")) if item.get("type") == "text" else copy.deepcopy(item)
     return item
 
 

@@ -14,7 +14,8 @@ A sync store may also offer `fetch_all_async`, `append_many_async`, `journal_wri
 and `journal_commit_async` (coroutine functions): those are awaited instead of running the
 sync method in a worker thread (`SQLiteTapeStore` has them: its writer thread does the
 writes, so a worker thread waiting for it would be one thread hop too many, and its reads
-are cheaper than the hop).
+are cheaper than the hop). It may also offer `fetch_shared_async`, a read whose entries
+the reader promises not to change (`fetch_shared`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ __all__ = [
     "AsyncStoreAdapter",
     "append_batch",
     "as_async_store",
+    "fetch_shared",
     "has_batch",
     "journal_of",
 ]
@@ -56,6 +58,9 @@ class AsyncStoreAdapter:
         native = _native(store, "fetch_all")
         self._fetch_async = native if inspect.iscoroutinefunction(native) else None
         """The store's own `fetch_all_async`, looked up once: a turn reads at every step."""
+        shared = getattr(store, "fetch_shared_async", None)
+        self._fetch_shared = shared if self._fetch_async is not None else None
+        """Its `fetch_shared_async`, unless a subclass reads in its own `fetch_all`."""
 
     async def list_tapes(self) -> list[str]:
         return list(await anyio.to_thread.run_sync(self.store.list_tapes))
@@ -67,6 +72,12 @@ class AsyncStoreAdapter:
         if self._fetch_async is not None:
             return list(await self._fetch_async(query))
         return await anyio.to_thread.run_sync(_fetch_list, self.store, query)
+
+    async def fetch_shared(self, query: TapeQuery) -> list[TapeEntry]:
+        """`fetch_all` for a reader that never changes the entries (see `fetch_shared`)."""
+        if self._fetch_shared is not None:
+            return list(await self._fetch_shared(query))
+        return await self.fetch_all(query)
 
     async def append(self, tape: str, entry: TapeEntry) -> Any:
         """Whatever the sync store's append returns (the builtin stores: the stored entry)."""
@@ -123,6 +134,15 @@ async def append_batch(
     if bootstrap is not None and not list(await store.fetch_all(_anchor_query(tape))):
         batch.insert(0, bootstrap)
     return [_stored(await store.append(tape, entry), entry) for entry in batch]
+
+
+async def fetch_shared(store: AsyncTapeStore, query: TapeQuery) -> list[TapeEntry]:
+    """`store.fetch_all(query)` for a reader that never changes what it gets: a store's
+    `fetch_shared_async` may then hand out entries it keeps (`SQLiteTapeStore` keeps
+    the ones it parsed, so a context read parses only the rows it has not seen)."""
+    if isinstance(store, AsyncStoreAdapter):
+        return await store.fetch_shared(query)
+    return list(await store.fetch_all(query))
 
 
 def has_batch(store: AsyncTapeStore | TapeStore) -> bool:

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
+from functools import partial
 from operator import attrgetter
 from typing import Any
 
@@ -21,7 +22,7 @@ import anyio
 from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tape import LAST_ANCHOR, AsyncTapeStore, TapeEntry, TapeQuery, apply_query
 
-from ..store.asyncstore import AsyncJournal, append_batch, has_batch
+from ..store.asyncstore import AsyncJournal, append_batch, fetch_shared, has_batch
 from ..store.entries import check_entry, copy_entry, dump_json, is_sidecar_tape
 from .context import ContextMessages
 
@@ -152,28 +153,30 @@ class ForkStore:
         applies the query's tail to the parent's part only, keeping all of the fork's.
 
         The fork's entries are copied once selected, so a reader cannot change them;
-        `shared` returns them as held, for a reader that never changes them (the context
-        conversion, which copies what it returns).
+        `shared` returns them as held, and the parent's as it keeps them, for a reader
+        that never changes them (the context conversion, which copies what it returns).
         """
         self._check_open()
+        read = partial(fetch_shared, self.parent) if shared else self.parent.fetch_all
         buffer = self.buffers.get(query.tape)
         if buffer is None or (not buffer.entries and not buffer.reset):
-            return list(await self.parent.fetch_all(query))
+            return list(await read(query))
         buffered = list(buffer.entries)  # what the fork holds now, whatever an await adds
-        selected = await self._select(query, buffered, buffer.reset, whole_run)
+        selected = await self._select(query, buffered, buffer.reset, whole_run, read)
         if shared:
             return selected
         held = {id(entry) for entry in buffered}
         return [copy_entry(entry) if id(entry) in held else entry for entry in selected]
 
     async def _select(
-        self, query: TapeQuery, buffered: list[TapeEntry], reset: bool, whole_run: bool
+        self, query: TapeQuery, buffered: list[TapeEntry], reset: bool, whole_run: bool,
+        read: Callable[[TapeQuery], Awaitable[list[TapeEntry]]],
     ) -> list[TapeEntry]:
         own = replace(query, tail_entries=None) if whole_run else query
         if reset:
             return apply_query(buffered, own)
         if query.anchor_range is not None:
-            before = list(await self.parent.fetch_all(TapeQuery(query.tape)))
+            before = list(await read(TapeQuery(query.tape)))
             return apply_query(before + buffered, query)
         if query.anchor is not None:
             wanted = None if query.anchor is LAST_ANCHOR else query.anchor
@@ -186,7 +189,7 @@ class ForkStore:
         # filters and tails down), then the rest of the query on its part plus ours. The
         # limit keeps the first entries of the tail, so it waits for the combined list.
         parent_query = query if query.tail_entries is None else replace(query, max_entries=None)
-        before = list(await self.parent.fetch_all(parent_query))
+        before = list(await read(parent_query))
         return apply_query(before + buffered, replace(own, anchor=None))
 
     async def flush(self) -> None:

@@ -25,6 +25,7 @@ from hookline.kernel.tape import LAST_ANCHOR, TapeEntry, TapeQuery, apply_query
 
 from ...privacy.files import secure_store
 from ..entries import SIDECAR_MARKER, check_batch, check_entry, check_tape_name
+from ..parsed import ParsedEntries
 from .files import (
     FileIdentity,
     StoreCheck,
@@ -146,6 +147,7 @@ class SQLiteTapeStore:
         self._damage: str | None = None
         self._moved: str | None = None  # what became of the file: see FileIdentity
         self._failed: set[str] = set()  # runs whose commit failed, ended at the next call
+        self._parsed = ParsedEntries()
         self._owner = Owner(self.path)
         self.recovered: list[str] = []
         """Tapes on which opening the store finished an interrupted run."""
@@ -385,17 +387,7 @@ class SQLiteTapeStore:
         kinds filters. Everything else (dates, text) is left to `apply_query`, which
         defines the semantics. A context read therefore costs its window, not the tape.
         """
-        tape = check_tape_name(query.tape)
-        with self._connection() as conn:
-            try:
-                start = self._anchor_start(conn, tape, query)
-            except ValueError as exc:
-                raise self._damaged(f"an anchor of tape {tape!r} is not valid JSON") from exc
-            rows = [] if start is None else select_entries(conn, tape, start, query)
-        entries = self._row_entries(tape, rows)
-        # With start None the anchor is missing: apply_query on nothing raises the
-        # reference `not_found` error with the reference message.
-        return apply_query(entries, query)
+        return self._fetch(query, self._row_entries)
 
     async def fetch_all_async(self, query: TapeQuery) -> list[TapeEntry]:
         """`fetch_all` on the calling thread (what `as_async_store` uses). A read is one
@@ -404,6 +396,30 @@ class SQLiteTapeStore:
         if self._failed:  # the writer ends them first; wait for it without blocking
             await wait(self._start(None))
         return self.fetch_all(query)
+
+    async def fetch_shared_async(self, query: TapeQuery) -> list[TapeEntry]:
+        """`fetch_all_async` for a reader that never changes the entries (the context
+        read): rows read before come parsed from the store's `ParsedEntries`, as the
+        same objects."""
+        if self._failed:
+            await wait(self._start(None))
+        return self._fetch(query, self._shared_entries)
+
+    def _shared_entries(self, tape: str, rows: list[tuple]) -> list[TapeEntry]:
+        return self._parsed.entries(tape, rows, self._row_entries)
+
+    def _fetch(self, query: TapeQuery,
+               parse: Callable[[str, list[tuple]], list[TapeEntry]]) -> list[TapeEntry]:
+        tape = check_tape_name(query.tape)
+        with self._connection() as conn:
+            try:
+                start = self._anchor_start(conn, tape, query)
+            except ValueError as exc:
+                raise self._damaged(f"an anchor of tape {tape!r} is not valid JSON") from exc
+            rows = [] if start is None else select_entries(conn, tape, start, query)
+        # With start None the anchor is missing: apply_query on nothing raises the
+        # reference `not_found` error with the reference message.
+        return apply_query(parse(tape, rows), query)
 
     @staticmethod
     def _anchor_start(conn: sqlite3.Connection, tape: str, query: TapeQuery) -> int | None:
