@@ -170,7 +170,7 @@ class ForkStore:
 
     async def _select(
         self, query: TapeQuery, buffered: list[TapeEntry], reset: bool, whole_run: bool,
-        read: Callable[[TapeQuery], Awaitable[list[TapeEntry]]],
+        read: Callable[[TapeQuery], Awaitable[Iterable[TapeEntry]]],
     ) -> list[TapeEntry]:
         own = replace(query, tail_entries=None) if whole_run else query
         if reset:

@@ -79,11 +79,16 @@ class EnvironmentCache:
 
     def hold(self, session_id: str) -> AbstractContextManager[None]:
         """Keep the session's environment (present or future) from eviction meanwhile
-        (a context manager; every turn takes one, so it is a small class, not a
-        generator)."""
+        (a context manager; a turn calls `take` and `let_go` itself, one object less)."""
         return _Hold(self, session_id)
 
-    def _let_go(self, session_id: str) -> None:
+    def take(self, session_id: str) -> None:
+        """Hold the session's environment until a matching `let_go`."""
+        holders = self._holders
+        holders[session_id] = holders.get(session_id, 0) + 1
+
+    def let_go(self, session_id: str) -> None:
+        """End one `take`; the end of the last one is a use of the environment."""
         count = self._holders.pop(session_id) - 1
         if count:
             self._holders[session_id] = count
@@ -128,9 +133,8 @@ class _Hold(AbstractContextManager[None]):
         self.session_id = session_id
 
     def __enter__(self) -> None:
-        holders = self.cache._holders
-        holders[self.session_id] = holders.get(self.session_id, 0) + 1
+        self.cache.take(self.session_id)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self.cache._let_go(self.session_id)
+        self.cache.let_go(self.session_id)

@@ -136,9 +136,12 @@ class HookRuntime(_CoreRuntime):
 def _model_kwargs(
     prompt: UserContent | list[UserContent] | LegacyPrompt, session_id: str, state: TurnState
 ) -> dict[str, Any]:
-    # The turn's prompt is text parts only, as a rule: joined as to_legacy_prompt would.
-    if isinstance(prompt, list) and all(item.__class__ is str for item in prompt):
-        legacy: LegacyPrompt = "\n".join(cast("list[str]", prompt))
+    # The turn's prompt is text parts only, as a rule (most often one): joined as
+    # to_legacy_prompt would.
+    if prompt.__class__ is list and len(prompt) == 1 and prompt[0].__class__ is str:
+        legacy: LegacyPrompt = cast("list[str]", prompt)[0]
+    elif isinstance(prompt, list) and all(item.__class__ is str for item in prompt):
+        legacy = "\n".join(cast("list[str]", prompt))
     else:
         from ..prompt import to_content, to_legacy_prompt
 

@@ -73,33 +73,51 @@ class TurnPipeline:
         self.host = host
 
     async def process_inbound(self, inbound: Any, stream_output: bool = False) -> TurnResult:
+        runtime = self.runtime
         try:
-            session_id = await self.resolve_session(inbound)
+            # Each stage's dispatch is awaited here and its result finished by the same
+            # sync step its public method uses: every turn awaits this one coroutine, not
+            # one per stage.
+            impl, value = await runtime.call_first_each("resolve_session", message=inbound)
+            session_id = self._session_id(impl, value, inbound)
             if inbound.__class__ is dict:  # the common case, without the ABC checks
                 inbound["session_id"] = session_id
             elif isinstance(inbound, MutableMapping):
                 set_field(inbound, "session_id", session_id)
             # The turn holds its session's environment: the cache never evicts it meanwhile.
-            # The stages are written out here, not in a coroutine of their own: every
-            # turn awaits this one.
-            with self.host.environments.hold(session_id):
-                state = await self.build_state(inbound, session_id)
-                prompt = await self.build_prompt(inbound, session_id, state)
+            environments = self.host.environments
+            environments.take(session_id)
+            try:
+                state = self._cached_runtime_state(session_id)
+                if state is None:
+                    state = await self._runtime_state(session_id)
+                self._merge_state(state, await runtime.call_many(
+                    "load_state", message=inbound, session_id=session_id))
+                prompt = _prompt(await runtime.call_first(
+                    "build_prompt", message=inbound, session_id=session_id, state=state),
+                    inbound)
                 model_output = ""
                 try:
-                    model_output = await self.run_model_stage(
-                        inbound, prompt, session_id, state, stream_output
-                    )
+                    if stream_output:
+                        model_output = await self.run_model_stage(
+                            inbound, prompt, session_id, state, stream_output)
+                    else:
+                        output = await runtime.run_model(prompt, session_id, state)
+                        model_output = (await self._no_answer(inbound, prompt)
+                                        if output is None else output)
                 finally:
-                    await self.runtime.call_many(
+                    await runtime.call_many(
                         "save_state", session_id=session_id, state=state, message=inbound,
                         model_output=model_output,
                     )
-                outbounds = await self.render_outbound(inbound, session_id, state,
-                                                       model_output)
+                outbounds = _outbounds(await runtime.call_many(
+                    "render_outbound", message=inbound, session_id=session_id, state=state,
+                    model_output=model_output), inbound, session_id, model_output)
                 for outbound in outbounds:
-                    await self.runtime.call_many("dispatch_outbound", message=outbound)
+                    await runtime.call_many("dispatch_outbound", message=outbound)
                 return TurnResult(session_id, prompt, model_output, outbounds, state)
+            finally:
+                environments.let_go(session_id)
         except Exception as exc:
             culprit = blame(self.registry, exc)
             where = (f" plugin={culprit.plugin_name} hook={culprit.hook_name} "
@@ -107,7 +125,7 @@ class TurnPipeline:
                      if culprit is not None else "")
             get_logger(__name__).error("turn.failed%s error=%s: %s", where, type(exc).__name__, exc,
                          exc_info=exc)
-            await self.runtime.notify_error("turn", exc, inbound)
+            await runtime.notify_error("turn", exc, inbound)
             raise
 
     async def resolve_session(self, message: Any) -> str:
@@ -116,6 +134,10 @@ class TurnPipeline:
         A result that is not a str is turned into one, as the reference does, with a
         warning naming the plugin (a list would otherwise become a session silently)."""
         impl, value = await self.runtime.call_first_each("resolve_session", message=message)
+        return self._session_id(impl, value, message)
+
+    @staticmethod
+    def _session_id(impl: HookImpl | None, value: Any, message: Any) -> str:
         if impl is not None and value and not isinstance(value, str):
             get_logger(__name__).warning(
                 "hook.resolve_session_not_text %s returned %s; its str() %r is the session id "
@@ -124,33 +146,45 @@ class TurnPipeline:
 
     async def build_state(self, message: Any, session_id: str) -> dict[str, Any]:
         """Fresh turn state: runtime keys, then load_state fragments, highest priority last."""
+        state = await self._runtime_state(session_id)
+        self._merge_state(state, await self.runtime.call_many(
+            "load_state", message=message, session_id=session_id))
+        return state
+
+    async def _runtime_state(self, session_id: str) -> dict[str, Any]:
+        state = self._cached_runtime_state(session_id)
+        if state is None:
+            state = self._runtime_keys(await self.host.get_environment(session_id))
+        return state
+
+    def _cached_runtime_state(self, session_id: str) -> dict[str, Any] | None:
+        """The runtime keys of a fresh state, or None while the session's environment is
+        not cached yet (the providers are then asked for it)."""
+        environment = self.host.cached_environment(session_id, _UNCACHED)
+        return None if environment is _UNCACHED else self._runtime_keys(environment)
+
+    def _runtime_keys(self, environment: Environment | None) -> dict[str, Any]:
         host = self.host
         state: dict[str, Any] = {
             RUNTIME_WORKSPACE: str(host.workspace),
             RUNTIME_STEERING_INBOX: host.get_steering_inbox(),
         }
-        environment = host.cached_environment(session_id, _UNCACHED)
-        if environment is _UNCACHED:
-            environment = await host.get_environment(session_id)
         if environment is not None:
             state[RUNTIME_ENVIRONMENT] = environment
-        fragments = await self.runtime.call_many(
-            "load_state", message=message, session_id=session_id
-        )
+        return state
+
+    def _merge_state(self, state: dict[str, Any], fragments: list[Any]) -> None:
         for index in reversed(range(len(fragments))):
             fragment = fragments[index]
             if isinstance(fragment, dict):
                 state.update(fragment)
             elif fragment is not None:
                 _ignored_state(self.registry, index, fragment)
-        return state
 
     async def build_prompt(self, message: Any, session_id: str, state: dict[str, Any]) -> list[Any]:
         """The selected prompt as content; a falsy selection falls back to the envelope text."""
-        value = await self.runtime.call_first(
-            "build_prompt", message=message, session_id=session_id, state=state
-        )
-        return to_content(value if value else envelope_content(message))
+        return _prompt(await self.runtime.call_first(
+            "build_prompt", message=message, session_id=session_id, state=state), message)
 
     # -- model stage -------------------------------------------------------------------
 
@@ -175,13 +209,14 @@ class TurnPipeline:
             output = None if stream is None else await self._consume(inbound, stream)
             if isinstance(stream, TextAnswerStream) and not stream.answered:
                 output = None
-        if output is None:
-            await self.runtime.notify_error(
-                "run_model", RuntimeError("no model skill returned output"), inbound
-            )
-            legacy = to_legacy_prompt(prompt)
-            return legacy if isinstance(legacy, str) else envelope_content(inbound)
-        return output
+        return await self._no_answer(inbound, prompt) if output is None else output
+
+    async def _no_answer(self, inbound: Any, prompt: list[Any]) -> str:
+        await self.runtime.notify_error(
+            "run_model", RuntimeError("no model skill returned output"), inbound
+        )
+        legacy = to_legacy_prompt(prompt)
+        return legacy if isinstance(legacy, str) else envelope_content(inbound)
 
     async def _consume(self, inbound: Any, stream: AsyncStreamEvents) -> str:
         """Collect text deltas through the router's wrapper; report error events to on_error."""
@@ -206,26 +241,33 @@ class TurnPipeline:
         self, message: Any, session_id: str, state: dict[str, Any], model_output: str
     ) -> list[Any]:
         """Every batch concatenated in priority order; empty means the default outbound."""
-        batches = await self.runtime.call_many(
+        return _outbounds(await self.runtime.call_many(
             "render_outbound", message=message, session_id=session_id, state=state,
-            model_output=model_output,
-        )
-        outbounds: list[Any] = []
-        for batch in batches:
-            if batch is None:
-                continue
-            if isinstance(batch, list | tuple):
-                outbounds.extend(batch)
-            else:
-                outbounds.append(batch)
-        if outbounds:
-            return outbounds
-        fallback: dict[str, Any] = {"content": model_output, "session_id": session_id}
-        for key in ("channel", "chat_id"):
-            value = get_field(message, key)
-            if value is not None:
-                fallback[key] = value
-        return [fallback]
+            model_output=model_output), message, session_id, model_output)
+
+
+def _prompt(value: Any, message: Any) -> list[Any]:
+    return to_content(value if value else envelope_content(message))
+
+
+def _outbounds(batches: list[Any], message: Any, session_id: str, model_output: str
+               ) -> list[Any]:
+    outbounds: list[Any] = []
+    for batch in batches:
+        if batch is None:
+            continue
+        if isinstance(batch, list | tuple):
+            outbounds.extend(batch)
+        else:
+            outbounds.append(batch)
+    if outbounds:
+        return outbounds
+    fallback: dict[str, Any] = {"content": model_output, "session_id": session_id}
+    for key in ("channel", "chat_id"):
+        value = get_field(message, key)
+        if value is not None:
+            fallback[key] = value
+    return [fallback]
 
 
 def _ignored_state(registry: Registry, index: int, fragment: Any) -> None:
