@@ -206,7 +206,7 @@ class _Run:
                                          state=self.state, tape=self.tape))
             # The context is read before the step's new messages are recorded: the tape
             # keeps only their text, the model gets them whole (media included).
-            context = as_model_messages(await self.tape.read_messages(shared=True))
+            context = await self.tape.read_model_messages()
             # Steered messages came after the step's own prompt: they follow it, in order.
             new_messages = new_messages + await self._drain_steering()
             for message in new_messages:

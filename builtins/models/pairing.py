@@ -42,3 +42,12 @@ class OpenCalls(Generic[Call]):
         while first > 0 and waiting[first - 1][0] == latest:
             first -= 1
         return waiting.pop(first)[1]
+
+    def forget_before(self, group: int) -> None:
+        """Drop the waiting calls of groups before `group` (no longer in the conversation)."""
+        for call_id, waiting in list(self._open.items()):
+            kept = [item for item in waiting if item[0] >= group]
+            if kept:
+                self._open[call_id] = kept
+            else:
+                del self._open[call_id]

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from itertools import chain
 from typing import Any
 
+from hookline.kernel.messages import ModelMessage, as_model_messages
 from hookline.kernel.tape import TapeEntry
 
 from ..models.pairing import OpenCalls
@@ -39,42 +40,88 @@ def messages_from_entries(entries: Iterable[TapeEntry]) -> list[dict[str, Any]]:
 
 
 class ContextMessages:
-    """`messages_from_entries` for a selection that grows at its end, converting each
-    entry once.
+    """`messages_from_entries` for a selection that grows at its end and may lose entries
+    at its start, converting each entry once.
 
-    A run's context read is the same entries as the last one plus what the step added, so
-    `messages(entries)` converts only the entries past those it saw last time (kept while
-    they are the same objects or equal ones) and starts over otherwise. Pairing runs left
+    A context read is the same entries as the last one plus what was added since, less
+    the oldest ones once the window is full, so `messages(entries)` keeps what it
+    converted of the entries it saw last time (the same objects, or equal ones, in the
+    same order), converts only the new ones, and starts over otherwise. Pairing runs left
     to right, so a new result changes only the call it answers: that `tool_call` entry
-    alone is converted again. With `hide_excluded`, entries whose meta has `context:
-    False` are left out, as if not in `entries`. `messages` returns copies the caller may
-    change; with `shared` it returns the converted messages themselves, for a caller that
-    only reads them (the agent loop, which makes its own messages of them at once).
+    alone is converted again; and an entry leaving the window changes nothing after it
+    (a result whose call left pairs with nothing, as it would from scratch). With
+    `hide_excluded`, entries whose meta has `context: False` are left out, as if not in
+    `entries`. `messages` returns copies the caller may change; with `shared` it returns
+    the converted messages themselves, for a caller that only reads them (the agent loop,
+    which makes its own messages of them at once).
     """
 
-    __slots__ = ("_answers", "_entries", "_hide", "_rendered", "_waiting")
+    __slots__ = ("_answers", "_base", "_entries", "_hide", "_models", "_rendered", "_waiting")
 
     def __init__(self, *, hide_excluded: bool = False) -> None:
         self._hide = hide_excluded
+        self._start_over()
+
+    def _start_over(self) -> None:
+        self._base = 0  # the index, in pairing's numbering, of `_entries[0]`
         self._entries: list[TapeEntry] = []
         self._rendered: list[list[dict[str, Any]]] = []
+        self._models: list[list[ModelMessage] | None] = []  # see model_messages
         self._waiting: OpenCalls[tuple[int, int]] = OpenCalls()
         self._answers: dict[tuple[int, int], dict[str, Any]] = {}
 
     def messages(self, entries: list[TapeEntry], *, shared: bool = False) -> list[dict[str, Any]]:
-        seen = len(self._entries)
-        # List equality compares the same objects by identity (the run's own entries) and
-        # others by value (the parent's part, read afresh each time).
-        if len(entries) < seen or entries[:seen] != self._entries:
-            self._entries, self._rendered = [], []
-            self._waiting, self._answers = OpenCalls(), {}
-        for index in range(len(self._entries), len(entries)):
-            self._add(index, entries[index])
+        self._update(entries)
         flat = chain.from_iterable(self._rendered)
         return list(flat) if shared else [_json_copy(message) for message in flat]
 
-    def _add(self, index: int, entry: TapeEntry) -> None:
+    def model_messages(self, entries: list[TapeEntry]) -> list[ModelMessage]:
+        """`messages(entries)` as ModelMessages; those with text content and no tool calls
+        are kept with their entries (frozen, nothing in them can change), the rest are
+        made anew at each read."""
+        self._update(entries)
+        models = self._models
+        result: list[ModelMessage] = []
+        for at, rendered in enumerate(self._rendered):
+            kept = models[at]
+            if kept is None:
+                kept = as_model_messages(rendered)
+                if all(message.content.__class__ is str and not message.tool_calls
+                       for message in kept):
+                    models[at] = kept
+            result += kept
+        return result
+
+    def _update(self, entries: list[TapeEntry]) -> None:
+        if entries and self._entries and entries[0] is not self._entries[0]:
+            self._drop_before(entries[0])
+        seen = len(self._entries)
+        # List equality compares the same objects by identity (the run's own entries, and
+        # a store's shared ones) and others by value (entries read afresh).
+        if len(entries) < seen or entries[:seen] != self._entries:
+            self._start_over()
+        for index in range(len(self._entries), len(entries)):
+            self._add(entries[index])
+
+    def _drop_before(self, first: TapeEntry) -> None:
+        """Forget the entries before `first` when it is one of those seen (the window
+        slid); the caller starts over when the rest does not match."""
+        kept = self._entries
+        start = next((n for n in range(1, len(kept)) if kept[n] is first), None)
+        if start is None:
+            return
+        del kept[:start]
+        del self._rendered[:start]
+        del self._models[:start]
+        self._base += start
+        self._waiting.forget_before(self._base)
+        self._answers = {slot: result for slot, result in self._answers.items()
+                         if slot[0] >= self._base}
+
+    def _add(self, entry: TapeEntry) -> None:
+        index = self._base + len(self._entries)
         self._entries.append(entry)
+        self._models.append(None)
         if self._hide and entry.meta.get("context") is False:
             self._rendered.append([])
             return
@@ -94,8 +141,9 @@ class ContextMessages:
                 self._answers[slot] = result
                 answered.add(slot[0])
         for call_index in answered:
-            self._rendered[call_index] = _render(call_index, self._entries[call_index],
-                                                 self._answers)
+            at = call_index - self._base
+            self._rendered[at] = _render(call_index, self._entries[at], self._answers)
+            self._models[at] = None
 
 
 def _render(

@@ -15,14 +15,21 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from functools import partial
 from operator import attrgetter
-from typing import Any
+from typing import Any, Final
+from weakref import WeakKeyDictionary
 
 import anyio
 
 from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tape import LAST_ANCHOR, AsyncTapeStore, TapeEntry, TapeQuery, apply_query
 
-from ..store.asyncstore import AsyncJournal, append_batch, fetch_shared, has_batch
+from ..store.asyncstore import (
+    AsyncJournal,
+    AsyncStoreAdapter,
+    append_batch,
+    fetch_shared,
+    has_batch,
+)
 from ..store.entries import check_entry, copy_entry, dump_json, is_sidecar_tape
 from .context import ContextMessages
 
@@ -82,8 +89,13 @@ class ForkStore:
         self._writing = anyio.Lock()
 
     def context_messages(self, tape: str) -> ContextMessages:
-        """The run's context converter for `tape`: each step converts only what it added."""
-        return self._context.setdefault(tape, ContextMessages(hide_excluded=True))
+        """The context converter for `tape`: each step converts only what it added, and
+        each run only what the runs before it added (kept per parent store, see
+        `KEPT_CONVERTERS`)."""
+        converter = self._context.get(tape)
+        if converter is None:
+            converter = self._context[tape] = _kept_converter(self.parent, tape)
+        return converter
 
     def _check_open(self) -> None:
         if self.closed:
@@ -257,6 +269,26 @@ class ForkStore:
 
 
 _kind = attrgetter("kind")
+
+KEPT_CONVERTERS: Final = 256
+"""Session tapes per store whose context converter outlives its run, most recent first:
+the next run's first read then converts only what the last one added."""
+
+_converters: WeakKeyDictionary[object, dict[str, ContextMessages]] = WeakKeyDictionary()
+
+
+def _kept_converter(parent: AsyncTapeStore, tape: str) -> ContextMessages:
+    # A tape wraps a sync store in an adapter of its own: the store is what lasts.
+    store = parent.store if isinstance(parent, AsyncStoreAdapter) else parent
+    try:
+        kept = _converters.setdefault(store, {})
+    except TypeError:  # a store that cannot be weakly referenced keeps none
+        return ContextMessages(hide_excluded=True)
+    converter = kept.pop(tape, None) or ContextMessages(hide_excluded=True)
+    kept[tape] = converter  # the most recent last
+    while len(kept) > KEPT_CONVERTERS:
+        del kept[next(iter(kept))]
+    return converter
 
 
 def _is_anchor(entry: TapeEntry, name: str | None) -> bool:

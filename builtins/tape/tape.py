@@ -40,6 +40,7 @@ from typing import Any, Final
 
 import anyio
 
+from hookline.kernel.messages import ModelMessage, as_model_messages
 from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tape import (
     AsyncTapeStore,
@@ -261,16 +262,10 @@ class Tape:
         the caller's to change, unless `shared`: then a fork may return the very messages
         it keeps for its next read, which the caller must not change (the agent loop).
         """
-        query = self._context.build_query(self.query())
         # In a fork, the default conversion reads the run's entries without copying them
-        # and converts only what the run added since its last read.
+        # and converts only what was added since the last read.
         cached = isinstance(self._store, ForkStore) and self._context.select is None
-        try:
-            selected = await self._context_entries(query, cached)
-        except HooklineError as exc:
-            if exc.kind is not ErrorKind.not_found:
-                raise
-            selected = await self._context_entries(replace(query, anchor=None), cached)
+        selected = await self._context_selection(cached)
         if isinstance(self._store, ForkStore) and cached:  # it leaves out `context: False`
             return self._store.context_messages(self._name).messages(selected, shared=shared)
         selected = [entry for entry in selected if entry.meta.get("context") is not False]
@@ -280,6 +275,26 @@ class Tape:
         if inspect.isawaitable(result):
             result = await result
         return list(result)
+
+    async def read_model_messages(self) -> list[ModelMessage]:
+        """`read_messages()` as ModelMessages, for a model call (the agent loop). In a
+        fork, with the default conversion, those of text messages are kept between reads
+        and shared: frozen, they have nothing to change."""
+        if isinstance(self._store, ForkStore) and self._context.select is None:
+            selected = await self._context_selection(True)
+            return self._store.context_messages(self._name).model_messages(selected)
+        return as_model_messages(await self.read_messages(shared=True))
+
+    async def _context_selection(self, shared: bool) -> list[TapeEntry]:
+        """The entries the context's anchor rule and window select; the whole tape
+        (within the window) when that anchor does not exist (yet)."""
+        query = self._context.build_query(self.query())
+        try:
+            return await self._context_entries(query, shared)
+        except HooklineError as exc:
+            if exc.kind is not ErrorKind.not_found:
+                raise
+            return await self._context_entries(replace(query, anchor=None), shared)
 
     async def _context_entries(self, query: TapeQuery, shared: bool) -> list[TapeEntry]:
         if isinstance(self._store, ForkStore):

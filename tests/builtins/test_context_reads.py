@@ -81,6 +81,26 @@ def test_growing_reads_match_a_conversion_from_scratch(
     assert cache.messages(entries[:1]) == messages_from_entries(visible(entries[:1]))
 
 
+@settings(max_examples=300, deadline=None)
+@given(entry_lists(), st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4)), max_size=12),
+       st.booleans())
+def test_a_sliding_window_matches_a_conversion_from_scratch(
+    entries: list[TapeEntry], moves: list[tuple[int, int]], afresh: bool
+) -> None:
+    """Turn after turn, the window gains entries at its end and loses the oldest at its
+    start, as a session's context read does once the window is full."""
+    cache = ContextMessages(hide_excluded=True)
+    start = end = 0
+    for dropped, added in moves:
+        end = min(len(entries), end + added)
+        start = min(end, start + dropped)
+        window = entries[start:end]
+        if afresh:  # the older entries as a store hands them out again, the rest equal
+            window = window[:1] + [replace(entry, payload=json.loads(json.dumps(entry.payload)))
+                                   for entry in window[1:]]
+        assert cache.messages(window) == messages_from_entries(visible(window))
+
+
 def test_each_read_returns_copies_unless_shared() -> None:
     text = {"type": "text", "text": "hi"}
     entries = [TapeEntry(1, "message", {"role": "user", "content": [text]}),

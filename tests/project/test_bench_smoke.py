@@ -147,3 +147,19 @@ def test_bench_health_tiny_runs() -> None:
     done = run_benchmark("bench_health.py", "--turns", "3", "--pollers", "2")
     assert "(0 not 200)" in done.stdout, done.stdout
     assert done.stdout.count("PASS") + done.stdout.count("MISS") == 1, done.stdout
+
+
+def test_bench_bub_turn_runs_or_says_where_bub_is_needed() -> None:
+    import importlib.util
+
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "bench_bub_turn.py"), "--quick"],
+                          capture_output=True, text=True, timeout=300, cwd=BENCHMARKS.parent,
+                          check=False)
+    if importlib.util.find_spec("bub") is None:  # CI runs it again where Bub is installed
+        assert done.returncode == 1
+        assert "Bub is not installed here" in done.stderr and "run_on_bub.py" in done.stderr
+        return
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].split() == ["plugins", "hookline", "us", "Bub", "us",
+                                                   "ratio"]
+    assert done.stdout.splitlines()[-1].startswith("goal: a hookline turn <= 0.25x")
