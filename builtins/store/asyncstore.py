@@ -142,6 +142,9 @@ async def fetch_shared(store: AsyncTapeStore, query: TapeQuery) -> list[TapeEntr
     the ones it parsed, so a context read parses only the rows it has not seen)."""
     if isinstance(store, AsyncStoreAdapter):
         return await store.fetch_shared(query)
+    own = getattr(store, "fetch_shared", None)
+    if own is not None and not _overridden(type(store), "fetch_all", "fetch_shared"):
+        return list(await own(query))
     return list(await store.fetch_all(query))
 
 
@@ -193,18 +196,20 @@ def _native(store: Any, name: str) -> Any:
     return native
 
 
-_OVERRIDDEN: dict[tuple[type, str], bool] = {}
+_OVERRIDDEN: dict[tuple[type, str, str], bool] = {}
 
 
-def _overridden(cls: type, name: str) -> bool:
-    """Whether `cls` defines `<name>` below the class defining `<name>_async` (a turn
-    asks at every journal write, so the answer is kept per class)."""
-    known = _OVERRIDDEN.get((cls, name))
+def _overridden(cls: type, name: str, native: str = "") -> bool:
+    """Whether `cls` defines `<name>` below the class defining `native` (by default
+    `<name>_async`), so that the native method would skip it (a turn asks at every
+    journal write and read, so the answer is kept per class)."""
+    native = native or name + "_async"
+    known = _OVERRIDDEN.get((cls, name, native))
     if known is None:
-        native_at = next((base for base in cls.__mro__ if name + "_async" in vars(base)), None)
+        native_at = next((base for base in cls.__mro__ if native in vars(base)), None)
         sync_at = next((base for base in cls.__mro__ if name in vars(base)), None)
         known = native_at is None or (sync_at is not None and not issubclass(native_at, sync_at))
-        _OVERRIDDEN[(cls, name)] = known
+        _OVERRIDDEN[(cls, name, native)] = known
     return known
 
 

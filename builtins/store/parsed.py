@@ -15,7 +15,7 @@ from typing import Final
 
 from hookline.kernel.tape import TapeEntry
 
-__all__ = ["PARSED_CACHE_CHARS", "ParsedEntries"]
+__all__ = ["PARSED_CACHE_CHARS", "ParsedEntries", "Row"]
 
 PARSED_CACHE_CHARS: Final = 8 * 1024 * 1024
 """The JSON text (payload and meta) whose parsed entries a store keeps, at most: a window

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from postgres_support import StoreFactory
 
 from hookline.builtins.store import SQLiteTapeStore, as_async_store
 from hookline.builtins.store.asyncstore import fetch_shared
@@ -128,3 +129,26 @@ async def test_a_turn_context_is_unchanged_by_what_a_reader_did_to_an_earlier_on
         async with tape.fork() as run:
             await run.append("message", {"role": "user", "content": "second"})
             assert [m["content"] for m in await run.read_messages()] == ["first", "second"]
+
+
+def test_postgres_shared_reads_see_resets_and_another_replica_as_the_database_has_them(
+        postgres_stores: StoreFactory) -> None:
+    url = postgres_stores.url()
+    one, other = postgres_stores.blocking(url), postgres_stores.blocking(url)
+
+    def shared() -> list[TapeEntry]:
+        return postgres_stores.portal.call(fetch_shared, one.store, TapeQuery("t"))
+
+    one.append_many("t", [TapeEntry.new("event", {"n": n}) for n in range(3)])
+    first = shared()
+    one.append("t", TapeEntry.new("event", {"n": 3}))
+    second = shared()
+    assert payloads(second) == [0, 1, 2, 3]
+    assert all(a is b for a, b in zip(first, second[:3], strict=True))  # not parsed again
+    own = one.fetch_all(TapeQuery("t"))
+    own[0].payload["n"] = "changed by a plain reader"
+    assert own[0] is not second[0] and payloads(shared()) == [0, 1, 2, 3]
+
+    other.reset("t")  # another replica resets the tape and writes the same ids again
+    other.append_many("t", [TapeEntry.new("event", {"n": n}) for n in (7, 8)])
+    assert [(entry.id, entry.payload["n"]) for entry in shared()] == [(1, 7), (2, 8)]

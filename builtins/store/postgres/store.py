@@ -17,7 +17,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 
@@ -25,6 +25,7 @@ from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeEntry, TapeQuery, apply_query
 
 from ..entries import SIDECAR_MARKER, check_batch, check_entry, check_tape_name
+from ..parsed import ParsedEntries, Row
 from ..sqlite.store import JournalOp
 from ..url import is_postgres_url, redact_url
 from .check import PostgresCheck, check_postgres
@@ -113,6 +114,7 @@ class PostgresTapeStore(PostgresLiveness):
         new one after the lock was lost for longer than `grace`."""
         self.recovered: list[str] = []
         """Tapes on which opening the store finished an interrupted run."""
+        self._parsed = ParsedEntries()
         self._pool: AsyncConnectionPool | None = None
         self._owner_conn: AsyncConnection | None = None
         self._active: dict[str, _Run] = {}
@@ -272,6 +274,20 @@ class PostgresTapeStore(PostgresLiveness):
     async def fetch_all(self, query: TapeQuery) -> list[TapeEntry]:
         """The tape's entries in id order, filtered by `apply_query` (see the module doc
         for what is pushed into SQL)."""
+        return await self._fetch(query, self._entries)
+
+    async def fetch_shared(self, query: TapeQuery) -> list[TapeEntry]:
+        """`fetch_all` for a reader that never changes the entries (the context read):
+        rows read before come parsed from the store's `ParsedEntries`, as the same
+        objects."""
+        return await self._fetch(query, self._shared_entries)
+
+    def _shared_entries(self, tape: str, rows: Sequence[Sequence[Any]]) -> list[TapeEntry]:
+        return self._parsed.entries(tape, cast("Sequence[Row]", rows), self._entries)
+
+    async def _fetch(self, query: TapeQuery,
+                     parse: Callable[[str, Sequence[Sequence[Any]]], list[TapeEntry]]
+                     ) -> list[TapeEntry]:
         tape = check_tape_name(query.tape)
         sql, params = _select(tape, query)
         async with self._connection() as conn:
@@ -279,7 +295,7 @@ class PostgresTapeStore(PostgresLiveness):
         rows.sort(key=lambda row: row[0])
         # No rows for an anchored query: the anchor is missing, and apply_query on nothing
         # raises the reference `not_found` error with the reference message.
-        return apply_query(self._entries(tape, rows), query)
+        return apply_query(parse(tape, rows), query)
 
     def _entries(self, tape: str, rows: Sequence[Sequence[Any]]) -> list[TapeEntry]:
         """Entries from rows, their JSON parsed in one call."""
