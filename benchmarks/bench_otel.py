@@ -18,7 +18,6 @@ import argparse
 import json
 import sys
 import tempfile
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from hookline.kernel.framework.core import Framework
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_turn import build as build_trivial  # the kernel-only turn
+from bench_turn import per_turn
 
 GOAL = 1.5  # an offline-model turn with otel on: at most 1.5x the turn without it
 TOOL = "/tool fs_write " + json.dumps({"path": "bench.txt", "content": "x"})
@@ -56,13 +56,6 @@ def builtin_framework(root: Path, name: str) -> Framework:
     framework.registry.register(BuiltinPlugin(framework, settings=Settings(home=home)),
                                 name="builtin")
     return framework
-
-
-async def per_turn(turn: Callable[[], Awaitable[Any]], turns: int) -> float:
-    start = time.perf_counter()
-    for _ in range(turns):
-        await turn()
-    return (time.perf_counter() - start) / turns * 1e6
 
 
 async def compare(plain: Framework, traced: Framework, message: str, turns: int,
