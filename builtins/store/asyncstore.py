@@ -59,7 +59,8 @@ class AsyncStoreAdapter:
         self._fetch_async = native if inspect.iscoroutinefunction(native) else None
         """The store's own `fetch_all_async`, looked up once: a turn reads at every step."""
         shared = getattr(store, "fetch_shared_async", None)
-        self._fetch_shared = shared if self._fetch_async is not None else None
+        self._fetch_shared = (shared if shared is not None and not _overridden(
+            type(store), "fetch_all", "fetch_shared_async") else None)
         """Its `fetch_shared_async`, unless a subclass reads in its own `fetch_all`."""
 
     async def list_tapes(self) -> list[str]:

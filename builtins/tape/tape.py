@@ -3,7 +3,7 @@
 A `Tape` is a named view over an AsyncTapeStore (sync stores are adapted, so blocking I/O
 runs in worker threads). It adds the session vocabulary on top of raw entries: anchors
 and handoffs, events, sidecar tapes, reset and archive, forks that buffer a run's writes
-and merge them back, and reading the model context (converted by `model_context`).
+and merge them back, and reading the model context (converted by `context.py`).
 The fork store is in `fork.py`, the archive files in `archive.py`, the tape's name in
 `naming.py` and its summaries in `summary.py`; this module re-exports what other modules
 import from it.
@@ -18,7 +18,7 @@ Payload shapes written and read here (and expected from the agent loop):
   the text given to the model (anything else is shown as JSON). The agent loop adds what
   really ran: `outcome`, `arguments`, `requested_arguments` (when rewritten), `error`.
   A result answers the nearest earlier call with its `call_id` that has no result yet
-  (`model_context`), so ids need be unique only within one `tool_call` entry.
+  (`context.py`), so ids need be unique only within one `tool_call` entry.
 - `anchor`: `{"name": str, "state": dict}`.
 - `event`: `{"name": str, "data": dict}` (`append_event`). Token usage is read from the
   most recent event whose `data` holds a `usage` dict in republic's `TokenUsage` field
@@ -54,7 +54,7 @@ from hookline.kernel.tape import (
 from ..store.asyncstore import append_batch, as_async_store, journal_of
 from ..store.entries import SIDECAR_MARKER
 from .archive import file_safe, write_archive
-from .context import messages_from_entries
+from .context import ContextMessages, messages_from_entries
 from .fork import ForkStore, TapeRecordError, observed_commit
 from .naming import resolved_workspace, session_tape_name, should_merge_back
 from .summary import AnchorInfo, TapeInfo, anchor_info, tape_info
@@ -262,12 +262,10 @@ class Tape:
         the caller's to change, unless `shared`: then a fork may return the very messages
         it keeps for its next read, which the caller must not change (the agent loop).
         """
-        # In a fork, the default conversion reads the run's entries without copying them
-        # and converts only what was added since the last read.
-        cached = isinstance(self._store, ForkStore) and self._context.select is None
-        selected = await self._context_selection(cached)
-        if isinstance(self._store, ForkStore) and cached:  # it leaves out `context: False`
-            return self._store.context_messages(self._name).messages(selected, shared=shared)
+        converter = self._converter()
+        selected = await self._context_selection(converter is not None)
+        if converter is not None:  # it leaves out `context: False` itself
+            return converter.messages(selected, shared=shared)
         selected = [entry for entry in selected if entry.meta.get("context") is not False]
         if self._context.select is None:
             return messages_from_entries(selected)
@@ -280,10 +278,18 @@ class Tape:
         """`read_messages()` as ModelMessages, for a model call (the agent loop). In a
         fork, with the default conversion, those of text messages are kept between reads
         and shared: frozen, they have nothing to change."""
-        if isinstance(self._store, ForkStore) and self._context.select is None:
-            selected = await self._context_selection(True)
-            return self._store.context_messages(self._name).model_messages(selected)
+        converter = self._converter()
+        if converter is not None:
+            return converter.model_messages(await self._context_selection(True))
         return as_model_messages(await self.read_messages(shared=True))
+
+    def _converter(self) -> ContextMessages | None:
+        """In a fork, with the default conversion: the converter that reads the run's
+        entries without copying them and converts only what was added since its last
+        read; else None."""
+        if isinstance(self._store, ForkStore) and self._context.select is None:
+            return self._store.context_messages(self._name)
+        return None
 
     async def _context_selection(self, shared: bool) -> list[TapeEntry]:
         """The entries the context's anchor rule and window select; the whole tape

@@ -90,7 +90,7 @@ class TurnPipeline:
             try:
                 state = self._cached_runtime_state(session_id)
                 if state is None:
-                    state = await self._runtime_state(session_id)
+                    state = await self._new_runtime_state(session_id)
                 self._merge_state(state, await runtime.call_many(
                     "load_state", message=inbound, session_id=session_id))
                 prompt = _prompt(await runtime.call_first(
@@ -146,16 +146,16 @@ class TurnPipeline:
 
     async def build_state(self, message: Any, session_id: str) -> dict[str, Any]:
         """Fresh turn state: runtime keys, then load_state fragments, highest priority last."""
-        state = await self._runtime_state(session_id)
+        state = self._cached_runtime_state(session_id)
+        if state is None:
+            state = await self._new_runtime_state(session_id)
         self._merge_state(state, await self.runtime.call_many(
             "load_state", message=message, session_id=session_id))
         return state
 
-    async def _runtime_state(self, session_id: str) -> dict[str, Any]:
-        state = self._cached_runtime_state(session_id)
-        if state is None:
-            state = self._runtime_keys(await self.host.get_environment(session_id))
-        return state
+    async def _new_runtime_state(self, session_id: str) -> dict[str, Any]:
+        """The runtime keys, once the providers made the session's environment."""
+        return self._runtime_keys(await self.host.get_environment(session_id))
 
     def _cached_runtime_state(self, session_id: str) -> dict[str, Any] | None:
         """The runtime keys of a fresh state, or None while the session's environment is

@@ -393,17 +393,20 @@ class SQLiteTapeStore:
         """`fetch_all` on the calling thread (what `as_async_store` uses). A read is one
         query on a WAL snapshot of its own: it never waits for the writer, and the window
         it reads costs less than the hop to a worker thread and back would."""
-        if self._failed:  # the writer ends them first; wait for it without blocking
-            await wait(self._start(None))
-        return self.fetch_all(query)
+        return await self._fetch_async(query, self._row_entries)
 
     async def fetch_shared_async(self, query: TapeQuery) -> list[TapeEntry]:
         """`fetch_all_async` for a reader that never changes the entries (the context
         read): rows read before come parsed from the store's `ParsedEntries`, as the
         same objects."""
-        if self._failed:
+        return await self._fetch_async(query, self._shared_entries)
+
+    async def _fetch_async(self, query: TapeQuery,
+                           parse: Callable[[str, list[tuple]], list[TapeEntry]]
+                           ) -> list[TapeEntry]:
+        if self._failed:  # the writer ends them first; wait for it without blocking
             await wait(self._start(None))
-        return self._fetch(query, self._shared_entries)
+        return self._fetch(query, parse)
 
     def _shared_entries(self, tape: str, rows: list[tuple]) -> list[TapeEntry]:
         return self._parsed.entries(tape, rows, self._row_entries)
