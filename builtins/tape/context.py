@@ -70,6 +70,10 @@ class ContextMessages:
         self._waiting: OpenCalls[tuple[int, int]] = OpenCalls()
         self._answers: dict[tuple[int, int], dict[str, Any]] = {}
 
+    def __len__(self) -> int:
+        """The entries it holds (those of its last read)."""
+        return len(self._entries)
+
     def messages(self, entries: list[TapeEntry], *, shared: bool = False) -> list[dict[str, Any]]:
         self._update(entries)
         flat = chain.from_iterable(self._rendered)

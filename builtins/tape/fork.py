@@ -274,6 +274,10 @@ KEPT_CONVERTERS: Final = 256
 """Session tapes per store whose context converter outlives its run, most recent first:
 the next run's first read then converts only what the last one added."""
 
+KEPT_CONVERTER_ENTRIES: Final = 256 * 100
+"""Entries those converters may hold together (100, the builtin window, for each): the
+oldest go first, so a context without a window cannot make them hold whole tapes."""
+
 _converters: WeakKeyDictionary[object, dict[str, ContextMessages]] = WeakKeyDictionary()
 
 
@@ -284,10 +288,13 @@ def _kept_converter(parent: AsyncTapeStore, tape: str) -> ContextMessages:
         kept = _converters.setdefault(store, {})
     except TypeError:  # a store that cannot be weakly referenced keeps none
         return ContextMessages(hide_excluded=True)
-    converter = kept.pop(tape, None) or ContextMessages(hide_excluded=True)
+    converter = kept.pop(tape, None)
+    if converter is None:
+        converter = ContextMessages(hide_excluded=True)
+    held = sum(map(len, kept.values()))  # once a run: at most 256 lengths
+    while kept and (len(kept) >= KEPT_CONVERTERS or held > KEPT_CONVERTER_ENTRIES):
+        held -= len(kept.pop(next(iter(kept))))
     kept[tape] = converter  # the most recent last
-    while len(kept) > KEPT_CONVERTERS:
-        del kept[next(iter(kept))]
     return converter
 
 

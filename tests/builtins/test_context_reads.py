@@ -206,3 +206,24 @@ async def test_entries_read_through_a_fork_are_copies(store: object) -> None:
         messages[1]["content"][0]["text"] = "changed"
         assert [m["content"][0]["text"] for m in await run.read_messages()] == ["old", "new"]
     assert [e.payload["content"][0]["text"] for e in await tape.entries()] == ["old", "new"]
+
+
+async def test_a_sessions_converter_outlives_its_run_and_those_kept_stay_bounded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hookline.builtins.tape import fork
+
+    monkeypatch.setattr(fork, "KEPT_CONVERTER_ENTRIES", 25)
+    with SQLiteTapeStore(tmp_path / "tapes.db") as store:
+        converters = []
+        for name in ("a", "a", "b", "c", "d"):  # no window: each reads its whole tape
+            tape = Tape(store, name, TapeContext(anchor=None))
+            for n in range(10):
+                await tape.append("message", {"role": "user", "content": f"{name} {n}"})
+            async with tape.fork() as run:
+                assert len(await run.read_messages()) == len(await tape.entries())
+                converters.append(run._store.context_messages(name))  # type: ignore[attr-defined]
+        assert converters[1] is converters[0]  # the second run of "a" went on from the first
+        assert len(converters[1]) == 20
+        kept = fork._converters[store]
+        assert list(kept) == ["b", "c", "d"]  # "a" (20) went when "c" came: 30 > 25
+        assert sum(map(len, kept.values())) <= 25 + 10  # the newest is counted next time
