@@ -54,3 +54,16 @@ def test_model_types_are_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         choice.id = "c"  # type: ignore[misc]
     assert ModelOptions().models == []
+
+
+def test_a_message_read_from_a_dict_owns_its_blocks() -> None:
+    """The dict may be a store's shared entry: a hook changing the message's blocks must
+    leave it as it was."""
+    from hookline.kernel.messages import ModelMessage
+
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}
+    data = {"role": "user", "content": [{"type": "text", "text": "see"}, image]}
+    message = ModelMessage.from_dict(data)
+    assert message.content == ["see", image]
+    message.content[1]["image_url"]["url"] = "changed"
+    assert image == {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}
