@@ -191,10 +191,10 @@ def test_a_failed_commit_leaves_the_journal_to_the_stores_own_sweep(
     store.journal_write("run-x", "t", [("t", "append", new("message", n=1))])
     assert postgres_stores.portal.call(store.store._sweep_runs) == []  # still running
 
-    async def broken(*args: Any, **kwargs: Any) -> None:
+    def broken(*args: Any, **kwargs: Any) -> None:
         raise HooklineError(ErrorKind.temporary, "the database went away")
 
-    monkeypatch.setattr(postgres, "_apply", broken)
+    monkeypatch.setattr(postgres, "apply_statement", broken)
     with pytest.raises(HooklineError, match="went away"):
         store.journal_commit("run-x")
     monkeypatch.undo()

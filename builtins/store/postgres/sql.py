@@ -5,9 +5,10 @@ of a write (docs/deployment.md states the guarantees they make)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeAlias, TypeVar
 
 from hookline.kernel.tape import LAST_ANCHOR, TapeEntry, TapeQuery
 
@@ -16,6 +17,8 @@ from ..sqlite.store import JournalOp, check_journal_op
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
+
+T = TypeVar("T")
 
 SCHEMA_VERSION: Final = 2
 """The version this hookline writes; `hookline_schema_version` holds the database's."""
@@ -305,20 +308,46 @@ def _op_row(op: JournalOp) -> _Row:
     return _row(tape, action, entry)
 
 
-async def _apply(conn: AsyncConnection, rows: Sequence[_Row], *, run: str | None = None,
-                 owner: int | None = None, upto: int | None = None, repeat: bool = False,
-                 lock: Sequence[str] = ()) -> list[TapeEntry]:
+@dataclass(frozen=True)
+class Statement(Generic[T]):
+    """One write as a single statement: what runs it alone or in a group (group.py).
+    `tapes` are the tapes it locks, which a group locks ahead of all its members (in key
+    order, so that groups never deadlock); `parse` turns its rows into its result."""
+
+    sql: str
+    params: tuple[Any, ...]
+    tapes: tuple[str, ...]
+    parse: Callable[[list[tuple[Any, ...]]], T]
+
+
+async def execute(conn: AsyncConnection, statement: Statement[T]) -> T:
+    cursor = await conn.execute(statement.sql, statement.params)
+    return statement.parse(await cursor.fetchall())
+
+
+def apply_statement(rows: Sequence[_Row], *, run: str | None = None, owner: int | None = None,
+                    upto: int | None = None, repeat: bool = False,
+                    lock: Sequence[str] = ()) -> Statement[list[TapeEntry]]:
     """Perform writes in order (after `run`'s journal, which is then dropped) with one
-    call of `hookline_apply`; returns the entries stored. `owner` and `upto` make it a
-    run's fenced commit (see `_APPLY_FUNCTION`), `repeat` a repetition of one."""
-    columns = _columns(rows, 7)
-    cursor = await conn.execute(
+    call of `hookline_apply`; its result is the entries stored. `owner` and `upto` make it
+    a run's fenced commit (see `_APPLY_FUNCTION`), `repeat` a repetition of one."""
+    return Statement(
         "SELECT o_tape, o_id, o_kind, o_payload, o_meta, o_date FROM hookline_apply("
         "%s, %s::bigint, %s::integer, %s, %s::text[], %s::text[], %s::text[], %s::text[], "
         "%s::text[], %s::text[], %s::text[], %s::text[])",
-        (run, owner, upto, repeat, list(lock), *columns))
+        (run, owner, upto, repeat, list(lock), *_columns(rows, 7)),
+        (*lock, *{row[0] for row in rows}), _stored)
+
+
+def _stored(rows: list[tuple[Any, ...]]) -> list[TapeEntry]:
     return [TapeEntry(int(entry_id), str(kind), _loads(payload), _loads(meta), str(date))
-            for _tape, entry_id, kind, payload, meta, date in await cursor.fetchall()]
+            for _tape, entry_id, kind, payload, meta, date in rows]
+
+
+async def _apply(conn: AsyncConnection, rows: Sequence[_Row], *, run: str | None = None,
+                 lock: Sequence[str] = ()) -> list[TapeEntry]:
+    """`apply_statement` run on `conn` (inside a transaction of the caller's)."""
+    return await execute(conn, apply_statement(rows, run=run, lock=lock))
 
 
 def _columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:
@@ -340,11 +369,16 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-async def _journal(conn: AsyncConnection, run: str, tape: str, owner: int, upto: int,
-                   rows: Sequence[_Row]) -> None:
+def journal_statement(run: str, tape: str, owner: int, upto: int,
+                      rows: Sequence[_Row]) -> Statement[None]:
     """Record `rows` as the run's journal rows after `upto`, with one call of
-    `hookline_journal` (fenced, and safe to repeat)."""
-    await conn.execute(
+    `hookline_journal` (fenced, and safe to repeat). It takes no tape lock, so a group
+    still takes all of its tape locks before any row lock, as a commit does."""
+    return Statement(
         "SELECT hookline_journal(%s, %s, %s, %s, %s, %s::text[], %s::text[], %s::text[], "
         "%s::text[], %s::text[], %s::text[], %s::text[])",
-        (run, tape, owner, _now(), upto, *_columns(rows, 7)))
+        (run, tape, owner, _now(), upto, *_columns(rows, 7)), (), _nothing)
+
+
+def _nothing(rows: list[tuple[Any, ...]]) -> None:
+    return None

@@ -15,7 +15,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -40,17 +40,19 @@ from .conn import (
     deadline,
     split_url,
 )
+from .group import WriteGroups
 from .lease import PostgresLiveness, _Run
 from .sql import (
     _MIGRATIONS,
     NS_MIGRATE,
     SCHEMA_VERSION,
-    _apply,
+    Statement,
     _as_dict,
-    _journal,
     _op_row,
     _row,
     _select,
+    apply_statement,
+    journal_statement,
 )
 
 if TYPE_CHECKING:
@@ -116,6 +118,8 @@ class PostgresTapeStore(PostgresLiveness):
         """Tapes on which opening the store finished an interrupted run."""
         self._parsed = ParsedEntries()
         self._pool: AsyncConnectionPool | None = None
+        self._groups = WriteGroups(lambda until: self._connection(until=until),
+                                   self._outcome_unknown)
         self._owner_conn: AsyncConnection | None = None
         self._active: dict[str, _Run] = {}
         """The runs this store is running (journal written, not yet committed)."""
@@ -253,8 +257,7 @@ class PostgresTapeStore(PostgresLiveness):
 
     async def reset(self, tape: str) -> None:
         check_tape_name(tape)
-        async with self._statement() as conn:
-            await _apply(conn, [(tape, "reset", None, None, None, None, None)])
+        await self._write_grouped(apply_statement([(tape, "reset", None, None, None, None, None)]))
 
     async def append(self, tape: str, entry: TapeEntry) -> TapeEntry:
         return (await self.append_many(tape, [check_entry(entry)]))[0]
@@ -268,8 +271,7 @@ class PostgresTapeStore(PostgresLiveness):
         checked, bootstrap = check_batch(entries, bootstrap)
         rows = [] if bootstrap is None else [_row(tape, "bootstrap", bootstrap)]
         rows += [_row(tape, "append", entry) for entry in checked]
-        async with self._statement() as conn:
-            return await _apply(conn, rows)
+        return await self._write_grouped(apply_statement(rows))
 
     async def fetch_all(self, query: TapeQuery) -> list[TapeEntry]:
         """The tape's entries in id order, filtered by `apply_query` (see the module doc
@@ -327,8 +329,8 @@ class PostgresTapeStore(PostgresLiveness):
         if state is None:  # registered before the write: a sweep never sees it abandoned
             state = self._active[run] = _Run(tape, self.owner)
         await self._hold_lease(run, state)
-        await self._repeatable(lambda conn, _repeat: _journal(
-            conn, run, state.tape, state.owner, state.upto, rows))
+        await self._repeatable(lambda _repeat: journal_statement(
+            run, state.tape, state.owner, state.upto, rows))
         state.upto += len(rows)
 
     async def journal_commit(self, run: str, ops: Sequence[JournalOp] = ()) -> list[TapeEntry]:
@@ -344,21 +346,27 @@ class PostgresTapeStore(PostgresLiveness):
             owner = state.owner if state is not None else self.owner
             upto = state.upto if state is not None else 0
             lock = [state.tape] if state is not None else []
-            return await self._repeatable(lambda conn, repeat: _apply(
-                conn, rows, run=run, owner=owner, upto=upto, repeat=repeat, lock=lock))
+            return await self._repeatable(lambda repeat: apply_statement(
+                rows, run=run, owner=owner, upto=upto, repeat=repeat, lock=lock))
         finally:
             self._active.pop(run, None)
 
-    async def _repeatable(self, write: Callable[[AsyncConnection, bool], Awaitable[_T]]) -> _T:
-        """Run a write that is safe to repeat (`write(conn, repeat)`); while it fails with
-        its outcome unknown, repeat it on another connection, within `statement_timeout`
-        in all."""
+    async def _write_grouped(self, statement: Statement[_T],
+                             until: float | None = None) -> _T:
+        """One write in the next group (see `group.py`), within `statement_timeout`."""
+        if self._closed or self._pool is None:
+            raise HooklineError(ErrorKind.config, f"Tape store {self.display} is closed.")
+        return await self._groups.write(
+            statement, until or time.monotonic() + self.statement_timeout)
+
+    async def _repeatable(self, write: Callable[[bool], Statement[_T]]) -> _T:
+        """Run a write that is safe to repeat (`write(repeat)` makes its statement); while
+        it fails with its outcome unknown, repeat it, within `statement_timeout` in all."""
         until = time.monotonic() + self.statement_timeout
         repeat = False
         while True:
             try:
-                async with self._statement(until=until) as conn:
-                    return await write(conn, repeat)
+                return await self._write_grouped(write(repeat), until)
             except HooklineError as exc:
                 if not self._outcome_unknown(exc):
                     raise
