@@ -86,6 +86,7 @@ class ForkStore:
         self.pending: list[tuple[str, str, TapeEntry | None]] = []
         self.closed = False
         self._context: dict[str, ContextMessages] = {}
+        self._prefetched: dict[str, tuple[TapeQuery, list[TapeEntry]]] = {}
         self._writing = anyio.Lock()
 
     def context_messages(self, tape: str) -> ContextMessages:
@@ -172,13 +173,26 @@ class ForkStore:
         read = partial(fetch_shared, self.parent) if shared else self.parent.fetch_all
         buffer = self.buffers.get(query.tape)
         if buffer is None or (not buffer.entries and not buffer.reset):
-            return list(await read(query))
+            kept = self._prefetched.pop(query.tape, None)
+            if kept is not None and shared and whole_run and kept[0] == query:
+                return kept[1]
+            selected = list(await read(query))
+            if buffer is not None and buffer.base_id is None:
+                buffer.base_id = _last_id(query, selected)
+            return selected
         buffered = list(buffer.entries)  # what the fork holds now, whatever an await adds
         selected = await self._select(query, buffered, buffer.reset, whole_run, read)
         if shared:
             return selected
         held = {id(entry) for entry in buffered}
         return [copy_entry(entry) if id(entry) in held else entry for entry in selected]
+
+    def keep_context_read(self, query: TapeQuery, selected: list[TapeEntry]) -> None:
+        """Keep a context read (`fetch_all(query, whole_run=True, shared=True)`) made before
+        the run wrote anything to the tape: the next such read of the same query gets it,
+        unless the run has written to the tape since (the run's first step then reads
+        nothing again)."""
+        self._prefetched[query.tape] = (query, selected)
 
     async def _select(
         self, query: TapeQuery, buffered: list[TapeEntry], reset: bool, whole_run: bool,
@@ -296,6 +310,18 @@ def _kept_converter(parent: AsyncTapeStore, tape: str) -> ContextMessages:
         held -= len(kept.pop(next(iter(kept))))
     kept[tape] = converter  # the most recent last
     return converter
+
+
+def _last_id(query: TapeQuery, selected: list[TapeEntry]) -> int | None:
+    """The tape's last id, when what `query` selected tells it (`fetch_all` then learns it
+    without asking): a selection without filters or limit ends with the tape's last
+    entry, and only an empty tape gives none without an anchor."""
+    if (query.kind_filter or query.text_filter is not None or query.date_range is not None
+            or query.max_entries is not None or query.anchor_range is not None):
+        return None
+    if selected:
+        return selected[-1].id
+    return 0 if query.anchor is None else None
 
 
 def _is_anchor(entry: TapeEntry, name: str | None) -> bool:

@@ -43,6 +43,7 @@ import anyio
 from hookline.kernel.messages import ModelMessage, as_model_messages
 from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tape import (
+    LAST_ANCHOR,
     AsyncTapeStore,
     TapeContext,
     TapeEntry,
@@ -211,7 +212,7 @@ class Tape:
         callers, in any number of processes, leave exactly one. In a fork the anchor is
         buffered with that condition and the check is made again when the run is merged.
         """
-        if await self.entries(self.query().kinds("anchor").limit(1)):
+        if await self._has_anchor():
             return None
         anchor = TapeEntry.new("anchor", {"name": BOOTSTRAP_ANCHOR, "state": {"owner": "human"}},
                                **self._start_meta())
@@ -219,6 +220,24 @@ class Tape:
             return await self._store.append_bootstrap(self._name, anchor)
         stored = await append_batch(self._store, self._name, [], bootstrap=anchor)
         return stored[0] if stored else None
+
+    async def _has_anchor(self) -> bool:
+        """Whether the tape has an anchor. In a fork whose context starts at the last
+        anchor, the context read answers (it fails when there is none) and is kept for
+        the run's first step, so a run starts with one read of the store, not two."""
+        converter = self._converter()
+        if converter is None or self._context.anchor is not LAST_ANCHOR:
+            return bool(await self.entries(self.query().kinds("anchor").limit(1)))
+        assert isinstance(self._store, ForkStore)
+        query = self._context.build_query(self.query())
+        try:
+            selected = await self._context_entries(query, True)
+        except HooklineError as exc:
+            if exc.kind is not ErrorKind.not_found:
+                raise
+            return False
+        self._store.keep_context_read(query, selected)
+        return True
 
     async def flush(self) -> None:
         """Make what the run recorded so far durable now.

@@ -227,3 +227,74 @@ async def test_a_sessions_converter_outlives_its_run_and_those_kept_stay_bounded
         kept = fork._converters[store]
         assert list(kept) == ["b", "c", "d"]  # "a" (20) went when "c" came: 30 > 25
         assert sum(map(len, kept.values())) <= 25 + 10  # the newest is counted next time
+
+
+def counting(base: type) -> type:
+    """`base` counting the reads made of it (its own `fetch_shared` kept, if any)."""
+
+    class Counting(base):  # type: ignore[misc, valid-type]
+        reads = 0
+
+        def fetch_all(self, query: Any) -> Any:
+            type(self).reads += 1
+            return super().fetch_all(query)
+
+        if hasattr(base, "fetch_shared"):
+            def fetch_shared(self, query: Any) -> Any:
+                type(self).reads += 1
+                return super().fetch_shared(query)
+
+    return Counting
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def counted(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    if request.param == "memory":
+        yield counting(InMemoryTapeStore)()
+    else:
+        with counting(SQLiteTapeStore)(tmp_path / "tapes.db") as sqlite_store:
+            yield sqlite_store
+
+
+async def test_a_run_on_an_anchored_tape_reads_the_store_once_before_its_first_step(
+        counted: Any) -> None:
+    """The anchor check is the context read, kept for the first step; the first append
+    learns the tape's last id from it."""
+    tape = Tape(counted, "main", TapeContext(window=3))
+    await tape.ensure_bootstrap_anchor()
+    for n in range(4):
+        await tape.append("message", {"role": "user", "content": f"old {n}"})
+    type(counted).reads = 0
+    async with tape.fork() as run:
+        assert await run.ensure_bootstrap_anchor() is None
+        messages = await run.read_model_messages()
+        added = await run.append("message", {"role": "user", "content": "new"})
+        assert type(counted).reads == 1
+        assert [m.text for m in messages] == ["old 1", "old 2", "old 3"]
+        assert added.id == 6  # the anchor, four messages, then this
+    assert [(e.id, e.payload.get("content")) for e in await tape.entries()][-2:] == [
+        (5, "old 3"), (6, "new")]
+
+
+async def test_a_write_before_the_first_step_makes_it_read_again(counted: Any) -> None:
+    tape = Tape(counted, "main", TapeContext(window=None))
+    await tape.ensure_bootstrap_anchor()
+    await tape.append("message", {"role": "user", "content": "old"})
+    async with tape.fork() as run:
+        assert await run.ensure_bootstrap_anchor() is None
+        await run.append("message", {"role": "user", "content": "from a plugin"})
+        type(counted).reads = 0
+        assert [m.text for m in await run.read_model_messages()] == ["old", "from a plugin"]
+        assert type(counted).reads == 1
+
+
+async def test_a_run_on_a_tape_without_an_anchor_buffers_one_and_reads_it(
+        counted: Any) -> None:
+    tape = Tape(counted, "main", TapeContext(window=None))
+    await tape.append("message", {"role": "user", "content": "before any anchor"})
+    async with tape.fork() as run:
+        anchor = await run.ensure_bootstrap_anchor()
+        assert anchor is not None and anchor.id == 2
+        assert [m.text for m in await run.read_model_messages()] == []  # after the anchor
+    kinds = [(e.id, e.kind) for e in await tape.entries()]
+    assert kinds == [(1, "message"), (2, "anchor")]
