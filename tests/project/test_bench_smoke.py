@@ -119,9 +119,11 @@ def test_bench_replicas_tiny_runs(postgres_server: str) -> None:
     # has its CPU a turn, and the run as a whole answered some.
     answered = [row for row in rows[1:] if float(row[-8]) > 0]  # turns/s
     assert answered and all(float(row[-1]) > 0 for row in answered), done.stdout
-    streamed = lines[header + 5].split()
-    assert streamed[:3] == ["sqlite,", "streamed", "(SSE)"] and streamed[-2] == "0", done.stdout
-    assert "4.0 text deltas a reply" in done.stdout, done.stdout
+    whole, streamed = (lines[header + n].split() for n in (5, 6))
+    assert whole[:4] == ["sqlite,", "20", "deltas,", "whole"] and whole[-2] == "0", done.stdout
+    assert streamed[:4] == ["sqlite,", "20", "deltas,", "SSE"] and streamed[-2] == "0", \
+        done.stdout
+    assert "20.0 text deltas a reply" in done.stdout, done.stdout
 
 
 def test_bench_sandbox_quick_runs() -> None:
