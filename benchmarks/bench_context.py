@@ -4,7 +4,7 @@ Two sessions share one SQLite tape store in a temporary folder, each with the sa
 history and the builtin context window. Each opens a run (`Tape.fork`) and records tool
 steps (a `tool_call` with its `tool_result`) until the short run holds 20 entries and
 the long one 500. Then, alternately, each run records one more step and reads its
-context (`Tape.read_messages`, what the agent loop does before every model call); only
+context (`Tape.read_model_messages`, what the agent loop does before every model call); only
 the read is timed. Printed side by side: the median read at both run lengths and their
 ratio. A step should cost what it adds, not what the run already holds. Not a test: it
 prints figures; the goal line says whether the long run stays within the goal.
@@ -50,7 +50,7 @@ async def history(tape: Tape) -> None:
 
 async def timed_read(tape: Tape) -> float:
     started = time.perf_counter()
-    messages = await tape.read_messages(shared=True)  # as the agent loop reads it
+    messages = await tape.read_model_messages()  # as the agent loop reads it
     elapsed = time.perf_counter() - started
     if not messages:
         raise SystemExit(f"{tape.name}: the context read returned no messages")

@@ -56,7 +56,8 @@ class ContextMessages:
     which makes its own messages of them at once).
     """
 
-    __slots__ = ("_answers", "_base", "_entries", "_hide", "_models", "_rendered", "_waiting")
+    __slots__ = ("_answers", "_base", "_entries", "_flat", "_flat_upto", "_fresh", "_hide",
+                 "_models", "_rendered", "_waiting")
 
     def __init__(self, *, hide_excluded: bool = False) -> None:
         self._hide = hide_excluded
@@ -67,6 +68,9 @@ class ContextMessages:
         self._entries: list[TapeEntry] = []
         self._rendered: list[list[dict[str, Any]]] = []
         self._models: list[list[ModelMessage] | None] = []  # see model_messages
+        self._fresh = 0  # how many of `_models` are `_FRESH`
+        self._flat: list[ModelMessage] = []  # the messages of the first `_flat_upto` entries
+        self._flat_upto = 0
         self._waiting: OpenCalls[tuple[int, int]] = OpenCalls()
         self._answers: dict[tuple[int, int], dict[str, Any]] = {}
 
@@ -80,21 +84,35 @@ class ContextMessages:
         return list(flat) if shared else [_json_copy(message) for message in flat]
 
     def model_messages(self, entries: list[TapeEntry]) -> list[ModelMessage]:
-        """`messages(entries)` as ModelMessages; those with text content and no tool calls
-        are kept with their entries (frozen, nothing in them can change), the rest are
-        made anew at each read."""
+        """`messages(entries)` as ModelMessages, kept with their entries and shared from one
+        read to the next: read-only (see `_shareable`), so a read costs what was added.
+        The few that cannot be made read-only (content blocks, call metadata) are made
+        anew at each read."""
         self._update(entries)
         models = self._models
-        result: list[ModelMessage] = []
-        for at, rendered in enumerate(self._rendered):
-            kept = models[at]
-            if kept is None:
-                kept = as_model_messages(rendered)
-                if all(message.content.__class__ is str and not message.tool_calls
-                       for message in kept):
-                    models[at] = kept
-            result += kept
-        return result
+        for at in range(self._flat_upto, len(models)):
+            if models[at] is None:
+                converted = as_model_messages(self._rendered[at])
+                if all(_shareable(message) for message in converted):
+                    models[at] = converted
+                else:
+                    models[at] = _FRESH
+                    self._fresh += 1
+        if self._fresh:
+            return [message for at, kept in enumerate(models) for message in (
+                as_model_messages(self._rendered[at]) if kept is _FRESH or kept is None
+                else kept)]
+        # Every entry's messages are kept: those of the entries before `_flat_upto` are
+        # already in one flat list, so only what was added since is flattened.
+        self._flat.extend(chain.from_iterable(_kept(models[self._flat_upto:])))
+        self._flat_upto = len(models)
+        return list(self._flat)
+
+    def _unflatten_from(self, at: int) -> None:
+        """The messages of the entry at `at` change: the flat list stops before them."""
+        if at < self._flat_upto:
+            del self._flat[len(self._flat) - _count(self._models[at:self._flat_upto]):]
+            self._flat_upto = at
 
     def _update(self, entries: list[TapeEntry]) -> None:
         if entries and self._entries and entries[0] is not self._entries[0]:
@@ -114,8 +132,14 @@ class ContextMessages:
         start = next((n for n in range(1, len(kept)) if kept[n] is first), None)
         if start is None:
             return
+        if start <= self._flat_upto:
+            del self._flat[:_count(self._models[:start])]
+            self._flat_upto -= start
+        else:
+            self._unflatten_from(0)
         del kept[:start]
         del self._rendered[:start]
+        self._fresh -= sum(1 for models in self._models[:start] if models is _FRESH)
         del self._models[:start]
         self._base += start
         self._waiting.forget_before(self._base)
@@ -147,7 +171,54 @@ class ContextMessages:
         for call_index in answered:
             at = call_index - self._base
             self._rendered[at] = _render(call_index, self._entries[at], self._answers)
+            self._unflatten_from(at)
+            if self._models[at] is _FRESH:
+                self._fresh -= 1
             self._models[at] = None
+
+
+_FRESH: list[ModelMessage] = []
+"""In `ContextMessages._models` (by identity): an entry whose ModelMessages are made at
+each read."""
+
+
+class _ReadOnlyList(list):  # type: ignore[type-arg]
+    """The `tool_calls` of a shared ModelMessage: a list to read, which refuses changes
+    (a hook changing a shared message would change every later read of the context).
+    Copies (`list(...)`, `copy`, `dataclasses.replace` of the message) are plain lists."""
+
+    def _refuse(self, *args: object, **kwargs: object) -> Any:
+        raise TypeError(
+            "This ModelMessage is shared by the context reads of a run: build a changed "
+            "one instead (dataclasses.replace(message, tool_calls=[...])).")
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return (list, (list(self),))
+
+
+def _kept(models: list[list[ModelMessage] | None]) -> list[list[ModelMessage]]:
+    """Models known to be all converted (none is None), typed so."""
+    return models  # type: ignore[return-value]
+
+
+def _count(models: list[list[ModelMessage] | None]) -> int:
+    """How many messages converted models hold together."""
+    return sum(len(kept) for kept in _kept(models))
+
+
+def _shareable(message: ModelMessage) -> bool:
+    """Make `message` read-only where it can be (its `tool_calls` list); False when it
+    holds what cannot be (content blocks, a call's metadata dict)."""
+    if message.content.__class__ is not str:
+        return False
+    if message.tool_calls:
+        if any(call.metadata for call in message.tool_calls):
+            return False
+        object.__setattr__(message, "tool_calls", _ReadOnlyList(message.tool_calls))
+    return True
 
 
 def _render(

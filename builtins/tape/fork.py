@@ -62,6 +62,9 @@ class _Buffer:
     reset: bool = False
     base_id: int | None = None  # the parent's last id, learned at the first append
     bootstrap: TapeEntry | None = None  # a conditional anchor at the head of `entries`
+    scanned: tuple[int, TapeEntry | None, bool] = (0, None, False)
+    """How many `entries` were looked at for an anchor, the last of them, and whether one
+    was found: a read looks only at what was added since (see `_holds_anchor`)."""
 
 
 class ForkStore:
@@ -206,8 +209,8 @@ class ForkStore:
             return apply_query(before + buffered, query)
         if query.anchor is not None:
             wanted = None if query.anchor is LAST_ANCHOR else query.anchor
-            # Most runs hold no anchor: looking for one at C speed first keeps reads cheap.
-            if "anchor" in map(_kind, buffered) and any(
+            # Most runs hold no anchor: knowing that first keeps reads cheap.
+            if self._holds_anchor(query.tape, buffered) and any(
                 _is_anchor(entry, wanted) for entry in buffered
             ):
                 return apply_query(buffered, own)
@@ -215,8 +218,23 @@ class ForkStore:
         # filters and tails down), then the rest of the query on its part plus ours. The
         # limit keeps the first entries of the tail, so it waits for the combined list.
         parent_query = query if query.tail_entries is None else replace(query, max_entries=None)
-        before = list(await read(parent_query))
-        return apply_query(before + buffered, replace(own, anchor=None))
+        parent = await read(parent_query)
+        rest = replace(own, anchor=None)
+        if (rest.kind_filter or rest.text_filter is not None or rest.date_range is not None
+                or rest.tail_entries is not None or rest.max_entries is not None):
+            return apply_query([*parent, *buffered], rest)
+        return [*parent, *buffered]  # a context read: nothing left to filter
+
+    def _holds_anchor(self, tape: str, buffered: list[TapeEntry]) -> bool:
+        """Whether `buffered` (the tape's buffered entries) holds an anchor, looking only at
+        the entries added since the last call when the ones before are as they were."""
+        buffer = self.buffers[tape]
+        seen, last, found = buffer.scanned
+        if not (0 < seen <= len(buffered) and buffered[seen - 1] is last):
+            seen, found = 0, False  # emptied or changed since: look at all of them
+        found = found or "anchor" in map(_kind, buffered[seen:])
+        buffer.scanned = (len(buffered), buffered[-1] if buffered else None, found)
+        return found
 
     async def flush(self) -> None:
         """Write the pending ops to the journal in one commit (nothing without a journal)."""

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from hookline.builtins.store import InMemoryTapeStore, SQLiteTapeStore
 from hookline.builtins.tape.context import ContextMessages, messages_from_entries
 from hookline.builtins.tape.tape import Tape
+from hookline.kernel.messages import as_model_messages
 from hookline.kernel.tape import TapeContext, TapeEntry
 
 pytestmark = pytest.mark.anyio
@@ -39,11 +40,14 @@ def entry_lists(draw: st.DrawFn) -> list[TapeEntry]:
         kind = draw(st.sampled_from(["message", "tool_call", "tool_result", "anchor", "event"]))
         payload: dict[str, Any]
         if kind == "message":
+            text = f"m{len(entries)}"
             payload = {"role": draw(st.sampled_from(["user", "assistant"])),
-                       "content": [{"type": "text", "text": f"m{len(entries)}"}]}
+                       "content": draw(st.sampled_from([text, [{"type": "text", "text": text}]]))}
         elif kind == "tool_call":
             calls = [{"id": call_id, "name": "bash", "arguments": json.dumps({"n": len(entries)})}
                      for call_id in draw(st.lists(IDS, min_size=1, max_size=3))]
+            if draw(st.integers(0, 9)) == 0:  # a provider's details: never shared
+                calls[0]["metadata"] = {"signature": "s"}
             payload = {"calls": calls, "content": draw(st.sampled_from(["", "Running."]))}
         elif kind == "tool_result":
             payload = {"results": [{"call_id": call_id, "name": "bash",
@@ -83,9 +87,9 @@ def test_growing_reads_match_a_conversion_from_scratch(
 
 @settings(max_examples=300, deadline=None)
 @given(entry_lists(), st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4)), max_size=12),
-       st.booleans())
+       st.booleans(), st.lists(st.booleans(), min_size=12, max_size=12))
 def test_a_sliding_window_matches_a_conversion_from_scratch(
-    entries: list[TapeEntry], moves: list[tuple[int, int]], afresh: bool
+    entries: list[TapeEntry], moves: list[tuple[int, int]], afresh: bool, as_models: list[bool]
 ) -> None:
     """Turn after turn, the window gains entries at its end and loses the oldest at its
     start, as a session's context read does once the window is full."""
@@ -98,7 +102,32 @@ def test_a_sliding_window_matches_a_conversion_from_scratch(
         if afresh:  # the older entries as a store hands them out again, the rest equal
             window = window[:1] + [replace(entry, payload=json.loads(json.dumps(entry.payload)))
                                    for entry in window[1:]]
-        assert cache.messages(window) == messages_from_entries(visible(window))
+        expected = messages_from_entries(visible(window))
+        if as_models.pop():  # the agent loop's read, its messages kept between reads
+            assert cache.model_messages(window) == as_model_messages(expected)
+        else:
+            assert cache.messages(window) == expected
+
+
+def test_kept_model_messages_refuse_changes_and_copy_into_plain_ones() -> None:
+    import copy
+
+    entries = [TapeEntry(1, "tool_call", {"calls": [{"id": "a", "name": "bash",
+                                                     "arguments": "{}"}]}),
+               TapeEntry(2, "tool_result", {"results": [{"call_id": "a", "output": "ok"}]})]
+    cache = ContextMessages()
+    call, result = cache.model_messages(entries)
+    with pytest.raises(TypeError, match="shared by the context reads"):
+        call.tool_calls.append(call.tool_calls[0])
+    with pytest.raises(TypeError, match="shared by the context reads"):
+        call.tool_calls[0] = call.tool_calls[0]
+    changed = replace(call, tool_calls=[*call.tool_calls, call.tool_calls[0]])
+    changed.tool_calls.pop()  # a copy is a plain list
+    duplicate = copy.deepcopy(call)
+    duplicate.tool_calls.clear()
+    assert cache.model_messages(entries) == [call, result]
+    assert cache.model_messages(entries)[0] is call  # the same object, read again
+    assert len(call.tool_calls) == 1
 
 
 def test_each_read_returns_copies_unless_shared() -> None:
