@@ -127,6 +127,7 @@ class ForkStore:
         buffer.reset = True
         buffer.base_id = 0
         buffer.bootstrap = None
+        self._prefetched.pop(tape, None)
         self.pending.append((tape, "reset", None))
 
     async def append(self, tape: str, entry: TapeEntry) -> TapeEntry:
@@ -145,6 +146,7 @@ class ForkStore:
 
     async def _buffer(self, tape: str, entry: TapeEntry, action: str) -> TapeEntry:
         buffer = self.buffers[tape]
+        self._prefetched.pop(tape, None)  # the kept context read no longer holds
         # Normalise through JSON now, so a bad payload fails here and not at merge time.
         payload = json.loads(dump_json(entry.payload, "payload"))
         meta = json.loads(dump_json(entry.meta, "meta"))
@@ -175,8 +177,8 @@ class ForkStore:
         self._check_open()
         read = partial(fetch_shared, self.parent) if shared else self.parent.fetch_all
         buffer = self.buffers.get(query.tape)
+        kept = self._prefetched.pop(query.tape, None)  # used once at most
         if buffer is None or (not buffer.entries and not buffer.reset):
-            kept = self._prefetched.pop(query.tape, None)
             if kept is not None and shared and whole_run and kept[0] == query:
                 return kept[1]
             selected = list(await read(query))
@@ -192,9 +194,9 @@ class ForkStore:
 
     def keep_context_read(self, query: TapeQuery, selected: list[TapeEntry]) -> None:
         """Keep a context read (`fetch_all(query, whole_run=True, shared=True)`) made before
-        the run wrote anything to the tape: the next such read of the same query gets it,
-        unless the run has written to the tape since (the run's first step then reads
-        nothing again)."""
+        the run wrote anything to the tape: the next read of the tape, if it is the same
+        query, gets it, unless the run has written to the tape since (the run's first step
+        then reads nothing again)."""
         self._prefetched[query.tape] = (query, selected)
 
     async def _select(
@@ -220,8 +222,7 @@ class ForkStore:
         parent_query = query if query.tail_entries is None else replace(query, max_entries=None)
         parent = await read(parent_query)
         rest = replace(own, anchor=None)
-        if (rest.kind_filter or rest.text_filter is not None or rest.date_range is not None
-                or rest.tail_entries is not None or rest.max_entries is not None):
+        if _leaves_out(rest) or rest.tail_entries is not None:
             return apply_query([*parent, *buffered], rest)
         return [*parent, *buffered]  # a context read: nothing left to filter
 
@@ -330,12 +331,18 @@ def _kept_converter(parent: AsyncTapeStore, tape: str) -> ContextMessages:
     return converter
 
 
+def _leaves_out(query: TapeQuery) -> bool:
+    """Whether `query` leaves out entries between its anchor and the tape's end (kinds,
+    text, dates, or a limit that keeps the first ones)."""
+    return bool(query.kind_filter or query.text_filter is not None
+                or query.date_range is not None or query.max_entries is not None)
+
+
 def _last_id(query: TapeQuery, selected: list[TapeEntry]) -> int | None:
     """The tape's last id, when what `query` selected tells it (`fetch_all` then learns it
     without asking): a selection without filters or limit ends with the tape's last
     entry, and only an empty tape gives none without an anchor."""
-    if (query.kind_filter or query.text_filter is not None or query.date_range is not None
-            or query.max_entries is not None or query.anchor_range is not None):
+    if _leaves_out(query) or query.anchor_range is not None:
         return None
     if selected:
         return selected[-1].id

@@ -225,10 +225,10 @@ class Tape:
         """Whether the tape has an anchor. In a fork whose context starts at the last
         anchor, the context read answers (it fails when there is none) and is kept for
         the run's first step, so a run starts with one read of the store, not two."""
-        converter = self._converter()
-        if converter is None or self._context.anchor is not LAST_ANCHOR:
+        store = self._store
+        if not (isinstance(store, ForkStore) and self._context.select is None
+                and self._context.anchor is LAST_ANCHOR):
             return bool(await self.entries(self.query().kinds("anchor").limit(1)))
-        assert isinstance(self._store, ForkStore)
         query = self._context.build_query(self.query())
         try:
             selected = await self._context_entries(query, True)
@@ -236,7 +236,7 @@ class Tape:
             if exc.kind is not ErrorKind.not_found:
                 raise
             return False
-        self._store.keep_context_read(query, selected)
+        store.keep_context_read(query, selected)
         return True
 
     async def flush(self) -> None:
@@ -295,8 +295,8 @@ class Tape:
 
     async def read_model_messages(self) -> list[ModelMessage]:
         """`read_messages()` as ModelMessages, for a model call (the agent loop). In a
-        fork, with the default conversion, those of text messages are kept between reads
-        and shared: frozen, they have nothing to change."""
+        fork, with the default conversion, they are kept between reads and shared:
+        frozen, with read-only `tool_calls` (see `ContextMessages.model_messages`)."""
         converter = self._converter()
         if converter is not None:
             return converter.model_messages(await self._context_selection(True))

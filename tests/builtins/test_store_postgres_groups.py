@@ -186,3 +186,16 @@ def test_a_queued_write_is_not_abandoned_when_its_caller_is_cancelled(
 
     postgres_stores.portal.call(cancelled)
     assert sorted(text for _, text in contents(blocking, "t")) == [f"m{n}" for n in range(size)]
+
+
+def test_a_write_to_a_closed_store_fails_with_a_config_error(
+    postgres_stores: StoreFactory,
+) -> None:
+    blocking = postgres_stores.blocking()
+    blocking.append_many("t", [message("kept")])
+    blocking.close()
+    with pytest.raises(HooklineError, match="is closed") as raised:
+        blocking.append_many("t", [message("refused")])
+    assert raised.value.kind.value == "config"
+    with pytest.raises(HooklineError, match="is closed"):
+        blocking.journal_write("run-1", "t", [("t", "append", message("refused"))])

@@ -101,11 +101,12 @@ class WriteGroups:
             return
         self.groups += 1
         self.largest = max(self.largest, len(group))
-        tapes = sorted({tape for member in group for tape in member.statement.tapes})
+        tapes = list({tape for member in group for tape in member.statement.tapes})
         try:
             async with self._connection(min(member.until for member in group)) as conn:
                 async with conn.pipeline(), conn.transaction():
-                    await conn.execute(_LOCK_TAPES, (NS_TAPE, tapes))
+                    if tapes:  # the statement locks them in key order
+                        await conn.execute(_LOCK_TAPES, (NS_TAPE, tapes))
                     cursors = [await conn.execute(member.statement.sql,
                                                   member.statement.params)
                                for member in group]

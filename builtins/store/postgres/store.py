@@ -353,9 +353,8 @@ class PostgresTapeStore(PostgresLiveness):
 
     async def _write_grouped(self, statement: Statement[_T],
                              until: float | None = None) -> _T:
-        """One write in the next group (see `group.py`), within `statement_timeout`."""
-        if self._closed or self._pool is None:
-            raise HooklineError(ErrorKind.config, f"Tape store {self.display} is closed.")
+        """One write in the next group (see `group.py`), within `statement_timeout`; a
+        closed store's error comes from the connection it cannot lend."""
         return await self._groups.write(
             statement, until or time.monotonic() + self.statement_timeout)
 
