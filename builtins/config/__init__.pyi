@@ -21,10 +21,13 @@ from .parsers import MIN_HTTP_TOKEN_LENGTH as MIN_HTTP_TOKEN_LENGTH
 from .parsers import SANDBOX_MODES as SANDBOX_MODES
 from .parsers import TOOL_ENV_MODES as TOOL_ENV_MODES
 from .parsers import ModelPrice as ModelPrice
+from .table import DEFAULT_DENY_READ as DEFAULT_DENY_READ
 from .table import DEFAULT_HTTP_BODY_TIMEOUT as DEFAULT_HTTP_BODY_TIMEOUT
 from .table import DEFAULT_HTTP_HOST as DEFAULT_HTTP_HOST
 from .table import DEFAULT_HTTP_PORT as DEFAULT_HTTP_PORT
 from .table import DEFAULT_HTTP_TIMEOUT as DEFAULT_HTTP_TIMEOUT
+from .table import DEFAULT_MAX_FILE_BYTES as DEFAULT_MAX_FILE_BYTES
+from .table import DEFAULT_MAX_PROCESSES as DEFAULT_MAX_PROCESSES
 from .table import DEFAULT_MAX_STEPS as DEFAULT_MAX_STEPS
 from .table import Settings as Settings
 from .table import SettingsError as SettingsError

@@ -269,6 +269,15 @@ def env_pattern_list(value: Any) -> tuple[str, ...]:
     return list_of(value, pattern)
 
 
+def path_list(value: Any) -> tuple[str, ...]:
+    def path(item: Any) -> str:
+        given = text(item)
+        if not given or "\0" in given:
+            raise Invalid
+        return given
+    return list_of(value, path)
+
+
 def file_path(value: Any) -> Path:
     given = text(value)
     if not given:

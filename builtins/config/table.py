@@ -40,6 +40,14 @@ DEFAULT_HTTP_BODY_TIMEOUT = 30.0
 ENV_PREFIX = "HOOKLINE_"
 TAPES_NAME = "tapes.db"
 CONFIG_NAME = "config.toml"
+DEFAULT_DENY_READ = ("~/.ssh", "~/.aws", "~/.azure", "~/.config/gcloud", "~/.config/gh",
+                     "~/.netrc", "~/.docker/config.json", "~/.kube", "~/.pgpass", "~/.gnupg",
+                     "~/.git-credentials")
+"""Credentials outside the hookline home that no command may read (`sandbox_deny_read`)."""
+DEFAULT_MAX_PROCESSES = 4096
+"""Processes one sandbox may hold at once (RLIMIT_NPROC)."""
+DEFAULT_MAX_FILE_BYTES = 8 * 1024**3
+"""Bytes one file a command writes may reach (RLIMIT_FSIZE)."""
 _META = "hookline.setting"
 
 
@@ -166,6 +174,16 @@ class Settings:
         "read-only", '"read-only"'))
     sandbox_network: bool = field(default=False, metadata=setting(
         parse.boolean, "true or false", "true", "true"))
+    sandbox_deny_read: tuple[str, ...] = field(default=DEFAULT_DENY_READ, metadata=setting(
+        parse.path_list, "a list of paths (comma separated in the environment)",
+        "~/.ssh,~/.netrc", '["~/.ssh", "~/.netrc"]'))
+    sandbox_protect: tuple[str, ...] = field(default=(), metadata=setting(
+        parse.path_list, "a list of paths in the workspace (comma separated in the "
+        "environment)", ".vscode,Makefile", '[".vscode", "Makefile"]'))
+    sandbox_max_processes: int = field(default=DEFAULT_MAX_PROCESSES, metadata=setting(
+        parse.positive_int, "a positive integer", "512", "512"))
+    sandbox_max_file_bytes: int = field(default=DEFAULT_MAX_FILE_BYTES, metadata=setting(
+        parse.positive_int, "a positive integer", "1073741824", "1073741824"))
     http_allow_unsandboxed: bool = field(default=False, metadata=setting(
         parse.boolean, "true or false", "true", "true"))
     tool_env: str = field(default="filtered", metadata=setting(

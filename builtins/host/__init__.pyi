@@ -35,6 +35,8 @@ from .processes import stop_processes as stop_processes
 from .sandbox import Confinement as Confinement
 from .sandbox import SandboxPolicy as SandboxPolicy
 from .sandbox import check_exposure as check_exposure
+from .sandbox import private_temp_root as private_temp_root
+from .sandbox import protected_paths as protected_paths
 from .toolenv import DEFAULT_DROP as DEFAULT_DROP
 from .toolenv import EnvironmentPolicy as EnvironmentPolicy
 from .tools import MAX_OUTPUT as MAX_OUTPUT

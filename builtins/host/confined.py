@@ -1,78 +1,192 @@
-"""Starting processes inside a Landlock sandbox without paying for a fork.
+"""Starting commands through the sandbox helper: a process that shares nothing with hookline.
 
-A process inherits the Landlock domain of the thread that starts it. So each ruleset gets
-one thread of its own (`Spawner`) that confines itself once and then starts every
-sandboxed process: `subprocess.Popen` there can `vfork` (nothing runs in the child before
-exec), where a `preexec_fn` would force a full fork, about 8x slower for a large process.
-The thread never runs anything else, so hookline itself is never confined.
+`Spawner` starts the helper program (`jail/`, run by path with an empty environment, so it
+shares neither memory, descriptors, environment nor Landlock domain with hookline), sends
+it the policy and reads its report: which layers it applied, which are missing, the
+temporary folder commands see. Each `popen` then asks the helper for one command: the
+command's streams and a status pipe travel with the request, the answer brings a pidfd.
 
-`ConfinedProcess` gives such a process the face of `anyio.abc.Process` (what `LocalProcess`
-wraps): its pipes are read and written without blocking through `anyio.wait_readable`
-and `wait_writable`, and its exit is awaited on a pidfd, so no worker thread waits on it.
+`ConfinedProcess` gives such a command the face of `anyio.abc.Process` (what `LocalProcess`
+wraps): its pipes are read and written without blocking through `anyio.wait_readable` and
+`wait_writable`, it is signalled through its pidfd, and its exit status arrives on the
+status pipe (the helper reaps it: a command is not hookline's child).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import socket
+import struct
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures.thread import BrokenThreadPool
+import sys
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import IO, Any
 
 import anyio
 import anyio.abc
 import anyio.to_thread
 
-__all__ = ["ConfinedProcess", "Spawner"]
+from .jail import wire
+
+__all__ = ["ConfinedProcess", "HelperReport", "Spawner"]
+
+HELPER = os.path.join(os.path.dirname(__file__), "jail", "__main__.py")
+"""The helper program, run by path (its folder is then first on `sys.path`)."""
+
+START_TIMEOUT = 30.0
+"""Seconds the helper may take to confine itself and report."""
+
+_KILLED = -signal.SIGKILL
+"""The status of a command whose helper ended before it (the pid namespace was killed)."""
+
+Stream = int | IO[Any] | None
+
+
+@dataclass(frozen=True)
+class HelperReport:
+    """What a helper says once confined: the layers it could not apply, the temporary
+    folder as commands see it, and the folders whose change needs a new helper."""
+
+    missing: tuple[str, ...]
+    tmpdir: str
+    watched: tuple[tuple[str, int], ...]
 
 
 class Spawner:
-    """One thread confined by `confine` (run there first), starting processes on request."""
+    """One sandbox helper process and the socket hookline asks it through."""
 
-    def __init__(self, confine: Callable[[], None]) -> None:
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hookline-sandbox",
-                                            initializer=confine)
-        try:  # the thread starts and confines itself now: a refusal surfaces here, once
-            self._executor.submit(int).result()
-        except BrokenThreadPool as exc:
-            self._executor.shutdown(wait=False)
-            raise OSError(f"the sandbox thread could not confine itself: {exc}") from None
+    def __init__(self, policy: Mapping[str, Any]) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._lock = threading.Lock()
+        self._channel = ours
+        self._started: weakref.WeakSet[ConfinedProcess] = weakref.WeakSet()
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-E", "-s", "-S", HELPER, str(theirs.fileno())], env={},
+                cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE, pass_fds=(theirs.fileno(),))
+        finally:
+            theirs.close()
+        try:
+            ours.settimeout(START_TIMEOUT)
+            wire.send(ours, dict(policy))
+            answer = wire.receive(ours)
+            ours.settimeout(None)
+            reason = answer[0].get("error") if answer else self._stderr()
+        except (OSError, ValueError) as exc:
+            answer, reason = None, str(exc)
+        if answer is None or reason:
+            self.close()
+            raise OSError(f"the sandbox helper could not confine itself: {reason}")
+        if self._process.stderr is not None:
+            self._process.stderr.close()
+        report = answer[0]
+        self.report = HelperReport(tuple(report["missing"]), report["tmpdir"],
+                                   tuple((path, when) for path, when in report["watched"]))
 
-    def popen(self, argv: str | Sequence[str], **options: Any) -> subprocess.Popen[bytes]:
-        """`subprocess.Popen` on the confined thread (call from a worker thread)."""
-        def start() -> subprocess.Popen[bytes]:
-            return subprocess.Popen(argv, shell=isinstance(argv, str), **options)
+    def _stderr(self) -> str:
+        assert self._process.stderr is not None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._process.wait(5)
+        text = self._process.stderr.read().decode("utf-8", "replace").strip()
+        return text.splitlines()[-1] if text else f"it exited with {self._process.returncode}"
 
-        return self._executor.submit(start).result()
+    def popen(self, argv: str | Sequence[str], *, stdin: Stream, stdout: Stream,
+              stderr: Stream, cwd: str | None, env: Mapping[str, str] | None) -> ConfinedProcess:
+        """Start `argv` (a string runs through the shell) inside the sandbox; blocking."""
+        ends = _Ends()
+        try:
+            child_in = ends.child(stdin, "stdin")
+            child_out = ends.child(stdout, "stdout")
+            child_err = (child_out if stderr == subprocess.STDOUT
+                         else ends.child(stderr, "stderr"))
+            status_read, status_write = os.pipe2(os.O_CLOEXEC)
+            ends.ours.append(status_read)
+            ends.theirs.append(status_write)
+            request = {"argv": argv if isinstance(argv, str) else list(argv),
+                       "shell": isinstance(argv, str), "cwd": cwd,
+                       "env": dict(env) if env is not None else {}}
+            with self._lock:
+                wire.send(self._channel, request, [child_in, child_out, child_err, status_write])
+                answer = wire.receive(self._channel)
+            if answer is None:
+                raise OSError("the sandbox helper has ended; start a new session")
+            reply, fds = answer
+            if "errno" in reply:
+                raise OSError(reply["errno"], reply["message"], reply.get("filename"))
+            process = ConfinedProcess(fds[0], status_read, ends.pipes)
+            self._started.add(process)
+        except BaseException:
+            ends.close_ours()
+            raise
+        finally:
+            ends.close_theirs()
+        return process
+
+    def idle(self) -> bool:
+        """True when no command this helper started is still running."""
+        return all(process.returncode is not None for process in list(self._started))
 
     def close(self) -> None:
-        self._executor.shutdown(wait=False)
+        """End the helper: with its pid namespace every process in it is killed."""
+        self._channel.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._process.wait(5)
+        if self._process.stderr is not None:
+            self._process.stderr.close()
 
 
-async def open_confined(spawner: Spawner, argv: str | Sequence[str], *,
-                        stdin: int | IO[Any] | None, stdout: int | IO[Any] | None,
-                        stderr: int | IO[Any] | None, cwd: str | None,
-                        env: Mapping[str, str] | None, start_new_session: bool) -> ConfinedProcess:
-    """Start `argv` on the spawner's thread; the same options as `anyio.open_process`."""
-    popen = await anyio.to_thread.run_sync(lambda: spawner.popen(
-        argv, stdin=stdin, stdout=stdout, stderr=stderr, cwd=cwd, env=env,
-        start_new_session=start_new_session))
-    return ConfinedProcess(popen)
+class _Ends:
+    """The descriptors of one start: ours (kept on success) and the command's (sent)."""
+
+    def __init__(self) -> None:
+        self.ours: list[int] = []
+        self.theirs: list[int] = []
+        self.pipes: dict[str, int] = {}
+
+    def child(self, stream: Stream, name: str) -> int:
+        """The command's end of `stream` (a pipe's other end is kept as `pipes[name]`)."""
+        if stream == subprocess.PIPE:
+            read, write = os.pipe2(os.O_CLOEXEC)
+            mine, theirs = (write, read) if name == "stdin" else (read, write)
+            self.ours.append(mine)
+            self.theirs.append(theirs)
+            self.pipes[name] = mine
+            return theirs
+        if stream is None or stream == subprocess.DEVNULL:
+            fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+            self.theirs.append(fd)
+            return fd
+        return stream if isinstance(stream, int) else stream.fileno()
+
+    def close_theirs(self) -> None:
+        for fd in self.theirs:
+            os.close(fd)
+        self.theirs.clear()
+
+    def close_ours(self) -> None:
+        for fd in self.ours:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.ours.clear()
 
 
 class _Pipe(anyio.abc.ByteStream):
-    """One end of a child's pipe, used without blocking (only one direction works)."""
+    """One end of a command's pipe, used without blocking (only one direction works)."""
 
-    def __init__(self, file: IO[bytes]) -> None:
-        self._file: IO[bytes] | None = file
-        self.fd = file.fileno()
-        os.set_blocking(self.fd, False)
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._open = True
+        os.set_blocking(fd, False)
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
         while True:
-            if self._file is None:
+            if not self._open:
                 raise anyio.ClosedResourceError
             try:
                 data = os.read(self.fd, max_bytes)
@@ -86,7 +200,7 @@ class _Pipe(anyio.abc.ByteStream):
     async def send(self, data: bytes) -> None:
         view = memoryview(data)
         while view:
-            if self._file is None:
+            if not self._open:
                 raise anyio.ClosedResourceError
             try:
                 view = view[os.write(self.fd, view):]
@@ -99,21 +213,24 @@ class _Pipe(anyio.abc.ByteStream):
         await self.aclose()
 
     async def aclose(self) -> None:
-        if self._file is not None:
+        if self._open:
+            self._open = False
             anyio.notify_closing(self.fd)
-            file, self._file = self._file, None
-            file.close()
+            os.close(self.fd)
 
 
 class ConfinedProcess(anyio.abc.Process):
-    """A `subprocess.Popen` as an `anyio.abc.Process`."""
+    """A command the helper started, as an `anyio.abc.Process`."""
 
-    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
-        self._popen = popen
-        self._pidfd = os.pidfd_open(popen.pid)
-        self._stdin = _Pipe(popen.stdin) if popen.stdin else None
-        self._stdout = _Pipe(popen.stdout) if popen.stdout else None
-        self._stderr = _Pipe(popen.stderr) if popen.stderr else None
+    def __init__(self, pidfd: int, status: int, pipes: Mapping[str, int]) -> None:
+        self._pidfd = pidfd
+        self._status = status
+        self._returncode: int | None = None
+        self._pid = _outer_pid(pidfd)
+        os.set_blocking(status, False)
+        self._stdin, self._stdout, self._stderr = (
+            _Pipe(pipes[name]) if name in pipes else None
+            for name in ("stdin", "stdout", "stderr"))
 
     @property
     def stdin(self) -> _Pipe | None:
@@ -129,27 +246,34 @@ class ConfinedProcess(anyio.abc.Process):
 
     @property
     def pid(self) -> int:
-        return self._popen.pid
+        """The pid in hookline's pid namespace (the command leads a session of that id)."""
+        return self._pid
 
     @property
     def returncode(self) -> int | None:
-        if self._popen.returncode is None and self._pidfd >= 0:
-            self._popen.poll()
-        return self._popen.returncode
+        if self._returncode is None and self._status >= 0:
+            try:
+                data = os.read(self._status, 4)
+            except BlockingIOError:
+                return None
+            self._returncode = struct.unpack("<i", data)[0] if len(data) == 4 else _KILLED
+        return self._returncode
 
     async def wait(self) -> int:
         while self.returncode is None:
-            await anyio.wait_readable(self._pidfd)  # readable once the process has exited
-        return self._popen.returncode  # type: ignore[return-value]
+            await anyio.wait_readable(self._status)
+        return self._returncode  # type: ignore[return-value]
 
-    def send_signal(self, signal: int) -> None:
-        self._popen.send_signal(signal)
+    def send_signal(self, signal_number: int) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self._pidfd, signal_number)
 
     def terminate(self) -> None:
-        self._popen.terminate()
+        self.send_signal(signal.SIGTERM)
 
     def kill(self) -> None:
-        self._popen.kill()
+        self.send_signal(signal.SIGKILL)
 
     async def aclose(self) -> None:
         for pipe in (self.stdin, self.stdout, self.stderr):
@@ -158,8 +282,28 @@ class ConfinedProcess(anyio.abc.Process):
         try:
             await self.wait()
         finally:
-            if self._pidfd >= 0:
-                with contextlib.suppress(OSError):
-                    anyio.notify_closing(self._pidfd)
-                    os.close(self._pidfd)
-                self._pidfd = -1
+            for name in ("_pidfd", "_status"):
+                fd = getattr(self, name)
+                if fd >= 0:
+                    with contextlib.suppress(OSError):
+                        anyio.notify_closing(fd)
+                        os.close(fd)
+                    setattr(self, name, -1)
+
+
+def _outer_pid(pidfd: int) -> int:
+    """The pid a pidfd names, as hookline's pid namespace numbers it."""
+    with open(f"/proc/self/fdinfo/{pidfd}") as info:
+        for line in info:
+            if line.startswith("Pid:"):
+                return int(line.split()[1])
+    raise OSError("the kernel does not say which process a pidfd names (Linux 5.3+ does)")
+
+
+async def open_confined(spawner: Spawner, argv: str | Sequence[str], *,
+                        stdin: Stream, stdout: Stream, stderr: Stream, cwd: str | None,
+                        env: Mapping[str, str] | None, start_new_session: bool) -> ConfinedProcess:
+    """Start `argv` through the helper; the same options as `anyio.open_process` (every
+    command leads a session of its own there, whatever `start_new_session` says)."""
+    return await anyio.to_thread.run_sync(lambda: spawner.popen(
+        argv, stdin=stdin, stdout=stdout, stderr=stderr, cwd=cwd, env=env))

@@ -153,7 +153,30 @@ class LocalEnvironment(Environment):
         return read_file_lines(*self._locate(path), offset, limit, max_chars)
 
     def _write_bytes(self, path: StrPath, data: bytes) -> None:
-        write_file(*self._locate(path), data)
+        target, shown = self._locate(path)
+        self._check_writable(target, shown)
+        write_file(target, shown, data)
+
+    def _check_writable(self, target: str, shown: str) -> None:
+        """The file tools keep the sandbox's write rules: nothing in `read-only`, nothing
+        under a protected path (`.git`, `.hookline`, `sandbox_protect`)."""
+        if self.sandbox.mode == "read-only":
+            raise HooklineError(
+                ErrorKind.invalid_input,
+                f"cannot write {shown!r}: the sandbox is read-only (sandbox = \"read-only\"), "
+                f"for the file tools as for commands; the user can change that setting",
+                {"path": shown, "rule": "sandbox.read_only"})
+        if not self.sandbox.confined:
+            return
+        for protected in self._confinement.protected:
+            if is_inside(target, protected):
+                rule = os.path.relpath(protected, self.workspace)
+                raise HooklineError(
+                    ErrorKind.invalid_input,
+                    f"cannot write {shown!r}: {rule!r} is protected (what runs later outside "
+                    f"the sandbox reads it, as git runs its hooks); only the user changes it. "
+                    f"The list is .git, .hookline and the setting sandbox_protect",
+                    {"path": shown, "rule": f"sandbox.protected:{rule}"})
 
     # -- processes ---------------------------------------------------------------------
 

@@ -1,12 +1,14 @@
-"""Confining the processes tools start: a Landlock sandbox and a filtered environment.
+"""Confining the processes tools start: the sandbox policy, its helper, a filtered environment.
 
-The default (`sandbox = "workspace-write"`) lets a command read the file system, write only
-the workspace, its own temporary folder (its `TMPDIR`) and `/dev/null`-like devices, open no
-TCP connection and bind no port, signal no process outside its own sandbox, and neither
-read nor write the hookline home (tapes, token, config). `read-only` also refuses the
-workspace; `sandbox_network = true` allows TCP; `off` gives commands the user's full rights.
-Where Landlock cannot be applied, commands are refused with the reason: nothing runs
-unconfined by accident. See docs/security.md, "The sandboxed shell".
+The default (`sandbox = "workspace-write"`) starts every command through a helper process
+of the workspace's own (`confined`, `jail/`): in its own user, pid, mount, network and IPC
+namespaces, under Landlock and seccomp, with no capability. A command may read the file
+system but the hidden paths (the hookline home and its tape store, `sandbox_deny_read`),
+write only the workspace (not its protected paths: `.git`, `.hookline`) and its private
+`/tmp`, reach no network and nothing of hookline. `read-only` also refuses the workspace;
+`sandbox_network = true` allows TCP and UDP; `off` gives commands the user's full rights.
+Where a layer cannot be applied the others hold and a warning says what is left open; with
+too few of them commands are refused with the reason. See docs/security.md.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import contextlib
 import logging
 import os
 import shutil
+import stat
 import tempfile
 import threading
 from collections.abc import Mapping
@@ -23,20 +26,17 @@ from typing import TYPE_CHECKING
 
 from hookline.kernel.streaming import ErrorKind, HooklineError
 
+from ..config import DEFAULT_DENY_READ, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_PROCESSES
 from .files import is_inside
 from .toolenv import EnvironmentPolicy
 
 if TYPE_CHECKING:
     from ..config import Settings
     from .confined import Spawner
-    from .landlock import Ruleset
 
-__all__ = ["Confinement", "SandboxPolicy", "check_exposure"]
+__all__ = ["Confinement", "SandboxPolicy", "check_exposure", "private_temp_root", "protected_paths"]
 
 logger = logging.getLogger(__name__)  # every command shows its warnings (cli ALWAYS_WARN)
-
-WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
-"""Devices a sandboxed command may write: discarding output must keep working."""
 
 _STORE_SUFFIXES = ("", "-wal", "-shm", "-journal")
 
@@ -50,6 +50,13 @@ class SandboxPolicy:
     network: bool = False
     hidden: tuple[str, ...] = ()
     environment: EnvironmentPolicy = field(default_factory=EnvironmentPolicy)
+    deny_read: tuple[str, ...] = DEFAULT_DENY_READ
+    protect: tuple[str, ...] = ()
+    max_processes: int = DEFAULT_MAX_PROCESSES
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+    without: tuple[str, ...] = ()
+    """Layers to leave out ("namespaces", "landlock", "seccomp"): what a system lacking
+    them gets (HOOKLINE_SANDBOX_WITHOUT, for trying the fallback; warned like a lack)."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SandboxPolicy:
@@ -62,7 +69,11 @@ class SandboxPolicy:
         environment = EnvironmentPolicy(inherit=settings.tool_env == "inherit",
                                         keep=settings.tool_env_keep,
                                         drop=settings.tool_env_drop)
-        return cls(settings.sandbox, settings.sandbox_network, tuple(hidden), environment)
+        without = tuple(name.strip() for name in
+                        os.environ.get("HOOKLINE_SANDBOX_WITHOUT", "").split(",") if name.strip())
+        return cls(settings.sandbox, settings.sandbox_network, tuple(hidden), environment,
+                   settings.sandbox_deny_read, settings.sandbox_protect,
+                   settings.sandbox_max_processes, settings.sandbox_max_file_bytes, without)
 
     @property
     def confined(self) -> bool:
@@ -99,42 +110,45 @@ def check_exposure(settings: Settings, address: str, loopback: bool) -> None:
 
 
 class Confinement:
-    """One workspace's confinement: its private temporary folder and its Landlock ruleset.
+    """One workspace's sandbox: its private temporary folder and its helper process.
 
-    The ruleset is built on first use and again when a folder it enumerated changes (a new
-    entry beside the hookline home needs its own rule); `close()` removes the folder.
+    The helper (`confined.Spawner`) is started on first use and again when a folder its
+    Landlock rules enumerated changes (a new entry beside a hidden path needs its own rule;
+    only without namespaces); a helper replaced stays while a command it started runs.
+    `close()` ends each one (and with it every process it started) and removes the folder.
     """
 
     def __init__(self, policy: SandboxPolicy, workspace: str) -> None:
         self.policy = policy
         self.workspace = os.path.realpath(workspace)
         self.hidden = tuple(os.path.realpath(path) for path in policy.hidden)
+        self.protected = protected_paths(self.workspace, policy.protect)
         self._lock = threading.Lock()
         self._temporary: str | None = None
         self._spawner: Spawner | None = None
-        self._watched: tuple[tuple[str, int], ...] = ()
+        self._replaced: list[Spawner] = []
 
     def prepare(self, extra: Mapping[str, str] | None = None
                 ) -> tuple[dict[str, str], Spawner | None]:
         """The complete environment for a new process (hookline's, filtered, plus `extra`)
-        and the confined thread that must start it (None when the sandbox is off).
-        Blocking (it may list folders): call it from a worker thread."""
+        and the helper that must start it (None when the sandbox is off).
+        Blocking (it may start the helper): call it from a worker thread."""
         environ = self.policy.environment.apply(os.environ)
         if not self.policy.confined:
             return {**environ, **(extra or {})}, None
         self._check_layout()
         with self._lock:
-            temporary = self._temporary_folder()
-            spawner = self._current_spawner(temporary)
+            spawner = self._current_spawner()
         for name in ("TMPDIR", "TMP", "TEMP"):
-            environ[name] = temporary
+            environ[name] = spawner.report.tmpdir
         return {**environ, **(extra or {})}, spawner
 
     def close(self) -> None:
         with self._lock:
             folder, self._temporary = self._temporary, None
-            spawner, self._spawner = self._spawner, None
-        if spawner is not None:
+            spawners = [*self._replaced, *([self._spawner] if self._spawner else [])]
+            self._spawner, self._replaced = None, []
+        for spawner in spawners:
             spawner.close()
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
@@ -155,91 +169,114 @@ class Confinement:
                     f"change) are one inside the other. Keep HOOKLINE_HOME outside the "
                     f"workspace (the default is ~/.hookline){other}")
 
-    # -- the temporary folder and the ruleset -------------------------------------------
-
-    def _temporary_folder(self) -> str:
+    def _current_spawner(self) -> Spawner:
         if self._temporary is None or not os.path.isdir(self._temporary):
-            self._temporary = tempfile.mkdtemp(prefix="hookline-tool-")  # mode 0700
-            self._spawner = None  # its ruleset names the old folder
-        return self._temporary
-
-    def _current_spawner(self, temporary: str) -> Spawner:
+            self._temporary = tempfile.mkdtemp(prefix="hookline-tool-",
+                                               dir=private_temp_root())
+            if self._spawner is not None:  # its mounts and rules name the old folder
+                self._replaced.append(self._spawner)
+                self._spawner = None
         if self._spawner is not None and all(_mtime(path) == seen
-                                             for path, seen in self._watched):
+                                             for path, seen in self._spawner.report.watched):
             return self._spawner
         from .confined import Spawner
 
         try:
-            ruleset = self._build(temporary)
-            try:
-                spawner = Spawner(ruleset.confine)
-            finally:
-                ruleset.close()  # the thread holds the policy now, not the descriptor
+            spawner = Spawner(self._helper_policy(self._temporary))
         except OSError as exc:
-            raise HooklineError(
-                ErrorKind.config,
-                f"the shell is sandboxed (sandbox = {self.policy.mode}), but the sandbox "
-                f"cannot be applied here: {exc}. Nothing was run. To run commands with "
-                f"your full rights instead, set sandbox = \"off\" (HOOKLINE_SANDBOX=off); "
-                f"hookline then warns at every start") from None
-        # The old spawner is dropped, not closed: a command being started through it (a
-        # concurrent prepare) still gets its process; its thread ends once it is collected.
+            raise HooklineError(ErrorKind.config, _refusal(self.policy.mode, str(exc))) from None
+        _check_layers(self.policy.mode, spawner, warn=not self._replaced and not self._spawner)
+        if self._spawner is not None:  # its commands keep running until they end
+            self._replaced.append(self._spawner)
         self._spawner = spawner
+        for old in [old for old in self._replaced if old.idle()]:
+            self._replaced.remove(old)
+            old.close()
         return spawner
 
-    def _build(self, temporary: str) -> Ruleset:
-        from .landlock import (
-            FS_READ,
-            FS_WRITE,
-            MINIMUM_ABI,
-            NET_BIND_TCP,
-            NET_CONNECT_TCP,
-            READ_DIR,
-            SCOPE_ABSTRACT_UNIX_SOCKET,
-            SCOPE_SIGNAL,
-            TRUNCATE,
-            WRITE_FILE,
-            LandlockUnavailable,
-            Ruleset,
-            abi_version,
-        )
+    def _helper_policy(self, temporary: str) -> dict[str, object]:
+        policy = self.policy
+        return {"mode": policy.mode, "network": policy.network, "workspace": self.workspace,
+                "temporary": temporary, "protected": list(self.protected),
+                "hidden": [*self.hidden, *_resolved(policy.deny_read)],
+                "max_processes": policy.max_processes, "max_file_bytes": policy.max_file_bytes,
+                "without": list(policy.without)}
 
-        abi = abi_version()
-        if not self.policy.network and abi < MINIMUM_ABI:
-            raise LandlockUnavailable(
-                f"this kernel's Landlock (ABI {abi}) cannot refuse network connections "
-                f"(ABI {MINIMUM_ABI} can); set sandbox_network = true to confine files only")
-        network = 0 if self.policy.network else NET_BIND_TCP | NET_CONNECT_TCP
-        ruleset = Ruleset(abi, fs=FS_READ | FS_WRITE, net=network,
-                          scoped=SCOPE_SIGNAL | SCOPE_ABSTRACT_UNIX_SOCKET)
-        watched: list[tuple[str, int]] = []
-        # Listing folders stays possible everywhere (names, as `stat` shows them anyway);
-        # reading, running and writing files only where granted below.
-        ruleset.allow("/", READ_DIR)
-        self._grant(ruleset, "/", FS_READ, watched)
-        if self.policy.mode == "workspace-write":
-            self._grant(ruleset, self.workspace, FS_READ | FS_WRITE, watched)
-        ruleset.allow(temporary, FS_READ | FS_WRITE)
-        for device in WRITABLE_DEVICES:
-            ruleset.allow(device, FS_READ | WRITE_FILE | TRUNCATE)
-        self._watched = tuple(watched)
-        return ruleset
 
-    def _grant(self, ruleset: Ruleset, root: str, access: int,
-               watched: list[tuple[str, int]]) -> None:
-        """Grant `access` beneath `root` except beneath the hidden paths: a folder that
-        holds one is not granted itself; each of its other entries is, recursively."""
-        inner = [path for path in self.hidden if is_inside(path, root)]
-        if not inner:
-            ruleset.allow(root, access)
-            return
-        if root in inner:
-            return
-        watched.append((root, _mtime(root)))
-        with contextlib.suppress(FileNotFoundError, NotADirectoryError), os.scandir(root) as it:
-            for entry in it:
-                if not entry.is_symlink():  # a link's target is granted through its own path
-                    self._grant(ruleset, entry.path, access, watched)
+def _refusal(mode: str, reason: str) -> str:
+    return (f"the shell is sandboxed (sandbox = {mode}), but the sandbox cannot be applied "
+            f"here: {reason}. Nothing was run. To run commands with your full rights "
+            f"instead, set sandbox = \"off\" (HOOKLINE_SANDBOX=off); hookline then warns at "
+            f"every start")
+
+
+def _check_layers(mode: str, spawner: Spawner, warn: bool) -> None:
+    """Refuse a helper too weak to hold; with `warn`, say what a weaker one leaves open."""
+    missing = spawner.report.missing
+    lost = {line.split(":", 1)[0] for line in missing}
+    if "namespaces" in lost and lost & {"landlock", "seccomp"}:
+        spawner.close()
+        raise HooklineError(ErrorKind.config, _refusal(mode, "; ".join(missing)))
+    if missing and warn:
+        logger.warning("the sandbox is weaker here: %s. %s", "; ".join(missing),
+                       " ".join(LEFT_OPEN[name] for name in sorted(lost)))
+
+
+LEFT_OPEN = {
+    "namespaces": (
+        "Without namespaces, commands can change the modes and times of your files outside "
+        "the workspace, reach path-named Unix sockets (an ssh-agent, docker.sock) and see "
+        "every process of the machine; the workspace's .git stays writable to them. Allow "
+        "unprivileged user namespaces (sysctl user.max_user_namespaces, or kernel."
+        "apparmor_restrict_unprivileged_userns=0 on Ubuntu) to close that."),
+    "landlock": (
+        "Without Landlock, only the mounts keep commands in the workspace; a kernel with "
+        "Landlock enabled (lsm=landlock) adds the second layer."),
+    "seccomp": (
+        "Without seccomp, commands may use ptrace, io_uring, bpf and every socket family "
+        "inside their namespaces."),
+}
+"""What a missing layer leaves open, and the fix, said once at start."""
+
+
+def protected_paths(workspace: str, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Paths inside the workspace no command or file tool may change: `.git` (and where a
+    worktree's `.git` file points), `.hookline`, and the `sandbox_protect` entries."""
+    names = [*PROTECTED, *extra]
+    found = [os.path.realpath(os.path.join(workspace, os.path.expanduser(name)))
+             for name in names]
+    git = os.path.join(workspace, ".git")
+    if os.path.isfile(git):
+        with contextlib.suppress(OSError, UnicodeDecodeError), open(git) as file:
+            line = file.readline().strip()
+            if line.startswith("gitdir:"):
+                target = os.path.join(workspace, line.removeprefix("gitdir:").strip())
+                found.append(os.path.realpath(target))
+    return tuple(dict.fromkeys(found))
+
+
+PROTECTED = (".git", ".hookline")
+"""Names in the workspace kept read-only: what runs later outside the sandbox reads them."""
+
+
+def private_temp_root() -> str:
+    """`<tmp>/hookline-<uid>`: the one folder of this user's private temporary folders, made
+    0700 and checked (owned by this user, not a link, open to nobody else)."""
+    root = os.path.join(tempfile.gettempdir(), f"hookline-{os.getuid()}")
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(root, 0o700)
+    info = os.lstat(root)
+    if (not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid()
+            or info.st_mode & 0o077):
+        raise HooklineError(ErrorKind.config, (
+            f"{root} is not a private folder of this user (it must be a folder owned by "
+            f"uid {os.getuid()} with mode 0700); another user may have made it. Remove it, "
+            f"or set TMPDIR to a folder of your own"))
+    return root
+
+
+def _resolved(paths: tuple[str, ...]) -> list[str]:
+    return [os.path.realpath(os.path.expanduser(path)) for path in paths]
 
 
 def _mtime(path: str) -> int:

@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio
 import pytest
-from procs import is_gone
+from procs import is_gone, pids_while_running
 
 from hookline.builtins.host import tools as tools_module
 from hookline.builtins.host.background import BackgroundProcesses
@@ -123,12 +123,11 @@ async def test_shell_reports_exit_code_and_streams(tmp_path: Path) -> None:
 
 @pytest.mark.anyio
 async def test_shell_timeout_kills_and_says_so(tmp_path: Path) -> None:
-    text = await call(
+    text, [child] = await pids_while_running(lambda: call(
         "shell", tmp_path, command="sleep 60 & echo $! > child.pid; wait", timeout=1
-    )
+    ), tmp_path / "child.pid")
     assert text.startswith("[timed out after 1 s: the command and the processes it started")
     assert "exit code: -9" in text
-    child = int((tmp_path / "child.pid").read_text())
     with anyio.fail_after(5):
         while not is_gone(child):
             await anyio.sleep(0.05)

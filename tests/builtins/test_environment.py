@@ -10,7 +10,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from procs import wait_gone
+from procs import host_pid, pids_while_running, wait_gone
 
 from hookline.builtins.host.commands import CommandResult, run_command
 from hookline.builtins.host.environment import LocalEnvironment
@@ -22,17 +22,6 @@ pytestmark = pytest.mark.skipif(os.name != "posix", reason="process groups are P
 
 
 # -- helpers -----------------------------------------------------------------------------
-
-
-async def read_pids(path: Path, count: int, timeout: float = 10.0) -> list[int]:
-    """Wait until a pid file holds `count` lines, then return them."""
-    with anyio.fail_after(timeout):
-        while True:
-            if path.exists():
-                lines = [line for line in path.read_text().split() if line]
-                if len(lines) >= count:
-                    return [int(line) for line in lines[:count]]
-            await anyio.sleep(0.02)
 
 
 @pytest.fixture
@@ -83,16 +72,15 @@ async def test_timeout_kills_the_whole_process_group(
     # The shell starts a child that would sleep for a minute, then sleeps itself.
     command = "echo $$ > leader.pid; sleep 60 & echo $! > child.pid; echo started; sleep 60"
     started = time.monotonic()
-    result = await env.run(command, timeout=1)
+    result, pids = await pids_while_running(lambda: env.run(command, timeout=1),
+                                            workspace / "leader.pid", workspace / "child.pid")
     elapsed = time.monotonic() - started
 
     assert result.timed_out
     assert result.returncode is not None and result.returncode < 0
     assert result.stdout == "started\n"  # output written before the kill is kept
     assert elapsed < 10
-    leader = int((workspace / "leader.pid").read_text())
-    child = int((workspace / "child.pid").read_text())
-    assert await wait_gone([leader, child]) == []
+    assert await wait_gone(pids) == []
 
 
 @pytest.mark.anyio
@@ -100,21 +88,22 @@ async def test_child_holding_the_pipe_is_killed_at_timeout(
     env: LocalEnvironment, workspace: Path
 ) -> None:
     # The shell exits at once, but its child keeps stdout open: the command is not done.
-    result = await env.run("sleep 60 & echo $! > child.pid", timeout=1)
+    result, pids = await pids_while_running(
+        lambda: env.run("sleep 60 & echo $! > child.pid", timeout=1), workspace / "child.pid")
     assert result.timed_out
-    child = int((workspace / "child.pid").read_text())
-    assert await wait_gone([child]) == []
+    assert await wait_gone(pids) == []
 
 
 @pytest.mark.anyio
 async def test_leftovers_of_a_finished_command_are_killed(
     env: LocalEnvironment, workspace: Path
 ) -> None:
-    result = await env.run("sleep 60 > /dev/null 2>&1 & echo $! > child.pid; echo done")
+    result, pids = await pids_while_running(
+        lambda: env.run("sleep 60 > /dev/null 2>&1 & echo $! > child.pid; sleep 0.5; echo done"),
+        workspace / "child.pid")
     assert result.stdout == "done\n"
     assert not result.timed_out
-    child = int((workspace / "child.pid").read_text())
-    assert await wait_gone([child]) == []
+    assert await wait_gone(pids) == []
 
 
 @pytest.mark.anyio
@@ -122,12 +111,15 @@ async def test_cancelling_run_kills_the_process_group(
     env: LocalEnvironment, workspace: Path
 ) -> None:
     command = "echo $$ > leader.pid; sleep 60 & echo $! > child.pid; wait"
-    with anyio.move_on_after(1) as scope:
-        await env.run(command, timeout=60)
-    assert scope.cancelled_caught
-    pids = await read_pids(workspace / "leader.pid", 1) + await read_pids(
-        workspace / "child.pid", 1
-    )
+    pids: list[int] = []
+
+    async def cancelled_run() -> None:
+        with anyio.move_on_after(1) as scope:
+            await env.run(command, timeout=60)
+        assert scope.cancelled_caught
+
+    _, pids = await pids_while_running(cancelled_run, workspace / "leader.pid",
+                                       workspace / "child.pid")
     assert await wait_gone(pids) == []
 
 
@@ -211,7 +203,7 @@ async def test_spawn_gives_a_kernel_process(env: LocalEnvironment) -> None:
 @pytest.mark.anyio
 async def test_signal_reaches_the_whole_group(env: LocalEnvironment) -> None:
     process = await env.spawn("sleep 60 & echo $!; wait")
-    child = int((await process.stdout.read(64)).decode().strip())
+    child = host_pid(int((await process.stdout.read(64)).decode().strip()))
     await process.signal(False)
     assert await process.wait() < 0
     assert await wait_gone([process.pid, child]) == []

@@ -32,6 +32,7 @@ from hookline.builtins.config import Settings
 from hookline.builtins.host.background import OWNER_ENV, BackgroundProcesses, end_leftovers
 from hookline.builtins.host.environment import LocalEnvironment
 from hookline.builtins.host.proctable import boot_id, read_proc
+from hookline.builtins.host.sandbox import SandboxPolicy
 from hookline.builtins.plugin import BuiltinPlugin
 from hookline.kernel.framework.core import Framework
 
@@ -89,7 +90,9 @@ def subreaper_flag() -> int:
 @pytest.mark.anyio
 async def test_escaped_descendants_end_with_the_scope(tmp_path: Path) -> None:
     processes = BackgroundProcesses(stop_grace=0.5)
-    env = LocalEnvironment(tmp_path, processes=processes)
+    # Unsandboxed: a sandbox's helper is the reaper of what its commands leave (tested in
+    # test_sandbox_attacks.py); this is the registry's own net, for sandbox = "off".
+    env = LocalEnvironment(tmp_path, processes=processes, sandbox=SandboxPolicy(mode="off"))
     assert subreaper_flag() == 0
     async with asynccontextmanager(processes.lifespan)():
         assert subreaper_flag() == 1

@@ -40,6 +40,8 @@ def shown_default(spec: Spec) -> str | None:
         return f"`{str(value).lower()}`"
     if isinstance(value, float) and value.is_integer():
         return f"`{int(value)}`"
+    if isinstance(value, tuple) and value:
+        return ", ".join(f"`{item}`" for item in value)
     if value not in (None, (), {}):
         return f"`{value}`"
     return f"`{spec.unset}`" if spec.unset else None

@@ -127,9 +127,9 @@ def test_bench_replicas_tiny_runs(postgres_server: str) -> None:
 
 
 def test_bench_sandbox_quick_runs() -> None:
-    done = run_benchmark("bench_sandbox.py", "--calls", "3")
-    for label in ("sandbox off", "sandbox workspace-write", "Landlock left out",
-                  "Landlock itself:"):
+    done = run_benchmark("bench_sandbox.py", "--calls", "3", "--starts", "2")
+    for label in ("sandbox off", "sandbox workspace-write", "sandbox without namespaces",
+                  "first command of a session", "MCP start-up sandboxed / off:"):
         assert label in done.stdout, done.stdout
     assert done.stdout.count("PASS") + done.stdout.count("MISS") == 1, done.stdout
 

@@ -1,6 +1,7 @@
-"""A real `hookline gateway` with a stdio MCP server: SIGKILLed after a turn that started
-the server, it leaves the server (and what the server started) running; the next gateway
-on the same home ends them, from the process record the first one kept (Linux: /proc)."""
+"""A real `hookline gateway` with a stdio MCP server, SIGKILLed after a turn that started
+the server. Sandboxed, the server and what it started end with the gateway (its helper's
+pid namespace goes with it). With sandbox = off they stay running, and the next gateway on
+the same home ends them from the process record the first one kept (Linux: /proc)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import anyio
 import pytest
 from gateway_support import Gateway, gateway_env, post, start_gateway_process
 from mcp_support import SERVER
-from procs import is_gone, wait_gone
+from procs import host_pid, is_gone, wait_gone
 
 from hookline.builtins.host.proctable import HAS_PROC, read_proc
 
@@ -44,8 +45,8 @@ def records(home: Path) -> list[dict[str, Any]]:
     return [json.loads(path.read_text()) for path in (home / "processes").glob("*.json")]
 
 
-def test_a_sigkilled_gateways_mcp_server_is_ended_by_the_next_start(
-        tmp_path: Path, gateways: list[Gateway]) -> None:
+def start_first(tmp_path: Path, gateways: list[Gateway], **extra: str
+                ) -> tuple[Gateway, dict[str, str], Path, Path]:
     home, workspace = tmp_path / "home", tmp_path / "workspace"
     home.mkdir(mode=0o700)
     workspace.mkdir()
@@ -53,10 +54,26 @@ def test_a_sigkilled_gateways_mcp_server_is_ended_by_the_next_start(
         f'[mcp_servers.files]\ncommand = {json.dumps(sys.executable)}\n'
         f'args = [{json.dumps(SERVER)}, "stdio-stay"]\n')
     (home / "config.toml").chmod(0o600)
-    env = gateway_env(home, HOOKLINE_MODEL="offline")
-
+    env = gateway_env(home, HOOKLINE_MODEL="offline", **extra)
     first = start_gateway_process(["--port", "0"], env, workspace)
     gateways.append(first)
+    return first, env, home, workspace
+
+
+def test_a_sigkilled_gateways_sandboxed_mcp_server_ends_with_it(
+        tmp_path: Path, gateways: list[Gateway]) -> None:
+    first, _, _, _ = start_first(tmp_path, gateways)
+    server = host_pid(pid_from(first, "files__pid"))
+    lingering = host_pid(pid_from(first, "files__linger"))  # left the server's session
+    assert not is_gone(server) and not is_gone(lingering)
+    first.proc.kill()
+    first.proc.wait()
+    assert anyio.run(wait_gone, [server, lingering]) == []
+
+
+def test_a_sigkilled_gateways_unsandboxed_mcp_server_is_ended_by_the_next_start(
+        tmp_path: Path, gateways: list[Gateway]) -> None:
+    first, env, home, workspace = start_first(tmp_path, gateways, HOOKLINE_SANDBOX="off")
     server = pid_from(first, "files__pid")
     lingering = pid_from(first, "files__linger")  # left the server's session (setsid)
     info = read_proc(server)

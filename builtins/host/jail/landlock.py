@@ -1,9 +1,9 @@
-"""Linux Landlock through ctypes: probe the ABI, build a ruleset, confine a thread.
+"""Linux Landlock through ctypes: probe the ABI, build a ruleset, confine the caller.
 
-Landlock lets an unprivileged thread give up rights for itself and the processes it
-starts later: no root, no namespaces, no helper binary. hookline builds a ruleset
-(`Ruleset`) and a thread of its own applies it to itself (`Ruleset.confine`), then starts
-the sandboxed processes (`confined.Spawner`); hookline's other threads stay free.
+Landlock lets an unprivileged process give up rights for itself and the processes it
+starts later. The sandbox helper (`jail/__main__.py`) builds its ruleset (`build`) and
+applies it to itself (`Ruleset.confine`) before it starts any command; hookline itself is
+never confined. Standard library only: the helper imports it as a program.
 
 Why not the `landlock` package from the index: it is a pre-release (1.0.0.dev5) and the
 three system calls plus their structures fit in this module, which also covers the network
@@ -18,15 +18,19 @@ import os
 import stat
 import sys
 from collections.abc import Callable
-from typing import Final
+TYPE_CHECKING = False  # not typing's: the helper imports no module it can do without
+if TYPE_CHECKING:
+    from typing import Final
 
 __all__ = [
     "FS_DIRECTORY_ONLY",
     "FS_READ",
     "FS_WRITE",
+    "WRITABLE_DEVICES",
     "LandlockUnavailable",
     "Ruleset",
     "abi_version",
+    "build",
 ]
 
 # System call numbers: the same on every architecture (they came after the tables merged).
@@ -74,8 +78,8 @@ FS_DIRECTORY_ONLY: Final = (
 _FS_BY_ABI: Final = {1: (1 << 13) - 1, 2: (1 << 14) - 1}
 """Filesystem rights each early ABI knows; ABI 3 and later know all of the above."""
 
-MINIMUM_ABI: Final = 4
-"""Network rules arrived in ABI 4; below it a 'no network' sandbox cannot be kept."""
+WRITABLE_DEVICES: Final = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+"""Devices a sandboxed command may write: discarding output must keep working."""
 
 
 class LandlockUnavailable(OSError):
@@ -184,3 +188,54 @@ class Ruleset:
 
     def __del__(self) -> None:
         self.close()
+
+
+def build(*, workspace: str | None, temporary: str, extra_writable: list[str],
+          hidden: list[str], network: bool, watched: list[tuple[str, int]]) -> Ruleset:
+    """The sandbox's ruleset: read everything but `hidden`, write the workspace (None: read
+    only), the temporary folder, `extra_writable` and the harmless devices; no TCP unless
+    `network`; no signal or abstract socket outside the domain. `watched` receives the
+    folders listed to go around hidden paths, with their mtimes (a new entry needs a rule)."""
+    abi = abi_version()
+    ruleset = Ruleset(abi, fs=FS_READ | FS_WRITE,
+                      net=0 if network else NET_BIND_TCP | NET_CONNECT_TCP,
+                      scoped=SCOPE_SIGNAL | SCOPE_ABSTRACT_UNIX_SOCKET)
+    try:
+        # Listing folders stays possible everywhere (names, as `stat` shows them anyway);
+        # reading, running and writing files only where granted below.
+        ruleset.allow("/", READ_DIR)
+        _grant_except(ruleset, "/", FS_READ, hidden, watched)
+        if workspace is not None:
+            _grant_except(ruleset, workspace, FS_READ | FS_WRITE, hidden, watched)
+        for path in (temporary, *extra_writable):
+            ruleset.allow(path, FS_READ | FS_WRITE)
+        for device in WRITABLE_DEVICES:
+            ruleset.allow(device, FS_READ | WRITE_FILE | TRUNCATE)
+    except BaseException:
+        ruleset.close()
+        raise
+    return ruleset
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _grant_except(ruleset: Ruleset, root: str, access: int, hidden: list[str],
+                  watched: list[tuple[str, int]]) -> None:
+    """Grant `access` beneath `root` except beneath the hidden paths: a folder that holds
+    one is not granted itself; each of its other entries is, recursively."""
+    inner = [path for path in hidden if _inside(path, root)]
+    if not inner:
+        ruleset.allow(root, access)
+        return
+    if root in inner:
+        return
+    try:
+        watched.append((root, os.stat(root).st_mtime_ns))
+        with os.scandir(root) as entries:
+            for entry in entries:
+                if not entry.is_symlink():  # a link's target is granted through its own path
+                    _grant_except(ruleset, entry.path, access, hidden, watched)
+    except (FileNotFoundError, NotADirectoryError):
+        pass

@@ -1,0 +1,224 @@
+"""The sandbox helper: a process of its own that confines itself, then starts commands.
+
+hookline starts it (`python -E -s -S <this folder> <fd>`, an empty environment, a socket)
+once per sandbox, sends the policy and waits for the report. The helper enters new
+namespaces where the system allows them, forks the first process of the new pid namespace
+(which serves from then on: its parent only waits), lays out the mounts, mounts a /proc of
+its own, sets no_new_privs and resource limits, applies Landlock, drops every capability,
+becomes non-dumpable and installs the seccomp filter. Each start request then carries the
+command's three streams and a status pipe; the helper starts the command in a session of
+its own, answers with a pidfd, and writes the exit status to the pipe once it has reaped it.
+
+Nothing of hookline's process is in the helper: not its memory, descriptors, environment
+or Landlock domain. When the socket closes (hookline closed the sandbox, or died), the
+helper ends: with a pid namespace the kernel then kills every process in it; without
+one, the helper (a subreaper) kills every descendant it has.
+
+Standard library only, imported as top-level modules (this folder is `sys.path[0]`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import resource
+import selectors
+import signal
+import socket
+import struct
+import subprocess
+import sys
+
+TYPE_CHECKING = False  # not typing's: the helper imports no module it can do without
+if TYPE_CHECKING:
+    from typing import Any
+
+import landlock  # type: ignore[import-not-found]
+import namespaces  # type: ignore[import-not-found]
+import seccomp  # type: ignore[import-not-found]
+import wire  # type: ignore[import-not-found]
+
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 1, 4, 36
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def main() -> int:
+    channel = socket.socket(fileno=int(sys.argv[1]))
+    received = wire.receive(channel)
+    if received is None:
+        return 0
+    config = received[0]
+    isolated = False
+    if "namespaces" not in config["without"]:
+        try:
+            namespaces.enter(config["network"])
+            isolated = True
+        except OSError as exc:
+            config["missing_reason"] = str(exc)
+    if isolated:
+        child = os.fork()
+        if child:  # the parent stays outside the pid namespace and only waits
+            channel.close()
+            _, status = os.waitpid(child, 0)
+            return os.waitstatus_to_exitcode(status)
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    try:
+        report = confine(config, isolated)
+    except Exception as exc:  # whatever failed, hookline runs nothing and says why
+        wire.send(channel, {"error": f"{type(exc).__name__}: {exc}"})
+        return 1
+    wire.send(channel, report)
+    serve(channel, isolated)
+    return 0
+
+
+def confine(config: dict[str, Any], isolated: bool) -> dict[str, Any]:
+    """Apply every layer this system allows; the report names the ones missing."""
+    missing: list[str] = []
+    temporary, workspace = config["temporary"], config["workspace"]
+    writable_workspace = config["mode"] == "workspace-write"
+    inside_temporary = temporary
+    if isolated:
+        inside_temporary = "/tmp"
+        namespaces.lay_out(
+            writable=[(temporary, inside_temporary, True),
+                      (workspace, workspace, writable_workspace)],
+            protected=config["protected"], hidden=config["hidden"],
+            network=config["network"])
+        namespaces.mount_proc()
+    else:
+        missing.append(f"namespaces: {config.get('missing_reason', 'turned off')}")
+        _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    for name, limit in (("RLIMIT_NPROC", config["max_processes"]),
+                        ("RLIMIT_FSIZE", config["max_file_bytes"])):
+        if limit:
+            resource.setrlimit(getattr(resource, name), (limit, limit))
+    if _libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        raise OSError(ctypes.get_errno(), "could not set no_new_privs")
+    watched: list[tuple[str, int]] = []
+    if "landlock" in config["without"]:
+        missing.append("landlock: turned off")
+    else:
+        try:
+            ruleset = landlock.build(
+                workspace=workspace if writable_workspace else None,
+                temporary=inside_temporary,
+                extra_writable=[] if config["network"] or not isolated else ["/dev/shm"],
+                hidden=[] if isolated else config["hidden"] + [os.path.dirname(temporary)],
+                network=config["network"], watched=watched)
+            ruleset.confine()
+            ruleset.close()
+        except OSError as exc:
+            missing.append(f"landlock: {exc}")
+    namespaces.drop_capabilities()
+    _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    if "seccomp" in config["without"]:
+        missing.append("seccomp: turned off")
+    else:
+        try:
+            seccomp.install(config["network"])
+        except OSError as exc:
+            missing.append(f"seccomp: {exc}")
+    return {"ready": True, "missing": missing, "tmpdir": inside_temporary,
+            "watched": watched}
+
+
+def serve(channel: socket.socket, isolated: bool) -> None:
+    """Start commands on request until the channel closes; report each exit status."""
+    wake_read, wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_write)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    running: dict[int, tuple[subprocess.Popen[bytes], int]] = {}
+    selector = selectors.DefaultSelector()
+    selector.register(channel, selectors.EVENT_READ)
+    selector.register(wake_read, selectors.EVENT_READ)
+    while True:
+        for key, _events in selector.select():
+            if key.fileobj is channel:
+                received = wire.receive(channel)
+                if received is None:
+                    if not isolated:
+                        end_descendants()
+                    return
+                request, fds = received
+                start(channel, request, fds, running)
+            else:
+                _drain(wake_read)
+        reap(running)
+
+
+def _drain(fd: int) -> None:
+    with contextlib.suppress(BlockingIOError):
+        while os.read(fd, 512):
+            pass
+
+
+def start(channel: socket.socket, request: dict[str, Any], fds: list[int],
+          running: dict[int, tuple[subprocess.Popen[bytes], int]]) -> None:
+    """Start one command with the streams it came with; answer with its pidfd."""
+    if len(fds) != 4:
+        for fd in fds:
+            os.close(fd)
+        wire.send(channel, {"errno": 22, "message": "a start request carries four streams"})
+        return
+    stdin, stdout, stderr, status = fds
+    try:
+        process = subprocess.Popen(request["argv"], shell=request["shell"], stdin=stdin,
+                                   stdout=stdout, stderr=stderr, cwd=request["cwd"],
+                                   env=request["env"], start_new_session=True)
+    except OSError as exc:
+        os.close(status)
+        wire.send(channel, {"errno": exc.errno, "message": exc.strerror,
+                            "filename": exc.filename})
+        return
+    finally:
+        for fd in (stdin, stdout, stderr):
+            os.close(fd)
+    running[process.pid] = (process, status)
+    pidfd = os.pidfd_open(process.pid)
+    try:
+        wire.send(channel, {"pid": process.pid}, [pidfd])
+    finally:
+        os.close(pidfd)
+
+
+def reap(running: dict[int, tuple[subprocess.Popen[bytes], int]]) -> None:
+    """Collect every exited child (orphans too) and report the ones hookline started."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        entry = running.pop(pid, None)
+        if entry is not None:
+            process, fd = entry
+            process.returncode = os.waitstatus_to_exitcode(status)
+            with contextlib.suppress(OSError):  # hookline stopped listening
+                os.write(fd, struct.pack("<i", process.returncode))
+            os.close(fd)
+
+
+def end_descendants() -> None:
+    """Without a pid namespace: kill every child until none is left (descendants come back
+    to this subreaper as their parents die, and are killed in the next round)."""
+    me = str(os.getpid())
+    while True:
+        for entry in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{entry}/stat") as file:
+                    parent = file.read().rsplit(")", 1)[1].split()[1]
+                if parent == me:
+                    os.kill(int(entry), signal.SIGKILL)
+            except (OSError, IndexError, ValueError):
+                continue  # not a process, or gone already
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""Namespaces, mounts and capabilities for the sandbox helper, through ctypes.
+
+`enter` moves the helper into new user, mount, pid, network and IPC namespaces (no root
+needed where unprivileged user namespaces are allowed). `lay_out` then shapes what its
+commands see: every mount read-only (so no mode, owner, time or extended attribute outside
+the write set changes), the workspace and the private temporary folder writable again, the
+protected paths inside them read-only, hidden paths masked by an empty entry nobody may
+open, and with the network closed `/run`, `/tmp` and `/dev/shm` replaced (no socket of the
+host's services stays reachable by its path). `drop_capabilities` empties every set.
+
+Standard library only: the helper program imports it (docs/security.md, "How a command is
+confined").
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import stat
+from collections.abc import Iterable
+TYPE_CHECKING = False  # not typing's: the helper imports no module it can do without
+if TYPE_CHECKING:
+    from typing import Final
+
+__all__ = ["NamespacesUnavailable", "drop_capabilities", "enter", "lay_out", "mount_proc"]
+
+CLONE_NEWNS: Final = 0x00020000
+CLONE_NEWIPC: Final = 0x08000000
+CLONE_NEWUSER: Final = 0x10000000
+CLONE_NEWPID: Final = 0x20000000
+CLONE_NEWNET: Final = 0x40000000
+
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_BIND, _MS_REC, _MS_PRIVATE = 0x1000, 0x4000, 0x40000
+_AT_FDCWD, _AT_RECURSIVE = -100, 0x8000
+_MOUNT_ATTR_RDONLY: Final = 0x1
+_SYS_MOUNT_SETATTR: Final = 442  # the same on every architecture
+
+_PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
+_CAPABILITY_VERSION_3: Final = 0x20080522
+
+MASK_ROOT: Final = "/tmp"
+"""Where the masks are made (then covered): an empty tmpfs mounted there first."""
+
+REPLACED: Final = ("/run", "/dev/shm")
+"""Folders shown empty (fresh tmpfs) when the network is closed: host sockets live there.
+/run stays read-only; /dev/shm is the sandbox's own shared memory."""
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class NamespacesUnavailable(OSError):
+    """This system does not let the helper make its namespaces; the message says why."""
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = (("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64))
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = (("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32))
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"{what}: {os.strerror(code)}")
+
+
+def enter(network: bool) -> None:
+    """Unshare user, mount, pid and IPC namespaces (and network unless `network`); map
+    the caller's own uid and gid. The pid namespace takes effect for children."""
+    uid, gid = os.getuid(), os.getgid()
+    flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC
+    if not network:
+        flags |= CLONE_NEWNET
+    if _libc.unshare(flags) != 0:
+        code = ctypes.get_errno()
+        raise NamespacesUnavailable(code, f"user namespaces are not allowed here "
+                                          f"({os.strerror(code)})")
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                       ("gid_map", f"{gid} {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as file:
+            file.write(text)
+
+
+def _mount(source: str | None, target: str, kind: str | None, flags: int,
+           data: str | None = None) -> None:
+    encoded = [None if value is None else value.encode() for value in (source, target, kind, data)]
+    _check(_libc.mount(*encoded[:3], ctypes.c_ulong(flags), encoded[3]), f"mount {target}")
+
+
+def _set_read_only(path: str, read_only: bool, recursive: bool) -> None:
+    attr = _MountAttr(_MOUNT_ATTR_RDONLY if read_only else 0,
+                      0 if read_only else _MOUNT_ATTR_RDONLY, 0, 0)
+    flags = _AT_RECURSIVE if recursive else 0
+    _check(_libc.syscall(_SYS_MOUNT_SETATTR, _AT_FDCWD, path.encode(), flags,
+                         ctypes.byref(attr), ctypes.sizeof(attr)), f"mount_setattr {path}")
+
+
+def _bind(source: str, target: str, read_only: bool) -> None:
+    """Mount `source` (a path, or /proc/self/fd/N) at `target`, its own writability set."""
+    _mount(source, target, None, _MS_BIND | _MS_REC)
+    _set_read_only(target, read_only, recursive=True)
+
+
+def _mountpoint(path: str, folder: bool) -> None:
+    """Make `path` exist for a mount (inside a writable mount made earlier)."""
+    if os.path.lexists(path):
+        return
+    if folder:
+        os.makedirs(path, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o600))
+
+
+def lay_out(*, writable: Iterable[tuple[str, str, bool]], protected: Iterable[str],
+            hidden: Iterable[str], network: bool) -> None:
+    """Shape the mount namespace (the caller is inside a new one, with its capabilities).
+
+    `writable` holds (real path, path inside, writable) triples, the private temporary
+    folder first (shown as /tmp); `protected` paths are made read-only again inside them;
+    `hidden` paths are masked by an entry of mode 000 that nobody may open."""
+    writable, protected = list(writable), list(protected)
+    kept: list[int] = []
+
+    def keep(path: str) -> str:
+        kept.append(os.open(path, os.O_PATH | os.O_CLOEXEC | os.O_NOFOLLOW))
+        return f"/proc/self/fd/{kept[-1]}"
+
+    try:
+        sources = [keep(source) for source, _inside, _write in writable]
+        guarded = [(path, keep(path), os.path.isdir(path))
+                   for path in protected if os.path.lexists(path)]
+        _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+        _set_read_only("/", True, recursive=True)
+        # The masks: an empty folder and an empty file of mode 000 on a read-only tmpfs,
+        # covered at once by the private folder shown as /tmp.
+        _mount("tmpfs", MASK_ROOT, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=16k,mode=0755")
+        os.mkdir(f"{MASK_ROOT}/folder", 0)
+        os.close(os.open(f"{MASK_ROOT}/file", os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0))
+        masks = {True: keep(f"{MASK_ROOT}/folder"), False: keep(f"{MASK_ROOT}/file")}
+        _set_read_only(MASK_ROOT, True, recursive=False)
+        if not network:
+            for replaced in REPLACED:
+                if os.path.isdir(replaced) and not os.path.islink(replaced):
+                    _mount("tmpfs", replaced, "tmpfs", _MS_NOSUID | _MS_NODEV,
+                           "size=64m,mode=1777")
+        for source, (_real, inside, write) in zip(sources, writable, strict=False):
+            _mountpoint(inside, folder=True)
+            _bind(source, inside, read_only=not write)
+        for path, source, folder in guarded:
+            _mountpoint(path, folder=folder)
+            _bind(source, path, read_only=True)
+        for path in hidden:
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError:
+                continue  # not there, or not visible from here (under /tmp)
+            if not stat.S_ISLNK(mode):  # hidden paths are resolved: a link is its own entry
+                _bind(masks[stat.S_ISDIR(mode)], path, read_only=True)
+        if not network and os.path.isdir("/run"):
+            _set_read_only("/run", True, recursive=False)
+    finally:
+        for fd in kept:
+            os.close(fd)
+
+
+def mount_proc() -> None:
+    """A /proc of this pid namespace: the host's processes are not in it."""
+    _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+
+
+def drop_capabilities() -> None:
+    """Empty the bounding, ambient, effective, permitted and inheritable sets; raises when
+    a capability is left, so nothing runs with one."""
+    with open("/proc/sys/kernel/cap_last_cap") as file:
+        last = int(file.read())
+    for capability in range(last + 1):
+        _libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0)  # refused without CAP_SETPCAP
+    _libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = _CapHeader(_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _check(_libc.capset(ctypes.byref(header), data), "capset")
+    with open("/proc/self/status") as file:
+        sets = dict(line.split(":", 1) for line in file if line.startswith("Cap"))
+    left = [name for name in ("CapEff", "CapPrm", "CapInh", "CapAmb") if int(sets[name], 16)]
+    if left:
+        raise OSError(f"capabilities could not be dropped ({', '.join(left)} not empty)")

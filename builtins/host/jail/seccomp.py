@@ -1,0 +1,175 @@
+"""A seccomp filter for sandboxed commands, assembled as classic BPF through ctypes.
+
+Landlock confines files and TCP; it leaves out the calls that reach other processes or the
+kernel's wider surface (`ptrace`, `process_vm_*`, `pidfd_getfd`, `io_uring`, `bpf`, new
+namespaces and mounts) and every socket family but TCP. This filter refuses those with
+EPERM, so a command sees "Operation not permitted". With the network closed only AF_UNIX
+sockets may be made; with it open, AF_UNIX, AF_INET and AF_INET6 (no netlink, no packet
+sockets). A `clone` that asks for a new namespace is refused; `clone3` answers ENOSYS, which
+makes the C library fall back to `clone`, whose flags the filter can read.
+
+Standard library only: the sandbox helper (`jail/__main__.py`) imports it as a program.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+TYPE_CHECKING = False  # not typing's: the helper imports no module it can do without
+if TYPE_CHECKING:
+    from typing import Final
+
+__all__ = ["DENIED_CALLS", "SeccompUnavailable", "install"]
+
+_AUDIT_ARCH: Final = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+"""The architecture word seccomp reports, per `os.uname().machine`."""
+
+_X32_BIT: Final = 0x40000000
+
+# System call numbers: x86_64, then the generic table that aarch64 uses.
+_CALLS: Final[dict[str, tuple[int, int | None]]] = {
+    "ptrace": (101, 117),
+    "process_vm_readv": (310, 270),
+    "process_vm_writev": (311, 271),
+    "process_madvise": (440, 440),
+    "pidfd_getfd": (438, 438),
+    "kcmp": (312, 272),
+    "io_uring_setup": (425, 425),
+    "io_uring_enter": (426, 426),
+    "io_uring_register": (427, 427),
+    "bpf": (321, 280),
+    "perf_event_open": (298, 241),
+    "userfaultfd": (323, 282),
+    "keyctl": (250, 219),
+    "add_key": (248, 217),
+    "request_key": (249, 218),
+    "mount": (165, 40),
+    "umount2": (166, 39),
+    "pivot_root": (155, 41),
+    "chroot": (161, 51),
+    "open_tree": (428, 428),
+    "move_mount": (429, 429),
+    "fsopen": (430, 430),
+    "fsconfig": (431, 431),
+    "fsmount": (432, 432),
+    "fspick": (433, 433),
+    "mount_setattr": (442, 442),
+    "open_tree_attr": (467, 467),
+    "unshare": (272, 97),
+    "setns": (308, 268),
+    "open_by_handle_at": (304, 265),
+    "name_to_handle_at": (303, 264),
+    "kexec_load": (246, 104),
+    "kexec_file_load": (320, 294),
+    "init_module": (175, 105),
+    "finit_module": (313, 273),
+    "delete_module": (176, 106),
+    "syslog": (103, 116),
+    "acct": (163, 89),
+    "swapon": (167, 224),
+    "swapoff": (168, 225),
+    "reboot": (169, 142),
+    "quotactl": (179, 60),
+    "iopl": (172, None),  # x86 only
+    "ioperm": (173, None),
+    "uselib": (134, None),
+}
+_CLONE: Final = (56, 220)
+_CLONE3: Final = (435, 435)
+_SOCKET: Final = (41, 198)
+_SOCKETPAIR: Final = (53, 199)
+_IOCTL: Final = (16, 29)
+
+DENIED_CALLS: Final = tuple(_CALLS)
+"""The system calls every sandboxed command is refused (docs/security.md lists them)."""
+
+_NAMESPACE_FLAGS: Final = (0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000
+                           | 0x20000000 | 0x40000000 | 0x00000080)
+"""CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME."""
+
+_AF_UNIX, _AF_INET, _AF_INET6 = 1, 2, 10
+_TIOCSTI: Final = 0x5412
+"""Pushes characters into a terminal's input: refused, so nothing types into the user's
+shell once hookline exits."""
+
+# Classic BPF and seccomp constants.
+_LD_W_ABS, _JEQ_K, _JSET_K, _RET_K = 0x20, 0x15, 0x45, 0x06
+_RET_ALLOW: Final = 0x7FFF0000
+_RET_KILL_PROCESS: Final = 0x80000000
+_RET_ERRNO: Final = 0x00050000
+_OFFSET_NR, _OFFSET_ARCH, _OFFSET_ARG0, _OFFSET_ARG1 = 0, 4, 16, 24  # little endian: low word
+_SECCOMP_SET_MODE_FILTER: Final = 1
+_SECCOMP_FILTER_FLAG_TSYNC: Final = 1
+_SYS_SECCOMP: Final = {"x86_64": 317, "aarch64": 277}
+
+
+class SeccompUnavailable(OSError):
+    """No filter could be installed here; the message says why."""
+
+
+class _Filter(ctypes.Structure):
+    _fields_ = (("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8),
+                ("k", ctypes.c_uint32))
+
+
+class _Program(ctypes.Structure):
+    _fields_ = (("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_Filter)))
+
+
+def _errno(code: int) -> tuple[int, int, int, int]:
+    return (_RET_K, 0, 0, _RET_ERRNO | code)
+
+
+def program(machine: str, network: bool) -> list[tuple[int, int, int, int]]:
+    """The filter as (code, jt, jf, k) rows; `machine` is `os.uname().machine`."""
+    if machine not in _AUDIT_ARCH:
+        raise SeccompUnavailable(f"no seccomp filter is written for {machine} "
+                                 f"(x86_64 and aarch64 are)")
+    column = 0 if machine == "x86_64" else 1
+    allowed = {_AF_UNIX} | ({_AF_INET, _AF_INET6} if network else set())
+    denied = sorted(number for numbers in _CALLS.values()
+                    if (number := numbers[column]) is not None)
+    rows: list[tuple[int, int, int, int]] = [
+        (_LD_W_ABS, 0, 0, _OFFSET_ARCH),
+        (_JEQ_K, 1, 0, _AUDIT_ARCH[machine]),
+        (_RET_K, 0, 0, _RET_KILL_PROCESS),  # another ABI's numbers mean other calls
+        (_LD_W_ABS, 0, 0, _OFFSET_NR),
+    ]
+    if machine == "x86_64":  # the x32 ABI reuses the table with a bit set: refuse it
+        rows += [(_JSET_K, 0, 1, _X32_BIT), _errno(errno.ENOSYS)]
+    for number in denied:
+        rows += [(_JEQ_K, 0, 1, number), _errno(errno.EPERM)]
+    rows += [(_JEQ_K, 0, 1, _CLONE3[column]), _errno(errno.ENOSYS)]
+    # Each argument check: jump over it unless this is its call; it reloads the number after.
+    rows += [(_JEQ_K, 0, 4, _CLONE[column]), (_LD_W_ABS, 0, 0, _OFFSET_ARG0),
+             (_JSET_K, 0, 1, _NAMESPACE_FLAGS), _errno(errno.EPERM),
+             (_LD_W_ABS, 0, 0, _OFFSET_NR)]
+    rows += [(_JEQ_K, 0, 4, _IOCTL[column]), (_LD_W_ABS, 0, 0, _OFFSET_ARG1),
+             (_JEQ_K, 0, 1, _TIOCSTI), _errno(errno.EPERM),
+             (_LD_W_ABS, 0, 0, _OFFSET_NR)]
+    families = sorted(allowed)
+    for call in (_SOCKET[column], _SOCKETPAIR[column]):
+        check = [(_LD_W_ABS, 0, 0, _OFFSET_ARG0)]
+        for index, family in enumerate(families):  # an allowed family jumps to the reload
+            check.append((_JEQ_K, len(families) - index, 0, family))
+        check += [_errno(errno.EPERM), (_LD_W_ABS, 0, 0, _OFFSET_NR)]
+        rows += [(_JEQ_K, 0, len(check), call), *check]
+    rows.append((_RET_K, 0, 0, _RET_ALLOW))
+    return rows
+
+
+def install(network: bool) -> None:
+    """Filter the calling thread and what it starts from now on (no_new_privs must be set).
+    Raises `SeccompUnavailable` when the kernel refuses, so nothing runs unfiltered."""
+    machine = os.uname().machine
+    rows = program(machine, network)
+    array = (_Filter * len(rows))(*(_Filter(*row) for row in rows))
+    prog = _Program(len(rows), ctypes.cast(array, ctypes.POINTER(_Filter)))
+    libc = ctypes.CDLL(None, use_errno=True)
+    result = libc.syscall(_SYS_SECCOMP[machine], _SECCOMP_SET_MODE_FILTER, 0, ctypes.byref(prog))
+    if result != 0:
+        code = ctypes.get_errno()
+        raise SeccompUnavailable(code, f"the kernel refused the seccomp filter: "
+                                       f"{errno.errorcode.get(code, code)}")
+

@@ -1,0 +1,247 @@
+"""Attacks on the sandbox, run from inside a real tool call (a script, standard library only).
+
+    python3 sandbox_attack.py SETTINGS_JSON > result.json
+
+SETTINGS_JSON names what to aim at: `secrets` (values that must not be found anywhere in
+/proc), `port` (a TCP listener on 127.0.0.1), `outside` (a file of the user's outside the
+workspace), `home` (the hookline home), `ssh_key` (a key in the fake HOME). Each attack
+adds its name and "blocked: <why>" or "OPEN: <what worked>" to the JSON object printed
+after each attack (the last line holds every outcome, the earlier ones survive a kill).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+
+LIBC = ctypes.CDLL(None, use_errno=True)
+SYSCALL = {"ptrace": 101, "pidfd_open": 434, "pidfd_getfd": 438, "io_uring_setup": 425,
+           "bpf": 321, "unshare": 272}
+
+
+def syscall(name: str, *args: int) -> int:
+    result = LIBC.syscall(SYSCALL[name], *(ctypes.c_long(arg) for arg in args))
+    if result < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+    return int(result)
+
+
+def other_pids() -> list[int]:
+    """Every process in view but this command's own session (its shell is the attacker's
+    too): hookline, the helper, other commands."""
+    mine = os.getsid(0)
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if os.getsid(int(name)) != mine:
+                    found.append(int(name))
+            except OSError:
+                continue
+    return found
+
+
+def environ_secrets(settings: dict) -> str:
+    found = []
+    for pid in [*other_pids(), 1]:
+        for tid in os.listdir(f"/proc/{pid}/task") if os.path.isdir(f"/proc/{pid}/task") else []:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/environ", "rb") as file:
+                    data = file.read()
+            except OSError:
+                continue
+            found += [secret for secret in settings["secrets"] if secret.encode() in data]
+    return f"OPEN: {found}" if found else f"blocked: no secret in {len(other_pids())} processes"
+
+
+def read_memory(settings: dict) -> str:
+    opened = []
+    for pid in other_pids():
+        try:
+            with open(f"/proc/{pid}/mem", "rb"):
+                opened.append(pid)
+        except OSError:
+            continue
+    return f"OPEN: mem of {opened}" if opened else "blocked: no mem opened"
+
+
+def list_fds(settings: dict) -> str:
+    for pid in other_pids():
+        try:
+            targets = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+        except OSError:
+            continue
+        if any("tapes.db" in target for target in targets):
+            return f"OPEN: fds of {pid}: {targets}"
+    return "blocked: no hookline descriptor seen"
+
+
+def ptrace_attach(settings: dict) -> str:
+    for pid in [1, *other_pids()]:
+        try:
+            syscall("ptrace", 16, pid, 0, 0)  # PTRACE_ATTACH
+            os.waitpid(pid, os.__dict__.get("WALL", 0x40000000))
+            syscall("ptrace", 17, pid, 0, 0)  # PTRACE_DETACH: let it run on
+            return f"OPEN: attached to {pid}"
+        except OSError as exc:
+            last = exc
+    return f"blocked: {last.strerror}"
+
+
+def take_fd(settings: dict) -> str:
+    try:
+        pidfd = syscall("pidfd_open", 1, 0)
+    except OSError as exc:
+        return f"blocked: pidfd_open {exc.strerror}"
+    try:
+        fd = syscall("pidfd_getfd", pidfd, 3, 0)
+        return f"OPEN: took fd {fd}"
+    except OSError as exc:
+        return f"blocked: {exc.strerror}"
+
+
+def kill_hookline(settings: dict) -> str:
+    """SIGKILL the helper and every process in view that runs hookline (its test must see
+    hookline survive). Only those: were the sandbox broken, nothing else of the machine
+    is hit."""
+    killed = []
+    for pid in [1, *other_pids()]:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as file:
+                if b"hookline" not in file.read():
+                    continue
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        except OSError:
+            continue
+    time.sleep(0.5)  # a signal the kernel accepted but dropped (the namespace's init) leaves it
+    dead = [pid for pid in killed if not os.path.exists(f"/proc/{pid}")]
+    return f"OPEN: killed {dead}" if dead else f"blocked: none of {killed} died"
+
+
+def mptcp(settings: dict) -> str:
+    try:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262)
+        sock.settimeout(3)
+        sock.connect(("127.0.0.1", settings["port"]))
+        return "OPEN: MPTCP connected"
+    except OSError as exc:
+        return f"blocked: {exc.strerror or exc}"
+
+
+def tcp(settings: dict) -> str:
+    try:
+        socket.create_connection(("127.0.0.1", settings["port"]), 3)
+        return "OPEN: TCP connected"
+    except OSError as exc:
+        return f"blocked: {exc.strerror or exc}"
+
+
+def udp(settings: dict) -> str:
+    try:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.sendto(b"exfiltrated", ("127.0.0.1", settings["port"]))
+        return "OPEN: UDP sent"
+    except OSError as exc:
+        return f"blocked: {exc.strerror or exc}"
+
+
+def listen_unbound(settings: dict) -> str:
+    try:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.listen(1)
+        return f"OPEN: listening on {sock.getsockname()}"
+    except OSError as exc:
+        return f"blocked: {exc.strerror or exc}"
+
+
+def netlink(settings: dict) -> str:
+    try:
+        socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 4)  # NETLINK_SOCK_DIAG
+        return "OPEN: netlink socket"
+    except OSError as exc:
+        return f"blocked: {exc.strerror or exc}"
+
+
+def metadata(settings: dict) -> str:
+    changed = []
+    for path in (settings["outside"], settings["home"]):
+        for name, action in (("chmod", lambda p: os.chmod(p, 0o777)),
+                             ("utime", lambda p: os.utime(p, (0, 0))),
+                             ("setxattr", lambda p: os.setxattr(p, "user.x", b"1"))):
+            try:
+                action(path)
+                changed.append(f"{name} {path}")
+            except OSError:
+                continue
+    return f"OPEN: {changed}" if changed else "blocked: no metadata changed"
+
+
+def git_hooks(settings: dict) -> str:
+    written = []
+    for path in (".git/hooks/pre-commit", ".git/config"):
+        try:
+            with open(path, "a") as file:
+                file.write("\n[core]\n\tfsmonitor = touch /tmp/owned\n")
+            written.append(path)
+        except OSError:
+            continue
+    return f"OPEN: {written}" if written else "blocked: .git is read-only"
+
+
+def ssh_key(settings: dict) -> str:
+    try:
+        with open(settings["ssh_key"]) as file:
+            return f"OPEN: {file.read(20)!r}"
+    except OSError as exc:
+        return f"blocked: {exc.strerror}"
+
+
+def privileges(settings: dict) -> str:
+    with open("/proc/self/status") as file:
+        status = dict(line.split(":", 1) for line in file if ":" in line)
+    shown = {name: status[name].strip() for name in ("CapEff", "CapPrm", "CapBnd", "CapAmb",
+                                                     "NoNewPrivs", "Seccomp")}
+    confined = (all(int(shown[name], 16) == 0 for name in ("CapEff", "CapPrm", "CapBnd", "CapAmb"))
+                and shown["NoNewPrivs"] == "1" and shown["Seccomp"] == "2")
+    return f"{'blocked' if confined else 'OPEN'}: {shown}"
+
+
+def kernel_surface(settings: dict) -> str:
+    opened = []
+    for name, args in (("io_uring_setup", (1, 0)), ("bpf", (0, 0, 0)),
+                       ("unshare", (0x10000000,))):
+        try:
+            syscall(name, *args)
+            opened.append(name)
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.ENOSYS):
+                opened.append(f"{name} ({exc.strerror})")
+    return f"OPEN: {opened}" if opened else "blocked: io_uring, bpf, unshare refused"
+
+
+ATTACKS: dict[str, Callable[[dict], str]] = {
+    "environ": environ_secrets, "mem": read_memory, "fds": list_fds, "ptrace": ptrace_attach,
+    "pidfd_getfd": take_fd, "mptcp": mptcp, "tcp": tcp, "udp": udp,
+    "listen_unbound": listen_unbound, "netlink": netlink, "metadata": metadata,
+    "git": git_hooks, "ssh_key": ssh_key, "privileges": privileges, "kernel": kernel_surface,
+    "kill": kill_hookline,
+}
+
+if __name__ == "__main__":
+    aims = json.loads(sys.argv[1])
+    results = {}
+    for attack_name, attack in ATTACKS.items():
+        try:
+            results[attack_name] = attack(aims)
+        except Exception as exc:  # an attack that broke is reported, not hidden
+            results[attack_name] = f"ERROR: {type(exc).__name__}: {exc}"
+        print(json.dumps(results), flush=True)  # the last line has them all
