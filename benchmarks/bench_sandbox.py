@@ -6,9 +6,9 @@ them alike: `off` (no sandbox, the environment still filtered: anyio's own proce
 against the default `workspace-write` (each command started by the environment's sandbox
 helper: namespaces, Landlock, seccomp), and the same without namespaces (what a system
 that forbids them gets). Then the one-time costs: a helper's start (the first command of a
-session pays it), and a stdio MCP server started until it answers `initialize`, with and
-without the sandbox. Figures are medians. Not a test: the goal line says PASS/MISS without
-changing the exit status.
+session pays it), and a stdio MCP server built with the SDK, started until it answers
+`initialize`, with and without the sandbox. Figures are medians. Not a test: the goal line
+says PASS/MISS without changing the exit status.
 
 Goal: a sandboxed `shell` call costs at most 1.3x an unsandboxed one.
 
@@ -35,13 +35,22 @@ GOAL_RATIO = 1.3
 MODES = {"off": SandboxPolicy(mode="off"), "workspace-write": SandboxPolicy(),
          "without namespaces": SandboxPolicy(without=("namespaces",))}
 MCP_SERVER = """\
-import sys, json
-for line in sys.stdin:
-    request = json.loads(line)
-    if request.get("method") == "initialize":
-        print(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": {}}), flush=True)
-        break
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("bench")
+
+
+@server.tool()
+def ping() -> str:
+    return "pong"
+
+
+server.run("stdio")
 """
+"""A real stdio server, built with the SDK (the `mcp` extra)."""
+INITIALIZE = (b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {'
+              b'"protocolVersion": "2025-06-18", "capabilities": {}, '
+              b'"clientInfo": {"name": "bench", "version": "1"}}}\n')
 
 
 def policy(mode: str, home: Path) -> SandboxPolicy:
@@ -83,18 +92,18 @@ async def first_calls(folder: Path, starts: int) -> dict[str, float]:
 
 
 async def mcp_starts(folder: Path, starts: int) -> dict[str, float]:
-    """A stdio server started through the environment until it answers `initialize`."""
+    """An SDK stdio server started through the environment until it answers `initialize`."""
     server = folder / "workspace" / "server.py"
     server.write_text(MCP_SERVER)
     samples: dict[str, list[float]] = {mode: [] for mode in ("off", "workspace-write")}
-    request = b'{"jsonrpc": "2.0", "id": 1, "method": "initialize"}\n'
     for _ in range(starts):
         for mode in samples:
             env = LocalEnvironment(folder / "workspace", sandbox=policy(mode, folder / "home"))
             start = time.perf_counter()
             process = await env.spawn([sys.executable, str(server)])
-            await process.write_stdin(request)
-            await process.stdout.read(4096)
+            await process.write_stdin(INITIALIZE)
+            answer = await process.stdout.read(65536)
+            assert b'"id":1' in answer.replace(b" ", b""), answer
             samples[mode].append(time.perf_counter() - start)
             await env.close()
     return {mode: statistics.median(values) * 1000 for mode, values in samples.items()}

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -107,11 +107,14 @@ def _pump(stream: Any, into: list[str], lines: queue.Queue[str]) -> None:
 
 
 def start_gateway_process(args: list[str], env: Mapping[str, str], cwd: Path,
-                          gates: Path | None = None, wait: bool = True) -> Gateway:
-    """`hookline gateway ARGS` in a subprocess; with `wait`, returns once it listens and
-    has logged its start-up lines."""
+                          gates: Path | None = None, wait: bool = True,
+                          hookline: Sequence[str] = ()) -> Gateway:
+    """`hookline gateway ARGS` in a subprocess (`hookline`: how to run it, by default the
+    console script); with `wait`, returns once it listens and has logged its start-up
+    lines."""
     assert HOOKLINE, "the hookline console script is not installed in this environment"
-    proc = subprocess.Popen([HOOKLINE, "gateway", *args], cwd=cwd, text=True, env=dict(env),
+    proc = subprocess.Popen([*(hookline or [HOOKLINE]), "gateway", *args], cwd=cwd, text=True,
+                            env=dict(env),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     gateway = Gateway(proc, gates or cwd, Path(env["HOOKLINE_HOME"]))
     for stream, into in ((proc.stdout, gateway.stdout), (proc.stderr, gateway.stderr)):

@@ -23,8 +23,9 @@ SIGKILL left behind; see `ProcessRecord`. Other systems have no /proc: there onl
 process groups are stopped, and Windows stops the direct shell process only.
 
 Output: stdout and stderr of a background process go, merged, to a log file in a private
-temporary directory (so the process never blocks on a full pipe and no task has to read
-it); `output(id)` returns its tail. The directory is removed when the scope exits.
+temporary directory under `private_temp_root()` (so the process never blocks on a full
+pipe, no task has to read it, and no sandboxed command of another session reads it);
+`output(id)` returns its tail. The directory is removed when the scope exits.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ from .proctable import (
     reap,
     release_subreaper,
 )
+from .sandbox import private_temp_root
 
 if TYPE_CHECKING:
     from .confined import Spawner
@@ -322,7 +324,7 @@ class BackgroundProcesses:
         self._record_lock = anyio.Lock()
         try:
             self._directory = await anyio.to_thread.run_sync(
-                lambda: tempfile.mkdtemp(prefix="hookline-bg-")
+                lambda: tempfile.mkdtemp(prefix="hookline-bg-", dir=private_temp_root())
             )
             if records is not None:
                 self._record = await anyio.to_thread.run_sync(

@@ -69,7 +69,8 @@ class Spawner:
             self._process = subprocess.Popen(
                 [sys.executable, "-E", "-s", "-S", HELPER, str(theirs.fileno())], env={},
                 cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE, pass_fds=(theirs.fileno(),))
+                stderr=subprocess.PIPE, pass_fds=(theirs.fileno(),),
+                start_new_session=True)  # a Ctrl-C at hookline's terminal is not for it
         finally:
             theirs.close()
         try:

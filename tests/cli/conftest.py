@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,17 @@ from typing import Any
 import pytest
 from gateway_support import TEST_TOKEN, Gateway, gateway_env, start_gateway_process
 from terminal_support import Terminal, clean_env
+
+
+@pytest.fixture
+def listener() -> Iterator[int]:
+    """A real TCP server on 127.0.0.1: its port (what a sandboxed command must not reach)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    server.listen(8)
+    try:
+        yield server.getsockname()[1]
+    finally:
+        server.close()
 
 
 @pytest.fixture

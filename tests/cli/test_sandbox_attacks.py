@@ -10,10 +10,10 @@ with its session however it detached.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 from gateway_support import gateway_env, post, start_gateway_process
+
+import hookline
 
 HOOKLINE = Path(sys.executable).parent / "hookline"
 SETPRIV = shutil.which("setpriv")
@@ -59,16 +61,6 @@ def places() -> Iterator[dict[str, Path]]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture
-def listener() -> Iterator[int]:
-    server = socket.create_server(("127.0.0.1", 0))
-    server.listen(8)
-    try:
-        yield server.getsockname()[1]
-    finally:
-        server.close()
-
-
 def hand_to(places: dict[str, Path], user: str) -> None:
     for path in (places["workspace"], places["home"], places["user"]):
         shutil.chown(path, user)
@@ -82,15 +74,49 @@ def environment(places: dict[str, Path], **extra: str) -> dict[str, str]:
     return env
 
 
-def hookline_command(user: str) -> list[str]:
-    if user == "root":
-        return [str(HOOKLINE)]
-    # `nobody` cannot enter /root, where this Python lives: the system's Python runs
-    # hookline from this environment's site-packages instead.
+@pytest.fixture(scope="module")
+def nobody_python() -> Iterator[list[str]]:
+    """How `nobody` runs hookline: the system's Python (this one lives where `nobody` may not
+    enter), this environment's packages, and a copy of hookline's own folders in a place
+    `nobody` can read (the checkout may be in such a place too)."""
+    assert os.access(SYSTEM_PYTHON, os.X_OK), f"{SYSTEM_PYTHON} (the machine's Python) is needed"
     site = sysconfig.get_paths()["purelib"]
-    return [SETPRIV, "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--",  # type: ignore[list-item]
-            SYSTEM_PYTHON, "-c", f"import site, sys; site.addsitedir({site!r}); "
-            "sys.argv[0] = 'hookline'; from hookline.cli import main; sys.exit(main())"]
+    root = Path(tempfile.mkdtemp(prefix="hookline-nobody-", dir="/var/tmp"))
+    package = root / "hookline"
+    skip = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(Path(hookline.__file__).parent, package, ignore=skip)
+    for name in ("kernel", "builtins", "cli", "testing"):
+        source = Path(importlib.import_module(f"hookline.{name}").__file__ or "").parent
+        shutil.copytree(source, package / name, ignore=skip)
+    for path in (root, *root.rglob("*")):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    assert _nobody_reads(site), f"nobody cannot read {site}: .ci/run opens its folder to others"
+    try:
+        yield [SETPRIV, "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--",  # type: ignore[list-item]
+               SYSTEM_PYTHON, "-c", f"import site, sys; sys.path.insert(0, {str(root)!r}); "
+               f"site.addsitedir({site!r}); sys.argv[0] = 'hookline'; "
+               "from hookline.cli import main; sys.exit(main())"]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _nobody_reads(path: str) -> bool:
+    assert SETPRIV
+    return subprocess.run([SETPRIV, "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                           "--", "ls", path], capture_output=True).returncode == 0
+
+
+def hookline_run(places: dict[str, Path], prompt: str, runner: list[str] | None = None,
+                 **extra: str) -> subprocess.CompletedProcess[str]:
+    """`hookline run PROMPT` in the workspace (as `runner` says, by default as root)."""
+    return subprocess.run([*(runner or [str(HOOKLINE)]), "run", prompt], capture_output=True,
+                          text=True, cwd=places["workspace"], env=environment(places, **extra),
+                          timeout=120)
+
+
+def tool_line(tool: str, **arguments: str) -> str:
+    """The line the offline model runs as one call of `tool`."""
+    return f"/tool {tool} " + json.dumps(arguments)
 
 
 def aims(places: dict[str, Path], port: int) -> str:
@@ -125,16 +151,14 @@ def check_untouched(places: dict[str, Path], modes: dict[Path, int]) -> None:
 
 @pytest.mark.parametrize("user", ["root", "nobody"])
 def test_every_attack_fails_from_a_shell_call_through_hookline_run(
-    places: dict[str, Path], listener: int, user: str
+    places: dict[str, Path], listener: int, user: str, nobody_python: list[str]
 ) -> None:
     if user == "nobody":
         hand_to(places, "nobody")
     modes = {path: path.stat().st_mode for path in (places["outside"], places["home"])}
     command = attack_command(places, listener)
-    prompt = "/tool shell " + json.dumps({"command": command})
-    done = subprocess.run([*hookline_command(user), "run", prompt], capture_output=True,
-                          text=True, cwd=places["workspace"], env=environment(places),
-                          timeout=120)
+    prompt = tool_line("shell", command=command)
+    done = hookline_run(places, prompt, nobody_python if user == "nobody" else None)
     assert done.returncode == 0, done.stderr  # hookline itself survived the kill attack
     results = check_results(places)
     assert "Seccomp" in results["privileges"]
@@ -147,24 +171,28 @@ def test_without_namespaces_only_what_the_warning_names_stays_open(
     """The fallback (Landlock, seccomp, no capabilities, a separate process): hookline and
     the network stay out of reach; metadata and .git are what the warning says is open."""
     command = attack_command(places, listener)
-    prompt = "/tool shell " + json.dumps({"command": command})
-    done = subprocess.run([str(HOOKLINE), "run", prompt], capture_output=True, text=True,
-                          cwd=places["workspace"], timeout=120,
-                          env=environment(places, HOOKLINE_SANDBOX_WITHOUT="namespaces"))
+    prompt = tool_line("shell", command=command)
+    done = hookline_run(places, prompt, HOOKLINE_SANDBOX_WITHOUT="namespaces")
     assert done.returncode == 0, done.stderr
     check_results(places, frozenset({"metadata", "git"}))
     warning = [line for line in done.stderr.splitlines() if "sandbox is weaker" in line]
     assert len(warning) == 1 and "modes and times" in warning[0] and ".git" in warning[0]
 
 
-def test_every_attack_fails_through_the_gateway(places: dict[str, Path], listener: int) -> None:
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_every_attack_fails_through_the_gateway(
+    places: dict[str, Path], listener: int, user: str, nobody_python: list[str]
+) -> None:
+    if user == "nobody":
+        hand_to(places, "nobody")
     modes = {path: path.stat().st_mode for path in (places["outside"], places["home"])}
     env = gateway_env(places["home"], HOME=str(places["user"]),
                       **{k: v for k, v in SECRETS.items() if k != "HOOKLINE_HTTP_TOKEN"})
-    gateway = start_gateway_process(["--port", "0"], env, places["workspace"])
+    gateway = start_gateway_process(["--port", "0"], env, places["workspace"],
+                                    hookline=nobody_python if user == "nobody" else ())
     try:
         def tool(command: str, session: str) -> str:
-            prompt = "/tool shell " + json.dumps({"command": command})
+            prompt = tool_line("shell", command=command)
             answer = post(gateway.url, {"content": prompt, "session_id": session})
             assert answer.status == 200, answer.body
             return str(answer.json())
@@ -185,8 +213,9 @@ def test_every_attack_fails_through_the_gateway(places: dict[str, Path], listene
         gateway.end()
 
 
+@pytest.mark.parametrize("user", ["root", "nobody"])
 def test_every_attack_fails_from_an_mcp_stdio_server(
-    places: dict[str, Path], listener: int
+    places: dict[str, Path], listener: int, user: str, nobody_python: list[str]
 ) -> None:
     """A hostile MCP server: it runs the attacks as it starts, then serves nothing."""
     shutil.copy(ATTACK, places["workspace"] / "attack.py")
@@ -194,10 +223,11 @@ def test_every_attack_fails_from_an_mcp_stdio_server(
         "[mcp_servers.hostile]\ncommand = \"sh\"\n"
         f"args = [\"-c\", {json.dumps(attack_command(places, listener))}]\n")
     (places["home"] / "config.toml").chmod(0o600)
+    if user == "nobody":
+        hand_to(places, "nobody")
     modes = {path: path.stat().st_mode for path in (places["outside"], places["home"])}
     prompt = "/tool hostile__anything {}"
-    done = subprocess.run([str(HOOKLINE), "run", prompt], capture_output=True, text=True,
-                          cwd=places["workspace"], env=environment(places), timeout=120)
+    done = hookline_run(places, prompt, nobody_python if user == "nobody" else None)
     assert done.returncode in (0, 1), done.stderr  # the tool is missing: hookline says so
     check_results(places)
     check_untouched(places, modes)
@@ -207,9 +237,8 @@ def test_processes_that_detach_end_with_the_session(places: dict[str, Path]) -> 
     marker = f"hookline-detached-{os.getpid()}-{time.monotonic_ns()}"
     command = (f"(env -u HOOKLINE_PROCESS_OWNER setsid sh -c 'exec -a {marker} sleep 300' "
                f"> /dev/null 2>&1 < /dev/null &); sleep 0.3; echo started")
-    prompt = "/tool shell " + json.dumps({"command": command})
-    done = subprocess.run([str(HOOKLINE), "run", prompt], capture_output=True, text=True,
-                          cwd=places["workspace"], env=environment(places), timeout=120)
+    prompt = tool_line("shell", command=command)
+    done = hookline_run(places, prompt)
     assert "started" in done.stdout, done.stdout
     deadline = time.monotonic() + 10
     while (left := [pid for pid in os.listdir("/proc") if pid.isdigit()
@@ -226,20 +255,16 @@ def _cmdline(pid: str) -> bytes:
 
 
 def test_read_only_is_read_only_for_the_file_tools_too(places: dict[str, Path]) -> None:
-    prompt = "/tool fs_write " + json.dumps({"path": "made.txt", "content": "x"})
-    done = subprocess.run([str(HOOKLINE), "run", prompt], capture_output=True, text=True,
-                          cwd=places["workspace"], env=environment(places,
-                                                                    HOOKLINE_SANDBOX="read-only"),
-                          timeout=120)
+    prompt = tool_line("fs_write", path="made.txt", content="x")
+    done = hookline_run(places, prompt, HOOKLINE_SANDBOX="read-only")
     assert not (places["workspace"] / "made.txt").exists()
     assert "read-only" in done.stdout, done.stdout
 
 
 @pytest.mark.parametrize("path", [".git/hooks/pre-commit", ".git/config", ".hookline/x.toml"])
 def test_the_file_tools_refuse_protected_paths(places: dict[str, Path], path: str) -> None:
-    prompt = "/tool fs_write " + json.dumps({"path": path, "content": "touch /tmp/owned\n"})
-    done = subprocess.run([str(HOOKLINE), "run", prompt], capture_output=True, text=True,
-                          cwd=places["workspace"], env=environment(places), timeout=120)
+    prompt = tool_line("fs_write", path=path, content="touch /tmp/owned\n")
+    done = hookline_run(places, prompt)
     assert "protected" in done.stdout, done.stdout
     target = places["workspace"] / path
     assert not target.exists() or "owned" not in target.read_text()
@@ -264,16 +289,18 @@ def test_ordinary_work_still_works(places: dict[str, Path]) -> None:
                "s.connect('app.sock'); print(s.recv(4).decode())\"; "
                "echo '#!/bin/sh' > run.sh && chmod +x run.sh && touch -d 2020-01-01 calc.py "
                "&& ./run.sh && echo all-done")
-    prompt = "/tool shell " + json.dumps({"command": command})
-    done = subprocess.run([str(HOOKLINE), "run", prompt], capture_output=True, text=True,
-                          cwd=workspace, env=environment(places), timeout=120)
-    assert "OK" in done.stdout and "pong" in done.stdout and "all-done" in done.stdout, done.stdout
-    assert os.access(workspace / "run.sh", os.X_OK)
-    git = ["git", "-C", str(workspace), "-c", "user.name=t", "-c", "user.email=t@example.org"]
-    status = subprocess.run([*git, "status", "--short"], capture_output=True, text=True,
-                            check=True)
-    assert "calc.py" in status.stdout
-    subprocess.run([*git, "add", "calc.py"], check=True)
-    subprocess.run([*git, "commit", "-qm", "calc"], check=True)
-    assert "calc" in subprocess.run([*git, "log", "--oneline"], capture_output=True,
-                                    text=True, check=True).stdout
+    prompt = tool_line("shell", command=command)
+    done = hookline_run(places, prompt, HOOKLINE_SANDBOX_MAX_FILE_BYTES="1000")
+    assert "File too large" in done.stdout or "File size limit" in done.stdout, done.stdout
+    assert (places["workspace"] / "big").stat().st_size == 1000
+
+
+def test_processes_over_the_bound_cannot_start(
+    places: dict[str, Path], nobody_python: list[str]
+) -> None:
+    """As a user (the kernel does not count root's processes against the limit)."""
+    hand_to(places, "nobody")
+    command = "for i in $(seq 40); do sleep 3 & done 2>&1 | tail -1; echo finished"
+    prompt = tool_line("shell", command=command)
+    done = hookline_run(places, prompt, nobody_python, HOOKLINE_SANDBOX_MAX_PROCESSES="20")
+    assert "Cannot fork" in done.stdout and "finished" in done.stdout, done.stdout

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -65,17 +64,6 @@ def shell(places: dict[str, Path], command: str, **extra: str) -> subprocess.Com
     prompt = "/tool shell " + json.dumps({"command": command})
     return subprocess.run([str(HOOKLINE), "run", prompt], capture_output=True, text=True,
                           cwd=places["workspace"], env=environment(places, **extra), timeout=120)
-
-
-@pytest.fixture
-def listener() -> Iterator[int]:
-    """A real TCP server on 127.0.0.1: its port."""
-    server = socket.create_server(("127.0.0.1", 0))
-    server.listen(8)
-    try:
-        yield server.getsockname()[1]
-    finally:
-        server.close()
 
 
 CONNECT = ("python3 -c 'import socket,sys; socket.create_connection((\"127.0.0.1\", "

@@ -7,7 +7,8 @@ namespaces where the system allows them, forks the first process of the new pid 
 its own, sets no_new_privs and resource limits, applies Landlock, drops every capability,
 becomes non-dumpable and installs the seccomp filter. Each start request then carries the
 command's three streams and a status pipe; the helper starts the command in a session of
-its own, answers with a pidfd, and writes the exit status to the pipe once it has reaped it.
+its own (a plain fork and exec: `subprocess` alone would double the helper's start-up),
+answers with a pidfd, and writes the exit status to the pipe once it has reaped it.
 
 Nothing of hookline's process is in the helper: not its memory, descriptors, environment
 or Landlock domain. When the socket closes (hookline closed the sandbox, or died), the
@@ -19,25 +20,24 @@ Standard library only, imported as top-level modules (this folder is `sys.path[0
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
+import marshal
 import os
 import resource
-import selectors
+import select
 import signal
 import socket
 import struct
-import subprocess
 import sys
-
-TYPE_CHECKING = False  # not typing's: the helper imports no module it can do without
-if TYPE_CHECKING:
-    from typing import Any
 
 import landlock  # type: ignore[import-not-found]
 import namespaces  # type: ignore[import-not-found]
 import seccomp  # type: ignore[import-not-found]
 import wire  # type: ignore[import-not-found]
+
+TYPE_CHECKING = False  # not typing's: the helper imports no module it can do without
+if TYPE_CHECKING:
+    from typing import Any
 
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 1, 4, 36
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -117,7 +117,9 @@ def confine(config: dict[str, Any], isolated: bool) -> dict[str, Any]:
         missing.append("seccomp: turned off")
     else:
         try:
-            seccomp.install(config["network"])
+            # Without a pid namespace the helper is a process like its commands: no
+            # signal of theirs may reach it (with one, the kernel keeps them from its init).
+            seccomp.install(config["network"], guarded=None if isolated else os.getpid())
         except OSError as exc:
             missing.append(f"seccomp: {exc}")
     return {"ready": True, "missing": missing, "tmpdir": inside_temporary,
@@ -129,13 +131,13 @@ def serve(channel: socket.socket, isolated: bool) -> None:
     wake_read, wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    running: dict[int, tuple[subprocess.Popen[bytes], int]] = {}
-    selector = selectors.DefaultSelector()
-    selector.register(channel, selectors.EVENT_READ)
-    selector.register(wake_read, selectors.EVENT_READ)
+    running: dict[int, int] = {}  # pid -> the status pipe of a command hookline started
+    poll = select.poll()
+    poll.register(channel, select.POLLIN)
+    poll.register(wake_read, select.POLLIN)
     while True:
-        for key, _events in selector.select():
-            if key.fileobj is channel:
+        for fd, _events in poll.poll():
+            if fd == channel.fileno():
                 received = wire.receive(channel)
                 if received is None:
                     if not isolated:
@@ -149,41 +151,70 @@ def serve(channel: socket.socket, isolated: bool) -> None:
 
 
 def _drain(fd: int) -> None:
-    with contextlib.suppress(BlockingIOError):
+    try:
         while os.read(fd, 512):
             pass
+    except BlockingIOError:
+        return
 
 
 def start(channel: socket.socket, request: dict[str, Any], fds: list[int],
-          running: dict[int, tuple[subprocess.Popen[bytes], int]]) -> None:
+          running: dict[int, int]) -> None:
     """Start one command with the streams it came with; answer with its pidfd."""
     if len(fds) != 4:
         for fd in fds:
             os.close(fd)
         wire.send(channel, {"errno": 22, "message": "a start request carries four streams"})
         return
-    stdin, stdout, stderr, status = fds
+    status = fds[3]
     try:
-        process = subprocess.Popen(request["argv"], shell=request["shell"], stdin=stdin,
-                                   stdout=stdout, stderr=stderr, cwd=request["cwd"],
-                                   env=request["env"], start_new_session=True)
+        pid = spawn(request, fds[:3])
     except OSError as exc:
         os.close(status)
         wire.send(channel, {"errno": exc.errno, "message": exc.strerror,
                             "filename": exc.filename})
         return
     finally:
-        for fd in (stdin, stdout, stderr):
+        for fd in fds[:3]:
             os.close(fd)
-    running[process.pid] = (process, status)
-    pidfd = os.pidfd_open(process.pid)
+    running[pid] = status
+    pidfd = os.pidfd_open(pid)
     try:
-        wire.send(channel, {"pid": process.pid}, [pidfd])
+        wire.send(channel, {"pid": pid}, [pidfd])
     finally:
         os.close(pidfd)
 
 
-def reap(running: dict[int, tuple[subprocess.Popen[bytes], int]]) -> None:
+def spawn(request: dict[str, Any], streams: list[int]) -> int:
+    """Fork and exec the command as the leader of a new session, its three streams as
+    0, 1 and 2 and no other descriptor; an exec that fails raises its OSError here."""
+    argv = ["/bin/sh", "-c", request["argv"]] if request["shell"] else request["argv"]
+    report_read, report_write = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:  # the child: nothing here may return
+        try:
+            os.setsid()
+            for target, fd in enumerate(streams):
+                os.dup2(fd, target)
+            os.closerange(3, report_write)
+            os.closerange(report_write + 1, 1 << 20)
+            if request["cwd"] is not None:
+                os.chdir(request["cwd"])
+            os.execvpe(argv[0], argv, request["env"])
+        except OSError as exc:
+            os.write(report_write, marshal.dumps((exc.errno, exc.strerror, exc.filename)))
+        finally:
+            os._exit(127)
+    os.close(report_write)
+    with open(report_read, "rb") as report:
+        failure = report.read()
+    if failure:
+        os.waitpid(pid, 0)
+        raise OSError(*marshal.loads(failure))
+    return pid
+
+
+def reap(running: dict[int, int]) -> None:
     """Collect every exited child (orphans too) and report the ones hookline started."""
     while True:
         try:
@@ -192,12 +223,12 @@ def reap(running: dict[int, tuple[subprocess.Popen[bytes], int]]) -> None:
             return
         if pid == 0:
             return
-        entry = running.pop(pid, None)
-        if entry is not None:
-            process, fd = entry
-            process.returncode = os.waitstatus_to_exitcode(status)
-            with contextlib.suppress(OSError):  # hookline stopped listening
-                os.write(fd, struct.pack("<i", process.returncode))
+        fd = running.pop(pid, None)
+        if fd is not None:
+            try:  # noqa: SIM105 - contextlib would cost the helper's start-up
+                os.write(fd, struct.pack("<i", os.waitstatus_to_exitcode(status)))
+            except OSError:
+                pass  # hookline stopped listening
             os.close(fd)
 
 

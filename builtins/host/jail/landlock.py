@@ -18,6 +18,7 @@ import os
 import stat
 import sys
 from collections.abc import Callable
+
 TYPE_CHECKING = False  # not typing's: the helper imports no module it can do without
 if TYPE_CHECKING:
     from typing import Final

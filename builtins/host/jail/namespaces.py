@@ -18,6 +18,7 @@ import ctypes
 import os
 import stat
 from collections.abc import Iterable
+
 TYPE_CHECKING = False  # not typing's: the helper imports no module it can do without
 if TYPE_CHECKING:
     from typing import Final

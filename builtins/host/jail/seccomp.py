@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+
 TYPE_CHECKING = False  # not typing's: the helper imports no module it can do without
 if TYPE_CHECKING:
     from typing import Final
@@ -80,6 +81,8 @@ _CLONE3: Final = (435, 435)
 _SOCKET: Final = (41, 198)
 _SOCKETPAIR: Final = (53, 199)
 _IOCTL: Final = (16, 29)
+_SIGNALLING: Final = ((62, 129), (200, 130), (234, 131), (434, 434))
+"""kill, tkill, tgkill, pidfd_open: their first argument names the process."""
 
 DENIED_CALLS: Final = tuple(_CALLS)
 """The system calls every sandboxed command is refused (docs/security.md lists them)."""
@@ -94,7 +97,7 @@ _TIOCSTI: Final = 0x5412
 shell once hookline exits."""
 
 # Classic BPF and seccomp constants.
-_LD_W_ABS, _JEQ_K, _JSET_K, _RET_K = 0x20, 0x15, 0x45, 0x06
+_LD_W_ABS, _JEQ_K, _JSET_K, _JA, _RET_K = 0x20, 0x15, 0x45, 0x05, 0x06
 _RET_ALLOW: Final = 0x7FFF0000
 _RET_KILL_PROCESS: Final = 0x80000000
 _RET_ERRNO: Final = 0x00050000
@@ -121,8 +124,10 @@ def _errno(code: int) -> tuple[int, int, int, int]:
     return (_RET_K, 0, 0, _RET_ERRNO | code)
 
 
-def program(machine: str, network: bool) -> list[tuple[int, int, int, int]]:
-    """The filter as (code, jt, jf, k) rows; `machine` is `os.uname().machine`."""
+def program(machine: str, network: bool, guarded: int | None = None
+            ) -> list[tuple[int, int, int, int]]:
+    """The filter as (code, jt, jf, k) rows; `machine` is `os.uname().machine`. With
+    `guarded` (a pid), no signal reaches that process: not by its pid, its group or -1."""
     if machine not in _AUDIT_ARCH:
         raise SeccompUnavailable(f"no seccomp filter is written for {machine} "
                                  f"(x86_64 and aarch64 are)")
@@ -148,6 +153,14 @@ def program(machine: str, network: bool) -> list[tuple[int, int, int, int]]:
     rows += [(_JEQ_K, 0, 4, _IOCTL[column]), (_LD_W_ABS, 0, 0, _OFFSET_ARG1),
              (_JEQ_K, 0, 1, _TIOCSTI), _errno(errno.EPERM),
              (_LD_W_ABS, 0, 0, _OFFSET_NR)]
+    if guarded is not None:
+        targets = (guarded, -guarded & 0xFFFFFFFF, 0xFFFFFFFF)
+        for call in _SIGNALLING:
+            check = [(_LD_W_ABS, 0, 0, _OFFSET_ARG0)]
+            for index, target in enumerate(targets):  # a match jumps to the refusal
+                check.append((_JEQ_K, len(targets) - index, 0, target))
+            check += [(_JA, 0, 0, 1), _errno(errno.EPERM), (_LD_W_ABS, 0, 0, _OFFSET_NR)]
+            rows += [(_JEQ_K, 0, len(check), call[column]), *check]
     families = sorted(allowed)
     for call in (_SOCKET[column], _SOCKETPAIR[column]):
         check = [(_LD_W_ABS, 0, 0, _OFFSET_ARG0)]
@@ -159,11 +172,11 @@ def program(machine: str, network: bool) -> list[tuple[int, int, int, int]]:
     return rows
 
 
-def install(network: bool) -> None:
+def install(network: bool, guarded: int | None = None) -> None:
     """Filter the calling thread and what it starts from now on (no_new_privs must be set).
     Raises `SeccompUnavailable` when the kernel refuses, so nothing runs unfiltered."""
     machine = os.uname().machine
-    rows = program(machine, network)
+    rows = program(machine, network, guarded)
     array = (_Filter * len(rows))(*(_Filter(*row) for row in rows))
     prog = _Program(len(rows), ctypes.cast(array, ctypes.POINTER(_Filter)))
     libc = ctypes.CDLL(None, use_errno=True)

@@ -14,6 +14,7 @@ import marshal
 import socket
 import struct
 from collections.abc import Sequence
+
 TYPE_CHECKING = False  # not typing's: the helper imports no module it can do without
 if TYPE_CHECKING:
     from typing import Any, Final

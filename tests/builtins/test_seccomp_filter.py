@@ -1,0 +1,100 @@
+"""The sandbox's seccomp filter, installed for real in a child process that then tries the
+calls it must refuse and the ones it must leave alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from hookline.builtins.host.jail import seccomp
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or os.uname().machine not in ("x86_64", "aarch64"),
+    reason="the filter is written for Linux on x86_64 and aarch64")
+
+PROBE = textwrap.dedent("""
+    import ctypes, errno, json, os, signal, socket, sys
+    sys.path.insert(0, os.path.dirname(sys.argv[1]))
+    import seccomp
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(38, 1, 0, 0, 0) == 0  # no_new_privs
+    network, guarded, other = json.loads(sys.argv[2])
+    seccomp.install(network, guarded)
+    found = {}
+
+    def attempt(name, action):
+        try:
+            action()
+            found[name] = "allowed"
+        except OSError as exc:
+            found[name] = errno.errorcode.get(exc.errno, str(exc.errno))
+
+    def call(number, *args):
+        if libc.syscall(number, *args) < 0:
+            raise OSError(ctypes.get_errno(), "")
+
+    x86 = os.uname().machine == "x86_64"
+    attempt("unix", lambda: socket.socket(socket.AF_UNIX).close())
+    attempt("inet", lambda: socket.socket(socket.AF_INET).close())
+    attempt("udp", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close())
+    attempt("mptcp", lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262).close())
+    attempt("netlink", lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0).close())
+    attempt("ptrace", lambda: call(101 if x86 else 117, 16, other, 0, 0))
+    attempt("unshare", lambda: call(272 if x86 else 97, 0x10000000))
+    attempt("kill guarded", lambda: os.kill(guarded, 0))
+    attempt("kill its group", lambda: os.kill(-guarded, 0))
+    attempt("kill everyone", lambda: os.kill(-1, 0))
+    attempt("kill other", lambda: os.kill(other, 0))
+    attempt("fork", lambda: os.waitpid(os.fork() or os._exit(0), 0))
+    print(json.dumps(found))
+""")
+
+
+def probe(network: bool, guarded: int) -> dict[str, str]:
+    other = subprocess.Popen(["sleep", "30"])
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", PROBE, seccomp.__file__, json.dumps([network, guarded,
+                                                                         other.pid])],
+            capture_output=True, text=True, timeout=60)
+    finally:
+        other.kill()
+        other.wait()
+    assert done.returncode == 0, done.stderr
+    result: dict[str, str] = json.loads(done.stdout)
+    return result
+
+
+def test_the_closed_network_filter_refuses_what_it_lists() -> None:
+    guarded = subprocess.Popen(["sleep", "30"])
+    try:
+        found = probe(network=False, guarded=guarded.pid)
+    finally:
+        guarded.kill()
+        guarded.wait()
+    assert found == {
+        "unix": "allowed", "inet": "EPERM", "udp": "EPERM", "mptcp": "EPERM",
+        "netlink": "EPERM", "ptrace": "EPERM", "unshare": "EPERM", "kill guarded": "EPERM",
+        "kill its group": "EPERM", "kill everyone": "EPERM", "kill other": "allowed",
+        "fork": "allowed"}
+
+
+def test_the_open_network_filter_allows_tcp_and_udp_only() -> None:
+    found = probe(network=True, guarded=2**22 + 7)
+    assert (found["unix"], found["inet"], found["udp"]) == ("allowed",) * 3
+    assert (found["netlink"], found["ptrace"]) == ("EPERM", "EPERM")
+    assert found["kill other"] == "allowed"
+
+
+def test_every_denied_call_has_a_number_on_both_architectures() -> None:
+    for machine in ("x86_64", "aarch64"):
+        rows = seccomp.program(machine, network=False, guarded=1234)
+        assert rows[-1] == (0x06, 0, 0, 0x7FFF0000)  # the last row allows
+        assert all(0 <= jt < 256 and 0 <= jf < 256 for _code, jt, jf, _k in rows)
+    with pytest.raises(seccomp.SeccompUnavailable, match="x86_64 and aarch64"):
+        seccomp.program("riscv64", network=False)
