@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+from collections.abc import Sequence
 
 TYPE_CHECKING = False  # not typing's: the helper imports no module it can do without
 if TYPE_CHECKING:
@@ -120,12 +121,16 @@ class _Program(ctypes.Structure):
     _fields_ = (("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_Filter)))
 
 
-def _errno(code: int) -> tuple[int, int, int, int]:
+_Row = tuple[int, int, int, int]
+"""One instruction: code, jump if true, jump if false, constant."""
+
+
+def _errno(code: int) -> _Row:
     return (_RET_K, 0, 0, _RET_ERRNO | code)
 
 
 def program(machine: str, network: bool, guarded: int | None = None
-            ) -> list[tuple[int, int, int, int]]:
+            ) -> list[_Row]:
     """The filter as (code, jt, jf, k) rows; `machine` is `os.uname().machine`. With
     `guarded` (a pid), no signal reaches that process: not by its pid, its group or -1."""
     if machine not in _AUDIT_ARCH:
@@ -135,7 +140,7 @@ def program(machine: str, network: bool, guarded: int | None = None
     allowed = {_AF_UNIX} | ({_AF_INET, _AF_INET6} if network else set())
     denied = sorted(number for numbers in _CALLS.values()
                     if (number := numbers[column]) is not None)
-    rows: list[tuple[int, int, int, int]] = [
+    rows: list[_Row] = [
         (_LD_W_ABS, 0, 0, _OFFSET_ARCH),
         (_JEQ_K, 1, 0, _AUDIT_ARCH[machine]),
         (_RET_K, 0, 0, _RET_KILL_PROCESS),  # another ABI's numbers mean other calls
@@ -155,21 +160,25 @@ def program(machine: str, network: bool, guarded: int | None = None
              (_LD_W_ABS, 0, 0, _OFFSET_NR)]
     if guarded is not None:
         targets = (guarded, -guarded & 0xFFFFFFFF, 0xFFFFFFFF)
-        for call in _SIGNALLING:
-            check = [(_LD_W_ABS, 0, 0, _OFFSET_ARG0)]
-            for index, target in enumerate(targets):  # a match jumps to the refusal
-                check.append((_JEQ_K, len(targets) - index, 0, target))
-            check += [(_JA, 0, 0, 1), _errno(errno.EPERM), (_LD_W_ABS, 0, 0, _OFFSET_NR)]
-            rows += [(_JEQ_K, 0, len(check), call[column]), *check]
+        for numbers in _SIGNALLING:
+            rows += _on_first_argument(numbers[column], targets, refuse_listed=True)
     families = sorted(allowed)
-    for call in (_SOCKET[column], _SOCKETPAIR[column]):
-        check = [(_LD_W_ABS, 0, 0, _OFFSET_ARG0)]
-        for index, family in enumerate(families):  # an allowed family jumps to the reload
-            check.append((_JEQ_K, len(families) - index, 0, family))
-        check += [_errno(errno.EPERM), (_LD_W_ABS, 0, 0, _OFFSET_NR)]
-        rows += [(_JEQ_K, 0, len(check), call), *check]
+    for numbers in (_SOCKET, _SOCKETPAIR):
+        rows += _on_first_argument(numbers[column], families, refuse_listed=False)
     rows.append((_RET_K, 0, 0, _RET_ALLOW))
     return rows
+
+
+def _on_first_argument(call: int, values: Sequence[int], refuse_listed: bool) -> list[_Row]:
+    """Rows that refuse `call` when its first argument is one of `values` (`refuse_listed`)
+    or none of them, then load the call number again for the rows after."""
+    check: list[_Row] = [(_LD_W_ABS, 0, 0, _OFFSET_ARG0)]
+    for index, value in enumerate(values):  # a match jumps over the rest of the list
+        check.append((_JEQ_K, len(values) - index, 0, value))
+    if refuse_listed:  # no match: over the refusal
+        check.append((_JA, 0, 0, 1))
+    check += [_errno(errno.EPERM), (_LD_W_ABS, 0, 0, _OFFSET_NR)]
+    return [(_JEQ_K, 0, len(check), call), *check]
 
 
 def install(network: bool, guarded: int | None = None) -> None:
