@@ -69,23 +69,29 @@ GONE = 2**31 - 1
 
 def host_pid(pid: int) -> int:
     """The pid, in this process's pid namespace, of the process a sandbox numbers `pid`:
-    the one among this process's descendants whose innermost pid it is; `GONE` when a
-    sandbox of ours is running but has no such process; `pid` itself when no sandbox is."""
+    the one among this process's descendants whose innermost pid it is (the latest started
+    when older sandboxes hold one too: the pid was just written by a live process);
+    `GONE` when a sandbox of ours is running but has no such process; `pid` itself when
+    no sandbox is."""
     mine = os.getpid()
     sandboxed = False
+    found: list[tuple[int, int]] = []  # (start time, pid)
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             status = (entry / "status").read_text()
-        except OSError:
+            start = int((entry / "stat").read_text().rpartition(")")[2].split()[19])
+        except (OSError, IndexError, ValueError):
             continue
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
         numbers = fields.get("NSpid", "").split()
         if len(numbers) > 1 and _descends_from(int(entry.name), mine):
             sandboxed = True
             if int(numbers[-1]) == pid:
-                return int(entry.name)
+                found.append((start, int(entry.name)))
+    if found:
+        return max(found)[1]
     return GONE if sandboxed else pid
 
 

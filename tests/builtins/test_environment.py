@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -32,8 +33,12 @@ def workspace(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def env(workspace: Path) -> LocalEnvironment:
-    return LocalEnvironment(workspace)
+def env(workspace: Path) -> Iterator[LocalEnvironment]:
+    """After the test its sandbox ends, and with it whatever the test left running there
+    (synchronously: the fixture serves sync tests too, outside any event loop)."""
+    environment = LocalEnvironment(workspace)
+    yield environment
+    environment._confinement.close()
 
 
 # -- run ---------------------------------------------------------------------------------

@@ -289,8 +289,24 @@ def test_ordinary_work_still_works(places: dict[str, Path]) -> None:
                "s.connect('app.sock'); print(s.recv(4).decode())\"; "
                "echo '#!/bin/sh' > run.sh && chmod +x run.sh && touch -d 2020-01-01 calc.py "
                "&& ./run.sh && echo all-done")
-    prompt = tool_line("shell", command=command)
-    done = hookline_run(places, prompt, HOOKLINE_SANDBOX_MAX_FILE_BYTES="1000")
+    done = hookline_run(places, tool_line("shell", command=command))
+    assert "OK" in done.stdout and "pong" in done.stdout and "all-done" in done.stdout, done.stdout
+    assert os.access(workspace / "run.sh", os.X_OK)
+    git = ["git", "-C", str(workspace), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    status = subprocess.run([*git, "status", "--short"], capture_output=True, text=True,
+                            check=True)
+    assert "calc.py" in status.stdout
+    subprocess.run([*git, "diff", "--stat"], check=True, capture_output=True)
+    subprocess.run([*git, "add", "calc.py"], check=True)
+    subprocess.run([*git, "commit", "-qm", "calc"], check=True)
+    assert "calc" in subprocess.run([*git, "log", "--oneline"], capture_output=True,
+                                    text=True, check=True).stdout
+
+
+def test_a_file_over_the_size_bound_is_cut_with_a_clear_error(places: dict[str, Path]) -> None:
+    command = "head -c 5000 /dev/zero > big; echo status=$?"
+    done = hookline_run(places, tool_line("shell", command=command),
+                        HOOKLINE_SANDBOX_MAX_FILE_BYTES="1000")
     assert "File too large" in done.stdout or "File size limit" in done.stdout, done.stdout
     assert (places["workspace"] / "big").stat().st_size == 1000
 

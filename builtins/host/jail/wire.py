@@ -41,10 +41,11 @@ def send(channel: socket.socket, message: dict[str, Any], fds: Sequence[int] = (
 
 
 def receive(channel: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
-    """The next message and its descriptors; None once the other side has closed."""
+    """The next message and its descriptors (close-on-exec); None once the other side has
+    closed."""
     fds = array.array("i")
     data, ancillary, _flags, _address = channel.recvmsg(
-        _HEADER.size, socket.CMSG_SPACE(MAX_FDS * fds.itemsize))
+        _HEADER.size, socket.CMSG_SPACE(MAX_FDS * fds.itemsize), socket.MSG_CMSG_CLOEXEC)
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(payload[:len(payload) - len(payload) % fds.itemsize])
