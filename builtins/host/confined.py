@@ -1,10 +1,12 @@
 """Starting commands through the sandbox helper: a process that shares nothing with hookline.
 
-`Spawner` starts the helper program (`jail/`, run by path with an empty environment, so it
-shares neither memory, descriptors, environment nor Landlock domain with hookline), sends
-it the policy and reads its report: which layers it applied, which are missing, the
-temporary folder commands see. Each `popen` then asks the helper for one command: the
-command's streams and a status pipe travel with the request, the answer brings a pidfd.
+`Spawner` has a helper started for one sandbox and reads its report: which layers it
+applied, which are missing, the temporary folder commands see. Helpers are forked by the
+template, the helper program (`jail/`) run once by path with an empty environment, so
+that none shares memory, descriptors, environment or Landlock domain with hookline, and a
+new sandbox costs a fork of a small process rather than a new interpreter. Each `popen`
+then asks the helper for one command: the command's streams and a status pipe travel with
+the request, the answer brings a pidfd.
 
 `ConfinedProcess` gives such a command the face of `anyio.abc.Process` (what `LocalProcess`
 wraps): its pipes are read and written without blocking through `anyio.wait_readable` and
@@ -66,36 +68,21 @@ class Spawner:
         self._channel = ours
         self._started: weakref.WeakSet[ConfinedProcess] = weakref.WeakSet()
         try:
-            self._process = subprocess.Popen(
-                [sys.executable, "-E", "-s", "-S", HELPER, str(theirs.fileno())], env={},
-                cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE, pass_fds=(theirs.fileno(),),
-                start_new_session=True)  # a Ctrl-C at hookline's terminal is not for it
-        finally:
-            theirs.close()
-        try:
+            _fork_helper(policy, theirs)
             ours.settimeout(START_TIMEOUT)
-            wire.send(ours, dict(policy))
             answer = wire.receive(ours)
             ours.settimeout(None)
-            reason = answer[0].get("error") if answer else self._stderr()
+            reason = answer[0].get("error") if answer else "it ended before it reported"
         except (OSError, ValueError) as exc:
             answer, reason = None, str(exc)
+        finally:
+            theirs.close()
         if answer is None or reason:
             self.close()
             raise OSError(f"the sandbox helper could not confine itself: {reason}")
-        if self._process.stderr is not None:
-            self._process.stderr.close()
         report = answer[0]
         self.report = HelperReport(tuple(report["missing"]), report["tmpdir"],
                                    tuple((path, when) for path, when in report["watched"]))
-
-    def _stderr(self) -> str:
-        assert self._process.stderr is not None
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self._process.wait(5)
-        text = self._process.stderr.read().decode("utf-8", "replace").strip()
-        return text.splitlines()[-1] if text else f"it exited with {self._process.returncode}"
 
     def popen(self, argv: str | Sequence[str], *, stdin: Stream, stdout: Stream,
               stderr: Stream, cwd: str | None, env: Mapping[str, str] | None) -> ConfinedProcess:
@@ -115,12 +102,15 @@ class Spawner:
             with self._lock:
                 wire.send(self._channel, request, [child_in, child_out, child_err, status_write])
                 answer = wire.receive(self._channel)
-            if answer is None:
-                raise OSError("the sandbox helper has ended; start a new session")
-            reply, fds = answer
-            if "errno" in reply:
-                raise OSError(reply["errno"], reply["message"], reply.get("filename"))
-            process = ConfinedProcess(fds[0], status_read, ends.pipes)
+                if answer is None:
+                    raise OSError("the sandbox helper has ended; start a new session")
+                reply, fds = answer
+                if "errno" in reply:
+                    raise OSError(reply["errno"], reply["message"], reply.get("filename"))
+                try:  # read before the helper may reap it: it waits for the word
+                    process = ConfinedProcess(fds[0], status_read, ends.pipes)
+                finally:
+                    wire.send(self._channel, {"claimed": True})
             self._started.add(process)
         except BaseException:
             ends.close_ours()
@@ -136,10 +126,39 @@ class Spawner:
     def close(self) -> None:
         """End the helper: with its pid namespace every process in it is killed."""
         self._channel.close()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self._process.wait(5)
-        if self._process.stderr is not None:
-            self._process.stderr.close()
+
+
+class _Template:
+    """The program that forks sandbox helpers (`jail/__main__.py`), started once."""
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-E", "-s", "-S", HELPER, str(theirs.fileno())], env={},
+                cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, pass_fds=(theirs.fileno(),),
+                start_new_session=True)  # a Ctrl-C at hookline's terminal is not for it
+        finally:
+            theirs.close()
+        self.channel = ours
+
+
+_template: _Template | None = None
+_template_lock = threading.Lock()
+
+
+def _fork_helper(policy: Mapping[str, Any], end: socket.socket) -> None:
+    """Ask the template (started now if it is not running) for a helper on `end`."""
+    global _template
+    with _template_lock:
+        if _template is None or _template.process.poll() is not None:
+            _template = _Template()
+        try:
+            wire.send(_template.channel, dict(policy), [end.fileno()])
+        except OSError as exc:
+            code = _template.process.poll()
+            raise OSError(f"the sandbox template ended (status {code}): {exc}") from None
 
 
 class _Ends:
@@ -293,10 +312,11 @@ class ConfinedProcess(anyio.abc.Process):
 
 
 def _outer_pid(pidfd: int) -> int:
-    """The pid a pidfd names, as hookline's pid namespace numbers it."""
+    """The pid a pidfd names, as hookline's pid namespace numbers it (the process is not
+    reaped yet: at worst a zombie, which still has its number)."""
     with open(f"/proc/self/fdinfo/{pidfd}") as info:
         for line in info:
-            if line.startswith("Pid:"):
+            if line.startswith("Pid:") and int(line.split()[1]) > 0:
                 return int(line.split()[1])
     raise OSError("the kernel does not say which process a pidfd names (Linux 5.3+ does)")
 

@@ -1,14 +1,18 @@
 """The sandbox helper: a process of its own that confines itself, then starts commands.
 
-hookline starts it (`python -E -s -S <this folder> <fd>`, an empty environment, a socket)
-once per sandbox, sends the policy and waits for the report. The helper enters new
-namespaces where the system allows them, forks the first process of the new pid namespace
-(which serves from then on: its parent only waits), lays out the mounts, mounts a /proc of
-its own, sets no_new_privs and resource limits, applies Landlock, drops every capability,
-becomes non-dumpable and installs the seccomp filter. Each start request then carries the
-command's three streams and a status pipe; the helper starts the command in a session of
-its own (`posix_spawn`: `subprocess` alone would double the helper's start-up), answers
-with a pidfd, and writes the exit status to the pipe once it has reaped it.
+hookline starts this program once (`python -E -s -S <this file> <fd>`, an empty
+environment, a socket) as the template: for each sandbox hookline sends it the policy with
+one end of a new socket, and the template forks a helper (a fork of a small process costs
+about a millisecond where a new interpreter costs tens), which reports on that socket. The
+template holds nothing of hookline's and is in no sandbox's namespaces. The helper enters
+new namespaces where the system allows them, forks the first process of the new pid
+namespace (which serves from then on: its parent only waits), lays out the mounts, mounts
+a /proc of its own, sets no_new_privs and resource limits, applies Landlock, drops every
+capability, becomes non-dumpable and installs the seccomp filter. Each start request
+then carries the command's three streams and a status pipe; the helper starts the command
+in a session of its own (`posix_spawn`; `subprocess` alone would double the program's
+start-up), answers with a pidfd, and writes the exit status to the pipe once it has
+reaped it.
 
 Nothing of hookline's process is in the helper: not its memory, descriptors, environment
 or Landlock domain. When the socket closes (hookline closed the sandbox, or died), the
@@ -43,12 +47,39 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 
 def main() -> int:
-    channel = socket.socket(fileno=int(sys.argv[1]))
-    channel.set_inheritable(False)  # no command may hold it
-    received = wire.receive(channel)
-    if received is None:
-        return 0
-    config = received[0]
+    """The template: fork one helper per request, until hookline closes the socket."""
+    control = socket.socket(fileno=int(sys.argv[1]))
+    control.set_inheritable(False)  # no command may hold it
+    _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    signal.signal(signal.SIGCHLD, _reap_helpers)
+    while (received := wire.receive(control)) is not None:
+        config, fds = received
+        if os.fork() == 0:  # the new helper: nothing of the template's but its code
+            control.close()
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            code = 1
+            try:
+                code = helper(socket.socket(fileno=fds[0]), config)
+            finally:
+                os._exit(code)
+        for fd in fds:
+            os.close(fd)
+    return 0
+
+
+def _reap_helpers(*_: object) -> None:
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        return
+
+
+def helper(channel: socket.socket, config: dict[str, Any]) -> int:
+    """One sandbox: confine, report, then start commands until `channel` closes."""
+    # The template's non-dumpable mark would make /proc/self/uid_map root's: a user could
+    # not map itself. The helper takes the mark again once confined.
+    _libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
     isolated = False
     if "namespaces" not in config["without"]:
         try:
@@ -183,6 +214,9 @@ def start(channel: socket.socket, request: dict[str, Any], fds: list[int],
         wire.send(channel, {"pid": pid}, [pidfd])
     finally:
         os.close(pidfd)
+    # Nothing is reaped before hookline has read, through the pidfd, the number its pid
+    # namespace gives the command (it signals the command's group by it): it says so.
+    wire.receive(channel)
 
 
 def spawn(request: dict[str, Any], streams: list[int]) -> int:
