@@ -16,6 +16,7 @@ status pipe (the helper reaps it: a command is not hookline's child).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -142,6 +143,13 @@ class _Template:
         finally:
             theirs.close()
         self.channel = ours
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        """End the template (the helpers it forked end with their own sockets)."""
+        self.channel.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(2)
 
 
 _template: _Template | None = None
