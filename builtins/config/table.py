@@ -184,6 +184,10 @@ class Settings:
         parse.positive_int, "a positive integer", "512", "512"))
     sandbox_max_file_bytes: int = field(default=DEFAULT_MAX_FILE_BYTES, metadata=setting(
         parse.positive_int, "a positive integer", "1073741824", "1073741824"))
+    http_allow_model_override: bool = field(default=False, metadata=setting(
+        parse.boolean, "true or false", "true", "true"))
+    http_allow_system_override: bool = field(default=False, metadata=setting(
+        parse.boolean, "true or false", "true", "true"))
     http_allow_unsandboxed: bool = field(default=False, metadata=setting(
         parse.boolean, "true or false", "true", "true"))
     tool_env: str = field(default="filtered", metadata=setting(

@@ -19,6 +19,7 @@ from .guard import Guard, HttpError, header_map
 from .health import RETRY_AFTER, HealthCache, HealthPace, retry_worth
 from .match import REQUEST_ID_KEY, Replies
 from .media import body_limit, with_attachments
+from .overrides import RequestOverrides
 from .payload import _parse_message, _read_body
 from .reply import NO_TURN, Reply, not_run, retry_headers, whole_answer
 from .server import Receive, Scope, Send, _lifespan, _watch_disconnect
@@ -51,6 +52,7 @@ class HttpRoutes:
     _health_pace: HealthPace
     _managed: bool
     _accepting: bool
+    _overrides: RequestOverrides
 
     async def _asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -104,6 +106,7 @@ class HttpRoutes:
         body = await _read_body(headers, receive, body_limit(self.max_body_size),
                                 self.body_timeout if self.body_timeout is not None else 30.0)
         payload = with_attachments(_parse_message(body), len(body), self.max_body_size)
+        self._overrides.check(payload)
         if not self._accepting:  # not run, and it may be: said so, with when to retry
             await send_json(send, 503, not_run("the gateway is shutting down",
                                                self._session_of(payload)), retry_headers())

@@ -32,6 +32,7 @@ from .asgi import HttpRoutes
 from .guard import Guard, is_loopback_address, load_token
 from .health import HealthCache, HealthPace
 from .match import REQUEST_ID_KEY, Replies
+from .overrides import RequestOverrides
 from .payload import MAX_BODY_SIZE, MAX_JSON_DEPTH, _outbound_dict
 from .reply import Reply
 from .server import (
@@ -117,6 +118,7 @@ class HttpChannel(HttpRoutes, Lifecycle):
         self.tls = False
         self._settings = settings
         self._guard = Guard(None, frozenset(), frozenset())
+        self._overrides = RequestOverrides()
         self._replies = Replies()
         self._closing: anyio.Event | None = None
         self._stopped: anyio.Event | None = None
@@ -203,6 +205,7 @@ class HttpChannel(HttpRoutes, Lifecycle):
             self.tls = tls is not None
             self._guard = Guard.build(token, (host, bound), settings.http_allowed_hosts,
                                       settings.http_allowed_origins)
+            self._overrides = RequestOverrides.from_settings(settings)
             config = _server_config(listener, self.reply_timeout, tls)
             self._health_state = HealthCache(self.health, scrub=self.scrub)
             if getattr(settings, "otel", False):  # docs/observability.md

@@ -1,0 +1,67 @@
+"""What a request may change of its own turn: `context.model` and `context.system`.
+
+A token holder choosing the model per request is useful (a cheaper model for a quick
+question), but the model is also what decides which tools run: `offline` obeys `/tool`
+lines as written, and `scripted:<path>` makes the gateway open a file of its machine. So a
+request may name only a model the gateway was configured with (`model`, a fallback, an
+alias of `model_aliases`), or any provider model with `http_allow_model_override = true`;
+`offline` and `scripted:` come from a request only when the gateway runs on them itself.
+`context.system` replaces the system prompt, the user's instructions to the model: a
+request may set it only with `http_allow_system_override = true`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .guard import HttpError
+
+__all__ = ["RequestOverrides"]
+
+_LOCAL_KINDS = ("offline", "scripted:")
+"""Model specs that run on this machine rather than at a provider."""
+
+
+@dataclass(frozen=True)
+class RequestOverrides:
+    """The per-request settings a gateway accepts, read from its settings at start."""
+
+    configured: frozenset[str] = frozenset({"offline"})
+    """Model specs and alias names the gateway was configured with."""
+    any_model: bool = False
+    system: bool = False
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> RequestOverrides:
+        names = {settings.model_spec, *settings.models, *settings.model_aliases,
+                 *settings.model_aliases.values()}
+        if settings.model:
+            names.add(settings.model)
+        return cls(frozenset(names), settings.http_allow_model_override,
+                   settings.http_allow_system_override)
+
+    def check(self, payload: dict[str, Any]) -> None:
+        """Refuse (400, naming the setting) a `context.model` or `context.system` this
+        gateway does not accept."""
+        context = payload.get("context") or {}
+        model = context.get("model")
+        if model not in (None, ""):
+            self._check_model(str(model))
+        if context.get("system") not in (None, "") and not self.system:
+            raise HttpError(400, "context.system would replace this gateway's system prompt, "
+                                 "which requests may not do here; the gateway's owner can "
+                                 "allow it with http_allow_system_override = true")
+
+    def _check_model(self, spec: str) -> None:
+        if spec in self.configured:
+            return
+        served = ", ".join(sorted(self.configured))
+        if spec.startswith(_LOCAL_KINDS) or spec == "offline":
+            raise HttpError(400, f"context.model {spec!r} runs on the gateway's machine, which "
+                                 f"a request may not choose unless the gateway itself runs "
+                                 f"on it (it serves: {served})")
+        if not self.any_model:
+            raise HttpError(400, f"context.model {spec!r} is not a model this gateway serves "
+                                 f"({served}); name one of those, or the gateway's owner "
+                                 f"can allow any with http_allow_model_override = true")
