@@ -16,6 +16,8 @@ from ..store.url import StoreURL, is_postgres_url
 MIN_HTTP_TOKEN_LENGTH = 32
 BUSY_SESSION_ACTIONS = ("follow_up", "process", "steer", "drop")
 """Admission actions the `http_busy_session` setting can name."""
+SANDBOX_LAYERS = ("namespaces", "landlock", "seccomp")
+"""The layers `sandbox_without` may leave out."""
 SANDBOX_MODES = ("workspace-write", "read-only", "off")
 TOOL_ENV_MODES = ("filtered", "inherit")
 API_FORMATS = ("chat", "responses", "messages", "gemini")
@@ -258,6 +260,11 @@ def choice(*choices: str) -> Callable[[Any], str]:
             raise Invalid
         return chosen
     return parse
+
+
+def choice_list(*choices: str) -> Callable[[Any], tuple[str, ...]]:
+    one = choice(*choices)
+    return lambda value: list_of(value, one)
 
 
 def env_pattern_list(value: Any) -> tuple[str, ...]:

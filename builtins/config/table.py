@@ -28,6 +28,7 @@ from .parsers import (
     API_FORMATS,
     BUSY_SESSION_ACTIONS,
     MIN_HTTP_TOKEN_LENGTH,
+    SANDBOX_LAYERS,
     SANDBOX_MODES,
     TOOL_ENV_MODES,
 )
@@ -180,6 +181,9 @@ class Settings:
     sandbox_protect: tuple[str, ...] = field(default=(), metadata=setting(
         parse.path_list, "a list of paths in the workspace (comma separated in the "
         "environment)", ".vscode,Makefile", '[".vscode", "Makefile"]'))
+    sandbox_without: tuple[str, ...] = field(default=(), metadata=setting(
+        parse.choice_list(*SANDBOX_LAYERS), f"a list of {', '.join(SANDBOX_LAYERS)} (comma "
+        "separated in the environment)", "namespaces", '["namespaces"]'))
     sandbox_max_processes: int = field(default=DEFAULT_MAX_PROCESSES, metadata=setting(
         parse.positive_int, "a positive integer", "512", "512"))
     sandbox_max_file_bytes: int = field(default=DEFAULT_MAX_FILE_BYTES, metadata=setting(

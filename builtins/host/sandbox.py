@@ -55,8 +55,8 @@ class SandboxPolicy:
     max_processes: int = DEFAULT_MAX_PROCESSES
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     without: tuple[str, ...] = ()
-    """Layers to leave out ("namespaces", "landlock", "seccomp"): what a system lacking
-    them gets (HOOKLINE_SANDBOX_WITHOUT, for trying the fallback; warned like a lack)."""
+    """Layers to leave out (`sandbox_without`): what a system lacking them gets, to try
+    the fallback; warned like a lack."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SandboxPolicy:
@@ -69,11 +69,10 @@ class SandboxPolicy:
         environment = EnvironmentPolicy(inherit=settings.tool_env == "inherit",
                                         keep=settings.tool_env_keep,
                                         drop=settings.tool_env_drop)
-        without = tuple(name.strip() for name in
-                        os.environ.get("HOOKLINE_SANDBOX_WITHOUT", "").split(",") if name.strip())
         return cls(settings.sandbox, settings.sandbox_network, tuple(hidden), environment,
                    settings.sandbox_deny_read, settings.sandbox_protect,
-                   settings.sandbox_max_processes, settings.sandbox_max_file_bytes, without)
+                   settings.sandbox_max_processes, settings.sandbox_max_file_bytes,
+                   settings.sandbox_without)
 
     @property
     def confined(self) -> bool:

@@ -119,7 +119,8 @@ def confine(config: dict[str, Any], isolated: bool) -> dict[str, Any]:
             network=config["network"])
         namespaces.mount_proc()
     else:
-        missing.append(f"namespaces: {config.get('missing_reason', 'turned off')}")
+        reason = config.get("missing_reason", "turned off by sandbox_without")
+        missing.append(f"namespaces: {reason}")
         _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     for name, limit in (("RLIMIT_NPROC", config["max_processes"]),
                         ("RLIMIT_FSIZE", config["max_file_bytes"])):
@@ -129,7 +130,7 @@ def confine(config: dict[str, Any], isolated: bool) -> dict[str, Any]:
         raise OSError(ctypes.get_errno(), "could not set no_new_privs")
     watched: list[tuple[str, int]] = []
     if "landlock" in config["without"]:
-        missing.append("landlock: turned off")
+        missing.append("landlock: turned off by sandbox_without")
     else:
         try:
             ruleset = landlock.build(
@@ -145,7 +146,7 @@ def confine(config: dict[str, Any], isolated: bool) -> dict[str, Any]:
     namespaces.drop_capabilities()
     _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     if "seccomp" in config["without"]:
-        missing.append("seccomp: turned off")
+        missing.append("seccomp: turned off by sandbox_without")
     else:
         try:
             # Without a pid namespace the helper is a process like its commands: no
