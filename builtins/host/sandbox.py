@@ -18,6 +18,7 @@ import logging
 import os
 import shutil
 import stat
+import sys
 import tempfile
 import threading
 from collections.abc import Mapping
@@ -197,9 +198,27 @@ class Confinement:
         policy = self.policy
         return {"mode": policy.mode, "network": policy.network, "workspace": self.workspace,
                 "temporary": temporary, "protected": list(self.protected),
+                "visible": self._visible_under_tmp(),
                 "hidden": [*self.hidden, *_resolved(policy.deny_read)],
                 "max_processes": policy.max_processes, "max_file_bytes": policy.max_file_bytes,
                 "without": list(policy.without)}
+
+
+    def _visible_under_tmp(self) -> list[str]:
+        """What commands run from under the system's temporary folder, which they see
+        replaced by their private one: the folders of PATH (a virtual environment's whole
+        folder for its `bin`) and hookline's own Python, shown read-only."""
+        root = os.path.realpath(tempfile.gettempdir())
+        entries = [*os.environ.get("PATH", "").split(os.pathsep), sys.prefix]
+        found: list[str] = []
+        for entry in entries:
+            real = os.path.realpath(entry) if entry else ""
+            folder = os.path.dirname(real) if os.path.basename(real) == "bin" else real
+            if (folder and is_inside(folder, root) and folder != root and os.path.isdir(folder)
+                    and not is_inside(folder, self.workspace)
+                    and not any(is_inside(folder, hidden) for hidden in self.hidden)):
+                found.append(folder)
+        return list(dict.fromkeys(found))
 
 
 def _refusal(mode: str, reason: str) -> str:

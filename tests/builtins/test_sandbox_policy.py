@@ -218,3 +218,27 @@ async def test_a_workspace_inside_the_home_is_refused_in_every_confined_mode(
         assert (await inside.run("true")).returncode == 0, "read-only hides a home inside"
     finally:
         await inside.close()
+
+
+@pytest.mark.anyio
+async def test_programs_on_path_under_tmp_stay_runnable_and_nothing_else_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: tuple[Path, Path, Path]
+) -> None:
+    """/tmp is the session's own inside the sandbox; a virtual environment there whose
+    `bin` is on PATH is shown read-only, the rest of the host's /tmp not at all."""
+    workspace, home, _ = layout
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    tool = venv / "bin" / "greet"
+    tool.write_text("#!/bin/sh\necho hello from the venv\n")
+    tool.chmod(0o755)
+    (tmp_path / "beside.txt").write_text("not for commands")
+    monkeypatch.setenv("PATH", f"{venv / 'bin'}:{os.environ['PATH']}")
+    env = environment(workspace, home)
+    try:
+        result = await env.run(f"greet; cat {tmp_path}/beside.txt; touch {venv}/new")
+    finally:
+        await env.close()
+    assert result.stdout == "hello from the venv\n", result.stderr
+    assert "No such file or directory" in result.stderr  # beside.txt is not there
+    assert "Read-only file system" in result.stderr and not (venv / "new").exists()

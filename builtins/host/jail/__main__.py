@@ -114,6 +114,7 @@ def confine(config: dict[str, Any], isolated: bool) -> dict[str, Any]:
         inside_temporary = "/tmp"
         namespaces.lay_out(
             writable=[(temporary, inside_temporary, True),
+                      *((path, path, False) for path in config["visible"]),
                       (workspace, workspace, writable_workspace)],
             protected=config["protected"], hidden=config["hidden"],
             network=config["network"])

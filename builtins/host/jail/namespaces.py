@@ -126,9 +126,10 @@ def lay_out(*, writable: Iterable[tuple[str, str, bool]], protected: Iterable[st
             hidden: Iterable[str], network: bool) -> None:
     """Shape the mount namespace (the caller is inside a new one, with its capabilities).
 
-    `writable` holds (real path, path inside, writable) triples, the private temporary
-    folder first (shown as /tmp); `protected` paths are made read-only again inside them;
-    `hidden` paths are masked by an entry of mode 000 that nobody may open."""
+    `writable` holds (real path, path inside, writable) triples, bound in that order: the
+    private temporary folder first (shown as /tmp), then what must stay visible under it;
+    `protected` paths are made read-only again inside them; `hidden` paths are masked by
+    an entry of mode 000 that nobody may open."""
     writable, protected = list(writable), list(protected)
     kept: list[int] = []
 
