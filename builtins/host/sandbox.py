@@ -185,7 +185,7 @@ class Confinement:
             spawner = Spawner(self._helper_policy(self._temporary))
         except OSError as exc:
             raise HooklineError(ErrorKind.config, _refusal(self.policy.mode, str(exc))) from None
-        _check_layers(self.policy.mode, spawner, warn=not self._replaced and not self._spawner)
+        _check_layers(self.policy.mode, spawner)
         if self._spawner is not None:  # its commands keep running until they end
             self._replaced.append(self._spawner)
         self._spawner = spawner
@@ -228,14 +228,19 @@ def _refusal(mode: str, reason: str) -> str:
             f"every start")
 
 
-def _check_layers(mode: str, spawner: Spawner, warn: bool) -> None:
-    """Refuse a helper too weak to hold; with `warn`, say what a weaker one leaves open."""
+WARNED: set[tuple[str, ...]] = set()
+"""The weaker sandboxes already warned about: each is said once per process."""
+
+
+def _check_layers(mode: str, spawner: Spawner) -> None:
+    """Refuse a helper too weak to hold; say once what a weaker one leaves open."""
     missing = spawner.report.missing
     lost = {line.split(":", 1)[0] for line in missing}
     if "namespaces" in lost and lost & {"landlock", "seccomp"}:
         spawner.close()
         raise HooklineError(ErrorKind.config, _refusal(mode, "; ".join(missing)))
-    if missing and warn:
+    if missing and missing not in WARNED:
+        WARNED.add(missing)
         logger.warning("the sandbox is weaker here: %s. %s", "; ".join(missing),
                        " ".join(LEFT_OPEN[name] for name in sorted(lost)))
 

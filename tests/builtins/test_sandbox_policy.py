@@ -13,6 +13,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from hookline.builtins.host import sandbox
 from hookline.builtins.host.background import BackgroundProcesses
 from hookline.builtins.host.environment import LocalEnvironment
 from hookline.builtins.host.sandbox import SandboxPolicy
@@ -63,11 +64,13 @@ async def test_a_background_shell_is_confined_too(layout: tuple[Path, Path, Path
 @pytest.mark.anyio
 @pytest.mark.parametrize("without", [(), ("namespaces",), ("seccomp",), ("landlock",)])
 async def test_a_spawned_command_is_confined_with_each_layer_missing(
-    layout: tuple[Path, Path, Path], without: tuple[str, ...], caplog: pytest.LogCaptureFixture
+    layout: tuple[Path, Path, Path], without: tuple[str, ...], caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Each layer a system may lack, simulated: the others still hold, and the missing one
     is said once, with what it leaves open."""
     workspace, home, outside = layout
+    monkeypatch.setattr(sandbox, "WARNED", set())  # said once per process: this is one
     env = environment(workspace, home, without=without)
     try:
         result = await env.run(f"cat {home}/secret; touch {outside}/x; touch ok; "
@@ -86,6 +89,14 @@ async def test_a_spawned_command_is_confined_with_each_layer_missing(
     assert bool(warned) == bool(without)
     for name in without:
         assert all(f"{name}: turned off" in line for line in warned)
+    assert len(warned) <= 1
+    second = environment(workspace, home, without=without)  # another session: not again
+    try:
+        await second.run("true")
+    finally:
+        await second.close()
+    again = [r.getMessage() for r in caplog.records if "sandbox is weaker" in r.getMessage()]
+    assert again == warned
 
 
 @pytest.mark.anyio
