@@ -236,7 +236,9 @@ def _check_layers(mode: str, spawner: Spawner) -> None:
     """Refuse a helper too weak to hold; say once what a weaker one leaves open."""
     missing = spawner.report.missing
     lost = {line.split(":", 1)[0] for line in missing}
-    if "namespaces" in lost and lost & {"landlock", "seccomp"}:
+    files_open = "landlock" in lost and bool(lost & {"namespaces", "mounts"})
+    processes_open = {"namespaces", "seccomp"} <= lost
+    if files_open or processes_open:
         spawner.close()
         raise HooklineError(ErrorKind.config, _refusal(mode, "; ".join(missing)))
     if missing and missing not in WARNED:
@@ -252,6 +254,14 @@ LEFT_OPEN = {
         "every process of the machine; the workspace's .git stays writable to them. Allow "
         "unprivileged user namespaces (sysctl user.max_user_namespaces, or kernel."
         "apparmor_restrict_unprivileged_userns=0 on Ubuntu) to close that."),
+    "mounts": (
+        "The namespaces may not mount (Ubuntu 24.04's AppArmor default does this): commands "
+        "still run in their own pid and network namespaces, under Landlock and seccomp, but "
+        "can change the modes and times of your files outside the workspace, reach "
+        "path-named Unix sockets and see the machine's processes; the workspace's .git stays "
+        "writable to them. Allow unprivileged user namespaces to mount (sysctl "
+        "kernel.apparmor_restrict_unprivileged_userns=0, or an AppArmor profile for the "
+        "Python running hookline) to close that."),
     "landlock": (
         "Without Landlock, only the mounts keep commands in the workspace; a kernel with "
         "Landlock enabled (lsm=landlock) adds the second layer."),

@@ -179,6 +179,37 @@ def test_without_namespaces_only_what_the_warning_names_stays_open(
     assert len(warning) == 1 and "modes and times" in warning[0] and ".git" in warning[0]
 
 
+MOUNTS_REFUSED = """
+import ctypes, os, struct, sys
+# What Ubuntu 24.04's AppArmor default does to a user namespace: it may be made, but not
+# mount. A seccomp filter on mount(2), then hookline.
+number = {"x86_64": 165, "aarch64": 40}[os.uname().machine]
+rows = [(0x20, 0, 0, 0), (0x15, 0, 1, number), (0x06, 0, 0, 0x00050001),
+        (0x06, 0, 0, 0x7FFF0000)]
+code = b"".join(struct.pack("<HBBI", *row) for row in rows)
+buffer = ctypes.create_string_buffer(code)
+program = struct.pack("<HxxxxxxQ", len(rows), ctypes.addressof(buffer))
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.prctl(38, 1, 0, 0, 0) == 0
+assert libc.prctl(22, 2, ctypes.c_char_p(program), 0, 0) == 0, ctypes.get_errno()
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
+def test_where_namespaces_may_not_mount_only_what_the_warning_names_stays_open(
+    places: dict[str, Path], listener: int
+) -> None:
+    """The pid and network namespaces still hold, Landlock keeps the files."""
+    command = attack_command(places, listener)
+    runner = [sys.executable, "-c", MOUNTS_REFUSED, str(HOOKLINE)]
+    done = hookline_run(places, tool_line("shell", command=command), runner)
+    assert done.returncode == 0, done.stderr
+    check_results(places, frozenset({"metadata", "git"}))
+    warning = [line for line in done.stderr.splitlines() if "sandbox is weaker" in line]
+    assert len(warning) == 1 and "mounts: " in warning[0] and "AppArmor" in warning[0], \
+        done.stderr
+
+
 @pytest.mark.parametrize("user", ["root", "nobody"])
 def test_every_attack_fails_through_the_gateway(
     places: dict[str, Path], listener: int, user: str, nobody_python: list[str]

@@ -109,20 +109,24 @@ def confine(config: dict[str, Any], isolated: bool) -> dict[str, Any]:
     missing: list[str] = []
     temporary, workspace = config["temporary"], config["workspace"]
     writable_workspace = config["mode"] == "workspace-write"
-    inside_temporary = temporary
+    mounted = False  # the file system shaped by mounts: else Landlock alone keeps files
     if isolated:
-        inside_temporary = "/tmp"
-        namespaces.lay_out(
-            writable=[(temporary, inside_temporary, True),
-                      *((path, path, False) for path in config["visible"]),
-                      (workspace, workspace, writable_workspace)],
-            protected=config["protected"], hidden=config["hidden"],
-            network=config["network"])
-        namespaces.mount_proc()
+        try:
+            namespaces.lay_out(
+                writable=[(temporary, "/tmp", True),
+                          *((path, path, False) for path in config["visible"]),
+                          (workspace, workspace, writable_workspace)],
+                protected=config["protected"], hidden=config["hidden"],
+                network=config["network"])
+            namespaces.mount_proc()
+            mounted = True
+        except namespaces.MountsUnavailable as exc:  # the pid and network ones still hold
+            missing.append(f"mounts: {exc.strerror}")
     else:
         reason = config.get("missing_reason", "turned off by sandbox_without")
         missing.append(f"namespaces: {reason}")
         _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    inside_temporary = "/tmp" if mounted else temporary
     for name, limit in (("RLIMIT_NPROC", config["max_processes"]),
                         ("RLIMIT_FSIZE", config["max_file_bytes"])):
         if limit:
@@ -137,8 +141,8 @@ def confine(config: dict[str, Any], isolated: bool) -> dict[str, Any]:
             ruleset = landlock.build(
                 workspace=workspace if writable_workspace else None,
                 temporary=inside_temporary,
-                extra_writable=[] if config["network"] or not isolated else ["/dev/shm"],
-                hidden=[] if isolated else config["hidden"] + [os.path.dirname(temporary)],
+                extra_writable=[] if config["network"] or not mounted else ["/dev/shm"],
+                hidden=[] if mounted else config["hidden"] + [os.path.dirname(temporary)],
                 network=config["network"], watched=watched)
             ruleset.confine()
             ruleset.close()

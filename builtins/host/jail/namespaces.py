@@ -23,7 +23,8 @@ TYPE_CHECKING = False  # not typing's: the helper imports no module it can do wi
 if TYPE_CHECKING:
     from typing import Final
 
-__all__ = ["NamespacesUnavailable", "drop_capabilities", "enter", "lay_out", "mount_proc"]
+__all__ = ["MountsUnavailable", "NamespacesUnavailable", "drop_capabilities", "enter", "lay_out",
+           "mount_proc"]
 
 CLONE_NEWNS: Final = 0x00020000
 CLONE_NEWIPC: Final = 0x08000000
@@ -52,6 +53,11 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 class NamespacesUnavailable(OSError):
     """This system does not let the helper make its namespaces; the message says why."""
+
+
+class MountsUnavailable(OSError):
+    """The namespaces were made but may not mount (Ubuntu's AppArmor default does that);
+    nothing was changed."""
 
 
 class _MountAttr(ctypes.Structure):
@@ -141,7 +147,10 @@ def lay_out(*, writable: Iterable[tuple[str, str, bool]], protected: Iterable[st
         sources = [keep(source) for source, _inside, _write in writable]
         guarded = [(path, keep(path), os.path.isdir(path))
                    for path in protected if os.path.lexists(path)]
-        _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+        try:
+            _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+        except OSError as exc:
+            raise MountsUnavailable(exc.errno, f"the namespaces may not mount ({exc})") from None
         _set_read_only("/", True, recursive=True)
         # The masks: an empty folder and an empty file of mode 000 on a read-only tmpfs,
         # covered at once by the private folder shown as /tmp.
