@@ -128,48 +128,41 @@ def kill_hookline(settings: dict) -> str:
     return f"OPEN: killed {dead}" if dead else f"blocked: none of {killed} died"
 
 
-def mptcp(settings: dict) -> str:
+def reached(what: str, action: Callable[[], object]) -> str:
+    """OPEN with `what` if `action` works, else blocked with the error it met."""
     try:
+        action()
+        return f"OPEN: {what}"
+    except OSError as exc:
+        return f"blocked: {exc.strerror or exc}"
+
+
+def mptcp(settings: dict) -> str:
+    def connect() -> None:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262)
         sock.settimeout(3)
         sock.connect(("127.0.0.1", settings["port"]))
-        return "OPEN: MPTCP connected"
-    except OSError as exc:
-        return f"blocked: {exc.strerror or exc}"
+    return reached("MPTCP connected", connect)
 
 
 def tcp(settings: dict) -> str:
-    try:
-        socket.create_connection(("127.0.0.1", settings["port"]), 3)
-        return "OPEN: TCP connected"
-    except OSError as exc:
-        return f"blocked: {exc.strerror or exc}"
+    return reached("TCP connected",
+                   lambda: socket.create_connection(("127.0.0.1", settings["port"]), 3))
 
 
 def udp(settings: dict) -> str:
-    try:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        sock.sendto(b"exfiltrated", ("127.0.0.1", settings["port"]))
-        return "OPEN: UDP sent"
-    except OSError as exc:
-        return f"blocked: {exc.strerror or exc}"
+    return reached("UDP sent", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(
+        b"exfiltrated", ("127.0.0.1", settings["port"])))
 
 
 def listen_unbound(settings: dict) -> str:
-    try:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.listen(1)
-        return f"OPEN: listening on {sock.getsockname()}"
-    except OSError as exc:
-        return f"blocked: {exc.strerror or exc}"
+    return reached("listening without bind",
+                   lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM).listen(1))
 
 
 def netlink(settings: dict) -> str:
-    try:
-        socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 4)  # NETLINK_SOCK_DIAG
-        return "OPEN: netlink socket"
-    except OSError as exc:
-        return f"blocked: {exc.strerror or exc}"
+    return reached("netlink socket",  # NETLINK_SOCK_DIAG lists every socket in view
+                   lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 4))
 
 
 def metadata(settings: dict) -> str:

@@ -142,6 +142,13 @@ def check_results(places: dict[str, Path], left_open: frozenset[str] = frozenset
     return results
 
 
+def ready(places: dict[str, Path], user: str) -> dict[Path, int]:
+    """Give the places to `user`; the modes of what no attack may change, to check after."""
+    if user == "nobody":
+        hand_to(places, "nobody")
+    return {path: path.stat().st_mode for path in (places["outside"], places["home"])}
+
+
 def check_untouched(places: dict[str, Path], modes: dict[Path, int]) -> None:
     for path, mode in modes.items():
         assert path.stat().st_mode == mode, path
@@ -153,9 +160,7 @@ def check_untouched(places: dict[str, Path], modes: dict[Path, int]) -> None:
 def test_every_attack_fails_from_a_shell_call_through_hookline_run(
     places: dict[str, Path], listener: int, user: str, nobody_python: list[str]
 ) -> None:
-    if user == "nobody":
-        hand_to(places, "nobody")
-    modes = {path: path.stat().st_mode for path in (places["outside"], places["home"])}
+    modes = ready(places, user)
     command = attack_command(places, listener)
     prompt = tool_line("shell", command=command)
     done = hookline_run(places, prompt, nobody_python if user == "nobody" else None)
@@ -214,9 +219,7 @@ def test_where_namespaces_may_not_mount_only_what_the_warning_names_stays_open(
 def test_every_attack_fails_through_the_gateway(
     places: dict[str, Path], listener: int, user: str, nobody_python: list[str]
 ) -> None:
-    if user == "nobody":
-        hand_to(places, "nobody")
-    modes = {path: path.stat().st_mode for path in (places["outside"], places["home"])}
+    modes = ready(places, user)
     env = gateway_env(places["home"], HOME=str(places["user"]),
                       **{k: v for k, v in SECRETS.items() if k != "HOOKLINE_HTTP_TOKEN"})
     gateway = start_gateway_process(["--port", "0"], env, places["workspace"],
@@ -254,9 +257,7 @@ def test_every_attack_fails_from_an_mcp_stdio_server(
         "[mcp_servers.hostile]\ncommand = \"sh\"\n"
         f"args = [\"-c\", {json.dumps(attack_command(places, listener))}]\n")
     (places["home"] / "config.toml").chmod(0o600)
-    if user == "nobody":
-        hand_to(places, "nobody")
-    modes = {path: path.stat().st_mode for path in (places["outside"], places["home"])}
+    modes = ready(places, user)
     prompt = "/tool hostile__anything {}"
     done = hookline_run(places, prompt, nobody_python if user == "nobody" else None)
     assert done.returncode in (0, 1), done.stderr  # the tool is missing: hookline says so
