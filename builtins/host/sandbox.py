@@ -5,7 +5,7 @@ of the workspace's own (`confined`, `jail/`): in its own user, pid, mount, netwo
 namespaces, under Landlock and seccomp, with no capability. A command may read the file
 system but the hidden paths (the hookline home and its tape store, `sandbox_deny_read`),
 write only the workspace (not its protected paths: `.git`, `.hookline`) and its private
-`/tmp`, reach no network and nothing of hookline. `read-only` also refuses the workspace;
+`TMPDIR`, reach no network and nothing of hookline. `read-only` also refuses the workspace;
 `sandbox_network = true` allows TCP and UDP; `off` gives commands the user's full rights.
 Where a layer cannot be applied the others hold and a warning says what is left open; with
 too few of them commands are refused with the reason. See docs/security.md.
@@ -18,7 +18,6 @@ import logging
 import os
 import shutil
 import stat
-import sys
 import tempfile
 import threading
 from collections.abc import Mapping
@@ -198,27 +197,9 @@ class Confinement:
         policy = self.policy
         return {"mode": policy.mode, "network": policy.network, "workspace": self.workspace,
                 "temporary": temporary, "protected": list(self.protected),
-                "visible": self._visible_under_tmp(),
                 "hidden": [*self.hidden, *_resolved(policy.deny_read)],
                 "max_processes": policy.max_processes, "max_file_bytes": policy.max_file_bytes,
                 "without": list(policy.without)}
-
-
-    def _visible_under_tmp(self) -> list[str]:
-        """What commands run from under the system's temporary folder, which they see
-        replaced by their private one: the folders of PATH (a virtual environment's whole
-        folder for its `bin`) and hookline's own Python, shown read-only."""
-        root = os.path.realpath(tempfile.gettempdir())
-        entries = [*os.environ.get("PATH", "").split(os.pathsep), sys.prefix]
-        found: list[str] = []
-        for entry in entries:
-            real = os.path.realpath(entry) if entry else ""
-            folder = os.path.dirname(real) if os.path.basename(real) == "bin" else real
-            if (folder and is_inside(folder, root) and folder != root and os.path.isdir(folder)
-                    and not is_inside(folder, self.workspace)
-                    and not any(is_inside(folder, hidden) for hidden in self.hidden)):
-                found.append(folder)
-        return list(dict.fromkeys(found))
 
 
 def _refusal(mode: str, reason: str) -> str:

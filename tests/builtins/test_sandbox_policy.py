@@ -80,11 +80,8 @@ async def test_a_spawned_command_is_confined_with_each_layer_missing(
     assert sum(result.stderr.count(word) for word in REFUSED) == 2, result.stderr
     assert (workspace / "ok").exists() and not (outside / "x").exists()
     temporary = result.stdout.strip()
-    if "namespaces" in without:  # the real private folder, gone with the environment
-        assert os.path.basename(temporary).startswith("hookline-tool-")
-        assert not os.path.exists(temporary), "close() removes the private temporary folder"
-    else:
-        assert temporary == "/tmp"
+    assert os.path.basename(temporary).startswith("hookline-tool-")
+    assert not os.path.exists(temporary), "close() removes the private temporary folder"
     warned = [r.getMessage() for r in caplog.records if "sandbox is weaker" in r.getMessage()]
     assert bool(warned) == bool(without)
     for name in without:
@@ -232,24 +229,21 @@ async def test_a_workspace_inside_the_home_is_refused_in_every_confined_mode(
 
 
 @pytest.mark.anyio
-async def test_programs_on_path_under_tmp_stay_runnable_and_nothing_else_there(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: tuple[Path, Path, Path]
+async def test_tmp_is_read_only_and_other_sessions_folders_are_not_there(
+    tmp_path: Path, layout: tuple[Path, Path, Path]
 ) -> None:
-    """/tmp is the session's own inside the sandbox; a virtual environment there whose
-    `bin` is on PATH is shown read-only, the rest of the host's /tmp not at all."""
+    """The host's /tmp stays readable (programs and checkouts live there), not writable;
+    of hookline's private folders a command sees its own session's only."""
     workspace, home, _ = layout
-    venv = tmp_path / "venv"
-    (venv / "bin").mkdir(parents=True)
-    tool = venv / "bin" / "greet"
-    tool.write_text("#!/bin/sh\necho hello from the venv\n")
-    tool.chmod(0o755)
-    (tmp_path / "beside.txt").write_text("not for commands")
-    monkeypatch.setenv("PATH", f"{venv / 'bin'}:{os.environ['PATH']}")
-    env = environment(workspace, home)
+    (tmp_path / "beside.txt").write_text("readable")
+    first, second = environment(workspace, home), environment(workspace, home)
     try:
-        result = await env.run(f"greet; cat {tmp_path}/beside.txt; touch {venv}/new")
+        mine = (await first.run('echo a-secret > "$TMPDIR/a"; echo "$TMPDIR"')).stdout.strip()
+        result = await second.run(f"cat {tmp_path}/beside.txt; cat {mine}/a; "
+                                  f"ls $(dirname $TMPDIR); touch {tmp_path}/new")
     finally:
-        await env.close()
-    assert result.stdout == "hello from the venv\n", result.stderr
-    assert "No such file or directory" in result.stderr  # beside.txt is not there
-    assert "Read-only file system" in result.stderr and not (venv / "new").exists()
+        await first.close()
+        await second.close()
+    assert result.stdout.startswith("readable"), result.stderr
+    assert "a-secret" not in result.stdout and os.path.basename(mine) not in result.stdout
+    assert "Read-only file system" in result.stderr and not (tmp_path / "new").exists()

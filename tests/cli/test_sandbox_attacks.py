@@ -236,9 +236,9 @@ def test_every_attack_fails_through_the_gateway(
         check_untouched(places, modes)
         # Another live session's private files: session A leaves a file in its /tmp and a
         # background process holding it; session B looks for it everywhere it can.
-        tool("echo session-a-secret > /tmp/a-secret && echo ok", "a")
-        found = tool("grep -rs session-a-secret /tmp /var/tmp /run 2>/dev/null | head -3; "
-                     "ls /tmp; echo searched", "b")
+        tool('echo session-a-secret > "$TMPDIR/a-secret" && echo ok', "a")
+        found = tool("find /tmp /var/tmp /run -name a-secret 2>/dev/null | head -3; "
+                     "ls $(dirname $TMPDIR); echo searched", "b")
         assert "searched" in found and "session-a-secret" not in found
         assert gateway.proc.poll() is None, "the gateway survived every attack"
         answer = post(gateway.url, {"content": "still there?", "session_id": "after"})

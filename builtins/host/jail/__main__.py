@@ -113,11 +113,9 @@ def confine(config: dict[str, Any], isolated: bool) -> dict[str, Any]:
     if isolated:
         try:
             namespaces.lay_out(
-                writable=[(temporary, "/tmp", True),
-                          *((path, path, False) for path in config["visible"]),
-                          (workspace, workspace, writable_workspace)],
-                protected=config["protected"], hidden=config["hidden"],
-                network=config["network"])
+                temporary=temporary, workspace=workspace,
+                writable_workspace=writable_workspace, protected=config["protected"],
+                hidden=config["hidden"], network=config["network"])
             namespaces.mount_proc()
             mounted = True
         except namespaces.MountsUnavailable as exc:  # the pid and network ones still hold
@@ -126,7 +124,6 @@ def confine(config: dict[str, Any], isolated: bool) -> dict[str, Any]:
         reason = config.get("missing_reason", "turned off by sandbox_without")
         missing.append(f"namespaces: {reason}")
         _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    inside_temporary = "/tmp" if mounted else temporary
     for name, limit in (("RLIMIT_NPROC", config["max_processes"]),
                         ("RLIMIT_FSIZE", config["max_file_bytes"])):
         if limit:
@@ -140,7 +137,7 @@ def confine(config: dict[str, Any], isolated: bool) -> dict[str, Any]:
         try:
             ruleset = landlock.build(
                 workspace=workspace if writable_workspace else None,
-                temporary=inside_temporary,
+                temporary=temporary,
                 extra_writable=[] if config["network"] or not mounted else ["/dev/shm"],
                 hidden=[] if mounted else config["hidden"] + [os.path.dirname(temporary)],
                 network=config["network"], watched=watched)
@@ -159,7 +156,7 @@ def confine(config: dict[str, Any], isolated: bool) -> dict[str, Any]:
             seccomp.install(config["network"], guarded=None if isolated else os.getpid())
         except OSError as exc:
             missing.append(f"seccomp: {exc}")
-    return {"ready": True, "missing": missing, "tmpdir": inside_temporary,
+    return {"ready": True, "missing": missing, "tmpdir": temporary,
             "watched": watched}
 
 

@@ -3,10 +3,11 @@
 `enter` moves the helper into new user, mount, pid, network and IPC namespaces (no root
 needed where unprivileged user namespaces are allowed). `lay_out` then shapes what its
 commands see: every mount read-only (so no mode, owner, time or extended attribute outside
-the write set changes), the workspace and the private temporary folder writable again, the
-protected paths inside them read-only, hidden paths masked by an empty entry nobody may
-open, and with the network closed `/run`, `/tmp` and `/dev/shm` replaced (no socket of the
-host's services stays reachable by its path). `drop_capabilities` empties every set.
+the write set changes), the workspace and the session's private temporary folder writable
+again (the other sessions' hidden), the protected paths inside them read-only, hidden
+paths masked by an empty entry nobody may open, and with the network closed `/run` and
+`/dev/shm` replaced and the sockets in /tmp masked (no socket of the host's services stays
+reachable by its path). `drop_capabilities` empties every set.
 
 Standard library only: the helper program imports it (docs/security.md, "How a command is
 confined").
@@ -40,9 +41,6 @@ _SYS_MOUNT_SETATTR: Final = 442  # the same on every architecture
 
 _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
 _CAPABILITY_VERSION_3: Final = 0x20080522
-
-MASK_ROOT: Final = "/tmp"
-"""Where the masks are made (then covered): an empty tmpfs mounted there first."""
 
 REPLACED: Final = ("/run", "/dev/shm")
 """Folders shown empty (fresh tmpfs) when the network is closed: host sockets live there.
@@ -128,15 +126,16 @@ def _mountpoint(path: str, folder: bool) -> None:
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o600))
 
 
-def lay_out(*, writable: Iterable[tuple[str, str, bool]], protected: Iterable[str],
-            hidden: Iterable[str], network: bool) -> None:
+def lay_out(*, temporary: str, workspace: str, writable_workspace: bool,
+            protected: Iterable[str], hidden: Iterable[str], network: bool) -> None:
     """Shape the mount namespace (the caller is inside a new one, with its capabilities).
 
-    `writable` holds (real path, path inside, writable) triples, bound in that order: the
-    private temporary folder first (shown as /tmp), then what must stay visible under it;
-    `protected` paths are made read-only again inside them; `hidden` paths are masked by
-    an entry of mode 000 that nobody may open."""
-    writable, protected = list(writable), list(protected)
+    Everything read-only; over the folder of every session's private temporary folder
+    (`temporary`'s parent) a tmpfs showing only this one's, writable; the workspace
+    writable again unless read-only, its `protected` paths read-only; `hidden` paths masked
+    by an entry of mode 000 that nobody may open; with the network closed, /run and
+    /dev/shm replaced and the sockets in the system's temporary folder masked too."""
+    private_root = os.path.dirname(temporary)
     kept: list[int] = []
 
     def keep(path: str) -> str:
@@ -144,37 +143,39 @@ def lay_out(*, writable: Iterable[tuple[str, str, bool]], protected: Iterable[st
         return f"/proc/self/fd/{kept[-1]}"
 
     try:
-        sources = [keep(source) for source, _inside, _write in writable]
+        own, work = keep(temporary), keep(workspace)
         guarded = [(path, keep(path), os.path.isdir(path))
                    for path in protected if os.path.lexists(path)]
+        sockets = [] if network else _sockets(os.path.dirname(private_root))
         try:
             _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
         except OSError as exc:
             raise MountsUnavailable(exc.errno, f"the namespaces may not mount ({exc})") from None
         _set_read_only("/", True, recursive=True)
-        # The masks: an empty folder and an empty file of mode 000 on a read-only tmpfs,
-        # covered at once by the private folder shown as /tmp.
-        _mount("tmpfs", MASK_ROOT, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=16k,mode=0755")
-        os.mkdir(f"{MASK_ROOT}/folder", 0)
-        os.close(os.open(f"{MASK_ROOT}/file", os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0))
-        masks = {True: keep(f"{MASK_ROOT}/folder"), False: keep(f"{MASK_ROOT}/file")}
-        _set_read_only(MASK_ROOT, True, recursive=False)
+        # The sessions' folder shows this one's only, beside the masks: an empty folder
+        # and an empty file of mode 000.
+        _mount("tmpfs", private_root, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=16k,mode=0700")
+        os.mkdir(f"{private_root}/.mask", 0)
+        os.close(os.open(f"{private_root}/.mask-file", os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC,
+                         0))
+        masks = {True: keep(f"{private_root}/.mask"), False: keep(f"{private_root}/.mask-file")}
+        _mountpoint(temporary, folder=True)
+        _bind(own, temporary, read_only=False)
+        _set_read_only(private_root, True, recursive=False)
         if not network:
             for replaced in REPLACED:
                 if os.path.isdir(replaced) and not os.path.islink(replaced):
                     _mount("tmpfs", replaced, "tmpfs", _MS_NOSUID | _MS_NODEV,
                            "size=64m,mode=1777")
-        for source, (_real, inside, write) in zip(sources, writable, strict=False):
-            _mountpoint(inside, folder=True)
-            _bind(source, inside, read_only=not write)
+        _bind(work, workspace, read_only=not writable_workspace)
         for path, source, folder in guarded:
             _mountpoint(path, folder=folder)
             _bind(source, path, read_only=True)
-        for path in hidden:
+        for path in [*hidden, *sockets]:
             try:
                 mode = os.lstat(path).st_mode
             except OSError:
-                continue  # not there, or not visible from here (under /tmp)
+                continue
             if not stat.S_ISLNK(mode):  # hidden paths are resolved: a link is its own entry
                 _bind(masks[stat.S_ISDIR(mode)], path, read_only=True)
         if not network and os.path.isdir("/run"):
@@ -182,6 +183,26 @@ def lay_out(*, writable: Iterable[tuple[str, str, bool]], protected: Iterable[st
     finally:
         for fd in kept:
             os.close(fd)
+
+
+def _sockets(root: str, depth: int = 3) -> list[str]:
+    """The path-named sockets in `root` (the system's temporary folder: ssh-agent, tmux,
+    X11 and editors keep theirs there), `depth` levels down."""
+    found: list[str] = []
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return found
+    for entry in entries:
+        try:
+            mode = entry.stat(follow_symlinks=False).st_mode
+        except OSError:
+            continue
+        if stat.S_ISSOCK(mode):
+            found.append(entry.path)
+        elif depth > 1 and stat.S_ISDIR(mode):
+            found += _sockets(entry.path, depth - 1)
+    return found
 
 
 def mount_proc() -> None:
