@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import tempfile
 from collections.abc import Iterator
 from contextlib import asynccontextmanager
@@ -247,3 +248,29 @@ async def test_tmp_is_read_only_and_other_sessions_folders_are_not_there(
     assert result.stdout.startswith("readable"), result.stderr
     assert "a-secret" not in result.stdout and os.path.basename(mine) not in result.stdout
     assert "Read-only file system" in result.stderr and not (tmp_path / "new").exists()
+
+
+@pytest.mark.anyio
+async def test_sockets_in_tmp_are_masked_while_the_network_is_closed(
+    layout: tuple[Path, Path, Path],
+) -> None:
+    """An agent's socket in /tmp (ssh-agent, tmux, X11 keep theirs there) is no way out."""
+    workspace, home, _ = layout
+    folder = Path(tempfile.mkdtemp(prefix="ssh-", dir="/tmp"))  # where ssh-agent keeps one
+    path = folder / f"agent.{os.getpid()}"
+    agent = socket.socket(socket.AF_UNIX)
+    agent.bind(str(path))
+    agent.listen(1)
+    connect = ("python3 -c \"import socket, sys; s = socket.socket(socket.AF_UNIX); "
+               f"s.connect('{path}'); print('connected')\"")
+    closed, open_ = environment(workspace, home), environment(workspace, home, network=True)
+    try:
+        refused = await closed.run(connect)
+        reached = await open_.run(connect)
+    finally:
+        await closed.close()
+        await open_.close()
+        agent.close()
+        shutil.rmtree(folder)
+    assert "connected" not in refused.stdout and refused.returncode != 0
+    assert "connected" in reached.stdout, reached.stderr  # the mask is for a closed network

@@ -146,7 +146,8 @@ def lay_out(*, temporary: str, workspace: str, writable_workspace: bool,
         own, work = keep(temporary), keep(workspace)
         guarded = [(path, keep(path), os.path.isdir(path))
                    for path in protected if os.path.lexists(path)]
-        sockets = [] if network else _sockets(os.path.dirname(private_root))
+        roots = dict.fromkeys(("/tmp", os.path.dirname(private_root)))  # TMPDIR may differ
+        sockets = [] if network else _socket_places(roots, keep_open=(workspace, private_root))
         try:
             _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
         except OSError as exc:
@@ -185,24 +186,38 @@ def lay_out(*, temporary: str, workspace: str, writable_workspace: bool,
             os.close(fd)
 
 
-def _sockets(root: str, depth: int = 3) -> list[str]:
-    """The path-named sockets in `root` (the system's temporary folder: ssh-agent, tmux,
-    X11 and editors keep theirs there), `depth` levels down."""
-    found: list[str] = []
-    try:
-        entries = list(os.scandir(root))
-    except OSError:
-        return found
-    for entry in entries:
+def _socket_places(roots: Iterable[str], keep_open: tuple[str, ...]) -> list[str]:
+    """What to mask so that no path-named socket in `roots` (the system's temporary
+    folder: ssh-agent, tmux and X11 keep theirs there) can be reached: a socket right in a
+    root, else the folder that holds it (which also covers the ones made there later).
+    Never a place that is, holds or lies in one of `keep_open`."""
+    places: dict[str, None] = {}
+    for root in roots:
         try:
-            mode = entry.stat(follow_symlinks=False).st_mode
+            entries = list(os.scandir(root))
         except OSError:
             continue
-        if stat.S_ISSOCK(mode):
-            found.append(entry.path)
-        elif depth > 1 and stat.S_ISDIR(mode):
-            found += _sockets(entry.path, depth - 1)
-    return found
+        for entry in entries:
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+                if stat.S_ISSOCK(mode) or (stat.S_ISDIR(mode) and _holds_a_socket(entry.path)):
+                    places[entry.path] = None
+            except OSError:
+                continue
+    return [place for place in places
+            if not any(_related(place, kept) for kept in keep_open)]
+
+
+def _holds_a_socket(folder: str) -> bool:
+    with os.scandir(folder) as entries:
+        return any(stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode)
+                   for entry in entries)
+
+
+def _related(one: str, other: str) -> bool:
+    """`one` is `other`, or one of them lies in the other."""
+    return (one == other or one.startswith(other.rstrip("/") + "/")
+            or other.startswith(one.rstrip("/") + "/"))
 
 
 def mount_proc() -> None:
