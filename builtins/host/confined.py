@@ -324,8 +324,8 @@ def _outer_pid(pidfd: int) -> int:
     reaped yet: at worst a zombie, which still has its number)."""
     with open(f"/proc/self/fdinfo/{pidfd}") as info:
         for line in info:
-            if line.startswith("Pid:") and int(line.split()[1]) > 0:
-                return int(line.split()[1])
+            if line.startswith("Pid:") and (pid := int(line.split()[1])) > 0:
+                return pid
     raise OSError("the kernel does not say which process a pidfd names (Linux 5.3+ does)")
 
 

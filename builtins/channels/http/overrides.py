@@ -35,9 +35,7 @@ class RequestOverrides:
     @classmethod
     def from_settings(cls, settings: Any) -> RequestOverrides:
         names = {settings.model_spec, *settings.models, *settings.model_aliases,
-                 *settings.model_aliases.values()}
-        if settings.model:
-            names.add(settings.model)
+                 *settings.model_aliases.values()}  # the model by its alias, or its spec
         return cls(frozenset(names), settings.http_allow_model_override,
                    settings.http_allow_system_override)
 
@@ -57,7 +55,7 @@ class RequestOverrides:
         if spec in self.configured:
             return
         served = ", ".join(sorted(self.configured))
-        if spec.startswith(_LOCAL_KINDS) or spec == "offline":
+        if spec.startswith(_LOCAL_KINDS):
             raise HttpError(400, f"context.model {spec!r} runs on the gateway's machine, which "
                                  f"a request may not choose unless the gateway itself runs "
                                  f"on it (it serves: {served})")

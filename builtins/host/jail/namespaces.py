@@ -9,8 +9,8 @@ paths masked by an empty entry nobody may open, and with the network closed `/ru
 `/dev/shm` replaced and the sockets in /tmp masked (no socket of the host's services stays
 reachable by its path). `drop_capabilities` empties every set.
 
-Standard library only: the helper program imports it (docs/security.md, "How a command is
-confined").
+Standard library only: the helper program imports it (docs/security.md, "How it is
+built").
 """
 
 from __future__ import annotations
@@ -115,17 +115,6 @@ def _bind(source: str, target: str, read_only: bool) -> None:
     _set_read_only(target, read_only, recursive=True)
 
 
-def _mountpoint(path: str, folder: bool) -> None:
-    """Make `path` exist for a mount (inside a writable mount made earlier)."""
-    if os.path.lexists(path):
-        return
-    if folder:
-        os.makedirs(path, exist_ok=True)
-    else:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o600))
-
-
 def lay_out(*, temporary: str, workspace: str, writable_workspace: bool,
             protected: Iterable[str], hidden: Iterable[str], network: bool) -> None:
     """Shape the mount namespace (the caller is inside a new one, with its capabilities).
@@ -144,8 +133,7 @@ def lay_out(*, temporary: str, workspace: str, writable_workspace: bool,
 
     try:
         own, work = keep(temporary), keep(workspace)
-        guarded = [(path, keep(path), os.path.isdir(path))
-                   for path in protected if os.path.lexists(path)]
+        guarded = [(path, keep(path)) for path in protected if os.path.lexists(path)]
         roots = dict.fromkeys(("/tmp", os.path.dirname(private_root)))  # TMPDIR may differ
         sockets = [] if network else _socket_places(roots, keep_open=(workspace, private_root))
         try:
@@ -160,7 +148,7 @@ def lay_out(*, temporary: str, workspace: str, writable_workspace: bool,
         os.close(os.open(f"{private_root}/.mask-file", os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC,
                          0))
         masks = {True: keep(f"{private_root}/.mask"), False: keep(f"{private_root}/.mask-file")}
-        _mountpoint(temporary, folder=True)
+        os.mkdir(temporary, 0o700)  # in the fresh tmpfs: where this session's folder goes
         _bind(own, temporary, read_only=False)
         _set_read_only(private_root, True, recursive=False)
         if not network:
@@ -169,8 +157,7 @@ def lay_out(*, temporary: str, workspace: str, writable_workspace: bool,
                     _mount("tmpfs", replaced, "tmpfs", _MS_NOSUID | _MS_NODEV,
                            "size=64m,mode=1777")
         _bind(work, workspace, read_only=not writable_workspace)
-        for path, source, folder in guarded:
-            _mountpoint(path, folder=folder)
+        for path, source in guarded:
             _bind(source, path, read_only=True)
         for path in [*hidden, *sockets]:
             try:

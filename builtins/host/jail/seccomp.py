@@ -22,7 +22,7 @@ TYPE_CHECKING = False  # not typing's: the helper imports no module it can do wi
 if TYPE_CHECKING:
     from typing import Final
 
-__all__ = ["DENIED_CALLS", "SeccompUnavailable", "install"]
+__all__ = ["SeccompUnavailable", "install", "program"]
 
 _AUDIT_ARCH: Final = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 """The architecture word seccomp reports, per `os.uname().machine`."""
@@ -30,7 +30,7 @@ _AUDIT_ARCH: Final = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 _X32_BIT: Final = 0x40000000
 
 # System call numbers: x86_64, then the generic table that aarch64 uses.
-_CALLS: Final[dict[str, tuple[int, int | None]]] = {
+_CALLS: Final[dict[str, tuple[int, int | None]]] = {  # docs/security.md names each
     "ptrace": (101, 117),
     "process_vm_readv": (310, 270),
     "process_vm_writev": (311, 271),
@@ -85,9 +85,6 @@ _IOCTL: Final = (16, 29)
 _SIGNALLING: Final = ((62, 129), (200, 130), (234, 131), (434, 434))
 """kill, tkill, tgkill, pidfd_open: their first argument names the process."""
 
-DENIED_CALLS: Final = tuple(_CALLS)
-"""The system calls every sandboxed command is refused (docs/security.md lists them)."""
-
 _NAMESPACE_FLAGS: Final = (0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000
                            | 0x20000000 | 0x40000000 | 0x00000080)
 """CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME."""
@@ -104,7 +101,6 @@ _RET_KILL_PROCESS: Final = 0x80000000
 _RET_ERRNO: Final = 0x00050000
 _OFFSET_NR, _OFFSET_ARCH, _OFFSET_ARG0, _OFFSET_ARG1 = 0, 4, 16, 24  # little endian: low word
 _SECCOMP_SET_MODE_FILTER: Final = 1
-_SECCOMP_FILTER_FLAG_TSYNC: Final = 1
 _SYS_SECCOMP: Final = {"x86_64": 317, "aarch64": 277}
 
 
