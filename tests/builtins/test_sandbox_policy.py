@@ -274,3 +274,19 @@ async def test_sockets_in_tmp_are_masked_while_the_network_is_closed(
         shutil.rmtree(folder)
     assert "connected" not in refused.stdout and refused.returncode != 0
     assert "connected" in reached.stdout, reached.stderr  # the mask is for a closed network
+
+
+def test_a_private_root_made_by_someone_else_is_refused_with_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another user who makes /tmp/hookline-<uid> first (or a folder others may enter)
+    would read every session's files there: refused, never used."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    squatted = tmp_path / f"hookline-{os.getuid()}"
+    squatted.mkdir(mode=0o755)
+    squatted.chmod(0o755)
+    with pytest.raises(HooklineError, match="is not a private folder of this user") as caught:
+        sandbox.private_temp_root()
+    assert "Remove it, or set TMPDIR" in caught.value.message
+    squatted.chmod(0o700)
+    assert sandbox.private_temp_root() == str(squatted)
