@@ -208,9 +208,12 @@ class LocalEnvironment(Environment):
         *,
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
+        registry: BackgroundProcesses | None = None,
     ) -> str:
-        """Start a background shell owned by the lifespan registry; returns its id."""
-        if self.processes is None:
+        """Start a background shell, confined like every process of this environment, owned
+        by `registry` (default: this environment's, the lifespan's); returns its id."""
+        registry = registry if registry is not None else self.processes
+        if registry is None:
             raise HooklineError(
                 ErrorKind.config,
                 "background processes need a BackgroundProcesses registry: create the "
@@ -218,8 +221,8 @@ class LocalEnvironment(Environment):
             )
         directory = self.resolve_path(cwd) if cwd is not None else self.workspace
         environ, spawner = await anyio.to_thread.run_sync(self._confinement.prepare)
-        return await self.processes.start(command, cwd=directory, env=env, environ=environ,
-                                          spawner=spawner)
+        return await registry.start(command, cwd=directory, env=env, environ=environ,
+                                    spawner=spawner)
 
     async def run_code(
         self,

@@ -246,7 +246,8 @@ async def _shell(
             f"this session uses {type(environment).__name__}",
         )
     registry = _registry(environment, processes)
-    process_id = await registry.start(command, cwd=environment.workspace)
+    # Through the environment: a background shell is confined as a foreground one is.
+    process_id = await environment.start_background(command, registry=registry)
     info = registry.get(process_id)
     return (
         f"started background process {process_id} (pid {info.pid}): {command}\n"

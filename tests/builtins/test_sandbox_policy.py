@@ -63,6 +63,34 @@ async def test_a_background_shell_is_confined_too(layout: tuple[Path, Path, Path
 
 
 @pytest.mark.anyio
+async def test_the_shell_tools_background_command_is_confined_and_filtered(
+        layout: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`shell` with `background: true` goes through the environment's sandbox: no secret
+    of hookline's environment, no file outside the workspace, no_new_privs set."""
+    from hookline.builtins.host import builtin_tools
+    from hookline.kernel.tools import ToolContext
+
+    workspace, home, outside = layout
+    monkeypatch.setenv("HOOKLINE_TEST_SECRET_TOKEN", "s3cret-value")
+    processes = BackgroundProcesses(stop_grace=0.5)
+    async with asynccontextmanager(processes.lifespan)():
+        env = environment(workspace, home, processes)
+        tools = {tool.name: tool for tool in builtin_tools(processes)}
+        context = ToolContext(state={"_runtime_environment": env})
+        await tools["shell"].invoke({"command": (
+            f"echo token=$HOOKLINE_TEST_SECRET_TOKEN; grep NoNewPrivs /proc/self/status; "
+            f"touch {outside}/escape; cat {home}/secret; echo finished"),
+            "background": True}, context)
+        with anyio.fail_after(20):
+            while "finished" not in (output := await processes.output("bg1")):
+                await anyio.sleep(0.02)
+        await env.close()
+    assert "token=\n" in output and "s3cret-value" not in output
+    assert "NoNewPrivs:\t1" in output
+    assert not (outside / "escape").exists() and "the secret" not in output
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize("without", [(), ("namespaces",), ("seccomp",), ("landlock",)])
 async def test_a_spawned_command_is_confined_with_each_layer_missing(
     layout: tuple[Path, Path, Path], without: tuple[str, ...], caplog: pytest.LogCaptureFixture,
