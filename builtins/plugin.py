@@ -27,7 +27,7 @@ from hookline.kernel.channels import (
 )
 from hookline.kernel.envelope import context_str, default_session_id, get_field
 from hookline.kernel.events import StepStarted
-from hookline.kernel.interception import ToolCall, ToolCallResult
+from hookline.kernel.interception import ToolCall, ToolCallDecision, ToolCallResult
 from hookline.kernel.models import ModelChoice, ModelOptions
 from hookline.kernel.tape import TapeContext
 from hookline.kernel.tools import Tool
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from .agent.loop import Agent
     from .agent.spill import SpillSidecar
     from .agent.steering import InMemorySteeringInbox
+    from .approval.gate import ApprovalGate
     from .config import Settings
     from .host.background import BackgroundProcesses
     from .host.environment import LocalEnvironment
@@ -95,6 +96,7 @@ class BuiltinPlugin:
         self._store_probe: threading.Event | None = None  # set when the last check ended
         self._mcp: tuple[Settings, McpServers | None] | None = None
         self._own_tools: tuple[BackgroundProcesses, tuple[Tool, ...]] | None = None
+        self._approvals: ApprovalGate | None = None
 
     # Settings, the background processes and the memory store are made on first use, by a
     # command that needs them.
@@ -179,6 +181,12 @@ class BuiltinPlugin:
             state[TURN_SYSTEM] = str(context["system"])
         if context.get("thread_id"):
             state[RUNTIME_THREAD_ID] = str(context["thread_id"])
+        ask = getattr(self.framework.router, "approval_asker", None)
+        asker = ask(message) if callable(ask) else None
+        if asker is not None:  # the channel that can ask a person (docs/approvals.md)
+            from .approval.question import APPROVAL_ASKER
+
+            state[APPROVAL_ASKER] = asker
         return state
 
     @hookimpl
@@ -408,17 +416,36 @@ class BuiltinPlugin:
 
     # -- interception --------------------------------------------------------------------
 
+    @hookimpl
+    async def before_tool_call(self, call: ToolCall, state: dict[str, Any]
+                               ) -> ToolCallDecision | None:
+        """The approval gate: the rules and the turn's policy run the call, deny it, or ask
+        the turn's asker (docs/approvals.md). Registered first, it runs after every other
+        plugin's `before_tool_call`, so theirs decide first."""
+        return await self.approvals.before_tool_call(call, state)
+
+    @property
+    def approvals(self) -> ApprovalGate:
+        if self._approvals is None:
+            from .approval.gate import ApprovalGate
+
+            self._approvals = ApprovalGate(self.get_settings,
+                                           lambda: str(self.framework.workspace))
+        return self._approvals
+
     @hookimpl(trylast=True)
     async def after_tool_call(
         self, call: ToolCall, result: ToolCallResult, state: dict[str, Any]
     ) -> None:
-        """Move a model-facing result longer than the spill limit to the spill sidecar.
+        """Move a model-facing result longer than the spill limit to the spill sidecar
+        (after the approval gate noted a failed command, for an escalation to show).
 
         Trylast and registered first: it runs after every normal and tryfirst
         implementation and before the trylast ones of plugins registered later.
         """
         from .agent.spill import spill_result
 
+        self.approvals.note_result(call, result, state)
         await spill_result(call, result, state)
 
     # -- channels ------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import typer
 
 from hookline.kernel import Framework
 
+from .approvals import ApprovalOption
 from .blame import with_blame
 from .chat import chat_command
 from .gateway import gateway_command, kill_background_groups
@@ -29,6 +30,7 @@ from .new import new_commands
 from .onboard import onboard_command
 from .output import StatusLine, TurnPrinter, fail, innermost, show_logs
 from .plugins import plugins_commands
+from .rules import rules_commands
 from .sessions import check_session_flags, choose_session, session_commands
 from .store import store_commands
 
@@ -89,6 +91,7 @@ def create_app(framework: Framework | None = None) -> typer.Typer:
     app.command(name="models")(models_command())
     app.add_typer(session_commands(framework))
     app.add_typer(store_commands())
+    app.add_typer(rules_commands(framework))
     app.add_typer(new_commands())
     framework.runtime.call_many_sync("register_cli_commands", app=app)
     settle_mcp_group(app, mcp_commands(framework))
@@ -154,6 +157,7 @@ def _run_command(framework: Framework) -> Any:
             "--trace", help="After the turn, its span tree on stderr: hooks (who answered), "
                             "model calls, tools, durations; needs hookline[otel].")] = False,
         workspace: WorkspaceOption = None,
+        approval: ApprovalOption = None,
     ) -> None:
         """Run one turn and print the outbound messages.
 
@@ -187,6 +191,9 @@ def _run_command(framework: Framework) -> Any:
         printer = TurnPrinter(stream=stream, status=None if stream else StatusLine(),
                               quiet=quiet, usage=usage, workspace=framework.workspace,
                               markdown=not plain)
+        from .approvals import terminal_asker
+
+        printer.asker = terminal_asker(printer.status)  # on a terminal: stdin answers
         # The one error line below says what failed; -v shows warnings and the traceback.
         show_logs(logging.WARNING if verbose else logging.ERROR, turn_failures=verbose,
                   verbose=verbose)

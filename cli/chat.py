@@ -26,6 +26,7 @@ import typer
 from hookline.kernel import Framework
 from hookline.kernel.channels import Channel
 
+from .approvals import ApprovalOption
 from .output import fail, show_logs
 from .sessions import check_session_flags, choose_session
 
@@ -56,6 +57,7 @@ def chat_command(framework: Framework) -> Any:
         plain: Annotated[bool, typer.Option(
             "--plain", help="Print replies as the model wrote them; without it, in a "
                             "terminal, their Markdown is rendered.")] = False,
+        approval: ApprovalOption = None,
     ) -> None:
         """Talk with the agent in the terminal: replies stream, tool calls show as they run,
         lines get their turns in order (>> steers the running turn), /help lists the chat's

@@ -25,6 +25,7 @@ import typer
 
 from hookline.kernel import Framework
 
+from .approvals import ApprovalOption
 from .output import fail, show_logs
 
 __all__ = ["ListenerChannel", "gateway_command", "kill_background_groups", "run_gateway"]
@@ -71,6 +72,7 @@ def gateway_command(framework: Framework) -> Any:
                          help="Allow --host to be an address other machines can reach "
                               "(setting http_allow_remote); the token stays required."),
         ] = False,
+        approval: ApprovalOption = None,
     ) -> None:
         """Run every enabled channel (the HTTP API by default) until SIGINT or SIGTERM."""
         import anyio

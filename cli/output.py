@@ -73,6 +73,13 @@ class TurnPrinter:
         self._totals: Any = None
         self.session_usage: Any = None
         """The session's `UsageTotals` (with `usage`), shown after the turn's."""
+        self.asker: Any = None
+        """Who asks about tool calls that need a person (None: the policy decides)."""
+        self.denied = 0
+        """Tool calls of the turn that were denied (a rule, the policy or the user)."""
+
+    def approval_asker(self, message: Any) -> Any:
+        return self.asker
 
     def wrap_stream(self, message: Any, stream: AsyncStreamEvents) -> AsyncIterator[StreamEvent]:
         return self._watch(stream)
@@ -97,7 +104,9 @@ class TurnPrinter:
                 names = ", ".join(str(call.get("name")) for call in calls)
                 self.status.show(f"step {step}: running {names}")
             elif event.kind == "tool_result":
-                await self._show_results(list(event.data.get("tool_results") or []))
+                records = list(event.data.get("tool_results") or [])
+                self.denied += sum(record.get("outcome") == "denied" for record in records)
+                await self._show_results(records)
                 step += 1
                 self.status.show(f"step {step}: thinking")
             elif event.kind in ("usage", "final") and self.usage:
@@ -177,6 +186,12 @@ class TurnPrinter:
                 typer.echo(self.session_usage.line("session"), err=True, file=self.err)
         if self.errors and check_errors:
             fail(RuntimeError(self.errors[0]))
+        if self.denied and check_errors:
+            from .approvals import DENIED_EXIT
+
+            typer.echo(f"hookline: the turn ended with {self.denied} tool call(s) denied "
+                       f"(docs/approvals.md)", err=True, file=self.err)
+            raise typer.Exit(DENIED_EXIT)
 
     def _shown(self, text: str) -> str:
         return terminal_text(text) if self.safe else text

@@ -171,6 +171,38 @@ def _from_arguments(record: dict[str, Any], arguments: dict[str, Any],
              else line) for line in lines]
 
 
+def proposed_change(workspace: str, tool: str, arguments: dict[str, Any]) -> list[str]:
+    """The diff a file tool's call would make, before it runs (what an approval shows):
+    the file read now against the call's result; from the arguments alone when the file
+    cannot be read. Blocking, small: at most `MAX_SNAPSHOT_BYTES` read."""
+    from hookline.kernel.streaming import HooklineError
+
+    from ..host import LocalEnvironment, read_file
+
+    name = tool.replace(".", "_")
+    path = str(arguments.get("path", "?"))
+    record = {"name": name}
+    try:
+        data = read_file(LocalEnvironment(workspace).resolve_path(path), path,
+                         MAX_SNAPSHOT_BYTES)
+        before: str | None = data.decode("utf-8")
+    except FileNotFoundError:
+        before = _MISSING
+    except (HooklineError, OSError, UnicodeDecodeError):
+        before = None
+    if name == "fs_write":
+        if before is None:
+            return _from_arguments(record, arguments, before)
+        return _unified(path, before, str(arguments.get("content", "")))
+    old, new = str(arguments.get("old", "")), str(arguments.get("new", ""))
+    if before in (None, _MISSING) or not old or old not in str(before):
+        return _from_arguments(record, arguments, before)
+    assert before is not None
+    after = (before.replace(old, new) if arguments.get("replace_all")
+             else before.replace(old, new, 1))
+    return _unified(path, before, after)
+
+
 def _lines(text: str) -> list[str]:
     lines = text.split("\n")
     return lines[:-1] if lines[-1] == "" else lines

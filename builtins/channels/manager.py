@@ -398,6 +398,13 @@ class ChannelManager:
         channel = self.active.get(output_name(message))
         return stream if channel is None else channel.stream_events(message, stream)
 
+    def approval_asker(self, message: Any) -> Any:
+        """Who asks a person about the message's tool calls: its channel's asker, when
+        that channel can ask (`approval_asker`), else None (docs/approvals.md)."""
+        channel = self.active.get(output_name(message))
+        ask = getattr(channel, "approval_asker", None)
+        return ask(message) if callable(ask) else None
+
     async def dispatch(self, message: Any) -> bool:
         """Send an outbound through the running channel named by `output_channel`, else
         `channel`, as a `ChannelMessage`; False when there is no such channel."""

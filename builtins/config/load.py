@@ -90,7 +90,7 @@ def settings_from_config(
     for key, raw in data.items():
         spec = BY_KEY.get(key)
         if spec is None:
-            if isinstance(raw, dict):
+            if isinstance(raw, dict) or _array_of_tables(raw):  # [mcp_servers], [[rules]]
                 extra[key] = raw
                 continue
             import difflib  # only for a key that is not a setting
@@ -144,6 +144,10 @@ def parse_setting(key: str, value: Any) -> Any:
     except Invalid:
         raise SettingsError(f"{key} must be {spec.expected}, got {shown(value, key)}",
                             key=key, source="value", value=value) from None
+
+
+def _array_of_tables(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
 
 
 def _check_tls_pair(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:

@@ -19,6 +19,8 @@ BUSY_SESSION_ACTIONS = ("follow_up", "process", "steer", "drop")
 SANDBOX_LAYERS = ("namespaces", "landlock", "seccomp")
 """The layers `sandbox_without` may leave out."""
 SANDBOX_MODES = ("workspace-write", "read-only", "off")
+APPROVAL_POLICIES = ("ask", "on-request", "never", "auto")
+"""The `approval` setting's policies, strictest first (docs/approvals.md)."""
 TOOL_ENV_MODES = ("filtered", "inherit")
 API_FORMATS = ("chat", "responses", "messages", "gemini")
 """Chat wire formats republic 0.6 speaks (`api_format`)."""

@@ -26,6 +26,7 @@ from hookline.kernel.streaming import ErrorKind, HooklineError
 from ..privacy.redact import redact_credentials
 from .parsers import (
     API_FORMATS,
+    APPROVAL_POLICIES,
     BUSY_SESSION_ACTIONS,
     MIN_HTTP_TOKEN_LENGTH,
     SANDBOX_LAYERS,
@@ -38,6 +39,7 @@ DEFAULT_HTTP_HOST = "127.0.0.1"
 DEFAULT_HTTP_PORT = 8787
 DEFAULT_HTTP_TIMEOUT = 300.0
 DEFAULT_HTTP_BODY_TIMEOUT = 30.0
+DEFAULT_HTTP_APPROVAL_TIMEOUT = 120.0
 ENV_PREFIX = "HOOKLINE_"
 TAPES_NAME = "tapes.db"
 CONFIG_NAME = "config.toml"
@@ -143,6 +145,8 @@ class Settings:
         parse.seconds, "a positive number of seconds", "300", "300"))
     http_body_timeout: float = field(default=DEFAULT_HTTP_BODY_TIMEOUT, metadata=setting(
         parse.seconds, "a positive number of seconds", "30", "30"))
+    http_approval_timeout: float = field(default=DEFAULT_HTTP_APPROVAL_TIMEOUT, metadata=setting(
+        parse.seconds, "a positive number of seconds", "120", "120"))
     http_busy_session: str = field(default="follow_up", metadata=setting(
         parse.admit_action, f"one of {', '.join(BUSY_SESSION_ACTIONS)}",
         "process", '"process"'))
@@ -170,6 +174,9 @@ class Settings:
     model_aliases: Mapping[str, str] = field(default_factory=dict, metadata=setting(
         parse.aliases, "a table of names to model specs (name=spec,name=spec in the "
         "environment)", "fast=openai:gpt-4o-mini", '{ fast = "openai:gpt-4o-mini" }'))
+    approval: str = field(default="on-request", metadata=setting(
+        parse.choice(*APPROVAL_POLICIES), f"one of {', '.join(APPROVAL_POLICIES)}",
+        "ask", '"ask"'))
     sandbox: str = field(default="workspace-write", metadata=setting(
         parse.choice(*SANDBOX_MODES), f"one of {', '.join(SANDBOX_MODES)}",
         "read-only", '"read-only"'))

@@ -109,7 +109,7 @@ class Spawner:
                 if "errno" in reply:
                     raise OSError(reply["errno"], reply["message"], reply.get("filename"))
                 try:  # read before the helper may reap it: it waits for the word
-                    process = ConfinedProcess(fds[0], status_read, ends.pipes)
+                    process = ConfinedProcess(fds[0], status_read, ends.pipes, self)
                 finally:
                     wire.send(self._channel, {"claimed": True})
             self._started.add(process)
@@ -250,7 +250,11 @@ class _Pipe(anyio.abc.ByteStream):
 class ConfinedProcess(anyio.abc.Process):
     """A command the helper started, as an `anyio.abc.Process`."""
 
-    def __init__(self, pidfd: int, status: int, pipes: Mapping[str, int]) -> None:
+    def __init__(self, pidfd: int, status: int, pipes: Mapping[str, int],
+                 helper: Spawner | None = None) -> None:
+        self._helper = helper
+        """Held so the helper (whose end would kill this process's whole namespace)
+        lives as long as the process is referenced, whoever dropped the environment."""
         self._pidfd = pidfd
         self._status = status
         self._returncode: int | None = None

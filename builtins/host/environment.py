@@ -20,6 +20,7 @@ Code mode (`run_code`) is not supported by this environment.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -74,6 +75,7 @@ class LocalEnvironment(Environment):
             sandbox = SandboxPolicy(hidden=(str(default_home()),))
         self.sandbox = sandbox
         self._confinement = Confinement(sandbox, root)
+        self._escalated: dict[str, LocalEnvironment] = {}
 
     # -- paths -------------------------------------------------------------------------
 
@@ -244,8 +246,23 @@ class LocalEnvironment(Environment):
             "environment that implements run_code (a higher-priority provide_environment).",
         )
 
+    def escalated(self, escalate: str) -> LocalEnvironment:
+        """This workspace for one approved command: with the network open (`network`) or
+        without the sandbox (`unsandboxed`; the environment still filtered). Made once per
+        kind, closed with this environment."""
+        sibling = self._escalated.get(escalate)
+        if sibling is None:
+            changed = ({"network": True} if escalate == "network" else {"mode": "off"})
+            sibling = LocalEnvironment(self.workspace, processes=self.processes,
+                                       sandbox=dataclasses.replace(self.sandbox, **changed))
+            self._escalated[escalate] = sibling
+        return sibling
+
     async def close(self) -> None:
         """Stop every process started through `spawn` that is still running."""
+        escalated, self._escalated = list(self._escalated.values()), {}
+        for sibling in escalated:
+            await sibling.close()
         owned, self._owned = list(self._owned), set()
         running = [process for process in owned if await process.alive()]
         await stop_processes(running)

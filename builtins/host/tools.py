@@ -39,7 +39,7 @@ from .commands import CommandResult, run_command
 from .environment import LocalEnvironment
 from .files import FileTooLarge, LineSlice, read_line_slice
 
-__all__ = ["MAX_OUTPUT", "MAX_READ_CHARS", "builtin_tools"]
+__all__ = ["ESCALATIONS", "ESCALATION_GRANT", "MAX_OUTPUT", "MAX_READ_CHARS", "builtin_tools"]
 
 MAX_OUTPUT = 64_000
 """Bytes kept from each of a foreground command's stdout and stderr."""
@@ -61,6 +61,12 @@ def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     }
 
 
+ESCALATIONS = ("network", "unsandboxed")
+"""What a shell call may ask to leave behind for one command (`escalate`)."""
+ESCALATION_GRANT = "_runtime_escalation_grant"
+"""State key of the one escalation a person approved: `(command, escalate)`, taken by the
+shell tool for the one call it was approved for."""
+
 _ID = {"type": "string", "description": "The id `shell` returned, such as bg1."}
 _PATH = {"type": "string", "description": "File path, relative to the workspace."}
 
@@ -77,6 +83,16 @@ SHELL_SCHEMA = _object(
             "type": "boolean",
             "default": False,
             "description": "Start the command in the background and return its id at once.",
+        },
+        "escalate": {
+            "type": "string",
+            "enum": list(ESCALATIONS),
+            "description": "Only after the sandbox blocked this command: ask the user to run "
+                           "it once with the network open, or outside the sandbox.",
+        },
+        "justification": {
+            "type": "string",
+            "description": "With escalate: why the command needs it, for the user to read.",
         },
     },
     ["command"],
@@ -381,7 +397,33 @@ class _Handler:
 
     async def __call__(self, *, context: ToolContext | None = None, **arguments: Any) -> str:
         checked = validate_arguments(self.name, self.schema, arguments)
-        return await self.body(_environment(context, self.processes), **checked)
+        environment = _environment(context, self.processes)
+        if self.name == "shell":
+            environment = _escalated(environment, checked, context)
+        return await self.body(environment, **checked)
+
+
+def _escalated(environment: Environment, arguments: dict[str, Any],
+               context: ToolContext | None) -> Environment:
+    """The environment an escalated shell call runs in, once a person approved it (the
+    grant the approval gate left in the state, for exactly this command); the arguments
+    lose `escalate` and `justification`, which the body does not take."""
+    escalate = arguments.pop("escalate", None)
+    arguments.pop("justification", None)
+    if escalate is None or not isinstance(environment, LocalEnvironment):
+        return environment
+    policy = environment.sandbox
+    if not policy.confined or (escalate == "network" and policy.network):
+        return environment  # nothing to leave behind
+    state = context.state if context is not None else {}
+    grant = state.pop(ESCALATION_GRANT, None)
+    if grant != (arguments["command"], escalate):
+        raise HooklineError(
+            ErrorKind.tool,
+            f"escalate = {escalate!r} needs the user's approval, and this call has none (the "
+            f"approval policy does not ask, or nobody approved this command): it was not run; "
+            f"run it in the sandbox, or tell the user what you need")
+    return environment.escalated(escalate)
 
 
 _DESCRIPTIONS = {

@@ -61,10 +61,11 @@ from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 from ...agent.tool_notes import is_terminal, terminal_text
 from ...agent.tool_view import ToolView, colour_allowed
 from .input import STEER_PREFIX, ChatCommand, classify, help_lines, unknown_line
-from .lines import Line, LineLedger
+from .lines import Line, LineLedger, clipped
 from .reader import NO_LINE, POLL_SECONDS, LineReader, can_edit
 
 if TYPE_CHECKING:
+    from .approvals import ChatAsker
     from .line_editor import LineEditor
     from .markdown_reply import MarkdownReply
 
@@ -147,6 +148,7 @@ class CliChannel(Interface):
         """Sessions whose running turn's model has begun: a steer joins it after its prompt."""
         self._turns = 0
         self._attached: tuple[str, list[Any]] = ("", [])
+        self._asker: ChatAsker | None = None
 
     def configure(self, **options: Any) -> None:
         """Set envelope and terminal options (`session_id`, `chat_id`, `model`, `input`,
@@ -155,8 +157,7 @@ class CliChannel(Interface):
         `session_id` and `model` may change while the chat runs: they shape the lines typed
         next."""
         known = {"session_id", "chat_id", "model", "input", "output", "interactive", "editor",
-                 "history", "commands", "observe", "workspace",
-                 "markdown"}
+                 "history", "commands", "observe", "workspace", "markdown"}
         unknown = sorted(set(options) - known)
         if unknown:
             raise TypeError(f"CliChannel.configure: unknown option(s) {', '.join(unknown)}")
@@ -233,7 +234,10 @@ class CliChannel(Interface):
             self._editor = self._reply = None
 
     async def _handle(self, line: str) -> bool:
-        """Send, steer or run one typed line; False when it asks to leave."""
+        """Answer the waiting question, or send, steer or run one typed line; False when it
+        asks to leave."""
+        if self._asker is not None and self._asker.take(line):
+            return True
         names = {command.name for command in self.commands} | {"help", "quit"}
         typed = classify(line, names)
         if typed.kind == "empty":
@@ -308,7 +312,7 @@ class CliChannel(Interface):
         if self._managed:
             for line in self._ledger.unanswered():
                 self.unanswered.append(line.text)
-                self.say(f"not answered: {_clip(line.text)}")
+                self.say(f"not answered: {clipped(line.text)}")
 
     # -- what the manager tells the channel --------------------------------------------
 
@@ -355,7 +359,7 @@ class CliChannel(Interface):
     def _not_answered(self, line: Line, reason: str | None) -> None:
         self._ledger.told(line)
         why = f" ({terminal_text(reason, keep_newlines=False)})" if reason else ""
-        self.say(self._style(f"(not answered{why}: {_clip(line.text)})", _DIM))
+        self.say(self._style(f"(not answered{why}: {clipped(line.text)})", _DIM))
         if not self._streams:
             self.show_prompt()
 
@@ -377,6 +381,14 @@ class CliChannel(Interface):
         if line is not None and line.steer and turn.is_running and session_id in self._began:
             return AdmitDecision.steer(f"steered with {STEER_PREFIX}")
         return AdmitDecision.follow_up("chat lines run one turn at a time, in order")
+
+    def approval_asker(self, message: Any) -> ChatAsker | None:
+        """The chat asks about tool calls when a person types its lines (not piped input)."""
+        if self._asker is None and not (self._echo or self._closed):
+            from .approvals import ChatAsker
+
+            self._asker = ChatAsker(self)
+        return None if self._echo or self._closed else self._asker
 
     def stream_events(self, message: Any, stream: AsyncStreamEvents) -> AsyncIterator[StreamEvent]:
         return self._show(message, stream)
@@ -582,9 +594,3 @@ class CliChannel(Interface):
             out.flush()
         if track:
             self._at_line_start = text.endswith("\n")
-
-
-def _clip(text: str, limit: int = 120) -> str:
-    """A typed line on one line of the terminal, control characters escaped."""
-    text = terminal_text(" ".join(text.split()), keep_newlines=False)
-    return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 from prompt_toolkit.history import History
 
 from hookline.kernel.streaming import HooklineError
@@ -127,6 +128,8 @@ class LineEditor:
         from prompt_toolkit.history import InMemoryHistory
 
         self.prompt = prompt
+        self._text: str | None = None
+        """The line the next `read` starts with (a command to edit)."""
         self.partial = ""
         self.preview: str | None = None
         self.status: str | None = None
@@ -150,7 +153,9 @@ class LineEditor:
         """The next message typed (its lines joined by newlines), or None at end of input."""
         try:
             # The chat command listens for SIGINT itself (see the Ctrl-C binding).
-            return str(await self._session.prompt_async(self._message, handle_sigint=False))
+            text, self._text = self._text or "", None
+            return str(await self._session.prompt_async(self._message, default=text,
+                                                        handle_sigint=False))
         except EOFError:
             return None
 
@@ -187,6 +192,20 @@ class LineEditor:
             self.preview = text
             self._invalidate()
 
+    def set_prompt(self, prompt: str, text: str | None = None) -> None:
+        """Change the prompt (a question's); with `text`, the next line read starts as it."""
+        self.prompt = prompt
+        self._text = text
+        self._invalidate()
+
+    async def settle(self) -> None:
+        """Let what was printed so far reach the terminal (it goes through prompt_toolkit's
+        stdout proxy, a moment later) before the prompt changes below it."""
+        import sys
+
+        sys.stdout.flush()
+        await anyio.sleep(0.1)
+
     def set_status(self, text: str | None) -> None:
         """The status line above the prompt (None: none); its clock starts now."""
         if text != self.status:
@@ -199,7 +218,7 @@ class LineEditor:
         from prompt_toolkit.formatted_text import ANSI
 
         if get_app().is_done:  # what stays in the scrollback: the prompt and the line only
-            return self.prompt
+            return ANSI(self.prompt)
         header = ""
         if self.partial:
             header += self.partial + "\n"

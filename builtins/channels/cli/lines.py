@@ -26,7 +26,9 @@ import anyio
 
 from hookline.kernel.envelope import get_field
 
-__all__ = ["LINE_KEY", "Line", "LineLedger"]
+from ...agent.tool_notes import terminal_text
+
+__all__ = ["LINE_KEY", "Line", "LineLedger", "clipped"]
 
 LINE_KEY = "_cli_line"
 """Context key of a cli envelope holding the number of the line it carries."""
@@ -136,3 +138,9 @@ class LineLedger:
     def taken(self, line: Line) -> bool:
         """Whether the manager reported anything about the line (else it was not taken)."""
         return line.state != "sent"
+
+
+def clipped(text: str, limit: int = 120) -> str:
+    """A typed line on one line of the terminal, control characters escaped."""
+    text = terminal_text(" ".join(text.split()), keep_newlines=False)
+    return text if len(text) <= limit else text[:limit - 3] + "..."

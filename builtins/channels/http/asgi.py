@@ -15,12 +15,13 @@ import anyio
 from hookline.kernel.channels import MessageHandler
 
 from ...telemetry.context import TRACE_CONTEXT_KEY, trace_headers
+from .approvals import APPROVALS_PATH, HttpApprovals
 from .guard import Guard, HttpError, header_map
 from .health import RETRY_AFTER, HealthCache, HealthPace, retry_worth
 from .match import REQUEST_ID_KEY, Replies
 from .media import body_limit, with_attachments
 from .overrides import RequestOverrides
-from .payload import _parse_message, _read_body
+from .payload import _json_object, _parse_message, _read_body
 from .reply import NO_TURN, Reply, not_run, retry_headers, whole_answer
 from .server import Receive, Scope, Send, _lifespan, _watch_disconnect
 from .stream import send_events, send_timeout
@@ -53,6 +54,7 @@ class HttpRoutes:
     _managed: bool
     _accepting: bool
     _overrides: RequestOverrides
+    _approvals: HttpApprovals
 
     async def _asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -94,10 +96,16 @@ class HttpRoutes:
         if path in self.routes and method in ("GET", "HEAD"):
             await self.routes[path](send)
             return
+        if path.startswith(APPROVALS_PATH) and method == "POST":
+            Guard.require_json(headers)
+            body = await _read_body(headers, receive, 64 * 1024, self.body_timeout or 30.0)
+            await send_json(send, 200, self._approvals.answer(
+                path.removeprefix(APPROVALS_PATH), _json_object(body)))
+            return
         methods = _ROUTES.get(path)
         if methods is None:
-            raise HttpError(404, f"no such endpoint: {path} (the API is POST /v1/messages "
-                                 f"and GET /v1/health)")
+            raise HttpError(404, f"no such endpoint: {path} (the API is POST /v1/messages, "
+                                 f"POST /v1/approvals/ID and GET /v1/health)")
         if method not in methods:
             raise HttpError(405, f"method {method} is not allowed on {path}; use "
                                  f"{' or '.join(methods)}",
@@ -135,7 +143,7 @@ class HttpRoutes:
         chat_id = payload.get("chat_id", "default")
         session_id = self._session_of(payload)
         reply = Reply(uuid.uuid4().hex, session_id, payload.get("stream", False),
-                       notified=self._managed)
+                      payload.get("approvals", False), notified=self._managed)
         # A plain mapping, like the cli channel's: only the sender's own context reaches
         # the prompt (the request id is private: its key starts with an underscore).
         envelope = {

@@ -28,6 +28,7 @@ from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
 from ...host.sandbox import check_exposure
 from ...privacy.redact import redact_credentials
+from .approvals import HttpApprovals, HttpAsker
 from .asgi import HttpRoutes
 from .guard import Guard, is_loopback_address, load_token
 from .health import HealthCache, HealthPace
@@ -119,6 +120,9 @@ class HttpChannel(HttpRoutes, Lifecycle):
         self._settings = settings
         self._guard = Guard(None, frozenset(), frozenset())
         self._overrides = RequestOverrides()
+        self._approvals = HttpApprovals()
+        self.approval_timeout: float | None = None
+        """Seconds a question waits for its answer (None: `http_approval_timeout`)."""
         self._replies = Replies()
         self._closing: anyio.Event | None = None
         self._stopped: anyio.Event | None = None
@@ -186,6 +190,8 @@ class HttpChannel(HttpRoutes, Lifecycle):
                 self.body_timeout = float(settings.http_body_timeout)
             if self.busy_session is None:
                 self.busy_session = settings.http_busy_session
+            if self.approval_timeout is None:
+                self.approval_timeout = float(settings.http_approval_timeout)
             allow_remote = (self.allow_remote if self.allow_remote is not None
                             else settings.http_allow_remote)
             tls = _tls_files(settings)
@@ -301,6 +307,13 @@ class HttpChannel(HttpRoutes, Lifecycle):
                 yield event
         finally:
             reply.in_model_stage = False
+
+    def approval_asker(self, message: Any) -> HttpAsker | None:
+        """A streamed request that asked for approvals is asked (an `approval` event)."""
+        reply = self._replies.for_inbound(message)
+        if reply is None or not (reply.stream and reply.approvals):
+            return None
+        return self._approvals.asker(reply, self.approval_timeout or 120.0)
 
     async def admit_message(self, session_id: str, message: Any,
                             turn: TurnSnapshot) -> AdmitDecision | None:

@@ -25,7 +25,7 @@ MAX_JSON_DEPTH = 32
 """Deepest nesting of arrays and objects accepted in a request body."""
 
 _FIELDS = {"content": str, "session_id": str, "chat_id": str, "context": dict, "stream": bool,
-           "attachments": list}
+           "attachments": list, "approvals": bool}
 _TYPE_NAMES = {str: "a string", dict: "an object", bool: "true or false", list: "an array"}
 _OUTBOUND_FIELDS = ("session_id", "channel", "chat_id", "kind", "content", "output_channel")
 _DISCARD_BYTES = 16 * MAX_BODY_SIZE
@@ -82,13 +82,18 @@ async def _discard_body(receive: Receive) -> None:
                 return
 
 
-def _parse_message(body: bytes) -> dict[str, Any]:
+def _json_object(body: bytes) -> Any:
+    """The body as JSON (400 when it is not JSON, or nested too deep)."""
     try:
-        payload = json.loads(body, parse_constant=_refuse_constant)
+        return json.loads(body, parse_constant=_refuse_constant)
     except RecursionError:
         raise _too_deep() from None
     except (UnicodeDecodeError, ValueError) as exc:  # bad JSON, an overlong integer, NaN
         raise HttpError(400, f"the body is not valid JSON: {exc}") from None
+
+
+def _parse_message(body: bytes) -> dict[str, Any]:
+    payload = _json_object(body)
     if not isinstance(payload, dict):
         raise HttpError(400, "the body must be a JSON object with a \"content\" string")
     _check_values(payload)
@@ -106,6 +111,9 @@ def _parse_message(body: bytes) -> dict[str, Any]:
                                  f"{json_type(payload[key])}")
     if not payload["content"].strip():
         raise HttpError(400, "field content must not be empty")
+    if payload.get("approvals") and not payload.get("stream"):
+        raise HttpError(400, "approvals: true needs stream: true (each question arrives as "
+                             "an SSE event named approval)")
     for key in ("session_id", "chat_id"):
         if key not in payload:
             continue

@@ -53,6 +53,8 @@ class Reply:
     id: str
     session_id: str
     stream: bool
+    approvals: bool = False
+    """The client takes approval questions (a streamed request that asked for them)."""
     decided: anyio.Event = field(default_factory=anyio.Event)
     """Set once it is known whether a turn will run for the request."""
     finished: anyio.Event = field(default_factory=anyio.Event)

@@ -1,0 +1,111 @@
+"""What an approval asks and what comes back: the `Question` a person sees, the `Answer`
+they give, and the `Asker` that carries one to the other (the chat, `hookline run` on a
+terminal, a streamed gateway request, or any plugin's own).
+
+A turn's asker is the state's `APPROVAL_ASKER` value: the builtin `load_state` puts there
+the one of the channel the message came from, when that channel can ask; any plugin may
+put its own there (in `load_state` or an earlier `before_tool_call`) to ask in its own way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
+
+__all__ = [
+    "ANSWER_DECISIONS",
+    "APPROVAL_ASKER",
+    "APPROVAL_POLICY",
+    "Answer",
+    "Asker",
+    "Question",
+    "parse_answer",
+]
+
+APPROVAL_ASKER = "_runtime_approval_asker"
+"""State key of the turn's `Asker` (absent: nobody can answer, so a question is a denial)."""
+APPROVAL_POLICY = "approval_policy"
+"""State key of the turn's own policy (a gateway request's `context.approval`), over the
+`approval` setting."""
+
+AnswerDecision: TypeAlias = Literal["approve", "approve_session", "deny"]
+ANSWER_DECISIONS: tuple[AnswerDecision, ...] = ("approve", "approve_session", "deny")
+
+
+@dataclass(frozen=True)
+class Question:
+    """One tool call waiting for a person: `summary` is the exact command or the file and
+    what happens to it, `diff` the change an edit or write would make (unified, may be
+    empty), `reason` why hookline asks (the rule, the policy, or what the sandbox refuses
+    for an escalation), `justification` the model's own words for an escalation."""
+
+    id: str
+    session_id: str
+    tool: str
+    arguments: dict[str, Any]
+    summary: str
+    reason: str
+    justification: str = ""
+    escalate: str | None = None
+    diff: tuple[str, ...] = field(default=())
+
+    def as_dict(self) -> dict[str, Any]:
+        """The question as JSON data (the gateway's `approval` event)."""
+        data: dict[str, Any] = {"id": self.id, "tool": self.tool, "arguments": self.arguments,
+                                "summary": self.summary, "justification": self.justification,
+                                "reason": self.reason}
+        if self.escalate:
+            data["escalate"] = self.escalate
+        if self.diff:
+            data["diff"] = "\n".join(self.diff)
+        return data
+
+    def lines(self) -> list[str]:
+        """The question for a terminal, without its diff (shown apart, coloured)."""
+        lines = [f"approve {self.tool}? {self.summary}"]
+        if self.escalate:
+            lines.append(f"  escalation: {self.escalate}")
+        if self.justification:
+            lines.append(f"  the model says: {self.justification}")
+        lines.append(f"  why asked: {self.reason}")
+        return lines
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A person's decision; `message` reaches the model with a denial, `command` (shell
+    only) is the command to run instead of the one asked, `by` who answered."""
+
+    decision: AnswerDecision
+    message: str = ""
+    command: str | None = None
+    by: str = "user"
+
+
+@runtime_checkable
+class Asker(Protocol):
+    """Asks a person and returns their answer; may take as long as the person does (an
+    asker that gives up answers `deny`, saying so in the message)."""
+
+    async def ask(self, question: Question) -> Answer: ...
+
+
+_KEYS: dict[str, AnswerDecision] = {
+    "y": "approve", "yes": "approve", "a": "approve_session", "always": "approve_session",
+    "n": "deny", "no": "deny",
+}
+ANSWER_KEYS = "y = yes, n = no (n <message> tells the model why), a = always this session, " \
+              "e = edit the command"
+
+
+def parse_answer(line: str) -> Answer | Literal["edit"] | None:
+    """A typed answer: `y`, `n`, `n <message>`, `a`, or `e` (edit the command first); None
+    for any other line, which is not an answer."""
+    text = line.strip()
+    head, _space, rest = text.partition(" ")
+    if head.lower() in ("e", "edit") and not rest:
+        return "edit"
+    decision = _KEYS.get(head.lower())
+    if decision is None or (rest and decision != "deny"):
+        return None
+    return Answer(decision, rest.strip())

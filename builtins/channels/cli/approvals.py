@@ -1,0 +1,113 @@
+"""The chat's approval questions: a tool call waiting for the user is shown inline (the
+exact command, or the diff of the edit), the prompt becomes the question's, and the next
+line typed that is an answer (`y`, `n`, `n <message>`, `a`, `e`) answers it.
+
+Lines typed before the question appeared were handled before it existed, so none of them
+can answer it; a line typed while it waits that is not an answer is a chat line like any
+other (queued behind the running turn), and the user is told the question still waits.
+Nothing streams meanwhile: the turn is held inside the tool call being asked about.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ...agent.tool_view import colour_allowed, render_diff
+from ...approval.question import ANSWER_KEYS, Answer, Question, parse_answer
+from .channel import PROMPT
+
+if TYPE_CHECKING:
+    from .channel import CliChannel
+
+__all__ = ["QUESTION_PROMPT", "ChatAsker"]
+
+QUESTION_PROMPT = "approve? [y/n/a/e] "
+EDIT_PROMPT = "command> "
+
+
+@dataclass
+class _Pending:
+    question: Question
+    done: anyio.Event = field(default_factory=anyio.Event)
+    answer: Answer | None = None
+    editing: bool = False
+
+
+class ChatAsker:
+    """The `Asker` of one chat channel (one question at a time: a turn asks about its
+    calls one after another, and the chat runs one turn at a time). It drives the
+    channel's terminal (its lines, prompt and indicator) as a part of the channel."""
+
+    def __init__(self, channel: CliChannel) -> None:
+        self.channel = channel
+        self._pending: _Pending | None = None
+
+    @property
+    def waiting(self) -> bool:
+        return self._pending is not None
+
+    async def ask(self, question: Question) -> Answer:
+        channel = self.channel
+        pending = self._pending = _Pending(question)
+        colour = channel._is_interactive() and colour_allowed()
+        lines = [*question.lines(), *render_diff(list(question.diff), colour),
+                 f"  answer: {ANSWER_KEYS}"]
+        if channel._editor is not None:  # the question is the prompt: drawn with it, kept
+            await channel._editor.settle()
+            self._set_prompt("\n".join(lines) + "\n" + QUESTION_PROMPT)
+        else:
+            channel._show_lines(lines)
+            self._set_prompt(QUESTION_PROMPT)
+        try:
+            await pending.done.wait()
+        finally:
+            self._pending = None
+            self._set_prompt(PROMPT)
+            channel._show_indicator("running")
+        assert pending.answer is not None
+        return pending.answer
+
+    def take(self, line: str) -> bool:
+        """Whether `line` answered the waiting question (False: it is a chat line)."""
+        pending = self._pending
+        if pending is None:
+            return False
+        if pending.editing:
+            if not line.strip():
+                return True  # an empty command: still editing
+            self._answer(pending, Answer("approve", command=line))
+            return True
+        answer = parse_answer(line)
+        if answer is None:
+            self.channel.say(f"(sent as a message, after this turn; the question still "
+                             f"waits: {ANSWER_KEYS})")
+            return False
+        if answer == "edit":
+            command = pending.question.arguments.get("command")
+            if pending.question.tool.replace(".", "_") != "shell" or not isinstance(command, str):
+                self.channel.say("(only a shell command can be edited: y, n or a)")
+                return True
+            pending.editing = True
+            self._set_prompt(EDIT_PROMPT, command)
+            return True
+        self._answer(pending, answer)
+        return True
+
+    def _set_prompt(self, prompt: str, text: str | None = None) -> None:
+        """The line editor's prompt (and the line to edit); on a plain terminal, the
+        question's prompt written once."""
+        channel = self.channel
+        channel._clear_indicator()
+        if channel._editor is not None:
+            channel._editor.set_prompt(prompt, text)
+        elif prompt != PROMPT:
+            channel._write(prompt)
+            channel._prompt_shown = True
+
+    @staticmethod
+    def _answer(pending: _Pending, answer: Any) -> None:
+        pending.answer = answer
+        pending.done.set()

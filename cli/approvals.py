@@ -1,0 +1,103 @@
+"""`hookline run` asks on its terminal: the question on stderr, the answer read from stdin
+(docs/approvals.md). Without a terminal on both, `run` has no asker and the approval
+policy decides alone (a question becomes a denial)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
+
+import typer
+
+if TYPE_CHECKING:
+    from hookline.builtins.approval import Answer, Question
+
+__all__ = ["DENIED_EXIT", "ApprovalOption", "TerminalAsker", "terminal_asker"]
+
+def _use_policy(value: str | None) -> str | None:
+    """`--approval` is the `approval` setting for this command: it goes where every
+    setting's override goes, the environment, before the settings are read."""
+    if value is not None:
+        from hookline.builtins.config import APPROVAL_POLICIES
+
+        if value not in APPROVAL_POLICIES:
+            raise typer.BadParameter(f"must be one of {', '.join(APPROVAL_POLICIES)}")
+        os.environ["HOOKLINE_APPROVAL"] = value
+    return value
+
+
+ApprovalOption = Annotated[
+    str | None,
+    typer.Option("--approval", metavar="POLICY", callback=_use_policy, show_default=False,
+                 help="When tool calls wait for a person: ask, on-request (the default), "
+                      "never or auto (setting approval; docs/approvals.md)."),
+]
+
+DENIED_EXIT = 3
+"""`run`'s exit status when the turn ended with tool calls denied (by a rule, the policy or
+the user): the reply is printed, but the work it asked for was not all done."""
+
+
+def terminal_asker(status: Any, stdin: TextIO | None = None,
+                   stderr: TextIO | None = None) -> TerminalAsker | None:
+    """An asker when stdin and stderr are both a terminal, else None."""
+    stdin = stdin or sys.stdin
+    stderr = stderr or sys.stderr
+    if not (_isatty(stdin) and _isatty(stderr)):
+        return None
+    return TerminalAsker(status, stdin, stderr)
+
+
+class TerminalAsker:
+    """Asks on the terminal of `run`; `status` is the status line, erased while asking."""
+
+    def __init__(self, status: Any, stdin: TextIO, stderr: TextIO) -> None:
+        self.status = status
+        self.stdin = stdin
+        self.stderr = stderr
+
+    async def ask(self, question: Question) -> Answer:
+        import anyio.to_thread
+
+        from hookline.builtins.agent import render_diff, wants_colour
+        from hookline.builtins.approval import Answer, parse_answer
+        from hookline.builtins.approval.question import ANSWER_KEYS
+
+        enabled, self.status.enabled = self.status.enabled, False  # no redraw meanwhile
+        try:
+            self.status.clear()
+            lines = question.lines()
+            lines += render_diff(list(question.diff), wants_colour(self.stderr))
+            for line in lines:
+                typer.echo(line, err=True, file=self.stderr)
+            while True:
+                typer.echo(f"answer ({ANSWER_KEYS}): ", err=True, file=self.stderr, nl=False)
+                line = await anyio.to_thread.run_sync(self.stdin.readline,
+                                                      abandon_on_cancel=True)
+                if not line:  # end of input: nobody is there to approve
+                    return Answer("deny", "nobody answered (the input ended)", by="nobody")
+                answer = parse_answer(line)
+                if answer == "edit":
+                    if question.tool.replace(".", "_") != "shell":
+                        typer.echo("only a shell command can be edited", err=True,
+                                   file=self.stderr)
+                        continue
+                    typer.echo("the command to run instead: ", err=True, file=self.stderr,
+                               nl=False)
+                    edited = await anyio.to_thread.run_sync(self.stdin.readline,
+                                                            abandon_on_cancel=True)
+                    if edited.strip():
+                        return Answer("approve", command=edited.rstrip("\n"))
+                    continue
+                if answer is not None:
+                    return answer
+        finally:
+            self.status.enabled = enabled
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False

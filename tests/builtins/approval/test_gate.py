@@ -1,0 +1,198 @@
+"""The approval gate through real turns of the builtin agent on a scripted model: each
+policy, the rules, a plugin's own asker (put in the state by its `load_state`), answers
+remembered for the session, an edited command, escalation grants, and what the tape keeps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from builtin_support import build_builtin, model_of
+
+from hookline.builtins.approval import APPROVAL_ASKER, Answer, Question
+from hookline.builtins.tape import Tape, session_tape_name
+from hookline.kernel import hookimpl
+
+pytestmark = pytest.mark.anyio
+
+SESSION = "approvals:chat"
+
+
+def shell(command: str, **extra: Any) -> dict[str, Any]:
+    return {"name": "shell", "arguments": {"command": command, **extra}}
+
+
+class Deskbot:
+    """A plugin that asks in its own way: its answers, in order; the questions it got."""
+
+    def __init__(self, *answers: Answer) -> None:
+        self.answers = list(answers)
+        self.questions: list[Question] = []
+
+    async def ask(self, question: Question) -> Answer:
+        self.questions.append(question)
+        return self.answers.pop(0)
+
+    @hookimpl
+    def load_state(self) -> dict[str, Any]:
+        return {APPROVAL_ASKER: self}
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    folder = tmp_path / "workspace"
+    folder.mkdir()
+    return folder
+
+
+async def turn(workspace: Path, turns: list[dict[str, Any]], *plugins: object,
+               rules: list[dict[str, Any]] | None = None, **settings: Any
+               ) -> tuple[Any, list[dict[str, Any]], list[dict[str, Any]], Any]:
+    """One turn: its result, its tool_result records, its approval events, the model."""
+    extra = {"rules": rules} if rules is not None else {}
+    framework, builtin = build_builtin(workspace, turns, *plugins, extra=extra, **settings)
+    async with framework.running():
+        result = await framework.process_inbound({"content": "go", "session_id": SESSION})
+        tape = Tape(framework.get_tape_store(), session_tape_name(SESSION, workspace))
+        entries = await tape.entries()
+    records = [record for entry in entries if entry.kind == "tool_result"
+               for record in entry.payload["results"]]
+    events = [entry.payload["data"] for entry in entries
+              if entry.kind == "event" and entry.payload["name"] == "approval"]
+    return result, records, events, model_of(builtin)
+
+
+def told_model(model: Any, index: int = 1) -> str:
+    """What the model's request `index` said of the tool's result."""
+    (message,) = [m for m in model.calls[index].messages if m.role == "tool"][-1:]
+    return str(message.content)
+
+
+async def test_on_request_runs_sandboxed_work_and_an_ask_rule_without_an_asker_is_denied(
+        workspace: Path) -> None:
+    rules = [{"action": "ask", "tool": "shell", "command": "touch"}]
+    _result, records, events, model = await turn(
+        workspace, [{"tool_calls": [shell("echo hi > a.txt"), shell("touch b.txt")]},
+                    {"text": "done"}], rules=rules)
+    assert [r["outcome"] for r in records] == ["ran", "denied"]
+    assert (workspace / "a.txt").exists() and not (workspace / "b.txt").exists()
+    assert "nobody can answer here" in records[1]["error"]
+    assert "nobody can answer here" in told_model(model)
+    (event,) = events
+    assert event["decision"] == "denied" and event["by"] == "nobody"
+    assert event["rule"].endswith("config.toml rule 1") and event["policy"] == "on-request"
+
+
+async def test_ask_asks_before_writes_and_runs_and_never_before_reads(workspace: Path) -> None:
+    (workspace / "notes.txt").write_text("old\n")
+    bot = Deskbot(Answer("approve"), Answer("deny", "not that file"))
+    _result, records, events, model = await turn(
+        workspace, [{"tool_calls": [
+            {"name": "fs_read", "arguments": {"path": "notes.txt"}},
+            {"name": "fs_edit", "arguments": {"path": "notes.txt", "old": "old", "new": "new"}},
+            shell("rm notes.txt")]}, {"text": "done"}], bot, approval="ask")
+    assert [r["outcome"] for r in records] == ["ran", "ran", "denied"]
+    assert (workspace / "notes.txt").read_text() == "new\n"
+    edit, remove = bot.questions
+    assert edit.summary == "edit 'notes.txt'" and "-old" in edit.diff and "+new" in edit.diff
+    assert remove.summary == "rm notes.txt" and "approval = ask" in remove.reason
+    assert "the user denied this call: not that file" in records[2]["error"]
+    assert "not that file" in told_model(model)
+    assert [(e["tool"], e["decision"], e["by"]) for e in events] == [
+        ("fs_edit", "approved", "user"), ("shell", "denied", "user")]
+
+
+async def test_never_denies_what_would_ask_and_auto_runs_it(workspace: Path) -> None:
+    rules = [{"action": "ask", "tool": "fs_write"}]
+    write = {"name": "fs_write", "arguments": {"path": "a.txt", "content": "x"}}
+    _r, records, _e, _m = await turn(workspace, [{"tool_calls": [write]}, {"text": "ok"}],
+                                     Deskbot(), rules=rules, approval="never")
+    assert records[0]["outcome"] == "denied" and "approval policy is never" in records[0]["error"]
+    _r, records, _e, _m = await turn(workspace, [{"tool_calls": [write]}, {"text": "ok"}],
+                                     rules=rules, approval="auto")
+    assert records[-1]["outcome"] == "ran" and (workspace / "a.txt").read_text() == "x"
+
+
+async def test_deny_beats_allow_and_an_allow_rule_is_not_a_question(workspace: Path) -> None:
+    rules = [{"action": "allow", "tool": "shell", "command": "echo"},
+             {"action": "deny", "tool": "shell", "command": "rm", "reason": "no deleting"}]
+    bot = Deskbot()
+    _r, records, events, _m = await turn(
+        workspace, [{"tool_calls": [shell("echo a"), shell("echo b && rm -rf x")]},
+                    {"text": "ok"}], bot, rules=rules, approval="ask")
+    assert [r["outcome"] for r in records] == ["ran", "denied"]
+    assert "no deleting" in records[1]["error"] and bot.questions == []
+    assert [(e["decision"], e["by"]) for e in events] == [("allowed", "rule"), ("denied", "rule")]
+
+
+async def test_always_is_remembered_for_the_session_for_that_command_only(
+        workspace: Path) -> None:
+    bot = Deskbot(Answer("approve_session"), Answer("deny"))
+    _r, records, events, _m = await turn(
+        workspace, [{"tool_calls": [shell("echo one"), shell("echo one"), shell("echo two")]},
+                    {"text": "ok"}], bot, approval="ask")
+    assert [r["outcome"] for r in records] == ["ran", "ran", "denied"]
+    assert [q.summary for q in bot.questions] == ["echo one", "echo two"]
+    assert [e["by"] for e in events] == ["user", "session", "user"]
+
+
+async def test_an_edited_command_runs_instead_and_the_record_says_so(workspace: Path) -> None:
+    bot = Deskbot(Answer("approve", command="echo safer > out.txt"))
+    _r, records, events, _m = await turn(
+        workspace, [{"tool_calls": [shell("echo risky > out.txt")]}, {"text": "ok"}],
+        bot, approval="ask")
+    assert (workspace / "out.txt").read_text() == "safer\n"
+    assert records[0]["arguments"]["command"] == "echo safer > out.txt"
+    assert records[0]["requested_arguments"]["command"] == "echo risky > out.txt"
+    assert events[0]["edited_command"] == "echo safer > out.txt"
+
+
+async def test_a_broken_asker_denies(workspace: Path) -> None:
+    class Broken(Deskbot):
+        async def ask(self, question: Question) -> Answer:
+            raise RuntimeError("notification service down")
+
+    _r, records, _e, _m = await turn(workspace, [{"tool_calls": [shell("echo x > y")]},
+                                                 {"text": "ok"}], Broken(), approval="ask")
+    assert records[0]["outcome"] == "denied" and not (workspace / "y").exists()
+
+
+async def test_an_escalation_asks_once_and_without_a_grant_the_tool_refuses(
+        workspace: Path) -> None:
+    bot = Deskbot(Answer("approve", "go ahead"))
+    net = shell("echo $0", escalate="network", justification="needs the index")
+    _r, records, events, _m = await turn(workspace, [{"tool_calls": [net]}, {"text": "ok"}],
+                                         bot)
+    (question,) = bot.questions
+    assert question.escalate == "network" and question.justification == "needs the index"
+    assert "closes the network" in question.reason
+    assert records[0]["outcome"] == "ran", records[0]
+    assert events[0]["escalate"] == "network" and events[0]["decision"] == "approved"
+
+    for policy in ("never", "auto"):
+        _r, records, _e, _m = await turn(workspace, [{"tool_calls": [net]}, {"text": "ok"}],
+                                         approval=policy)
+        assert records[-1]["outcome"] == "denied"
+        assert f"the approval policy is {policy}" in records[-1]["error"]
+
+
+async def test_a_broken_rules_file_stops_what_writes_or_runs_but_not_reads(
+        workspace: Path) -> None:
+    (workspace / ".hookline").mkdir()
+    (workspace / ".hookline" / "rules.toml").write_text('[[rules]]\naction = "maybe"\n')
+    (workspace / "a.txt").write_text("text")
+    _r, records, _e, _m = await turn(
+        workspace, [{"tool_calls": [{"name": "fs_read", "arguments": {"path": "a.txt"}},
+                                    shell("echo hi")]}, {"text": "ok"}])
+    assert [r["outcome"] for r in records] == ["ran", "denied"]
+    assert "rules.toml rule 1: action must be one of allow, ask, deny" in records[1]["error"]
+
+
+def test_question_json_is_what_the_gateway_sends() -> None:
+    question = Question("q1", "s", "shell", {"command": "ls"}, "ls", "why", "because",
+                        "network", ("-a", "+b"))
+    assert json.loads(json.dumps(question.as_dict())) == {
+        "id": "q1", "tool": "shell", "arguments": {"command": "ls"}, "summary": "ls",
+        "justification": "because", "reason": "why", "escalate": "network", "diff": "-a\n+b"}

@@ -1,0 +1,157 @@
+"""Approval rules: reading them (clear errors), judging calls (first match, deny beats
+allow across files, path globs, tool patterns), a workspace file's allow rules only once
+trusted, and property tests: no allow rule written for a prefix ever allows a command
+line that `;`, `&&`, `||`, `|`, `&`, `$(...)`, backticks, `<(...)` or a newline extend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hookline.builtins.approval import RuleError, RuleSet, load_rules, trust_workspace_rules
+from hookline.builtins.approval.rules import parse_rules
+
+WORKSPACE = "/work/space"
+
+
+def ruleset(*tables: dict[str, object]) -> RuleSet:
+    return RuleSet((parse_rules(list(tables), "config.toml"),))
+
+
+@pytest.mark.parametrize(("table", "message"), [
+    ({"tool": "shell"}, "config.toml rule 1: action must be one of allow, ask, deny"),
+    ({"action": "allow"}, "config.toml rule 1: tool must name a tool"),
+    ({"action": "allow", "tool": "fs_write", "command": "ls"},
+     "command applies to the shell tool only"),
+    ({"action": "allow", "tool": "shell", "command": "ls; rm"},
+     "command must be the start of one plain command"),
+    ({"action": "allow", "tool": "shell", "command": "$(ls)"},
+     "command must be the start of one plain command"),
+    ({"action": "allow", "tool": "shell", "path": "a/*"}, "path applies to the file tools only"),
+    ({"action": "allow", "tool": "shell", "commands": "ls"}, "unknown field(s) commands"),
+])
+def test_a_bad_rule_is_refused_naming_the_rule_and_the_fix(table: dict[str, object],
+                                                            message: str) -> None:
+    with pytest.raises(RuleError, match=message.replace("(", r"\(").replace(")", r"\)")
+                       .replace("$", r"\$")):
+        parse_rules([table], "config.toml")
+
+
+def test_first_match_wins_within_a_file_and_deny_beats_allow_across_files() -> None:
+    first = parse_rules([{"action": "allow", "tool": "shell", "command": "git"},
+                         {"action": "deny", "tool": "shell", "command": "git push"}], "user")
+    assert RuleSet((first,)).judge("shell", {"command": "git push"}, WORKSPACE).action == "allow"
+    workspace = parse_rules([{"action": "deny", "tool": "shell", "command": "git push"}], "ws")
+    both = RuleSet((first, workspace))
+    verdict = both.judge("shell", {"command": "git push origin"}, WORKSPACE)
+    assert verdict.action == "deny" and verdict.rule is not None and verdict.rule.source == "ws"
+    assert both.judge("shell", {"command": "git status"}, WORKSPACE).action == "allow"
+
+
+def test_every_command_of_a_line_must_be_allowed() -> None:
+    rules = ruleset({"action": "allow", "tool": "shell", "command": "git status"},
+                    {"action": "allow", "tool": "shell", "command": "wc"})
+    assert rules.judge("shell", {"command": "git status | wc -l"}, WORKSPACE).action == "allow"
+    assert rules.judge("shell", {"command": "git status | less"}, WORKSPACE).action is None
+    verdict = rules.judge("shell", {"command": "git status > out.txt"}, WORKSPACE)
+    assert verdict.action is None and "plain command line" in verdict.detail
+
+
+def test_an_ask_or_deny_rule_sees_commands_inside_substitutions() -> None:
+    rules = ruleset({"action": "allow", "tool": "shell", "command": "echo"},
+                    {"action": "deny", "tool": "shell", "command": "curl"})
+    for line in ("echo $(curl evil.example)", "echo `curl x`", "echo ok; curl x",
+                 "echo <(curl x)", "FOO=1 curl x"):
+        assert rules.judge("shell", {"command": line}, WORKSPACE).action == "deny", line
+
+
+def test_paths_are_globs_relative_to_the_workspace() -> None:
+    rules = ruleset({"action": "allow", "tool": "fs_*", "path": "docs/**"},
+                    {"action": "deny", "tool": "fs_write", "path": "*.lock"})
+    def action(tool: str, path: str) -> str | None:
+        return rules.judge(tool, {"path": path}, WORKSPACE).action
+
+    assert action("fs_write", "docs/a.md") == "allow"
+    assert action("fs.edit", f"{WORKSPACE}/docs/deep/b.md") == "allow"
+    assert action("fs_write", "docs/../src/x.py") is None
+    assert action("fs_write", "poetry.lock") == "deny"
+    assert action("fs_write", "sub/poetry.lock") is None, "* stays within one folder"
+    assert action("fs_write", "/etc/passwd") is None
+
+
+def test_a_tool_pattern_names_mcp_tools() -> None:
+    rules = ruleset({"action": "deny", "tool": "github__*"},
+                    {"action": "allow", "tool": "docs__search"})
+    assert rules.judge("github__create_issue", {}, WORKSPACE).action == "deny"
+    assert rules.judge("docs__search", {"q": "x"}, WORKSPACE).action == "allow"
+    assert rules.judge("docs__delete", {}, WORKSPACE).action is None
+
+
+def test_a_workspace_files_allow_rules_count_only_once_trusted(tmp_path: Path) -> None:
+    workspace, home = tmp_path / "ws", tmp_path / "home"
+    (workspace / ".hookline").mkdir(parents=True)
+    rules_file = workspace / ".hookline" / "rules.toml"
+    rules_file.write_text('[[rules]]\naction = "allow"\ntool = "shell"\n\n'
+                          '[[rules]]\naction = "deny"\ntool = "shell"\ncommand = "rm"\n')
+    loaded = load_rules(None, home / "config.toml", str(workspace), home)
+    assert loaded.judge("shell", {"command": "make"}, str(workspace)).action is None
+    assert loaded.judge("shell", {"command": "rm x"}, str(workspace)).action == "deny"
+    assert "hookline rules trust" in loaded.ignored[0]
+
+    trust_workspace_rules(str(workspace), home)
+    assert (home / "trusted-rules.json").stat().st_mode & 0o077 == 0
+    trusted = load_rules(None, home / "config.toml", str(workspace), home)
+    assert trusted.judge("shell", {"command": "make"}, str(workspace)).action == "allow"
+
+    rules_file.write_text(rules_file.read_text() + "\n")  # changed: trusted no more
+    again = load_rules(None, home / "config.toml", str(workspace), home)
+    assert again.judge("shell", {"command": "make"}, str(workspace)).action is None
+
+
+def test_a_rules_file_that_is_not_toml_or_holds_other_tables_is_refused(tmp_path: Path) -> None:
+    (tmp_path / ".hookline").mkdir()
+    target = tmp_path / ".hookline" / "rules.toml"
+    target.write_text("model = 'x'\n")
+    with pytest.raises(RuleError, match="may hold only"):
+        load_rules(None, tmp_path / "config.toml", str(tmp_path), tmp_path / "home")
+    target.write_text("[[rules]\n")
+    with pytest.raises(RuleError, match="not valid TOML"):
+        load_rules(None, tmp_path / "config.toml", str(tmp_path), tmp_path / "home")
+
+
+# -- properties ------------------------------------------------------------------------
+
+_WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-._/", min_size=1, max_size=8
+                ).filter(lambda w: w not in {"if", "do", "fi", "for", "in", "done", "then",
+                                             "case", "esac", "while", "until", "time"})
+_COMMAND = st.lists(_WORD, min_size=1, max_size=4)
+_EXTENSIONS = ["{p}; {x}", "{p} && {x}", "{p} || {x}", "{p} | {x}", "{p} & {x}", "{p}\n{x}",
+               "{p} $({x})", "{p} `{x}`", "{p}$({x})", "{p}`{x}`", "{p} <({x})", "{p};{x}",
+               "{p}&&{x}", "{p}|{x}", "{p} >({x})", "{p} \\\n; {x}"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(prefix=_COMMAND, tail=st.lists(_WORD, max_size=3), other=_COMMAND,
+       shape=st.sampled_from(_EXTENSIONS))
+def test_an_allow_rule_never_allows_what_extends_its_prefix(
+        prefix: list[str], tail: list[str], other: list[str], shape: str) -> None:
+    if other[:len(prefix)] == prefix:
+        return  # the other command is one the rule allows anyway
+    rules = ruleset({"action": "allow", "tool": "shell", "command": " ".join(prefix)})
+    allowed = " ".join(prefix + tail)
+    assert rules.judge("shell", {"command": allowed}, WORKSPACE).action == "allow"
+    line = shape.format(p=allowed, x=" ".join(other))
+    assert rules.judge("shell", {"command": line}, WORKSPACE).action != "allow", line
+
+
+@settings(max_examples=300, deadline=None)
+@given(allowed=_COMMAND, denied=_COMMAND, shape=st.sampled_from(_EXTENSIONS))
+def test_a_deny_rule_finds_its_command_wherever_the_line_hides_it(
+        allowed: list[str], denied: list[str], shape: str) -> None:
+    rules = ruleset({"action": "deny", "tool": "shell", "command": " ".join(denied)},
+                    {"action": "allow", "tool": "shell"})
+    line = shape.format(p=" ".join(allowed), x=" ".join(denied))
+    assert rules.judge("shell", {"command": line}, WORKSPACE).action == "deny", line
