@@ -8,9 +8,9 @@ from __future__ import annotations
 from hookline.kernel._lazy import LazyExports as _LazyExports
 
 _PUBLIC = {
-    "gate": ("APPROVAL_RECORD", "READ_ONLY_TOOLS", "ApprovalGate"),
-    "question": ("ANSWER_DECISIONS", "APPROVAL_ASKER", "APPROVAL_POLICY", "Answer", "Asker",
-                 "Question", "parse_answer"),
+    "gate": ("READ_ONLY_TOOLS", "ApprovalGate"),
+    "question": ("ANSWER_DECISIONS", "APPROVAL_ASKER", "APPROVAL_POLICY", "APPROVAL_RECORD",
+                 "Answer", "Asker", "Question", "parse_answer"),
     "rules": ("RULES_TABLE", "WORKSPACE_RULES", "Rule", "RuleError", "RuleSet", "Verdict",
               "load_rules", "trust_workspace_rules"),
     "shellwords": ("ShellCommands", "split_commands"),

@@ -6,12 +6,12 @@ Generated from the table of its ``__init__.py`` by the kernel's ``_generate.py``
 edit the table, never this file.
 """
 
-from .gate import APPROVAL_RECORD as APPROVAL_RECORD
 from .gate import READ_ONLY_TOOLS as READ_ONLY_TOOLS
 from .gate import ApprovalGate as ApprovalGate
 from .question import ANSWER_DECISIONS as ANSWER_DECISIONS
 from .question import APPROVAL_ASKER as APPROVAL_ASKER
 from .question import APPROVAL_POLICY as APPROVAL_POLICY
+from .question import APPROVAL_RECORD as APPROVAL_RECORD
 from .question import Answer as Answer
 from .question import Asker as Asker
 from .question import Question as Question

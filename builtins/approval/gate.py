@@ -25,22 +25,19 @@ from hookline.kernel.interception import ToolCall, ToolCallDecision, ToolCallRes
 from hookline.kernel.turn import RUNTIME_TAPE, RUNTIME_WORKSPACE
 
 from ..host.tools import ESCALATION_GRANT
-from .question import APPROVAL_ASKER, APPROVAL_POLICY, Answer, Question
+from .question import APPROVAL_ASKER, APPROVAL_POLICY, APPROVAL_RECORD, Answer, Question
 from .rules import RuleError, RuleSet, Verdict, load_rules, tool_key
 
 if TYPE_CHECKING:
     from ..config import Settings
 
-__all__ = ["APPROVAL_RECORD", "READ_ONLY_TOOLS", "ApprovalGate"]
+__all__ = ["READ_ONLY_TOOLS", "ApprovalGate"]
 
 logger = logging.getLogger(__name__)
 
 READ_ONLY_TOOLS = frozenset({"fs_read", "shell_output", "tape_info", "tape_search",
                              "tape_handoff"})
 """Tools that change nothing on the machine: no policy asks about them."""
-
-APPROVAL_RECORD = "_runtime_approval"
-"""State key of the last call's decision record (for the tool's telemetry span)."""
 
 MAX_SESSIONS = 256
 """Sessions whose "always" answers are kept; the oldest is forgotten first."""

@@ -16,6 +16,7 @@ __all__ = [
     "ANSWER_DECISIONS",
     "APPROVAL_ASKER",
     "APPROVAL_POLICY",
+    "APPROVAL_RECORD",
     "Answer",
     "Asker",
     "Question",
@@ -24,6 +25,8 @@ __all__ = [
 
 APPROVAL_ASKER = "_runtime_approval_asker"
 """State key of the turn's `Asker` (absent: nobody can answer, so a question is a denial)."""
+APPROVAL_RECORD = "_runtime_approval"
+"""State key of the last tool call's decision record (for the tool's telemetry span)."""
 APPROVAL_POLICY = "approval_policy"
 """State key of the turn's own policy (a gateway request's `context.approval`), over the
 `approval` setting."""

@@ -442,6 +442,12 @@ def _event_lines(payload: dict[str, Any]) -> Iterator[str]:
         yield f"--- handoff to {data.get('name')}{f': {summary}' if summary else ''}"
     elif name == TITLE_EVENT:
         yield f"--- renamed: {data.get('title')}"
+    elif name == "approval" and data.get("decision") != "denied":  # a denial: its result
+        rule = f" ({data['rule']})" if data.get("rule") else ""
+        escalate = f", escalated: {data['escalate']}" if data.get("escalate") else ""
+        edited = f", as edited: {data['edited_command']}" if data.get("edited_command") else ""
+        yield (f"[approval] {data.get('tool')} {data.get('decision')} by {data.get('by')}"
+               f"{rule}{escalate}{edited}")
 
 
 def _content_text(content: Any) -> str:

@@ -26,6 +26,7 @@ from hookline.kernel.events import (
     ToolCallStarted,
 )
 
+from ..approval.question import APPROVAL_RECORD
 from .metrics import Metrics
 
 
@@ -153,6 +154,15 @@ class AgentSpans:
             "hookline.tool.outcome": outcome,
             "hookline.tool.duration_ms": result.duration_ms,
         }
+        approval = event.state.get(APPROVAL_RECORD)
+        if isinstance(approval, dict) and approval.get("run_id") == call.run_id \
+                and approval.get("tool") == call.tool:
+            attributes["hookline.approval.decision"] = str(approval.get("decision"))
+            attributes["hookline.approval.by"] = str(approval.get("by"))
+            if approval.get("rule"):
+                attributes["hookline.approval.rule"] = str(approval["rule"])
+            if approval.get("escalate"):
+                attributes["hookline.approval.escalate"] = str(approval["escalate"])
         if self.capture_content:
             attributes["gen_ai.tool.call.arguments"] = _json(call.arguments)
             if result.result is not None:

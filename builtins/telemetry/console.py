@@ -91,6 +91,9 @@ def describe(span: ReadableSpan) -> str:
         parts.append("finish " + ",".join(str(r) for r in a["gen_ai.response.finish_reasons"]))
     if "hookline.tool.outcome" in a:
         parts.append(f"{a['hookline.tool.outcome']} (call {a.get('gen_ai.tool.call.id', '')})")
+    if "hookline.approval.decision" in a:
+        rule = f", {a['hookline.approval.rule']}" if "hookline.approval.rule" in a else ""
+        parts.append(f"{a['hookline.approval.decision']} by {a['hookline.approval.by']}{rule}")
     if span.status.status_code is StatusCode.ERROR and span.status.description:
         parts.append(f"error: {span.status.description}")
     return " ".join(parts)

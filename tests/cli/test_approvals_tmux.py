@@ -72,6 +72,10 @@ def test_chat_a_approves_the_same_command_for_the_session(asked: Terminal) -> No
     assert (asked.cwd / "log.txt").read_text() == "x\nx\n"
     asked.type('/tool shell {"command": "echo y >> log.txt"}')
     asked.wait_for(asking, "a question for another command")
+    shown = subprocess.run([str(HOOKLINE), "sessions", "show", "approvals"], cwd=asked.cwd,
+                           env=asked.env, capture_output=True, text=True, timeout=60)
+    assert "[approval] shell approved_session by user" in shown.stdout, shown.stdout
+    assert "[approval] shell approved by session" in shown.stdout
 
 
 def test_chat_shows_the_diff_of_an_edit_before_it_is_approved(asked: Terminal) -> None:

@@ -52,6 +52,24 @@ def test_trace_prints_the_span_tree_of_the_turn(tmp_path: Path) -> None:
     assert all(" ms" in line for line in below)
 
 
+def test_trace_shows_who_decided_a_tool_call(tmp_path: Path) -> None:
+    """The tool's span carries the approval: the rule that denied it, or that allowed it."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        '[[rules]]\naction = "deny"\ntool = "fs_write"\npath = "*.lock"\n\n'
+        '[[rules]]\naction = "allow"\ntool = "fs_write"\n')
+    denied = run(tmp_path, "--trace", '/tool fs_write {"path": "a.lock", "content": "x"}')
+    assert denied.returncode == 3, denied.stderr
+    (tool,) = [line for line in denied.stderr.splitlines()
+               if line.strip().startswith("execute_tool fs_write")]
+    assert "denied (call " in tool and f"denied by rule, {home}/config.toml rule 1" in tool
+    allowed = run(tmp_path, "--trace", '/tool fs_write {"path": "a.txt", "content": "x"}')
+    (tool,) = [line for line in allowed.stderr.splitlines()
+               if line.strip().startswith("execute_tool fs_write")]
+    assert f"allowed by rule, {home}/config.toml rule 2" in tool
+
+
 def test_trace_without_the_sdk_is_one_clear_error(tmp_path: Path) -> None:
     shadow = tmp_path / "shadow"
     shadow.mkdir()

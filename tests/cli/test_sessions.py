@@ -113,12 +113,12 @@ def _policy_script(folder: Path) -> str:
 
 def test_show_gives_a_transcript_of_what_really_ran(env: dict[str, str], folder: Path) -> None:
     script = _policy_script(folder)
-    for message in ('/tool shell {"command": "echo as asked"}',
-                    '/tool fs_write {"path": "a", "content": "x"}',
-                    '/tool fs_read {"path": "secret"}'):
+    for message, status in (('/tool shell {"command": "echo as asked"}', 0),
+                            ('/tool fs_write {"path": "a", "content": "x"}', 3),  # denied
+                            ('/tool fs_read {"path": "secret"}', 0)):
         done = subprocess.run([sys.executable, "-c", script, "run", message], env=env,
                               cwd=folder, capture_output=True, text=True, timeout=60)
-        assert done.returncode == 0, done.stderr
+        assert done.returncode == status, done.stderr
     # A run killed while its tool runs: recovered as interrupted on the next opening.
     victim = subprocess.Popen([str(Path(sys.executable).parent / "hookline"), "run", SLEEPER],
                               env=env, cwd=folder, stdout=subprocess.DEVNULL,

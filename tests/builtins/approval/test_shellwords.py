@@ -446,7 +446,10 @@ def test_bash_runs_exactly_the_commands_of_a_plain_line(line: str, tmp_path: Pat
     for command in ran:
         assert command in left, (line, ran, parsed.commands)
         left.remove(command)
-    if whole and "||" not in line:
+    # bash runs them all, but the second of `a || b`, commands named by a path (run without
+    # the handler) and those refused for a descriptor that is not open
+    joined = line.replace("\\\n", "")
+    if whole and "||" not in joined and not re.search(r"&\s*([3-9]|[0-9]{2})", joined):
         assert all("/" in command[0] for command in left), (line, ran, parsed.commands)
 
 
