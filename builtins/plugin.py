@@ -21,6 +21,7 @@ from hookline.kernel import hookimpl
 from hookline.kernel.channels import (
     AdmissionRouter,
     AdmitDecision,
+    ApprovalRouter,
     Channel,
     MessageHandler,
     TurnSnapshot,
@@ -181,8 +182,8 @@ class BuiltinPlugin:
             state[TURN_SYSTEM] = str(context["system"])
         if context.get("thread_id"):
             state[RUNTIME_THREAD_ID] = str(context["thread_id"])
-        ask = getattr(self.framework.router, "approval_asker", None)
-        asker = ask(message) if callable(ask) else None
+        router = self.framework.router
+        asker = router.approval_asker(message) if isinstance(router, ApprovalRouter) else None
         if asker is not None:  # the channel that can ask a person (docs/approvals.md)
             from .approval.question import APPROVAL_ASKER
 

@@ -61,8 +61,7 @@ class TerminalAsker:
         import anyio.to_thread
 
         from hookline.builtins.agent import render_diff, wants_colour
-        from hookline.builtins.approval import Answer, parse_answer
-        from hookline.builtins.approval.question import ANSWER_KEYS
+        from hookline.builtins.approval import ANSWER_KEYS, Answer, parse_answer
 
         enabled, self.status.enabled = self.status.enabled, False  # no redraw meanwhile
         try:

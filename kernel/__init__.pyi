@@ -24,6 +24,7 @@ from .channels import AdmissionRouter as AdmissionRouter
 from .channels import AdmitAction as AdmitAction
 from .channels import AdmitDecision as AdmitDecision
 from .channels import AdmitOutcome as AdmitOutcome
+from .channels import ApprovalRouter as ApprovalRouter
 from .channels import Channel as Channel
 from .channels import ChannelRouter as ChannelRouter
 from .channels import Interface as Interface

@@ -32,6 +32,7 @@ __all__ = [
     "AdmitAction",
     "AdmitDecision",
     "AdmitOutcome",
+    "ApprovalRouter",
     "Channel",
     "ChannelRouter",
     "Interface",
@@ -203,6 +204,12 @@ class Channel(ABC):
         (`hookline chat` on Ctrl-C, after `ChannelManager.quit_session`)."""
         return None
 
+    def approval_asker(self, message: Any) -> Any:
+        """Who asks a person about the tool calls of the turn for `message`, handed over
+        by this channel: an object with `async ask(question) -> answer` (the builtin
+        approval gate's asker), or None when nobody can answer here."""
+        return None
+
 
 class Interface(Channel, ABC):
     """A user-facing channel: runs only when named explicitly."""
@@ -227,6 +234,16 @@ class ChannelRouter(Protocol):
     async def dispatch(self, message: Any) -> bool:
         """Deliver one outbound envelope (the builtin `dispatch_outbound` and `on_error`);
         False when nothing could take it."""
+        ...
+
+
+@runtime_checkable
+class ApprovalRouter(Protocol):
+    """A router that knows who can answer a question about a turn's tool calls (the
+    channel manager: the message's channel; `hookline run`'s printer: its terminal)."""
+
+    def approval_asker(self, message: Any) -> Any:
+        """The asker for the turn of inbound `message`, or None."""
         ...
 
 

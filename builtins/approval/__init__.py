@@ -9,8 +9,8 @@ from hookline.kernel._lazy import LazyExports as _LazyExports
 
 _PUBLIC = {
     "gate": ("READ_ONLY_TOOLS", "ApprovalGate"),
-    "question": ("ANSWER_DECISIONS", "APPROVAL_ASKER", "APPROVAL_POLICY", "APPROVAL_RECORD",
-                 "Answer", "Asker", "Question", "parse_answer"),
+    "question": ("ANSWER_DECISIONS", "ANSWER_KEYS", "APPROVAL_ASKER", "APPROVAL_POLICY",
+                 "APPROVAL_RECORD", "Answer", "Asker", "Question", "parse_answer"),
     "rules": ("RULES_TABLE", "WORKSPACE_RULES", "Rule", "RuleError", "RuleSet", "Verdict",
               "load_rules", "trust_workspace_rules"),
     "shellwords": ("ShellCommands", "split_commands"),

@@ -9,6 +9,7 @@ edit the table, never this file.
 from .gate import READ_ONLY_TOOLS as READ_ONLY_TOOLS
 from .gate import ApprovalGate as ApprovalGate
 from .question import ANSWER_DECISIONS as ANSWER_DECISIONS
+from .question import ANSWER_KEYS as ANSWER_KEYS
 from .question import APPROVAL_ASKER as APPROVAL_ASKER
 from .question import APPROVAL_POLICY as APPROVAL_POLICY
 from .question import APPROVAL_RECORD as APPROVAL_RECORD

@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 __all__ = [
     "ANSWER_DECISIONS",
+    "ANSWER_KEYS",
     "APPROVAL_ASKER",
     "APPROVAL_POLICY",
     "APPROVAL_RECORD",

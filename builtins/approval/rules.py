@@ -158,6 +158,9 @@ class RuleSet:
                 if rule is not None and rule.action == action:
                     return Verdict(rule.action, rule,
                                    f"{' '.join(words)!r} matches {rule.describe()}")
+        if not parsed.complete:
+            return Verdict("ask", None, f"the line could not be read whole ({parsed.reason}), "
+                                        f"so the rules cannot vouch for it")
         unmatched = [words for words, rule in decided if rule is None]
         if unmatched:
             return Verdict(None, None, f"no rule matches {' '.join(unmatched[0])!r}")

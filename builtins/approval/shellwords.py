@@ -44,17 +44,22 @@ class ShellCommands:
     reason: str
     """Why the line is not plain, in a few words for a person (the first three kinds of
     construct found, in order); "" when plain."""
+    complete: bool = True
+    """False when scanning stopped (nesting past the limit): commands may be missing, so
+    not even a deny rule's silence says anything about the line."""
 
 
 def split_commands(line: str) -> ShellCommands:
     """The simple commands of `line` and whether it is plain; never raises."""
     scanner = _Scanner(line, [], {})
+    complete = True
     try:
         scanner.parse_list(False, 0)
     except (_TooDeep, RecursionError):
         scanner.reasons = {f"nesting deeper than {_MAX_DEPTH} levels": None, **scanner.reasons}
+        complete = False
     reasons = list(scanner.reasons)
-    return ShellCommands(tuple(scanner.commands), not reasons, ", ".join(reasons[:3]))
+    return ShellCommands(tuple(scanner.commands), not reasons, ", ".join(reasons[:3]), complete)
 
 
 class _TooDeep(Exception):
@@ -172,7 +177,7 @@ class _Scanner:
         skeleton: list[str] = []
         started = False
         while self.pos < len(self.text):
-            char, start = self.peek(), self.pos
+            char, start, literal = self.peek(), self.pos, False
             if char in "<>" and self.peek(1) == "(":
                 self.flag(f"process substitution {char}(...)")
                 self.pos += 2
@@ -201,14 +206,11 @@ class _Scanner:
             elif char == "`":
                 part = self.backquoted(depth, quoted=False)
             else:
+                part, literal = char, True
                 self.pos += 1
-                value.append(char)
-                skeleton.append(char)
-                started = True
-                continue
             started = True
             value.append(part)
-            skeleton.append("$" if part == "$" else _QUOTED * max(1, len(part)))
+            skeleton.append(part if literal else _QUOTED * max(1, len(part)))
         return ("".join(value), "".join(skeleton)) if started else None
 
     def double_quoted(self, depth: int) -> str:

@@ -402,8 +402,7 @@ class ChannelManager:
         """Who asks a person about the message's tool calls: its channel's asker, when
         that channel can ask (`approval_asker`), else None (docs/approvals.md)."""
         channel = self.active.get(output_name(message))
-        ask = getattr(channel, "approval_asker", None)
-        return ask(message) if callable(ask) else None
+        return None if channel is None else channel.approval_asker(message)
 
     async def dispatch(self, message: Any) -> bool:
         """Send an outbound through the running channel named by `output_channel`, else

@@ -101,6 +101,9 @@ class Spawner:
                        "shell": isinstance(argv, str), "cwd": cwd,
                        "env": dict(env) if env is not None else {}}
             with self._lock:
+                if self._channel.fileno() < 0:
+                    raise OSError("this sandbox was closed (its session's environment was "
+                                  "closed); start the command again")
                 wire.send(self._channel, request, [child_in, child_out, child_err, status_write])
                 answer = wire.receive(self._channel)
                 if answer is None:

@@ -201,10 +201,14 @@ async def test_the_builtin_lifespan_records_sweeps_and_cleans_up(tmp_path: Path)
         await until(lambda: [short, read_proc(short).start] in records(home)[0]["adopted"])
         await until(lambda: read_proc(short) is None)  # exited and reaped, not a zombie
 
-        # An idle environment is closed by the sweep, with the process it spawned.
+        # An idle environment is closed by the sweep, with the process it spawned. It is
+        # held while it spawns, as a turn holds its own: starting the sandbox's helper may
+        # take longer than the idle time, and the sweep closes only what nobody holds.
+        framework.environments.take("idle-session")
         env = await framework.get_environment("idle-session")
         spawned = await env.spawn("sleep 300")
         assert framework.environments.sessions() == ["idle-session"]
+        framework.environments.let_go("idle-session")
         await until(lambda: len(framework.environments) == 0)
         await until(lambda: spawned.closed)  # LocalEnvironment.close stopped it
         assert is_gone(spawned.pid)
@@ -319,8 +323,11 @@ class GatewayProcess:
 
     def __init__(self, workspace: Path, home: Path) -> None:
         assert HOOKLINE, "the hookline console script is not installed in this environment"
+        # Unsandboxed: what ends processes that left their group is the process records
+        # tested here (a sandboxed command's family ends with its sandbox's namespace, and
+        # its pids are the namespace's, not this machine's).
         self.proc = subprocess.Popen([HOOKLINE, "gateway", "--port", "0"], cwd=workspace,
-                                     env=gateway_env(home), text=True,
+                                     env=gateway_env(home, HOOKLINE_SANDBOX="off"), text=True,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.lines: list[str] = []
         for stream in (self.proc.stdout, self.proc.stderr):

@@ -82,7 +82,8 @@ def violations() -> list[tuple[str, dict[str, Any], str]]:
                 long = "x" * (prop["maxLength"] + 1)
                 cases.append((tool.name, {**base, name: long}, f"{name!r} must be at most"))
             if "enum" in prop:
-                cases.append((tool.name, {**base, name: object()}, f"{name!r} must be one of"))
+                cases.append((tool.name, {**base, name: "none-of-the-choices"},
+                              f"{name!r} must be one of"))
     return cases
 
 
@@ -119,6 +120,7 @@ def test_the_cases_cover_every_tool_and_every_declared_limit() -> None:
     assert sorted(declared) == [
         ("fs.read", "limit", "minimum"),
         ("fs.read", "offset", "minimum"),
+        ("shell", "escalate", "enum"),
         ("shell", "timeout", "minimum"),
         ("spill.read", "id", "minLength"),
         ("spill.read", "limit", "maximum"),

@@ -104,7 +104,7 @@ def test_chat_lines_typed_during_a_question_are_queued_not_taken_as_the_answer(
                    "the note that the line is queued, and the question still there")
     assert not (asked.cwd / "ran.txt").exists()
     asked.type("y")
-    screen = asked.wait_for(
+    asked.wait_for(
         lambda s: at_prompt(s) and 'You said: "yes please, and then tell me a joke"' in s,
         "the command, then the queued line's own turn")
     assert (asked.cwd / "ran.txt").read_text() == "ran\n"
@@ -187,3 +187,15 @@ def test_an_escalation_opens_the_network_for_the_one_approved_command(
     assert "exit code: 0" in results[1], "the approved command reached the server"
     assert "exit code: 1" in results[2], "the next command is sandboxed again"
     assert "EXIT=0" in screen
+
+
+def test_chat_ctrl_c_cancels_the_turn_and_its_question(asked: Terminal) -> None:
+    asked.chat("cancel", "--session", "approvals")
+    asked.wait_for(at_prompt, "the prompt")
+    asked.type('/tool shell {"command": "echo late > late.txt"}')
+    asked.wait_for(asking, "the question")
+    asked.keys("C-c")
+    asked.wait_for(lambda s: "(turn cancelled)" in s and at_prompt(s), "the prompt back")
+    asked.type("y")  # no question waits any more: an ordinary message
+    asked.wait_for(lambda s: 'You said: "y"' in s and at_prompt(s), "y as a message")
+    assert not (asked.cwd / "late.txt").exists()

@@ -11,16 +11,12 @@ Nothing streams meanwhile: the turn is held inside the tool call being asked abo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
 from ...agent.tool_view import colour_allowed, render_diff
 from ...approval.question import ANSWER_KEYS, Answer, Question, parse_answer
-from .channel import PROMPT
-
-if TYPE_CHECKING:
-    from .channel import CliChannel
 
 __all__ = ["QUESTION_PROMPT", "ChatAsker"]
 
@@ -41,8 +37,9 @@ class ChatAsker:
     calls one after another, and the chat runs one turn at a time). It drives the
     channel's terminal (its lines, prompt and indicator) as a part of the channel."""
 
-    def __init__(self, channel: CliChannel) -> None:
+    def __init__(self, channel: Any) -> None:
         self.channel = channel
+        """The `CliChannel` that owns it (typed loosely: the channel imports this module)."""
         self._pending: _Pending | None = None
 
     @property
@@ -52,6 +49,7 @@ class ChatAsker:
     async def ask(self, question: Question) -> Answer:
         channel = self.channel
         pending = self._pending = _Pending(question)
+        prompt = channel._editor.prompt if channel._editor is not None else None
         colour = channel._is_interactive() and colour_allowed()
         lines = [*question.lines(), *render_diff(list(question.diff), colour),
                  f"  answer: {ANSWER_KEYS}"]
@@ -65,7 +63,8 @@ class ChatAsker:
             await pending.done.wait()
         finally:
             self._pending = None
-            self._set_prompt(PROMPT)
+            if prompt is not None:
+                self._set_prompt(prompt)
             channel._show_indicator("running")
         assert pending.answer is not None
         return pending.answer
@@ -103,7 +102,7 @@ class ChatAsker:
         channel._clear_indicator()
         if channel._editor is not None:
             channel._editor.set_prompt(prompt, text)
-        elif prompt != PROMPT:
+        else:
             channel._write(prompt)
             channel._prompt_shown = True
 

@@ -68,6 +68,14 @@ def test_an_ask_or_deny_rule_sees_commands_inside_substitutions() -> None:
         assert rules.judge("shell", {"command": line}, WORKSPACE).action == "deny", line
 
 
+def test_a_line_too_deep_to_read_whole_is_asked_about_whatever_the_rules_say() -> None:
+    rules = ruleset({"action": "deny", "tool": "shell", "command": "rm"},
+                    {"action": "allow", "tool": "shell"})
+    hidden = "echo " + "$(a; " * 60 + "rm x" + ")" * 60
+    verdict = rules.judge("shell", {"command": hidden}, WORKSPACE)
+    assert verdict.action == "ask" and "could not be read whole" in verdict.detail
+
+
 def test_paths_are_globs_relative_to_the_workspace() -> None:
     rules = ruleset({"action": "allow", "tool": "fs_*", "path": "docs/**"},
                     {"action": "deny", "tool": "fs_write", "path": "*.lock"})
@@ -124,9 +132,10 @@ def test_a_rules_file_that_is_not_toml_or_holds_other_tables_is_refused(tmp_path
 
 # -- properties ------------------------------------------------------------------------
 
+_KEYWORDS = {"if", "then", "else", "elif", "fi", "for", "in", "while", "until", "do", "done",
+             "case", "esac", "function", "select", "time", "coproc"}
 _WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-._/", min_size=1, max_size=8
-                ).filter(lambda w: w not in {"if", "do", "fi", "for", "in", "done", "then",
-                                             "case", "esac", "while", "until", "time"})
+                ).filter(lambda w: w not in _KEYWORDS)
 _COMMAND = st.lists(_WORD, min_size=1, max_size=4)
 _EXTENSIONS = ["{p}; {x}", "{p} && {x}", "{p} || {x}", "{p} | {x}", "{p} & {x}", "{p}\n{x}",
                "{p} $({x})", "{p} `{x}`", "{p}$({x})", "{p}`{x}`", "{p} <({x})", "{p};{x}",
