@@ -11,7 +11,7 @@ import contextlib
 import inspect
 import logging
 import threading
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -73,8 +73,9 @@ PROCESS_RECORDS = "processes"
 """Folder of the hookline home holding one process record per open scope."""
 
 CONTEXT_WINDOW = 100
-"""The builtin context window: of the entries after the last anchor, at most this many
-recorded before the running turn (all of the running turn's own); see docs/builtins.md."""
+"""Messages since the last anchor past which the context is compacted, as past the token
+budget; the tape is read with twice as many entries at most (the running turn's own all
+kept), a bound that compaction keeps from ever sliding; see docs/context.md."""
 MEDIA_KINDS = ("image", "audio", "video")
 
 
@@ -141,12 +142,25 @@ class BuiltinPlugin:
             from .models.opening import ModelOpener
 
             settings = self.get_settings()
-            config = AgentConfig(settings.model_spec, settings.max_steps, settings.max_tokens)
+            config = AgentConfig(settings.model_spec, settings.max_steps, settings.max_tokens,
+                                 settings.context_window, settings.context_budget,
+                                 CONTEXT_WINDOW, settings.compaction)
             self._agent = Agent(self.framework, config, ModelOpener(settings), self.tape_for)
             self._agent.bus.on(StepStarted, self._refresh_instructions)
             if self.mcp_servers() is not None:
                 self._agent.prepare_tools = self._prepare_mcp
         return self._agent
+
+    async def compact_session(self, session_id: str, instructions: str = "",
+                              model: str | None = None) -> dict[str, Any] | None:
+        """Summarise the session's context now (docs/context.md); None: nothing to do."""
+        state = {"session_id": session_id, RUNTIME_WORKSPACE: str(self.framework.workspace)}
+        return await self.get_agent().compact(session_id, state, model, instructions)
+
+    def context_window(self, model: str | None = None) -> int:
+        """The context window the agent assumes for `model` (default: the configured one)."""
+        agent = self.get_agent()
+        return agent.meter.window(model or agent.config.model)
 
     def tape_for(self, session_id: str, state: dict[str, Any]) -> Tape:
         """The session's tape on the scope's store, with the hooks' context and sidecars."""
@@ -207,8 +221,10 @@ class BuiltinPlugin:
     @hookimpl
     def render_outbound(self, message: Any, session_id: str, state: dict[str, Any],
                         model_output: str) -> list[dict[str, Any]]:
+        from .channels.envelopes import with_reply_context
+
         channel = get_field(message, "channel") or "default"
-        return [_with_reply_context({
+        return [with_reply_context({
             "session_id": session_id,
             "channel": channel,
             "chat_id": get_field(message, "chat_id") or "default",
@@ -385,7 +401,7 @@ class BuiltinPlugin:
 
     @hookimpl
     def build_tape_context(self) -> TapeContext:
-        return TapeContext(window=CONTEXT_WINDOW)
+        return TapeContext(window=2 * CONTEXT_WINDOW)
 
     @hookimpl
     def provide_tools(self) -> list[Tool]:
@@ -526,29 +542,10 @@ class BuiltinPlugin:
         """Tell the conversation's channel that something failed (when there is one)."""
         if message is None:
             return
-        outbound = {
-            "session_id": get_field(message, "session_id") or default_session_id(message),
-            "channel": get_field(message, "channel") or "default",
-            "chat_id": get_field(message, "chat_id") or "default",
-            "output_channel": get_field(message, "output_channel")
-            or get_field(message, "channel") or "default",
-            "kind": "error",
-            "content": self.scrub_text(f"An error occurred at stage '{stage}': {error}"),
-        }
-        await self.framework.runtime.call_many("dispatch_outbound",
-                                               message=_with_reply_context(outbound, message))
+        from .channels.envelopes import error_outbound
 
-
-def _with_reply_context(outbound: dict[str, Any], inbound: Any) -> dict[str, Any]:
-    """`outbound` with the private keys (leading `_`) of the inbound's context: a
-    channel's own marks, such as the http channel's request id, which tell the channel
-    which of its messages an outbound answers, whichever task sends it."""
-    context = get_field(inbound, "context")
-    if isinstance(context, Mapping):
-        private = {key: value for key, value in context.items() if str(key).startswith("_")}
-        if private:
-            outbound["context"] = private
-    return outbound
+        outbound = error_outbound(stage, error, message, self.scrub_text)
+        await self.framework.runtime.call_many("dispatch_outbound", message=outbound)
 
 
 async def _nested(outer: AsyncIterator[None], inner: AsyncIterator[None]

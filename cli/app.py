@@ -23,6 +23,7 @@ from hookline.kernel import Framework
 from .approvals import ApprovalOption
 from .blame import with_blame
 from .chat import chat_command
+from .compact import compact_command
 from .gateway import gateway_command, kill_background_groups
 from .mcp import mcp_commands, mcp_summary, settle_mcp_group
 from .models import models_command
@@ -92,6 +93,7 @@ def create_app(framework: Framework | None = None) -> typer.Typer:
     app.add_typer(session_commands(framework))
     app.add_typer(store_commands())
     app.add_typer(rules_commands(framework))
+    app.command(name="compact")(compact_command(framework))
     app.add_typer(new_commands())
     framework.runtime.call_many_sync("register_cli_commands", app=app)
     settle_mcp_group(app, mcp_commands(framework))
@@ -194,6 +196,8 @@ def _run_command(framework: Framework) -> Any:
         from .approvals import terminal_asker
 
         printer.asker = terminal_asker(printer.status)  # on a terminal: stdin answers
+        if usage:
+            printer.window_of = _window_of(framework)
         # The one error line below says what failed; -v shows warnings and the traceback.
         show_logs(logging.WARNING if verbose else logging.ERROR, turn_failures=verbose,
                   verbose=verbose)
@@ -241,6 +245,12 @@ def _run_command(framework: Framework) -> Any:
         printer.finish(outcome["result"])
 
     return run
+
+
+def _window_of(framework: Framework) -> Any:
+    """The context window of a model, as the builtin agent assumes it (None without it)."""
+    builtin = framework.registry.get_plugin("builtin")
+    return getattr(builtin, "context_window", None)
 
 
 def _console_trace(framework: Framework) -> Any:

@@ -51,6 +51,9 @@ class ChatCommands:
                                                   "chat's turns and of the whole session"),
             ChatCommand("attach", self.attach, "attach a file (text or image) to the next "
                                                "message", "PATH"),
+            ChatCommand("compact", self.compact, "summarise this session's context now, to "
+                                                 "free room (optional: what to keep)",
+                        "[INSTRUCTIONS]"),
         ]
 
     def observe(self, session_id: str, event: StreamEvent) -> None:
@@ -120,6 +123,24 @@ class ChatCommands:
         recorded = await session_totals(self.framework, self.session_id, self._prices())
         if recorded is not None and recorded.reported:
             self._say(f"{recorded.line('session')} (every turn on its tape)")
+        window_of = getattr(self.framework.registry.get_plugin("builtin"), "context_window",
+                            None)
+        if totals.last_input is not None and window_of is not None:
+            from hookline.builtins.agent import meter_line
+
+            self._say(meter_line(totals.last_input[1], window_of(totals.last_input[0])))
+
+    async def compact(self, arguments: str) -> None:
+        compact = getattr(self.framework.registry.get_plugin("builtin"), "compact_session",
+                          None)
+        if compact is None:
+            raise RuntimeError("compaction is the builtin plugin's, which is not loaded")
+        busy = getattr(self.framework.router, "busy_sessions", None)
+        if busy is not None and self.session_id in busy():
+            raise RuntimeError("a turn is running: /compact once it has answered")
+        self._say("compacting: the model summarises this session's context ...")
+        said = await compact(self.session_id, arguments.strip(), self.channel.model)
+        self._say(compaction_said(self.session_id, said))
 
     def _prices(self) -> Any:
         if self._price_table is None:
@@ -168,3 +189,12 @@ def _looks_like_spec(spec: str) -> bool:
         return True
     provider, sep, model = spec.partition(":")
     return bool(sep and provider.strip() and model.strip()) and " " not in spec
+
+
+def compaction_said(session_id: str, said: dict[str, Any] | None) -> str:
+    """What `/compact` and `hookline compact` report."""
+    if said is None:
+        return f"session {session_id}: nothing to compact yet"
+    return (f"session {session_id}: compacted about {int(said['tokens_before']):,} tokens of "
+            f"context into a summary of {int(said['summary_chars']):,} characters (anchor "
+            f"compaction; everything before it stays on the tape)")

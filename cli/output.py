@@ -75,6 +75,8 @@ class TurnPrinter:
         """The session's `UsageTotals` (with `usage`), shown after the turn's."""
         self.asker: Any = None
         """Who asks about tool calls that need a person (None: the policy decides)."""
+        self.window_of: Any = None
+        """The context window of a model (with `usage`: the context meter's)."""
         self.denied = 0
         """Tool calls of the turn that were denied (a rule, the policy or the user)."""
 
@@ -109,6 +111,14 @@ class TurnPrinter:
                 await self._show_results(records)
                 step += 1
                 self.status.show(f"step {step}: thinking")
+            elif event.kind in ("retry", "compaction"):
+                from hookline.builtins.agent import turn_note
+
+                note = turn_note(event.kind, event.data)
+                if note and not self.quiet:
+                    self._say([note])
+                if event.kind == "compaction":
+                    self.status.show(f"step {step}: thinking")
             elif event.kind in ("usage", "final") and self.usage:
                 totals = self.usage_totals()
                 if event.kind == "usage":
@@ -184,6 +194,12 @@ class TurnPrinter:
             typer.echo(self.usage_totals().line(), err=True, file=self.err)
             if self.session_usage is not None and self.session_usage.reported:
                 typer.echo(self.session_usage.line("session"), err=True, file=self.err)
+            last = self.usage_totals().last_input
+            if last is not None and self.window_of is not None:
+                from hookline.builtins.agent import meter_line
+
+                typer.echo(meter_line(last[1], self.window_of(last[0])), err=True,
+                           file=self.err)
         if self.errors and check_errors:
             fail(RuntimeError(self.errors[0]))
         if self.denied and check_errors:

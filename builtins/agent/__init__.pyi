@@ -24,6 +24,7 @@ from .tool_notes import is_terminal as is_terminal
 from .tool_notes import result_lines as result_lines
 from .tool_notes import terminal_text as terminal_text
 from .tool_notes import tool_notes as tool_notes
+from .tool_notes import turn_note as turn_note
 from .tool_view import FILE_TOOLS as FILE_TOOLS
 from .tool_view import FileChanges as FileChanges
 from .tool_view import ToolView as ToolView
@@ -32,4 +33,5 @@ from .tool_view import render_diff as render_diff
 from .tool_view import wants_colour as wants_colour
 from .usage import UsageTotals as UsageTotals
 from .usage import add_usage as add_usage
+from .usage import meter_line as meter_line
 from .usage import token_counts as token_counts

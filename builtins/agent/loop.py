@@ -15,7 +15,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
@@ -53,30 +53,50 @@ from hookline.kernel.tools import Tool, ToolContext
 from hookline.kernel.turn import RUNTIME_TAPE, RUNTIME_TOOL_NAMES
 
 from ..models.base import (
-    Finished,
     ModelClient,
     ModelMessage,
-    TextDelta,
-    ToolCallEvent,
     ToolCallSpec,
     ToolSchema,
-    Usage,
     as_model_messages,
 )
 from ..tape.tape import Tape, TapeRecordError, should_merge_back
+from .compaction import (
+    COMPACTION_ANCHOR,
+    CONTINUE_AFTER_COMPACTION,
+    MAX_SUMMARY_TOKENS,
+    ContextMeter,
+    bounded_summary,
+    overflow_limit,
+    request_chars,
+    summary_request,
+)
+from .outcome import StepOutcome, as_hookline_error, error_dict, what_ran
 from .spill import model_text
 from .usage import add_usage
 
 logger = logging.getLogger(__name__)
 
+COMPACTION_STATE = "compaction"
+"""Turn state key: False turns compaction off for the turn (a plugin's `load_state` may
+set it); while a summary call runs it holds the reason (`budget`, `overflow`, `user`), so
+a `before_llm_call` can recognise the call and answer it with its own summary."""
+
 
 @dataclass(frozen=True)
 class AgentConfig:
-    """What a run needs besides the prompt: limits and the model to use by default."""
+    """What a run needs besides the prompt: limits and the model to use by default.
+
+    `context_window` (None: by model) and `context_budget` bound each request; past them
+    (or past `max_context_messages` messages since the last anchor) the context is
+    compacted first, unless `compaction` is off (docs/context.md)."""
 
     model: str = "offline"
     max_steps: int = 20
     max_tokens: int | None = None
+    context_window: int | None = None
+    context_budget: float = 0.8
+    max_context_messages: int | None = None
+    compaction: bool = True
 
 
 class Agent:
@@ -99,8 +119,17 @@ class Agent:
         self.tape_for = tape_for
         self.prepare_tools: Callable[[], Awaitable[None]] | None = None
         """Awaited before each run collects its tools (the MCP servers start there)."""
+        self.meter = ContextMeter(config.context_window, config.context_budget)
+        """What is known of each model's window and tokens per character."""
         self.bus = EventBus()
         framework.agent_plugins.attach(self.bus)
+
+    async def compact(self, session_id: str, state: dict[str, Any], model: str | None = None,
+                      instructions: str = "") -> dict[str, Any] | None:
+        """Compact the session's context now (`/compact`, `hookline compact`): what the
+        `compaction` event said, or None when there was nothing to compact."""
+        run = _Run(self, [""], session_id, state, model or self.config.model, StreamState())
+        return await run.compact(instructions)
 
     def run_stream(
         self, prompt: Any, session_id: str, state: dict[str, Any], model: str | None = None
@@ -144,6 +173,22 @@ class _Run:
         self.tools = {tool.model_name: tool for tool in offered}
         # Calls may also use the tool's own name (`fs.read` for the model's `fs_read`).
         self.tool_aliases = {tool.name: tool for tool in offered}
+
+    async def compact(self, instructions: str) -> dict[str, Any] | None:
+        session_tape = self.agent.tape_for(self.session_id, self.state)
+        async with session_tape.fork(merge_back=should_merge_back(self.session_id)) as tape:
+            self.tape = tape
+            context = await tape.read_model_messages()
+            if len(context) < 2:
+                return None
+            started = await self._start_step(None)
+            said: dict[str, Any] | None = None
+            async with contextlib.aclosing(self._compact("user", context, started,
+                                                         instructions)) as events:
+                async for event in events:
+                    if event.kind == "compaction":
+                        said = dict(event.data)
+            return said
 
     async def events(self) -> AsyncIterator[StreamEvent]:
         started = time.perf_counter()
@@ -192,38 +237,61 @@ class _Run:
         new_messages = [ModelMessage.user(first)]
         step_prompt: list[Any] | None = self.prompt
         while True:
-            if self.steps >= self.agent.config.max_steps:
-                raise HooklineError(
-                    ErrorKind.temporary,
-                    f"stopped after {self.agent.config.max_steps} model steps without a final "
-                    f"answer; raise HOOKLINE_MAX_STEPS if the task needs more",
-                )
-            self.steps += 1
-            step_started = time.perf_counter()
-            run_id = self.run_id = new_run_id()
-            self.step_text_started = False
-            await self._emit(StepStarted(step=self.steps, prompt=step_prompt,
-                                         state=self.state, tape=self.tape))
+            step_started = await self._start_step(step_prompt)
+            run_id = self.run_id
             # The context is read before the step's new messages are recorded: the tape
             # keeps only their text, the model gets them whole (media included).
             context = await self.tape.read_model_messages()
             # Steered messages came after the step's own prompt: they follow it, in order.
             new_messages = new_messages + await self._drain_steering()
+            if self._needs_compaction(context + new_messages):
+                async with contextlib.aclosing(self._compact("budget", context + new_messages,
+                                                             step_started)) as events:
+                    async for event in events:
+                        yield event
+                step_started = await self._start_step(step_prompt)
+                run_id = self.run_id
+                context = await self.tape.read_model_messages()
+                new_messages = new_messages or [ModelMessage.user(CONTINUE_AFTER_COMPACTION)]
             for message in new_messages:
                 await self.tape.append("message", message.to_dict(), run_id=run_id)
             await self.tape.flush()  # the prompt is durable before the model sees it
-            outcome = _StepOutcome()
-            call = self._model_call(run_id, outcome, context + new_messages)
-            try:
-                async with contextlib.aclosing(call):  # closed with us: it keeps partial text
-                    async for event in call:
+            outcome = StepOutcome()
+            retried = False
+            while True:
+                call = self._model_call(run_id, outcome, context + new_messages)
+                try:
+                    async with contextlib.aclosing(call):  # closed with us: keeps partial text
+                        async for event in call:
+                            yield event
+                    break
+                except HooklineError as exc:
+                    stated = overflow_limit(exc)
+                    if retried and stated is not None:
+                        exc = HooklineError(ErrorKind.provider, (
+                            f"the model refused the request as too long even after the "
+                            f"context was compacted ({exc.message}); set context_window "
+                            f"lower, or start a new session (--new)"), exc.details)
+                    if retried or stated is None or outcome.text or outcome.tool_calls \
+                            or not self._may_compact():
+                        await self._step_failed(step_started, exc)
+                        raise exc from exc.__cause__
+                except Exception as exc:
+                    await self._step_failed(step_started, exc)
+                    raise
+                self.agent.meter.overflowed(self.model, stated)
+                async with contextlib.aclosing(self._compact("overflow", context + new_messages,
+                                                             step_started)) as events:
+                    async for event in events:
                         yield event
-            except Exception as exc:
-                await self._emit(StepFinished(
-                    step=self.steps, status="error", state=self.state, tape=self.tape,
-                    stream_state=self.stream_state, error=f"{type(exc).__name__}: {exc}",
-                    elapsed_ms=(time.perf_counter() - step_started) * 1000))
-                raise
+                step_started = await self._start_step(step_prompt)
+                run_id, retried = self.run_id, True
+                context = await self.tape.read_model_messages()
+                new_messages = new_messages or [ModelMessage.user(CONTINUE_AFTER_COMPACTION)]
+                for message in new_messages:  # after the summary: the model answers them
+                    await self.tape.append("message", message.to_dict(), run_id=run_id)
+                await self.tape.flush()
+                outcome = StepOutcome()
             if outcome.tool_calls:
                 results = [await self._run_tool(run_id, call) for call in outcome.tool_calls]
                 yield StreamEvent("tool_result", {"tool_results": results})
@@ -245,12 +313,129 @@ class _Run:
             if finished.next_prompt is not None:
                 new_messages = [ModelMessage.user(finished.next_prompt)]
 
-    async def _model_call(self, run_id: str, outcome: _StepOutcome,
+    async def _start_step(self, prompt: list[Any] | None) -> float:
+        """Count a new step (refused past `max_steps`) and announce it; its start time."""
+        if self.steps >= self.agent.config.max_steps:
+            raise HooklineError(
+                ErrorKind.temporary,
+                f"stopped after {self.agent.config.max_steps} model steps without a final "
+                f"answer; raise HOOKLINE_MAX_STEPS if the task needs more",
+            )
+        self.steps += 1
+        self.run_id = new_run_id()
+        self.step_text_started = False
+        await self._emit(StepStarted(step=self.steps, prompt=prompt, state=self.state,
+                                     tape=self.tape))
+        return time.perf_counter()
+
+    async def _step_failed(self, started: float, exc: Exception) -> None:
+        await self._emit(StepFinished(
+            step=self.steps, status="error", state=self.state, tape=self.tape,
+            stream_state=self.stream_state, error=f"{type(exc).__name__}: {exc}",
+            elapsed_ms=(time.perf_counter() - started) * 1000))
+
+    def _may_compact(self) -> bool:
+        """Compaction is on, for this turn, and for this model (the offline model reads
+        no context: summarising it would only cost a step)."""
+        return (self.agent.config.compaction and self.state.get(COMPACTION_STATE) is not False
+                and not self.model.startswith("offline"))
+
+    def _needs_compaction(self, conversation: list[ModelMessage]) -> bool:
+        """Whether the next request would pass the budget, or the context holds more
+        messages since its anchor than the window: then it is compacted first."""
+        if not self._may_compact() or len(conversation) < 2:
+            return False
+        limit = self.agent.config.max_context_messages
+        if limit is not None and len(conversation) > limit:
+            return True
+        return self._estimate(conversation) > self.agent.meter.limit(self.model)
+
+    def _estimate(self, conversation: list[ModelMessage]) -> int:
+        """The tokens of a request holding `conversation`, estimated."""
+        chars = request_chars([ModelMessage.system(self._system_prompt()), *conversation],
+                              self._schemas())
+        return self.agent.meter.estimate(self.model, chars)
+
+    async def _compact(self, reason: str, conversation: list[ModelMessage], started: float,
+                       instructions: str = "") -> AsyncGenerator[StreamEvent, None]:
+        """Summarise `conversation` in one model call and write it as a handoff anchor; the
+        step ends with status `auto_handoff`."""
+        meter = self.agent.meter
+        before = self._estimate(conversation)
+        room = max(1000, meter.limit(self.model) - MAX_SUMMARY_TOKENS - 1000)
+        chars = int(room / meter.estimate(self.model, 1000) * 1000)
+        request = LLMCallRequest(run_id=self.run_id, model=self.model,
+                                 messages=summary_request(conversation, instructions, chars),
+                                 max_tokens=MAX_SUMMARY_TOKENS)
+        self.state[COMPACTION_STATE] = reason  # a before_llm_call may answer it instead
+        try:
+            outcome = StepOutcome()
+            async with contextlib.aclosing(self._plain_call(request, outcome)) as events:
+                async for event in events:
+                    yield event
+        finally:
+            self.state.pop(COMPACTION_STATE, None)
+        summary = bounded_summary(outcome.text)
+        if not summary:
+            raise HooklineError(ErrorKind.provider, f"compacting the context failed: the model "
+                                                    f"{self.model!r} returned an empty summary")
+        await self.tape.handoff(COMPACTION_ANCHOR, {"summary": summary, "reason": reason,
+                                                    "tokens": before, "owner": "hookline"},
+                                run_id=self.run_id)
+        await self.tape.flush()
+        yield StreamEvent("compaction", {"reason": reason, "tokens_before": before,
+                                         "summary_chars": len(summary), "model": self.model})
+        await self._emit(StepFinished(
+            step=self.steps, status="auto_handoff", state=self.state, tape=self.tape,
+            stream_state=self.stream_state,
+            elapsed_ms=(time.perf_counter() - started) * 1000))
+
+    async def _plain_call(self, request: LLMCallRequest, outcome: StepOutcome
+                          ) -> AsyncGenerator[StreamEvent, None]:
+        """A model call without tools whose text is not the reply (a summary), through
+        the interception events; its usage counts."""
+        started = await self._emit(LLMCallStarted(request=request, state=self.state,
+                                                  tape=self.tape))
+        request = started.request
+        if isinstance(started.decision, LLMCallDecision):
+            outcome.text = started.decision.text
+            return
+        opened = time.perf_counter()
+        try:
+            client = self.agent.open_model(request.model)
+            stream = client.stream(as_model_messages(request.messages), [],
+                                   max_tokens=request.max_tokens)
+            async with contextlib.aclosing(stream) as events:  # type: ignore[type-var]
+                async for event in events:
+                    said = outcome.take(event)
+                    if said is not None and said.kind == "retry":
+                        yield said
+        except Exception as exc:
+            await self._emit(LLMCallFinished(request=request, state=self.state, tape=self.tape,
+                                             result=self._llm_result(request.run_id, outcome,
+                                                                     exc, opened)))
+            raise as_hookline_error(exc, request.model) from exc
+        if outcome.usage is not None:
+            add_usage(self.usage_by_model, request.model, outcome.usage)
+            yield StreamEvent("usage", {"usage": outcome.usage, "model": request.model,
+                                        "elapsed_seconds": time.perf_counter() - opened})
+        await self._emit(LLMCallFinished(request=request, state=self.state, tape=self.tape,
+                                         result=self._llm_result(request.run_id, outcome, None,
+                                                                 opened)))
+
+    def _system_prompt(self) -> str:
+        return str(self.agent.framework.get_system_prompt(
+            to_legacy_prompt(self.prompt) if self.steps == 1 else "", self.state) or "")
+
+    def _schemas(self) -> list[ToolSchema]:
+        return [ToolSchema(name, tool.description, tool.parameters)
+                for name, tool in self.tools.items()]
+
+    async def _model_call(self, run_id: str, outcome: StepOutcome,
                           conversation: list[ModelMessage]
                           ) -> AsyncGenerator[StreamEvent, None]:
         """One provider call (or a finish decision), streamed and recorded."""
-        system = self.agent.framework.get_system_prompt(
-            to_legacy_prompt(self.prompt) if self.steps == 1 else "", self.state)
+        system = self._system_prompt()
         messages = ([ModelMessage.system(system)] if system else []) + conversation
         request = LLMCallRequest(run_id=run_id, model=self.model, messages=messages,
                                  tool_names=tuple(self.tools),
@@ -265,8 +450,8 @@ class _Run:
             await self._record_reply(run_id, request, outcome, system)
             return
         client = self.agent.open_model(request.model)
-        schemas = [ToolSchema(name, tool.description, tool.parameters)
-                   for name, tool in self.tools.items()]
+        schemas = self._schemas()
+        chars = request_chars(as_model_messages(request.messages), schemas)
         opened = time.perf_counter()
         try:
             stream = client.stream(as_model_messages(request.messages), schemas,
@@ -283,12 +468,13 @@ class _Run:
             await self._emit(LLMCallFinished(request=request, state=self.state, tape=self.tape,
                                              result=self._llm_result(run_id, outcome, exc,
                                                                      opened)))
-            raise _as_hookline_error(exc, request.model) from exc
+            raise as_hookline_error(exc, request.model) from exc
         except BaseException:  # cancelled, or the consumer stopped reading
             with anyio.CancelScope(shield=True):
                 await self._keep_partial_text(run_id, request, outcome)
             raise
         self.stream_state.usage = outcome.usage
+        self.agent.meter.measured(request.model, chars, outcome.usage)
         if outcome.usage is not None:
             add_usage(self.usage_by_model, request.model, outcome.usage)
             yield StreamEvent("usage", {"usage": outcome.usage, "model": request.model,
@@ -298,7 +484,7 @@ class _Run:
         await self._record_reply(run_id, request, outcome, system)
 
     async def _keep_partial_text(self, run_id: str, request: LLMCallRequest,
-                                 outcome: _StepOutcome) -> None:
+                                 outcome: StepOutcome) -> None:
         """Text already streamed when the call ended early is recorded, marked interrupted."""
         if outcome.text:
             await self.tape.append("message", {"role": "assistant", "content": outcome.text},
@@ -311,7 +497,7 @@ class _Run:
         self.text_emitted = self.step_text_started = True
         return delta
 
-    def _llm_result(self, run_id: str, outcome: _StepOutcome, error: BaseException | None,
+    def _llm_result(self, run_id: str, outcome: StepOutcome, error: BaseException | None,
                     opened: float) -> LLMCallResult:
         return LLMCallResult(
             run_id=run_id, text=outcome.text or None,
@@ -360,11 +546,11 @@ class _Run:
         await self._emit(ToolCallFinished(call=call, result=result, state=self.state))
         output = result.result
         if output is None and result.error is not None:
-            output = json.dumps(_error_dict(result.error), ensure_ascii=False)
+            output = json.dumps(error_dict(result.error), ensure_ascii=False)
         output = model_text(output)
         record = {"call_id": spec.id, "name": spec.name, "output": output,
                   "is_error": result.error is not None and result.result is None,
-                  **_what_ran(decision.action, arguments, call, result)}
+                  **what_ran(decision.action, arguments, call, result)}
         await self.tape.append("tool_result", {"results": [record]}, run_id=run_id)
         await self.tape.flush()  # what the tool did is durable before anything else runs
         return record
@@ -381,7 +567,7 @@ class _Run:
             messages.append(ModelMessage.user(content))
         return messages
 
-    async def _record_reply(self, run_id: str, request: LLMCallRequest, outcome: _StepOutcome,
+    async def _record_reply(self, run_id: str, request: LLMCallRequest, outcome: StepOutcome,
                             system: str) -> None:
         calls = [call.to_dict() for call in outcome.tool_calls]
         if calls:  # paired with the tool_result entries that follow (Tape.read_messages)
@@ -398,64 +584,6 @@ class _Run:
 
     async def _emit(self, event: Any) -> Any:
         return await self.bus.emit(event)
-
-
-@dataclass
-class _StepOutcome:
-    """What one model call produced so far."""
-
-    text: str = ""
-    tool_calls: list[ToolCallSpec] = field(default_factory=list)
-    usage: dict[str, Any] | None = None
-
-    def take(self, event: Any) -> StreamEvent | None:
-        """Fold a model event in; return the stream event to pass on, if any."""
-        if isinstance(event, TextDelta) and event.text:
-            self.text += event.text
-            return StreamEvent("text", {"delta": event.text})
-        if isinstance(event, ToolCallEvent):
-            self.tool_calls.append(event.call)
-            return StreamEvent("tool_call", {"tool_calls": [event.call.to_dict()]})
-        if isinstance(event, Usage):
-            self.usage = event.data
-        elif isinstance(event, Finished):
-            self.usage = event.usage or self.usage
-            if not self.tool_calls:
-                self.tool_calls = list(event.tool_calls)
-            if not self.text and event.text:  # a client that sent no deltas
-                self.text = event.text
-                return StreamEvent("text", {"delta": event.text})
-        return None
-
-
-def _error_dict(error: BaseException) -> dict[str, Any]:
-    if isinstance(error, HooklineError):
-        return error.as_dict()
-    return {"kind": "tool", "message": f"{type(error).__name__}: {error}"}
-
-
-def _as_hookline_error(exc: Exception, model: str) -> HooklineError:
-    if isinstance(exc, HooklineError):
-        return exc
-    return HooklineError(ErrorKind.provider, f"model {model!r} failed: {type(exc).__name__}: "
-                                             f"{exc}")
-
-
-def _what_ran(action: str, requested: dict[str, Any], call: ToolCall,
-              result: ToolCallResult) -> dict[str, Any]:
-    """What a tool_result record keeps of what really happened: the outcome (`ran`,
-    `denied`, `replaced` or `failed`), the arguments that ran, and the model's own when a
-    plugin rewrote them, and the error message."""
-    outcome = {"deny": "denied", "replace": "replaced"}.get(action, "ran")
-    if outcome == "ran" and result.error is not None:
-        outcome = "failed"
-    ran = dict(call.arguments)
-    what: dict[str, Any] = {"outcome": outcome, "arguments": ran}
-    if ran != requested:
-        what["requested_arguments"] = requested
-    if result.error is not None:
-        what["error"] = str(getattr(result.error, "message", result.error))
-    return what
 
 
 __all__ = ["Agent", "AgentConfig"]

@@ -94,3 +94,17 @@ def terminal_text(text: str, *, keep_newlines: bool = True) -> str:
     kept = "\n\t" if keep_newlines else ""
     return "".join(char if char.isprintable() or char in kept else repr(char)[1:-1]
                    for char in text)
+
+
+def turn_note(kind: str, data: dict[str, Any]) -> str | None:
+    """The line a `retry` or `compaction` stream event shows on a terminal, else None."""
+    if kind == "retry":
+        return (f"[retry] {data.get('reason')}: waiting {float(data.get('wait') or 0):.1f} s, "
+                f"then attempt {data.get('attempt')} of {data.get('attempts')}")
+    if kind == "compaction":
+        why = {"budget": "the context passed its budget", "overflow": "the model refused "
+               "the request as too long", "user": "asked"}.get(str(data.get("reason")), "")
+        return (f"[context] compacted ({why}; about {int(data.get('tokens_before') or 0):,} "
+                f"tokens): the session goes on from a summary of "
+                f"{int(data.get('summary_chars') or 0):,} characters")
+    return None

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..config import ModelPrice
 
-__all__ = ["UsageTotals", "add_usage", "token_counts"]
+__all__ = ["UsageTotals", "add_usage", "meter_line", "token_counts"]
 
 _NAMES = (("input_tokens", ("input_tokens", "prompt_tokens")),
           ("output_tokens", ("output_tokens", "completion_tokens")),
@@ -73,12 +73,15 @@ class UsageTotals:
         """The cost of the other calls, from `prices`."""
         self.unpriced: set[str] = set()
         """Models of calls with neither a reported cost nor a price."""
+        self.last_input: tuple[str | None, int] | None = None
+        """The model and input tokens of the last call added: how full its context was."""
 
     def add(self, usage: Any, model: str | None = None) -> None:
         """One model call's usage (a `usage` stream event's)."""
         counts = token_counts(usage)
         if counts is None:
             return
+        self.last_input = (model or self.model, counts["input_tokens"])
         self._add(counts, 1, _reported_cost(usage), model or self.model)
 
     def add_run(self, data: Any) -> None:
@@ -144,3 +147,9 @@ class UsageTotals:
         if self.unpriced:
             text += f" (no price in model_prices for {', '.join(sorted(self.unpriced))})"
         return text
+
+
+def meter_line(tokens: int, window: int) -> str:
+    """How full the context of the last model call was: `context: N of W tokens (P%)`."""
+    share = 100 * tokens / window if window else 0.0
+    return f"context: {tokens:,} of {window:,} tokens ({share:.0f}%)"

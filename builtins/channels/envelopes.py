@@ -7,10 +7,20 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec
 
-from hookline.kernel.envelope import ChannelMessage, envelope_content, get_field
+from hookline.kernel.envelope import (
+    ChannelMessage,
+    default_session_id,
+    envelope_content,
+    get_field,
+)
 from hookline.kernel.turn import RUNTIME_THREAD_ID
 
-__all__ = ["admission_state", "channel_message", "output_name", "tell"]
+__all__ = ["UPSTREAM_KEY", "admission_state", "channel_message", "error_outbound",
+           "output_name", "tell", "with_reply_context"]
+
+UPSTREAM_KEY = "_upstream"
+"""Context key of an error outbound: the provider's refusal behind it (`status` 429 or 503,
+`retry_after`), which a gateway answers with the same status."""
 
 logger = logging.getLogger("hookline.builtins.channels.manager")
 """The manager's logger: these lines are the manager's own."""
@@ -58,3 +68,35 @@ def channel_message(name: str, message: Any) -> ChannelMessage:
 def output_name(message: Any) -> str:
     name = get_field(message, "output_channel") or get_field(message, "channel")
     return "" if name is None else str(name)
+
+
+def error_outbound(stage: str, error: Exception, message: Any,
+                   scrub: Callable[[str], str]) -> dict[str, Any]:
+    """The builtin `on_error`'s outbound: the failure, to the conversation's channel, with
+    the inbound's private context and, for a provider's 429 or 503, `UPSTREAM_KEY`."""
+    outbound = with_reply_context({
+        "session_id": get_field(message, "session_id") or default_session_id(message),
+        "channel": get_field(message, "channel") or "default",
+        "chat_id": get_field(message, "chat_id") or "default",
+        "output_channel": get_field(message, "output_channel")
+        or get_field(message, "channel") or "default",
+        "kind": "error",
+        "content": scrub(f"An error occurred at stage '{stage}': {error}"),
+    }, message)
+    details = getattr(error, "details", None) or {}
+    if details.get("status") in (429, 503):
+        outbound.setdefault("context", {})[UPSTREAM_KEY] = {
+            "status": details["status"], "retry_after": details.get("retry_after")}
+    return outbound
+
+
+def with_reply_context(outbound: dict[str, Any], inbound: Any) -> dict[str, Any]:
+    """`outbound` with the private keys (leading `_`) of the inbound's context: a
+    channel's own marks, such as the http channel's request id, which tell the channel
+    which of its messages an outbound answers, whichever task sends it."""
+    context = get_field(inbound, "context")
+    if isinstance(context, Mapping):
+        private = {key: value for key, value in context.items() if str(key).startswith("_")}
+        if private:
+            outbound["context"] = private
+    return outbound

@@ -216,6 +216,14 @@ def seconds(value: Any) -> float:
     return float(value)
 
 
+def fraction(value: Any) -> float:
+    """A share, more than 0 and at most 1 (`0.8`)."""
+    number = seconds(value)
+    if number > 1:
+        raise Invalid
+    return number
+
+
 def admit_action(value: Any) -> str:
     action = text(value).lower().replace("-", "_")
     if action not in BUSY_SESSION_ACTIONS:

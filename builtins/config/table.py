@@ -130,6 +130,14 @@ class Settings:
         str(DEFAULT_MAX_STEPS)))
     max_tokens: int | None = field(default=None, metadata=setting(
         parse.positive_int, "a positive integer", "4096", "4096"))
+    retry_max_wait: float = field(default=60.0, metadata=setting(
+        parse.seconds, "a positive number of seconds", "120", "120"))
+    context_window: int | None = field(default=None, metadata=setting(
+        parse.positive_int, "a positive integer (tokens)", "32000", "32000"))
+    context_budget: float = field(default=0.8, metadata=setting(
+        parse.fraction, "a number above 0 and at most 1", "0.7", "0.7"))
+    compaction: bool = field(default=True, metadata=setting(
+        parse.boolean, "true or false", "false", "false"))
     tape_store: Path | str | None = field(default=None, metadata=setting(
         parse.tape_store, "a file path or a postgresql:// URL", "~/.hookline/tapes.db",
         '"tapes.db"', path=True, unset=f"<home>/{TAPES_NAME}"))

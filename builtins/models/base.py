@@ -9,7 +9,8 @@ Stream contract (every `ModelClient.stream` implementation):
 
 - `stream(messages, tools, *, max_tokens=None)` returns an async generator;
 - it yields any number of `TextDelta`, `ToolCallEvent` and `Usage` events, then exactly
-  one `Finished` as the last event when the call succeeded;
+  one `Finished` as the last event when the call succeeded; before any of them, a
+  `Retrying` for each retry of a call that failed;
 - `Usage.data` is the cumulative usage so far (a later event replaces an earlier one);
   `Finished.usage` is the final usage, None when the provider reported none;
 - a failure is raised as `HooklineError` (kind `config`, `provider`, `invalid_input`, ...)
@@ -26,6 +27,7 @@ so a conversation edited by a before_llm_call hook can be passed back in.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, runtime_checkable
@@ -41,12 +43,14 @@ from hookline.kernel.messages import (
 )
 
 __all__ = [
+    "OVERFLOW_TEXT",
     "USAGE_FIELDS",
     "ContentItem",
     "Finished",
     "ModelClient",
     "ModelEvent",
     "ModelMessage",
+    "Retrying",
     "Role",
     "TextDelta",
     "ToolCallEvent",
@@ -58,6 +62,11 @@ __all__ = [
     "content_text",
     "usage_dict",
 ]
+
+OVERFLOW_TEXT = re.compile(
+    r"context[_ ]length[_ ]exceeded|maximum context length|context window|too many tokens|"
+    r"prompt is too long|input is too long|reduce the length", re.I)
+"""What providers say when a request is longer than the model's context window."""
 
 USAGE_FIELDS = (
     "input_tokens",
@@ -132,7 +141,18 @@ class Finished:
     usage: dict[str, Any] | None = None
 
 
-ModelEvent: TypeAlias = TextDelta | ToolCallEvent | Usage | Finished
+@dataclass(frozen=True)
+class Retrying:
+    """The call failed before anything arrived and is tried again after `wait` seconds:
+    `attempt` (from 2) of `attempts`, for `reason` (`HTTP 429`, `connection failed`)."""
+
+    reason: str
+    wait: float
+    attempt: int
+    attempts: int
+
+
+ModelEvent: TypeAlias = TextDelta | ToolCallEvent | Usage | Finished | Retrying
 
 
 @runtime_checkable

@@ -57,6 +57,8 @@ def open_model(spec: str | None, settings: Any = None, **options: Any) -> ModelC
         api_key=_api_key(settings),
         api_base=getattr(settings, "api_base", None),
         api_format=getattr(settings, "api_format", None),
+        **({"max_retry_delay": settings.retry_max_wait}
+           if getattr(settings, "retry_max_wait", None) else {}),
         **options,
     )
 

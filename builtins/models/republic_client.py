@@ -23,10 +23,9 @@ republic is imported lazily: importing this module stays cheap.
 
 from __future__ import annotations
 
-import json
 import os
 import random
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import AsyncExitStack, aclosing
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +37,7 @@ from .base import (
     USAGE_FIELDS,
     Finished,
     ModelEvent,
+    Retrying,
     TextDelta,
     ToolCallEvent,
     ToolCallSpec,
@@ -47,6 +47,7 @@ from .base import (
     usage_dict,
 )
 from .pairing import OpenCalls
+from .retries import body_message, out_of_quota, reason, retry_after, retryable, too_long
 
 if TYPE_CHECKING:
     import republic
@@ -60,8 +61,6 @@ __all__ = [
     "to_republic_tools",
 ]
 
-_RETRY_STATUSES = frozenset({408, 409, 429})
-_BODY_LIMIT = 300
 
 
 NEEDS_API_BASE = frozenset({"openai-compatible"})
@@ -273,8 +272,9 @@ class RepublicModel:
         *,
         max_tokens: int | None = None,
     ) -> AsyncIterator[ModelEvent]:
+        import anyio
         import httpx2
-        from republic.errors import RepublicError
+        from republic.errors import APIConnectionError, APIStatusError, RepublicError
 
         try:
             republic_messages = to_republic_messages(messages)
@@ -302,9 +302,19 @@ class RepublicModel:
                     )
                     stack.push_async_callback(client.aclose)
                 chat_model = self._provider(client).get_model(self.model)
-                response_stream = await self._open(
-                    stack, chat_model, republic_messages, chat_options
-                )
+                attempt = 0
+                while True:  # retried here, each retry said as a `Retrying` event
+                    try:
+                        response_stream = await stack.enter_async_context(
+                            chat_model.stream(republic_messages, **chat_options))
+                        break
+                    except (APIStatusError, APIConnectionError) as exc:
+                        wait = self._retry_wait(exc, attempt)
+                        if wait is None:
+                            raise self._error(exc, attempts=attempt + 1) from exc
+                        attempt += 1
+                        yield Retrying(reason(exc), wait, attempt + 1, self.max_retries + 1)
+                        await anyio.sleep(wait)
                 events = await stack.enter_async_context(aclosing(response_stream.__aiter__()))
                 translated = await stack.enter_async_context(aclosing(self._translate(events)))
                 async for event in translated:
@@ -328,36 +338,15 @@ class RepublicModel:
                 details=self._details(),
             ) from exc
 
-    async def _open(
-        self,
-        stack: AsyncExitStack,
-        chat_model: Any,
-        messages: list[Any],
-        chat_options: dict[str, Any],
-    ) -> Any:
-        from anyio import sleep
-        from republic.errors import APIConnectionError, APIStatusError
-
-        attempt = 0
-        while True:
-            try:
-                return await stack.enter_async_context(chat_model.stream(messages, **chat_options))
-            except (APIStatusError, APIConnectionError) as exc:
-                if attempt >= self.max_retries or not _retryable(exc):
-                    raise self._error(exc, attempts=attempt + 1) from exc
-                await sleep(self._delay(exc, attempt))
-                attempt += 1
-
-    def _delay(self, exc: Any, attempt: int) -> float:
-        headers = getattr(exc, "headers", None) or {}
-        for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-            value = headers.get(name)
-            if value is None:
-                continue
-            try:
-                return max(0.0, min(float(value) / divisor, self.max_retry_delay))
-            except ValueError:
-                continue
+    def _retry_wait(self, exc: Any, attempt: int) -> float | None:
+        """Seconds to wait before trying again, or None: the error is not one waiting
+        fixes, the attempts are used up, or the provider asks for a longer wait than
+        `max_retry_delay` (the `retry_max_wait` setting)."""
+        if attempt >= self.max_retries or not retryable(exc):
+            return None
+        asked = retry_after(exc)
+        if asked is not None:
+            return asked if asked <= self.max_retry_delay else None
         delay = min(self.max_retry_delay, self.retry_delay * 2 ** min(attempt, 30))
         return delay * random.uniform(0.75, 1.0)  # jitter, not cryptography
 
@@ -430,7 +419,7 @@ class RepublicModel:
 
         if isinstance(exc, errors.APIStatusError):
             status = exc.status_code
-            said = _body_message(exc.body)
+            said = body_message(exc.body)
             said = f": {said}" if said else ""
             details = self._details(status=status)
             if status in (401, 403):
@@ -452,11 +441,34 @@ class RepublicModel:
                     f"{self.model!r} in HOOKLINE_MODEL, and the endpoint: set {base_vars}.",
                     details,
                 )
+            if status == 429 and out_of_quota(exc.body):
+                return HooklineError(
+                    ErrorKind.config,
+                    f"{name}: {self.provider} says the account is out of quota or credit "
+                    f"(HTTP 429{said}); waiting will not help: check the plan and billing of "
+                    f"the key, or choose another model with --model or HOOKLINE_MODEL.",
+                    details,
+                )
+            asked = retry_after(exc)
+            if asked is not None:
+                details["retry_after"] = asked
             if status == 429:
+                wait = (f"; it asks to wait {asked:g} s" if asked is not None else "")
+                longer = (f", more than retry_max_wait ({self.max_retry_delay:g} s) allows"
+                          if asked is not None and asked > self.max_retry_delay else "")
                 return HooklineError(
                     ErrorKind.provider,
-                    f"{name}: rate limited by {self.provider} (HTTP 429{said}){tries}. Wait and "
-                    "try again, or choose another model with --model or HOOKLINE_MODEL.",
+                    f"{name}: rate limited by {self.provider} (HTTP 429{said}){tries}{wait}"
+                    f"{longer}. Try again later, or choose another model with --model or "
+                    f"HOOKLINE_MODEL.",
+                    details,
+                )
+            if status == 400 and too_long(exc.body):
+                return HooklineError(
+                    ErrorKind.provider,
+                    f"{name}: the request is longer than the model's context window (HTTP "
+                    f"400{said}). Set context_window to the model's window (in tokens), or "
+                    f"start a new session (--new).",
                     details,
                 )
             if status >= 500:
@@ -497,7 +509,7 @@ class RepublicModel:
                 self._details(),
             )
         if isinstance(exc, errors.APIResponseError):
-            said = _body_message(str(exc))
+            said = body_message(str(exc))
             return HooklineError(
                 ErrorKind.provider,
                 f"{name}: the provider reported an error: {said}",
@@ -538,34 +550,3 @@ class RepublicModel:
             f"{name}: the model call failed: {type(exc).__name__}: {exc}",
             self._details(),
         )
-
-
-def _retryable(exc: Any) -> bool:
-    import httpx2
-    from republic.errors import APIConnectionError, APIStatusError
-
-    if isinstance(exc, APIStatusError):
-        return exc.status_code in _RETRY_STATUSES or exc.status_code >= 500
-    if isinstance(exc, APIConnectionError):
-        cause = exc.__cause__
-        return cause is None or isinstance(
-            cause, httpx2.TimeoutException | httpx2.NetworkError | httpx2.RemoteProtocolError
-        )
-    return False
-
-
-def _body_message(body: str) -> str:
-    """The provider's own error text: `error.message` of a JSON body, else the body."""
-    text = (body or "").strip()
-    try:
-        data = json.loads(text)
-    except ValueError:
-        data = None
-    if isinstance(data, Mapping):
-        error = data.get("error", data)
-        if isinstance(error, Mapping) and isinstance(error.get("message"), str):
-            text = error["message"]
-        elif isinstance(error, str):
-            text = error
-    text = " ".join(text.split())
-    return text if len(text) <= _BODY_LIMIT else text[: _BODY_LIMIT - 3] + "..."

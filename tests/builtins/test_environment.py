@@ -119,8 +119,18 @@ async def test_cancelling_run_kills_the_process_group(
     pids: list[int] = []
 
     async def cancelled_run() -> None:
-        with anyio.move_on_after(1) as scope:
-            await env.run(command, timeout=60)
+        # Cancelled once both processes run (not after a fixed time: a loaded machine may
+        # take longer than that to start the sandbox).
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as group:
+                async def cancel_once_started() -> None:
+                    with anyio.fail_after(30):
+                        while not (workspace / "child.pid").exists():
+                            await anyio.sleep(0.02)
+                    scope.cancel()
+
+                group.start_soon(cancel_once_started)
+                await env.run(command, timeout=60)
         assert scope.cancelled_caught
 
     _, pids = await pids_while_running(cancelled_run, workspace / "leader.pid",

@@ -58,7 +58,7 @@ from hookline.kernel.channels import (
 from hookline.kernel.envelope import get_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
-from ...agent.tool_notes import is_terminal, terminal_text
+from ...agent.tool_notes import is_terminal, terminal_text, turn_note
 from ...agent.tool_view import ToolView, colour_allowed
 from .input import STEER_PREFIX, ChatCommand, classify, help_lines, unknown_line
 from .lines import Line, LineLedger, clipped
@@ -435,6 +435,10 @@ class CliChannel(Interface):
             self._show_lines(await self._tool_view().calls(calls))
             names = ", ".join(str(call.get("name")) for call in calls)
             self._show_indicator(f"running {names}" if names else "thinking")
+        elif event.kind in ("retry", "compaction") and (note := turn_note(event.kind,
+                                                                          event.data)):
+            self._finish_reply()
+            self._show_lines([self._style(note, _DIM)])
         elif event.kind == "tool_result":
             records = list(event.data.get("tool_results") or [])
             colour = self._is_interactive() and colour_allowed()

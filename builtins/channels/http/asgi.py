@@ -22,7 +22,7 @@ from .match import REQUEST_ID_KEY, Replies
 from .media import body_limit, with_attachments
 from .overrides import RequestOverrides
 from .payload import _json_object, _parse_message, _read_body
-from .reply import NO_TURN, Reply, not_run, retry_headers, whole_answer
+from .reply import NO_TURN, Reply, not_run, retry_headers, upstream_answer, whole_answer
 from .server import Receive, Scope, Send, _lifespan, _watch_disconnect
 from .stream import send_events, send_timeout
 from .wire import ALWAYS_HEADERS, Disconnected, send_json, websocket_refusal
@@ -187,7 +187,9 @@ class HttpRoutes:
         if not reply.stream:
             await reply.finished.wait()
             status, body, headers = whole_answer(reply)
-            if status == 500 and reply.errors:
+            if status == 500 and reply.upstream is not None:  # the provider's 429 or 503
+                status, body, headers = upstream_answer(reply.upstream, body)
+            elif status == 500 and reply.errors:
                 # A turn that failed while the tape store cannot write (a database being
                 # restarted), or for a temporary reason, is worth retrying: 503, not 500,
                 # with the store's reason when health has one by now.

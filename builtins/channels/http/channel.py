@@ -28,6 +28,7 @@ from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
 from ...host.sandbox import check_exposure
 from ...privacy.redact import redact_credentials
+from ..envelopes import UPSTREAM_KEY
 from .approvals import HttpApprovals, HttpAsker
 from .asgi import HttpRoutes
 from .guard import Guard, is_loopback_address, load_token
@@ -56,7 +57,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-STREAMED_EVENTS = frozenset({"text", "tool_call", "tool_result", "error", "final"})
+STREAMED_EVENTS = frozenset({"text", "tool_call", "tool_result", "error", "final", "retry",
+                             "compaction"})
 """Stream event kinds forwarded to a streaming request, in the order they come."""
 
 _BUSY_REASONS = {
@@ -277,6 +279,10 @@ class HttpChannel(HttpRoutes, Lifecycle):
         elif outbound.get("kind") == "error":
             error = str(outbound.get("content") or "the turn failed")
             reply.errors.append(error)
+            context = get_field(message, "context")
+            upstream = context.get(UPSTREAM_KEY) if isinstance(context, dict) else None
+            if isinstance(upstream, dict):
+                reply.upstream = upstream
             if not reply.streamed_error:
                 reply.emit("error", {"kind": "unknown", "message": error})
             # A failed turn sends nothing after its error; an error reported while the

@@ -71,6 +71,9 @@ class Reply:
     admission_errors: list[str] = field(default_factory=list)
     """Errors reported while the manager took the message (before it said what became
     of it)."""
+    upstream: dict[str, Any] | None = None
+    """The provider's own refusal behind a failed turn (`status` 429 or 503 and its
+    `retry_after`), which the whole reply passes on instead of a 500."""
     streamed_error: bool = False
     turn_started: bool = False
     """A turn runs for the request (`turn_started` or `stream_events` named it)."""
@@ -126,6 +129,16 @@ class Reply:
         if self.errors:
             data["error"] = self.errors[0]
         return data
+
+
+def upstream_answer(upstream: dict[str, Any], body: dict[str, Any]
+                    ) -> tuple[int, dict[str, Any], Headers]:
+    """A turn the provider refused (rate limit, overload): its status, and when to retry
+    (what the provider asked, else `RETRY_AFTER_SECONDS`)."""
+    after = upstream.get("retry_after")
+    seconds = math.ceil(after) if isinstance(after, int | float) else RETRY_AFTER_SECONDS
+    return (int(upstream["status"]), {**body, "retry_after": seconds},
+            [(b"retry-after", str(seconds).encode())])
 
 
 def whole_answer(reply: Reply) -> tuple[int, dict[str, Any], Headers]:

@@ -404,9 +404,9 @@ async def test_closing_the_stream_early_ends_the_run_as_cancelled(
 
 
 def test_finished_text_without_deltas_is_the_reply() -> None:
-    from hookline.builtins.agent.loop import _StepOutcome
+    from hookline.builtins.agent.outcome import StepOutcome
 
-    outcome = _StepOutcome()
+    outcome = StepOutcome()
     event = outcome.take(Finished(text="whole reply"))
     assert outcome.text == "whole reply"
     assert event is not None and event.data == {"delta": "whole reply"}

@@ -173,7 +173,7 @@ async def test_the_default_context_starts_after_the_last_anchor(workspace: Path)
         await tape.handoff("phase-2", {"summary": "we covered the old topic"})
         await framework.process_inbound({"content": "new topic", "session_id": SESSION})
     assert builtin_of(framework).build_tape_context() == TapeContext(
-        anchor=LAST_ANCHOR, window=CONTEXT_WINDOW)
+        anchor=LAST_ANCHOR, window=2 * CONTEXT_WINDOW)
     second = model_of(builtin).calls[1].messages
     assert "old topic" not in texts(second, "user")
     assert texts(second, "user") == ["new topic"]

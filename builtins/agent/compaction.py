@@ -1,0 +1,174 @@
+"""Keeping a session's requests within the model's context: the token budget, the estimate
+of a request's size, and compaction (one model call summarises the context, written as a
+handoff anchor, so the next request starts from the summary; docs/context.md).
+
+The estimate needs no tokenizer: a request's characters times the tokens per character
+the provider reported for the previous call of that model (4 characters a token until a
+call has been measured). The window of a model comes from the `context_window` setting,
+else from the table below, else from what an overflow error said, else 128,000 tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hookline.kernel.streaming import ErrorKind, HooklineError
+
+from ..models.base import OVERFLOW_TEXT, ModelMessage, ToolSchema
+
+__all__ = [
+    "COMPACTION_ANCHOR",
+    "COMPACTION_PROMPT",
+    "CONTINUE_AFTER_COMPACTION",
+    "DEFAULT_WINDOW",
+    "MAX_SUMMARY_CHARS",
+    "MAX_SUMMARY_TOKENS",
+    "ContextMeter",
+    "overflow_limit",
+    "summary_request",
+]
+
+DEFAULT_WINDOW = 128_000
+"""Tokens assumed for a model nobody said anything about."""
+
+WINDOWS: tuple[tuple[str, int], ...] = (
+    ("gpt-4.1", 1_047_576), ("gpt-5", 400_000), ("gpt-4o", 128_000), ("gpt-4-turbo", 128_000),
+    ("gpt-4", 8_192), ("gpt-3.5", 16_385), ("o1", 200_000), ("o3", 200_000), ("o4", 200_000),
+    ("claude", 200_000), ("gemini", 1_048_576), ("llama", 128_000), ("mistral", 32_000),
+    ("qwen", 32_768), ("deepseek", 64_000), ("kimi", 128_000), ("glm", 128_000),
+)
+"""Context windows of common model families, by the first family name found in the
+model's name (the provider prefix left out); documented in docs/context.md."""
+
+CHARS_PER_TOKEN = 4.0
+"""The estimate before a call of the model has been measured."""
+
+MAX_SUMMARY_TOKENS = 2_000
+MAX_SUMMARY_CHARS = 12_000
+"""A summary is asked for in at most this many tokens and kept to this many characters."""
+
+COMPACTION_ANCHOR = "compaction"
+"""The name of the anchor a compaction writes (its state: `summary`, `reason`, `tokens`)."""
+
+COMPACTION_PROMPT = """\
+You are summarising a conversation between a user and a coding agent so that the agent \
+can continue it with only your summary. Write, in plain text and at most about 1,500 \
+words: the user's goals and instructions (quote exact requirements), what has been done \
+(files changed, commands run, their outcomes), decisions and their reasons, open \
+problems, and the next steps. Keep names, paths, numbers and error messages exact. Do \
+not invent anything; leave out pleasantries."""
+
+CONTINUE_AFTER_COMPACTION = (
+    "[The conversation so far was compacted into the summary above, to stay within the "
+    "model's context. Continue the task you were working on.]")
+"""The user message a compaction in the middle of a turn leaves for the next step."""
+
+_LIMIT = re.compile(r"(?:maximum context length|context (?:window|length)|limit)\D{0,20}"
+                    r"(\d[\d,]{2,})\s*tokens", re.I)
+
+
+def family_window(model: str) -> int | None:
+    """The table's window for a `provider:model` spec, or None."""
+    name = model.partition(":")[2].lower() or model.lower()
+    for family, window in WINDOWS:
+        if family in name:
+            return window
+    return None
+
+
+def overflow_limit(error: BaseException) -> int | None:
+    """For a provider error that says the request was too long: the window it states (0
+    when it states none); None for any other error."""
+    text = str(getattr(error, "message", "") or error)
+    if not isinstance(error, HooklineError) or error.kind is not ErrorKind.provider:
+        return None
+    if not OVERFLOW_TEXT.search(text):
+        return None
+    found = _LIMIT.search(text)
+    return int(found.group(1).replace(",", "")) if found else 0
+
+
+def request_chars(messages: Sequence[ModelMessage], tools: Sequence[ToolSchema]) -> int:
+    """The size of a request as the estimate counts it: its messages and tool schemas."""
+    size = sum(len(str(message.content)) + sum(len(call.name) + len(call.arguments)
+                                               for call in message.tool_calls)
+               for message in messages)
+    return size + sum(len(tool.name) + len(tool.description) + len(json.dumps(tool.parameters))
+                      for tool in tools)
+
+
+@dataclass
+class ContextMeter:
+    """What is known of each model's window and of its tokens per character."""
+
+    configured: int | None = None
+    """The `context_window` setting (None: by model)."""
+    budget: float = 0.8
+    """The share of the window a request may use (the `context_budget` setting)."""
+    learned: dict[str, int] = field(default_factory=dict)
+    """Windows stated by overflow errors, by model."""
+    ratio: dict[str, float] = field(default_factory=dict)
+    """Tokens per character of the last measured call, by model."""
+
+    def window(self, model: str) -> int:
+        if self.configured:
+            return self.configured
+        return self.learned.get(model) or family_window(model) or DEFAULT_WINDOW
+
+    def limit(self, model: str) -> int:
+        """The most tokens a request to `model` may hold."""
+        return int(self.window(model) * self.budget)
+
+    def estimate(self, model: str, chars: int) -> int:
+        return int(chars * self.ratio.get(model, 1 / CHARS_PER_TOKEN)) + 1
+
+    def measured(self, model: str, chars: int, usage: dict[str, Any] | None) -> None:
+        """Learn the model's tokens per character from a call's reported input tokens."""
+        tokens = (usage or {}).get("input_tokens")
+        if isinstance(tokens, int) and tokens > 0 and chars > 0:
+            self.ratio[model] = tokens / chars
+
+    def overflowed(self, model: str, stated: int) -> None:
+        """An overflow error stated the window (or did not: then the request was too
+        large for what was assumed, and the assumption shrinks to a quarter less)."""
+        current = self.window(model)
+        self.learned[model] = stated if stated > 0 else int(current * 0.75)
+        if self.configured and stated and stated < self.configured:
+            self.configured = stated
+
+
+def summary_request(context: Sequence[ModelMessage], instructions: str,
+                    max_chars: int) -> list[ModelMessage]:
+    """The messages of a summary call: the prompt, then the conversation as one text
+    (past `max_chars`, its middle left out: the start holds the task, the end where it
+    stands), then the request."""
+    lines = [_as_text(message) for message in context]
+    text = "\n\n".join(line for line in lines if line)
+    if len(text) > max_chars:
+        head = max_chars // 4
+        text = (f"{text[:head]}\n\n[... {len(text) - max_chars:,} characters left out ...]"
+                f"\n\n{text[-(max_chars - head):]}")
+    ask = "Summarise the conversation above as instructed."
+    if instructions.strip():
+        ask += f" The user asks you to focus on: {instructions.strip()}"
+    return [ModelMessage.system(COMPACTION_PROMPT),
+            ModelMessage.user(f"<conversation>\n{text}\n</conversation>\n\n{ask}")]
+
+
+def _as_text(message: ModelMessage) -> str:
+    content = message.content if isinstance(message.content, str) else json.dumps(
+        [part if isinstance(part, str) else "[media]" for part in message.content or []])
+    calls = "".join(f"\n[calls {call.name}: {call.arguments}]" for call in message.tool_calls)
+    if not content and not calls:
+        return ""
+    return f"{message.role}: {content}{calls}"
+
+
+def bounded_summary(text: str) -> str:
+    """The summary as kept: stripped, and cut to `MAX_SUMMARY_CHARS`."""
+    text = text.strip()
+    return text if len(text) <= MAX_SUMMARY_CHARS else text[:MAX_SUMMARY_CHARS] + " [...]"

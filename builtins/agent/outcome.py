@@ -1,0 +1,75 @@
+"""What one model step produced, and what a tool call's record keeps of what happened:
+the agent loop's bookkeeping, apart from its control flow."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hookline.kernel.interception import ToolCall, ToolCallResult
+from hookline.kernel.streaming import ErrorKind, HooklineError, StreamEvent
+
+from ..models.base import Finished, Retrying, TextDelta, ToolCallEvent, ToolCallSpec, Usage
+
+__all__ = ["StepOutcome", "as_hookline_error", "error_dict", "what_ran"]
+
+
+@dataclass
+class StepOutcome:
+    """What one model call produced so far."""
+
+    text: str = ""
+    tool_calls: list[ToolCallSpec] = field(default_factory=list)
+    usage: dict[str, Any] | None = None
+
+    def take(self, event: Any) -> StreamEvent | None:
+        """Fold a model event in; return the stream event to pass on, if any."""
+        if isinstance(event, TextDelta) and event.text:
+            self.text += event.text
+            return StreamEvent("text", {"delta": event.text})
+        if isinstance(event, ToolCallEvent):
+            self.tool_calls.append(event.call)
+            return StreamEvent("tool_call", {"tool_calls": [event.call.to_dict()]})
+        if isinstance(event, Retrying):
+            return StreamEvent("retry", {"reason": event.reason, "wait": event.wait,
+                                         "attempt": event.attempt, "attempts": event.attempts})
+        if isinstance(event, Usage):
+            self.usage = event.data
+        elif isinstance(event, Finished):
+            self.usage = event.usage or self.usage
+            if not self.tool_calls:
+                self.tool_calls = list(event.tool_calls)
+            if not self.text and event.text:  # a client that sent no deltas
+                self.text = event.text
+                return StreamEvent("text", {"delta": event.text})
+        return None
+
+
+def error_dict(error: BaseException) -> dict[str, Any]:
+    if isinstance(error, HooklineError):
+        return error.as_dict()
+    return {"kind": "tool", "message": f"{type(error).__name__}: {error}"}
+
+
+def as_hookline_error(exc: Exception, model: str) -> HooklineError:
+    if isinstance(exc, HooklineError):
+        return exc
+    return HooklineError(ErrorKind.provider, f"model {model!r} failed: {type(exc).__name__}: "
+                                             f"{exc}")
+
+
+def what_ran(action: str, requested: dict[str, Any], call: ToolCall,
+              result: ToolCallResult) -> dict[str, Any]:
+    """What a tool_result record keeps of what really happened: the outcome (`ran`,
+    `denied`, `replaced` or `failed`), the arguments that ran, and the model's own when a
+    plugin rewrote them, and the error message."""
+    outcome = {"deny": "denied", "replace": "replaced"}.get(action, "ran")
+    if outcome == "ran" and result.error is not None:
+        outcome = "failed"
+    ran = dict(call.arguments)
+    what: dict[str, Any] = {"outcome": outcome, "arguments": ran}
+    if ran != requested:
+        what["requested_arguments"] = requested
+    if result.error is not None:
+        what["error"] = str(getattr(result.error, "message", result.error))
+    return what

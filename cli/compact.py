@@ -1,0 +1,41 @@
+"""`hookline compact [SESSION]`: summarise a session's context now, as the chat's `/compact`
+does (docs/context.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from hookline.kernel import Framework
+
+from .chat_commands import compaction_said
+from .output import fail
+from .sessions import SessionIdArgument, choose_session
+
+
+def compact_command(framework: Framework) -> Any:
+    def compact(
+        session: SessionIdArgument = None,
+        focus: Annotated[str, typer.Option(
+            "--focus", metavar="TEXT", help="What the summary should keep above all.")] = "",
+    ) -> None:
+        """Summarise a session's context (default: this folder's current session) with one
+        model call, so its next turns start from the summary; nothing is deleted."""
+        import anyio
+
+        async def run() -> str:
+            builtin = framework.registry.get_plugin("builtin")
+            compact_session = getattr(builtin, "compact_session", None)
+            if compact_session is None:
+                raise RuntimeError("compaction is the builtin plugin's, which is not loaded")
+            async with framework.running():
+                session_id = await choose_session(framework, session, False, False)
+                return compaction_said(session_id, await compact_session(session_id, focus))
+
+        try:
+            typer.echo(anyio.run(run))
+        except Exception as exc:  # one clear line
+            fail(exc)
+
+    return compact

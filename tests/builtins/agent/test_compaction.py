@@ -1,0 +1,159 @@
+"""Compaction through real turns of the builtin agent on a scripted model: a session that
+crosses its token budget is summarised by one model call, written as a `compaction`
+anchor with the summary as its handoff state, and the next request starts from the
+summary; between compactions each request extends the one before; an overflow error
+compacts and retries once; a plugin can answer the summary call or turn compaction off."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+from builtin_support import build_builtin, model_of
+
+from hookline.builtins.agent.compaction import COMPACTION_PROMPT
+from hookline.builtins.tape import Tape, session_tape_name
+from hookline.kernel import LLMCallDecision, LLMCallRequest, StepFinished, hookimpl
+
+pytestmark = pytest.mark.anyio
+
+SESSION = "long:chat"
+WINDOW = 4000  # tokens: the system prompt and tool schemas take about 1,250 (5,000 characters)
+
+
+def reply(letter: str, size: int = 6000) -> dict[str, Any]:
+    """A reply of `size` characters (no usage reported: the estimate stays 4 characters a
+    token, which is what these sizes are chosen for)."""
+    return {"text": letter * size}
+
+
+SUMMARY = {"text": "SUMMARY: the user sent three messages; replies were long letters."}
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    folder = tmp_path / "workspace"
+    folder.mkdir()
+    return folder
+
+
+async def session(workspace: Path, turns: list[dict[str, Any]], messages: list[str],
+                  *plugins: object, **settings: Any) -> tuple[Any, list[Any], list[Any]]:
+    """Run `messages` as turns of one session: the scripted model, the tape's entries and
+    the step statuses announced."""
+    framework, builtin = build_builtin(workspace, turns, *plugins,
+                                       context_window=WINDOW, **settings)
+    statuses: list[str] = []
+    builtin.get_agent().bus.on(StepFinished, lambda event: statuses.append(event.status))
+    async with framework.running():
+        for text in messages:
+            await framework.process_inbound({"content": text, "session_id": SESSION})
+        tape = Tape(framework.get_tape_store(), session_tape_name(SESSION, workspace))
+        entries = await tape.entries()
+    return model_of(builtin), entries, statuses
+
+
+def is_summary_call(call: Any) -> bool:
+    return bool(call.messages) and call.messages[0].content == COMPACTION_PROMPT
+
+
+def size(call: Any) -> int:
+    return sum(len(str(message.content)) for message in call.messages)
+
+
+async def test_a_session_past_its_budget_is_compacted_and_goes_on_from_the_summary(
+        workspace: Path) -> None:
+    model, entries, statuses = await session(
+        workspace, [reply("a"), reply("b"), SUMMARY, reply("c")],
+        ["first", "second", "third"])
+    calls = model.calls
+    assert [is_summary_call(call) for call in calls] == [False, False, True, False]
+    summary_call, after = calls[2], calls[3]
+    text = str(summary_call.messages[1].content)
+    assert "user: first" in text and "assistant: aaaa" in text and "user: third" in text
+    assert not summary_call.tools, "the summary call offers no tools"
+    # The request after it starts from the summary, then the message that was waiting.
+    assert size(after) < size(calls[1]) - 5000
+    contents = [str(message.content) for message in after.messages]
+    assert any("SUMMARY: the user sent three messages" in text for text in contents)
+    assert contents[-1] == "third" and not any("aaaa" in text for text in contents)
+    # On the tape: everything kept, a compaction anchor with the summary as its state.
+    anchors = [entry for entry in entries if entry.kind == "anchor"]
+    assert [anchor.payload["name"] for anchor in anchors] == ["session/start", "compaction"]
+    state = anchors[1].payload["state"]
+    assert state["summary"].startswith("SUMMARY:") and state["reason"] == "budget"
+    assert state["tokens"] > WINDOW * 0.8
+    assert any(entry.kind == "message" and "aaaa" in str(entry.payload.get("content"))
+               for entry in entries), "nothing before the anchor is lost"
+    assert "auto_handoff" in statuses
+
+
+async def test_between_compactions_each_request_extends_the_previous_one(
+        workspace: Path) -> None:
+    turns = [reply(letter, 300) for letter in "abcdef"]
+    model, _entries, _statuses = await session(
+        workspace, turns, ["one", "two", "three", "four", "five", "six"])
+    calls = model.calls
+    assert not any(is_summary_call(call) for call in calls)
+    for before, after in itertools.pairwise(calls):
+        assert after.messages[:len(before.messages)] == before.messages, "a prefix changed"
+        assert after.tools == before.tools
+
+
+async def test_an_overflow_error_compacts_once_and_retries(workspace: Path) -> None:
+    overflow = {"error": {"kind": "provider", "message": (
+        "openai-compatible:m: the provider rejected the request (HTTP 400: This model's "
+        "maximum context length is 5000 tokens. However, you requested 9000 tokens)")}}
+    model, entries, statuses = await session(
+        workspace, [reply("a", 200), overflow, SUMMARY, reply("b", 10)],
+        ["first", "second"], context_budget=1.0)
+    assert [is_summary_call(call) for call in model.calls] == [False, False, True, False]
+    assert str(model.calls[3].messages[-1].content) == "second", "asked again, after it"
+    (anchor,) = [e for e in entries if e.kind == "anchor" and e.payload["name"] == "compaction"]
+    assert anchor.payload["state"]["reason"] == "overflow"
+    assert statuses.count("auto_handoff") == 1
+
+
+async def test_a_second_overflow_is_an_error_that_says_what_was_tried(workspace: Path) -> None:
+    overflow = {"error": {"kind": "provider", "message": "HTTP 400: prompt is too long"}}
+    _model, entries, statuses = await session(workspace, [overflow, SUMMARY, overflow], ["hi"])
+    (run,) = [e.payload["data"] for e in entries
+              if e.kind == "event" and e.payload["name"] == "run"]
+    assert run["status"] == "error"
+    assert "even after the context was compacted" in run["error"]
+    assert "context_window" in run["error"] and "prompt is too long" in run["error"]
+    assert statuses == ["auto_handoff", "error"]
+
+
+class OwnSummary:
+    """A plugin that writes the summary itself, without a model call."""
+
+    @hookimpl
+    def before_llm_call(self, request: LLMCallRequest, state: dict[str, Any]
+                        ) -> LLMCallDecision | None:
+        if state.get("compaction"):
+            return LLMCallDecision.finish("OWN SUMMARY")
+        return None
+
+
+class NoCompaction:
+    @hookimpl
+    def load_state(self) -> dict[str, Any]:
+        return {"compaction": False}
+
+
+async def test_a_plugin_may_answer_the_summary_call_or_turn_compaction_off(
+        workspace: Path) -> None:
+    model, entries, _statuses = await session(
+        workspace, [reply("a"), reply("b"), reply("c")], ["first", "second", "third"],
+        OwnSummary())
+    assert not any(is_summary_call(call) for call in model.calls)
+    (anchor,) = [e for e in entries if e.kind == "anchor" and e.payload["name"] == "compaction"]
+    assert anchor.payload["state"]["summary"] == "OWN SUMMARY"
+
+    model, entries, _statuses = await session(
+        workspace.parent, [reply("a"), reply("b"), reply("c")], ["first", "second", "third"],
+        NoCompaction())
+    assert not any(e.kind == "anchor" and e.payload["name"] == "compaction" for e in entries)

@@ -1,0 +1,108 @@
+"""Compaction and the context meter from the command line, against a loopback
+OpenAI-compatible server over real HTTP: `hookline compact` summarises the session and
+the next `run` starts from the summary; a session crossing its budget is compacted by
+itself (one line on stderr) and its next request fits; `run --usage` shows the meter with
+the input tokens the server reported; the chat's `/compact` in a real terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from openai_server import OpenAIServer, Reply
+from terminal_support import TMUX, Terminal, clean_env, last_line
+
+HOOKLINE = Path(sys.executable).parent / "hookline"
+SPEC = "openai-compatible:test-model"
+SUMMARY = "SUMMARY: the user asked about apples; the answers were long."
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "workspace"
+    path.mkdir()
+    return path
+
+
+def environ(workspace: Path, server: OpenAIServer, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
+    env.update(HOOKLINE_HOME=str(workspace.parent / "home"), HOOKLINE_MODEL=SPEC,
+               HOOKLINE_API_BASE=server.base_url, HOOKLINE_API_KEY="sk-test", **extra)
+    return env
+
+
+def hookline(workspace: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(HOOKLINE), *args], cwd=workspace, env=env, text=True,
+                          capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def is_summary(request: object) -> bool:
+    messages = request.messages  # type: ignore[attr-defined]
+    return bool(messages) and "summarising a conversation" in str(messages[0]["content"])
+
+
+def test_hookline_compact_and_the_next_run_starts_from_the_summary(workspace: Path) -> None:
+    replies = [Reply(text="apples " * 300), Reply(text=SUMMARY), Reply(text="more apples")]
+    with OpenAIServer(replies) as server:
+        env = environ(workspace, server)
+        assert hookline(workspace, env, "run", "tell me about apples").returncode == 0
+        done = hookline(workspace, env, "compact", "--focus", "the apples")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("session cli:default: compacted about ")
+        summary_request = server.requests[1]
+        assert is_summary(summary_request) and not summary_request.tools
+        assert "focus on: the apples" in summary_request.messages[-1]["content"]
+        assert hookline(workspace, env, "run", "and pears?").returncode == 0
+        after = server.requests[2].messages
+    texts = [str(message["content"]) for message in after]
+    assert any(SUMMARY in text for text in texts) and texts[-1] == "and pears?"
+    assert not any("apples apples" in text for text in texts)
+    shown = hookline(workspace, env, "sessions", "show")
+    assert "--- compaction" in shown.stdout and "apples apples" in shown.stdout
+
+
+def test_a_session_past_its_budget_compacts_itself_and_says_so(workspace: Path) -> None:
+    replies = [Reply(text="x" * 6000), Reply(text="y" * 6000), Reply(text=SUMMARY),
+               Reply(text="short")]
+    with OpenAIServer(replies) as server:
+        env = environ(workspace, server, HOOKLINE_CONTEXT_WINDOW="4000")
+        for message in ("one", "two"):
+            assert hookline(workspace, env, "run", message).returncode == 0
+        done = hookline(workspace, env, "run", "three")
+        sizes = [len(json.dumps(request.body)) for request in server.requests]
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "short\n"
+    assert "[context] compacted (the context passed its budget; about " in done.stderr
+    assert is_summary(server.requests[2]) and sizes[3] < sizes[1], sizes
+
+
+def test_run_usage_shows_the_context_meter_with_the_reported_input(workspace: Path) -> None:
+    reply = Reply(text="hi", usage={"prompt_tokens": 12_345, "completion_tokens": 6})
+    with OpenAIServer([reply]) as server:
+        done = hookline(workspace, environ(workspace, server, HOOKLINE_CONTEXT_WINDOW="32000"),
+                        "run", "--usage", "hello")
+    assert done.returncode == 0, done.stderr
+    assert "context: 12,345 of 32,000 tokens (39%)" in done.stderr
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+def test_chat_compact_in_a_terminal(workspace: Path) -> None:
+    with OpenAIServer([Reply(text="bananas " * 200), Reply(text=SUMMARY)]) as server:
+        term = Terminal(workspace, {**clean_env(workspace.parent / "home"),
+                                    **{k: v for k, v in environ(workspace, server).items()
+                                       if k.startswith("HOOKLINE_")}})
+        try:
+            term.chat("compact", "--session", "long")
+            term.wait_for(lambda s: last_line(s) == "you>", "the prompt")
+            term.type("tell me about bananas")
+            term.wait_for(lambda s: "bananas bananas" in s and last_line(s) == "you>", "reply")
+            term.type("/compact keep the fruit")
+            screen = term.wait_for(lambda s: "session long: compacted about" in s, "the line")
+            assert "compacting: the model summarises" in screen
+            assert "focus on: keep the fruit" in server.requests[1].messages[-1]["content"]
+        finally:
+            term.close()

@@ -1,0 +1,85 @@
+"""Rate limits and quotas said out loud, against a loopback OpenAI-compatible server over
+real HTTP: a 429 with `Retry-After` shows one retry line with its wait and waits it; an
+out-of-quota 429 is not retried and says waiting will not help; a wait longer than
+`retry_max_wait` is not waited; through the gateway an upstream 429 answers 429 with the
+provider's `Retry-After`, never 500."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from gateway_support import gateway_env, post, start_gateway_process
+from openai_server import OpenAIServer, Reply
+
+HOOKLINE = Path(sys.executable).parent / "hookline"
+SPEC = "openai-compatible:test-model"
+QUOTA = {"message": "You exceeded your current quota, please check your plan and billing "
+                    "details.", "type": "insufficient_quota", "code": "insufficient_quota"}
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "workspace"
+    path.mkdir()
+    return path
+
+
+def run(workspace: Path, server: OpenAIServer, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
+    env.update(HOOKLINE_HOME=str(workspace.parent / "home"), HOOKLINE_MODEL=SPEC,
+               HOOKLINE_API_BASE=server.base_url, HOOKLINE_API_KEY="sk-test", **extra)
+    return subprocess.run([str(HOOKLINE), "run", "hello"], cwd=workspace, env=env, text=True,
+                          capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def test_a_429_with_retry_after_shows_the_retry_and_waits_it(workspace: Path) -> None:
+    limited = Reply.failure(429, "Rate limit reached for requests", headers={"Retry-After": "2"})
+    with OpenAIServer([limited, Reply(text="hi there")]) as server:
+        started = time.monotonic()
+        done = run(workspace, server)
+        waited = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "hi there\n"
+    assert "[retry] HTTP 429: waiting 2.0 s, then attempt 2 of 3" in done.stderr
+    assert waited >= 2.0 and len(server.requests) == 2
+
+
+def test_out_of_quota_is_not_retried_and_says_waiting_will_not_help(workspace: Path) -> None:
+    with OpenAIServer([Reply(status=429, error=QUOTA)] * 3) as server:
+        done = run(workspace, server)
+        assert len(server.requests) == 1, "not retried"
+    assert done.returncode == 1
+    assert "out of quota or credit" in done.stderr and "waiting will not help" in done.stderr
+    assert "[retry]" not in done.stderr
+
+
+def test_a_wait_longer_than_retry_max_wait_fails_at_once_saying_so(workspace: Path) -> None:
+    limited = Reply.failure(429, "slow down", headers={"Retry-After": "600"})
+    with OpenAIServer([limited]) as server:
+        done = run(workspace, server, HOOKLINE_RETRY_MAX_WAIT="5")
+        assert len(server.requests) == 1
+    assert done.returncode == 1
+    assert "it asks to wait 600 s, more than retry_max_wait (5 s) allows" in done.stderr
+
+
+def test_the_gateway_answers_an_upstream_429_with_429_and_its_retry_after(
+        tmp_path: Path) -> None:
+    limited = Reply.failure(429, "Rate limit reached", headers={"Retry-After": "7"})
+    with OpenAIServer([limited] * 3) as server:
+        gateway = start_gateway_process(
+            ["--port", "0"], gateway_env(tmp_path / "home", HOOKLINE_MODEL=SPEC,
+                                         HOOKLINE_API_BASE=server.base_url,
+                                         HOOKLINE_API_KEY="sk-test",
+                                         HOOKLINE_RETRY_MAX_WAIT="1"), tmp_path)
+        try:
+            answer = post(gateway.url, {"content": "hello"})
+        finally:
+            gateway.end()
+    assert answer.status == 429, answer.body
+    assert answer.headers["retry-after"] == "7"
+    assert answer.json()["retry_after"] == 7 and "rate limited" in answer.json()["error"]
