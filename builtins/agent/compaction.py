@@ -46,6 +46,9 @@ model's name (the provider prefix left out); documented in docs/context.md."""
 
 CHARS_PER_TOKEN = 4.0
 """The estimate before a call of the model has been measured."""
+RATIO_BOUNDS = (1 / 6, 1 / 2)
+"""Tokens per character a measurement may set (text and code run from about 2.5 to 5
+characters a token): a provider that under-reports cannot make every request look small."""
 
 MAX_SUMMARY_TOKENS = 2_000
 MAX_SUMMARY_CHARS = 12_000
@@ -126,11 +129,16 @@ class ContextMeter:
     def estimate(self, model: str, chars: int) -> int:
         return int(chars * self.ratio.get(model, 1 / CHARS_PER_TOKEN)) + 1
 
+    def chars_for(self, model: str, tokens: int) -> int:
+        """About how many characters make `tokens` tokens for `model`."""
+        return int(tokens / self.ratio.get(model, 1 / CHARS_PER_TOKEN))
+
     def measured(self, model: str, chars: int, usage: dict[str, Any] | None) -> None:
         """Learn the model's tokens per character from a call's reported input tokens."""
         tokens = (usage or {}).get("input_tokens")
         if isinstance(tokens, int) and tokens > 0 and chars > 0:
-            self.ratio[model] = tokens / chars
+            low, high = RATIO_BOUNDS
+            self.ratio[model] = min(high, max(low, tokens / chars))
 
     def overflowed(self, model: str, stated: int) -> None:
         """An overflow error stated the window (or did not: then the request was too

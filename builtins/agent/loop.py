@@ -363,16 +363,23 @@ class _Run:
         meter = self.agent.meter
         before = self._estimate(conversation)
         room = max(1000, meter.limit(self.model) - MAX_SUMMARY_TOKENS - 1000)
-        chars = int(room / meter.estimate(self.model, 1000) * 1000)
-        request = LLMCallRequest(run_id=self.run_id, model=self.model,
-                                 messages=summary_request(conversation, instructions, chars),
-                                 max_tokens=MAX_SUMMARY_TOKENS)
+        chars = meter.chars_for(self.model, room)
         self.state[COMPACTION_STATE] = reason  # a before_llm_call may answer it instead
         try:
-            outcome = StepOutcome()
-            async with contextlib.aclosing(self._plain_call(request, outcome)) as events:
-                async for event in events:
-                    yield event
+            for _attempt in range(3):  # a refusal as too long: again with half the text
+                request = LLMCallRequest(
+                    run_id=self.run_id, model=self.model, max_tokens=MAX_SUMMARY_TOKENS,
+                    messages=summary_request(conversation, instructions, chars))
+                outcome = StepOutcome()
+                try:
+                    async with contextlib.aclosing(self._plain_call(request, outcome)) as calls:
+                        async for event in calls:
+                            yield event
+                    break
+                except HooklineError as exc:
+                    if overflow_limit(exc) is None or _attempt == 2:
+                        raise
+                    chars //= 2
         finally:
             self.state.pop(COMPACTION_STATE, None)
         summary = bounded_summary(outcome.text)
