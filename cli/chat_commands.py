@@ -65,6 +65,10 @@ class ChatCommands:
         totals = self.usage.setdefault(session_id, UsageTotals(self._prices()))
         if event.kind == "usage":
             totals.add(event.data.get("usage"), event.data.get("model"))
+            window_of = self._window_of()
+            if totals.last_input is not None and window_of is not None:
+                tokens, window = totals.last_input[1], window_of(totals.last_input[0])
+                self.channel.status_note = f"context {100 * tokens / window:.0f}% of {window:,}"
         else:
             totals.calls += 1
 
@@ -123,8 +127,7 @@ class ChatCommands:
         recorded = await session_totals(self.framework, self.session_id, self._prices())
         if recorded is not None and recorded.reported:
             self._say(f"{recorded.line('session')} (every turn on its tape)")
-        window_of = getattr(self.framework.registry.get_plugin("builtin"), "context_window",
-                            None)
+        window_of = self._window_of()
         if totals.last_input is not None and window_of is not None:
             from hookline.builtins.agent import meter_line
 
@@ -141,6 +144,10 @@ class ChatCommands:
         self._say("compacting: the model summarises this session's context ...")
         said = await compact(self.session_id, arguments.strip(), self.channel.model)
         self._say(compaction_said(self.session_id, said))
+
+    def _window_of(self) -> Any:
+        """The context window of a model, as the builtin agent assumes it (or None)."""
+        return getattr(self.framework.registry.get_plugin("builtin"), "context_window", None)
 
     def _prices(self) -> Any:
         if self._price_table is None:

@@ -106,3 +106,25 @@ def test_chat_compact_in_a_terminal(workspace: Path) -> None:
             assert "focus on: keep the fruit" in server.requests[1].messages[-1]["content"]
         finally:
             term.close()
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+def test_chat_shows_the_context_meter_in_its_status_line_and_usage(workspace: Path) -> None:
+    used = {"prompt_tokens": 8_000, "completion_tokens": 5}
+    slow = Reply(text=["a slow ", "reply"], usage=used, chunk_delay=3.0)
+    with OpenAIServer([Reply(text="first", usage=used), slow]) as server:
+        env = environ(workspace, server, HOOKLINE_CONTEXT_WINDOW="32000")
+        term = Terminal(workspace, {**clean_env(workspace.parent / "home"),
+                                    **{k: v for k, v in env.items() if k.startswith("HOOKLINE_")}})
+        try:
+            term.chat("meter", "--session", "meter")
+            term.wait_for(lambda s: last_line(s) == "you>", "the prompt")
+            term.type("hello")
+            term.wait_for(lambda s: "first" in s and last_line(s) == "you>", "the reply")
+            term.type("again")
+            term.wait_for(lambda s: "context 25% of 32,000" in s, "the meter while it runs")
+            term.wait_for(lambda s: "a slow reply" in s and last_line(s) == "you>", "reply 2")
+            term.type("/usage")
+            term.wait_for(lambda s: "context: 8,000 of 32,000 tokens (25%)" in s, "/usage")
+        finally:
+            term.close()

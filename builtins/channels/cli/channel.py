@@ -6,10 +6,9 @@ runs it shows what happens: a transient `…thinking` indicator until the model'
 (and `…running <tool>` while a tool runs), the reply text as it streams, and what ran as
 `hookline run` shows it (`agent/tool_view.py`): a `[tool] name arguments` line for every
 tool call, a line for its result and, for `fs_edit` and `fs_write`, the diff of the file
-(coloured on a colour terminal; the files are read from `workspace`). Outbound messages
-that were not streamed are printed when they arrive; error messages are printed as
-`error: ...` (in red on a colour terminal).
-Every reply ends its line, so what follows (the prompt, the next reply) starts below it.
+(coloured on a colour terminal; the files are read from `workspace`), with `status_note`
+(the context meter) after the indicator. Unstreamed outbounds are printed when they
+arrive, errors as `error: ...` (red on a colour terminal). Every reply ends its line.
 
 Lines run one turn at a time, in the order typed: a line typed while a turn runs waits for
 it (`admit_message` answers `follow_up`) and gets a turn of its own. A line starting with
@@ -31,8 +30,7 @@ model step's reply is rendered as Markdown once the step ends (`markdown_reply.p
 `markdown=False` prints it as written); otherwise they are read plainly (`cli_reader`).
 
 Text from the model, tools and plugins is shown with control characters escaped
-(`terminal_text`): a reply cannot move the cursor, retitle the window or write the
-clipboard through escape sequences.
+(`terminal_text`): a reply cannot move the cursor, retitle the window or write the clipboard.
 """
 
 from __future__ import annotations
@@ -149,6 +147,7 @@ class CliChannel(Interface):
         self._turns = 0
         self._attached: tuple[str, list[Any]] = ("", [])
         self._asker: ChatAsker | None = None
+        self.status_note = ""  # said after the status indicator: the context meter
 
     def configure(self, **options: Any) -> None:
         """Set envelope and terminal options (`session_id`, `chat_id`, `model`, `input`,
@@ -553,6 +552,7 @@ class CliChannel(Interface):
             self._prompt_shown = False
 
     def _show_indicator(self, text: str) -> None:
+        text = f"{text} · {self.status_note}" if self.status_note else text
         if self._editor is not None:
             self._editor.set_status(text)
             return
