@@ -6,6 +6,7 @@ the input tokens the server reported; the chat's `/compact` in a real terminal."
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -128,3 +129,34 @@ def test_chat_shows_the_context_meter_in_its_status_line_and_usage(workspace: Pa
             term.wait_for(lambda s: "context: 8,000 of 32,000 tokens (25%)" in s, "/usage")
         finally:
             term.close()
+
+
+def test_an_overflow_refusal_compacts_and_retries_over_http(workspace: Path) -> None:
+    refused = Reply.failure(400, "This model's maximum context length is 3000 tokens. "
+                                 "However, your messages resulted in 5100 tokens.")
+    replies = [Reply(text="b" * 3000), refused, Reply(text=SUMMARY), Reply(text="fits now")]
+    with OpenAIServer(replies) as server:
+        env = environ(workspace, server)
+        assert hookline(workspace, env, "run", "first").returncode == 0
+        done = hookline(workspace, env, "run", "second")
+        requests = server.requests
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "fits now\n"
+    assert "[context] compacted (the model refused the request as too long" in done.stderr
+    assert is_summary(requests[2])
+    assert requests[3].messages[-1]["content"] == "second"
+
+
+def test_consecutive_requests_share_their_start_byte_for_byte(workspace: Path) -> None:
+    replies = [Reply(tool_calls=[{"name": "fs_read", "arguments": {"path": "notes.txt"}}]),
+               Reply(text="read it"), Reply(text="second answer")]
+    (workspace / "notes.txt").write_text("some notes\n")
+    with OpenAIServer(replies) as server:
+        env = environ(workspace, server)
+        assert hookline(workspace, env, "run", "read my notes").returncode == 0
+        assert hookline(workspace, env, "run", "and then?").returncode == 0
+        bodies = [request.body for request in server.requests]
+    for earlier, later in itertools.pairwise(bodies):
+        assert json.dumps(later["tools"]) == json.dumps(earlier["tools"])
+        shared = later["messages"][:len(earlier["messages"])]
+        assert json.dumps(shared) == json.dumps(earlier["messages"])
