@@ -4,6 +4,7 @@ file (docs/approvals.md)."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 from typing import Annotated, Any
 
@@ -45,6 +46,8 @@ def rules_commands(framework: Framework) -> typer.Typer:
             fail(ValueError(f"--approval must be one of {', '.join(APPROVAL_POLICIES)}"))
         workspace = str(framework.workspace)
         gate = ApprovalGate(lambda: settings, lambda: workspace)
+        # What the gate would warn about at a turn is said below, as a note, once.
+        logging.getLogger(ApprovalGate.__module__).setLevel(logging.ERROR)
         try:
             rules = gate.rules(settings, workspace)
         except RuleError as exc:
