@@ -24,7 +24,13 @@ __all__ = [
     "copy_entry",
     "dump_json",
     "is_sidecar_tape",
+    "unknown_outcomes",
 ]
+
+UNKNOWN_OUTCOME: Final = (
+    "hookline stopped while this call ran, so its outcome is unknown: it may have completed, "
+    "in part or in whole. Check what it would have changed before running it again.")
+"""The result recovery records for a call that was running when its run was interrupted."""
 
 SIDECAR_MARKER: Final = "__sidecar__"
 """Sidecar tapes are named `<owner tape>__sidecar__<sidecar name>`; listings hide them."""
@@ -95,3 +101,27 @@ def dump_json(value: dict[str, Any], what: str) -> str:
 def copy_entry(entry: TapeEntry) -> TapeEntry:
     """A deep copy, so callers cannot edit stored payloads."""
     return replace(entry, payload=copy.deepcopy(entry.payload), meta=copy.deepcopy(entry.meta))
+
+
+def unknown_outcomes(entries: Sequence[tuple[str, dict[str, Any]]]) -> TapeEntry | None:
+    """For a run's entries (kind, payload) as recovery finds them: a `tool_result` entry
+    answering each call that has no result, with outcome `unknown`, so that the next
+    request shows the model the call and that it may have run; None when every call has
+    its result. A result answers the latest open call with its id (the agent's pairing)."""
+    open_calls: list[dict[str, Any]] = []
+    for kind, payload in entries:
+        if kind == "tool_call":
+            open_calls += [call for call in payload.get("calls") or []
+                           if isinstance(call, dict) and isinstance(call.get("id"), str)]
+        elif kind == "tool_result":
+            for result in payload.get("results") or []:
+                call_id = result.get("call_id") if isinstance(result, dict) else None
+                match = [i for i, call in enumerate(open_calls) if call["id"] == call_id]
+                if match:
+                    del open_calls[match[-1]]
+    if not open_calls:
+        return None
+    return TapeEntry.new("tool_result", {"results": [
+        {"call_id": call["id"], "name": str(call.get("name", "")), "output": UNKNOWN_OUTCOME,
+         "is_error": True, "outcome": "unknown", "error": UNKNOWN_OUTCOME,
+         "arguments": call.get("arguments")} for call in open_calls]}, recovered=True)

@@ -146,7 +146,9 @@ from hookline.kernel.tape import TapeEntry
 async def main():
     store = await PostgresTapeStore(sys.argv[1]).open()
     await store.journal_write("run-dead", "t", [
-        ("t", "append", TapeEntry.new("message", {"role": "user", "content": "half"}))])
+        ("t", "append", TapeEntry.new("message", {"role": "user", "content": "half"})),
+        ("t", "append", TapeEntry.new("tool_call", {"calls": [
+            {"id": "c1", "name": "shell", "arguments": "{}"}]}))])
     print("ready", flush=True)
     await anyio.sleep(600)
 
@@ -174,8 +176,11 @@ def test_a_killed_processes_journal_is_recovered_by_a_live_store_as_interrupted(
         proc.kill()
         proc.wait()
     entries = BlockingStore(postgres_stores.portal, survivor).fetch_all(TapeQuery("t"))
-    assert [e.payload.get("content") for e in entries] == ["half", None]
-    marker = entries[1].payload
+    assert [e.kind for e in entries] == ["message", "tool_call", "tool_result", "event"]
+    assert entries[0].payload.get("content") == "half"
+    (unknown,) = entries[2].payload["results"]  # the call the killed process was running
+    assert unknown["call_id"] == "c1" and unknown["outcome"] == "unknown"
+    marker = entries[3].payload
     assert marker["name"] == "run" and marker["data"]["status"] == "interrupted"
     assert portal.call(survivor.pending_runs) == 0
     # The dead owner's heartbeat row goes too.

@@ -363,6 +363,27 @@ def test_a_live_owners_journal_is_left_alone_and_a_dead_ones_recovered(tmp_path:
     assert marker.meta["interrupted"] is True and "recovered" in marker.meta
 
 
+def test_a_call_left_without_a_result_is_recovered_with_an_unknown_outcome(
+        tmp_path: Path) -> None:
+    path = tmp_path / "tapes.db"
+    running = SQLiteTapeStore(path)
+    calls = [{"id": "c1", "name": "shell", "arguments": '{"command": "make"}'},
+             {"id": "c2", "name": "shell", "arguments": '{"command": "make deploy"}'}]
+    running.journal_write("run-1", "t", [
+        ("t", "append", TapeEntry.new("tool_call", {"calls": calls})),
+        ("t", "append", TapeEntry.new("tool_result", {"results": [
+            {"call_id": "c1", "name": "shell", "output": "ok", "outcome": "ran"}]}))])
+    running.close()  # its process ended while c2 ran
+    with SQLiteTapeStore(path) as reopened:
+        entries = list(reopened.fetch_all(TapeQuery("t")))
+    assert [e.kind for e in entries] == ["tool_call", "tool_result", "tool_result", "event"]
+    (unknown,) = entries[2].payload["results"]
+    assert unknown["call_id"] == "c2" and unknown["outcome"] == "unknown"
+    assert unknown["is_error"] is True and "outcome is unknown" in unknown["output"]
+    assert unknown["arguments"] == '{"command": "make deploy"}'
+    assert entries[2].meta["recovered"] is True
+
+
 @pytest.mark.parametrize("where", ["middle", "header"])
 def test_a_damaged_file_is_refused_naming_it_and_left_untouched(
     tmp_path: Path, where: str

@@ -14,6 +14,7 @@ replica stops its runs before any peer may recover them.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import secrets
@@ -28,6 +29,7 @@ import anyio
 from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeEntry
 
+from ..entries import unknown_outcomes
 from ..sqlite.store import INTERRUPTED_ERROR
 from ..url import redact_url
 from .conn import STATEMENT_TIMEOUT, PostgresConnections, deadline
@@ -277,5 +279,12 @@ class PostgresLiveness(PostgresConnections):
                 {"name": "run", "data": {"status": "interrupted", "error": INTERRUPTED_ERROR}},
                 interrupted=True, started=started, recovered=_now(),
             )
-            await _apply(conn, [_row(tape, "append", marker)], run=run, lock=[tape])
+            journaled = await (await conn.execute(
+                "SELECT kind, payload FROM hookline_journal WHERE run = %s AND tape = %s "
+                "AND kind IN ('tool_call', 'tool_result') ORDER BY seq", (run, tape),
+            )).fetchall()
+            unknown = unknown_outcomes([(str(kind), json.loads(payload or "{}"))
+                                        for kind, payload in journaled])
+            await _apply(conn, [_row(tape, "append", entry) for entry in (unknown, marker)
+                                if entry], run=run, lock=[tape])
         return True

@@ -17,7 +17,7 @@ from typing import Any, Final, TypeAlias
 
 from hookline.kernel.tape import TapeEntry, TapeQuery
 
-from ..entries import dump_json
+from ..entries import dump_json, unknown_outcomes
 from .journal import JournalOp, check_journal_op
 
 __all__ = [
@@ -127,7 +127,11 @@ def end_run(conn: sqlite3.Connection, run: str, tape: str, started: str, error: 
         "event", {"name": "run", "data": {"status": "interrupted", "error": error}},
         interrupted=True, started=started, recovered=now_iso(),
     )
-    apply_rows(conn, [*journal_rows(conn, run), entry_row(tape, "append", marker)])
+    rows = journal_rows(conn, run)
+    unknown = unknown_outcomes([(str(row[2]), loads(row[3])) for row in rows
+                                if row[0] == tape and row[2] is not None])
+    ending = [entry_row(tape, "append", entry) for entry in (unknown, marker) if entry]
+    apply_rows(conn, [*rows, *ending])
     drop_journal(conn, run)
 
 
