@@ -13,6 +13,7 @@ from hookline.kernel.envelope import (
     envelope_content,
     get_field,
 )
+from hookline.kernel.streaming import HooklineError
 from hookline.kernel.turn import RUNTIME_THREAD_ID
 
 __all__ = ["UPSTREAM_KEY", "admission_state", "channel_message", "error_outbound",
@@ -83,7 +84,7 @@ def error_outbound(stage: str, error: Exception, message: Any,
         "kind": "error",
         "content": scrub(f"An error occurred at stage '{stage}': {error}"),
     }, message)
-    details = getattr(error, "details", None) or {}
+    details = (error.details if isinstance(error, HooklineError) else None) or {}
     if details.get("status") in (429, 503):
         outbound.setdefault("context", {})[UPSTREAM_KEY] = {
             "status": details["status"], "retry_after": details.get("retry_after")}

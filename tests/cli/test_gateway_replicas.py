@@ -177,10 +177,12 @@ def test_sigkill_of_a_replica_mid_turn(replicas: tuple[str, Start], tmp_path: Pa
     (tape,) = tape_rows(url).values()
     prompts = [e[2]["content"] for e in tape if e[1] == "message" and e[2]["role"] == "user"]
     assert [p for p in prompts if not p.startswith("/tool")] == acknowledged
-    # What the killed run recorded before it died sits right before its marker.
-    before = tape[[e[0] for e in tape].index(marker_entry[0]) - 2:][:2]
+    # What the killed run recorded before it died sits right before its marker, with the
+    # unknown outcome of the call it was running.
+    before = tape[[e[0] for e in tape].index(marker_entry[0]) - 3:][:3]
     assert before[0][2].get("content", "").startswith("/tool shell")
     assert before[1][1] == "tool_call"
+    assert before[2][1] == "tool_result" and before[2][2]["results"][0]["outcome"] == "unknown"
     assert rows(url, "SELECT count(*) FROM hookline_journal_runs") == [(0,)]
 
 

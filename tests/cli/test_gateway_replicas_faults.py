@@ -129,7 +129,8 @@ def test_a_replica_losing_its_lock_mid_tool_runs_the_tool_once_and_never_interle
         assert ask(peer, "after").status == 200
         kinds = [[(kind, p.get("role") or p.get("name")) for kind, p, _ in block]
                  for block in runs(url)]
-        assert kinds == [[("message", "user"), ("tool_call", None), ("event", "run")],
+        assert kinds == [[("message", "user"), ("tool_call", None), ("tool_result", None),
+                          ("event", "run")],
                          [("message", "user"), ("message", "assistant"), ("event", "run")]]
         assert status(runs(url)[0][-1]) == "interrupted"
         assert ran.read_text() == "once\n"
@@ -164,9 +165,12 @@ def test_a_partitioned_replica_fails_its_turn_is_recovered_by_its_peer_and_comes
             "before", "during-0", "during-1", "during-2", "after"]
         (recovered,) = [block for block in blocks if status(block[-1]) == "interrupted"]
         assert prompt(recovered).startswith("/tool shell")
-        assert [kind for kind, _, _ in recovered] == ["message", "tool_call", "event"]
-        # Nothing else of A's run: its tool's result never reached the tape.
-        assert not [e for block in blocks for e in block if e[0] == "tool_result"]
+        assert [kind for kind, _, _ in recovered] == ["message", "tool_call", "tool_result",
+                                                      "event"]
+        # Nothing else of A's run: its tool's result never reached the tape, only the
+        # unknown outcome the recovery recorded for it.
+        assert [e[1]["results"][0]["outcome"] for block in blocks for e in block
+                if e[0] == "tool_result"] == ["unknown"]
         assert ran.read_text() == "once\n"
         wait_until(lambda: rows(url, "SELECT count(*) FROM hookline_journal_runs") == [(0,)])
 

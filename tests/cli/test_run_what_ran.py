@@ -155,7 +155,8 @@ def test_usage_sums_the_turns_model_calls(tmp_path: Path) -> None:
     assert done.stderr == ("usage: 320 tokens in (100 cached), 13 out, over 2 model calls; "
                            "cost not reported\n"
                            "session: 320 tokens in (100 cached), 13 out, over 2 model calls; "
-                           "cost not reported\n")
+                           "cost not reported\n"
+                           "context: 200 of 128,000 tokens (0%)\n")  # the last call's input
 
 
 def test_usage_of_the_offline_model_is_its_word_counts(tmp_path: Path) -> None:
@@ -164,7 +165,8 @@ def test_usage_of_the_offline_model_is_its_word_counts(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     found = re.fullmatch(r"usage: (\d+) tokens in \(0 cached\), (\d+) out, over 1 model "
                          r"call; cost not reported\nsession: \1 tokens in \(0 cached\), \2 out, "
-                         r"over 1 model call; cost not reported\n", done.stderr)
+                         r"over 1 model call; cost not reported\n"
+                         r"context: \1 of 128,000 tokens \(0%\)\n", done.stderr)
     assert found, done.stderr
     assert int(found[1]) >= 2 and int(found[2]) == len(done.stdout.split())
 

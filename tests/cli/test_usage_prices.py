@@ -33,7 +33,8 @@ def test_run_usage_prices_the_turn_and_the_session(tmp_path: Path) -> None:
     assert first.returncode == 0, first.stderr
     cost = f"cost {COST / 1e6:.6g} (from model_prices)"
     assert first.stderr.splitlines() == [
-        TURN + cost, "session:" + TURN.removeprefix("usage:") + cost]
+        TURN + cost, "session:" + TURN.removeprefix("usage:") + cost,
+        "context: 200 of 128,000 tokens (0%)"]  # the last call's input
     (workspace / "calc.py").write_text(BUGGY)
     again = hookline("run", "-q", "--usage", "--session", "p", "fix it again", env=env,
                      cwd=workspace)
@@ -41,7 +42,8 @@ def test_run_usage_prices_the_turn_and_the_session(tmp_path: Path) -> None:
     assert again.stderr.splitlines() == [
         TURN + cost,
         f"session: 640 tokens in (200 cached), 26 out, over 4 model calls; "
-        f"cost {2 * COST / 1e6:.6g} (from model_prices)"]
+        f"cost {2 * COST / 1e6:.6g} (from model_prices)",
+        "context: 200 of 128,000 tokens (0%)"]
 
 
 def test_a_model_without_a_price_is_named(tmp_path: Path) -> None:
