@@ -317,9 +317,9 @@ def test_a_failed_turn_answers_500_with_the_error(start_gateway: Any) -> None:
     assert data["session_id"] == "E" and data["outbounds"][0]["kind"] == "error"
     stream = post_stream(gateway.url, {"content": "explode again", "session_id": "E"})
     kinds = [kind for kind, _ in stream.events]
-    assert stream.status == 200 and kinds == ["error", "done"]
-    assert "exploded on purpose" in stream.events[0][1]["message"]
-    assert "exploded on purpose" in stream.events[1][1]["error"]
+    assert stream.status == 200 and kinds == ["request", "error", "done"]
+    assert "exploded on purpose" in stream.events[1][1]["message"]
+    assert "exploded on purpose" in stream.events[2][1]["error"]
     assert post(gateway.url, {"content": "still alive?"}).status == 200
 
 
@@ -339,9 +339,9 @@ def test_a_model_error_answers_500_after_the_whole_turn(start_gateway: Any,
     assert [o["kind"] for o in data["outbounds"]] == ["error", "normal"]
     assert data["content"] == "partial "
     stream = post_stream(gateway.url, {"content": "hello"})
-    assert [kind for kind, _ in stream.events] == ["error", "done"]
-    assert stream.events[0][1] == {"kind": "provider", "message": "second outage"}
-    assert "second outage" in stream.events[1][1]["error"]
+    assert [kind for kind, _ in stream.events] == ["request", "error", "done"]
+    assert stream.events[1][1] == {"kind": "provider", "message": "second outage"}
+    assert "second outage" in stream.events[2][1]["error"]
 
 
 def test_a_reply_that_takes_too_long_gets_504(start_gateway: Any) -> None:

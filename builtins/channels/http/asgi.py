@@ -18,6 +18,7 @@ from ...telemetry.context import TRACE_CONTEXT_KEY, trace_headers
 from .approvals import APPROVALS_PATH, HttpApprovals
 from .guard import Guard, HttpError, header_map
 from .health import RETRY_AFTER, HealthCache, HealthPace, retry_worth
+from .kept import REQUEST_ID_HEADER, KeptReplies
 from .match import REQUEST_ID_KEY, Replies
 from .media import body_limit, with_attachments
 from .overrides import RequestOverrides
@@ -30,6 +31,9 @@ from .wire import ALWAYS_HEADERS, Disconnected, send_json, websocket_refusal
 __all__ = ["HttpRoutes"]
 
 logger = logging.getLogger(__name__)
+
+MESSAGES_PATH = "/v1/messages/"
+"""`GET /v1/messages/{id}`: the kept answer of a request."""
 
 _ROUTES: dict[str, tuple[str, ...]] = {
     "/v1/messages": ("POST",),
@@ -55,6 +59,7 @@ class HttpRoutes:
     _accepting: bool
     _overrides: RequestOverrides
     _approvals: HttpApprovals
+    _kept: KeptReplies
 
     async def _asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -96,6 +101,9 @@ class HttpRoutes:
         if path in self.routes and method in ("GET", "HEAD"):
             await self.routes[path](send)
             return
+        if path.startswith(MESSAGES_PATH) and method == "GET":
+            await self._fetch(path.removeprefix(MESSAGES_PATH), send)
+            return
         if path.startswith(APPROVALS_PATH) and method == "POST":
             Guard.require_json(headers)
             body = await _read_body(headers, receive, 64 * 1024, self.body_timeout or 30.0)
@@ -105,7 +113,8 @@ class HttpRoutes:
         methods = _ROUTES.get(path)
         if methods is None:
             raise HttpError(404, f"no such endpoint: {path} (the API is POST /v1/messages, "
-                                 f"POST /v1/approvals/ID and GET /v1/health)")
+                                 f"GET /v1/messages/ID, POST /v1/approvals/ID and "
+                                 f"GET /v1/health)")
         if method not in methods:
             raise HttpError(405, f"method {method} is not allowed on {path}; use "
                                  f"{' or '.join(methods)}",
@@ -144,6 +153,8 @@ class HttpRoutes:
         session_id = self._session_of(payload)
         reply = Reply(uuid.uuid4().hex, session_id, payload.get("stream", False),
                       payload.get("approvals", False), notified=self._managed)
+        send = _with_header(send, (REQUEST_ID_HEADER, reply.id.encode()))
+        reply.emit("request", {"id": reply.id, "session_id": session_id})
         # A plain mapping, like the cli channel's: only the sender's own context reaches
         # the prompt (the request id is private: its key starts with an underscore).
         envelope = {
@@ -181,7 +192,33 @@ class HttpRoutes:
         except TimeoutError:
             await send_timeout(reply, send, timeout)
         finally:
+            self._settle(reply)
+
+    def _settle(self, reply: Reply) -> None:
+        """Keep the answer for `GET /v1/messages/{id}`: now, or, when the client left
+        before the turn ended, once it has (the reply stays matched to it meanwhile)."""
+        def keep() -> None:
             self._replies.forget(reply)
+            status, body, _headers = whole_answer(reply)
+            if status == 500 and reply.upstream is not None:
+                status, body, _headers = upstream_answer(reply.upstream, body)
+            self._kept.keep(reply.id, status, body)
+
+        if reply.finished.is_set() or not reply.decided.is_set() or reply.outcome in NO_TURN:
+            keep()
+        else:
+            reply.on_finish = keep
+
+    async def _fetch(self, request_id: str, send: Send) -> None:
+        """`GET /v1/messages/{id}`: the kept answer, 202 while the turn runs, else 404."""
+        if any(reply.id == request_id for reply in self._replies):
+            await send_json(send, 202, {"id": request_id, "status": "running"})
+            return
+        found = self._kept.get(request_id)
+        if found is None:
+            raise HttpError(404, f"no answer is kept for request {request_id!r} (unknown, or "
+                                 f"older than http_reply_retention)")
+        await send_json(send, *found)
 
     async def _answer(self, reply: Reply, send: Send) -> None:
         if not reply.stream:
@@ -208,3 +245,12 @@ class HttpRoutes:
 
     def _session_of(self, payload: dict[str, Any]) -> str:
         return str(payload.get("session_id") or f"{self.name}:{payload.get('chat_id', 'default')}")
+
+
+def _with_header(send: Send, header: tuple[bytes, bytes]) -> Send:
+    """`send` adding `header` to the response it starts."""
+    async def sending(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", ()), header]}
+        await send(message)
+    return sending

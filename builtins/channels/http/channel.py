@@ -33,6 +33,7 @@ from .approvals import HttpApprovals, HttpAsker
 from .asgi import HttpRoutes
 from .guard import Guard, is_loopback_address, load_token
 from .health import HealthCache, HealthPace
+from .kept import KeptReplies
 from .match import REQUEST_ID_KEY, Replies
 from .overrides import RequestOverrides
 from .payload import MAX_BODY_SIZE, MAX_JSON_DEPTH, _outbound_dict
@@ -123,6 +124,7 @@ class HttpChannel(HttpRoutes, Lifecycle):
         self._guard = Guard(None, frozenset(), frozenset())
         self._overrides = RequestOverrides()
         self._approvals = HttpApprovals()
+        self._kept = KeptReplies()
         self.approval_timeout: float | None = None
         """Seconds a question waits for its answer (None: `http_approval_timeout`)."""
         self._replies = Replies()
@@ -194,6 +196,7 @@ class HttpChannel(HttpRoutes, Lifecycle):
                 self.busy_session = settings.http_busy_session
             if self.approval_timeout is None:
                 self.approval_timeout = float(settings.http_approval_timeout)
+            self._kept.seconds = float(settings.http_reply_retention)
             allow_remote = (self.allow_remote if self.allow_remote is not None
                             else settings.http_allow_remote)
             tls = _tls_files(settings)

@@ -15,6 +15,7 @@ because it is stopping may be sent again, to this gateway once it is back or to 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +80,8 @@ class Reply:
     """A turn runs for the request (`turn_started` or `stream_events` named it)."""
     in_model_stage: bool = False
     response_started: bool = False
+    on_finish: Callable[[], None] | None = None
+    """Called once everything has arrived (the channel keeps the answer then)."""
     events: MemoryObjectSendStream[tuple[str, Any]] | None = None
     event_reader: MemoryObjectReceiveStream[tuple[str, Any]] | None = None
 
@@ -118,6 +121,8 @@ class Reply:
         self.finished.set()
         if self.events is not None:
             self.events.close()
+        if self.on_finish is not None:
+            self.on_finish()
 
     def result(self) -> dict[str, Any]:
         data: dict[str, Any] = {
