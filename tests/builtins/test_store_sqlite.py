@@ -508,3 +508,44 @@ def test_processes_opening_a_new_store_at_once_all_succeed(tmp_path: Path) -> No
         for opener in openers:
             out, err = opener.communicate(timeout=60)
             assert (opener.returncode, out.strip()) == (0, "opened"), err
+
+
+FULL_DISK_APPENDS = r"""
+import resource
+import signal
+import sys
+
+from hookline.builtins.store import SQLiteTapeStore
+from hookline.kernel.streaming import HooklineError
+from hookline.kernel.tape import TapeEntry
+
+store = SQLiteTapeStore(sys.argv[1])
+store.append("t", TapeEntry.new("message", {"n": 0}))
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (1, hard))  # as on a full disk
+for n in range(1, 200):
+    try:
+        store.append("t", TapeEntry.new("message", {"n": n, "pad": "x" * 4000}))
+    except HooklineError as exc:
+        print("refused", exc.kind.value, exc.message, flush=True)
+        break
+    except Exception as exc:
+        print("raw", type(exc).__name__, exc, flush=True)
+        break
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+store.append("t", TapeEntry.new("message", {"n": "after"}))
+print("appended again", flush=True)
+"""
+
+
+def test_a_full_disk_is_a_temporary_error_never_a_raw_sqlite_one(tmp_path: Path) -> None:
+    """What the gateway answers 503 with Retry-After: a `temporary` HooklineError naming
+    the store and SQLite's own words; the store takes writes again once there is room."""
+    out = subprocess.run([sys.executable, "-c", FULL_DISK_APPENDS, str(tmp_path / "t.db")],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    refused, again = out.stdout.splitlines()
+    assert refused.startswith("refused temporary Tape store "), out.stdout
+    assert "disk" in refused.lower() and "Nothing of this call was written" in refused
+    assert again == "appended again"

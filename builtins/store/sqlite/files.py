@@ -80,6 +80,27 @@ def is_damage(exc: sqlite3.DatabaseError) -> bool:
     return "malformed" in text or "not a database" in text
 
 
+_TRANSIENT = ("database or disk is full", "disk i/o error", "database is locked",
+              "unable to open database file")
+"""SQLite's words for a failure that passes: the disk filled up or failed for a moment,
+another process held the lock past the busy timeout."""
+
+
+def transient_error(path: Path, exc: BaseException) -> BaseException:
+    """`exc`, or for one of SQLite's passing failures a `temporary` HooklineError saying
+    so (the gateway answers it 503 with `Retry-After`, never 500)."""
+    if isinstance(exc, sqlite3.OperationalError) and any(
+            words in str(exc).lower() for words in _TRANSIENT):
+        error = HooklineError(
+            ErrorKind.temporary,
+            f"Tape store {path} cannot be used now: {exc}. Nothing of this call was "
+            f"written; free disk space (or wait for the disk or the other process) and try "
+            f"again.", {"path": str(path)})
+        error.__cause__ = exc
+        return error
+    return exc
+
+
 def damaged_error(path: Path, detail: str) -> HooklineError:
     """A `config` error naming the damaged file and what to do about it."""
     return HooklineError(

@@ -35,6 +35,7 @@ from .files import (
     is_damage,
     moved_error,
     problem_lines,
+    transient_error,
 )
 from .journal import JournalOp, Owner, check_journal_op
 from .sql import (
@@ -168,6 +169,7 @@ class SQLiteTapeStore:
         self._readers = ReaderPool(self.path, busy_timeout)
         self._writer = GroupWriter(conn, self._group, self._before_group, self._is_fatal,
                                    name=f"hookline tape writer {self.path.name}")
+        self._writer.translate = lambda exc: transient_error(self.path, exc)
 
     def _setup(self, conn: sqlite3.Connection, busy_timeout: float, synchronous: str) -> None:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
@@ -213,7 +215,10 @@ class SQLiteTapeStore:
             yield
         except sqlite3.DatabaseError as exc:
             if not is_damage(exc):
-                raise
+                translated = transient_error(self.path, exc)
+                if translated is exc:
+                    raise
+                raise translated from exc
             raise self._damaged(str(exc)) from exc
 
     def _check_open(self) -> None:

@@ -76,6 +76,8 @@ class GroupWriter:
         self._transaction = transaction
         self._before = before
         self._fatal = fatal
+        self.translate: Callable[[BaseException], BaseException] = lambda exc: exc
+        """What a failure becomes for its callers (the store's passing SQLite errors)."""
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -143,7 +145,7 @@ class GroupWriter:
                             outcomes[n] = self._member(request.work)
         except BaseException as exc:
             for request in group:
-                _fail(request, exc)
+                _fail(request, exc, self.translate)
             if not isinstance(exc, Exception):
                 raise
             return
@@ -151,7 +153,7 @@ class GroupWriter:
             if ok:
                 request.future.set_result(value)
             else:
-                _fail(request, value)
+                _fail(request, value, self.translate)
 
     def _member(self, work: Work) -> tuple[bool, Any]:
         conn = self._conn
@@ -171,7 +173,9 @@ class GroupWriter:
         return True, value
 
 
-def _fail(request: _Request, exc: BaseException) -> None:
+def _fail(request: _Request, exc: BaseException, translate: Callable[[BaseException],
+          BaseException] = lambda exc: exc) -> None:
+    exc = translate(exc)
     if request.on_error is not None:
         request.on_error(exc)
     if not request.future.done():
