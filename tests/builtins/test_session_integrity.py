@@ -238,14 +238,16 @@ def test_a_run_killed_mid_tool_is_on_the_tape_marked_interrupted(tmp_path: Path)
     assert recovered == [tape]
     assert [e.kind for e in entries] == [
         "anchor", "message", "tool_call", "tool_result", "tool_call", "tool_result",
-        "tool_call", "event"]
+        "tool_call", "tool_result", "event"]
     assert entries[1].payload == {"role": "user", "content": "run the three steps"}
     commands = [json.loads(e.payload["calls"][0]["arguments"])["command"]
                 for e in entries if e.kind == "tool_call"]
     assert [command.split(" > ")[0] for command in commands] == [
         "echo one", "echo two", "echo $$"]
     results = [e.payload["results"][0] for e in entries if e.kind == "tool_result"]
-    assert [r["is_error"] for r in results] == [False, False]
+    assert [r["is_error"] for r in results] == [False, False, True]
+    # The third call was running: recovery says its outcome is unknown, never drops it.
+    assert results[2]["outcome"] == "unknown" and entries[-2].meta["recovered"] is True
     marker = entries[-1]
     assert marker.payload == {"name": "run",
                               "data": {"status": "interrupted", "error": INTERRUPTED_ERROR}}
