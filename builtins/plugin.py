@@ -196,6 +196,10 @@ class BuiltinPlugin:
             state[TURN_SYSTEM] = str(context["system"])
         if context.get("thread_id"):
             state[RUNTIME_THREAD_ID] = str(context["thread_id"])
+        from .tape.requests import IDEMPOTENCY_CONTEXT as KEYED  # the request's key
+
+        if isinstance(context.get(KEYED), dict):  # recorded with its message
+            state[KEYED] = dict(context[KEYED])
         router = self.framework.router
         asker = router.approval_asker(message) if isinstance(router, ApprovalRouter) else None
         if asker is not None:  # the channel that can ask a person (docs/approvals.md)
@@ -480,9 +484,16 @@ class BuiltinPlugin:
 
         # Settings are read when the channel starts, not here.
         channels.append(HttpChannel(message_handler, settings=self.get_settings,
-                                    health=self.store_health, scrub=self.scrub_text))
+                                    health=self.store_health, scrub=self.scrub_text,
+                                    recall=self.recall_request))
 
         return channels
+
+    async def recall_request(self, session_id: str, key: str) -> Any:
+        """What the session's tape recorded for a request's Idempotency-Key, or None."""
+        from .tape.requests import recorded_answer
+
+        return await recorded_answer(self.tape_for(session_id, {}), session_id, key)
 
     async def store_health(self) -> str | None:
         """Why the running tape store cannot record turns now, or None when it can.

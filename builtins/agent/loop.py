@@ -59,6 +59,7 @@ from ..models.base import (
     ToolSchema,
     as_model_messages,
 )
+from ..tape.requests import IDEMPOTENCY_CONTEXT, IDEMPOTENCY_META
 from ..tape.tape import Tape, TapeRecordError, should_merge_back
 from .compaction import (
     COMPACTION_ANCHOR,
@@ -77,9 +78,8 @@ from .usage import add_usage
 logger = logging.getLogger(__name__)
 
 COMPACTION_STATE = "compaction"
-"""Turn state key: False turns compaction off for the turn (a plugin's `load_state` may
-set it); while a summary call runs it holds the reason (`budget`, `overflow`, `user`), so
-a `before_llm_call` can recognise the call and answer it with its own summary."""
+"""Turn state key: False turns compaction off for the turn; during a summary call it holds
+the reason (`budget`, `overflow`, `user`), for a `before_llm_call` to answer instead."""
 
 
 @dataclass(frozen=True)
@@ -236,6 +236,8 @@ class _Run:
         first = prompt if any(not isinstance(item, str) for item in prompt) else "\n".join(prompt)
         new_messages = [ModelMessage.user(first)]
         step_prompt: list[Any] | None = self.prompt
+        marked = self.state.get(IDEMPOTENCY_CONTEXT)  # the request's key, with its prompt
+        first_meta = {IDEMPOTENCY_META: marked} if isinstance(marked, dict) else {}
         while True:
             step_started = await self._start_step(step_prompt)
             run_id = self.run_id
@@ -254,7 +256,9 @@ class _Run:
                 context = await self.tape.read_model_messages()
                 new_messages = new_messages or [ModelMessage.user(CONTINUE_AFTER_COMPACTION)]
             for message in new_messages:
-                await self.tape.append("message", message.to_dict(), run_id=run_id)
+                await self.tape.append("message", message.to_dict(), run_id=run_id,
+                                       **first_meta)
+                first_meta = {}
             await self.tape.flush()  # the prompt is durable before the model sees it
             outcome = StepOutcome()
             retried = False

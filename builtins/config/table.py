@@ -153,6 +153,8 @@ class Settings:
         parse.seconds, "a positive number of seconds", "300", "300"))
     http_body_timeout: float = field(default=DEFAULT_HTTP_BODY_TIMEOUT, metadata=setting(
         parse.seconds, "a positive number of seconds", "30", "30"))
+    http_idempotency_ttl: float = field(default=86_400.0, metadata=setting(
+        parse.seconds, "a positive number of seconds", "3600", "3600"))
     http_reply_retention: float = field(default=600.0, metadata=setting(
         parse.seconds, "a positive number of seconds", "3600", "3600"))
     http_approval_timeout: float = field(default=DEFAULT_HTTP_APPROVAL_TIMEOUT, metadata=setting(

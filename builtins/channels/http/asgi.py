@@ -14,10 +14,12 @@ import anyio
 
 from hookline.kernel.channels import MessageHandler
 
+from ...tape.requests import IDEMPOTENCY_CONTEXT
 from ...telemetry.context import TRACE_CONTEXT_KEY, trace_headers
 from .approvals import APPROVALS_PATH, HttpApprovals
 from .guard import Guard, HttpError, header_map
 from .health import RETRY_AFTER, HealthCache, HealthPace, retry_worth
+from .idempotency import Idempotency, idempotency_key
 from .kept import REQUEST_ID_HEADER, KeptReplies
 from .match import REQUEST_ID_KEY, Replies
 from .media import body_limit, with_attachments
@@ -26,7 +28,7 @@ from .payload import _json_object, _parse_message, _read_body
 from .reply import NO_TURN, Reply, not_run, retry_headers, upstream_answer, whole_answer
 from .server import Receive, Scope, Send, _lifespan, _watch_disconnect
 from .stream import send_events, send_timeout
-from .wire import ALWAYS_HEADERS, Disconnected, send_json, websocket_refusal
+from .wire import ALWAYS_HEADERS, SSE_HEADERS, Disconnected, send_json, sse, websocket_refusal
 
 __all__ = ["HttpRoutes"]
 
@@ -60,6 +62,7 @@ class HttpRoutes:
     _overrides: RequestOverrides
     _approvals: HttpApprovals
     _kept: KeptReplies
+    _idempotency: Idempotency
 
     async def _asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -124,11 +127,17 @@ class HttpRoutes:
                                 self.body_timeout if self.body_timeout is not None else 30.0)
         payload = with_attachments(_parse_message(body), len(body), self.max_body_size)
         self._overrides.check(payload)
+        keyed = idempotency_key(headers, body)
+        if keyed is not None:
+            prior = await self._idempotency.prior(*keyed, self._session_of(payload))
+            if prior is not None:  # never a second run: what the first came to
+                await self._replay(prior, bool(payload.get("stream")), send)
+                return
         if not self._accepting:  # not run, and it may be: said so, with when to retry
             await send_json(send, 503, not_run("the gateway is shutting down",
                                                self._session_of(payload)), retry_headers())
             return
-        await self._post_message(payload, receive, send, trace_headers(headers))
+        await self._post_message(payload, receive, send, trace_headers(headers), keyed)
 
     async def _health(self, headers: dict[str, list[str]], send: Send, client: Any) -> None:
         """The status for anyone (load balancers send no token), paced; the reason too for
@@ -148,13 +157,18 @@ class HttpRoutes:
                             if detailed else {"status": "unavailable"})
 
     async def _post_message(self, payload: dict[str, Any], receive: Receive,
-                            send: Send, trace: dict[str, str]) -> None:
+                            send: Send, trace: dict[str, str],
+                            keyed: tuple[str, str] | None = None) -> None:
         chat_id = payload.get("chat_id", "default")
         session_id = self._session_of(payload)
         reply = Reply(uuid.uuid4().hex, session_id, payload.get("stream", False),
                       payload.get("approvals", False), notified=self._managed)
         send = _with_header(send, (REQUEST_ID_HEADER, reply.id.encode()))
         reply.emit("request", {"id": reply.id, "session_id": session_id})
+        private: dict[str, Any] = {REQUEST_ID_KEY: reply.id}
+        if keyed is not None:
+            self._idempotency.started(*keyed, reply)
+            private[IDEMPOTENCY_CONTEXT] = {"key": keyed[0], "digest": keyed[1]}
         # A plain mapping, like the cli channel's: only the sender's own context reaches
         # the prompt (the request id is private: its key starts with an underscore).
         envelope = {
@@ -163,7 +177,7 @@ class HttpRoutes:
             "chat_id": chat_id,
             "content": payload["content"],
             "media": payload.get("media", []),
-            "context": {**payload.get("context", {}), REQUEST_ID_KEY: reply.id,
+            "context": {**payload.get("context", {}), **private,
                         **({TRACE_CONTEXT_KEY: trace} if trace else {})},
         }
         timeout = self.reply_timeout if self.reply_timeout is not None else 300.0
@@ -199,15 +213,37 @@ class HttpRoutes:
         before the turn ended, once it has (the reply stays matched to it meanwhile)."""
         def keep() -> None:
             self._replies.forget(reply)
-            status, body, _headers = whole_answer(reply)
-            if status == 500 and reply.upstream is not None:
-                status, body, _headers = upstream_answer(reply.upstream, body)
-            self._kept.keep(reply.id, status, body)
+            self._kept.keep(reply.id, *_final_answer(reply))
 
         if reply.finished.is_set() or not reply.decided.is_set() or reply.outcome in NO_TURN:
             keep()
         else:
             reply.on_finish = keep
+
+    async def _replay(self, prior: Reply | tuple[int, dict[str, Any]], stream: bool,
+                      send: Send) -> None:
+        """Answer a retry with what its first request came to (waiting while it runs)."""
+        if isinstance(prior, Reply):
+            with anyio.move_on_after(self.reply_timeout or 300.0):
+                await prior.finished.wait()
+            if not prior.finished.is_set():
+                raise HttpError(409, "the first request with this Idempotency-Key is still "
+                                     "running; retry later with the same key",
+                                [(b"retry-after", b"5")])
+            status, body = _final_answer(prior)
+            body = {**body, "id": prior.id}
+        else:
+            status, body = prior
+        marked = [(b"idempotent-replayed", b"true")]
+        if not stream:
+            await send_json(send, status, body, marked)
+            return
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [*SSE_HEADERS, *marked]})
+        last = ("done", body) if status < 400 else (
+            "error", {"kind": "replayed", "status": status, "message": body.get("error")})
+        chunk = sse("request", {"id": body.get("id"), "replayed": True}) + sse(*last)
+        await send({"type": "http.response.body", "body": chunk, "more_body": False})
 
     async def _fetch(self, request_id: str, send: Send) -> None:
         """`GET /v1/messages/{id}`: the kept answer, 202 while the turn runs, else 404."""
@@ -245,6 +281,14 @@ class HttpRoutes:
 
     def _session_of(self, payload: dict[str, Any]) -> str:
         return str(payload.get("session_id") or f"{self.name}:{payload.get('chat_id', 'default')}")
+
+
+def _final_answer(reply: Reply) -> tuple[int, dict[str, Any]]:
+    """What an ended request answers: its whole reply, or the provider's own refusal."""
+    status, body, _headers = whole_answer(reply)
+    if status == 500 and reply.upstream is not None:
+        status, body, _headers = upstream_answer(reply.upstream, body)
+    return status, body
 
 
 def _with_header(send: Send, header: tuple[bytes, bytes]) -> Send:

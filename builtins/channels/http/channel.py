@@ -33,6 +33,7 @@ from .approvals import HttpApprovals, HttpAsker
 from .asgi import HttpRoutes
 from .guard import Guard, is_loopback_address, load_token
 from .health import HealthCache, HealthPace
+from .idempotency import Idempotency, Recall
 from .kept import KeptReplies
 from .match import REQUEST_ID_KEY, Replies
 from .overrides import RequestOverrides
@@ -102,6 +103,7 @@ class HttpChannel(HttpRoutes, Lifecycle):
         max_body_size: int = MAX_BODY_SIZE,
         health: Callable[[], Awaitable[str | None]] | None = None,
         scrub: Callable[[str], str] = redact_credentials,
+        recall: Recall | None = None,
     ) -> None:
         self.on_receive = on_receive
         self.host = host
@@ -125,6 +127,7 @@ class HttpChannel(HttpRoutes, Lifecycle):
         self._overrides = RequestOverrides()
         self._approvals = HttpApprovals()
         self._kept = KeptReplies()
+        self._idempotency = Idempotency(recall=recall)
         self.approval_timeout: float | None = None
         """Seconds a question waits for its answer (None: `http_approval_timeout`)."""
         self._replies = Replies()
@@ -197,6 +200,7 @@ class HttpChannel(HttpRoutes, Lifecycle):
             if self.approval_timeout is None:
                 self.approval_timeout = float(settings.http_approval_timeout)
             self._kept.seconds = float(settings.http_reply_retention)
+            self._idempotency.seconds = float(settings.http_idempotency_ttl)
             allow_remote = (self.allow_remote if self.allow_remote is not None
                             else settings.http_allow_remote)
             tls = _tls_files(settings)

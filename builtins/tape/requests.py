@@ -1,0 +1,56 @@
+"""What a session's tape recorded of a request sent with an `Idempotency-Key`: its user
+message carries the key and the body's digest (meta `idempotency`), and what follows it
+up to its `run` event is how its turn went. A gateway restarted after a crash answers a
+retry from this, after the store's recovery put the interrupted run on the tape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .tape import Tape
+
+__all__ = ["IDEMPOTENCY_CONTEXT", "IDEMPOTENCY_META", "SCANNED", "recorded_answer"]
+
+IDEMPOTENCY_CONTEXT = "_idempotency"
+"""Envelope context and turn state key of a keyed request's `{"key", "digest"}` (the
+http channel's Idempotency-Key and the sha256 of its body)."""
+IDEMPOTENCY_META = "idempotency"
+"""Meta of a turn's user message: `{"key", "digest"}` of the request that sent it."""
+SCANNED = 2_000
+"""Entries at the end of the tape searched for a key."""
+
+
+async def recorded_answer(tape: Tape, session_id: str, key: str
+                          ) -> tuple[str, int, dict[str, Any]] | None:
+    """The digest and the answer (status, body) recorded for `key`, or None."""
+    entries = await tape.entries(tape.query().tail(SCANNED))
+    start = next((index for index in range(len(entries) - 1, -1, -1)
+                  if _key_of(entries[index].meta) == key), None)
+    if start is None:
+        return None
+    digest = str(entries[start].meta[IDEMPOTENCY_META].get("digest", ""))
+    replies: list[str] = []
+    outcome: dict[str, Any] = {"status": "running"}
+    for entry in entries[start + 1:]:
+        payload = entry.payload
+        if entry.kind == "message" and payload.get("role") == "user":
+            break
+        if entry.kind == "message" and payload.get("role") == "assistant" \
+                and isinstance(payload.get("content"), str) and payload["content"]:
+            replies.append(payload["content"])
+        if entry.kind == "event" and payload.get("name") == "run":
+            data = payload.get("data")
+            outcome = data if isinstance(data, dict) else {}
+            break
+    status = str(outcome.get("status") or "unknown")
+    body: dict[str, Any] = {"session_id": session_id, "content": "\n\n".join(replies),
+                            "outbounds": [], "status": status}
+    if status != "ok":
+        body["error"] = str(outcome.get("error") or f"the turn ended {status}")
+    code = {"ok": 200, "interrupted": 200, "running": 409}.get(status, 500)
+    return digest, code, body
+
+
+def _key_of(meta: Any) -> str | None:
+    marked = meta.get(IDEMPOTENCY_META) if isinstance(meta, dict) else None
+    return str(marked.get("key")) if isinstance(marked, dict) else None
