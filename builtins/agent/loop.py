@@ -246,24 +246,34 @@ class _Run:
             context = await self.tape.read_model_messages()
             # Steered messages came after the step's own prompt: they follow it, in order.
             new_messages = new_messages + await self._drain_steering()
-            if self._needs_compaction(context + new_messages):
-                async with contextlib.aclosing(self._compact("budget", context + new_messages,
-                                                             step_started)) as events:
-                    async for event in events:
-                        yield event
-                step_started = await self._start_step(step_prompt)
-                run_id = self.run_id
-                context = await self.tape.read_model_messages()
-                new_messages = new_messages or [ModelMessage.user(CONTINUE_AFTER_COMPACTION)]
-            for message in new_messages:
-                await self.tape.append("message", message.to_dict(), run_id=run_id,
-                                       **first_meta)
-                first_meta = {}
-            await self.tape.flush()  # the prompt is durable before the model sees it
-            outcome = StepOutcome()
-            retried = False
+            system = self._system_prompt()
+            # Compacted first when the request would pass the budget; again, once, when the
+            # provider refuses it as too long. The step's messages are recorded once.
+            reason = "budget" if self._needs_compaction(system, context + new_messages) \
+                else None
+            recorded = False
             while True:
-                call = self._model_call(run_id, outcome, context + new_messages)
+                if reason is not None:
+                    async with contextlib.aclosing(self._compact(
+                            reason, context + new_messages, step_started)) as events:
+                        async for event in events:
+                            yield event
+                    step_started = await self._start_step(step_prompt)
+                    run_id = self.run_id
+                    system = self._system_prompt()
+                    context = await self.tape.read_model_messages()
+                    if not new_messages:  # mid-turn: say why the conversation is a summary
+                        new_messages = [ModelMessage.user(CONTINUE_AFTER_COMPACTION)]
+                        recorded = False
+                if not recorded:
+                    for message in new_messages:
+                        await self.tape.append("message", message.to_dict(), run_id=run_id,
+                                               **first_meta)
+                        first_meta = {}
+                    await self.tape.flush()  # the prompt is durable before the model sees it
+                    recorded = True
+                outcome = StepOutcome()
+                call = self._model_call(run_id, outcome, system, context + new_messages)
                 try:
                     async with contextlib.aclosing(call):  # closed with us: keeps partial text
                         async for event in call:
@@ -271,31 +281,20 @@ class _Run:
                     break
                 except HooklineError as exc:
                     stated = overflow_limit(exc)
-                    if retried and stated is not None:
+                    if reason == "overflow" and stated is not None:
                         exc = HooklineError(ErrorKind.provider, (
                             f"the model refused the request as too long even after the "
                             f"context was compacted ({exc.message}); set context_window "
                             f"lower, or start a new session (--new)"), exc.details)
-                    if retried or stated is None or outcome.text or outcome.tool_calls \
-                            or not self._may_compact():
+                    if reason == "overflow" or stated is None or outcome.text \
+                            or outcome.tool_calls or not self._may_compact():
                         await self._step_failed(step_started, exc)
                         raise exc from exc.__cause__
+                    self.agent.meter.overflowed(self.model, stated)
+                    reason = "overflow"
                 except Exception as exc:
                     await self._step_failed(step_started, exc)
                     raise
-                self.agent.meter.overflowed(self.model, stated)
-                async with contextlib.aclosing(self._compact("overflow", context + new_messages,
-                                                             step_started)) as events:
-                    async for event in events:
-                        yield event
-                step_started = await self._start_step(step_prompt)
-                run_id, retried = self.run_id, True
-                context = await self.tape.read_model_messages()
-                new_messages = new_messages or [ModelMessage.user(CONTINUE_AFTER_COMPACTION)]
-                for message in new_messages:  # after the summary: the model answers them
-                    await self.tape.append("message", message.to_dict(), run_id=run_id)
-                await self.tape.flush()
-                outcome = StepOutcome()
             if outcome.tool_calls:
                 results = [await self._run_tool(run_id, call) for call in outcome.tool_calls]
                 yield StreamEvent("tool_result", {"tool_results": results})
@@ -344,7 +343,7 @@ class _Run:
         return (self.agent.config.compaction and self.state.get(COMPACTION_STATE) is not False
                 and not self.model.startswith("offline"))
 
-    def _needs_compaction(self, conversation: list[ModelMessage]) -> bool:
+    def _needs_compaction(self, system: str, conversation: list[ModelMessage]) -> bool:
         """Whether the next request would pass the budget, or the context holds more
         messages since its anchor than the window: then it is compacted first."""
         if not self._may_compact() or len(conversation) < 2:
@@ -352,12 +351,11 @@ class _Run:
         limit = self.agent.config.max_context_messages
         if limit is not None and len(conversation) > limit:
             return True
-        return self._estimate(conversation) > self.agent.meter.limit(self.model)
+        return self._estimate(system, conversation) > self.agent.meter.limit(self.model)
 
-    def _estimate(self, conversation: list[ModelMessage]) -> int:
+    def _estimate(self, system: str, conversation: list[ModelMessage]) -> int:
         """The tokens of a request holding `conversation`, estimated."""
-        chars = request_chars([ModelMessage.system(self._system_prompt()), *conversation],
-                              self._schemas())
+        chars = request_chars([ModelMessage.system(system), *conversation], self._schemas())
         return self.agent.meter.estimate(self.model, chars)
 
     async def _compact(self, reason: str, conversation: list[ModelMessage], started: float,
@@ -365,12 +363,12 @@ class _Run:
         """Summarise `conversation` in one model call and write it as a handoff anchor; the
         step ends with status `auto_handoff`."""
         meter = self.agent.meter
-        before = self._estimate(conversation)
+        before = self._estimate(self._system_prompt(), conversation)
         room = max(1000, meter.limit(self.model) - MAX_SUMMARY_TOKENS - 1000)
         chars = meter.chars_for(self.model, room)
         self.state[COMPACTION_STATE] = reason  # a before_llm_call may answer it instead
         try:
-            for _attempt in range(3):  # a refusal as too long: again with half the text
+            for attempt in range(3):  # a refusal as too long: again with half the text
                 request = LLMCallRequest(
                     run_id=self.run_id, model=self.model, max_tokens=MAX_SUMMARY_TOKENS,
                     messages=summary_request(conversation, instructions, chars))
@@ -381,7 +379,7 @@ class _Run:
                             yield event
                     break
                 except HooklineError as exc:
-                    if overflow_limit(exc) is None or _attempt == 2:
+                    if overflow_limit(exc) is None or attempt == 2:
                         raise
                     chars //= 2
         finally:
@@ -442,11 +440,10 @@ class _Run:
         return [ToolSchema(name, tool.description, tool.parameters)
                 for name, tool in self.tools.items()]
 
-    async def _model_call(self, run_id: str, outcome: StepOutcome,
+    async def _model_call(self, run_id: str, outcome: StepOutcome, system: str,
                           conversation: list[ModelMessage]
                           ) -> AsyncGenerator[StreamEvent, None]:
         """One provider call (or a finish decision), streamed and recorded."""
-        system = self._system_prompt()
         messages = ([ModelMessage.system(system)] if system else []) + conversation
         request = LLMCallRequest(run_id=run_id, model=self.model, messages=messages,
                                  tool_names=tuple(self.tools),

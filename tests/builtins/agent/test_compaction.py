@@ -111,6 +111,9 @@ async def test_an_overflow_error_compacts_once_and_retries(workspace: Path) -> N
         ["first", "second"], context_budget=1.0)
     assert [is_summary_call(call) for call in model.calls] == [False, False, True, False]
     assert str(model.calls[3].messages[-1].content) == "second", "asked again, after it"
+    said = [e.payload["content"] for e in entries
+            if e.kind == "message" and e.payload.get("role") == "user"]
+    assert said == ["first", "second"], "each message is recorded once"
     (anchor,) = [e for e in entries if e.kind == "anchor" and e.payload["name"] == "compaction"]
     assert anchor.payload["state"]["reason"] == "overflow"
     assert statuses.count("auto_handoff") == 1
