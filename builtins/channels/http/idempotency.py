@@ -4,7 +4,8 @@ run's first durable write); a request with a key already seen answers with what 
 one came to: it waits for it while it runs (in this process), gets its kept answer once
 it ended, or, after a restart, what the tape recorded (the reply, the error, or
 `interrupted` with what is known). The same key with another body is 422. Keys count for
-`http_idempotency_ttl` seconds (docs/channels.md).
+`http_idempotency_ttl` seconds (docs/channels.md). This process remembers the last
+`MAX_KEPT` keys with their replies; older ones are found on the tape.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .guard import HttpError
+from .kept import MAX_KEPT
 from .reply import Reply
 
 __all__ = ["Idempotency", "Recall", "idempotency_key"]
 
 MAX_KEY = 255
-MAX_REMEMBERED = 10_000
 
 Recall = Callable[[str, str], Awaitable[tuple[str, int, dict[str, Any]] | None]]
 """`recall(session_id, key)`: the digest and the answer the tape holds for a key."""
@@ -77,7 +78,7 @@ class Idempotency:
 
     def started(self, key: str, digest: str, reply: Reply) -> None:
         self._seen[key] = _Seen(digest, reply, self._clock())
-        while len(self._seen) > MAX_REMEMBERED:
+        while len(self._seen) > MAX_KEPT:  # each holds its reply: as many as are kept
             self._seen.popitem(last=False)
 
     def _drop_old(self) -> None:
