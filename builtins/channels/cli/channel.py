@@ -28,7 +28,6 @@ When both the input and the output are a terminal, lines are read with the line 
 messages, and a prompt that stays at the bottom while replies print above it), and each
 model step's reply is rendered as Markdown once the step ends (`markdown_reply.py`;
 `markdown=False` prints it as written); otherwise they are read plainly (`cli_reader`).
-
 Text from the model, tools and plugins is shown with control characters escaped
 (`terminal_text`): a reply cannot move the cursor, retitle the window or write the clipboard.
 """
