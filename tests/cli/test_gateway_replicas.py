@@ -256,3 +256,73 @@ def test_a_database_restart_under_load(own_cluster: Cluster, tmp_path: Path) -> 
         lost = [content for content, status, _ in results if status == 200
                 and content not in stored]
         assert lost == []
+
+
+def keyed(gateway: Gateway, body: dict[str, Any], key: str) -> Any:
+    return call(gateway.url, "POST", "/v1/messages", body, headers={"Idempotency-Key": key},
+                timeout=90)
+
+
+def user_prompts(url: str) -> list[str]:
+    (tape,) = tape_rows(url).values()
+    return [e[2]["content"] for e in tape if e[1] == "message" and e[2]["role"] == "user"]
+
+
+def test_a_keyed_retry_on_the_other_replica_waits_for_the_run_and_never_runs_it_again(
+    replicas: tuple[str, Start], tmp_path: Path,
+) -> None:
+    """The first attempt is still running on one replica: the retry sent to the other
+    waits for it and answers what it came to; the command ran once."""
+    url, start = replicas
+    first_replica, second_replica = start("a"), start("b")
+    ran = tmp_path / "workspace" / "ran"
+    body = {"content": "/tool shell " + json.dumps({"command": f"echo once >> {ran}; sleep 3"}),
+            "session_id": "live"}
+    answers: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: answers.update(
+        first=keyed(first_replica, body, "live-1")))
+    thread.start()
+    wait_until(ran.exists)
+    retry = keyed(second_replica, body, "live-1")
+    thread.join(60)
+    assert retry.status == answers["first"].status == 200, retry.body
+    assert retry.headers["idempotent-replayed"] == "true"
+    assert retry.json()["content"] == answers["first"].json()["content"]
+    assert ran.read_text() == "once\n"
+    assert user_prompts(url) == [body["content"]]
+
+
+def test_a_keyed_retry_on_the_other_replica_during_the_grace_gets_the_recovered_run(
+    replicas: tuple[str, Start], tmp_path: Path,
+) -> None:
+    """The replica running a keyed turn's tool is SIGKILLed; the client retries on the
+    other one at once, before the grace is over: the retry waits until the dead run is
+    recovered and answers `interrupted`, the command ran once, the message is once on
+    the tape."""
+    url, start = replicas
+    doomed, survivor = start("doomed"), start("survivor")
+    ran, started = tmp_path / "workspace" / "ran", tmp_path / "workspace" / "started"
+    command = f"echo once >> {ran}; touch {started}; sleep 30"
+    body = {"content": "/tool shell " + json.dumps({"command": command}), "session_id": "k"}
+    cut: list[BaseException] = []
+
+    def first_attempt() -> None:
+        try:
+            keyed(doomed, body, "deploy-1")
+        except Exception as exc:  # the connection dies with the process
+            cut.append(exc)
+
+    thread = threading.Thread(target=first_attempt)
+    thread.start()
+    wait_until(started.exists)
+    doomed.proc.send_signal(signal.SIGKILL)
+    doomed.proc.wait()
+    thread.join(30)
+    assert cut, "the first attempt's connection was cut with the replica"
+    assert rows(url, "SELECT count(*) FROM hookline_journal_runs") == [(1,)], "not yet recovered"
+    retry = keyed(survivor, body, "deploy-1")
+    assert retry.status == 200, retry.body
+    assert retry.json()["status"] == "interrupted"
+    assert retry.headers["idempotent-replayed"] == "true"
+    assert ran.read_text() == "once\n", "the command ran once"
+    assert user_prompts(url) == [body["content"]]

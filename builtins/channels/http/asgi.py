@@ -129,7 +129,8 @@ class HttpRoutes:
         self._overrides.check(payload)
         keyed = idempotency_key(headers, body)
         if keyed is not None:
-            prior = await self._idempotency.prior(*keyed, self._session_of(payload))
+            prior = await self._idempotency.prior(*keyed, self._session_of(payload),
+                                                  wait=self.reply_timeout or 300.0)
             if prior is not None:  # never a second run: what the first came to
                 await self._replay(prior, bool(payload.get("stream")), send)
                 return
@@ -227,13 +228,13 @@ class HttpRoutes:
             with anyio.move_on_after(self.reply_timeout or 300.0):
                 await prior.finished.wait()
             if not prior.finished.is_set():
-                raise HttpError(409, "the first request with this Idempotency-Key is still "
-                                     "running; retry later with the same key",
-                                [(b"retry-after", b"5")])
+                raise _still_running()
             status, body = _final_answer(prior)
             body = {**body, "id": prior.id}
         else:
             status, body = prior
+            if body.get("status") == "running":
+                raise _still_running()
         marked = [(b"idempotent-replayed", b"true")]
         if not stream:
             await send_json(send, status, body, marked)
@@ -298,3 +299,8 @@ def _with_header(send: Send, header: tuple[bytes, bytes]) -> Send:
             message = {**message, "headers": [*message.get("headers", ()), header]}
         await send(message)
     return sending
+
+
+def _still_running() -> HttpError:
+    return HttpError(409, "the first request with this Idempotency-Key is still running; "
+                          "retry later with the same key", [(b"retry-after", b"5")])

@@ -1,11 +1,13 @@
-"""`Idempotency-Key` on `POST /v1/messages`: a retry of a request never runs its turn
-twice. The key and the body's digest go with the turn's user message onto the tape (the
-run's first durable write); a request with a key already seen answers with what the first
-one came to: it waits for it while it runs (in this process), gets its kept answer once
-it ended, or, after a restart, what the tape recorded (the reply, the error, or
-`interrupted` with what is known). The same key with another body is 422. Keys count for
-`http_idempotency_ttl` seconds (docs/channels.md). This process remembers the last
-`MAX_KEPT` keys with their replies; older ones are found on the tape.
+"""`Idempotency-Key` on `POST /v1/messages`: a retry of a request never runs its turn twice.
+The key and the body's digest go with the turn's user message onto the tape (the run's
+first durable write); a request with a key already seen answers with what the first one
+came to: it waits for it while it runs (in this process), gets its kept answer once it
+ended, or, after a restart, what the tape recorded (the reply, the error, or `interrupted`
+with what is known). A run the store shows as going on elsewhere (a replica's, or a dead
+one's until a peer recovers it) is waited for in the same way. The same key with another
+body is 422. Keys count for `http_idempotency_ttl` seconds (docs/channels.md). This
+process remembers the last `MAX_KEPT` keys with their replies; older ones are found on the
+tape.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
+
 from .guard import HttpError
 from .kept import MAX_KEPT
 from .reply import Reply
@@ -24,6 +28,8 @@ from .reply import Reply
 __all__ = ["Idempotency", "Recall", "idempotency_key"]
 
 MAX_KEY = 255
+POLL = 0.5
+"""Seconds between two looks at the store for a run another process holds."""
 
 Recall = Callable[[str, str], Awaitable[tuple[str, int, dict[str, Any]] | None]]
 """`recall(session_id, key)`: the digest and the answer the tape holds for a key."""
@@ -59,10 +65,11 @@ class Idempotency:
         self._clock = clock
         self._seen: OrderedDict[str, _Seen] = OrderedDict()
 
-    async def prior(self, key: str, digest: str, session_id: str
+    async def prior(self, key: str, digest: str, session_id: str, wait: float = 0.0
                     ) -> Reply | tuple[int, dict[str, Any]] | None:
         """What an earlier request with this key came to: its reply (running or ended),
-        the answer the tape recorded, or None (the key is new)."""
+        the answer the tape recorded, or None (the key is new). A run the store shows
+        as running elsewhere is waited for, up to `wait` seconds."""
         self._drop_old()
         seen = self._seen.get(key)
         if seen is not None:
@@ -74,7 +81,12 @@ class Idempotency:
         if found is None:
             return None
         _check(found[0], digest)
-        return found[1], found[2]
+        until = self._clock() + wait
+        while found is not None and found[2].get("status") == "running" \
+                and self._clock() < until:  # a peer's run, or a dead one's until recovered
+            await anyio.sleep(POLL)
+            found = await self.recall(session_id, key)
+        return None if found is None else (found[1], found[2])
 
     def started(self, key: str, digest: str, reply: Reply) -> None:
         self._seen[key] = _Seen(digest, reply, self._clock())

@@ -48,6 +48,7 @@ from .sql import (
     SCHEMA_VERSION,
     Statement,
     _as_dict,
+    _loads,
     _op_row,
     _row,
     _select,
@@ -383,6 +384,18 @@ class PostgresTapeStore(PostgresLiveness):
             row = await (await conn.execute(
                 "SELECT count(*) FROM hookline_journal_runs")).fetchone()
         return int(row[0]) if row else 0
+
+    async def journaled_meta(self, tape: str) -> list[dict[str, Any]]:
+        """The meta of the messages that runs not yet settled (here, on a peer, or left by
+        a dead one until its recovery) wrote to `tape`: how a replica sees a request that
+        another one took before it shows on the tape."""
+        check_tape_name(tape)
+        async with self._connection() as conn:
+            rows = await (await conn.execute(
+                "SELECT j.meta FROM hookline_journal j WHERE j.tape = %s "
+                "AND j.kind = 'message' AND j.meta IS NOT NULL ORDER BY j.run, j.seq",
+                (tape,))).fetchall()
+        return [_loads(row[0]) for row in rows]
 
 
 @asynccontextmanager
