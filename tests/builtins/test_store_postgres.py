@@ -312,6 +312,8 @@ def test_hooklines_own_url_parameters_are_read_and_removed() -> None:
     url = "postgresql://u:pw@h/db?sslmode=require&hookline_pool_max=3&hookline_grace=0.5"
     assert split_url(url) == ("postgresql://u:pw@h/db?sslmode=require",
                               {"hookline_pool_max": "3", "hookline_grace": "0.5"})
+    two_settings = "postgresql://h/db?options=-c%20a%3D1%20-c%20b%3D2&hookline_grace=1"
+    assert split_url(two_settings)[0] == "postgresql://h/db?options=-c%20a%3D1%20-c%20b%3D2"
     store = PostgresTapeStore(url)
     assert (store.pool_max, store.grace) == (3, 0.5)
     with pytest.raises(HooklineError) as caught:

@@ -12,7 +12,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import anyio
 
@@ -59,12 +59,14 @@ def _import_driver() -> tuple[Any, Any]:
 
 
 def split_url(url: str) -> tuple[str, dict[str, str]]:
-    """The URL for libpq (without hookline's own query parameters) and those parameters."""
+    """The URL for libpq (without hookline's own query parameters) and those parameters.
+    Spaces are written %20: libpq reads a `+` as itself, which would break `options`
+    holding two settings."""
     parts = urlsplit(url.strip())
     query = parse_qsl(parts.query, keep_blank_values=True)
     ours = {key: value for key, value in query if key in _HOOKLINE_PARAMS}
     rest = [(key, value) for key, value in query if key not in _HOOKLINE_PARAMS]
-    return urlunsplit(parts._replace(query=urlencode(rest))), ours
+    return urlunsplit(parts._replace(query=urlencode(rest, quote_via=quote))), ours
 
 
 def _positive(params: dict[str, str], key: str, default: float, display: str) -> float:

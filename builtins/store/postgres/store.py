@@ -17,7 +17,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 import anyio
 
@@ -73,6 +73,18 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
+
+
+_PROBE_TAPE: Final = "__hookline_health_probe__"
+_PROBE_ROWS: Final = (
+    "WITH journal AS (INSERT INTO hookline_journal (run, seq, tape, action, kind, payload, "
+    "meta, date) VALUES (%(tape)s || %(owner)s::text, 0, %(tape)s, 'append', 'event', "
+    "%(payload)s, '{}', '')) "
+    "INSERT INTO hookline_entries (tape, id, kind, payload, meta, date) "
+    "VALUES (%(tape)s, %(owner)s, 'event', %(payload)s, '{}', '')")
+"""What the health check writes and rolls back: a journal row and an entry, each of 8 KB
+(stored out of line, as a long reply is), under the owner's id so replicas never wait
+for each other's probe."""
 
 
 class PostgresTapeStore(PostgresLiveness):
@@ -222,14 +234,17 @@ class PostgresTapeStore(PostgresLiveness):
                                    (SCHEMA_VERSION,))
 
     async def check_writable(self) -> None:
-        """Raise unless the database takes a write now: a committed update of the schema
-        version row, unchanged (a read-only server or a standby refuses it). Never the
-        heartbeat: only the lock's own connection may refresh it, or a probe would keep a
-        replica that lost its lock looking alive to its peers. Backs the gateway's
-        `/v1/health`, so it waits 2 s at most for a connection and takes `timeout` (5 s)
-        at most in all, on a black-holed connection too."""
+        """Raise unless the database takes what a turn writes now: in one transaction, a
+        committed update of the schema version row, unchanged (a read-only server or a
+        standby refuses it), and, rolled back, a journal row and an entry of 8 KB that
+        cannot be compressed (a volume too full for a turn's rows refuses them, where an
+        update in place would still fit in its page). Never the heartbeat: only the lock's
+        own connection may refresh it, or a probe would keep a replica that lost its lock
+        looking alive to its peers. Backs the gateway's `/v1/health`, so it waits 2 s at
+        most for a connection and takes `timeout` (5 s) at most in all, on a black-holed
+        connection too."""
         until = time.monotonic() + self.timeout
-        async with self._statement(min(self.timeout, 2.0), until) as conn:
+        async with self._statement(min(self.timeout, 2.0), until) as conn, conn.transaction():
             cursor = await conn.execute("UPDATE hookline_schema_version SET version = version")
             if cursor.rowcount < 1:
                 raise HooklineError(
@@ -238,6 +253,10 @@ class PostgresTapeStore(PostgresLiveness):
                     f"hookline_schema_version (something other than hookline deleted it); "
                     f"restore it: INSERT INTO hookline_schema_version VALUES "
                     f"({SCHEMA_VERSION}).")
+            await conn.execute("SAVEPOINT hookline_probe")
+            await conn.execute(_PROBE_ROWS, {"owner": self.owner, "tape": _PROBE_TAPE,
+                                             "payload": secrets.token_hex(4096)})
+            await conn.execute("ROLLBACK TO SAVEPOINT hookline_probe")
 
     # -- TapeStore -----------------------------------------------------------------------
 
