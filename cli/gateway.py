@@ -108,7 +108,8 @@ async def run_gateway(framework: Framework, settings: Any, host: str | None = No
     from hookline.builtins.channels import ChannelManager
 
     names = channel_selection(channels, settings)
-    manager = ChannelManager(framework, stream_output=settings.stream, enabled_channels=names)
+    manager = ChannelManager(framework, stream_output=settings.stream, enabled_channels=names,
+                             store_deadline=settings.store_turn_deadline)
     selected = manager.enabled(names)
     if not selected:
         raise RuntimeError(

@@ -32,6 +32,7 @@ from hookline.kernel.channels import (
 from hookline.kernel.envelope import get_field, set_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
+from ..store.budget import turn_store_budget
 from .envelopes import admission_state, channel_message, output_name, tell
 from .selection import select_channels
 
@@ -106,6 +107,7 @@ class ChannelManager:
         shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
         debounce_seconds: float = DEFAULT_DEBOUNCE_SECONDS,
         active_window_seconds: float = DEFAULT_ACTIVE_WINDOW_SECONDS,
+        store_deadline: float | None = None,
     ) -> None:
         self.framework = framework
         self.stream_output = stream_output
@@ -113,6 +115,8 @@ class ChannelManager:
         self.shutdown_timeout = shutdown_timeout
         self.debounce_seconds = debounce_seconds
         self.active_window_seconds = active_window_seconds
+        self.store_deadline = store_deadline
+        """Seconds each turn may wait on the tape store in all (None: unbounded)."""
         if channels is None:
             channels = framework.get_channels(self.receive)
         self.channels: dict[str, Channel] = dict(channels)
@@ -302,7 +306,7 @@ class ChannelManager:
                 tell(channel.turn_started, turn.message)
             result = None
             try:
-                with turn.scope:
+                with turn.scope, turn_store_budget(self.store_deadline):
                     result = await self.framework.process_inbound(
                         turn.message, stream_output=self.stream_output
                     )

@@ -141,6 +141,8 @@ class Settings:
     tape_store: Path | str | None = field(default=None, metadata=setting(
         parse.tape_store, "a file path or a postgresql:// URL", "~/.hookline/tapes.db",
         '"tapes.db"', path=True, unset=f"<home>/{TAPES_NAME}"))
+    store_turn_deadline: float = field(default=10.0, metadata=setting(
+        parse.seconds, "a positive number of seconds", "10", "10"))
     stream: bool = field(default=True, metadata=setting(
         parse.boolean, "true or false", "false", "false"))
     http_host: str = field(default=DEFAULT_HTTP_HOST, metadata=setting(

@@ -214,7 +214,7 @@ def test_after_an_outage_longer_than_the_grace_the_first_turn_is_answered_200(
         began = time.monotonic()
         during = ask(gateway, "during")
         assert during.status == 503, during.body
-        assert "tape store" in during.json()["reason"]
+        assert "tape store" in during.json()["error"]
         assert call(gateway.url, "GET", "/v1/health").status == 503
         time.sleep(max(0.0, began + 8 - time.monotonic()))
         proxy.refuse = False
@@ -229,3 +229,35 @@ def test_after_an_outage_longer_than_the_grace_the_first_turn_is_answered_200(
         assert [(prompt(block), status(block[-1])) for block in runs(url)] == [
             ("before", "ok"), ("after", "ok")]
         assert rows(url, "SELECT count(*) FROM hookline_journal_runs") == [(0,)]
+
+
+def test_a_black_holed_database_answers_each_turn_503_within_the_turn_deadline(
+    postgres_stores: StoreFactory, tmp_path: Path,
+) -> None:
+    """The proxy forwards nothing while connections stay open: every store call of a turn
+    would wait for its own bound; the turn's store deadline (3 s here) ends the turn
+    instead, with 503 and the reason."""
+    url = postgres_stores.url()
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    with proxy_for(url) as proxy:
+        gateway = start_gateway_process(["--port", "0"], gateway_env(
+            tmp_path / "home", HOOKLINE_TAPE_STORE=proxy.url(url),
+            HOOKLINE_STORE_TURN_DEADLINE="3"), workspace)
+        try:
+            assert ask(gateway, "before").status == 200
+            proxy.pause()
+            took = []
+            for n in range(3):
+                started = time.monotonic()
+                answer = ask(gateway, f"during-{n}")
+                took.append(time.monotonic() - started)
+                assert answer.status == 503, answer.body
+                assert answer.headers.get("retry-after")
+                assert b"did not answer within 3 s during this turn" in answer.body, answer.body
+            print("black-holed turns answered after", [f"{t:.2f} s" for t in took])
+            assert max(took) < 3 + 5, took  # a hang check; the figure is printed above
+            proxy.resume()
+            assert wait_until(lambda: ask(gateway, "after").status == 200, timeout=30)
+        finally:
+            gateway.end()

@@ -264,13 +264,16 @@ class HttpRoutes:
             if status == 500 and reply.upstream is not None:  # the provider's 429 or 503
                 status, body, headers = upstream_answer(reply.upstream, body)
             elif status == 500 and reply.errors:
-                # A turn that failed while the tape store cannot write (a database being
-                # restarted), or for a temporary reason, is worth retrying: 503, not 500,
-                # with the store's reason when health has one by now.
-                reason = await self._health_state.reason()
+                # A turn that failed for a temporary reason, or while the tape store cannot
+                # write (a database being restarted), is worth retrying: 503, not 500, with
+                # the store's reason when health has one. A temporary failure answers at
+                # once, with the last check's reason: its turn already waited its deadline.
+                temporary = retry_worth(reply.errors)
+                reason = (self._health_state.last_reason if temporary
+                          else await self._health_state.reason())
                 if reason is not None:
                     body = {**body, "reason": self.scrub(reason)}
-                if reason is not None or retry_worth(reply.errors):
+                if reason is not None or temporary:
                     status, headers = 503, [RETRY_AFTER]
             await send_json(send, status, body, headers)
             return

@@ -65,6 +65,11 @@ class HealthCache:
         self._running: anyio.Event | None = None
         self._failing = False
 
+    @property
+    def last_reason(self) -> str | None:
+        """The last check's reason (None when it passed, or before the first), at once."""
+        return self._reason
+
     async def reason(self) -> str | None:
         if self.check is None:
             return None

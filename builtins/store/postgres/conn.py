@@ -18,6 +18,7 @@ import anyio
 
 from hookline.kernel.streaming import ErrorKind, HooklineError
 
+from ..budget import store_call
 from ..url import redact_url
 from .sql import FENCED
 
@@ -245,6 +246,14 @@ class PostgresConnections:
             raise HooklineError(ErrorKind.config, f"Tape store {self.display} is closed.")
         if until is None:
             until = time.monotonic() + self.statement_timeout
+        with store_call(until) as until:
+            async with self._pooled(wait, until) as conn:
+                yield conn
+
+    @asynccontextmanager
+    async def _pooled(self, wait: float | None, until: float) -> AsyncIterator[AsyncConnection]:
+        """`_connection` within the turn's store budget: driver errors become ours."""
+        assert self._pool is not None
         wait = min(self.timeout if wait is None else wait, until - time.monotonic())
         try:
             async with self._pool.connection(timeout=max(wait, 0.01)) as conn:

@@ -24,6 +24,7 @@ import anyio
 from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeEntry, TapeQuery, apply_query
 
+from ..budget import store_call
 from ..entries import SIDECAR_MARKER, check_batch, check_entry, check_tape_name
 from ..parsed import ParsedEntries, Row
 from ..sqlite.store import JournalOp
@@ -375,8 +376,8 @@ class PostgresTapeStore(PostgresLiveness):
                              until: float | None = None) -> _T:
         """One write in the next group (see `group.py`), within `statement_timeout`; a
         closed store's error comes from the connection it cannot lend."""
-        return await self._groups.write(
-            statement, until or time.monotonic() + self.statement_timeout)
+        with store_call(until or time.monotonic() + self.statement_timeout) as bound:
+            return await self._groups.write(statement, bound)
 
     async def _repeatable(self, write: Callable[[bool], Statement[_T]]) -> _T:
         """Run a write that is safe to repeat (`write(repeat)` makes its statement); while
