@@ -251,3 +251,23 @@ def test_the_heartbeat_goes_on_while_the_sweep_waits_for_a_connection(
     postgres_stores.portal.call(busy_pool_beside_maintenance)
     assert live.owner == owner
     assert _owner_backend(url, owner) == backend
+
+
+def test_the_health_check_ends_within_two_seconds_on_a_black_holed_connection(
+    postgres_stores: StoreFactory,
+) -> None:
+    """The health check is shielded (a started write is never abandoned), so its own
+    bound is what keeps `/v1/health` to its documented 2 s."""
+    url = postgres_stores.url()
+    with proxy_for(url) as proxy:
+        live = postgres_stores.open(proxy.url(url))
+        postgres_stores.portal.call(live.check_writable)
+        proxy.pause()
+        started = time.monotonic()
+        with pytest.raises(HooklineError) as caught:
+            postgres_stores.portal.call(live.check_writable)
+        took = time.monotonic() - started
+        proxy.resume()
+    print(f"the health check failed after {took:.2f} s: {caught.value.message}")
+    assert caught.value.kind is ErrorKind.temporary
+    assert "within 2 s" in caught.value.message, caught.value.message

@@ -241,10 +241,10 @@ class PostgresTapeStore(PostgresLiveness):
         cannot be compressed (a volume too full for a turn's rows refuses them, where an
         update in place would still fit in its page). Never the heartbeat: only the lock's
         own connection may refresh it, or a probe would keep a replica that lost its lock
-        looking alive to its peers. Backs the gateway's `/v1/health`, so it waits 2 s at
-        most for a connection and takes `timeout` (5 s) at most in all, on a black-holed
-        connection too."""
-        until = time.monotonic() + self.timeout
+        looking alive to its peers. Backs the gateway's `/v1/health`, which answers within
+        2 s: the check takes 2 s at most in all (it is shielded, so the channel's own
+        deadline could not end it), on a black-holed connection too."""
+        until = time.monotonic() + min(self.timeout, 2.0)
         async with self._statement(min(self.timeout, 2.0), until) as conn, conn.transaction():
             cursor = await conn.execute("UPDATE hookline_schema_version SET version = version")
             if cursor.rowcount < 1:
