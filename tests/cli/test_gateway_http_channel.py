@@ -134,3 +134,53 @@ async def test_stop_answers_requests_whose_turn_never_ran(framework: Any) -> Non
         "status": "not_run", "error": "the gateway stopped before the message was handled; "
                                       "the message was not run and may be sent again",
         "retryable": True, "retry_after": 5, "session_id": "http:default"})]
+
+
+def _half_close_after_a_reply(url: str, clients: int) -> list[bytes]:
+    """`clients` keep-alive connections each get a health answer, then close their side;
+    what each reads next (b"" once the server closed it too, before the 5 s keep-alive
+    timeout ends it anyway)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    sockets = [socket.create_connection((parts.hostname, parts.port)) for _ in range(clients)]
+    try:
+        for sock in sockets:
+            sock.sendall(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        for sock in sockets:
+            answer = b""
+            while not answer.endswith(b'{"status": "ok"}'):
+                answer += sock.recv(4096)
+            sock.shutdown(socket.SHUT_WR)
+        ends = []
+        for sock in sockets:
+            sock.settimeout(3.0)  # less than the keep-alive timeout
+            try:
+                ends.append(sock.recv(1))
+            except TimeoutError:
+                ends.append(b"still open")
+        return ends
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+@pytest.mark.anyio
+async def test_a_client_closing_its_side_of_an_idle_connection_gets_it_closed(
+        framework: Any) -> None:
+    """No descriptor is held by half-closed (CLOSE-WAIT) sockets until the keep-alive
+    timeout: the server closes an idle connection when its client does."""
+    from hookline.builtins.channels.http.channel import HttpChannel
+
+    async def handler(message: Any) -> None:
+        return None
+
+    channel = HttpChannel(handler, host="127.0.0.1", port=0, reply_timeout=30)
+    stop = anyio.Event()
+    async with anyio.create_task_group() as group:
+        group.start_soon(channel.start, stop)
+        url = await _until_listening(channel)
+        ends = await anyio.to_thread.run_sync(_half_close_after_a_reply, url, 20)
+        stop.set()
+    assert ends == [b""] * 20
