@@ -489,11 +489,11 @@ class BuiltinPlugin:
 
         return channels
 
-    async def recall_request(self, session_id: str, key: str) -> Any:
-        """What the session's tape recorded for a request's Idempotency-Key, or None."""
+    async def recall_request(self, session_id: str, key: str, max_age: float) -> Any:
+        """What the tape recorded for an Idempotency-Key in the last `max_age` s, or None."""
         from .tape.requests import recorded_answer
 
-        return await recorded_answer(self.tape_for(session_id, {}), session_id, key)
+        return await recorded_answer(self.tape_for(session_id, {}), session_id, key, max_age)
 
     async def store_health(self) -> str | None:
         """Why the running tape store cannot record turns now, or None when it can.

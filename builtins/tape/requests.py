@@ -7,8 +7,11 @@ messages of the runs still going through `journaled_meta`: such a key is `runnin
 
 from __future__ import annotations
 
+import inspect
+from datetime import UTC, datetime
 from typing import Any
 
+from ..store.asyncstore import AsyncStoreAdapter
 from .tape import Tape
 
 __all__ = ["IDEMPOTENCY_CONTEXT", "IDEMPOTENCY_META", "SCANNED", "recorded_answer"]
@@ -22,17 +25,18 @@ SCANNED = 2_000
 """Entries at the end of the tape searched for a key."""
 
 
-async def recorded_answer(tape: Tape, session_id: str, key: str
+async def recorded_answer(tape: Tape, session_id: str, key: str, max_age: float | None = None
                           ) -> tuple[str, int, dict[str, Any]] | None:
-    """The digest and the answer (status, body) recorded for `key`, or None. The journal
-    is read before the tape: a run that ends in between is then on the tape."""
+    """The digest and the answer (status, body) recorded for `key`, or None (also when
+    the key's message is older than `max_age` seconds: it has expired). The journal is
+    read before the tape: a run that ends in between is then on the tape."""
     journaled = await _journaled_digest(tape, key)
     if journaled is not None:
         return journaled, *_running(session_id)
     entries = await tape.entries(tape.query().tail(SCANNED))
     start = next((index for index in range(len(entries) - 1, -1, -1)
                   if _key_of(entries[index].meta) == key), None)
-    if start is None:
+    if start is None or _expired(entries[start].date, max_age):
         return None
     digest = str(entries[start].meta[IDEMPOTENCY_META].get("digest", ""))
     replies: list[str] = []
@@ -63,10 +67,13 @@ async def recorded_answer(tape: Tape, session_id: str, key: str
 async def _journaled_digest(tape: Tape, key: str) -> str | None:
     """The digest of the key's message in a run not yet on the tape (a peer's, or a dead
     one's until its recovery), or None."""
-    journaled = getattr(tape.store, "journaled_meta", None)
+    store = tape.store
+    inner = store.store if isinstance(store, AsyncStoreAdapter) else store
+    journaled = getattr(inner, "journaled_meta", None)
     if journaled is None:
         return None
-    for meta in await journaled(tape.name):
+    found = journaled(tape.name)
+    for meta in await found if inspect.isawaitable(found) else found:
         if _key_of(meta) == key:
             return str(meta[IDEMPOTENCY_META].get("digest", ""))
     return None
@@ -75,6 +82,18 @@ async def _journaled_digest(tape: Tape, key: str) -> str | None:
 def _running(session_id: str) -> tuple[int, dict[str, Any]]:
     return 409, {"session_id": session_id, "content": "", "outbounds": [],
                  "status": "running", "error": "the first request with this key is running"}
+
+
+def _expired(date: str, max_age: float | None) -> bool:
+    if max_age is None:
+        return False
+    try:
+        written = datetime.fromisoformat(date)
+    except ValueError:
+        return False
+    if written.tzinfo is None:
+        written = written.replace(tzinfo=UTC)
+    return (datetime.now(UTC) - written).total_seconds() > max_age
 
 
 def _key_of(meta: Any) -> str | None:

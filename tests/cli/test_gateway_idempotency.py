@@ -1,8 +1,8 @@
 """`Idempotency-Key` through a real gateway over real HTTP: a retry never runs its turn
 twice. After the first ended it gets the same answer; while the first runs it waits for
-it; another body with the same key is 422; and after the gateway was SIGKILLed during the
-turn's tool and started again, the retry gets the recovered outcome (`interrupted`), the
-tool has run once and the user message is once on the tape."""
+it; another body with the same key is 422; and after the gateway was SIGKILLed during a
+streamed turn's tool and started again, the retry gets the recovered outcome
+(`interrupted`), the tool has run once and the user message is once on the tape."""
 
 from __future__ import annotations
 
@@ -24,6 +24,14 @@ SLOW_TOOL = {"name": "shell", "arguments": {
 def keyed(gateway: Any, body: dict[str, Any], key: str, **kwargs: Any) -> Response:
     return call(gateway.url, "POST", "/v1/messages", body, headers={"Idempotency-Key": key},
                 **kwargs)
+
+
+def done_event(response: Response) -> dict[str, Any]:
+    """The data of a streamed answer's `done` event."""
+    events = response.body.decode().split("\n\n")
+    (data,) = [event.split("\ndata: ", 1)[1] for event in events
+               if event.startswith("event: done\n")]
+    return dict(json.loads(data))
 
 
 def start(tmp_path: Path, turns: list[dict[str, Any]]) -> Any:
@@ -69,7 +77,7 @@ def test_after_a_sigkill_the_retry_gets_the_recovered_outcome_and_nothing_runs_t
         tmp_path: Path) -> None:
     workspace = tmp_path / "workspace"
     gateway = start(tmp_path, [{"tool_calls": [SLOW_TOOL]}, {"text": "done"}] * 2)
-    body = {"content": "deploy", "session_id": "d"}
+    body = {"content": "deploy", "session_id": "d", "stream": True}
     cut: list[BaseException] = []
 
     def first_attempt() -> None:
@@ -96,7 +104,7 @@ def test_after_a_sigkill_the_retry_gets_the_recovered_outcome_and_nothing_runs_t
     finally:
         restarted.end()
     assert retry.status == 200, retry.body
-    assert retry.json()["status"] == "interrupted"
+    assert done_event(retry)["status"] == "interrupted"
     assert retry.headers["idempotent-replayed"] == "true"
     assert (workspace / "counter.txt").read_text() == "ran\n", "the tool ran once"
     home = tmp_path / "home"

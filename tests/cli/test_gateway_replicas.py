@@ -295,7 +295,7 @@ def test_a_keyed_retry_on_the_other_replica_waits_for_the_run_and_never_runs_it_
 def test_a_keyed_retry_on_the_other_replica_during_the_grace_gets_the_recovered_run(
     replicas: tuple[str, Start], tmp_path: Path,
 ) -> None:
-    """The replica running a keyed turn's tool is SIGKILLed; the client retries on the
+    """The replica running a keyed, streamed turn's tool is SIGKILLed; the client retries on the
     other one at once, before the grace is over: the retry waits until the dead run is
     recovered and answers `interrupted`, the command ran once, the message is once on
     the tape."""
@@ -303,7 +303,8 @@ def test_a_keyed_retry_on_the_other_replica_during_the_grace_gets_the_recovered_
     doomed, survivor = start("doomed"), start("survivor")
     ran, started = tmp_path / "workspace" / "ran", tmp_path / "workspace" / "started"
     command = f"echo once >> {ran}; touch {started}; sleep 30"
-    body = {"content": "/tool shell " + json.dumps({"command": command}), "session_id": "k"}
+    body = {"content": "/tool shell " + json.dumps({"command": command}), "session_id": "k",
+            "stream": True}
     cut: list[BaseException] = []
 
     def first_attempt() -> None:
@@ -322,7 +323,7 @@ def test_a_keyed_retry_on_the_other_replica_during_the_grace_gets_the_recovered_
     assert rows(url, "SELECT count(*) FROM hookline_journal_runs") == [(1,)], "not yet recovered"
     retry = keyed(survivor, body, "deploy-1")
     assert retry.status == 200, retry.body
-    assert retry.json()["status"] == "interrupted"
+    assert b'"status": "interrupted"' in retry.body.split(b"event: done\n")[1], retry.body
     assert retry.headers["idempotent-replayed"] == "true"
     assert ran.read_text() == "once\n", "the command ran once"
     assert user_prompts(url) == [body["content"]]

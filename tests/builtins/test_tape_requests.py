@@ -1,0 +1,65 @@
+"""What a tape recorded of a keyed request: the answer of a finished run, `running` for
+a run still in a store's journal (a peer's), and nothing for a key older than its time."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from hookline.builtins.store import InMemoryTapeStore
+from hookline.builtins.tape.requests import IDEMPOTENCY_META, recorded_answer
+from hookline.builtins.tape.tape import Tape
+from hookline.kernel.tape import TapeEntry
+
+pytestmark = pytest.mark.anyio
+
+MARK = {IDEMPOTENCY_META: {"key": "k-1", "digest": "d-1"}}
+
+
+class JournalingStore(InMemoryTapeStore):
+    """A store showing one run of a peer still in its journal."""
+
+    def __init__(self, journaled: list[dict[str, Any]]) -> None:
+        super().__init__()
+        self.journaled = journaled
+
+    def journaled_meta(self, tape: str) -> list[dict[str, Any]]:
+        return self.journaled
+
+
+async def finished_run(tape: Tape) -> None:
+    await tape.append("message", {"role": "user", "content": "deploy"}, **MARK)
+    await tape.append("tool_call", {"calls": [], "content": "Calling a tool."})
+    await tape.append("message", {"role": "assistant", "content": "Deployed."})
+    await tape.append("event", {"name": "run", "data": {"status": "ok"}})
+
+
+async def test_a_finished_run_answers_what_it_said() -> None:
+    tape = Tape(InMemoryTapeStore(), "s")
+    await finished_run(tape)
+    digest, status, body = await recorded_answer(tape, "s", "k-1", max_age=60) or ("", 0, {})
+    assert (digest, status, body["status"]) == ("d-1", 200, "ok")
+    assert body["content"] == "Calling a tool.\n\nDeployed."
+    assert await recorded_answer(tape, "s", "another key") is None
+
+
+async def test_a_key_older_than_its_time_is_new_again() -> None:
+    store = InMemoryTapeStore()
+    tape = Tape(store, "s")
+    await finished_run(tape)
+    old = [replace(entry, date="2020-01-01T00:00:00+00:00") if entry.meta else entry
+           for entry in store.fetch_all(tape.query())]
+    store.reset("s")
+    for entry in old:
+        store.append("s", TapeEntry(0, entry.kind, entry.payload, entry.meta, entry.date))
+    assert await recorded_answer(tape, "s", "k-1", max_age=86_400) is None
+    assert await recorded_answer(tape, "s", "k-1") is not None  # no limit given
+
+
+async def test_a_run_in_a_peers_journal_is_running() -> None:
+    tape = Tape(JournalingStore([{"run_id": "r"}, MARK]), "s")
+    digest, status, body = await recorded_answer(tape, "s", "k-1") or ("", 0, {})
+    assert (digest, status, body["status"]) == ("d-1", 409, "running")
+    assert await recorded_answer(tape, "s", "k-2") is None
