@@ -186,8 +186,7 @@ class BuiltinPlugin:
     def load_state(self, message: Any, session_id: str) -> dict[str, Any]:
         context = get_field(message, "context") or {}
         # `model`, `system` and `thread_id` are settings for the turn, not words of the
-        # message: they never reach the prompt's context prefix (so `--model` leaves the
-        # text alone).
+        # message: they never reach the prompt's context prefix (`--model` keeps the text).
         shown = {key: value for key, value in context.items() if key not in _TURN_SETTINGS}
         state: dict[str, Any] = {"session_id": session_id, "context": context_str(shown)}
         if context.get("model"):
@@ -196,10 +195,10 @@ class BuiltinPlugin:
             state[TURN_SYSTEM] = str(context["system"])
         if context.get("thread_id"):
             state[RUNTIME_THREAD_ID] = str(context["thread_id"])
-        from .tape.requests import IDEMPOTENCY_CONTEXT as KEYED  # the request's key
+        from .tape.requests import REQUEST_CONTEXT as MARKS  # the request's id and key
 
-        if isinstance(context.get(KEYED), dict):  # recorded with its message
-            state[KEYED] = dict(context[KEYED])
+        if isinstance(context.get(MARKS), dict):  # recorded with its message
+            state[MARKS] = dict(context[MARKS])
         router = self.framework.router
         asker = router.approval_asker(message) if isinstance(router, ApprovalRouter) else None
         if asker is not None:  # the channel that can ask a person (docs/approvals.md)
@@ -489,11 +488,12 @@ class BuiltinPlugin:
 
         return channels
 
-    async def recall_request(self, session_id: str, key: str, max_age: float) -> Any:
-        """What the tape recorded for an Idempotency-Key in the last `max_age` s, or None."""
+    async def recall_request(self, session_id: str, mark: Any, value: str, max_age: float) -> Any:
+        """What the tape recorded for a request (by id or key) in `max_age` s, or None."""
         from .tape.requests import recorded_answer
 
-        return await recorded_answer(self.tape_for(session_id, {}), session_id, key, max_age)
+        tape = self.tape_for(session_id, {})
+        return await recorded_answer(tape, session_id, mark, value, max_age)
 
     async def store_health(self) -> str | None:
         """Why the running tape store cannot record turns now, or None when it can.

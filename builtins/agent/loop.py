@@ -59,7 +59,7 @@ from ..models.base import (
     ToolSchema,
     as_model_messages,
 )
-from ..tape.requests import IDEMPOTENCY_CONTEXT, IDEMPOTENCY_META
+from ..tape.requests import REQUEST_CONTEXT, REQUEST_META
 from ..tape.tape import Tape, TapeRecordError, should_merge_back
 from .compaction import (
     COMPACTION_ANCHOR,
@@ -236,8 +236,8 @@ class _Run:
         first = prompt if any(not isinstance(item, str) for item in prompt) else "\n".join(prompt)
         new_messages = [ModelMessage.user(first)]
         step_prompt: list[Any] | None = self.prompt
-        marked = self.state.get(IDEMPOTENCY_CONTEXT)  # the request's key, with its prompt
-        first_meta = {IDEMPOTENCY_META: marked} if isinstance(marked, dict) else {}
+        marked = self.state.get(REQUEST_CONTEXT)  # the request's id and key, with its prompt
+        first_meta = {REQUEST_META: marked} if isinstance(marked, dict) else {}
         while True:
             step_started = await self._start_step(step_prompt)
             run_id = self.run_id

@@ -1,44 +1,50 @@
-"""What a session's tape recorded of a request sent with an `Idempotency-Key`: its user
-message carries the key and the body's digest (meta `idempotency`), and what follows it
-up to its `run` event is how its turn went. A gateway restarted after a crash answers a
-retry from this, after the store's recovery put the interrupted run on the tape. A store
-whose runs reach the tape only when they end (PostgreSQL, shared by replicas) shows the
-messages of the runs still going through `journaled_meta`: such a key is `running`."""
+"""What a session's tape recorded of a request of the http channel: its user message
+carries the request's marks (meta `request`: its `id`, and with an `Idempotency-Key` the
+`key` and the body's `digest`), and what follows it up to its `run` event is how its turn
+went. A gateway answers a retry (by key) or a fetch (by id) from this when it does not
+hold the answer itself: after a restart, once the store's recovery put the interrupted
+run on the tape, or on another replica. A store whose runs reach the tape only when they
+end (PostgreSQL, shared by replicas) shows the messages of the runs still going through
+`journaled_meta`: such a request is `running`."""
 
 from __future__ import annotations
 
 import inspect
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from ..store.asyncstore import AsyncStoreAdapter
 from .tape import Tape
 
-__all__ = ["IDEMPOTENCY_CONTEXT", "IDEMPOTENCY_META", "SCANNED", "recorded_answer"]
+__all__ = ["REQUEST_CONTEXT", "REQUEST_META", "SCANNED", "Mark", "recorded_answer"]
 
-IDEMPOTENCY_CONTEXT = "_idempotency"
-"""Envelope context and turn state key of a keyed request's `{"key", "digest"}` (the
-http channel's Idempotency-Key and the sha256 of its body)."""
-IDEMPOTENCY_META = "idempotency"
-"""Meta of a turn's user message: `{"key", "digest"}` of the request that sent it."""
+REQUEST_CONTEXT = "_request"
+"""Envelope context and turn state key of the request's marks, `{"id", "key", "digest"}`
+(the key and the digest only with an Idempotency-Key)."""
+REQUEST_META = "request"
+"""Meta of a turn's user message: the marks of the request that sent it."""
 SCANNED = 2_000
-"""Entries at the end of the tape searched for a key."""
+"""Entries at the end of the tape searched for a request."""
+
+Mark = Literal["id", "key"]
+"""What a request is found by: its id (a fetch) or its Idempotency-Key (a retry)."""
 
 
-async def recorded_answer(tape: Tape, session_id: str, key: str, max_age: float | None = None
+async def recorded_answer(tape: Tape, session_id: str, mark: Mark, value: str,
+                          max_age: float | None = None
                           ) -> tuple[str, int, dict[str, Any]] | None:
-    """The digest and the answer (status, body) recorded for `key`, or None (also when
-    the key's message is older than `max_age` seconds: it has expired). The journal is
-    read before the tape: a run that ends in between is then on the tape."""
-    journaled = await _journaled_digest(tape, key)
+    """The digest and the answer (status, body) recorded for the request whose `mark` is
+    `value`, or None (also when its message is older than `max_age` seconds: expired).
+    The journal is read before the tape: a run that ends in between is then on the tape."""
+    journaled = await _journaled_marks(tape, mark, value)
     if journaled is not None:
-        return journaled, *_running(session_id)
+        return str(journaled.get("digest", "")), *_running(session_id)
     entries = await tape.entries(tape.query().tail(SCANNED))
     start = next((index for index in range(len(entries) - 1, -1, -1)
-                  if _key_of(entries[index].meta) == key), None)
+                  if _marks(entries[index].meta).get(mark) == value), None)
     if start is None or _expired(entries[start].date, max_age):
         return None
-    digest = str(entries[start].meta[IDEMPOTENCY_META].get("digest", ""))
+    digest = str(_marks(entries[start].meta).get("digest", ""))
     replies: list[str] = []
     outcome: dict[str, Any] = {"status": "running"}
     for entry in entries[start + 1:]:
@@ -64,9 +70,9 @@ async def recorded_answer(tape: Tape, session_id: str, key: str, max_age: float 
     return digest, code, body
 
 
-async def _journaled_digest(tape: Tape, key: str) -> str | None:
-    """The digest of the key's message in a run not yet on the tape (a peer's, or a dead
-    one's until its recovery), or None."""
+async def _journaled_marks(tape: Tape, mark: Mark, value: str) -> dict[str, Any] | None:
+    """The marks of the request's message in a run not yet on the tape (a peer's, or a
+    dead one's until its recovery), or None."""
     store = tape.store
     inner = store.store if isinstance(store, AsyncStoreAdapter) else store
     journaled = getattr(inner, "journaled_meta", None)
@@ -74,14 +80,14 @@ async def _journaled_digest(tape: Tape, key: str) -> str | None:
         return None
     found = journaled(tape.name)
     for meta in await found if inspect.isawaitable(found) else found:
-        if _key_of(meta) == key:
-            return str(meta[IDEMPOTENCY_META].get("digest", ""))
+        if _marks(meta).get(mark) == value:
+            return _marks(meta)
     return None
 
 
 def _running(session_id: str) -> tuple[int, dict[str, Any]]:
     return 409, {"session_id": session_id, "content": "", "outbounds": [],
-                 "status": "running", "error": "the first request with this key is running"}
+                 "status": "running", "error": "the request's turn is still running"}
 
 
 def _expired(date: str, max_age: float | None) -> bool:
@@ -96,6 +102,6 @@ def _expired(date: str, max_age: float | None) -> bool:
     return (datetime.now(UTC) - written).total_seconds() > max_age
 
 
-def _key_of(meta: Any) -> str | None:
-    marked = meta.get(IDEMPOTENCY_META) if isinstance(meta, dict) else None
-    return str(marked.get("key")) if isinstance(marked, dict) else None
+def _marks(meta: Any) -> dict[str, Any]:
+    marked = meta.get(REQUEST_META) if isinstance(meta, dict) else None
+    return marked if isinstance(marked, dict) else {}

@@ -1,5 +1,6 @@
-"""What a tape recorded of a keyed request: the answer of a finished run, `running` for
-a run still in a store's journal (a peer's), and nothing for a key older than its time."""
+"""What a tape recorded of a request, by key or id: the answer of a finished run,
+`running` for a run still in a store's journal (a peer's), and nothing for a request
+older than its time."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ from typing import Any
 import pytest
 
 from hookline.builtins.store import InMemoryTapeStore
-from hookline.builtins.tape.requests import IDEMPOTENCY_META, recorded_answer
+from hookline.builtins.tape.requests import REQUEST_META, recorded_answer
 from hookline.builtins.tape.tape import Tape
 from hookline.kernel.tape import TapeEntry
 
 pytestmark = pytest.mark.anyio
 
-MARK = {IDEMPOTENCY_META: {"key": "k-1", "digest": "d-1"}}
+MARK = {REQUEST_META: {"id": "r-1", "key": "k-1", "digest": "d-1"}}
 
 
 class JournalingStore(InMemoryTapeStore):
@@ -39,10 +40,13 @@ async def finished_run(tape: Tape) -> None:
 async def test_a_finished_run_answers_what_it_said() -> None:
     tape = Tape(InMemoryTapeStore(), "s")
     await finished_run(tape)
-    digest, status, body = await recorded_answer(tape, "s", "k-1", max_age=60) or ("", 0, {})
+    found = await recorded_answer(tape, "s", "key", "k-1", max_age=60)
+    digest, status, body = found or ("", 0, {})
     assert (digest, status, body["status"]) == ("d-1", 200, "ok")
     assert body["content"] == "Calling a tool.\n\nDeployed."
-    assert await recorded_answer(tape, "s", "another key") is None
+    assert await recorded_answer(tape, "s", "key", "another key") is None
+    by_id = await recorded_answer(tape, "s", "id", "r-1")
+    assert by_id is not None and by_id[2]["content"].endswith("Deployed.")
 
 
 async def test_a_key_older_than_its_time_is_new_again() -> None:
@@ -54,12 +58,12 @@ async def test_a_key_older_than_its_time_is_new_again() -> None:
     store.reset("s")
     for entry in old:
         store.append("s", TapeEntry(0, entry.kind, entry.payload, entry.meta, entry.date))
-    assert await recorded_answer(tape, "s", "k-1", max_age=86_400) is None
-    assert await recorded_answer(tape, "s", "k-1") is not None  # no limit given
+    assert await recorded_answer(tape, "s", "key", "k-1", max_age=86_400) is None
+    assert await recorded_answer(tape, "s", "key", "k-1") is not None  # no limit given
 
 
 async def test_a_run_in_a_peers_journal_is_running() -> None:
     tape = Tape(JournalingStore([{"run_id": "r"}, MARK]), "s")
-    digest, status, body = await recorded_answer(tape, "s", "k-1") or ("", 0, {})
+    digest, status, body = await recorded_answer(tape, "s", "key", "k-1") or ("", 0, {})
     assert (digest, status, body["status"]) == ("d-1", 409, "running")
-    assert await recorded_answer(tape, "s", "k-2") is None
+    assert await recorded_answer(tape, "s", "key", "k-2") is None

@@ -117,3 +117,25 @@ def test_after_a_sigkill_the_retry_gets_the_recovered_outcome_and_nothing_runs_t
     said = [e.payload["content"] for e in entries
             if e.kind == "message" and e.payload.get("role") == "user"]
     assert said.count("deploy") == 1, said
+
+
+def test_after_a_restart_an_answer_is_fetched_from_its_sessions_tape(tmp_path: Path) -> None:
+    """The kept answers live in the process; `?session_id=` finds one on the tape."""
+    gateway = start(tmp_path, [{"text": "the answer"}])
+    try:
+        first = call(gateway.url, "POST", "/v1/messages", {"content": "q", "session_id": "f"})
+    finally:
+        gateway.end()
+    request_id = first.headers["hookline-request-id"]
+    restarted = start(tmp_path, [])
+    try:
+        unknown = call(restarted.url, "GET", f"/v1/messages/{request_id}")
+        found = call(restarted.url, "GET", f"/v1/messages/{request_id}?session_id=f")
+        elsewhere = call(restarted.url, "GET", f"/v1/messages/{request_id}?session_id=g")
+    finally:
+        restarted.end()
+    assert unknown.status == 404 and "?session_id=" in unknown.json()["error"]
+    assert found.status == 200, found.body
+    assert found.json()["content"] == "the answer" == first.json()["content"]
+    assert found.json()["id"] == request_id and found.json()["status"] == "ok"
+    assert elsewhere.status == 404

@@ -9,12 +9,13 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
+from urllib.parse import parse_qs
 
 import anyio
 
 from hookline.kernel.channels import MessageHandler
 
-from ...tape.requests import IDEMPOTENCY_CONTEXT
+from ...tape.requests import REQUEST_CONTEXT
 from ...telemetry.context import TRACE_CONTEXT_KEY, trace_headers
 from .approvals import APPROVALS_PATH, HttpApprovals
 from .guard import Guard, HttpError, header_map
@@ -105,7 +106,8 @@ class HttpRoutes:
             await self.routes[path](send)
             return
         if path.startswith(MESSAGES_PATH) and method == "GET":
-            await self._fetch(path.removeprefix(MESSAGES_PATH), send)
+            query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+            await self._fetch(path.removeprefix(MESSAGES_PATH), query.get("session_id"), send)
             return
         if path.startswith(APPROVALS_PATH) and method == "POST":
             Guard.require_json(headers)
@@ -166,10 +168,11 @@ class HttpRoutes:
                       payload.get("approvals", False), notified=self._managed)
         send = _with_header(send, (REQUEST_ID_HEADER, reply.id.encode()))
         reply.emit("request", {"id": reply.id, "session_id": session_id})
-        private: dict[str, Any] = {REQUEST_ID_KEY: reply.id}
+        marks = {"id": reply.id}
         if keyed is not None:
             self._idempotency.started(*keyed, reply)
-            private[IDEMPOTENCY_CONTEXT] = {"key": keyed[0], "digest": keyed[1]}
+            marks.update(key=keyed[0], digest=keyed[1])
+        private: dict[str, Any] = {REQUEST_ID_KEY: reply.id, REQUEST_CONTEXT: marks}
         # A plain mapping, like the cli channel's: only the sender's own context reaches
         # the prompt (the request id is private: its key starts with an underscore).
         envelope = {
@@ -246,15 +249,25 @@ class HttpRoutes:
         chunk = sse("request", {"id": body.get("id"), "replayed": True}) + sse(*last)
         await send({"type": "http.response.body", "body": chunk, "more_body": False})
 
-    async def _fetch(self, request_id: str, send: Send) -> None:
-        """`GET /v1/messages/{id}`: the kept answer, 202 while the turn runs, else 404."""
+    async def _fetch(self, request_id: str, sessions: list[str] | None, send: Send) -> None:
+        """`GET /v1/messages/{id}`: the kept answer, 202 while the turn runs, else 404.
+        With `?session_id=`, an answer this process does not keep (another replica's, or
+        one from before a restart) is looked for on that session's tape."""
         if any(reply.id == request_id for reply in self._replies):
             await send_json(send, 202, {"id": request_id, "status": "running"})
             return
         found = self._kept.get(request_id)
+        recall = self._idempotency.recall
+        if found is None and sessions and recall is not None:
+            recorded = await recall(sessions[-1], "id", request_id, self._kept.seconds)
+            if recorded is not None:
+                status, body = recorded[1:]
+                found = ((202, {"id": request_id, "status": "running"})
+                         if body["status"] == "running" else (status, {**body, "id": request_id}))
         if found is None:
             raise HttpError(404, f"no answer is kept for request {request_id!r} (unknown, or "
-                                 f"older than http_reply_retention)")
+                                 f"older than http_reply_retention; from another replica or "
+                                 f"before a restart, add ?session_id=<its session>)")
         await send_json(send, *found)
 
     async def _answer(self, reply: Reply, send: Send) -> None:

@@ -31,9 +31,9 @@ MAX_KEY = 255
 POLL = 0.5
 """Seconds between two looks at the store for a run another process holds."""
 
-Recall = Callable[[str, str, float], Awaitable[tuple[str, int, dict[str, Any]] | None]]
-"""`recall(session_id, key, max_age)`: the digest and the answer the tape holds for a key
-used in the last `max_age` seconds."""
+Recall = Callable[[str, str, str, float], Awaitable[tuple[str, int, dict[str, Any]] | None]]
+"""`recall(session_id, mark, value, max_age)`: the digest and the answer the tape holds
+for the request whose `mark` ("id" or "key") is `value`, sent in the last `max_age` s."""
 
 
 def idempotency_key(headers: dict[str, list[str]], body: bytes) -> tuple[str, str] | None:
@@ -78,7 +78,7 @@ class Idempotency:
             return seen.reply
         if self.recall is None:
             return None
-        found = await self.recall(session_id, key, self.seconds)
+        found = await self.recall(session_id, "key", key, self.seconds)
         if found is None:
             return None
         _check(found[0], digest)
@@ -86,7 +86,7 @@ class Idempotency:
         while found is not None and found[2].get("status") == "running" \
                 and self._clock() < until:  # a peer's run, or a dead one's until recovered
             await anyio.sleep(POLL)
-            found = await self.recall(session_id, key, self.seconds)
+            found = await self.recall(session_id, "key", key, self.seconds)
         return None if found is None else (found[1], found[2])
 
     def started(self, key: str, digest: str, reply: Reply) -> None:
