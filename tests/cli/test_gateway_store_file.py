@@ -237,3 +237,28 @@ def test_health_answers_while_the_store_check_hangs(start: Any, tmp_path: Path) 
     (home / "stall-health").unlink()
     assert until_health(gateway, 200).json() == {"status": "ok"}
     assert turn(gateway, "after the stall").status == 200
+
+
+def test_a_turn_waits_for_a_locked_store_no_longer_than_its_deadline(
+        start: Any, tmp_path: Path) -> None:
+    """Another process holds the write lock (the store would wait its 30 s busy timeout):
+    the turn answers 503 once its store deadline (2 s here) is spent; what it wrote lands
+    when the lock is let go, as an interrupted run, and the next turn is answered."""
+    gateway = start(HOOKLINE_STORE_TURN_DEADLINE="2")
+    assert turn(gateway, "before").status == 200
+    other = sqlite3.connect(tmp_path / "home" / "tapes.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        started = time.monotonic()
+        locked = turn(gateway, "while locked")
+        took = time.monotonic() - started
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    print(f"the locked turn answered after {took:.2f} s")
+    assert locked.status == 503 and locked.headers.get("retry-after"), locked.body
+    assert b"did not answer within 2 s during this turn" in locked.body, locked.body
+    assert took < 2 + 10, took  # a hang check (the busy timeout is 30 s); printed above
+    assert turn(gateway, "after").status == 200
+    said = [p for p in prompts(tmp_path / "home")]
+    assert sum('"while locked"' in p for p in said) == 1, "\n".join(tape_payloads(tmp_path / "home"))

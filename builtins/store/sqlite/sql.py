@@ -15,7 +15,7 @@ from contextlib import suppress
 from datetime import UTC, datetime
 from typing import Any, Final, TypeAlias
 
-from hookline.kernel.tape import TapeEntry, TapeQuery
+from hookline.kernel.tape import LAST_ANCHOR, TapeEntry, TapeQuery
 
 from ..entries import dump_json, unknown_outcomes
 from .journal import JournalOp, check_journal_op
@@ -23,6 +23,7 @@ from .journal import JournalOp, check_journal_op
 __all__ = [
     "COLUMNS",
     "Row",
+    "anchor_start",
     "apply_rows",
     "as_dict",
     "drop_journal",
@@ -181,3 +182,28 @@ def as_dict(value: Any) -> dict:
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat()
+
+
+def anchor_start(conn: sqlite3.Connection, tape: str, query: TapeQuery) -> int | None:
+    """First id worth reading: 1, or the selected anchor's id; None if it is missing."""
+    if query.anchor_range is not None:
+        name: str | None = query.anchor_range[0]
+    elif query.anchor is LAST_ANCHOR:
+        (found,) = conn.execute(
+            "SELECT MAX(id) FROM entries WHERE tape = ? AND kind = 'anchor'", (tape,)
+        ).fetchone()
+        return found
+    elif query.anchor is not None:
+        name = query.anchor
+    else:
+        return 1
+    # Anchor names live in the JSON payload; scan anchors newest first in Python so
+    # matching is exactly apply_query's (`payload.get("name") == name`).
+    cursor = conn.execute(
+        "SELECT id, payload FROM entries WHERE tape = ? AND kind = 'anchor' ORDER BY id DESC",
+        (tape,),
+    )
+    for anchor_id, payload in cursor:
+        if loads(payload).get("name") == name:
+            return int(anchor_id)
+    return None

@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import Any, Final, Literal, TypeVar
 
 from hookline.kernel.streaming import ErrorKind, HooklineError
-from hookline.kernel.tape import LAST_ANCHOR, TapeEntry, TapeQuery, apply_query
+from hookline.kernel.tape import TapeEntry, TapeQuery, apply_query
 
 from ...privacy.files import secure_store
 from ..entries import SIDECAR_MARKER, check_batch, check_entry, check_tape_name
@@ -39,6 +39,7 @@ from .files import (
 )
 from .journal import JournalOp, Owner, check_journal_op
 from .sql import (
+    anchor_start,
     apply_rows,
     as_dict,
     drop_journal,
@@ -148,6 +149,7 @@ class SQLiteTapeStore:
         self._damage: str | None = None
         self._moved: str | None = None  # what became of the file: see FileIdentity
         self._failed: set[str] = set()  # runs whose commit failed, ended at the next call
+        self._journaled: dict[str, int] = {}  # rows of each run's journal known stored
         self._parsed = ParsedEntries()
         self._owner = Owner(self.path)
         self.recovered: list[str] = []
@@ -421,38 +423,13 @@ class SQLiteTapeStore:
         tape = check_tape_name(query.tape)
         with self._connection() as conn:
             try:
-                start = self._anchor_start(conn, tape, query)
+                start = anchor_start(conn, tape, query)
             except ValueError as exc:
                 raise self._damaged(f"an anchor of tape {tape!r} is not valid JSON") from exc
             rows = [] if start is None else select_entries(conn, tape, start, query)
         # With start None the anchor is missing: apply_query on nothing raises the
         # reference `not_found` error with the reference message.
         return apply_query(parse(tape, rows), query)
-
-    @staticmethod
-    def _anchor_start(conn: sqlite3.Connection, tape: str, query: TapeQuery) -> int | None:
-        """First id worth reading: 1, or the selected anchor's id; None if it is missing."""
-        if query.anchor_range is not None:
-            name: str | None = query.anchor_range[0]
-        elif query.anchor is LAST_ANCHOR:
-            (found,) = conn.execute(
-                "SELECT MAX(id) FROM entries WHERE tape = ? AND kind = 'anchor'", (tape,)
-            ).fetchone()
-            return found
-        elif query.anchor is not None:
-            name = query.anchor
-        else:
-            return 1
-        # Anchor names live in the JSON payload; scan anchors newest first in Python so
-        # matching is exactly apply_query's (`payload.get("name") == name`).
-        cursor = conn.execute(
-            "SELECT id, payload FROM entries WHERE tape = ? AND kind = 'anchor' ORDER BY id DESC",
-            (tape,),
-        )
-        for anchor_id, payload in cursor:
-            if loads(payload).get("name") == name:
-                return int(anchor_id)
-        return None
 
     def _row_entries(self, tape: str, rows: list[tuple]) -> list[TapeEntry]:
         """Entries from rows; their JSON is parsed in one call (the cost of reading a tape
@@ -482,29 +459,33 @@ class SQLiteTapeStore:
 
         `run` names the journal (any unique string), `tape` the run's session tape, on
         which an interrupted marker goes if this process dies before `journal_commit`.
+        Safe to repeat, as the PostgreSQL store's: a write replaces the rows after those
+        known stored, so ops sent again after a write whose outcome was unknown (its
+        caller stopped waiting) land once; the commit does the same.
         """
         self._start_journal_write(run, tape, ops).result()
+        self._journaled[run] = self._journaled.get(run, 0) + len(ops)
 
     async def journal_write_async(self, run: str, tape: str, ops: Sequence[JournalOp]) -> None:
         """`journal_write` awaited without a worker thread (what `journal_of` uses)."""
         await wait(self._start_journal_write(run, tape, ops))
+        self._journaled[run] = self._journaled.get(run, 0) + len(ops)  # as its caller knows
 
     def _start_journal_write(self, run: str, tape: str, ops: Sequence[JournalOp]
                              ) -> Future[None]:
         rows = [op_row(op) for op in ops]
         started = (run, check_tape_name(tape), self._owner.name, now_iso())
+        upto = self._journaled.get(run, 0)
 
         def work(conn: sqlite3.Connection) -> None:
             self._owner.acquire()
             conn.execute("INSERT OR IGNORE INTO journal_runs (run, tape, owner, started) "
                          "VALUES (?, ?, ?, ?)", started)
-            (seq,) = conn.execute(
-                "SELECT COALESCE(MAX(seq), 0) FROM journal WHERE run = ?", (run,)
-            ).fetchone()
+            conn.execute("DELETE FROM journal WHERE run = ? AND seq > ?", (run, upto))
             conn.executemany(
                 "INSERT INTO journal (run, seq, tape, action, kind, payload, meta, date) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [(run, seq + n, *row) for n, row in enumerate(rows, 1)],
+                [(run, upto + n, *row) for n, row in enumerate(rows, 1)],
             )
 
         return self._start(work)
@@ -528,7 +509,10 @@ class SQLiteTapeStore:
             self._failed.add(run)
             raise
 
+        upto = self._journaled.pop(run, 0)  # rows after it are in `ops` again
+
         def work(conn: sqlite3.Connection) -> list[TapeEntry]:
+            conn.execute("DELETE FROM journal WHERE run = ? AND seq > ?", (run, upto))
             stored = apply_rows(conn, journal_rows(conn, run) + rows)
             drop_journal(conn, run)
             return stored

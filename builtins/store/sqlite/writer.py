@@ -23,11 +23,14 @@ threads than doing the turns' work. Now:
 from __future__ import annotations
 
 import asyncio
+import math
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +38,10 @@ from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
+
+from hookline.kernel.streaming import ErrorKind, HooklineError
+
+from ..budget import store_call
 
 __all__ = ["GROUP_LIMIT", "GroupWriter", "ReaderPool", "WriterStopped", "wait"]
 
@@ -239,11 +246,25 @@ class ReaderPool:
 
 async def wait(future: Future[T]) -> T:
     """The future's result; like a worker-thread call, a cancelled caller still waits
-    for the write to finish (it is never abandoned half-way), then sees the cancellation."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return await anyio.to_thread.run_sync(future.result)
-    with anyio.CancelScope(shield=True):
-        await asyncio.wait([asyncio.wrap_future(future)])
-    return future.result()
+    for the write to finish (it is never abandoned half-way), then sees the cancellation.
+    Within a turn's store budget the caller stops waiting when the budget ends (the
+    write goes on, and lands or fails on its own: its outcome is unknown to the caller)."""
+    with store_call(math.inf) as until:
+        left = None if until == math.inf else max(0.0, until - time.monotonic())
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            try:
+                return await anyio.to_thread.run_sync(future.result, left)
+            except FutureTimeout:
+                raise _still_waiting() from None
+        with anyio.CancelScope(shield=True):
+            await asyncio.wait([asyncio.wrap_future(future)], timeout=left)
+        if not future.done():
+            raise _still_waiting()
+        return future.result()
+
+
+def _still_waiting() -> HooklineError:
+    return HooklineError(ErrorKind.temporary, "The write is still waiting for the tape store; "
+                                              "whether it is stored is unknown.")
