@@ -480,20 +480,14 @@ class BuiltinPlugin:
 
         # -- http channel (`hookline gateway`) -------------------------------------------
         from .channels.http.channel import HttpChannel
+        from .tape.requests import RequestRecords
 
         # Settings are read when the channel starts, not here.
+        records = RequestRecords(lambda session_id: self.tape_for(session_id, {}))
         channels.append(HttpChannel(message_handler, settings=self.get_settings,
                                     health=self.store_health, scrub=self.scrub_text,
-                                    recall=self.recall_request))
-
+                                    records=records))
         return channels
-
-    async def recall_request(self, session_id: str, mark: Any, value: str, max_age: float) -> Any:
-        """What the tape recorded for a request (by id or key) in `max_age` s, or None."""
-        from .tape.requests import recorded_answer
-
-        tape = self.tape_for(session_id, {})
-        return await recorded_answer(tape, session_id, mark, value, max_age)
 
     async def store_health(self) -> str | None:
         """Why the running tape store cannot record turns now, or None when it can.

@@ -4,9 +4,10 @@ Each store call is bounded on its own (a connection in 5 s, a statement in 10 s)
 turn makes several, so during an outage a turn used to wait the sum before it failed.
 Whoever runs a turn opens a `turn_store_budget`; the stores bound each call by what is
 left of it and take what the call took (the PostgreSQL store its connections and
-statements; the SQLite store the wait for its writer, whose write goes on). A call made once it is spent fails
-at once with a temporary error (the gateway answers 503 with `Retry-After`). Calls
-inside a call (a grouped write borrowing a connection) are not counted twice.
+statements; the SQLite store the wait for its writer, whose write goes on). A call made
+once it is spent fails at once with a temporary error (the gateway answers 503 with
+`Retry-After`). Calls inside a call (a grouped write borrowing a connection) are not
+counted twice.
 """
 
 from __future__ import annotations

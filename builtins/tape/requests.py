@@ -5,18 +5,22 @@ went. A gateway answers a retry (by key) or a fetch (by id) from this when it do
 hold the answer itself: after a restart, once the store's recovery put the interrupted
 run on the tape, or on another replica. A store whose runs reach the tape only when they
 end (PostgreSQL, shared by replicas) shows the messages of the runs still going through
-`journaled_meta`: such a request is `running`."""
+`journaled_meta`: such a request is `running`; and it lets a replica claim a key
+(`claim_request`) so that a retry sent to another one waits instead of running the request
+a second time while the first is still queued."""
 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from ..store.asyncstore import AsyncStoreAdapter
 from .tape import Tape
 
-__all__ = ["REQUEST_CONTEXT", "REQUEST_META", "SCANNED", "Mark", "recorded_answer"]
+__all__ = ["REQUEST_CONTEXT", "REQUEST_META", "SCANNED", "Mark", "RequestRecords",
+           "recorded_answer", "running_elsewhere"]
 
 REQUEST_CONTEXT = "_request"
 """Envelope context and turn state key of the request's marks, `{"id", "key", "digest"}`
@@ -30,6 +34,32 @@ Mark = Literal["id", "key"]
 """What a request is found by: its id (a fetch) or its Idempotency-Key (a retry)."""
 
 
+class RequestRecords:
+    """The store's side of the http channel's requests, by session: what a request came
+    to (`recall`), and the claim on a key while its request is queued or runs."""
+
+    def __init__(self, tape_for: Callable[[str], Tape]) -> None:
+        self._tape_for = tape_for
+
+    async def recall(self, session_id: str, mark: Mark, value: str, max_age: float
+                     ) -> tuple[str, int, dict[str, Any]] | None:
+        return await recorded_answer(self._tape_for(session_id), session_id, mark, value,
+                                     max_age)
+
+    async def claim(self, session_id: str, key: str) -> bool:
+        """True when this process may run the key's request (always, with a store that
+        keeps no claims: one process owns it); False while another replica holds it."""
+        tape = self._tape_for(session_id)
+        claim = getattr(_inner(tape), "claim_request", None)
+        return True if claim is None else bool(await claim(tape.name, key))
+
+    async def release(self, session_id: str, key: str) -> None:
+        tape = self._tape_for(session_id)
+        release = getattr(_inner(tape), "release_request", None)
+        if release is not None:
+            await release(tape.name, key)
+
+
 async def recorded_answer(tape: Tape, session_id: str, mark: Mark, value: str,
                           max_age: float | None = None
                           ) -> tuple[str, int, dict[str, Any]] | None:
@@ -38,7 +68,7 @@ async def recorded_answer(tape: Tape, session_id: str, mark: Mark, value: str,
     The journal is read before the tape: a run that ends in between is then on the tape."""
     journaled = await _journaled_marks(tape, mark, value)
     if journaled is not None:
-        return str(journaled.get("digest", "")), *_running(session_id)
+        return str(journaled.get("digest", "")), *running_elsewhere(session_id)
     entries = await tape.entries(tape.query().tail(SCANNED))
     start = next((index for index in range(len(entries) - 1, -1, -1)
                   if _marks(entries[index].meta).get(mark) == value), None)
@@ -61,7 +91,7 @@ async def recorded_answer(tape: Tape, session_id: str, mark: Mark, value: str,
             break
     status = str(outcome.get("status") or "unknown")
     if status == "running":
-        return digest, *_running(session_id)
+        return digest, *running_elsewhere(session_id)
     body: dict[str, Any] = {"session_id": session_id, "content": "\n\n".join(replies),
                             "outbounds": [], "status": status}
     if status != "ok":
@@ -73,9 +103,7 @@ async def recorded_answer(tape: Tape, session_id: str, mark: Mark, value: str,
 async def _journaled_marks(tape: Tape, mark: Mark, value: str) -> dict[str, Any] | None:
     """The marks of the request's message in a run not yet on the tape (a peer's, or a
     dead one's until its recovery), or None."""
-    store = tape.store
-    inner = store.store if isinstance(store, AsyncStoreAdapter) else store
-    journaled = getattr(inner, "journaled_meta", None)
+    journaled = getattr(_inner(tape), "journaled_meta", None)
     if journaled is None:
         return None
     found = journaled(tape.name)
@@ -85,7 +113,14 @@ async def _journaled_marks(tape: Tape, mark: Mark, value: str) -> dict[str, Any]
     return None
 
 
-def _running(session_id: str) -> tuple[int, dict[str, Any]]:
+def _inner(tape: Tape) -> Any:
+    """The tape's store itself (a sync store's, not its async adapter)."""
+    store = tape.store
+    return store.store if isinstance(store, AsyncStoreAdapter) else store
+
+
+def running_elsewhere(session_id: str) -> tuple[int, dict[str, Any]]:
+    """The answer for a request whose turn another process holds: `running` (409)."""
     return 409, {"session_id": session_id, "content": "", "outbounds": [],
                  "status": "running", "error": "the request's turn is still running"}
 

@@ -16,6 +16,7 @@ import os
 import re
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -327,3 +328,35 @@ def test_a_keyed_retry_on_the_other_replica_during_the_grace_gets_the_recovered_
     assert retry.headers["idempotent-replayed"] == "true"
     assert ran.read_text() == "once\n", "the command ran once"
     assert user_prompts(url) == [body["content"]]
+
+
+def test_a_keyed_request_queued_on_one_replica_is_not_run_by_a_retry_on_the_other(
+    replicas: tuple[str, Start], tmp_path: Path,
+) -> None:
+    """The session is busy on the first replica, so the keyed request waits there in the
+    session's queue (nothing of it is stored yet); the retry sent to the other replica
+    finds the key claimed and waits too, then answers what the first one came to."""
+    url, start = replicas
+    first_replica, second_replica = start("a"), start("b")
+    workspace = tmp_path / "workspace"
+    busy = {"content": "/tool shell " + json.dumps(
+        {"command": f"touch {workspace / 'busy'}; sleep 4"}), "session_id": "q"}
+    body = {"content": "/tool shell " + json.dumps(
+        {"command": f"echo once >> {workspace / 'ran'}"}), "session_id": "q"}
+    answers: dict[str, Any] = {}
+    threads = [threading.Thread(target=lambda: answers.update(busy=ask(
+        first_replica, busy["content"], "q")))]
+    threads[0].start()
+    wait_until((workspace / "busy").exists)
+    threads.append(threading.Thread(target=lambda: answers.update(
+        first=keyed(first_replica, body, "queued-1"))))
+    threads[1].start()
+    time.sleep(0.5)  # queued behind the busy turn
+    retry = keyed(second_replica, body, "queued-1")
+    for thread in threads:
+        thread.join(60)
+    assert answers["first"].status == retry.status == 200, retry.body
+    assert retry.headers["idempotent-replayed"] == "true"
+    assert retry.json()["content"] == answers["first"].json()["content"]
+    assert (workspace / "ran").read_text() == "once\n"
+    assert user_prompts(url).count(body["content"]) == 1

@@ -211,6 +211,12 @@ class HttpRoutes:
             await send_timeout(reply, send, timeout)
         finally:
             self._settle(reply)
+            if keyed is not None:  # claimed: let go once the store shows what it came to
+                with anyio.CancelScope(shield=True):
+                    if reply.decided.is_set() and reply.outcome not in NO_TURN:
+                        with anyio.move_on_after(timeout):
+                            await reply.finished.wait()
+                    await self._idempotency.release(keyed[0], session_id)
 
     def _settle(self, reply: Reply) -> None:
         """Keep the answer for `GET /v1/messages/{id}`: now, or, when the client left
@@ -257,9 +263,9 @@ class HttpRoutes:
             await send_json(send, 202, {"id": request_id, "status": "running"})
             return
         found = self._kept.get(request_id)
-        recall = self._idempotency.recall
-        if found is None and sessions and recall is not None:
-            recorded = await recall(sessions[-1], "id", request_id, self._kept.seconds)
+        records = self._idempotency.records
+        if found is None and sessions and records is not None:
+            recorded = await records.recall(sessions[-1], "id", request_id, self._kept.seconds)
             if recorded is not None:
                 status, body = recorded[1:]
                 found = ((202, {"id": request_id, "status": "running"})

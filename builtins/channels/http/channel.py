@@ -28,12 +28,13 @@ from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
 from ...host.sandbox import check_exposure
 from ...privacy.redact import redact_credentials
+from ...tape.requests import RequestRecords
 from ..envelopes import UPSTREAM_KEY
 from .approvals import HttpApprovals, HttpAsker
 from .asgi import HttpRoutes
 from .guard import Guard, is_loopback_address, load_token
 from .health import HealthCache, HealthPace
-from .idempotency import Idempotency, Recall
+from .idempotency import Idempotency
 from .kept import KeptReplies
 from .match import REQUEST_ID_KEY, Replies
 from .overrides import RequestOverrides
@@ -103,7 +104,7 @@ class HttpChannel(HttpRoutes, Lifecycle):
         max_body_size: int = MAX_BODY_SIZE,
         health: Callable[[], Awaitable[str | None]] | None = None,
         scrub: Callable[[str], str] = redact_credentials,
-        recall: Recall | None = None,
+        records: RequestRecords | None = None,
     ) -> None:
         self.on_receive = on_receive
         self.host = host
@@ -127,7 +128,7 @@ class HttpChannel(HttpRoutes, Lifecycle):
         self._overrides = RequestOverrides()
         self._approvals = HttpApprovals()
         self._kept = KeptReplies()
-        self._idempotency = Idempotency(recall=recall)
+        self._idempotency = Idempotency(records=records)
         self.approval_timeout: float | None = None
         """Seconds a question waits for its answer (None: `http_approval_timeout`)."""
         self._replies = Replies()

@@ -15,25 +15,23 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
+from ...tape.requests import RequestRecords, running_elsewhere
 from .guard import HttpError
 from .kept import MAX_KEPT
 from .reply import Reply
 
-__all__ = ["Idempotency", "Recall", "idempotency_key"]
+__all__ = ["Idempotency", "idempotency_key"]
 
 MAX_KEY = 255
 POLL = 0.5
 """Seconds between two looks at the store for a run another process holds."""
 
-Recall = Callable[[str, str, str, float], Awaitable[tuple[str, int, dict[str, Any]] | None]]
-"""`recall(session_id, mark, value, max_age)`: the digest and the answer the tape holds
-for the request whose `mark` ("id" or "key") is `value`, sent in the last `max_age` s."""
 
 
 def idempotency_key(headers: dict[str, list[str]], body: bytes) -> tuple[str, str] | None:
@@ -57,42 +55,53 @@ class _Seen:
 
 class Idempotency:
     """The keys this process has seen (their requests, running or answered), and the way
-    to find the others on the tape."""
+    to find the others in the store (`records`), where a replica also claims a key while
+    its request is queued or runs."""
 
-    def __init__(self, seconds: float = 86_400.0, recall: Recall | None = None,
+    def __init__(self, seconds: float = 86_400.0, records: RequestRecords | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.seconds = seconds
-        self.recall = recall
+        self.records = records
         self._clock = clock
         self._seen: OrderedDict[str, _Seen] = OrderedDict()
 
     async def prior(self, key: str, digest: str, session_id: str, wait: float = 0.0
                     ) -> Reply | tuple[int, dict[str, Any]] | None:
         """What an earlier request with this key came to: its reply (running or ended),
-        the answer the tape recorded, or None (the key is new). A run the store shows
-        as running elsewhere is waited for, up to `wait` seconds."""
+        the answer the store recorded, or None: the key is new, and claimed for this
+        process. A request another process holds (queued or running on a replica, or a
+        dead one's run until recovered) is waited for, up to `wait` seconds; then it is
+        `running` (409)."""
         self._drop_old()
         seen = self._seen.get(key)
         if seen is not None:
             _check(seen.digest, digest)
             return seen.reply
-        if self.recall is None:
+        if self.records is None:
             return None
-        found = await self.recall(session_id, "key", key, self.seconds)
-        if found is None:
-            return None
-        _check(found[0], digest)
         until = self._clock() + wait
-        while found is not None and found[2].get("status") == "running" \
-                and self._clock() < until:  # a peer's run, or a dead one's until recovered
+        while True:
+            found = await self.records.recall(session_id, "key", key, self.seconds)
+            if found is not None:
+                _check(found[0], digest)
+                if found[2].get("status") != "running":
+                    return found[1], found[2]
+            elif await self.records.claim(session_id, key):
+                return None
+            if self._clock() >= until:
+                return found[1:] if found is not None else running_elsewhere(session_id)
             await anyio.sleep(POLL)
-            found = await self.recall(session_id, "key", key, self.seconds)
-        return None if found is None else (found[1], found[2])
 
     def started(self, key: str, digest: str, reply: Reply) -> None:
         self._seen[key] = _Seen(digest, reply, self._clock())
         while len(self._seen) > MAX_KEPT:  # each holds its reply: as many as are kept
             self._seen.popitem(last=False)
+
+    async def release(self, key: str, session_id: str) -> None:
+        """Let go of the key's claim: its request has ended (what it came to is in the
+        store, or it never ran)."""
+        if self.records is not None:
+            await self.records.release(session_id, key)
 
     def _drop_old(self) -> None:
         cutoff = self._clock() - self.seconds

@@ -14,6 +14,7 @@ replica stops its runs before any peer may recover them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -33,7 +34,7 @@ from ..entries import unknown_outcomes
 from ..sqlite.store import INTERRUPTED_ERROR
 from ..url import redact_url
 from .conn import STATEMENT_TIMEOUT, PostgresConnections, deadline
-from .sql import _LOCK_TAPES, _SETTLED, NS_TAPE, _apply, _now, _row
+from .sql import _LOCK_TAPES, _SETTLED, NS_REQUEST, NS_TAPE, _apply, _now, _row
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -165,6 +166,36 @@ class PostgresLiveness(PostgresConnections):
             f"here, and what it recorded goes on tape {state.tape} marked interrupted. Send "
             f"the message again.",
             {"store": self.display, "fenced": True})
+
+    async def claim_request(self, tape: str, key: str) -> bool:
+        """Take a request's Idempotency-Key for this replica until `release_request`: a
+        session lock on the owner's connection, so a replica that dies lets go of it at
+        once. False while another replica holds it (its request is queued or running)."""
+        return bool(await self._on_owner_connection(
+            "SELECT pg_try_advisory_lock(%s, hashtext(%s))", (NS_REQUEST, f"{tape}\n{key}")))
+
+    async def release_request(self, tape: str, key: str) -> None:
+        """Let go of a key taken by `claim_request` (gone anyway with a lost connection)."""
+        with contextlib.suppress(HooklineError):
+            await self._on_owner_connection(
+                "SELECT pg_advisory_unlock(%s, hashtext(%s))", (NS_REQUEST, f"{tape}\n{key}"))
+
+    async def _on_owner_connection(self, sql: str, params: tuple[object, ...]) -> object:
+        """One statement on the lock's connection (the claims live in its session)."""
+        conn = self._owner_conn
+        if conn is None or conn.closed:
+            raise HooklineError(
+                ErrorKind.temporary, f"The PostgreSQL tape store {self.display} has no lock "
+                f"on the database right now (it reconnects by itself); retry shortly.",
+                {"store": self.display})
+        try:
+            with deadline(conn, min(self.timeout, max(self.grace / 2, 0.5))):
+                row = await (await conn.execute(sql, params)).fetchone()
+        except HooklineError:
+            raise
+        except Exception as exc:
+            raise self._error(exc) from exc
+        return row[0] if row else None
 
     async def maintain(self) -> None:
         """Forever: the heartbeat every `heartbeat` seconds (at most a third of `grace`)

@@ -27,6 +27,8 @@ NS_TAPE: Final = 0x686C0001
 """Advisory lock class of tape locks (two-int keys: this, hashtext(tape))."""
 NS_MIGRATE: Final = 0x686C0002
 """Advisory lock class of the schema migration (key: this, 0)."""
+NS_REQUEST: Final = 0x686C0003
+"""Advisory lock class of request claims (two-int keys: this, hashtext(tape, key))."""
 # Owner locks use the one-bigint form, a key space apart from the two-int one.
 
 FENCED: Final = "HL001"
