@@ -17,7 +17,10 @@ session id continues it. In a terminal, lines are read with the line editor
 """
 
 import logging
+import math
 import signal
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -36,6 +39,9 @@ if TYPE_CHECKING:
     from hookline.builtins.channels import ChannelManager
 
 CHANNEL = "cli"
+DOUBLE_PRESS_SECONDS = 1.5
+"""A Ctrl-C this soon after one that cancelled a turn asks before leaving: a double press
+was meant for the turn."""
 HISTORY_FILE = "chat_history"
 """The line editor's history, in the hookline home: shared by every chat session."""
 
@@ -124,7 +130,7 @@ async def run_chat(framework: Framework, session: str | None, model: str | None,
             "in order (>> TEXT steers the running turn). /help lists the commands; Ctrl-C "
             "cancels a running turn; /quit, Ctrl-D or Ctrl-C at the prompt leave.")
         async with anyio.create_task_group() as task_group:
-            task_group.start_soon(_handle_interrupts, manager, channel, stop, ended_by)
+            task_group.start_soon(_handle_interrupts, manager, channel, stop, ended_by, say)
             await manager.run(stop)
             task_group.cancel_scope.cancel()
     if ended_by:
@@ -133,11 +139,15 @@ async def run_chat(framework: Framework, session: str | None, model: str | None,
 
 
 async def _handle_interrupts(manager: "ChannelManager", channel: Channel,
-                             stop: "anyio.Event", ended_by: list[int]) -> None:
-    """SIGINT cancels the running turns; with none running it ends the session. SIGTERM
+                             stop: "anyio.Event", ended_by: list[int],
+                             say: Callable[[str], None]) -> None:
+    """SIGINT cancels the running turns; with none running it ends the session, unless
+    it came right after one that cancelled a turn (then it asks for one more). SIGTERM
     ends the session now: its running turns are cancelled (the channel then reports the
     lines left without an answer); `ended_by` records it."""
     import anyio
+
+    cancelled_at = -math.inf
 
     try:
         receiver = anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM)
@@ -152,12 +162,17 @@ async def _handle_interrupts(manager: "ChannelManager", channel: Channel,
                     await manager.quit_session(session_id)
                 continue
             busy = manager.busy_sessions()
+            if not busy and time.monotonic() - cancelled_at < DOUBLE_PRESS_SECONDS:
+                say("(press Ctrl-C again to quit)")  # a second press meant for the turn
+                cancelled_at = -math.inf
+                continue
             if not busy:
                 stop.set()
                 return
             for session_id in busy:
-                await manager.quit_session(session_id)
+                await manager.quit_session(session_id, "cancelled with Ctrl-C")
             channel.turns_cancelled(busy)
+            cancelled_at = time.monotonic()
 
 
 def _history_path() -> Path:

@@ -71,6 +71,7 @@ from .compaction import (
     request_chars,
     summary_request,
 )
+from .interruption import close_cut_calls, keep_partial_text
 from .outcome import StepOutcome, as_hookline_error, error_dict, what_ran
 from .spill import model_text
 from .usage import add_usage
@@ -222,6 +223,8 @@ class _Run:
                 raise
             finally:
                 with anyio.CancelScope(shield=True):
+                    if status == "cancelled":
+                        await close_cut_calls(tape, self.run_id)
                     await self._emit(RunFinished(
                         status=status, steps=self.steps, error=error, state=self.state,
                         tape=tape, elapsed_ms=(time.perf_counter() - started) * 1000))
@@ -472,14 +475,14 @@ class _Run:
                     if delta is not None:
                         yield delta
         except Exception as exc:
-            await self._keep_partial_text(run_id, request, outcome)
+            await keep_partial_text(self.tape, run_id, request.model, outcome.text)
             await self._emit(LLMCallFinished(request=request, state=self.state, tape=self.tape,
                                              result=self._llm_result(run_id, outcome, exc,
                                                                      opened)))
             raise as_hookline_error(exc, request.model) from exc
         except BaseException:  # cancelled, or the consumer stopped reading
             with anyio.CancelScope(shield=True):
-                await self._keep_partial_text(run_id, request, outcome)
+                await keep_partial_text(self.tape, run_id, request.model, outcome.text)
             raise
         self.stream_state.usage = outcome.usage
         self.agent.meter.measured(request.model, chars, outcome.usage)
@@ -490,13 +493,6 @@ class _Run:
         await self._emit(LLMCallFinished(request=request, state=self.state, tape=self.tape,
                                          result=self._llm_result(run_id, outcome, None, opened)))
         await self._record_reply(run_id, request, outcome, system)
-
-    async def _keep_partial_text(self, run_id: str, request: LLMCallRequest,
-                                 outcome: StepOutcome) -> None:
-        """Text already streamed when the call ended early is recorded, marked interrupted."""
-        if outcome.text:
-            await self.tape.append("message", {"role": "assistant", "content": outcome.text},
-                                   run_id=run_id, model=request.model, interrupted=True)
 
     def _separated(self, delta: StreamEvent) -> StreamEvent:
         """Text of a later step starts on a new paragraph, so step replies do not run on."""

@@ -365,10 +365,10 @@ class ChannelManager:
         elif not session.pending:
             del self._sessions[session_id]
 
-    async def quit_session(self, session_id: str) -> int:
+    async def quit_session(self, session_id: str, reason: str = "the session was quit") -> int:
         """Forget a session's pending and steering messages (each reported `drop` to its
-        channel, which may owe a sender an answer) and cancel its running turns (except
-        the calling task's own). Returns how many turns were cancelled."""
+        channel, which may owe a sender an answer, with `reason`) and cancel its running
+        turns (except the calling task's own). Returns how many turns were cancelled."""
         inbox = self.framework.get_steering_inbox()
         forgotten: list[Any] = []
         if inbox is not None:
@@ -383,7 +383,7 @@ class ChannelManager:
             session.pending.clear()
             session.steered = 0
         for message in forgotten:
-            self._admitted(message, "drop", "the session was quit")
+            self._admitted(message, "drop", reason)
         if session is None:
             return 0
         current = anyio.get_current_task().id

@@ -11,7 +11,7 @@ from hookline.kernel._lazy import LazyExports as _LazyExports
 _PUBLIC = {
     "asyncstore": ("AsyncJournal", "AsyncStoreAdapter", "append_batch", "as_async_store",
                    "journal_of"),
-    "entries": ("SIDECAR_MARKER", "is_sidecar_tape"),
+    "entries": ("SIDECAR_MARKER", "is_sidecar_tape", "open_call_results"),
     "memory": ("InMemoryTapeStore",),
     "sqlite.store": ("COMMIT_FAILED_ERROR", "INTERRUPTED_ERROR", "SCHEMA_VERSION",
                      "SQLiteTapeStore", "StoreCheck", "backup_database", "check_database"),

@@ -16,6 +16,7 @@ from .copy import copy_store as copy_store
 from .copy import shown as shown
 from .entries import SIDECAR_MARKER as SIDECAR_MARKER
 from .entries import is_sidecar_tape as is_sidecar_tape
+from .entries import open_call_results as open_call_results
 from .memory import InMemoryTapeStore as InMemoryTapeStore
 from .postgres.store import PostgresTapeStore as PostgresTapeStore
 from .postgres.store import check_postgres as check_postgres

@@ -24,6 +24,7 @@ __all__ = [
     "copy_entry",
     "dump_json",
     "is_sidecar_tape",
+    "open_call_results",
     "unknown_outcomes",
 ]
 
@@ -107,7 +108,15 @@ def unknown_outcomes(entries: Sequence[tuple[str, dict[str, Any]]]) -> TapeEntry
     """For a run's entries (kind, payload) as recovery finds them: a `tool_result` entry
     answering each call that has no result, with outcome `unknown`, so that the next
     request shows the model the call and that it may have run; None when every call has
-    its result. A result answers the latest open call with its id (the agent's pairing)."""
+    its result."""
+    return open_call_results(entries, "unknown", UNKNOWN_OUTCOME, recovered=True)
+
+
+def open_call_results(entries: Sequence[tuple[str, dict[str, Any]]], outcome: str,
+                      output: str, **meta: Any) -> TapeEntry | None:
+    """A `tool_result` entry answering each call of `entries` (kind, payload) that has no
+    result, as an error with `outcome` and `output`; None when every call has its result.
+    A result answers the latest open call with its id (the agent's pairing)."""
     open_calls: list[dict[str, Any]] = []
     for kind, payload in entries:
         if kind == "tool_call":
@@ -122,6 +131,6 @@ def unknown_outcomes(entries: Sequence[tuple[str, dict[str, Any]]]) -> TapeEntry
     if not open_calls:
         return None
     return TapeEntry.new("tool_result", {"results": [
-        {"call_id": call["id"], "name": str(call.get("name", "")), "output": UNKNOWN_OUTCOME,
-         "is_error": True, "outcome": "unknown", "error": UNKNOWN_OUTCOME,
-         "arguments": call.get("arguments")} for call in open_calls]}, recovered=True)
+        {"call_id": call["id"], "name": str(call.get("name", "")), "output": output,
+         "is_error": True, "outcome": outcome, "error": output,
+         "arguments": call.get("arguments")} for call in open_calls]}, **meta)

@@ -177,6 +177,13 @@ class ContextMessages:
             self._models[at] = None
 
 
+CUT_SHORT: dict[Any, str] = {
+    "cancelled": "[turn interrupted: the user cancelled it before it finished]",
+    "interrupted": "[turn interrupted: hookline stopped before it finished]",
+}
+"""The note a run cut short leaves in the context (after what it recorded), so the next
+request tells the model its last answer is incomplete."""
+
 _FRESH: list[ModelMessage] = []
 """In `ContextMessages._models` (by identity): an entry whose ModelMessages are made at
 each read."""
@@ -245,6 +252,10 @@ def _render(
     if entry.kind == "anchor":
         note = _note(f"[anchor {payload.get('name')}]", payload.get("state"))
         return [{"role": "assistant", "content": note}]
+    if entry.kind == "event" and payload.get("name") == "run":
+        ended = payload.get("data")
+        cut = CUT_SHORT.get(ended.get("status")) if isinstance(ended, dict) else None
+        return [{"role": "assistant", "content": cut}] if cut else []
     if entry.kind == "event" and payload.get("name") == "handoff":
         raw = payload.get("data")
         data = raw if isinstance(raw, dict) else {}

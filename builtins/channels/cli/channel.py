@@ -34,7 +34,6 @@ Text from the model, tools and plugins is shown with control characters escaped
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import sys
@@ -60,6 +59,7 @@ from ...agent.tool_view import ToolView, colour_allowed
 from .input import STEER_PREFIX, ChatCommand, classify, help_lines, unknown_line
 from .lines import Line, LineLedger, clipped
 from .reader import NO_LINE, POLL_SECONDS, LineReader, can_edit
+from .screen import DIM, RED, Screen
 
 if TYPE_CHECKING:
     from .approvals import ChatAsker
@@ -73,11 +73,7 @@ logger = logging.getLogger(__name__)
 PROMPT = "you> "
 QUIT_COMMAND = "/quit"
 
-_CLEAR_LINE = "\r\x1b[K"
-_DIM, _RED, _CYAN, _RESET = "\x1b[2m", "\x1b[31m", "\x1b[36m", "\x1b[0m"
-
-
-class CliChannel(Interface):
+class CliChannel(Screen, Interface):
     """The terminal as a channel (see the module docstring).
 
     `session_id` (None: the framework's default, `cli:default`), `chat_id` and `model`
@@ -273,7 +269,7 @@ class CliChannel(Interface):
         self._input_ended = True
         if self._ledger.waiting(self._turns > 0) and not self._echo:
             self.say(self._style("(leaving once the lines already sent are answered; "
-                                 "Ctrl-C leaves now)", _DIM))
+                                 "Ctrl-C leaves now)", DIM))
         await self._wait_for_answers()
         if not self._at_line_start:
             self._write("\n")
@@ -333,7 +329,7 @@ class CliChannel(Interface):
             note = ("(steered into the running turn)" if outcome == "steer" else
                     "(not steered: the running turn could not take it; queued)"
                     if line.steer else "(queued: it gets its turn after the running one)")
-            self.say(self._style(note, _DIM))
+            self.say(self._style(note, DIM))
 
     def turn_started(self, message: Any) -> None:
         self._turns += 1
@@ -357,7 +353,7 @@ class CliChannel(Interface):
     def _not_answered(self, line: Line, reason: str | None) -> None:
         self._ledger.told(line)
         why = f" ({terminal_text(reason, keep_newlines=False)})" if reason else ""
-        self.say(self._style(f"(not answered{why}: {clipped(line.text)})", _DIM))
+        self.say(self._style(f"(not answered{why}: {clipped(line.text)})", DIM))
         if not self._streams:
             self.show_prompt()
 
@@ -436,7 +432,7 @@ class CliChannel(Interface):
         elif event.kind in ("retry", "compaction") and (note := turn_note(event.kind,
                                                                           event.data)):
             self._finish_reply()
-            self._show_lines([self._style(note, _DIM)])
+            self._show_lines([self._style(note, DIM)])
         elif event.kind == "tool_result":
             records = list(event.data.get("tool_results") or [])
             colour = self._is_interactive() and colour_allowed()
@@ -452,18 +448,6 @@ class CliChannel(Interface):
         if self._view is None:
             self._view = ToolView(str(self.workspace or os.getcwd()))
         return self._view
-
-    def _show_lines(self, lines: list[str]) -> None:
-        """Tool lines on lines of their own (`[tool]` lines cyan on a colour terminal; a
-        diff keeps its own colours)."""
-        if not lines:
-            return
-        self._begin_output()
-        if not self._at_line_start:
-            self._write("\n")
-        for line in lines:
-            shown = self._style(line, _CYAN) if line.startswith("[tool]") else line
-            self._write(shown + "\n")
 
     async def send(self, message: Any) -> None:
         """Print an outbound message unless its text was already streamed; then prompt."""
@@ -502,7 +486,7 @@ class CliChannel(Interface):
         self._begin_output()
         if not self._at_line_start:
             self._write("\n")
-        self._write(self._style(f"error: {text}", _RED) + "\n")
+        self._write(self._style(f"error: {text}", RED) + "\n")
         if not self._streams:
             self.show_prompt()
 
@@ -519,7 +503,8 @@ class CliChannel(Interface):
                 del self._streams[token]
         if self._editor is not None:
             self._editor.set_status(None)
-        self.say(self._style("(turn cancelled)", _DIM))
+        self._finish_reply()  # what streamed before the cancel, shown once, never carried on
+        self.say(self._style("(turn cancelled)", DIM))
         if self._input_ended:  # Ctrl-C while leaving: leave now
             self.request_quit()
         self.show_prompt()
@@ -543,57 +528,3 @@ class CliChannel(Interface):
             self._write(PROMPT)
         self._prompt_shown = False
         self._write(terminal_text(line) + "\n")
-
-    def _begin_output(self) -> None:
-        self._clear_indicator()
-        if self._prompt_shown and self._editor is None:
-            self._write("\n")
-            self._prompt_shown = False
-
-    def _show_indicator(self, text: str) -> None:
-        text = f"{text} · {self.status_note}" if self.status_note else text
-        if self._editor is not None:
-            self._editor.set_status(text)
-            return
-        if not self._is_interactive():
-            return
-        self._clear_indicator()
-        if not self._at_line_start:
-            return
-        self._write(self._style(f"…{text}", _DIM), track=False)
-        self._indicator = True
-
-    def _clear_indicator(self) -> None:
-        if self._editor is not None:
-            self._editor.set_status(None)
-        if self._indicator:
-            self._indicator = False
-            self._write(_CLEAR_LINE, track=False)
-
-    def _is_interactive(self) -> bool:
-        if self.interactive is not None:
-            return self.interactive
-        return is_terminal(self._out())
-
-    def _style(self, text: str, code: str) -> str:
-        if not self._is_interactive() or os.environ.get("NO_COLOR"):
-            return text
-        return f"{code}{text}{_RESET}"
-
-    def _out(self) -> TextIO:
-        return self.output if self.output is not None else sys.stdout
-
-    def _write(self, text: str, *, track: bool = True) -> None:
-        if not text:
-            return
-        if self._editor is not None:
-            if track:
-                self._editor.write(text)
-                self._at_line_start = self._editor.at_line_start
-            return
-        out = self._out()
-        with contextlib.suppress(ValueError, OSError):  # closed or broken terminal
-            out.write(text)
-            out.flush()
-        if track:
-            self._at_line_start = text.endswith("\n")

@@ -369,6 +369,44 @@ async def test_cancelling_the_turn_mid_stream_ends_the_run_as_cancelled(
     assert (workspace / "c.txt").read_text() == "c"
 
 
+class CancelOnToolCall(CancelOnFirstText):
+    """Cancels the turn once the model asked for a tool, before the tool ran."""
+
+    def wrap_stream(self, inbound: Any, stream: Any) -> Any:
+        async def wrapped() -> Any:
+            async for event in stream:
+                yield event
+                if event.kind == "tool_call":
+                    self.scope.cancel()
+
+        return wrapped()
+
+
+async def test_a_call_cut_by_a_cancel_gets_a_result_and_the_next_request_says_so(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    server.add(tool_call_reply("shell", {"command": "echo ran > ran.txt"}, text="On it."),
+               Reply(text="noted"))
+    framework, _ = build(workspace, server.base_url, Recorder())
+    router = framework.router = CancelOnToolCall()
+    async with framework.running():
+        with router.scope:
+            await turn(framework, "run it")
+        framework.router = None
+        await turn(framework, "what happened?")
+        entries = await tape_entries(framework)
+
+    assert not (workspace / "ran.txt").exists(), "the cancel came before the tool ran"
+    (cut,) = [e for e in entries if e.kind == "tool_result"]
+    (result,) = cut.payload["results"]
+    assert (result["outcome"], result["is_error"]) == ("cancelled", True)
+    assert "may have partly run" in result["output"]
+    sent = server.requests[1].messages
+    assert [m["role"] for m in sent[1:]] == ["user", "assistant", "tool", "assistant", "user"]
+    assert tool_message(server.requests[1])["content"] == result["output"]
+    assert sent[-2]["content"] == "[turn interrupted: the user cancelled it before it finished]"
+
+
 async def test_closing_the_stream_early_ends_the_run_as_cancelled(
     server: OpenAIServer, workspace: Path
 ) -> None:

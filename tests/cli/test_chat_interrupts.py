@@ -1,0 +1,104 @@
+"""Ctrl-C in `hookline chat` in a real terminal (tmux), against a real OpenAI-compatible
+server (tests/openai_server.py) whose first reply streams three words and then stalls:
+the cancelled reply is shown once and never carried into the next one, in Markdown and
+plain modes; the next request tells the model the turn was interrupted; a second Ctrl-C
+right after the cancel asks before leaving."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from openai_server import OpenAIServer, Reply
+from terminal_support import TMUX, Terminal, clean_env, last_line
+
+pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+
+STALLED = Reply(text=["beta1 ", "beta2 ", "beta3"], hold=True)
+"""Streams its words, then keeps the stream open until the client goes."""
+
+
+def terminal_for(tmp_path: Path, server: OpenAIServer) -> Terminal:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir(exist_ok=True)
+    return Terminal(workspace, {**clean_env(tmp_path / "home"),
+                                "HOOKLINE_MODEL": "openai-compatible:test-model",
+                                "HOOKLINE_API_BASE": server.base_url,
+                                "HOOKLINE_API_KEY": "sk-test"})
+
+
+def at_prompt(screen: str) -> bool:
+    return last_line(screen) == "you>"
+
+
+@pytest.mark.parametrize("mode", ["markdown", "plain"])
+def test_a_cancelled_reply_never_leaks_into_the_next_and_the_model_is_told(
+        tmp_path: Path, mode: str) -> None:
+    with OpenAIServer([STALLED, Reply(text="Second reply.")]) as server:
+        terminal = terminal_for(tmp_path, server)
+        try:
+            terminal.chat("c", "--session", "c", *(["--plain"] if mode == "plain" else []))
+            terminal.wait_for(at_prompt, "the prompt")
+            terminal.type("first")
+            terminal.wait_for(lambda _: len(server.requests) == 1 and server.requests[0].raw,
+                              "the first request")
+            terminal.wait_for(lambda s: "beta3" in s, "the streamed words")
+            terminal.keys("C-c")
+            terminal.wait_for(lambda s: "(turn cancelled)" in s, "the cancel")
+            terminal.type("second")
+            screen = terminal.wait_for(lambda s: "Second reply." in s and at_prompt(s),
+                                       "the second reply")
+        finally:
+            terminal.close()
+    lines = [line.strip() for line in screen.splitlines()]
+    assert "Second reply." in lines, screen  # alone on its line: nothing carried over
+    assert screen.count("beta3") == 1, screen  # the cancelled words, shown once
+    assert lines.index("(turn cancelled)") > next(
+        i for i, line in enumerate(lines) if "beta3" in line), screen
+    sent = [(m["role"], m["content"]) for m in json.loads(server.requests[1].raw)["messages"]]
+    assert sent[1:] == [
+        ("user", "first"), ("assistant", "beta1 beta2 beta3"),
+        ("assistant", "[turn interrupted: the user cancelled it before it finished]"),
+        ("user", "second")], sent
+
+
+def test_a_second_ctrl_c_right_after_a_cancel_asks_before_leaving(tmp_path: Path) -> None:
+    with OpenAIServer([STALLED, Reply(text="still here")]) as server:
+        terminal = terminal_for(tmp_path, server)
+        try:
+            terminal.chat("c", "--session", "twice")
+            terminal.wait_for(at_prompt, "the prompt")
+            terminal.type("first")
+            terminal.wait_for(lambda s: "beta3" in s, "the streamed words")
+            terminal.keys("C-c")
+            terminal.keys("C-c")  # the habit of pressing twice
+            screen = terminal.wait_for(lambda s: "(press Ctrl-C again to quit)" in s,
+                                       "the question")
+            assert "CHAT-EXIT" not in screen
+            terminal.type("again")
+            terminal.wait_for(lambda s: "still here" in s and at_prompt(s), "a reply")
+            terminal.keys("C-c")  # long after the cancel, at the prompt: leave at once
+            terminal.wait_for(lambda s: "CHAT-EXIT=0" in s, "the exit")
+        finally:
+            terminal.close()
+
+
+def test_a_line_queued_behind_a_cancelled_turn_says_why_it_was_dropped(
+        tmp_path: Path) -> None:
+    with OpenAIServer([STALLED]) as server:
+        terminal = terminal_for(tmp_path, server)
+        try:
+            terminal.chat("c", "--session", "queued", "--plain")
+            terminal.wait_for(at_prompt, "the prompt")
+            terminal.type("first")
+            terminal.wait_for(lambda s: "beta3" in s, "the streamed words")
+            terminal.type("a queued line")
+            terminal.wait_for(lambda s: "(queued:" in s, "the queued note")
+            terminal.keys("C-c")
+            screen = terminal.wait_for(lambda s: "(turn cancelled)" in s and at_prompt(s),
+                                       "the cancel")
+        finally:
+            terminal.close()
+    assert "(not answered (cancelled with Ctrl-C): a queued line)" in screen, screen
+    assert "session was quit" not in screen
