@@ -129,6 +129,8 @@ async def run_chat(framework: Framework, session: str | None, model: str | None,
         say("Type a message and press Enter; lines typed while a turn runs get their turns "
             "in order (>> TEXT steers the running turn). /help lists the commands; Ctrl-C "
             "cancels a running turn; /quit, Ctrl-D or Ctrl-C at the prompt leave.")
+        if isinstance(channel, CliChannel) and not new:
+            await commands.recap(chosen)
         async with anyio.create_task_group() as task_group:
             task_group.start_soon(_handle_interrupts, manager, channel, stop, ended_by, say)
             await manager.run(stop)

@@ -1,12 +1,14 @@
 """The commands `hookline chat` runs itself, never sending them to the model: `/new`,
-`/sessions`, `/model`, `/usage` and `/attach` (the cli channel has `/help` and `/quit`,
-and tells commands from messages: builtins/channels/cli/input.py).
+`/sessions`, `/resume`, `/model`, `/usage`, `/attach` and `/compact` (the cli channel has
+`/help` and `/quit`, and tells commands from messages: builtins/channels/cli/input.py).
 
-They reuse what the other commands do: `/new` chooses a session as `--new` does,
-`/sessions` prints `hookline sessions`' table, `/usage` sums the `usage` stream events as
-`run --usage` does (`UsageTotals`, builtins/agent/usage.py), `/attach` reads files as
-`run -a` does (`inputs.attachments`). `/model NAME` sets the turn setting `model` of the envelopes'
-context, which the builtin plugin reads (an alias of `model_aliases` works too).
+They reuse what the other commands do: `/new` chooses a session as `--new` does, `/resume`
+switches to another (and `recap` shows what a session already holds, also when the chat
+opens one), `/sessions` prints `hookline sessions`' table, `/usage` sums the `usage`
+stream events as `run --usage` does (`UsageTotals`, builtins/agent/usage.py), `/attach`
+reads files as `run -a` does (`inputs.attachments`). `/model NAME` sets the turn setting
+`model` of the envelopes' context, which the builtin plugin reads (an alias of
+`model_aliases` works too).
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ if TYPE_CHECKING:
     from hookline.builtins.agent import UsageTotals
     from hookline.builtins.channels import ChatCommand, CliChannel
     from hookline.kernel.streaming import StreamEvent
+
+
+RECAP_TURNS, RECAP_LINES, RECAP_WIDTH = 2, 12, 160
+"""A resumed session's recap: its last turns, at most so many lines, each cut so wide."""
 
 
 class ChatCommands:
@@ -44,6 +50,9 @@ class ChatCommands:
             ChatCommand("new", self.new, "a fresh session, made this folder's current one"),
             ChatCommand("sessions", self.sessions, "the sessions, as hookline sessions lists "
                                                    "them (* marks this folder's current one)"),
+            ChatCommand("resume", self.resume, "switch to another session (made this "
+                                               "folder's current one) and show its last turns",
+                        "ID"),
             ChatCommand("model", self.set_model, "the model for the following turns (an "
                                                  "alias works too); no NAME: the one in use",
                         "NAME"),
@@ -86,18 +95,58 @@ class ChatCommands:
         self._say(f"new session {self.session_id}, now this folder's current one (the "
                   f"previous one is kept: /sessions)")
 
+    async def resume(self, arguments: str) -> None:
+        from hookline.builtins.config import default_home
+        from hookline.builtins.tape import find_session, set_current_session
+
+        name = arguments.strip()
+        if not name:
+            raise ValueError("give the session to switch to: /resume ID (/sessions lists them)")
+        await find_session(self._store(), name, self.framework.workspace)  # it exists
+        set_current_session(default_home(), self.framework.workspace, name)
+        self.channel.configure(session_id=name)
+        self.session_id = await self.framework.resolve_session(
+            {"channel": self.channel.name, "chat_id": self.channel.chat_id, "session_id": name})
+        self._say(f"session {self.session_id}, now this folder's current one")
+        await self.recap(name)
+
+    async def recap(self, name: str) -> None:
+        """What a session already holds, when the chat opens it: how many turns, and the
+        last ones briefly (`hookline sessions show` has them whole)."""
+        from hookline.builtins.tape import SessionError, find_session, last_turns, transcript
+
+        try:
+            tape = await find_session(self._store(), name, self.framework.workspace)
+        except SessionError:
+            return  # a new session: nothing to show
+        entries, turns = await last_turns(self._store(), tape, RECAP_TURNS)
+        if not turns:
+            return
+        lines = list(transcript(entries))
+        shown = lines[-RECAP_LINES:]
+        self._say(f"session {name} has {turns} turn{'s' if turns != 1 else ''}; the last "
+                  f"{min(turns, RECAP_TURNS)} (hookline sessions show {name} has them all):")
+        if len(shown) < len(lines):
+            self._say("…")
+        for line in shown:
+            self._say(one_line_of(line))
+
+    def _store(self) -> Any:
+        store = self.framework.get_tape_store()
+        if store is None:
+            raise RuntimeError("no plugin provides a tape store (provide_tape_store), so "
+                               "there are no sessions")
+        return store
+
     async def sessions(self, arguments: str) -> None:
         from hookline.builtins.tape import list_sessions
 
         from .sessions import session_list
 
         _no_arguments("sessions", arguments)
-        store = self.framework.get_tape_store()
-        if store is None:
-            raise RuntimeError("no plugin provides a tape store (provide_tape_store), so "
-                               "there are no sessions to list")
-        for line in session_list(self.framework, await list_sessions(store)):
+        for line in session_list(self.framework, await list_sessions(self._store())):
             self._say(line)
+        self._say("(/resume ID switches to one)")
 
     async def set_model(self, arguments: str) -> None:
         from hookline.builtins.config import load_settings
@@ -171,6 +220,13 @@ class ChatCommands:
         from hookline.builtins.agent import terminal_text
 
         self.channel.say(terminal_text(text, keep_newlines=False))
+
+
+def one_line_of(line: str) -> str:
+    """A transcript line of the recap, cut to one line of the terminal."""
+    from hookline.builtins.tape import one_line
+
+    return one_line(line, RECAP_WIDTH)
 
 
 def _no_arguments(name: str, arguments: str) -> None:

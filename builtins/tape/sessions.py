@@ -423,6 +423,8 @@ def _result_lines(result: dict[str, Any]) -> Iterator[str]:
         yield f"[tool] {name} not run: a plugin gave its result"
     elif outcome == "unknown":
         yield f"[tool] {name} outcome unknown: hookline stopped while it ran"
+    elif outcome == "cancelled":
+        yield f"[tool] {name} cancelled: the user stopped the turn while it ran"
     elif outcome == "failed" or (outcome is None and result.get("is_error")):
         yield f"[tool] {name} failed: {result.get('error') or _shortened(result.get('output'))}"
     if outcome in (None, "ran", "replaced"):

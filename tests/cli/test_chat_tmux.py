@@ -210,6 +210,11 @@ def test_lines_typed_during_a_turn_each_get_a_turn_in_order_and_a_steer_joins_it
         assert replied(text) in folded, screen
     answers = [folded.index(replied(text)) for text in ("steer me", "one", "two", "three")]
     assert answers == sorted(answers), screen  # the steer answered within the slow turn
+    # Each queued line's answer is labelled with it, in order.
+    labels = [folded.index(f"(answering: {text})") for text in ("one", "two", "three")]
+    assert labels == sorted(labels) and all(
+        label < folded.index(replied(text))
+        for label, text in zip(labels, ("one", "two", "three"), strict=True)), screen
     for text in ("one", "two", "three", "steer me"):
         assert folded.count(replied(text)) == 1, screen
     replies_on_lines_of_their_own(screen)
@@ -256,3 +261,38 @@ def test_chat_commands_in_a_terminal_never_reach_the_model(terminal: Terminal) -
     terminal.type("/quit")
     terminal.wait_for(lambda s: "CHAT-EXIT=0" in s, "the exit")
     assert tape_said(terminal, "commands") == ["hello", "/help"]
+
+
+def test_resuming_shows_the_last_turns_and_resume_switches_session(terminal: Terminal) -> None:
+    terminal.chat("first", "--session", "kept")
+    terminal.wait_for(lambda s: "hookline chat" in s and at_prompt(s), "the banner")
+    for text in ("alpha question", "beta question", "gamma question"):
+        terminal.type(text)
+        terminal.wait_for(lambda s, t=text: replied(t) in flat(s) and at_prompt(s), text)
+    terminal.type("/quit")
+    terminal.wait_for(lambda s: "CHAT-EXIT=0" in s, "the exit")
+
+    terminal.chat("again", "--session", "other")
+    terminal.wait_for(lambda s: "hookline chat" in s and at_prompt(s), "banner 2")
+    terminal.type("in the other one")
+    terminal.wait_for(lambda s: replied("in the other one") in flat(s) and at_prompt(s),
+                      "a turn of the other session")
+    terminal.type("/resume kept")
+    screen = terminal.wait_for(lambda s: "session kept has 3 turns; the last 2" in s
+                               and at_prompt(s), "the recap after /resume")
+    recap = screen[screen.index("/resume kept"):]
+    assert "you: beta question" in recap and "you: gamma question" in recap, recap
+    assert "alpha question" not in recap, recap
+    terminal.type("delta question")
+    terminal.wait_for(lambda s: replied("delta question") in flat(s) and at_prompt(s),
+                      "a turn of the resumed session")
+    assert tape_said(terminal, "kept")[-1] == "delta question"
+    terminal.type("/resume nosuch")
+    terminal.wait_for(lambda s: "error:" in s and "nosuch" in s.split("/resume nosuch")[-1],
+                      "the error for an unknown session")
+    terminal.type("/quit")
+    terminal.wait_for(lambda s: "CHAT-EXIT=0" in s, "the second exit")
+
+    terminal.chat("third", "--session", "kept")  # opening it shows the recap too
+    terminal.wait_for(lambda s: "session kept has 4 turns; the last 2" in s and at_prompt(s),
+                      "the recap on start")

@@ -333,10 +333,13 @@ class CliChannel(Screen, Interface):
 
     def turn_started(self, message: Any) -> None:
         self._turns += 1
+        queued = getattr(self._ledger.line_of(message), "state", None) == "queued"
         line = self._ledger.started(message)
         if line is not None and self._echo and not line.echoed:
             self._echo_line(line.text)  # piped input: shown when its turn starts
             line.echoed = True
+        elif line is not None and queued:  # typed earlier, above other output: say which
+            self.say(self._style(f"(answering: {clipped(line.text)})", DIM))
 
     def turn_finished(self, message: Any) -> None:
         self._turns -= 1
