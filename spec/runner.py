@@ -18,11 +18,13 @@ Usage from the command line (the options are in ``suite.py``)::
 from __future__ import annotations
 
 import asyncio
+import difflib
 import gc
-import importlib
 import inspect
 import json
 import logging
+import pprint
+import re
 import sys
 import tomllib
 import warnings
@@ -30,7 +32,7 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractAsyncContextManager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 SPEC_DIR = Path(__file__).resolve().parent
 if str(SPEC_DIR) not in sys.path:  # the modules imported below sit beside this file
@@ -121,6 +123,10 @@ class Adapter(Protocol):
 # -- running ---------------------------------------------------------------------------------
 
 
+KERNEL_ONLY = "a framework fixture, and the adapter has no new_framework() (kernel only)"
+"""Why a framework fixture is skipped for an adapter of the kernel protocol alone."""
+
+
 class FixtureFailure(AssertionError):
     pass
 
@@ -157,7 +163,26 @@ def _tag(function: Callable[..., Any]) -> list[str]:
 
 def _check(ok: bool, what: str, expected: Any, actual: Any) -> None:
     if not ok:
-        raise FixtureFailure(f"{what}:\n  expected {expected!r}\n  actual   {actual!r}")
+        raise FixtureFailure(f"{what}:\n{shown_difference(expected, actual)}")
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def shown_difference(expected: Any, actual: Any) -> str:
+    """Expected and actual on a line each, without memory addresses (they differ from run
+    to run); for structures that take several lines, a short diff of the two below."""
+    shown = (f"  expected {_ADDRESS.sub('', repr(expected))}\n"
+             f"  actual   {_ADDRESS.sub('', repr(actual))}")
+    if isinstance(expected, str) or isinstance(actual, str):
+        return shown
+    want, got = (_ADDRESS.sub("", pprint.pformat(value, width=88, sort_dicts=False))
+                 for value in (expected, actual))
+    if "\n" not in want and "\n" not in got:
+        return shown
+    diff = difflib.unified_diff(want.splitlines(), got.splitlines(), "expected", "actual",
+                                lineterm="", n=2)
+    return shown + "\n" + "\n".join(f"  {line}" for line in diff)
 
 
 def _check_error(expected: dict[str, Any] | None, error: BaseException | None) -> None:
@@ -197,7 +222,7 @@ async def run_fixture(path: Path, adapter: Adapter) -> str | None:
         raise FixtureFailure(f"{path.name} is not valid TOML: {exc}") from None
     framework = bool(data.get("framework", False))
     if framework and not hasattr(adapter, "new_framework"):
-        return "a framework fixture, and the adapter has no new_framework() (kernel only)"
+        return KERNEL_ONLY
     supports = getattr(adapter, "supports", None)
     for requirement in data.get("requires", []):
         if supports is None or not supports(requirement):
@@ -223,10 +248,13 @@ async def run_fixture(path: Path, adapter: Adapter) -> str | None:
         gc.collect()
         gc.freeze()
     where = ""
+    implicit = len(plugins) if data.get("register_all", True) else 0
     try:
-        for number, step in enumerate(steps, 1):
+        for number, step in enumerate(steps, 1 - implicit):
+            # Numbered as in the file: the registrations `register_all` adds come first.
             where = (f"step {number} ({step['action']} "
-                     f"{step.get('hook', step.get('plugin', ''))})")
+                     f"{step.get('hook', step.get('plugin', ''))})" if number > 0 else
+                     f"registering plugin {step['plugin']!r} (register_all)")
             await _run_step(step, fixture)
         where = "leaving running() at the end"
         await fixture.scope.close()
@@ -377,13 +405,11 @@ def run_sync(path: Path, adapter: Adapter, backend: str = "asyncio") -> str | No
     return skipped
 
 
-def _load_adapter(spec: str) -> Adapter:
-    module_name, _, attr = spec.partition(":")
-    factory = getattr(importlib.import_module(module_name), attr or "adapter")
-    # A class, or a factory function, is called; an adapter instance is used as is.
+def adapter_from(factory: Any) -> Adapter:
+    """A class, or a factory function, is called; an adapter instance is used as is."""
     if isinstance(factory, type) or (callable(factory) and not hasattr(factory, "mark")):
-        return factory()
-    return factory
+        return cast(Adapter, factory())
+    return cast(Adapter, factory)
 
 
 def main(argv: Iterable[str] | None = None) -> int:

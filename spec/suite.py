@@ -8,12 +8,18 @@ Every fixture ends with one outcome:
 - ``XFAIL`` (failed as expected): the adapter's expected-failures file lists it, and
   its failure message contains every fragment the entry gives;
 - ``FAIL`` with the fixture's rule ids: anything else, including an expected failure
-  that passed or failed for another reason.
+  that passed or failed for another reason;
+- ``TIMEOUT``: the fixture did not end within ``--timeout`` seconds (it is left running
+  in its thread, and the suite goes on);
+- ``ERROR``: the adapter raised outside a checked step (making the kernel or a plugin):
+  the harness failed, so the fixture says nothing about the kernel.
 
-The exit status is 0 when nothing is ``FAIL``, 1 otherwise, 2 for a usage error (no
-fixture found, a missing path, an unreadable expected-failures file, an adapter of a
-newer protocol, ``--backend trio`` without trio). Python warnings raised while fixtures
-run are recorded, never printed.
+The exit status is 0 when nothing is ``FAIL`` or ``TIMEOUT``, 1 otherwise, and 2 for
+anything that is not a conformance result: an ``ERROR``, or a usage error (no fixture
+found, a missing path, an unreadable expected-failures file, an adapter that cannot be
+loaded or speaks a newer protocol, ``--backend trio`` without trio). The reports asked
+for are written in every case, a usage error included. Python warnings raised while
+fixtures run are recorded, never printed.
 
     python spec/runner.py --adapter my_adapter:make --expected my_expected.toml \\
         --junit-xml suite.xml --json suite.json
@@ -23,11 +29,15 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
+import importlib.util
 import json
 import sys
+import threading
 import tomllib
+import traceback
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,27 +62,48 @@ class Outcome:
     fixture: str
     rules: list[str]
     outcome: str
-    """``pass``, ``skip``, ``xfail`` or ``fail``."""
+    """``pass``, ``skip``, ``xfail``, ``fail``, ``timeout`` or ``error``."""
     message: str = ""
     why: str = ""
     warnings: list[str] = field(default_factory=list)
 
 
-def find_fixtures(paths: list[Path]) -> list[Path]:
-    """The fixture files named, folders searched recursively; every fixture by default."""
+def find_fixtures(paths: list[Path], areas: Sequence[str] = (),
+                  rules: Sequence[str] = ()) -> list[Path]:
+    """The fixture files named (as paths, or relative to the suite's fixtures folder),
+    folders searched recursively; every fixture by default; then only those of the
+    `areas` (the first folder under fixtures/: dispatch, framework, ...) and of the
+    `rules` (a rule id, or a prefix ending with a dot)."""
     if not paths:
         paths = [runner.FIXTURE_DIR]
     found: list[Path] = []
     for path in paths:
+        if not path.exists() and (runner.FIXTURE_DIR / path).exists():
+            path = runner.FIXTURE_DIR / path
         if path.is_dir():
             found += runner.fixture_paths(path)
         elif path.is_file():
             found.append(path)
         else:
             raise UsageError(f"no such fixture file or folder: {path}")
+    if areas:
+        found = [path for path in found if _name(path).split("/")[0] in areas]
+    if rules:
+        found = [path for path in found if any(
+            rule == wanted or (wanted.endswith(".") and rule.startswith(wanted))
+            for rule in _rules_of(path) for wanted in rules)]
     if not found:
-        raise UsageError(f"no fixture (*.toml) found in {', '.join(map(str, paths))}")
+        chosen = ", ".join([*map(str, paths), *(f"--area {a}" for a in areas),
+                            *(f"--rule {r}" for r in rules)])
+        raise UsageError(f"no fixture (*.toml) found for {chosen}")
     return found
+
+
+def _rules_of(path: Path) -> list[str]:
+    try:
+        return runner.fixture_rules(path)
+    except (OSError, tomllib.TOMLDecodeError):
+        return []
 
 
 def load_expected(path: Path | None) -> dict[str, dict[str, Any]]:
@@ -95,15 +126,60 @@ def load_expected(path: Path | None) -> dict[str, dict[str, Any]]:
 
 
 def load_adapter(spec: str) -> runner.Adapter:
+    """The adapter `spec` names: `path/to/file.py:factory` (that very file, whatever its
+    name) or `module:factory` (imported; refused when the suite ships a module of that
+    name and another one is on the path: the file form says which). Anything it raises
+    while loading is a usage error."""
+    source, _, attr = spec.rpartition(":") if spec.count(":") else (spec, "", "")
+    source = source or spec
     try:
-        adapter = runner._load_adapter(spec)
-    except (ImportError, AttributeError) as exc:
-        raise UsageError(f"cannot load the adapter {spec!r}: {exc}") from None
+        if source.endswith(".py"):
+            module = _module_from_file(Path(source))
+        else:
+            _refuse_shadowed(source)
+            module = importlib.import_module(source)
+        adapter = runner.adapter_from(getattr(module, attr or "adapter"))
+    except UsageError:
+        raise
+    except Exception as exc:
+        raise UsageError(f"cannot load the adapter {spec!r}: {type(exc).__name__}: "
+                         f"{exc}") from None
     protocol = getattr(adapter, "protocol", ADAPTER_PROTOCOL)
     if protocol > ADAPTER_PROTOCOL:
         raise UsageError(f"the adapter {spec!r} speaks protocol {protocol}; this runner "
                          f"({SUITE_VERSION}) speaks {ADAPTER_PROTOCOL}: upgrade the suite")
     return adapter
+
+
+def _module_from_file(path: Path) -> Any:
+    """The module of an adapter file, under a name of its own (never one of the suite's)."""
+    if not path.is_file():
+        raise UsageError(f"no such adapter file: {path}")
+    name = f"conformance_adapter_{abs(hash(str(path.resolve())))}"
+    found = importlib.util.spec_from_file_location(name, path)
+    if found is None or found.loader is None:
+        raise UsageError(f"cannot load the adapter file {path}")
+    module = importlib.util.module_from_spec(found)
+    sys.modules[name] = module
+    sys.path.insert(1, str(path.resolve().parent))  # its own helper modules, after spec/
+    found.loader.exec_module(module)
+    return module
+
+
+def _refuse_shadowed(name: str) -> None:
+    """A module of the suite's folder and another of the same name on the path: the
+    suite's would win silently, so say so."""
+    top = name.split(".")[0]
+    if not (runner.SPEC_DIR / f"{top}.py").is_file():
+        return
+    folders = [Path.cwd(), *(Path(entry or ".") for entry in sys.path)]
+    others = [folder / f"{top}.py" for folder in folders
+              if folder.resolve() != runner.SPEC_DIR.resolve()]
+    other = next((path for path in others if path.is_file()), None)
+    if other is not None:
+        raise UsageError(f"--adapter {name}:... is ambiguous: the suite ships a module "
+                         f"named {top!r} and {other} is another; name your adapter by its "
+                         f"file: --adapter {other}:FACTORY")
 
 
 def check_backend(backend: str) -> None:
@@ -127,35 +203,20 @@ def _name(path: Path) -> str:
 
 
 def play(path: Path, adapter: runner.Adapter, backend: str,
-         expected: dict[str, dict[str, Any]]) -> Outcome:
-    """Run one fixture and classify it."""
+         expected: dict[str, dict[str, Any]], timeout: float = 60.0) -> Outcome:
+    """Run one fixture (in a thread of its own, so that a hang is a ``timeout``) and
+    classify it."""
     name = _name(path)
-    try:
-        rules = runner.fixture_rules(path)
-    except tomllib.TOMLDecodeError:
-        rules = []
-    entry = expected.get(name)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        try:
-            skipped = runner.run_sync(path, adapter, backend)
-        except runner.FixtureFailure as failure:
-            message = str(failure)
-            fragments = entry["fails_with"] if entry else None
-            if fragments is not None and all(f in message for f in fragments):
-                outcome = Outcome(name, rules, "xfail", message, entry["why"] if entry else "")
-            else:
-                outcome = Outcome(name, rules, "fail", message)
-        else:
-            if skipped is not None:
-                outcome = Outcome(name, rules, "skip", skipped)
-            elif entry is not None:
-                outcome = Outcome(name, rules, "fail",
-                                  f"passed, but the expected-failures file says it fails "
-                                  f"({entry['why']})")
-            else:
-                outcome = Outcome(name, rules, "pass")
-        if outcome.outcome in ("fail", "xfail"):
+        ended: list[Any] = []
+        worker = threading.Thread(target=_run_into, args=(ended, path, adapter, backend),
+                                  name=f"fixture {name}", daemon=True)
+        worker.start()
+        worker.join(timeout)
+        outcome = _classify(name, _rules_of(path), expected.get(name), ended, timeout)
+        ended.clear()  # a failure's traceback holds what the fixture made
+        if outcome.outcome in ("fail", "xfail", "error"):
             # A failed fixture's objects (a coroutine the kernel left unclosed, ...) are
             # held in cycles by its failure: collected here, their warnings are this
             # fixture's, not stray lines at exit. A passing fixture leaves none.
@@ -164,18 +225,60 @@ def play(path: Path, adapter: runner.Adapter, backend: str,
     return outcome
 
 
-def write_junit(outcomes: list[Outcome], path: Path, adapter_name: str) -> None:
+def _classify(name: str, rules: list[str], entry: dict[str, Any] | None, ended: list[Any],
+              timeout: float) -> Outcome:
+    """The outcome of a fixture from what its run left in `ended` (nothing: it hangs)."""
+    if not ended:
+        return Outcome(name, rules, "timeout", f"did not end within {timeout:g} s (--timeout)")
+    result = ended[0]
+    if isinstance(result, runner.FixtureFailure):
+        message = str(result)
+        if entry is not None and all(f in message for f in entry["fails_with"]):
+            return Outcome(name, rules, "xfail", message, entry["why"])
+        if entry is not None:
+            message = f"failed, but not as expected ({entry['why']}): {message}"
+        return Outcome(name, rules, "fail", message)
+    if isinstance(result, BaseException):  # raised outside a checked step: the harness
+        where = traceback.extract_tb(result.__traceback__)[-1]
+        return Outcome(name, rules, "error",
+                       f"the adapter raised {type(result).__name__}: {result} "
+                       f"({Path(where.filename).name}:{where.lineno}, {where.name})")
+    if result is not None:
+        return Outcome(name, rules, "skip", result)
+    if entry is not None:
+        return Outcome(name, rules, "fail", f"passed, but the expected-failures file says "
+                                            f"it fails ({entry['why']})")
+    return Outcome(name, rules, "pass")
+
+
+def _run_into(ended: list[Any], path: Path, adapter: runner.Adapter, backend: str) -> None:
+    """`runner.run_sync`, its result or exception put in `ended`."""
+    try:
+        ended.append(runner.run_sync(path, adapter, backend))
+    except BaseException as exc:  # handed to the main thread as it is
+        ended.append(exc)
+
+
+def write_junit(outcomes: list[Outcome], path: Path, adapter_name: str,
+                error: str | None = None) -> None:
+    """JUnit XML: a fail or timeout is a ``failure``, an error an ``error``; a usage
+    error (nothing was played) is one ``error`` case named after it."""
+    if error is not None:
+        outcomes = [Outcome("(the suite did not run)", [], "error", error)]
     suite = ElementTree.Element("testsuite", {
         "name": f"hookline-conformance-{SUITE_VERSION}",
         "tests": str(len(outcomes)),
-        "failures": str(sum(o.outcome == "fail" for o in outcomes)),
+        "failures": str(sum(o.outcome in ("fail", "timeout") for o in outcomes)),
+        "errors": str(sum(o.outcome == "error" for o in outcomes)),
         "skipped": str(sum(o.outcome in ("skip", "xfail") for o in outcomes)),
     })
     for outcome in outcomes:
         case = ElementTree.SubElement(suite, "testcase", {
             "classname": f"conformance.{adapter_name}", "name": outcome.fixture})
-        if outcome.outcome == "fail":
-            failure = ElementTree.SubElement(case, "failure", {
+        if outcome.outcome in ("fail", "timeout", "error"):
+            kind = "error" if outcome.outcome == "error" else "failure"
+            failure = ElementTree.SubElement(case, kind, {
+                "type": outcome.outcome.upper(),
                 "message": f"[{', '.join(outcome.rules)}] {outcome.message.splitlines()[0]}"})
             failure.text = outcome.message
         elif outcome.outcome == "skip":
@@ -186,19 +289,59 @@ def write_junit(outcomes: list[Outcome], path: Path, adapter_name: str) -> None:
     ElementTree.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
 
 
+def write_json(path: Path, adapter: str, backend: str, counts: dict[str, int],
+               outcomes: list[Outcome], error: str | None = None) -> None:
+    report: dict[str, Any] = {
+        "suite": SUITE_VERSION, "adapter_protocol": ADAPTER_PROTOCOL, "adapter": adapter,
+        "backend": backend, "counts": counts, "fixtures": [asdict(o) for o in outcomes]}
+    if error is not None:
+        report["error"] = error
+    path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+def write_expected(path: Path, outcomes: list[Outcome],
+                   known: dict[str, dict[str, Any]]) -> int:
+    """Write the fixtures that fail now as an expected-failures file: each with the first
+    line of its failure as ``fails_with`` and the ``why`` the current file gives (else a
+    placeholder to fill in). Returns how many."""
+    failing = [o for o in outcomes if o.outcome in ("fail", "xfail")]
+    lines = [f"# Expected failures, written by --write-expected (suite {SUITE_VERSION}).",
+             "# Say why each fails: the runner refuses an entry without a reason.", ""]
+    for outcome in failing:
+        message = outcome.message
+        if message.startswith("failed, but not as expected"):
+            message = message.split("): ", 1)[-1]
+        first = message.splitlines()[0]
+        why = (known.get(outcome.fixture) or {}).get("why") or "TODO: why this fails"
+        lines += [f"[fixtures.{json.dumps(outcome.fixture)}]",
+                  f"fails_with = [{json.dumps(first)}]", f"why = {json.dumps(why)}", ""]
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return len(failing)
+
+
 def _parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog, description="Play the conformance fixtures against a kernel.")
     parser.add_argument("--adapter", default="hookline_adapter:HooklineAdapter",
-                        help="module:factory returning the adapter")
+                        help="module:factory or path/to/file.py:factory returning the adapter")
     parser.add_argument("--backend", default="asyncio", choices=["asyncio", "trio"])
     parser.add_argument("--expected", type=Path, default=None,
                         help="the adapter's expected-failures file (TOML)")
+    parser.add_argument("--write-expected", type=Path, default=None, metavar="FILE",
+                        help="write the fixtures failing now as an expected-failures file")
     parser.add_argument("--junit-xml", type=Path, default=None, help="write a JUnit report")
     parser.add_argument("--json", type=Path, default=None, help="write a JSON report")
+    parser.add_argument("--area", action="append", default=[],
+                        help="only the fixtures of this folder of fixtures/ (repeatable)")
+    parser.add_argument("--rule", action="append", default=[],
+                        help="only the fixtures checking this rule id, or ids starting "
+                             "with a prefix ending in '.' (repeatable)")
+    parser.add_argument("--timeout", type=float, default=60.0,
+                        help="seconds a fixture may take before it is a TIMEOUT (60)")
     parser.add_argument("-q", "--quiet", action="store_true",
-                        help="print only FAIL lines and the summary")
-    parser.add_argument("fixtures", nargs="*", type=Path, help="fixture files or folders")
+                        help="print only FAIL, TIMEOUT and ERROR lines and the summary")
+    parser.add_argument("fixtures", nargs="*", type=Path,
+                        help="fixture files or folders (paths, or relative to fixtures/)")
     return parser
 
 
@@ -206,38 +349,48 @@ def main(argv: Iterable[str] | None = None, prog: str = "runner.py") -> int:
     """Run the command line ``argv``; ``prog`` is how the usage line names the command."""
     args = _parser(prog).parse_args(list(argv) if argv is not None else None)
     try:
-        paths = find_fixtures(args.fixtures)
+        paths = find_fixtures(args.fixtures, args.area, args.rule)
         expected = load_expected(args.expected)
         adapter = load_adapter(args.adapter)
         check_backend(args.backend)
     except UsageError as error:
         print(f"error: {error}", file=sys.stderr)
+        if args.junit_xml is not None:
+            write_junit([], args.junit_xml, "adapter", error=str(error))
+        if args.json is not None:
+            write_json(args.json, args.adapter, args.backend, {}, [], error=str(error))
         return 2
-    outcomes = [play(path, adapter, args.backend, expected) for path in paths]
+    outcomes = [play(path, adapter, args.backend, expected, args.timeout) for path in paths]
     unknown = sorted(set(expected) - {o.fixture for o in outcomes})
+    kernel_only = [o for o in outcomes if o.outcome == "skip" and o.message == runner.KERNEL_ONLY]
     for outcome in outcomes:
         rules = f" [{', '.join(outcome.rules)}]"
-        if outcome.outcome == "fail":
-            print(f"FAIL {outcome.fixture}{rules}: {outcome.message}")
-        elif not args.quiet and outcome.outcome == "skip":
+        if outcome.outcome in ("fail", "timeout", "error"):
+            print(f"{outcome.outcome.upper()} {outcome.fixture}{rules}: {outcome.message}")
+        elif not args.quiet and outcome.outcome == "skip" and outcome not in kernel_only:
             print(f"SKIP {outcome.fixture}: {outcome.message}")
         elif not args.quiet and outcome.outcome == "xfail":
             print(f"XFAIL {outcome.fixture}{rules}: {outcome.why}")
+    if kernel_only and not args.quiet:
+        print(f"SKIP {len(kernel_only)} framework fixtures: {runner.KERNEL_ONLY}")
     counts = {kind: sum(o.outcome == kind for o in outcomes)
-              for kind in ("pass", "fail", "skip", "xfail")}
-    if not args.fixtures:  # a partial run cannot tell a stale entry from an unplayed one
-        for name in unknown:
+              for kind in ("pass", "fail", "skip", "xfail", "timeout", "error")}
+    if not (args.fixtures or args.area or args.rule):  # a partial run cannot tell a stale
+        for name in unknown:                            # entry from an unplayed one
             print(f"FAIL {name}: listed in the expected-failures file, but no such fixture")
         counts["fail"] += len(unknown)
+    adapter_name = str(getattr(adapter, "name", args.adapter))
+    others = "".join(f", {counts[kind]} {kind}" for kind in ("timeout", "error") if counts[kind])
     print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped, "
-          f"{counts['xfail']} failed as expected (suite {SUITE_VERSION}, adapter "
-          f"{getattr(adapter, 'name', args.adapter)}, {args.backend})")
+          f"{counts['xfail']} failed as expected{others} (suite {SUITE_VERSION}, adapter "
+          f"{adapter_name}, {args.backend})")
     if args.junit_xml is not None:
-        write_junit(outcomes, args.junit_xml, str(getattr(adapter, "name", "adapter")))
+        write_junit(outcomes, args.junit_xml, adapter_name)
     if args.json is not None:
-        args.json.write_text(json.dumps({
-            "suite": SUITE_VERSION, "adapter_protocol": ADAPTER_PROTOCOL,
-            "adapter": getattr(adapter, "name", args.adapter), "backend": args.backend,
-            "counts": counts, "fixtures": [asdict(o) for o in outcomes],
-        }, indent=2) + "\n", encoding="utf-8")
-    return 1 if counts["fail"] else 0
+        write_json(args.json, adapter_name, args.backend, counts, outcomes)
+    if args.write_expected is not None:
+        written = write_expected(args.write_expected, outcomes, expected)
+        print(f"wrote {written} expected failures to {args.write_expected}")
+    if counts["error"]:
+        return 2
+    return 1 if counts["fail"] or counts["timeout"] else 0

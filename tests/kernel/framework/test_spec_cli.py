@@ -42,9 +42,8 @@ def test_pluggy_passes_with_its_expected_failures_and_writes_reports(tmp_path: P
     assert len(xfails) == 9 and not [line for line in lines if line.startswith("FAIL ")]
     assert all(" reference.difference." in line or "[reference.difference." in line
                for line in xfails)
-    assert len(skips) == FIXTURES - DISPATCH
-    assert all(line.endswith(": a framework fixture, and the adapter has no new_framework() "
-                             "(kernel only)") for line in skips)
+    assert skips == [f"SKIP {FIXTURES - DISPATCH} framework fixtures: a framework fixture, "
+                     f"and the adapter has no new_framework() (kernel only)"]
     assert lines[-1] == (f"{DISPATCH - 9} passed, 0 failed, {FIXTURES - DISPATCH} skipped, 9 "
                          f"failed as expected (suite 0.1.0, adapter pluggy, asyncio)")
     suite = ElementTree.parse(tmp_path / "suite.xml").getroot()
@@ -52,7 +51,7 @@ def test_pluggy_passes_with_its_expected_failures_and_writes_reports(tmp_path: P
     assert len(suite.findall("testcase/skipped[@type='xfail']")) == 9
     report = json.loads((tmp_path / "suite.json").read_text())
     assert report["counts"] == {"pass": DISPATCH - 9, "fail": 0, "skip": FIXTURES - DISPATCH,
-                                "xfail": 9}
+                                "xfail": 9, "timeout": 0, "error": 0}
     assert report["adapter_protocol"] == 1 and report["suite"] == "0.1.0"
 
 
@@ -61,7 +60,7 @@ def test_without_the_file_failures_name_their_rules(tmp_path: Path) -> None:
                     SPEC_DIR / "fixtures" / "dispatch", cwd=tmp_path)
     assert out.returncode == 1
     assert ("FAIL dispatch/args-kwonly-required-passed.toml "
-            "[reference.difference.kwonly-passed]: args-kwonly-required-passed.toml step 3 "
+            "[reference.difference.kwonly-passed]: args-kwonly-required-passed.toml step 1 "
             "(call_many load_state): unexpected TypeError") in out.stdout
     assert out.stdout.splitlines()[-1].startswith(f"{DISPATCH - 9} passed, 9 failed, 0 skipped")
 
@@ -85,7 +84,7 @@ def test_usage_errors_exit_2_with_one_line(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     empty = run_suite(tmp_path / "empty", cwd=tmp_path)
     assert empty.returncode == 2
-    assert empty.stderr == f"error: no fixture (*.toml) found in {tmp_path / 'empty'}\n"
+    assert empty.stderr == f"error: no fixture (*.toml) found for {tmp_path / 'empty'}\n"
     broken = tmp_path / "broken.toml"
     broken.write_text("[fixtures.x\n")
     bad = run_suite("--expected", broken, cwd=tmp_path)
@@ -189,3 +188,96 @@ def test_the_suite_is_versioned_with_hookline() -> None:
 
     pyproject = tomllib.loads((SPEC_DIR.parent / "pyproject.toml").read_text(encoding="utf-8"))
     assert pyproject["project"]["version"] == suite.SUITE_VERSION
+
+
+ADAPTERS = Path(__file__).parent / "conformance_adapters"
+
+
+def test_an_adapter_named_like_a_module_of_the_suite_is_loaded_by_its_path(
+        tmp_path: Path) -> None:
+    """The user's own pluggy_adapter.py: by module name it would lose to the suite's, which
+    the runner refuses to do silently; by its path it is the one that runs."""
+    own = tmp_path / "pluggy_adapter.py"
+    own.write_text((ADAPTERS / "named_like_the_suites.py").read_text())
+    by_name = run_suite("--adapter", "pluggy_adapter:make", "dispatch", cwd=tmp_path)
+    assert by_name.returncode == 2
+    assert "is ambiguous: the suite ships a module named 'pluggy_adapter'" in by_name.stderr
+    by_path = run_suite("--adapter", f"{own}:make", "dispatch/order-markers.toml",
+                        cwd=tmp_path)
+    assert "adapter mine-not-the-suites" in by_path.stdout, by_path.stdout + by_path.stderr
+
+
+def test_harness_failures_are_errors_with_status_2_and_reports(tmp_path: Path) -> None:
+    adapter = ADAPTERS / "faulty.py"
+    out = run_suite("--adapter", f"{adapter}:crashing", "--junit-xml", tmp_path / "r.xml",
+                    "--json", tmp_path / "r.json", "dispatch/order-markers.toml",
+                    cwd=tmp_path)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert ("ERROR dispatch/order-markers.toml [dispatch.order.markers, "
+            "dispatch.order.trylast-fifo, report.stored-order]: the adapter raised "
+            "RuntimeError: no kernel today (faulty.py:") in out.stdout
+    assert "Traceback" not in out.stdout + out.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["counts"]["error"] == 1
+    case = ElementTree.parse(tmp_path / "r.xml").getroot().find("testcase/error")
+    assert case is not None and case.get("type") == "ERROR"
+
+    broken = run_suite("--adapter", f"{ADAPTERS / 'raises_on_import.py'}:make", "--json",
+                       tmp_path / "i.json", "--junit-xml", tmp_path / "i.xml", cwd=tmp_path)
+    assert broken.returncode == 2 and broken.stdout == ""
+    assert "cannot load the adapter" in broken.stderr and "ValueError: broken at import" \
+        in broken.stderr
+    assert "broken at import" in json.loads((tmp_path / "i.json").read_text())["error"]
+    assert ElementTree.parse(tmp_path / "i.xml").getroot().get("errors") == "1"
+
+
+def test_a_hanging_fixture_is_a_timeout_and_the_suite_goes_on(tmp_path: Path) -> None:
+    out = run_suite("--adapter", f"{ADAPTERS / 'faulty.py'}:hanging", "--timeout", "1",
+                    "--json", tmp_path / "r.json", "dispatch/order-markers.toml",
+                    "dispatch/order-registration.toml", cwd=tmp_path)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "TIMEOUT dispatch/order-markers.toml" in out.stdout
+    assert "did not end within 1 s (--timeout)" in out.stdout
+    counts = json.loads((tmp_path / "r.json").read_text())["counts"]
+    assert (counts["timeout"], counts["pass"]) == (1, 1), counts
+
+
+def test_fixtures_are_chosen_by_area_rule_and_name(tmp_path: Path) -> None:
+    markers = sum("dispatch.order.markers" in tomllib.loads(path.read_text()).get("rules", [])
+                  for path in (SPEC_DIR / "fixtures").rglob("*.toml"))
+    by_rule = run_suite("--adapter", "pluggy_adapter:PluggyAdapter", "--rule",
+                        "dispatch.order.markers", cwd=tmp_path)
+    assert markers > 1
+    assert by_rule.stdout.splitlines()[-1].startswith(f"{markers} passed, 0 failed, 0 skipped")
+    by_prefix = run_suite("--adapter", "pluggy_adapter:PluggyAdapter", "--rule",
+                          "dispatch.order.", "-q", cwd=tmp_path)
+    assert by_prefix.returncode == 0 and " 0 failed" in by_prefix.stdout
+    by_area = run_suite("--adapter", "pluggy_adapter:PluggyAdapter", "--area", "dispatch",
+                        "--expected", EXPECTED, "-q", cwd=tmp_path)
+    assert by_area.stdout.splitlines()[-1].startswith(f"{DISPATCH - 9} passed, 0 failed, "
+                                                      f"0 skipped, 9 failed as expected")
+    nothing = run_suite("--rule", "no.such.rule", cwd=tmp_path)
+    assert nothing.returncode == 2 and "--rule no.such.rule" in nothing.stderr
+
+
+def test_write_expected_writes_what_fails_and_keeps_the_reasons(tmp_path: Path) -> None:
+    written = tmp_path / "mine.toml"
+    out = run_suite("--adapter", "pluggy_adapter:PluggyAdapter", "--area", "dispatch",
+                    "--expected", EXPECTED, "--write-expected", written, "-q", cwd=tmp_path)
+    assert "wrote 9 expected failures to" in out.stdout
+    entries = tomllib.loads(written.read_text())["fixtures"]
+    shipped = tomllib.loads(EXPECTED.read_text())["fixtures"]
+    assert set(entries) == set(shipped)
+    assert all(entries[name]["why"] == shipped[name]["why"] for name in entries)
+    again = run_suite("--adapter", "pluggy_adapter:PluggyAdapter", "--area", "dispatch",
+                      "--expected", written, "-q", cwd=tmp_path)
+    assert again.returncode == 0, again.stdout
+    assert again.stdout.splitlines()[-1].startswith(f"{DISPATCH - 9} passed, 0 failed, "
+                                                    f"0 skipped, 9 failed as expected")
+
+
+def test_a_failure_shows_a_diff_without_memory_addresses() -> None:
+    import runner
+
+    shown = runner.shown_difference({"a": [object()] * 9, "b": 1}, {"a": [], "b": 2})
+    assert " at 0x" not in shown and "--- expected" in shown and "+++ actual" in shown

@@ -135,5 +135,5 @@ def test_the_runner_plays_a_fixture_from_anywhere(
     """), encoding="utf-8")
     assert runner.main([str(fixture)]) == 1
     out = capsys.readouterr().out
-    assert (f"FAIL {fixture} [dispatch.first.non-none]: mine.toml step 2 "
+    assert (f"FAIL {fixture} [dispatch.first.non-none]: mine.toml step 1 "
             "(call_first_sync resolve_session)") in out, out

@@ -1,0 +1,10 @@
+"""A user's own adapter that happens to share a name with a module of the suite."""
+
+from pluggy_adapter import PluggyAdapter  # the suite's, beside the runner
+
+
+class Mine(PluggyAdapter):
+    name = "mine-not-the-suites"
+
+
+make = Mine

@@ -1,0 +1,3 @@
+"""An adapter file that fails as it is imported."""
+
+raise ValueError("broken at import")
