@@ -23,8 +23,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hookline.kernel import HOOK_SPECS, Framework, HookImpl, PluginProblem, Registry
-from hookline.kernel.framework import ENTRY_POINT_GROUP
+from hookline.kernel import (
+    ENTRY_POINT_GROUP,
+    HOOK_SPECS,
+    Framework,
+    HookImpl,
+    PluginProblem,
+    Registry,
+)
 from hookline.kernel.hooks import IMPL_PROJECTS
 
 from .check_hooks import Severity, extra_checks

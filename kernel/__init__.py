@@ -1,3 +1,4 @@
+# hookline kernel 0.1.0 -- MIT licence, Copyright (c) 2026 the hookline authors (LICENSE)
 """hookline.kernel: a hand-rolled plugin kernel for the application-hook contract.
 
 Only the standard library (and ``typing_extensions``) is imported, always through
@@ -19,6 +20,7 @@ from ._lazy import EVERY as _EVERY
 from ._lazy import LazyExports as _LazyExports
 
 _PUBLIC = {
+    "_identity": ("ENTRY_POINT_GROUP", "__version__"),
     "_dispatch": ("DispatchTrace", "HookImpl", "HookReport", "HookSpec", "HookimplOpts",
                   "HookspecOpts", "PluginCheck", "PluginProblem", "PluginValidationError",
                   "Registry", "TraceRecord"),

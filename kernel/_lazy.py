@@ -37,8 +37,9 @@ class LazyExports:
 
     def names(self) -> list[str]:
         """The package's ``__all__``: the table's names, those of ``EVERY`` modules
-        included (which imports those modules)."""
-        found = set(self._where)
+        included (which imports those modules); dunder names (``__version__``) are
+        reachable but, as usual, not listed."""
+        found = {name for name in self._where if not name.startswith("__")}
         for module in self._every:
             found.update(self._module(module).__all__)
         return sorted(found)

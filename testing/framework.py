@@ -16,8 +16,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from hookline.kernel import Framework
-from hookline.kernel.framework import BUILTIN_NAME, ENTRY_POINT_GROUP
+from hookline.kernel import ENTRY_POINT_GROUP, Framework
+from hookline.kernel.framework import BUILTIN_NAME
 
 if TYPE_CHECKING:
     from hookline.builtins.config import Settings

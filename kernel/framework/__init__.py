@@ -16,7 +16,7 @@ _PUBLIC = {
     "agent_hooks": ("AgentPlugins", "PluginAgentHooks"),
     "envcache": ("DEFAULT_ENVIRONMENT_CACHE_SIZE", "DEFAULT_ENVIRONMENT_IDLE_SECONDS",
                  "EnvironmentCache"),
-    "loading": ("BUILTIN_NAME", "DISABLE_ENV", "ENTRY_POINT_GROUP", "STRICT_ENV",
+    "loading": ("BUILTIN_NAME", "DISABLE_ENV", "STRICT_ENV",
                 "PluginGroup", "PluginLoadError", "PluginStatus"),
     "pipeline": ("TurnHost", "TurnPipeline"),
 }

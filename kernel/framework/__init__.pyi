@@ -14,7 +14,6 @@ from .envcache import DEFAULT_ENVIRONMENT_IDLE_SECONDS as DEFAULT_ENVIRONMENT_ID
 from .envcache import EnvironmentCache as EnvironmentCache
 from .loading import BUILTIN_NAME as BUILTIN_NAME
 from .loading import DISABLE_ENV as DISABLE_ENV
-from .loading import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP
 from .loading import STRICT_ENV as STRICT_ENV
 from .loading import PluginGroup as PluginGroup
 from .loading import PluginLoadError as PluginLoadError

@@ -21,14 +21,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._identity import ENTRY_POINT_GROUP, ENV_PREFIX
 from .._util import get_logger
 
 if TYPE_CHECKING:
     from importlib import metadata
 
-ENTRY_POINT_GROUP = "hookline"
-DISABLE_ENV = "HOOKLINE_DISABLE_PLUGINS"
-STRICT_ENV = "HOOKLINE_STRICT_PLUGINS"
+DISABLE_ENV = f"{ENV_PREFIX}DISABLE_PLUGINS"
+STRICT_ENV = f"{ENV_PREFIX}STRICT_PLUGINS"
 BUILTIN_NAME = "builtin"
 
 

@@ -136,13 +136,13 @@ def test_the_cycle_finder_finds_cycles_and_only_cycles() -> None:
 # The kernel's layers, bottom up (docs/architecture.md "Layering"). Each module may import
 # its own layer and those below; the package root (`hookline.kernel`) re-exports them all.
 KERNEL_LAYERS = {
-    "helpers": {"_lazy", "_util"},
+    "helpers": {"_identity", "_lazy", "_util"},
     "core": {"_dispatch"},
     "contract": {"hooks", "typed", "errors", "envelope", "turn", "streaming", "prompt", "tape",
                  "environment", "channels", "tools", "interception", "events", "models",
                  "messages"},
     "framework": {"framework"},  # the folder kernel/framework/
-    "tools": {"_generate"},
+    "tools": {"_generate", "vendor"},
 }
 LAYER_ORDER = list(KERNEL_LAYERS)
 

@@ -266,3 +266,14 @@ def test_the_step_by_step_of_the_vendoring_page_runs(tmp_path: Path) -> None:
     assert f"`{summary}`" in " ".join(page.split()), "the page shows the run's output"
     licence = tmp_path / "myapp" / "myapp" / "hooks" / "LICENSE"
     assert licence.read_text().startswith("MIT License")
+
+
+def test_the_whole_kernel_names_its_release_and_licence_at_its_root() -> None:
+    from hookline.kernel import _identity
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert _identity.__version__ == version
+    for path in (ROOT / "kernel" / "__init__.py", ROOT / "kernel" / "_identity.py"):
+        first_line = path.read_text().splitlines()[0]
+        assert first_line == (f"# hookline kernel {version} -- MIT licence, Copyright (c) "
+                              f"2026 the hookline authors (LICENSE)"), path
