@@ -278,15 +278,13 @@ class BuiltinPlugin:
 
     @hookimpl
     def system_prompt(self, prompt: Any, state: dict[str, Any]) -> str:
-        """The default prompt, the date, the workspace's `AGENTS.md` when it may be sent
-        (see `hookline.builtins.host.instructions`: read off the event loop, cached), and the
+        """The default prompt, the date, the `AGENTS.md` files that may be sent (see
+        `hookline.builtins.host.instructions`: read off the event loop, cached), and the
         turn's own system prompt (`--system`) last."""
         parts = [DEFAULT_SYSTEM_PROMPT, f"Today is {datetime.now():%Y-%m-%d}."]
         instructions = self.instructions.text(self._workspace_of(state))
         if instructions is not None:
-            from .host.instructions import AGENTS_FILE
-
-            parts.append(f"{AGENTS_FILE} of the workspace:\n{instructions}")
+            parts.append(instructions)
         if state.get(TURN_SYSTEM):
             parts.append(str(state[TURN_SYSTEM]))
         return "\n\n".join(parts)
@@ -303,8 +301,8 @@ class BuiltinPlugin:
         return Path(state.get(RUNTIME_WORKSPACE) or self.framework.workspace)
 
     async def _refresh_instructions(self, event: StepStarted) -> None:
-        """Before each model call: `AGENTS.md` checked in a worker thread, for the
-        synchronous `system_prompt` that comes next."""
+        """Before each model call: the `AGENTS.md` files checked (read in a worker thread
+        when changed) for the synchronous `system_prompt` that comes next."""
         await self.instructions.refresh(self._workspace_of(event.state))
 
     @hookimpl

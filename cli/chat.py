@@ -58,7 +58,8 @@ def chat_command(framework: Framework) -> Any:
         continue_: Annotated[bool, typer.Option(
             "--continue", help="Continue this folder's most recently active session.")] = False,
         model: Annotated[
-            str | None, typer.Option(help="Model for this session (provider:model).")
+            str | None, typer.Option("--model", "-m", metavar="PROVIDER:MODEL",
+                                     help="Model for this session.")
         ] = None,
         plain: Annotated[bool, typer.Option(
             "--plain", help="Print replies as the model wrote them; without it, in a "

@@ -20,8 +20,8 @@ _PUBLIC = {
     "sandbox": ("Confinement", "SandboxPolicy", "check_exposure", "private_temp_root",
                 "protected_paths"),
     "toolenv": ("DEFAULT_DROP", "EnvironmentPolicy"),
-    "instructions": ("AGENTS_FILE", "MAX_AGENTS_BYTES", "WorkspaceInstructions",
-                     "read_agents_file"),
+    "instructions": ("AGENTS_FILE", "MAX_AGENTS_BYTES", "MAX_AGENTS_TOTAL",
+                     "WorkspaceInstructions", "agents_places", "read_agents_files"),
 }
 """Module (relative to this package) -> the public names it defines."""
 

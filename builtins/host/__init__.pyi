@@ -24,8 +24,10 @@ from .files import read_line_slice as read_line_slice
 from .files import write_file as write_file
 from .instructions import AGENTS_FILE as AGENTS_FILE
 from .instructions import MAX_AGENTS_BYTES as MAX_AGENTS_BYTES
+from .instructions import MAX_AGENTS_TOTAL as MAX_AGENTS_TOTAL
 from .instructions import WorkspaceInstructions as WorkspaceInstructions
-from .instructions import read_agents_file as read_agents_file
+from .instructions import agents_places as agents_places
+from .instructions import read_agents_files as read_agents_files
 from .processes import KILL_WAIT as KILL_WAIT
 from .processes import POSIX as POSIX
 from .processes import STOP_GRACE as STOP_GRACE

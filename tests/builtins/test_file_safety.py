@@ -194,13 +194,13 @@ def test_a_fifo_named_agents_md_does_not_hang_the_system_prompt(tmp_path: Path,
         "hi", {"_runtime_workspace": str(tmp_path)})), daemon=True)
     worker.start()
     worker.join(HANG_LIMIT)
-    assert prompts and "AGENTS.md of the workspace" not in prompts[0]
+    assert prompts and "AGENTS.md" not in prompts[0]
     # A symbolic link to a regular file inside the workspace is still read.
     os.unlink(tmp_path / "AGENTS.md")
     (tmp_path / "CLAUDE.md").write_text("Use tabs.\n")
     (tmp_path / "AGENTS.md").symlink_to("CLAUDE.md")
     prompt = framework.get_system_prompt("hi", {"_runtime_workspace": str(tmp_path)})
-    assert "AGENTS.md of the workspace:\nUse tabs." in prompt
+    assert prompt.endswith("\n\nAGENTS.md:\nUse tabs.")
 
 
 # -- hard links --------------------------------------------------------------------------

@@ -136,6 +136,14 @@ def test_model_sets_the_model_of_the_following_turns_and_takes_aliases(
     assert runs == ["offline", "quick", f"scripted:{script}", "offline"]  # as named
 
 
+def test_the_short_model_option_sets_the_model_of_the_session(
+        env: dict[str, str], workspace: Path) -> None:
+    script = scripted(workspace, "scripted reply", turns=1)
+    out = chat(["hello"], env, workspace, "-m", f"scripted:{script}")
+    assert out.startswith(f"hookline chat - model scripted:{script} - session"), out
+    assert "scripted reply" in out and "[offline model]" not in out
+
+
 def test_usage_sums_the_session_s_model_calls(env: dict[str, str], workspace: Path) -> None:
     script = scripted(workspace, "counted", "usage = { input_tokens = 11, output_tokens = 7 }\n")
     out = chat(["/usage", "one", "two", "/usage"], env, workspace, "--session", "s",
