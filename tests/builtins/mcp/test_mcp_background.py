@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +71,7 @@ async def list_once(model: OpenAIServer, workspace: Path, table: dict[str, Any])
     assert "files__echo" in offered(model.requests[-1])
 
 
-async def until(check: Any) -> None:
+async def until(check: Callable[[], bool]) -> None:
     with anyio.fail_after(60):
         while not check():
             await anyio.sleep(0.05)
@@ -181,11 +181,11 @@ async def test_a_server_that_fails_at_its_first_start_shows_its_stderr(
     assert_shows_its_stderr(warning_of(caplog))
 
 
-async def test_a_kept_server_that_fails_in_the_background_shows_its_stderr(
+async def test_a_kept_server_that_fails_shows_its_stderr_in_the_warning_and_the_call(
         model: OpenAIServer, workspace: Path, caplog: pytest.LogCaptureFixture) -> None:
     ToolCache(workspace.parent / "home" / CACHE_FOLDER).store(
         parse_server("files", failing()), [ListedTool("echo", "Repeat.", {"type": "object"})])
-    model.add(Reply(text="fine"))
+    model.add(Reply(text="fine"), call("files__echo", {}), Reply(text="it failed"))
     framework, builtin = build(workspace, model.base_url, {"files": failing()})
     async with framework.running():
         await turn(framework, "hello")
@@ -193,4 +193,10 @@ async def test_a_kept_server_that_fails_in_the_background_shows_its_stderr(
         servers = builtin.mcp_servers()
         assert servers is not None
         await until(lambda: servers.connections["files"].state == "failed")
+        assert_shows_its_stderr(warning_of(caplog))
+        caplog.clear()
+        await turn(framework, "echo")  # the call starts it again, and says why it failed
+    error = json.loads(tool_output(model.requests[2]))
+    assert error["kind"] == "tool"
+    assert_shows_its_stderr(error["message"])
     assert_shows_its_stderr(warning_of(caplog))
