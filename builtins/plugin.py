@@ -378,12 +378,10 @@ class BuiltinPlugin:
         if self._mcp is None or self._mcp[0] is not settings:
             servers = None
             if settings.extra.get("mcp_servers"):  # mcp.config.CONFIG_TABLE, not imported
-                from .mcp.config import server_configs
                 from .mcp.manager import McpServers
 
-                configs = server_configs(settings.extra, str(settings.home / "config.toml"))
-                servers = McpServers(configs, lambda: str(self.framework.workspace),
-                                     self.processes, self.sandbox_policy, self._steer)
+                servers = McpServers.configured(settings, lambda: str(self.framework.workspace),
+                                                self.processes, self.sandbox_policy, self._steer)
             self._mcp = (settings, servers)
         return self._mcp[1]
 

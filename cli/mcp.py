@@ -231,7 +231,7 @@ def _pairs(flag: str, items: list[str]) -> dict[str, str]:
 
 
 def _check(framework: Framework) -> dict[str, Any]:
-    """Open the scope, start the enabled servers as a run would, and read their states."""
+    """Open the scope, start the enabled servers, wait for their tools, read their states."""
     import logging
 
     import anyio
@@ -246,7 +246,7 @@ def _check(framework: Framework) -> dict[str, Any]:
     async def check() -> dict[str, Any]:
         async with framework.running():
             servers = servers_of()
-            await servers.prepare()
+            await servers.prepare(wait=True)
             return {state.config.name: state for state in servers.states()}
 
     try:

@@ -1,8 +1,9 @@
 """MCP servers as tool providers of the builtin plugin (docs/mcp.md).
 
 `config` reads the `[mcp_servers.NAME]` tables and needs nothing else; the rest (`manager`,
-`connection`, `stdio`, `http`, `tools`) is imported only when a server is configured and
-uses the optional MCP SDK (`pip install 'hookline[mcp]'`).
+`connection`, `cache`, `stdio`, `http`, `tools`) is imported only when a server is
+configured, and loads the optional MCP SDK (`pip install 'hookline[mcp]'`) only when a
+session with a server opens.
 """
 
 from .config import (

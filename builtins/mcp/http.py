@@ -1,5 +1,6 @@
 """A streamable HTTP MCP server: the SDK's client transport, with the server's headers,
-and an HTTP error status (401 first) named in the one line that says the server failed."""
+and an HTTP error status (401 first) named in the one line that says the server failed.
+Launching one starts nothing here: its session is opened when a turn needs it."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
+
 from hookline.kernel.streaming import ErrorKind, HooklineError
 
 from ..privacy.redact import redact_credentials
 from .config import ServerConfig
 
-__all__ = ["open_http_server"]
+__all__ = ["RemoteServer", "launch_http_server", "open_http_server"]
 
 _STATUS_HINTS = {
     401: "the server wants credentials: set headers (Authorization = \"Bearer ...\")",
@@ -51,3 +54,26 @@ async def open_http_server(config: ServerConfig) -> AsyncIterator[tuple[Any, Any
             f"MCP server {config.name!r} answered HTTP {status} at "
             f"{redact_credentials(config.url)}: {hint} in [mcp_servers.{config.name}] of "
             f"config.toml")) from exc
+
+
+class RemoteServer:
+    """An HTTP server as a connection launches it (`connection.Launched`)."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.ended = anyio.Event()
+        """Never set: there is no process to see end."""
+
+    def streams(self) -> contextlib.AbstractAsyncContextManager[tuple[Any, Any]]:
+        return open_http_server(self.config)
+
+    async def exit_note(self) -> str:
+        return "its connection closed"
+
+    def stderr_tail(self) -> str:
+        return ""
+
+
+@contextlib.asynccontextmanager
+async def launch_http_server(config: ServerConfig) -> AsyncIterator[RemoteServer]:
+    yield RemoteServer(config)

@@ -2,18 +2,23 @@
 tools they offer, and their state for `hookline mcp list`.
 
 Nothing starts when the scope opens: before each run the agent calls `prepare()`, which
-starts the servers not started yet (or due for a restart) and lists their tools; the
-synchronous `provide_tools` then offers what was listed. Servers are shared by every
-session of the scope and ended with it, before the background processes' lifespan ends
-whatever is left of their process groups.
+launches the servers not started yet (or due for a restart), all at once. A server whose
+tools are known (listed in this process, or kept in the hookline home by an earlier one:
+`cache.py`) starts in the background and the run goes on; the first call of one of its
+tools waits for it. The run waits only for servers never listed, as they are the ones
+whose tools it cannot offer otherwise. The synchronous `provide_tools` then offers what
+is known. Servers are shared by every session of the scope and ended with it, before the
+background processes' lifespan ends whatever is left of their process groups.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.util
 import logging
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -22,11 +27,13 @@ import anyio.abc
 from hookline.kernel.streaming import HooklineError
 from hookline.kernel.tools import Tool
 
-from .config import NAME_SEPARATOR, ServerConfig
-from .connection import Connection, no_process
+from .cache import CACHE_FOLDER, ListedTool, ToolCache
+from .config import NAME_SEPARATOR, ServerConfig, server_configs
+from .connection import Connection
 from .tools import make_tools
 
 if TYPE_CHECKING:
+    from ..config import Settings
     from ..host.background import BackgroundProcesses
     from ..host.sandbox import Confinement, SandboxPolicy
 
@@ -36,13 +43,12 @@ logger = logging.getLogger(__name__)
 
 
 def require_sdk() -> None:
-    """ImportError with the fix when the optional MCP SDK is not installed."""
-    try:
-        import mcp  # noqa: F401
-    except ImportError as exc:
+    """ImportError with the fix when the optional MCP SDK is not installed (found, not
+    imported: importing it takes about a second, paid only when a session opens)."""
+    if importlib.util.find_spec("mcp") is None:
         raise ImportError(
             "MCP servers are configured ([mcp_servers] in config.toml), but the MCP SDK is "
-            "not installed: pip install 'hookline[mcp]' (or remove the servers)") from exc
+            "not installed: pip install 'hookline[mcp]' (or remove the servers)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,7 +57,8 @@ class ServerState:
 
     config: ServerConfig
     state: str
-    """`idle` (not started), `ready`, `failed`, or `disabled` (`enabled = false`)."""
+    """`idle` (not started), `starting`, `ready`, `failed`, or `disabled` (`enabled =
+    false`)."""
     tools: int | None
     """The tools offered (after the tools lists and the schema check); None: never listed."""
     error: str | None
@@ -62,16 +69,26 @@ class McpServers:
 
     def __init__(self, configs: list[ServerConfig], workspace: Callable[[], str],
                  processes: BackgroundProcesses, policy: Callable[[], SandboxPolicy],
-                 steer: Callable[[dict[str, Any], dict[str, Any]], Any]) -> None:
+                 steer: Callable[[dict[str, Any], dict[str, Any]], Any], home: Path) -> None:
         self.configs = configs
         self._workspace = workspace
         self._processes = processes
         self._policy = policy
         self._steer = steer
+        self.cache = ToolCache(home / CACHE_FOLDER)
+        self._cache_read = False
         self._confinements: dict[str, Confinement] = {}
         self._warned: set[str] = set()
-        self.connections = {config.name: Connection(config, self._opener)
+        self.connections = {config.name: Connection(config, self._launch, self._keep)
                             for config in configs if config.enabled}
+
+    @classmethod
+    def configured(cls, settings: Settings, workspace: Callable[[], str],
+                   processes: BackgroundProcesses, policy: Callable[[], SandboxPolicy],
+                   steer: Callable[[dict[str, Any], dict[str, Any]], Any]) -> McpServers:
+        """The servers of the settings' `[mcp_servers]`, their lists kept in its home."""
+        configs = server_configs(settings.extra, str(settings.home / "config.toml"))
+        return cls(configs, workspace, processes, policy, steer, settings.home)
 
     # -- the scope ---------------------------------------------------------------------
 
@@ -94,30 +111,38 @@ class McpServers:
             raise failure
 
     async def close(self) -> None:
-        for connection in self.connections.values():
-            connection.bind(None)
-            await connection.close()
+        """End every server, all at once: a run's exit waits for the slowest alone."""
+        async with anyio.create_task_group() as group:
+            for connection in self.connections.values():
+                connection.bind(None)
+                group.start_soon(connection.close)
         confinements, self._confinements = self._confinements, {}
         for confinement in confinements.values():
             await anyio.to_thread.run_sync(confinement.close)
 
-    async def prepare(self) -> None:
+    async def prepare(self, wait: bool = False) -> None:
         """Start the servers that are not running and may be (a failure is logged, once,
-        by the connection); their tools are then what `tools()` offers."""
+        by the connection); wait for those whose tools are not known yet, or for all
+        (`wait`: `hookline mcp list --check`). `tools()` then offers what is known."""
         async def start(connection: Connection) -> None:
             with contextlib.suppress(HooklineError):
                 await connection.ensure()
 
-        pending = [c for c in self.connections.values() if c.state != "ready"]
-        if not pending:
+        if not self._cache_read:
+            await anyio.to_thread.run_sync(self._read_cache)
+        waited = [c for c in self.connections.values() if wait or c.tools is None]
+        for connection in self.connections.values():
+            if connection not in waited:
+                connection.start_soon()
+        if not waited:
             return
         async with anyio.create_task_group() as group:
-            for connection in pending:
+            for connection in waited:
                 group.start_soon(start, connection)
 
     def tools(self) -> list[Tool]:
-        """The tools of every server listed so far (a failed server keeps its last list:
-        a call starts it again)."""
+        """The tools of every server as last listed, by this process or an earlier one (a
+        failed server keeps its last list: a call starts it again)."""
         offered: list[Tool] = []
         for connection in self.connections.values():
             if connection.tools is not None:
@@ -141,18 +166,29 @@ class McpServers:
             found.append(ServerState(config, connection.state, count, connection.error))
         return found
 
-    # -- opening a server's streams ----------------------------------------------------
+    # -- the tool lists kept between processes -----------------------------------------
 
-    def _opener(self, config: ServerConfig) -> Any:
+    def _read_cache(self) -> None:
+        self._cache_read = True
+        for connection in self.connections.values():
+            if connection.tools is None:
+                connection.tools = self.cache.load(connection.config)
+
+    async def _keep(self, config: ServerConfig, tools: list[ListedTool]) -> None:
+        await anyio.to_thread.run_sync(self.cache.store, config, tools)
+
+    # -- launching a server ------------------------------------------------------------
+
+    def _launch(self, config: ServerConfig) -> Any:
         if config.command is not None:
-            from .stdio import open_stdio_server
+            from .stdio import launch_stdio_server
 
             workspace = self._workspace()
-            return open_stdio_server(config, workspace, self._confinement(config, workspace),
-                                     self._processes)
-        from .http import open_http_server
+            return launch_stdio_server(config, workspace, self._confinement(config, workspace),
+                                       self._processes)
+        from .http import launch_http_server
 
-        return no_process(open_http_server(config))
+        return launch_http_server(config)
 
     def _confinement(self, config: ServerConfig, workspace: str) -> Confinement:
         """The sandbox of a stdio server: the shell's, with TCP only when its table says

@@ -4,8 +4,10 @@ The SDK's `stdio_client` starts its own process; this module starts it the way t
 tool starts commands instead (`open_local_process` through the sandbox's confined thread,
 with the filtered environment and the scope's owner mark, tracked by the background
 processes' lifespan), so it is confined like a command and ended with the `running()`
-scope, or by the next start after a SIGKILL. Then it bridges the process's pipes to the
-in-memory streams `ClientSession` reads and writes: one JSON-RPC message per line.
+scope, or by the next start after a SIGKILL. Starting it needs no MCP SDK: only when a
+turn needs the server are its pipes bridged to the in-memory streams `ClientSession` reads
+and writes (one JSON-RPC message per line). Its stderr is read from the start, so a server
+that cannot start says why.
 """
 
 from __future__ import annotations
@@ -23,18 +25,22 @@ import anyio
 from hookline.kernel.streaming import ErrorKind, HooklineError
 
 from ..host.processes import READ_CHUNK, LocalProcess, open_local_process, stop_processes
+from ..privacy.redact import redact_credentials
 
 if TYPE_CHECKING:
     from ..host.background import BackgroundProcesses
     from ..host.sandbox import Confinement
     from .config import ServerConfig
 
-__all__ = ["ServerProcess", "open_stdio_server"]
+__all__ = ["ServerProcess", "launch_stdio_server"]
 
 logger = logging.getLogger(__name__)
 
-STDERR_LINES = 5
+STDERR_LINES = 10
 """Last lines of a server's stderr kept to explain why it ended."""
+
+STDERR_CHARS = 2048
+"""Characters of those lines shown at most (the last ones)."""
 
 EXIT_WAIT = 2.0
 """Seconds a server whose pipes closed gets to be seen exiting, for its exit status."""
@@ -43,22 +49,89 @@ MAX_LINE = 16 * 1024 * 1024
 """Bytes of one message line at most: a server that sends more is cut off."""
 
 
-@dataclass
+@dataclass(eq=False)
 class ServerProcess:
-    """The running process of a stdio server and the last lines it wrote to stderr."""
+    """The running process of a stdio server, the last lines it wrote to stderr, and the
+    streams of a session with it."""
 
     process: LocalProcess
+    name: str
     stderr: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_LINES))
+    ended: anyio.Event = field(default_factory=anyio.Event)
+    """Set once the process has exited and its stderr has been read to the end."""
+    _stderr_read: anyio.Event = field(default_factory=anyio.Event)
 
     async def exit_note(self) -> str:
-        """Why it ended, for the one line that says so (its exit status, once known:
-        the pipes close a moment before the exit is seen)."""
+        """Why it ended, for the line that says so (its exit status, once known: the pipes
+        close a moment before the exit is seen)."""
         with anyio.move_on_after(EXIT_WAIT):
-            await self.process.wait()
+            await self.ended.wait()
         code = self.process.returncode
         status = "is still running" if code is None else f"exited with status {code}"
-        last = f"; its stderr ended with: {self.stderr[-1]}" if self.stderr else ""
-        return f"the server process (pid {self.process.pid}) {status}{last}"
+        return f"the server process (pid {self.process.pid}) {status}"
+
+    def stderr_tail(self) -> str:
+        """The last lines of its stderr (credentials hidden, at most `STDERR_LINES` and
+        `STDERR_CHARS`), one indented line each; empty when it wrote none."""
+        if not self.stderr:
+            return ""
+        text = redact_credentials("\n".join(self.stderr))  # before the cut: whole URLs
+        if len(text) > STDERR_CHARS:
+            text = "..." + text[-STDERR_CHARS:]
+        lines = "".join(f"\n    {line}" for line in text.split("\n"))
+        return f"; its stderr ended with:{lines}"
+
+    @contextlib.asynccontextmanager
+    async def streams(self) -> AsyncIterator[tuple[Any, Any]]:
+        """The read and write streams of a session with the server: its stdout and stdin,
+        one JSON-RPC message per line."""
+        from mcp.shared.message import SessionMessage
+
+        process, name = self.process, self.name
+        incoming_send, incoming = anyio.create_memory_object_stream[Any](0)
+        outgoing, outgoing_receive = anyio.create_memory_object_stream[SessionMessage](0)
+
+        async def read_messages() -> None:
+            async with incoming_send:
+                async for line in _lines(process, name):
+                    if not line.strip():
+                        continue
+                    try:
+                        await incoming_send.send(_parse(line))
+                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        return
+
+        async def write_messages() -> None:
+            async with outgoing_receive:
+                async for message in outgoing_receive:
+                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    try:
+                        await process.write_stdin(data.encode("utf-8") + b"\n")
+                    except BrokenPipeError:
+                        await incoming_send.aclose()  # the session sees the connection end
+                        return
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(read_messages)
+            group.start_soon(write_messages)
+            try:
+                yield incoming, outgoing
+            finally:
+                group.cancel_scope.cancel()
+
+    async def _read_stderr(self) -> None:
+        async for line in _lines(self.process, self.name, stderr=True):
+            text = line.decode("utf-8", "replace").rstrip()
+            if text:
+                self.stderr.append(text[-STDERR_CHARS:])
+                logger.debug("mcp.stderr server=%s %s", self.name, text)
+        self._stderr_read.set()
+
+    async def _watch_exit(self) -> None:
+        await self.process.wait()
+        with anyio.move_on_after(EXIT_WAIT):  # a child of the server may hold stderr open
+            await self._stderr_read.wait()
+        self.ended.set()
 
 
 async def _start(config: ServerConfig, workspace: str, confinement: Confinement,
@@ -85,59 +158,38 @@ async def _start(config: ServerConfig, workspace: str, confinement: Confinement,
 
 
 @contextlib.asynccontextmanager
-async def open_stdio_server(config: ServerConfig, workspace: str, confinement: Confinement,
-                            processes: BackgroundProcesses
-                            ) -> AsyncIterator[tuple[ServerProcess, Any, Any]]:
-    """Start the server; yield it with the read and write streams of its session. On exit
-    its stdin is closed and the process group stopped (SIGTERM, then SIGKILL)."""
-    from mcp.shared.message import SessionMessage
-
-    process = await _start(config, workspace, confinement, processes)
-    server = ServerProcess(process)
-    incoming_send, incoming = anyio.create_memory_object_stream[Any](0)
-    outgoing, outgoing_receive = anyio.create_memory_object_stream[SessionMessage](0)
-
-    async def read_messages() -> None:
-        async with incoming_send:
-            async for line in _lines(process, config.name):
-                if not line.strip():
-                    continue
-                try:
-                    await incoming_send.send(_parse(line))
-                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                    return
-
-    async def write_messages() -> None:
-        async with outgoing_receive:
-            async for message in outgoing_receive:
-                data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                try:
-                    await process.write_stdin(data.encode("utf-8") + b"\n")
-                except BrokenPipeError:
-                    await incoming_send.aclose()  # the session sees the connection end
-                    return
-
-    async def read_stderr() -> None:
-        async for line in _lines(process, config.name, stderr=True):
-            text = line.decode("utf-8", "replace").rstrip()
-            if text:
-                server.stderr.append(text)
-                logger.debug("mcp.stderr server=%s %s", config.name, text)
-
+async def launch_stdio_server(config: ServerConfig, workspace: str, confinement: Confinement,
+                              processes: BackgroundProcesses) -> AsyncIterator[ServerProcess]:
+    """Start the server's process and yield it, its stderr read from the start and its exit
+    watched. On exit its stdin is closed and the process group stopped (SIGTERM, then
+    SIGKILL)."""
+    with anyio.CancelScope(shield=True):  # started and tracked, or not started: never lost
+        process = await _start(config, workspace, confinement, processes)
+    server = ServerProcess(process, config.name)
     try:
         async with anyio.create_task_group() as group:
-            group.start_soon(read_messages)
-            group.start_soon(write_messages)
-            group.start_soon(read_stderr)
+            group.start_soon(server._read_stderr)
+            group.start_soon(server._watch_exit)
             try:
-                yield server, incoming, outgoing
+                yield server
             finally:
                 group.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
             await process.close_stdin()
-            await stop_processes([process], processes.stop_grace)
+            await _stop(process, processes.stop_grace)
             await process.aclose()
+
+
+async def _stop(process: LocalProcess, grace: float) -> None:
+    """SIGTERM the group, SIGKILL what is left `grace` seconds later (`stop_processes`).
+    The server's own exit is awaited rather than polled for: most end at SIGTERM, and a
+    run's exit then waits for that alone, not for a poll interval."""
+    began = anyio.current_time()
+    await process.signal(False)
+    with anyio.move_on_after(grace):
+        await process.wait()
+    await stop_processes([process], max(0.0, grace - (anyio.current_time() - began)))
 
 
 async def _lines(process: LocalProcess, name: str, stderr: bool = False

@@ -23,7 +23,8 @@ from .config import NAME_SEPARATOR, ServerConfig
 
 if TYPE_CHECKING:
     from mcp_types import CallToolResult
-    from mcp_types import Tool as McpTool
+
+    from .cache import ListedTool
 
 __all__ = ["MAX_IMAGE_BYTES", "make_tools", "result_parts"]
 
@@ -40,7 +41,7 @@ Caller = Callable[[str, dict[str, Any]], Awaitable["CallToolResult"]]
 Steer = Callable[[dict[str, Any], dict[str, Any]], Awaitable[bool]]
 
 
-def make_tools(config: ServerConfig, listed: list[McpTool], call: Caller,
+def make_tools(config: ServerConfig, listed: list[ListedTool], call: Caller,
                steer: Steer, warned: set[str]) -> list[Tool]:
     """The offered tools of one server (its `tools` allow and deny lists applied); each
     skipped tool is warned about once per name in `warned`."""
@@ -58,7 +59,7 @@ def make_tools(config: ServerConfig, listed: list[McpTool], call: Caller,
                                item.name, exc)
             continue
         tools.append(Tool(name=name, handler=_Handler(name, item.name, schema, call, steer),
-                          description=item.description or item.title or "",
+                          description=item.description,
                           parameters=schema, context=True))
     return tools
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from procs import is_gone
 from typer.testing import CliRunner
 
 from hookline.builtins.mcp import server_configs
@@ -122,8 +123,8 @@ def test_list_check_starts_the_servers_and_counts_their_tools(tmp_path: Path) ->
     out = hookline(home, "mcp", "list", "--check")
     assert out.returncode == 1  # an enabled server did not start
     lines = out.stdout.splitlines()
-    # The test server has 10 tools; 'broken' and 'code' have schemas nothing enforces.
-    assert lines[0].split()[:5] == ["files", "stdio", "enabled", "ready", "8"]
+    # The test server has 11 tools; 'broken' and 'code' have schemas nothing enforces.
+    assert lines[0].split()[:5] == ["files", "stdio", "enabled", "ready", "9"]
     assert lines[1].split()[:5] == ["gone", "stdio", "enabled", "failed", "-"]
     assert lines[2].strip() == (f"MCP server 'gone': the command "
                                 f"{str(tmp_path / 'no-such-server')!r} does not exist; fix "
@@ -132,10 +133,51 @@ def test_list_check_starts_the_servers_and_counts_their_tools(tmp_path: Path) ->
     assert "tool 'code' is not offered" in out.stderr
     checked = {row["name"]: row for row in json.loads(
         hookline(home, "mcp", "list", "--check", "--json").stdout)}
-    assert (checked["files"]["state"], checked["files"]["tools"]) == ("ready", 8)
+    assert (checked["files"]["state"], checked["files"]["tools"]) == ("ready", 9)
     assert checked["gone"]["state"] == "failed" and "does not exist" in checked["gone"]["error"]
     hookline(home, "mcp", "remove", "gone")
     assert hookline(home, "mcp", "list", "--check").returncode == 0
+
+
+def running_with(marker: str) -> list[int]:
+    """Live processes whose command line holds `marker` (wherever they were reparented)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes() if entry.name.isdigit() else b""
+        except OSError:
+            continue
+        if marker.encode() in command and not is_gone(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def test_run_offers_kept_tools_at_once_and_stops_a_server_still_starting(
+        tmp_path: Path) -> None:
+    home, workspace = tmp_path / "home", tmp_path / "workspace"
+    gate = workspace / "gate"
+    # The workspace's path marks this test's servers; the gate's value is not in the key
+    # of the tool list kept in the home, so both tables share it.
+    server = ["--", sys.executable, str(SERVER), "stdio", str(workspace)]
+    hookline(home, "mcp", "add", "files", "--env", "MCP_GATE=", *server)
+    first = hookline(home, "run", "hello")
+    assert first.returncode == 0, first.stderr
+    assert "files__echo" in first.stdout  # the offline model names the tools it was offered
+    (kept,) = (home / "mcp-tools").iterdir()
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+
+    hookline(home, "mcp", "remove", "files")
+    hookline(home, "mcp", "add", "files", "--env", f"MCP_GATE={gate}", *server)
+    offered = hookline(home, "run", "hello")
+    assert offered.returncode == 0, offered.stderr
+    assert "files__echo" in offered.stdout and not Path(f"{gate}.up").exists()
+    # This turn ends once the server's process runs (it waits for a gate nobody opens).
+    wait = f"while [ ! -e {gate}.started ]; do sleep 0.05; done; echo started"
+    waited = hookline(home, "run", "/tool shell " + json.dumps({"command": wait}))
+    assert waited.returncode == 0, waited.stderr
+    assert "started" in waited.stdout and Path(f"{gate}.started").exists()
+    assert running_with(str(workspace)) == []
+    assert not Path(f"{gate}.up").exists()
 
 
 class OwnMcp:

@@ -98,6 +98,11 @@ def test_bench_cli_tiny_runs() -> None:
     assert all(float(row[0]) > 0 and row[1].endswith("x") and row[2] == "-"
                for row in rows.values()), done.stdout
     assert "no goal verdicts" in done.stdout, done.stdout
+    # The MCP SDK is installed with the test extras: the side-by-side MCP rows and verdict.
+    assert [line[:20].strip() for line in lines[7:9]] == ["run hello (config)",
+                                                         "run hello (MCP)"], done.stdout
+    assert any(line[6:].startswith("run hello (MCP) <= 1.1x run hello (config): ")
+               for line in lines), done.stdout
 
 
 def test_bench_replicas_tiny_runs(postgres_server: str) -> None:

@@ -105,7 +105,7 @@ def run_imports(tmp_path: Path, *args: str, **extra_env: str
            if not k.startswith(("HOOKLINE_", "OTEL_"))} | extra_env
     env["HOOKLINE_HOME"] = str(tmp_path / "home")
     workspace = tmp_path / "workspace"
-    workspace.mkdir()
+    workspace.mkdir(exist_ok=True)
     done = subprocess.run([sys.executable, "-X", "importtime", HOOKLINE, *args],
                           capture_output=True, text=True, env=env, cwd=workspace,
                           stdin=subprocess.DEVNULL, timeout=120, check=False)
@@ -145,8 +145,11 @@ def test_an_offline_turn_loads_no_model_provider_nor_http(tmp_path: Path) -> Non
     assert loaded(found, ["pydantic", "pydantic_core"]) == []
 
 
-def test_an_offline_turn_with_an_mcp_server_configured_loads_the_sdk(tmp_path: Path) -> None:
-    """The other side of the boundary above: `[mcp_servers]` is what brings the SDK in."""
+def test_an_offline_turn_loads_the_mcp_sdk_only_for_a_server_never_listed(
+        tmp_path: Path) -> None:
+    """The other side of the boundary above: `[mcp_servers]` brings hookline's MCP client
+    in, and the SDK (with pydantic) while a server's tools must be listed; once its list is
+    kept in the home, a turn that does not call its tools loads neither."""
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
     server = Path(__file__).parents[1] / "builtins" / "mcp" / "mcp_server.py"
@@ -156,6 +159,10 @@ def test_an_offline_turn_with_an_mcp_server_configured_loads_the_sdk(tmp_path: P
     assert done.stdout.startswith("[offline model]"), done.stdout
     assert "mcp" in loaded(found, MCP)
     assert "hookline.builtins.mcp.manager" in loaded(found, MCP)
+    done, found = run_imports(tmp_path, "run", "hello")
+    assert "files__echo" in done.stdout  # offered from the kept list
+    assert "hookline.builtins.mcp.manager" in loaded(found, MCP)
+    assert loaded(found, ["mcp", "mcp_types", "pydantic", "pydantic_core"]) == []
 
 
 def test_an_offline_turn_with_otel_on_loads_opentelemetry(tmp_path: Path) -> None:

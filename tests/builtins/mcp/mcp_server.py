@@ -4,6 +4,12 @@
     python mcp_server.py stdio-stay          # the same, then it stays when stdin closes
     python mcp_server.py http PORT TOKEN     # streamable HTTP on 127.0.0.1:PORT/mcp, which
                                              # answers 401 without `Authorization: Bearer TOKEN`
+    python mcp_server.py fail                # writes 12 lines on stderr and exits with 1
+
+Over stdio, the environment shapes the server without changing its command (which names
+its tool list in hookline's cache): with MCP_GATE=PATH it writes PATH.started at once,
+waits until PATH exists, then writes PATH.up and serves; with MCP_EXTRA=1 it has one more
+tool, `retired`.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.utilities.types import Image
 from pydantic import Field
 
@@ -97,6 +103,27 @@ def broken() -> str:
     return "never offered"
 
 
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Add the tool `grown` and tell the client the tools changed."""
+    server.add_tool(grown)
+    await ctx.session.send_tool_list_changed()
+    return "grown"
+
+
+def grown() -> str:
+    """Added by `grow`."""
+    return "I was added"
+
+
+def retired() -> str:
+    """Offered only with MCP_EXTRA=1."""
+    return "still here"
+
+
+if os.environ.get("MCP_EXTRA") == "1":
+    server.add_tool(retired)
+
 server._tool_manager.get_tool("broken").parameters = {
     "type": "object", "properties": {"x": {"type": "bogus"}}}
 
@@ -113,8 +140,26 @@ def guarded(app: Any, token: str) -> Any:
     return asgi
 
 
+def gate(path: str) -> None:
+    Path(f"{path}.started").write_text(str(os.getpid()))
+    while not Path(path).exists():
+        time.sleep(0.05)
+    Path(f"{path}.up").write_text(str(os.getpid()))
+
+
+def fail() -> None:
+    for step in range(1, 12):
+        print(f"step {step:02d} of the start", file=sys.stderr)
+    print("error: cannot reach postgresql://admin:hunter2@db.example/x", file=sys.stderr)
+    sys.exit(1)
+
+
 if __name__ == "__main__":
-    if sys.argv[1].startswith("stdio"):
+    if sys.argv[1] == "fail":
+        fail()
+    elif sys.argv[1].startswith("stdio"):
+        if os.environ.get("MCP_GATE"):
+            gate(os.environ["MCP_GATE"])
         server.run("stdio")
         if sys.argv[1] == "stdio-stay":  # a server that outlives its client unless ended
             time.sleep(3600)
