@@ -261,4 +261,5 @@ def test_a_turn_waits_for_a_locked_store_no_longer_than_its_deadline(
     assert took < 2 + 10, took  # a hang check (the busy timeout is 30 s); printed above
     assert turn(gateway, "after").status == 200
     said = [p for p in prompts(tmp_path / "home")]
-    assert sum('"while locked"' in p for p in said) == 1, "\n".join(tape_payloads(tmp_path / "home"))
+    assert sum('"while locked"' in p for p in said) == 1, "\n".join(
+        tape_payloads(tmp_path / "home"))
