@@ -14,12 +14,13 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from ..channels.http.openai_body import OPENAI_PATHS
 from . import active
 from .context import TRACE_HEADERS
 from .setup import Telemetry, span_context_of
 
 App = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
-KNOWN_PATHS = frozenset({"/v1/messages", "/v1/health", "/v1/metrics"})
+KNOWN_PATHS = frozenset({"/v1/messages", "/v1/health", "/v1/metrics", *OPENAI_PATHS})
 """Paths named in span names; any other is left out (span names must stay few)."""
 PROMETHEUS_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
 

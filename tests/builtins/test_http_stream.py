@@ -10,6 +10,7 @@ import anyio
 import pytest
 
 from hookline.builtins.channels.http import stream
+from hookline.builtins.channels.http.face import NativeFace
 from hookline.builtins.channels.http.reply import Reply
 
 pytestmark = pytest.mark.anyio
@@ -32,7 +33,7 @@ async def test_events_waiting_go_as_one_chunk_in_order_then_the_stream_ends() ->
         reply.emit("text", {"delta": f"d{n}"})
     sent = Sent()
     async with anyio.create_task_group() as group:
-        group.start_soon(stream.send_events, reply, sent)
+        group.start_soon(stream.send_events, reply, sent, NativeFace())
         await anyio.sleep(0.05)
         reply.emit("text", {"delta": "later"})
         await anyio.sleep(0.05)
@@ -52,7 +53,7 @@ async def test_a_quiet_stream_gets_keep_alive_comments(monkeypatch: pytest.Monke
     reply = Reply("r1", "s1", stream=True)
     sent = Sent()
     async with anyio.create_task_group() as group:
-        group.start_soon(stream.send_events, reply, sent)
+        group.start_soon(stream.send_events, reply, sent, NativeFace())
         await anyio.sleep(0.18)
         reply.decide("process")
         reply.finish()

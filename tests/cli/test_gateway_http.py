@@ -145,6 +145,8 @@ def test_health_and_a_whole_reply(start_gateway: Any) -> None:
     [outbound] = data["outbounds"]
     assert outbound["kind"] == "normal" and outbound["channel"] == "http"
     assert outbound["content"] == data["content"]
+    # The offline model counts the words it wrote: the turn's usage is that count.
+    assert data["usage"]["output_tokens"] == len(data["content"].split())
 
     chat = post(gateway.url, {"content": "hi", "chat_id": "room-7", "context": {"lang": "en"}})
     assert chat.json()["session_id"] == "http:room-7"
@@ -165,6 +167,7 @@ def test_streamed_reply_is_server_sent_events(start_gateway: Any) -> None:
     text = "".join(data["delta"] for kind, data in stream.events if kind == "text")
     done = stream.events[-1][1]
     assert done["session_id"] == "s" and done["content"] == text
+    assert done["usage"]["output_tokens"] == len(text.split())
     assert "stream this please" in text
     assert [o["kind"] for o in done["outbounds"]] == ["normal"]
 
@@ -342,6 +345,11 @@ def test_a_model_error_answers_500_after_the_whole_turn(start_gateway: Any,
     assert [kind for kind, _ in stream.events] == ["request", "error", "done"]
     assert stream.events[1][1] == {"kind": "provider", "message": "second outage"}
     assert "second outage" in stream.events[2][1]["error"]
+    # Both failures are in the gateway's log, each with its request's id.
+    for request_id, error in ((whole.headers["hookline-request-id"], "simulated outage"),
+                              (stream.events[0][1]["id"], "second outage")):
+        line = gateway.wait_for_line(f"http.turn_failed request={request_id}")
+        assert "session=http:default" in line and error in line
 
 
 def test_a_reply_that_takes_too_long_gets_504(start_gateway: Any) -> None:

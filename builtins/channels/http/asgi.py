@@ -1,12 +1,12 @@
 """The http channel's ASGI application: the guard's checks, routing, health, and a posted
-message handed to the channel manager and answered (whole or streamed). `HttpChannel`
-(channel.py) inherits it; the endpoints are described in docs/channels.md."""
+message handed to the channel manager and answered (whole or streamed) in the shape of
+its route's face (face.py: hookline's own API, or OpenAI's). `HttpChannel` (channel.py)
+inherits it; the endpoints are described in docs/channels.md."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 from urllib.parse import parse_qs
@@ -18,18 +18,21 @@ from hookline.kernel.channels import MessageHandler
 from ...tape.requests import REQUEST_CONTEXT
 from ...telemetry.context import TRACE_CONTEXT_KEY, trace_headers
 from .approvals import APPROVALS_PATH, HttpApprovals
+from .face import Face, Headers, NativeFace
 from .guard import Guard, HttpError, header_map
 from .health import RETRY_AFTER, HealthCache, HealthPace, retry_worth
 from .idempotency import Idempotency, idempotency_key
 from .kept import REQUEST_ID_HEADER, KeptReplies
 from .match import REQUEST_ID_KEY, Replies
-from .media import body_limit, with_attachments
+from .media import body_limit
+from .openai_body import COMPLETIONS_PATH, MODELS_PATH, OPENAI_PATHS, models_list
+from .openai_face import OpenAIFace
 from .overrides import RequestOverrides
-from .payload import _json_object, _parse_message, _read_body
+from .payload import _json_object, _read_body
 from .reply import NO_TURN, Reply, not_run, retry_headers, upstream_answer, whole_answer
 from .server import Receive, Scope, Send, _lifespan, _watch_disconnect
 from .stream import send_events, send_timeout
-from .wire import ALWAYS_HEADERS, SSE_HEADERS, Disconnected, send_json, sse, websocket_refusal
+from .wire import ALWAYS_HEADERS, SSE_HEADERS, Disconnected, send_json, websocket_refusal
 
 __all__ = ["HttpRoutes"]
 
@@ -41,6 +44,8 @@ MESSAGES_PATH = "/v1/messages/"
 _ROUTES: dict[str, tuple[str, ...]] = {
     "/v1/messages": ("POST",),
     "/v1/health": ("GET", "HEAD"),
+    COMPLETIONS_PATH: ("POST",),
+    MODELS_PATH: ("GET",),
 }
 
 
@@ -80,19 +85,20 @@ class HttpRoutes:
                 message = {**message, "headers": [*message.get("headers", ()), *extra]}
             await send(message)
 
+        face: Face = OpenAIFace() if scope.get("path") in OPENAI_PATHS else NativeFace()
         try:
             headers = header_map(scope.get("headers", ()))
             origin = self._guard.check(headers, websocket=scope["type"] == "websocket")
             extra += Guard.cors_headers(origin, preflight=scope["method"] == "OPTIONS")
-            await self._route(scope, headers, origin, receive, send_with_headers)
+            await self._route(scope, headers, origin, receive, send_with_headers, face)
         except HttpError as error:
-            await send_json(send_with_headers, error.status,
-                            {"error": self.scrub(error.message)}, error.headers)
+            await face.refused(send_with_headers, error.status, self.scrub(error.message),
+                               error.headers, error.code)
         except Disconnected:
             pass
 
     async def _route(self, scope: Scope, headers: dict[str, list[str]], origin: str | None,
-                     receive: Receive, send: Send) -> None:
+                     receive: Receive, send: Send, face: Face) -> None:
         path, method = scope["path"], scope["method"]
         if path == "/v1/health" and method in ("GET", "HEAD"):
             await self._health(headers, send, scope.get("client"))
@@ -104,6 +110,9 @@ class HttpRoutes:
         self._guard.authenticate(headers)
         if path in self.routes and method in ("GET", "HEAD"):
             await self.routes[path](send)
+            return
+        if path == MODELS_PATH and method == "GET":
+            await send_json(send, 200, models_list(self._overrides.served))
             return
         if path.startswith(MESSAGES_PATH) and method == "GET":
             query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
@@ -118,8 +127,9 @@ class HttpRoutes:
         methods = _ROUTES.get(path)
         if methods is None:
             raise HttpError(404, f"no such endpoint: {path} (the API is POST /v1/messages, "
-                                 f"GET /v1/messages/ID, POST /v1/approvals/ID and "
-                                 f"GET /v1/health)")
+                                 f"GET /v1/messages/ID, POST /v1/approvals/ID, "
+                                 f"GET /v1/health, and OpenAI's POST /v1/chat/completions "
+                                 f"and GET /v1/models)")
         if method not in methods:
             raise HttpError(405, f"method {method} is not allowed on {path}; use "
                                  f"{' or '.join(methods)}",
@@ -127,20 +137,19 @@ class HttpRoutes:
         Guard.require_json(headers)
         body = await _read_body(headers, receive, body_limit(self.max_body_size),
                                 self.body_timeout if self.body_timeout is not None else 30.0)
-        payload = with_attachments(_parse_message(body), len(body), self.max_body_size)
-        self._overrides.check(payload)
+        payload = face.read(body, headers, self._overrides, self.max_body_size)
         keyed = idempotency_key(headers, body)
         if keyed is not None:
             prior = await self._idempotency.prior(*keyed, self._session_of(payload),
                                                   wait=self.reply_timeout or 300.0)
             if prior is not None:  # never a second run: what the first came to
-                await self._replay(prior, bool(payload.get("stream")), send)
+                await self._replay(prior, bool(payload.get("stream")), send, face)
                 return
         if not self._accepting:  # not run, and it may be: said so, with when to retry
-            await send_json(send, 503, not_run("the gateway is shutting down",
-                                               self._session_of(payload)), retry_headers())
+            await face.whole(send, 503, not_run("the gateway is shutting down",
+                                                self._session_of(payload)), retry_headers())
             return
-        await self._post_message(payload, receive, send, trace_headers(headers), keyed)
+        await self._post_message(payload, receive, send, trace_headers(headers), face, keyed)
 
     async def _health(self, headers: dict[str, list[str]], send: Send, client: Any) -> None:
         """The status for anyone (load balancers send no token), paced; the reason too for
@@ -160,11 +169,11 @@ class HttpRoutes:
                             if detailed else {"status": "unavailable"})
 
     async def _post_message(self, payload: dict[str, Any], receive: Receive,
-                            send: Send, trace: dict[str, str],
+                            send: Send, trace: dict[str, str], face: Face,
                             keyed: tuple[str, str] | None = None) -> None:
         chat_id = payload.get("chat_id", "default")
         session_id = self._session_of(payload)
-        reply = Reply(uuid.uuid4().hex, session_id, payload.get("stream", False),
+        reply = Reply(face.request_id, session_id, payload.get("stream", False),
                       payload.get("approvals", False), notified=self._managed)
         send = _with_header(send, (REQUEST_ID_HEADER, reply.id.encode()))
         reply.emit("request", {"id": reply.id, "session_id": session_id})
@@ -205,10 +214,10 @@ class HttpRoutes:
                         else:
                             reply.decide("refused", "the gateway is not accepting messages")
                     with contextlib.suppress(Disconnected):
-                        await self._answer(reply, send)
+                        await self._answer(reply, send, face)
                     group.cancel_scope.cancel()
         except TimeoutError:
-            await send_timeout(reply, send, timeout)
+            await send_timeout(reply, send, timeout, face)
         finally:
             self._settle(reply)
             if keyed is not None:  # claimed: let go once the store shows what it came to
@@ -231,8 +240,9 @@ class HttpRoutes:
             reply.on_finish = keep
 
     async def _replay(self, prior: Reply | tuple[int, dict[str, Any]], stream: bool,
-                      send: Send) -> None:
-        """Answer a retry with what its first request came to (waiting while it runs)."""
+                      send: Send, face: Face) -> None:
+        """Answer a retry with what its first request came to (waiting while it runs); a
+        stream gets the `request` event and the last one."""
         if isinstance(prior, Reply):
             with anyio.move_on_after(self.reply_timeout or 300.0):
                 await prior.finished.wait()
@@ -246,13 +256,14 @@ class HttpRoutes:
                 raise _still_running()
         marked = [(b"idempotent-replayed", b"true")]
         if not stream:
-            await send_json(send, status, body, marked)
+            await face.whole(send, status, body, marked)
             return
         await send({"type": "http.response.start", "status": 200,
                     "headers": [*SSE_HEADERS, *marked]})
         last = ("done", body) if status < 400 else (
             "error", {"kind": "replayed", "status": status, "message": body.get("error")})
-        chunk = sse("request", {"id": body.get("id"), "replayed": True}) + sse(*last)
+        chunk = (face.event("request", {"id": body.get("id"), "replayed": True})
+                 + face.opening() + face.event(*last) + face.closing())
         await send({"type": "http.response.body", "body": chunk, "more_body": False})
 
     async def _fetch(self, request_id: str, sessions: list[str] | None, send: Send) -> None:
@@ -276,31 +287,35 @@ class HttpRoutes:
                                  f"before a restart, add ?session_id=<its session>)")
         await send_json(send, *found)
 
-    async def _answer(self, reply: Reply, send: Send) -> None:
+    async def _answer(self, reply: Reply, send: Send, face: Face) -> None:
         if not reply.stream:
             await reply.finished.wait()
-            status, body, headers = whole_answer(reply)
-            if status == 500 and reply.upstream is not None:  # the provider's 429 or 503
-                status, body, headers = upstream_answer(reply.upstream, body)
-            elif status == 500 and reply.errors:
-                # A turn that failed for a temporary reason, or while the tape store cannot
-                # write (a database being restarted), is worth retrying: 503, not 500, with
-                # the store's reason when health has one. A temporary failure answers at
-                # once, with the last check's reason: its turn already waited its deadline.
-                temporary = retry_worth(reply.errors)
-                reason = (self._health_state.last_reason if temporary
-                          else await self._health_state.reason())
-                if reason is not None:
-                    body = {**body, "reason": self.scrub(reason)}
-                if reason is not None or temporary:
-                    status, headers = 503, [RETRY_AFTER]
-            await send_json(send, status, body, headers)
+            await face.whole(send, *await self._whole(reply))
             return
         await reply.decided.wait()
         if reply.outcome in NO_TURN:
-            await send_json(send, *whole_answer(reply))
+            await face.whole(send, *whole_answer(reply))
             return
-        await send_events(reply, send)
+        await send_events(reply, send, face)
+
+    async def _whole(self, reply: Reply) -> tuple[int, dict[str, Any], Headers]:
+        """The whole answer of an ended request."""
+        status, body, headers = whole_answer(reply)
+        if status == 500 and reply.upstream is not None:  # the provider's 429 or 503
+            return upstream_answer(reply.upstream, body)
+        if status == 500 and reply.errors:
+            # A turn that failed for a temporary reason, or while the tape store cannot
+            # write (a database being restarted), is worth retrying: 503, not 500, with
+            # the store's reason when health has one. A temporary failure answers at
+            # once, with the last check's reason: its turn already waited its deadline.
+            temporary = retry_worth(reply.errors)
+            reason = (self._health_state.last_reason if temporary
+                      else await self._health_state.reason())
+            if reason is not None:
+                body = {**body, "reason": self.scrub(reason)}
+            if reason is not None or temporary:
+                status, headers = 503, [RETRY_AFTER]
+        return status, body, headers
 
     def _session_of(self, payload: dict[str, Any]) -> str:
         return str(payload.get("session_id") or f"{self.name}:{payload.get('chat_id', 'default')}")

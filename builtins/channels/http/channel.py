@@ -312,6 +312,8 @@ class HttpChannel(HttpRoutes, Lifecycle):
     async def _tee(self, reply: Reply, stream: AsyncStreamEvents) -> AsyncIterator[StreamEvent]:
         try:
             async for event in stream:
+                if event.kind == "usage" and isinstance(event.data, dict):
+                    reply.add_usage(event.data.get("usage"))
                 if event.kind in STREAMED_EVENTS:
                     data = event.data
                     if event.kind == "error":

@@ -62,14 +62,17 @@ _CORS_HEADERS = b"authorization, content-type"
 
 
 class HttpError(Exception):
-    """An error answered as `{"error": message}` with the given status."""
+    """An error answered as `{"error": message}` with the given status. `code` names it
+    for machines where the OpenAI-compatible routes' error shape has room for that."""
 
     def __init__(self, status: int, message: str,
-                 headers: list[tuple[bytes, bytes]] | None = None) -> None:
+                 headers: list[tuple[bytes, bytes]] | None = None,
+                 code: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.headers = headers or []
+        self.code = code
 
 
 @dataclass(frozen=True)

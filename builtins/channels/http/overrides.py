@@ -31,13 +31,21 @@ class RequestOverrides:
     """Model specs and alias names the gateway was configured with."""
     any_model: bool = False
     system: bool = False
+    default: str = "offline"
+    """The spec of the model turns use unless a request names another."""
 
     @classmethod
     def from_settings(cls, settings: Any) -> RequestOverrides:
         names = {settings.model_spec, *settings.models, *settings.model_aliases,
                  *settings.model_aliases.values()}  # the model by its alias, or its spec
         return cls(frozenset(names), settings.http_allow_model_override,
-                   settings.http_allow_system_override)
+                   settings.http_allow_system_override, settings.model_spec)
+
+    @property
+    def served(self) -> list[str]:
+        """Every name a request may give its model: the default first, then the others
+        in order (`GET /v1/models`)."""
+        return [self.default, *sorted(self.configured - {self.default})]
 
     def check(self, payload: dict[str, Any]) -> None:
         """Refuse (400, naming the setting) a `context.model` or `context.system` this
@@ -45,21 +53,24 @@ class RequestOverrides:
         context = payload.get("context") or {}
         model = context.get("model")
         if model not in (None, ""):
-            self._check_model(str(model))
+            self.check_model(str(model))
         if context.get("system") not in (None, "") and not self.system:
             raise HttpError(400, "context.system would replace this gateway's system prompt, "
                                  "which requests may not do here; the gateway's owner can "
                                  "allow it with http_allow_system_override = true")
 
-    def _check_model(self, spec: str) -> None:
+    def check_model(self, spec: str, field: str = "context.model", status: int = 400) -> None:
+        """Refuse (`status`, code `model_not_found`) a model this gateway does not serve;
+        `field` names where the request gave it."""
         if spec in self.configured:
             return
-        served = ", ".join(sorted(self.configured))
+        served = ", ".join(self.served)
         if spec.startswith(_LOCAL_KINDS):
-            raise HttpError(400, f"context.model {spec!r} runs on the gateway's machine, which "
-                                 f"a request may not choose unless the gateway itself runs "
-                                 f"on it (it serves: {served})")
+            raise HttpError(status, f"{field} {spec!r} runs on the gateway's machine, which "
+                                    f"a request may not choose unless the gateway itself "
+                                    f"runs on it (it serves: {served})", code="model_not_found")
         if not self.any_model:
-            raise HttpError(400, f"context.model {spec!r} is not a model this gateway serves "
-                                 f"({served}); name one of those, or the gateway's owner "
-                                 f"can allow any with http_allow_model_override = true")
+            raise HttpError(status, f"{field} {spec!r} is not a model this gateway serves "
+                                    f"({served}); name one of those, or the gateway's owner "
+                                    f"can allow any with http_allow_model_override = true",
+                            code="model_not_found")

@@ -18,7 +18,7 @@ from .media import json_type
 from .server import Receive
 from .wire import Disconnected
 
-__all__ = ["MAX_BODY_SIZE", "MAX_JSON_DEPTH"]
+__all__ = ["MAX_BODY_SIZE", "MAX_JSON_DEPTH", "check_session_value"]
 
 MAX_BODY_SIZE = 1024 * 1024
 MAX_JSON_DEPTH = 32
@@ -115,17 +115,21 @@ def _parse_message(body: bytes) -> dict[str, Any]:
         raise HttpError(400, "approvals: true needs stream: true (each question arrives as "
                              "an SSE event named approval)")
     for key in ("session_id", "chat_id"):
-        if key not in payload:
-            continue
-        value = payload[key]
-        if not value.strip():
-            raise HttpError(400, f"field {key} must not be empty (leave it out instead)")
-        if len(value) > MAX_SESSION_ID_LENGTH:
-            raise HttpError(400, f"field {key} is {len(value)} characters long; at most "
-                                 f"{MAX_SESSION_ID_LENGTH} are allowed")
-        if any(ord(char) < 0x20 or ord(char) == 0x7F for char in value):
-            raise HttpError(400, f"field {key} must not contain control characters")
+        if key in payload:
+            check_session_value(f"field {key}", payload[key])
     return payload
+
+
+def check_session_value(where: str, value: str) -> None:
+    """Refuse (400) a session or chat id that is empty, too long or holds control
+    characters: it names a tape and appears in log lines."""
+    if not value.strip():
+        raise HttpError(400, f"{where} must not be empty (leave it out instead)")
+    if len(value) > MAX_SESSION_ID_LENGTH:
+        raise HttpError(400, f"{where} is {len(value)} characters long; at most "
+                             f"{MAX_SESSION_ID_LENGTH} are allowed")
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in value):
+        raise HttpError(400, f"{where} must not contain control characters")
 
 
 def _too_deep() -> HttpError:

@@ -1,8 +1,8 @@
 """What one request to the `http` channel is waiting for, and the answer it gets.
 
-A `Reply` collects what the request's turn produced (outbounds, errors, streamed events)
-and knows when everything has arrived. `whole_answer` turns it into the status, body and
-headers of a whole (non-streamed) reply.
+A `Reply` collects what the request's turn produced (outbounds, errors, usage, streamed
+events) and knows when everything has arrived. `whole_answer` turns it into the status,
+body and headers of a whole (non-streamed) reply.
 
 A message that did not run is told so in a form a client can act on: `503` with a
 `Retry-After` header and the body `{"status": "not_run", "error", "retryable": true,
@@ -14,6 +14,7 @@ because it is stopping may be sent again, to this gateway once it is back or to 
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,6 +22,8 @@ from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from ...agent.usage import token_counts
 
 __all__ = ["NO_TURN", "RETRY_AFTER_SECONDS", "Reply", "not_run", "whole_answer"]
 
@@ -33,6 +36,8 @@ NO_TURN = frozenset({"drop", "steer", "refused", "failed"})
 means not run, and safe to send again."""
 
 Headers = list[tuple[bytes, bytes]]
+logger = logging.getLogger("hookline.builtins.channels.http.channel")
+"""The channel's logger: a failed turn is the channel's line."""
 _RETRY_FIELDS = ("retryable", "retry_after", "session_id")
 
 
@@ -75,6 +80,9 @@ class Reply:
     upstream: dict[str, Any] | None = None
     """The provider's own refusal behind a failed turn (`status` 429 or 503 and its
     `retry_after`), which the whole reply passes on instead of a 500."""
+    usage: dict[str, int] | None = None
+    """The turn's token counts summed over its model calls (`token_counts` names), once
+    one reported any."""
     streamed_error: bool = False
     turn_started: bool = False
     """A turn runs for the request (`turn_started` or `stream_events` named it)."""
@@ -105,12 +113,23 @@ class Reply:
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             self.events = None  # the client is gone
 
+    def add_usage(self, usage: Any) -> None:
+        """Count one model call's usage (a `usage` stream event's)."""
+        counts = token_counts(usage)
+        if counts is not None:
+            self.usage = {key: (self.usage or {}).get(key, 0) + value
+                          for key, value in counts.items()}
+
     def finish(self) -> None:
         """Everything has arrived. A stream always ends with an event: `done` after a
         turn, an `error` (`not_run`) for a message that will not run (read only by a
-        stream already under way: one not begun is answered with JSON instead)."""
+        stream already under way: one not begun is answered with JSON instead). A failed
+        turn is logged here, whichever route its request came by."""
         if self.finished.is_set():
             return
+        if self.errors and self.outcome not in NO_TURN:
+            logger.warning("http.turn_failed request=%s session=%s error=%s", self.id,
+                           self.session_id, self.errors[0])
         if self.outcome == "refused":
             body = not_run(self.reason or "not run", self.session_id)
             self.emit("error", {"kind": "not_run", "status": 503, "message": body.pop("error"),
@@ -131,6 +150,8 @@ class Reply:
                                  if o.get("kind") != "error" and o.get("content")),
             "outbounds": list(self.outbounds),
         }
+        if self.usage is not None:
+            data["usage"] = dict(self.usage)
         if self.errors:
             data["error"] = self.errors[0]
         return data
