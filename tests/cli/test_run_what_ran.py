@@ -1,7 +1,8 @@
 """What `hookline run` shows of the work behind a reply, through the console script: a
-line per tool call and per result, the first lines of a command's output and the diff of
-each file tool's change on stderr (coloured only on a terminal), the reply alone on
-stdout, nothing but the reply with `-q`, and the turn's token counts with `--usage`."""
+line per tool call and per result, the first lines of a command's output (all of them
+with `-v`) and the diff of each file tool's change on stderr (coloured only on a
+terminal), the reply alone on stdout, nothing but the reply with `-q`, and the turn's
+token counts with `--usage`."""
 
 from __future__ import annotations
 
@@ -145,6 +146,18 @@ def test_a_commands_output_shows_its_first_lines_then_how_many_more(tmp_path: Pa
     assert done.stderr.splitlines()[1:] == [
         "[tool] shell ok (24 lines, 98 chars): exit code: 0",
         "  --- stdout ---", *(f"  {n}" for n in range(1, 8)), "  ... 15 more lines"]
+
+
+def test_verbose_shows_the_whole_output_and_quiet_none(tmp_path: Path) -> None:
+    workspace, env = workspace_and_env(tmp_path)
+    verbose = hookline("run", "-v", TWENTY, env=env, cwd=workspace)
+    assert verbose.returncode == 0, verbose.stderr
+    assert verbose.stderr.splitlines()[1:] == [
+        "[tool] shell ok (24 lines, 98 chars): exit code: 0",
+        "  --- stdout ---", *(f"  {n}" for n in range(1, 21)), "  --- stderr ---", "  oops"]
+    quiet = hookline("run", "-q", TWENTY, env=env, cwd=workspace)
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stderr == "" and "oops" in quiet.stdout, "the model still saw it all"
 
 
 def test_output_lines_are_cut_escaped_and_keep_secrets_hidden(tmp_path: Path) -> None:
