@@ -35,6 +35,7 @@ from hookline.kernel.tools import Tool
 from hookline.kernel.turn import RUNTIME_THREAD_ID, RUNTIME_WORKSPACE
 
 from .config.limits import check_session_fields
+from .models.options import MODEL_OPTIONS_STATE, checked_model_options
 
 if TYPE_CHECKING:
     from .agent.loop import Agent
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_TURN_SETTINGS = ("model", "system", "thread_id")
+_TURN_SETTINGS = ("model", "system", "thread_id", "options")
 """Envelope context keys `load_state` takes as the turn's settings."""
 
 TURN_SYSTEM = "turn_system_prompt"
@@ -185,16 +186,15 @@ class BuiltinPlugin:
     @hookimpl
     def load_state(self, message: Any, session_id: str) -> dict[str, Any]:
         context = get_field(message, "context") or {}
-        # `model`, `system` and `thread_id` are settings for the turn, not words of the
-        # message: they never reach the prompt's context prefix (`--model` keeps the text).
+        # The turn's settings are no words of the message: never in its context prefix.
         shown = {key: value for key, value in context.items() if key not in _TURN_SETTINGS}
         state: dict[str, Any] = {"session_id": session_id, "context": context_str(shown)}
-        if context.get("model"):
-            state["model"] = str(context["model"])
-        if context.get("system"):
-            state[TURN_SYSTEM] = str(context["system"])
-        if context.get("thread_id"):
-            state[RUNTIME_THREAD_ID] = str(context["thread_id"])
+        for key, name in (("model", "model"), ("system", TURN_SYSTEM),
+                          ("thread_id", RUNTIME_THREAD_ID)):
+            if context.get(key):
+                state[name] = str(context[key])
+        if context.get("options"):  # `run -o`: checked again, whatever channel sent them
+            state[MODEL_OPTIONS_STATE] = checked_model_options(context["options"])
         from .tape.requests import REQUEST_CONTEXT as MARKS  # the request's id and key
 
         if isinstance(context.get(MARKS), dict):  # recorded with its message

@@ -5,41 +5,28 @@ application is built. Heavy modules (republic, HTTP clients) are imported only b
 commands that run turns.
 """
 
-import contextlib
 import json
-import logging
-import os
-import signal
 import sys
-import traceback
 from collections.abc import Callable
-from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 
 from hookline.kernel import Framework
 
-from .approvals import ApprovalOption
-from .blame import with_blame
 from .chat import chat_command
 from .compact import compact_command
-from .gateway import gateway_command, kill_background_groups
+from .gateway import gateway_command
 from .mcp import mcp_commands, mcp_summary, settle_mcp_group
 from .models import models_command
 from .new import new_commands
 from .onboard import onboard_command
-from .output import StatusLine, TurnPrinter, fail, innermost, show_logs
+from .output import fail
 from .plugins import plugins_commands
 from .rules import rules_commands
-from .sessions import check_session_flags, choose_session, session_commands
+from .run import RunCommand, WorkspaceOption, run_command
+from .sessions import session_commands
 from .store import store_commands
-
-WorkspaceOption = Annotated[
-    Path | None,
-    typer.Option("--workspace", "-w", help="Workspace folder (default: the current one).",
-                 exists=True, file_okay=False, dir_okay=True, metavar="DIR"),
-]
 
 
 def _version(value: bool) -> None:
@@ -83,7 +70,7 @@ def create_app(framework: Framework | None = None) -> typer.Typer:
             typer.echo(ctx.get_help())
             raise typer.Exit()
 
-    app.command()(_run_command(framework))
+    app.command(name="run", cls=RunCommand)(run_command(framework))
     app.command(name="chat")(chat_command(framework))
     app.command(name="gateway")(gateway_command(framework))
     app.command(name="hooks")(_hooks_command(framework))
@@ -98,239 +85,6 @@ def create_app(framework: Framework | None = None) -> typer.Typer:
     framework.runtime.call_many_sync("register_cli_commands", app=app)
     settle_mcp_group(app, mcp_commands(framework))
     return app
-
-
-def _run_command(framework: Framework) -> Any:
-    def run(
-        message: Annotated[
-            str | None,
-            typer.Argument(metavar="MESSAGE", show_default=False,
-                           help="The message to send; '-' (or nothing, with piped input) "
-                                "reads it from standard input."),
-        ] = None,
-        session: Annotated[str | None, typer.Option(
-            metavar="ID", help="Session id (default: this folder's current session).")] = None,
-        new: Annotated[bool, typer.Option(
-            "--new", help="Start a fresh session, made this folder's current one.")] = False,
-        continue_: Annotated[bool, typer.Option(
-            "--continue", help="Continue this folder's most recently active session.")] = False,
-        channel: Annotated[str, typer.Option(metavar="NAME", help="Channel name.")] = "cli",
-        chat_id: Annotated[
-            str, typer.Option("--chat-id", metavar="ID", help="Chat id.")
-        ] = "default",
-        model: Annotated[
-            str | None,
-            typer.Option("--model", "-m", metavar="PROVIDER:MODEL",
-                         help="Model for this turn."),
-        ] = None,
-        system: Annotated[
-            str | None,
-            typer.Option("--system", "-s", metavar="TEXT",
-                         help="A system prompt for this turn, after the usual one."),
-        ] = None,
-        attach: Annotated[
-            list[Path] | None,
-            typer.Option("--attach", "-a", metavar="PATH",
-                         help="Attach a text file (inlined under its name) or an image "
-                              "(png, jpeg, gif, webp); repeatable."),
-        ] = None,
-        stream: Annotated[
-            bool | None,
-            typer.Option("--stream/--no-stream", show_default=False,
-                         help="Print the reply as it arrives (default: the stream "
-                              "setting when configured, else no)."),
-        ] = None,
-        plain: Annotated[
-            bool, typer.Option("--plain", help="Print the reply as the model wrote it, "
-                               "without rendering its Markdown on a terminal.")
-        ] = False,
-        verbose: Annotated[
-            bool, typer.Option("--verbose", "-v",
-                               help="Show warnings (plugin failures, ignored results) and "
-                                    "the traceback of a failed turn.")
-        ] = False,
-        quiet: Annotated[bool, typer.Option(
-            "--quiet", "-q", help="Print only the reply: no tool lines, diffs or status.")] = False,
-        usage: Annotated[bool, typer.Option(
-            "--usage", help="After the reply, the token usage of the turn and of the session "
-                            "(and their cost, reported or from model_prices), on stderr.")
-        ] = False,
-        trace: Annotated[bool, typer.Option(
-            "--trace", help="After the turn, its span tree on stderr: hooks (who answered), "
-                            "model calls, tools, durations; needs hookline[otel].")] = False,
-        workspace: WorkspaceOption = None,
-        approval: ApprovalOption = None,
-    ) -> None:
-        """Run one turn and print the outbound messages.
-
-        Piped input is sent after MESSAGE (cat notes.txt | hookline run "summarise")."""
-        import anyio
-
-        from .inputs import InputError, attachments, message_text
-
-        if workspace is not None:
-            framework.workspace = workspace.expanduser().resolve()
-        check_session_flags(session, new, continue_)
-        try:
-            message = message_text(message)
-            attached, media = attachments(list(attach or []))
-        except InputError as exc:
-            fail(exc)
-        _warn_if_nothing_answers(framework)
-
-        inbound: dict[str, Any] = {"content": message + attached, "channel": channel,
-                                   "chat_id": chat_id}
-        if media:
-            inbound["media"] = media
-        # Another channel or chat id names its own session (`<channel>:<chat_id>`).
-        default_address = channel == "cli" and chat_id == "default"
-        context = {key: value for key, value in (("model", model), ("system", system)) if value}
-        if context:
-            inbound["context"] = context
-        if stream is None:
-            stream = _stream_setting()
-        # The status line only without --stream: a streamed reply shows progress itself.
-        printer = TurnPrinter(stream=stream, status=None if stream else StatusLine(),
-                              quiet=quiet, usage=usage, workspace=framework.workspace,
-                              markdown=not plain)
-        from .approvals import terminal_asker
-
-        printer.asker = terminal_asker(printer.status)  # on a terminal: stdin answers
-        if usage:
-            printer.window_of = _window_of(framework)
-        # The one error line below says what failed; -v shows warnings and the traceback.
-        show_logs(logging.WARNING if verbose else logging.ERROR, turn_failures=verbose,
-                  verbose=verbose)
-
-        outcome: dict[str, Any] = {}
-
-        async def turn() -> None:
-            framework.router = printer
-            answering = anyio.CancelScope()
-            try:
-                async with framework.running(), anyio.create_task_group() as tasks:
-                    tasks.start_soon(_cancel_on_signal, framework, answering, outcome)
-                    if printer.status.enabled:
-                        tasks.start_soon(printer.status.tick)
-                    with answering:
-                        if session or new or continue_ or default_address:
-                            inbound["session_id"] = await choose_session(
-                                framework, session, new, continue_)
-                        outcome["result"] = await framework.process_inbound(
-                            inbound, stream_output=True)
-                    if usage:
-                        from .usage import session_totals
-
-                        printer.session_usage = await session_totals(
-                            framework, outcome["result"].session_id,
-                            printer.usage_totals().prices)
-                    tasks.cancel_scope.cancel()
-            finally:
-                printer.status.clear()
-
-        traced = _console_trace(framework) if trace else None
-        try:
-            _run_turn(turn, traced)
-        except Exception as exc:  # a one-line error, never a traceback (unless -v)
-            if verbose:
-                traceback.print_exception(exc, file=sys.stderr)
-            if "result" not in outcome:
-                _not_answered(outcome.get("signal"), with_blame(framework, exc))
-            # The turn ran and its reply exists: show it, then say what failed after it.
-            printer.finish(outcome["result"], check_errors=False)
-            fail(RuntimeError(f"the turn finished, but closing its resources failed: "
-                              f"{innermost(exc)}"))
-        if "result" not in outcome:
-            _not_answered(outcome.get("signal"))
-        printer.finish(outcome["result"])
-
-    return run
-
-
-def _window_of(framework: Framework) -> Any:
-    """The context window of a model, as the builtin agent assumes it (None without it)."""
-    builtin = framework.registry.get_plugin("builtin")
-    return getattr(builtin, "context_window", None)
-
-
-def _console_trace(framework: Framework) -> Any:
-    """The span tree of `--trace`, installed now (docs/observability.md)."""
-    try:
-        from hookline.builtins.telemetry import ConsoleTrace
-    except ImportError as exc:
-        fail(RuntimeError(f"--trace needs OpenTelemetry's SDK, and {exc.name} is not "
-                          f"installed: pip install 'hookline[otel]'"))
-    return ConsoleTrace(framework)
-
-
-def _run_turn(turn: Callable[[], Any], traced: Any) -> None:
-    import anyio
-
-    try:
-        anyio.run(turn)
-    finally:
-        if traced is not None:
-            traced.finish(sys.stderr)
-
-
-def _stream_setting() -> bool:
-    """The `stream` setting when it is configured (file or environment); else `run` waits
-    for the whole reply, which scripts expect. A bad config file is reported by the turn."""
-    from hookline.builtins.config import SettingsError, load_settings
-
-    try:
-        settings = load_settings()
-    except SettingsError:
-        return False
-    return settings.stream if settings.sources.get("stream", "default") != "default" else False
-
-
-async def _cancel_on_signal(framework: Framework, answering: Any,
-                            outcome: dict[str, Any]) -> None:
-    """SIGINT or SIGTERM cancels the turn (its run is recorded as cancelled); a second
-    one, while the turn unwinds, ends the process at once."""
-    import anyio
-
-    try:
-        receiver = anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM)
-    except NotImplementedError:  # no signal handling here: Ctrl-C interrupts as usual
-        return
-    with receiver as signals:
-        async for signum in signals:
-            if "signal" in outcome:
-                with contextlib.suppress(Exception):  # best effort: the exit must happen
-                    kill_background_groups(framework)
-                with contextlib.suppress(Exception):
-                    typer.echo(_not_answered_line(signum), err=True)
-                    sys.stderr.flush()
-                os._exit(128 + signum)
-            outcome["signal"] = signum
-            answering.cancel()
-
-
-def _not_answered_line(signum: int) -> str:
-    return (f"error: {signal.Signals(signum).name} received: the turn was cancelled and the "
-            f"message was not answered")
-
-
-def _not_answered(signum: int | None, error: BaseException | None = None) -> NoReturn:
-    """Exit after a turn that gave no reply: one line, status 128 + the signal number."""
-    if signum is None:
-        fail(error or RuntimeError("the turn ended without a result"))
-    typer.echo(_not_answered_line(signum), err=True)
-    raise typer.Exit(128 + signum)
-
-
-def _warn_if_nothing_answers(framework: Framework) -> None:
-    """Say so when no plugin runs a model: the turn would only echo the prompt back."""
-    if framework.registry.hook_impls("run_model") or framework.registry.hook_impls(
-            "run_model_stream"):
-        return
-    disabled = framework.plugin_status().get("builtin")
-    why = (" (the builtin plugin is disabled: see HOOKLINE_DISABLE_PLUGINS)"
-           if disabled is not None and not disabled.ok else "")
-    typer.echo(f"warning: no plugin implements run_model or run_model_stream{why}; the "
-               f"reply is the prompt echoed back", err=True)
 
 
 def _hooks_command(framework: Framework) -> Any:

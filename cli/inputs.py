@@ -1,9 +1,11 @@
-"""What `hookline run` sends: the message, piped input after it, and attached files.
+"""What `hookline run` sends: the message, piped input before it, and attached files.
 
-As llm does, `cat file | hookline run "prompt"` sends the prompt followed by the piped
-text; `-a PATH` attaches a UTF-8 text file (inlined under its name) or an image (sent as
-an image part to models that take images). Everything read is bounded, so a 1 GB pipe or
-file is refused with the limit instead of filling memory, and a FIFO is never opened.
+As llm does, `cat file | hookline run "prompt"` sends the piped text, then the prompt (a
+blank line between them: llm's one space would glue the prompt to the text's last line
+when it does not end with a newline); `-a PATH` attaches a UTF-8 text file (inlined
+under its name) or an image (sent as an image part to models that take images).
+Everything read is bounded, so a 1 GB pipe or file is refused with the limit instead of
+filling memory, and a FIFO is never opened.
 """
 
 import mimetypes
@@ -31,7 +33,7 @@ class InputError(ValueError):
 
 def message_text(message: str | None) -> str:
     """The message: the argument, standard input for '-' (or no argument with piped
-    input), or the argument followed by piped input when both are given."""
+    input), or the piped input followed by the argument when both are given."""
     piped = _stdin_is_data()
     if message is None and not piped:
         raise InputError("give the message as an argument, or '-' to read it from standard "
@@ -40,7 +42,7 @@ def message_text(message: str | None) -> str:
         text = _read_stdin()
     elif piped:
         extra = _read_stdin()
-        text = f"{message}\n\n{extra}" if extra.strip() else message
+        text = f"{extra.rstrip(chr(10))}\n\n{message}" if extra.strip() else message
     else:
         text = message
     if not text.strip():

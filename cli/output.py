@@ -19,11 +19,17 @@ from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 from .blame import AGENT_HOOK_LOG, innermost, plugin_failure_line
 
 
-def fail(error: BaseException) -> NoReturn:
-    """One clear line on stderr and exit code 1 (with the error's notes, which name the
-    plugin to blame where the kernel knows it). The text often quotes a provider or a
-    file, so its credentials are hidden and its control characters shown escaped, as the
-    printer and the chat show replies: an error cannot retitle or clear the terminal."""
+def fail(error: BaseException, status: int = 1) -> NoReturn:
+    """One clear line on stderr and exit code `status` (with the error's notes, which name
+    the plugin to blame where the kernel knows it). The text often quotes a provider or a
+    file, so its control characters are shown escaped, as the printer and the chat show
+    replies: an error cannot retitle or clear the terminal."""
+    typer.echo(f"error: {terminal_text(error_text(error))}", err=True)
+    raise typer.Exit(status)
+
+
+def error_text(error: BaseException) -> str:
+    """What a failure says: its message and notes, credentials hidden."""
     from hookline.builtins.config import SettingsError
 
     error = innermost(error)
@@ -32,9 +38,7 @@ def fail(error: BaseException) -> NoReturn:
     notes = "" if isinstance(error, SettingsError) else "; ".join(
         getattr(error, "__notes__", ()))
     text = (str(error) or type(error).__name__) + (f" ({notes})" if notes else "")
-    text = terminal_text(redact_credentials(text))
-    typer.echo(f"error: {text}", err=True)
-    raise typer.Exit(1)
+    return redact_credentials(text)
 
 
 class TurnPrinter:
@@ -46,17 +50,23 @@ class TurnPrinter:
     is written as it is, for scripts.
 
     What ran goes to stderr, streamed or not: a `[tool]` line per call, one per result,
-    and the diff of each file tool's change (coloured when stderr is a terminal), then,
+    the first lines of its output or the diff of each file tool's change (coloured when
+    stderr is a terminal), then,
     with `usage`, the turn's token counts. Stdout is the reply and nothing else, as with
     llm, so `hookline run ... > reply.txt` or a pipe gets the answer while the terminal
-    still shows the work; `quiet` leaves out the tool lines, diffs and status line.
+    still shows the work; `quiet` leaves out the tool lines, output, diffs and status line.
     With `usage`, the session's totals follow the turn's when `session_usage` is set.
-    `workspace` is where the file tools' paths are read from for the diffs."""
+    `workspace` is where the file tools' paths are read from for the diffs; with
+    `verbose` a tool's whole output is shown, not its first lines.
+
+    What it shows is `show`'s, for each event; a subclass shows them otherwise
+    (`run_json.JsonPrinter`), while this class keeps what the command needs of them."""
 
     def __init__(self, stream: bool, out: Any = None, status: StatusLine | None = None, *,
                  quiet: bool = False, usage: bool = False, workspace: Any = None,
-                 err: Any = None, markdown: bool = False) -> None:
+                 err: Any = None, markdown: bool = False, verbose: bool = False) -> None:
         self.stream = stream
+        self.verbose = verbose
         self.markdown = markdown
         self.out = out or sys.stdout
         self.err = err
@@ -79,6 +89,11 @@ class TurnPrinter:
         """The context window of a model (with `usage`: the context meter's)."""
         self.denied = 0
         """Tool calls of the turn that were denied (a rule, the policy or the user)."""
+        self.last_input: tuple[str | None, int] | None = None
+        """The model and input tokens of the turn's last model call that reported them."""
+        self.warnings: list[str] = []
+        """Lines said on stderr once the reply is out (a session grown long)."""
+        self._step = 1
 
     def approval_asker(self, message: Any) -> Any:
         return self.asker
@@ -87,53 +102,69 @@ class TurnPrinter:
         return self._watch(stream)
 
     async def _watch(self, stream: AsyncStreamEvents) -> AsyncIterator[StreamEvent]:
-        step = 1
-        self.status.show(f"step {step}: thinking")
+        self.status.show(f"step {self._step}: thinking")
         async for event in stream:
-            if event.kind == "error":
-                self.errors.append(str(event.data.get("message") or event.data))
-            elif event.kind == "text" and self.stream:
-                text = self._shown(str(event.data.get("delta", "")))
-                self.out.write(text)
-                self.out.flush()
-                self.printed_text = True
-                self._midline = not text.endswith("\n") if text else self._midline
-            elif event.kind == "text":
-                self.status.show(f"step {step}: writing the reply", restart=False)
-            elif event.kind == "tool_call":
-                calls = list(event.data.get("tool_calls") or [])
-                await self._show_calls(calls)
-                names = ", ".join(str(call.get("name")) for call in calls)
-                self.status.show(f"step {step}: running {names}")
-            elif event.kind == "tool_result":
-                records = list(event.data.get("tool_results") or [])
-                self.denied += sum(record.get("outcome") == "denied" for record in records)
-                await self._show_results(records)
-                step += 1
-                self.status.show(f"step {step}: thinking")
-            elif event.kind in ("retry", "compaction"):
-                from hookline.builtins.agent import turn_note
-
-                note = turn_note(event.kind, event.data)
-                if note and not self.quiet:
-                    self._say([note])
-                if event.kind == "compaction":
-                    self.status.show(f"step {step}: thinking")
-            elif event.kind in ("usage", "final") and self.usage:
-                totals = self.usage_totals()
-                if event.kind == "usage":
-                    totals.add(event.data.get("usage"), event.data.get("model"))
-                else:
-                    totals.calls += 1
+            self._keep(event)
+            await self.show(event)
             yield event
+
+    def _keep(self, event: StreamEvent) -> None:
+        """What the command needs of an event, shown or not: errors, denials, usage."""
+        if event.kind == "error":
+            self.errors.append(str(event.data.get("message") or event.data))
+        elif event.kind == "tool_result":
+            records = list(event.data.get("tool_results") or [])
+            self.denied += sum(record.get("outcome") == "denied" for record in records)
+        elif event.kind == "usage":
+            from hookline.builtins.agent import token_counts
+
+            counts = token_counts(event.data.get("usage"))
+            if counts is not None:
+                self.last_input = (event.data.get("model"), counts["input_tokens"])
+        if event.kind in ("usage", "final") and self.usage:
+            totals = self.usage_totals()
+            if event.kind == "usage":
+                totals.add(event.data.get("usage"), event.data.get("model"))
+            else:
+                totals.calls += 1
+
+    async def show(self, event: StreamEvent) -> None:
+        """An event on the terminal: streamed text on stdout, what ran on stderr, and the
+        status line."""
+        if event.kind == "text" and self.stream:
+            text = self._shown(str(event.data.get("delta", "")))
+            self.out.write(text)
+            self.out.flush()
+            self.printed_text = True
+            self._midline = not text.endswith("\n") if text else self._midline
+        elif event.kind == "text":
+            self.status.show(f"step {self._step}: writing the reply", restart=False)
+        elif event.kind == "tool_call":
+            calls = list(event.data.get("tool_calls") or [])
+            await self._show_calls(calls)
+            names = ", ".join(str(call.get("name")) for call in calls)
+            self.status.show(f"step {self._step}: running {names}")
+        elif event.kind == "tool_result":
+            await self._show_results(list(event.data.get("tool_results") or []))
+            self._step += 1
+            self.status.show(f"step {self._step}: thinking")
+        elif event.kind in ("retry", "compaction"):
+            from hookline.builtins.agent import turn_note
+
+            note = turn_note(event.kind, event.data)
+            if note and not self.quiet:
+                self._say([note])
+            if event.kind == "compaction":
+                self.status.show(f"step {self._step}: thinking")
 
     async def _show_calls(self, calls: list[dict[str, Any]]) -> None:
         if self.quiet:
             return
         if self._view is None:
-            from hookline.builtins.agent import ToolView
+            from hookline.builtins.agent import OUTPUT_LINES, ToolView
 
-            self._view = ToolView(self.workspace)
+            self._view = ToolView(self.workspace, output_lines=None if self.verbose else
+                                  OUTPUT_LINES, stream=self._err())
         self._say(await self._view.calls(calls))
 
     async def _show_results(self, records: list[dict[str, Any]]) -> None:
@@ -175,39 +206,53 @@ class TurnPrinter:
         """Print the outbound messages (unless already streamed), the usage line when
         asked for, and fail on errors."""
         self.status.clear()
-        if self.stream:
-            if self.printed_text:
-                self.out.write("\n")
-        elif not (self.errors and check_errors):  # a failed turn prints no partial reply
-            for outbound in result.outbounds:
-                content = get_field(outbound, "content")
-                if get_field(outbound, "kind") == "error" or not content:
-                    continue
-                if self.markdown and self.safe:
-                    from hookline.builtins.agent import render_markdown
-
-                    render_markdown(str(content), self.out)
-                else:
-                    typer.echo(self._shown(str(content)), file=self.out)
+        if not (self.errors and check_errors):  # a failed turn prints no partial reply
+            self.print_reply(result)
+        elif self.stream and self.printed_text:
+            self.out.write("\n")
         if self.usage:
             self.out.flush()
             typer.echo(self.usage_totals().line(), err=True, file=self.err)
             if self.session_usage is not None and self.session_usage.reported:
                 typer.echo(self.session_usage.line("session"), err=True, file=self.err)
-            last = self.usage_totals().last_input
+            last = self.last_input
             if last is not None and self.window_of is not None:
                 from hookline.builtins.agent import meter_line
 
                 typer.echo(meter_line(last[1], self.window_of(last[0])), err=True,
                            file=self.err)
+        for line in self.warnings:
+            typer.echo(f"warning: {line}", err=True, file=self.err)
         if self.errors and check_errors:
-            fail(RuntimeError(self.errors[0]))
+            self.fail(RuntimeError(self.errors[0]))
         if self.denied and check_errors:
             from .approvals import DENIED_EXIT
 
             typer.echo(f"hookline: the turn ended with {self.denied} tool call(s) denied "
                        f"(docs/approvals.md)", err=True, file=self.err)
             raise typer.Exit(DENIED_EXIT)
+
+    def print_reply(self, result: Any) -> None:
+        """The reply on stdout: its outbound messages' text, or the end of its line when
+        it was streamed."""
+        if self.stream:
+            if self.printed_text:
+                self.out.write("\n")
+            return
+        for outbound in result.outbounds:
+            content = get_field(outbound, "content")
+            if get_field(outbound, "kind") == "error" or not content:
+                continue
+            if self.markdown and self.safe:
+                from hookline.builtins.agent import render_markdown
+
+                render_markdown(str(content), self.out)
+            else:
+                typer.echo(self._shown(str(content)), file=self.out)
+
+    def fail(self, error: BaseException, status: int = 1) -> NoReturn:
+        """The command failed: its one `error:` line, and exit `status`."""
+        fail(error, status)
 
     def _shown(self, text: str) -> str:
         return terminal_text(text) if self.safe else text

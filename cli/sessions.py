@@ -281,10 +281,11 @@ def check_session_flags(session: str | None, new: bool, continue_: bool) -> None
 
 
 async def choose_session(framework: Framework, session: str | None, new: bool,
-                         continue_: bool) -> str:
+                         continue_: bool, *, announce: bool = True) -> str:
     """The session a `run` or `chat` goes to, inside its running() scope: `--session`;
-    `--new` (a fresh one) or `--continue` (this folder's most recently active one), either
-    made this folder's current session; else this folder's current session."""
+    `new` (a fresh one, said on stderr when `announce`) or `--continue` (this folder's
+    most recently active one), either made this folder's current session; else this
+    folder's current session."""
     from hookline.builtins.config import default_home
     from hookline.builtins.tape import (
         current_session,
@@ -299,8 +300,9 @@ async def choose_session(framework: Framework, session: str | None, new: bool,
     if new:
         fresh = new_session_id()
         set_current_session(home, framework.workspace, fresh)
-        typer.echo(f"new session {fresh} (the previous one is kept: hookline sessions)",
-                   err=True)
+        if announce:
+            typer.echo(f"new session {fresh} (the previous one is kept: hookline sessions)",
+                       err=True)
         return fresh
     if continue_:
         store = framework.get_tape_store()

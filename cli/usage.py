@@ -1,14 +1,18 @@
-"""The usage lines of `run --usage` and the chat's `/usage` for a whole session: the
-`run` events of its tape summed (builtins/agent/usage.py), with the `model_prices` of
-the settings."""
+"""What a whole session has used, from the `run` events of its tape: the usage lines of
+`run --usage` and the chat's `/usage` (summed as builtins/agent/usage.py says, with the
+`model_prices` of the settings), and the warning of a `run` that continued a session
+grown long."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from hookline.builtins.agent import UsageTotals
 from hookline.kernel import Framework
+
+LONG_SESSION_TURNS = 20
+"""Turns after which continuing a session is warned about (and past half the budget)."""
 
 
 def configured_prices() -> Mapping[str, Any]:
@@ -22,10 +26,9 @@ def configured_prices() -> Mapping[str, Any]:
         return {}
 
 
-async def session_totals(framework: Framework, session_id: str,
-                         prices: Mapping[str, Any]) -> UsageTotals | None:
-    """The usage of every turn recorded on the session's tape (None without a tape store
-    or a tape for the session)."""
+async def session_runs(framework: Framework, session_id: str) -> list[Any] | None:
+    """The data of every `run` event on the session's tape, oldest first (None without a
+    tape store or a tape for the session)."""
     from hookline.builtins.store import as_async_store
     from hookline.builtins.tape import SessionError, find_session
     from hookline.kernel.tape import TapeQuery
@@ -37,9 +40,39 @@ async def session_totals(framework: Framework, session_id: str,
         tape = await find_session(store, session_id, framework.workspace)
     except SessionError:
         return None
-    totals = UsageTotals(prices)
+    runs = []
     for entry in await as_async_store(store).fetch_all(TapeQuery(tape).kinds("event")):
         payload = entry.payload if isinstance(entry.payload, dict) else {}
         if payload.get("name") == "run":
-            totals.add_run(payload.get("data"))
+            runs.append(payload.get("data"))
+    return runs
+
+
+async def session_totals(framework: Framework, session_id: str,
+                         prices: Mapping[str, Any]) -> UsageTotals | None:
+    """The usage of every turn recorded on the session's tape (None without a tape store
+    or a tape for the session)."""
+    runs = await session_runs(framework, session_id)
+    if runs is None:
+        return None
+    totals = UsageTotals(prices)
+    for data in runs:
+        totals.add_run(data)
     return totals
+
+
+def long_session(session_id: str, turns: int, last_input: tuple[str | None, int] | None,
+                 limit_of: Callable[[str | None], int]) -> str | None:
+    """The warning for a `run` that continued a session, when the session is long: more
+    than `LONG_SESSION_TURNS` turns, or its last request past half of what the context
+    budget allows (`limit_of(model)`: the window times `context_budget`); else None. A
+    script calling `run -c` in a loop sends the whole conversation every time."""
+    tokens = last_input[1] if last_input is not None else 0
+    limit = limit_of(last_input[0]) if last_input is not None else 0
+    if turns <= LONG_SESSION_TURNS and not (limit and tokens > limit / 2):
+        return None
+    held = (f"; its last request held {tokens:,} tokens, {100 * tokens / limit:.0f}% of the "
+            f"{limit:,} the context budget allows" if limit and tokens else "")
+    return (f"session {session_id} is long ({turns} turns{held}), and every turn sends it "
+            f"again: run without -c (or --session) starts a fresh one, and `hookline compact "
+            f"{session_id}` summarises this one")

@@ -17,8 +17,8 @@ _PUBLIC = {
     "steering": ("DEFAULT_KEY", "InMemorySteeringInbox", "steering_key"),
     "tool_notes": ("call_line", "is_terminal", "result_lines", "terminal_text", "tool_notes",
                    "turn_note"),
-    "tool_view": ("FILE_TOOLS", "FileChanges", "ToolView", "colour_allowed", "render_diff",
-                  "wants_colour"),
+    "tool_view": ("FILE_TOOLS", "OUTPUT_LINES", "FileChanges", "ToolView", "colour_allowed",
+                  "render_diff", "wants_colour"),
     "usage": ("UsageTotals", "add_usage", "meter_line", "token_counts"),
 }
 """Module (relative to this package) -> the public names it defines."""

@@ -26,6 +26,7 @@ from .tool_notes import terminal_text as terminal_text
 from .tool_notes import tool_notes as tool_notes
 from .tool_notes import turn_note as turn_note
 from .tool_view import FILE_TOOLS as FILE_TOOLS
+from .tool_view import OUTPUT_LINES as OUTPUT_LINES
 from .tool_view import FileChanges as FileChanges
 from .tool_view import ToolView as ToolView
 from .tool_view import colour_allowed as colour_allowed

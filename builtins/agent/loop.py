@@ -36,7 +36,6 @@ from hookline.kernel.events import (
 from hookline.kernel.interception import (
     LLMCallDecision,
     LLMCallRequest,
-    LLMCallResult,
     ToolCall,
     ToolCallResult,
     new_run_id,
@@ -59,6 +58,7 @@ from ..models.base import (
     ToolSchema,
     as_model_messages,
 )
+from ..models.options import MODEL_OPTIONS_STATE
 from ..tape.requests import REQUEST_CONTEXT, REQUEST_META
 from ..tape.tape import Tape, TapeRecordError, should_merge_back
 from .compaction import (
@@ -424,16 +424,14 @@ class _Run:
                         yield said
         except Exception as exc:
             await self._emit(LLMCallFinished(request=request, state=self.state, tape=self.tape,
-                                             result=self._llm_result(request.run_id, outcome,
-                                                                     exc, opened)))
+                                             result=outcome.result(request.run_id, exc, opened)))
             raise as_hookline_error(exc, request.model) from exc
         if outcome.usage is not None:
             add_usage(self.usage_by_model, request.model, outcome.usage)
             yield StreamEvent("usage", {"usage": outcome.usage, "model": request.model,
                                         "elapsed_seconds": time.perf_counter() - opened})
         await self._emit(LLMCallFinished(request=request, state=self.state, tape=self.tape,
-                                         result=self._llm_result(request.run_id, outcome, None,
-                                                                 opened)))
+                                         result=outcome.result(request.run_id, None, opened)))
 
     def _system_prompt(self) -> str:
         return str(self.agent.framework.get_system_prompt(
@@ -448,9 +446,10 @@ class _Run:
                           ) -> AsyncGenerator[StreamEvent, None]:
         """One provider call (or a finish decision), streamed and recorded."""
         messages = ([ModelMessage.system(system)] if system else []) + conversation
+        options = dict(self.state.get(MODEL_OPTIONS_STATE) or {})  # `run -o`, checked
+        limit = options.pop("max_tokens", self.agent.config.max_tokens)
         request = LLMCallRequest(run_id=run_id, model=self.model, messages=messages,
-                                 tool_names=tuple(self.tools),
-                                 max_tokens=self.agent.config.max_tokens)
+                                 tool_names=tuple(self.tools), max_tokens=limit)
         self.state[RUNTIME_TOOL_NAMES] = list(self.tools)
         started = await self._emit(LLMCallStarted(request=request, state=self.state,
                                                   tape=self.tape))
@@ -466,7 +465,7 @@ class _Run:
         opened = time.perf_counter()
         try:
             stream = client.stream(as_model_messages(request.messages), schemas,
-                                   max_tokens=request.max_tokens)
+                                   max_tokens=request.max_tokens, **options)
             async with contextlib.aclosing(stream) as events:  # type: ignore[type-var]
                 async for event in events:
                     delta = outcome.take(event)
@@ -477,8 +476,7 @@ class _Run:
         except Exception as exc:
             await keep_partial_text(self.tape, run_id, request.model, outcome.text)
             await self._emit(LLMCallFinished(request=request, state=self.state, tape=self.tape,
-                                             result=self._llm_result(run_id, outcome, exc,
-                                                                     opened)))
+                                             result=outcome.result(run_id, exc, opened)))
             raise as_hookline_error(exc, request.model) from exc
         except BaseException:  # cancelled, or the consumer stopped reading
             with anyio.CancelScope(shield=True):
@@ -491,7 +489,7 @@ class _Run:
             yield StreamEvent("usage", {"usage": outcome.usage, "model": request.model,
                                         "elapsed_seconds": time.perf_counter() - opened})
         await self._emit(LLMCallFinished(request=request, state=self.state, tape=self.tape,
-                                         result=self._llm_result(run_id, outcome, None, opened)))
+                                         result=outcome.result(run_id, None, opened)))
         await self._record_reply(run_id, request, outcome, system)
 
     def _separated(self, delta: StreamEvent) -> StreamEvent:
@@ -500,13 +498,6 @@ class _Run:
             delta = StreamEvent("text", {"delta": "\n\n" + delta.data["delta"]})
         self.text_emitted = self.step_text_started = True
         return delta
-
-    def _llm_result(self, run_id: str, outcome: StepOutcome, error: BaseException | None,
-                    opened: float) -> LLMCallResult:
-        return LLMCallResult(
-            run_id=run_id, text=outcome.text or None,
-            tool_calls=[call.to_dict() for call in outcome.tool_calls], usage=outcome.usage,
-            error=error, duration_ms=(time.perf_counter() - opened) * 1000)
 
     async def _run_tool(self, run_id: str, spec: ToolCallSpec) -> dict[str, Any]:
         """Run one requested tool call through the interception events; record it."""

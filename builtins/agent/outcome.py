@@ -3,10 +3,11 @@ the agent loop's bookkeeping, apart from its control flow."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from hookline.kernel.interception import ToolCall, ToolCallResult
+from hookline.kernel.interception import LLMCallResult, ToolCall, ToolCallResult
 from hookline.kernel.streaming import ErrorKind, HooklineError, StreamEvent
 
 from ..models.base import Finished, Retrying, TextDelta, ToolCallEvent, ToolCallSpec, Usage
@@ -21,6 +22,14 @@ class StepOutcome:
     text: str = ""
     tool_calls: list[ToolCallSpec] = field(default_factory=list)
     usage: dict[str, Any] | None = None
+
+    def result(self, run_id: str, error: BaseException | None, opened: float) -> LLMCallResult:
+        """The call as `after_llm_call` sees it; `opened` is when it started
+        (`time.perf_counter()`)."""
+        return LLMCallResult(
+            run_id=run_id, text=self.text or None,
+            tool_calls=[call.to_dict() for call in self.tool_calls], usage=self.usage,
+            error=error, duration_ms=(time.perf_counter() - opened) * 1000)
 
     def take(self, event: Any) -> StreamEvent | None:
         """Fold a model event in; return the stream event to pass on, if any."""

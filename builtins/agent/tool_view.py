@@ -7,15 +7,23 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from typing import Any
 
-from .tool_notes import call_line, is_terminal, result_lines, terminal_text
+from ..privacy.redact import redact_credentials
+from .tool_notes import call_line, is_terminal, result_lines, shortened, terminal_text
 
 FILE_TOOLS = {"fs_write": "write", "fs.write": "write", "fs_edit": "edit", "fs.edit": "edit"}
 """The tools whose change is shown as a diff (model-facing names and the tools' own)."""
 
 MAX_DIFF_LINES = 40
 """Lines of one diff shown; the rest is counted in a `... N more lines` line."""
+
+OUTPUT_LINES = 8
+"""Lines of a tool's output shown under its result line; the rest is counted."""
+
+WIDE = 200
+"""Characters of an output line shown when the output is not a terminal."""
 
 MAX_SNAPSHOT_BYTES = 1024 * 1024
 """Largest file read to diff (1 MiB); a larger one is shown from the call's arguments."""
@@ -29,12 +37,17 @@ _COLOURS = {"+": "\x1b[32m", "-": "\x1b[31m", "@": "\x1b[36m", "h": "\x1b[1m"}
 class ToolView:
     """The lines that show one turn's tool calls: `calls` when the model asks for them (a
     `[tool] name arguments` line each; the files they name are read first), `results`
-    once they ran (a summary line each, then the diff of each file tool's change, with
-    `colour` removals red and additions green). `workspace` is where the file tools'
-    paths are read from."""
+    once they ran (a summary line each, then the next `output_lines` lines of what the
+    call gave the model, every line when it is None, or the diff of each file tool's
+    change, with `colour` removals red and additions green). `workspace` is where the file tools'
+    paths are read from; output lines are cut to the width of `stream` (the terminal
+    they are printed on; 200 characters when it is none)."""
 
-    def __init__(self, workspace: str) -> None:
+    def __init__(self, workspace: str, *, output_lines: int | None = OUTPUT_LINES,
+                 stream: Any = None) -> None:
         self.changes = FileChanges(workspace)
+        self.output_lines = output_lines
+        self.width = line_width(stream)
 
     async def calls(self, calls: list[dict[str, Any]]) -> list[str]:
         for call in calls:
@@ -45,9 +58,36 @@ class ToolView:
         diffs = await self.changes.diffs(records)
         lines: list[str] = []
         for index, record in enumerate(records):
-            lines += result_lines([record])
-            lines += render_diff(diffs.get(index, []), colour)
+            lines += [redact_credentials(line) for line in result_lines([record])]
+            if index in diffs:
+                lines += render_diff(diffs[index], colour)
+            elif record.get("outcome", "ran") == "ran" and not record.get("is_error"):
+                lines += output_lines(str(record.get("output") or ""), self.output_lines,
+                                      self.width)
         return lines
+
+
+def output_lines(output: str, limit: int | None, width: int) -> list[str]:
+    """What a call's output says below its result line (which shows the first line): the
+    next `limit` lines (every line when it is None), indented, each cut to `width`
+    characters, then `... N more lines`; credentials hidden and control characters
+    escaped, as in error lines."""
+    rest = output.strip().split("\n")[1:]
+    shown = rest if limit is None else rest[:limit]
+    lines = [shortened(redact_credentials("  " + line.expandtabs(4)), width) for line in shown]
+    if len(rest) > len(shown):
+        lines.append(f"  ... {len(rest) - len(shown)} more lines")
+    return lines
+
+
+def line_width(stream: Any) -> int:
+    """The columns of the terminal `stream` is, else `WIDE`."""
+    if not is_terminal(stream if stream is not None else sys.stdout):
+        return WIDE
+    try:
+        return os.get_terminal_size((stream or sys.stdout).fileno()).columns or WIDE
+    except (AttributeError, OSError, ValueError):
+        return WIDE
 
 
 class FileChanges:

@@ -16,6 +16,8 @@ _PUBLIC = {
              "usage_dict"),
     "offline": ("OfflineModel",),
     "opening": ("ModelOpener", "open_model"),
+    "options": ("MODEL_OPTIONS", "MODEL_OPTIONS_STATE", "checked_model_options",
+                "parse_model_options"),
     "pairing": ("OpenCalls",),
     "republic_client": ("NEEDS_API_BASE", "RepublicModel", "env_prefix", "known_providers",
                         "to_republic_messages", "to_republic_tools"),

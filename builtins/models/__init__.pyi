@@ -25,6 +25,10 @@ from .base import usage_dict as usage_dict
 from .offline import OfflineModel as OfflineModel
 from .opening import ModelOpener as ModelOpener
 from .opening import open_model as open_model
+from .options import MODEL_OPTIONS as MODEL_OPTIONS
+from .options import MODEL_OPTIONS_STATE as MODEL_OPTIONS_STATE
+from .options import checked_model_options as checked_model_options
+from .options import parse_model_options as parse_model_options
 from .pairing import OpenCalls as OpenCalls
 from .republic_client import NEEDS_API_BASE as NEEDS_API_BASE
 from .republic_client import RepublicModel as RepublicModel

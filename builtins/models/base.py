@@ -7,7 +7,10 @@ need no third-party package; `republic_client` converts them for real providers.
 
 Stream contract (every `ModelClient.stream` implementation):
 
-- `stream(messages, tools, *, max_tokens=None)` returns an async generator;
+- `stream(messages, tools, *, max_tokens=None, **options)` returns an async generator;
+  `options` are the turn's model options (`models/options.py`: `temperature`, `top_p`,
+  ...), passed only when the turn set some, so a client that takes none may leave them
+  out of its signature;
 - it yields any number of `TextDelta`, `ToolCallEvent` and `Usage` events, then exactly
   one `Finished` as the last event when the call succeeded; before any of them, a
   `Retrying` for each retry of a call that failed;
@@ -172,4 +175,5 @@ class ModelClient(Protocol):
         tools: Sequence[ToolSchema] = (),
         *,
         max_tokens: int | None = None,
+        **options: Any,
     ) -> AsyncIterator[ModelEvent]: ...

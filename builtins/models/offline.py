@@ -85,6 +85,7 @@ class OfflineModel:
         tools: Sequence[ToolSchema] = (),
         *,
         max_tokens: int | None = None,
+        **options: Any,
     ) -> AsyncIterator[ModelEvent]:
         from anyio.lowlevel import checkpoint
 

@@ -271,6 +271,7 @@ class RepublicModel:
         tools: Sequence[ToolSchema] = (),
         *,
         max_tokens: int | None = None,
+        **options: Any,
     ) -> AsyncIterator[ModelEvent]:
         import anyio
         import httpx2
@@ -285,7 +286,7 @@ class RepublicModel:
                 f"{self.name}: cannot send this conversation: {exc}",
                 details=self._details(),
             ) from exc
-        chat_options: dict[str, Any] = {}
+        chat_options: dict[str, Any] = dict(options)  # the turn's, checked (options.py)
         if republic_tools:
             chat_options["tools"] = republic_tools
         if max_tokens is not None:

@@ -135,6 +135,7 @@ class ScriptedModel:
         tools: Sequence[ToolSchema] = (),
         *,
         max_tokens: int | None = None,
+        **options: Any,
     ) -> AsyncIterator[ModelEvent]:
         from anyio import sleep
         from anyio.lowlevel import checkpoint

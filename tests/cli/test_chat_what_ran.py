@@ -1,6 +1,7 @@
 """What `hookline chat` shows of the work behind a reply, as `hookline run` does: a line per
-tool call and per result, and the diff of each file tool's change; plain when piped, in
-colour in a terminal (tmux). Real console scripts on the scripted model."""
+tool call and per result, a command's first lines, the diff of each file tool's change;
+plain when piped, in colour in a terminal (tmux). Real console scripts on the scripted
+model."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 from terminal_support import TMUX, Terminal, last_line
 from test_chat_piped import chat
-from test_run_what_ran import BUGGY, FIX, fixing_script, workspace_and_env
+from test_run_what_ran import BUGGY, FIX, TWENTY, fixing_script, workspace_and_env
 
 from hookline.builtins.agent import call_line
 
@@ -31,6 +32,14 @@ def test_piped_chat_shows_the_call_its_result_and_a_plain_diff(tmp_path: Path) -
     assert lines[start + 2:start + 2 + len(DIFF)] == DIFF
     assert lines[start + 2 + len(DIFF)] == "Fixed add()."
     assert "\x1b" not in out, "piped output carries no escape sequence"
+
+
+def test_piped_chat_shows_a_commands_first_lines_as_run_does(tmp_path: Path) -> None:
+    workspace, env = workspace_and_env(tmp_path)
+    lines = chat([TWENTY], env, workspace, "--session", "output").splitlines()
+    start = lines.index("[tool] shell ok (24 lines, 98 chars): exit code: 0")
+    assert lines[start + 1:start + 10] == [
+        "  --- stdout ---", *(f"  {n}" for n in range(1, 8)), "  ... 15 more lines"]
 
 
 @pytest.mark.skipif(TMUX is None, reason="tmux is not installed")

@@ -102,9 +102,9 @@ def test_a_turn_is_exported_over_otlp_http_and_decodes(tmp_path: Path,
     env.update(HOOKLINE_MODEL="offline", HOOKLINE_OTEL="true",
                OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url, OTEL_SERVICE_NAME="otlp-e2e")
     arguments = json.dumps({"path": "out.txt", "content": "exported"})
-    done = subprocess.run([HOOKLINE, "run", f"/tool fs_write {arguments}"], env=env,
-                          cwd=workspace, capture_output=True, text=True, timeout=120,
-                          check=False)
+    done = subprocess.run([HOOKLINE, "run", "--session", "exported",
+                           f"/tool fs_write {arguments}"], env=env, cwd=workspace,
+                          capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert (workspace / "out.txt").read_text() == "exported"
     assert receiver.content_types == {"application/x-protobuf"}
@@ -119,7 +119,7 @@ def test_a_turn_is_exported_over_otlp_http_and_decodes(tmp_path: Path,
     (turn,) = [span for span in spans if span.name == "hookline.turn"]
     turn_attributes = {a.key: value(a) for a in turn.attributes}
     assert turn_attributes["hookline.turn.outcome"] == "ok"
-    assert turn_attributes["hookline.session.id"] == "cli:default"
+    assert turn_attributes["hookline.session.id"] == "exported"
     assert turn.parent_span_id == b""
     chats = [span for span in spans if span.name == "chat offline"]
     assert len(chats) == 2

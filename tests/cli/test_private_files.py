@@ -86,7 +86,8 @@ def loosen(folder: Path) -> None:
 
 def test_another_user_reads_nothing_hookline_wrote(shared: Path) -> None:
     home, workspace = shared / "home", shared / "ws"
-    out = hookline("run", "my secret is hunter2", home=home, cwd=workspace)
+    out = hookline("run", "--session", "private", "my secret is hunter2", home=home,
+                   cwd=workspace)
     assert out.returncode == 0, out.stderr
     assert "warning:" not in out.stderr, "a fresh home is private from its creation"
     assert mode(home) == 0o700 and not nobody_reads(home)
@@ -98,7 +99,7 @@ def test_another_user_reads_nothing_hookline_wrote(shared: Path) -> None:
     copy = shared / "tapes-copy.db"  # in a folder others may enter
     out = hookline("store", "copy", str(home / "tapes.db"), str(copy), home=home, cwd=workspace)
     assert out.returncode == 0, out.stderr
-    out = hookline("sessions", "archive", "cli:default", "--yes", home=home, cwd=workspace)
+    out = hookline("sessions", "archive", "private", "--yes", home=home, cwd=workspace)
     assert out.returncode == 0, out.stderr
     archives = sorted((home / "archive").glob("*.jsonl"))
     assert archives and "hunter2" in archives[0].read_text()

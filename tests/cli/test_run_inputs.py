@@ -1,5 +1,5 @@
 """What `hookline run` sends, as a real OpenAI-compatible server on loopback receives it:
-piped input after the prompt, attached text files and images, a system prompt for the
+piped input before the prompt, attached text files and images, a system prompt for the
 turn, and `--model` leaving the message alone."""
 
 from __future__ import annotations
@@ -41,11 +41,11 @@ def user_text(server: OpenAIServer) -> Any:
     return server.requests[-1].messages[-1]["content"]
 
 
-def test_piped_input_follows_the_prompt(workspace: Path) -> None:
+def test_piped_input_comes_before_the_prompt_as_llm_sends_it(workspace: Path) -> None:
     with OpenAIServer([Reply(text="found it")]) as server:
         done = run(workspace, server, "find the bug", stdin="def add(a, b):\n    return a - b\n")
         assert done.returncode == 0, done.stderr
-        assert user_text(server) == "find the bug\n\ndef add(a, b):\n    return a - b\n"
+        assert user_text(server) == "def add(a, b):\n    return a - b\n\nfind the bug"
 
 
 def test_piped_input_too_large_is_refused_with_the_limit(workspace: Path) -> None:

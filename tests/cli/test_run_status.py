@@ -28,6 +28,8 @@ def test_the_status_line_shows_the_running_tool_then_disappears(terminal: Termin
     # The status line was erased before each line printed: the tool lines, then the reply.
     assert screen.lstrip().startswith('[tool] shell {"command": "sleep 3; echo finished"}\n'
                                       '[tool] shell ok (3 lines, 36 chars): exit code: 0\n'
+                                      '  --- stdout ---\n'
+                                      '  finished\n'
                                       '[offline model] Calling tool `shell`.'), screen
     assert "finished" in screen
 
@@ -41,6 +43,8 @@ def test_piped_stderr_gets_the_tool_lines_but_no_status(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == [
         '[tool] shell {"command": "sleep 1; echo finished"}',
-        "[tool] shell ok (3 lines, 36 chars): exit code: 0"]
+        "[tool] shell ok (3 lines, 36 chars): exit code: 0",
+        "  --- stdout ---",
+        "  finished"]
     assert "\x1b" not in done.stdout + done.stderr and "…step" not in done.stderr
     assert "finished" in done.stdout

@@ -30,12 +30,12 @@ def run(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[s
 
 def test_trace_prints_the_span_tree_of_the_turn(tmp_path: Path) -> None:
     arguments = json.dumps({"path": "hello.txt", "content": "hi"})
-    done = run(tmp_path, "--trace", f"/tool fs_write {arguments}")
+    done = run(tmp_path, "--trace", "--session", "traced", f"/tool fs_write {arguments}")
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "workspace" / "hello.txt").read_text() == "hi"
     lines = done.stderr.splitlines()
     turn = next(index for index, line in enumerate(lines) if line.startswith("hookline.turn "))
-    assert "session cli:default ok" in lines[turn]
+    assert "session traced ok" in lines[turn]
     below = lines[turn + 1:]
     assert all(line.startswith("  ") for line in below), below
     names = [line.split()[0] if not line.startswith("  hookline.hook") else

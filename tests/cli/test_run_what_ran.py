@@ -1,7 +1,8 @@
 """What `hookline run` shows of the work behind a reply, through the console script: a
-line per tool call and per result and the diff of each file tool's change on stderr
-(coloured only on a terminal), the reply alone on stdout, nothing but the reply with
-`-q`, and the turn's token counts with `--usage`."""
+line per tool call and per result, the first lines of a command's output (all of them
+with `-v`) and the diff of each file tool's change on stderr (coloured only on a
+terminal), the reply alone on stdout, nothing but the reply with `-q`, and the turn's
+token counts with `--usage`."""
 
 from __future__ import annotations
 
@@ -131,6 +132,46 @@ def test_control_characters_in_arguments_and_content_reach_stderr_escaped(
     assert (workspace / "h.txt").read_text() == hostile
     assert "\x1b" not in done.stderr and "\x07" not in done.stderr
     assert "+title\\x1b]0;pwned\\x07\\x1b[2J" in done.stderr.splitlines()
+
+
+TWENTY = '/tool shell {"command": "seq 1 20; echo oops >&2"}'
+"""A command whose output (what the model sees) is 24 lines: its exit code, the stdout
+header and 20 lines, the stderr header and one line."""
+
+
+def test_a_commands_output_shows_its_first_lines_then_how_many_more(tmp_path: Path) -> None:
+    workspace, env = workspace_and_env(tmp_path)
+    done = hookline("run", TWENTY, env=env, cwd=workspace)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[1:] == [
+        "[tool] shell ok (24 lines, 98 chars): exit code: 0",
+        "  --- stdout ---", *(f"  {n}" for n in range(1, 8)), "  ... 15 more lines"]
+
+
+def test_verbose_shows_the_whole_output_and_quiet_none(tmp_path: Path) -> None:
+    workspace, env = workspace_and_env(tmp_path)
+    verbose = hookline("run", "-v", TWENTY, env=env, cwd=workspace)
+    assert verbose.returncode == 0, verbose.stderr
+    assert verbose.stderr.splitlines()[1:] == [
+        "[tool] shell ok (24 lines, 98 chars): exit code: 0",
+        "  --- stdout ---", *(f"  {n}" for n in range(1, 21)), "  --- stderr ---", "  oops"]
+    quiet = hookline("run", "-q", TWENTY, env=env, cwd=workspace)
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stderr == "" and "oops" in quiet.stdout, "the model still saw it all"
+
+
+def test_output_lines_are_cut_escaped_and_keep_secrets_hidden(tmp_path: Path) -> None:
+    workspace, env = workspace_and_env(tmp_path)
+    command = ("echo postgresql://app:hunter2@db.internal/app; printf 'a\\033[2Jb\\n'; "
+               "head -c 500 /dev/zero | tr '\\0' x")
+    done = hookline("run", "/tool shell " + json.dumps({"command": command}), env=env,
+                    cwd=workspace)
+    assert done.returncode == 0, done.stderr
+    url, escaped, long = done.stderr.splitlines()[3:6]
+    assert long == "  " + "x" * 197 + "…", "cut to 200 characters when stderr is no terminal"
+    assert escaped == "  a\\x1b[2Jb" and "\x1b" not in done.stderr
+    assert url == "  postgresql://***@db.internal/app"
+    assert "hunter2" in done.stdout, "the model was given the output as it was"
 
 
 @pytest.mark.parametrize("stream", [False, True])

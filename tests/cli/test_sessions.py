@@ -1,6 +1,6 @@
-"""Sessions as first-class: `run --new`/`--continue`/`--session`, the folder's
-current session, and `hookline sessions` list/show/archive/delete, through the real
-console script on a fresh hookline home."""
+"""Sessions as first-class: `run` in a fresh session by default, `--new`, `--continue` and
+`--session`, the folder's current session, and `hookline sessions`
+list/show/archive/delete, through the real console script on a fresh hookline home."""
 
 from __future__ import annotations
 
@@ -52,16 +52,19 @@ def turns(env: dict[str, str], cwd: Path) -> dict[str, int]:
     return {item["session_id"]: item["turns"] for item in sessions(env, cwd)}
 
 
-def test_new_starts_a_fresh_current_session_and_keeps_the_old_one(
+def test_each_run_starts_a_fresh_current_session_and_keeps_the_old_ones(
         env: dict[str, str], folder: Path) -> None:
-    run(env, folder, "first")
+    first = run(env, folder, "first")
+    assert "new session" not in first.stderr, "the default fresh session is not announced"
     fresh = run(env, folder, "--new", "second")
     (notice,) = [line for line in fresh.stderr.splitlines() if line.startswith("new session")]
     new_id = notice.split()[2]
     assert new_id.startswith("cli:") and "previous one is kept" in notice
     assert "new session" not in fresh.stdout, "stdout stays the reply alone"
-    run(env, folder, "third goes to the new one")
-    assert turns(env, folder) == {"cli:default": 1, new_id: 2}
+    run(env, folder, "-c", "third goes to the new one")
+    counted_turns = turns(env, folder)
+    (first_id,) = set(counted_turns) - {new_id}
+    assert first_id.startswith("cli:") and counted_turns == {first_id: 1, new_id: 2}
     shown = hookline("sessions", "show", new_id, "--json", env=env, cwd=folder)
     counted = {item["session_id"]: item["entries"] for item in sessions(env, folder)}
     assert counted[new_id] == len(json.loads(shown.stdout)) > 4
@@ -71,15 +74,14 @@ def test_new_starts_a_fresh_current_session_and_keeps_the_old_one(
     header, *rows = table.stdout.splitlines()
     assert header.split() == ["SESSION", "TITLE", "TURNS", "LAST", "ACTIVITY", "WORKSPACE"]
     assert rows[0].startswith(f"* {new_id} ") and rows[0].endswith(str(folder.resolve()))
-    assert rows[1].startswith("  cli:default ")
+    assert rows[1].startswith(f"  {first_id} ")
 
-    # The chat continues the same current session, and another folder has its own.
+    # Another folder has its own sessions.
     elsewhere = folder.parent / "other"
     elsewhere.mkdir()
     run(env, elsewhere, "somewhere else")
-    assert turns(env, elsewhere)["cli:default"] == 1
-    assert {item["workspace"] for item in sessions(env, elsewhere, "--here")} == {
-        str(elsewhere.resolve())}
+    [here] = sessions(env, elsewhere, "--here")
+    assert here["workspace"] == str(elsewhere.resolve()) and here["turns"] == 1
 
 
 def test_continue_picks_the_most_recent_session_of_the_folder(
@@ -88,7 +90,7 @@ def test_continue_picks_the_most_recent_session_of_the_folder(
     run(env, folder, "--session", "beta", "two")
     run(env, folder, "--session", "alpha", "three")
     run(env, folder, "--continue", "four")  # alpha was active last
-    run(env, folder, "five")  # and --continue made it the current one
+    run(env, folder, "-c", "five")  # and still is
     assert turns(env, folder) == {"alpha": 4, "beta": 1}
     both = hookline("run", "--new", "--continue", "x", env=env, cwd=folder)
     assert both.returncode == 1
@@ -116,11 +118,13 @@ def test_show_gives_a_transcript_of_what_really_ran(env: dict[str, str], folder:
     for message, status in (('/tool shell {"command": "echo as asked"}', 0),
                             ('/tool fs_write {"path": "a", "content": "x"}', 3),  # denied
                             ('/tool fs_read {"path": "secret"}', 0)):
-        done = subprocess.run([sys.executable, "-c", script, "run", message], env=env,
-                              cwd=folder, capture_output=True, text=True, timeout=60)
+        done = subprocess.run([sys.executable, "-c", script, "run", "--session", "work",
+                               message], env=env, cwd=folder, capture_output=True, text=True,
+                              timeout=60)
         assert done.returncode == status, done.stderr
     # A run killed while its tool runs: recovered as interrupted on the next opening.
-    victim = subprocess.Popen([str(Path(sys.executable).parent / "hookline"), "run", SLEEPER],
+    victim = subprocess.Popen([str(Path(sys.executable).parent / "hookline"), "run",
+                               "--session", "work", SLEEPER],
                               env=env, cwd=folder, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 30
@@ -130,10 +134,10 @@ def test_show_gives_a_transcript_of_what_really_ran(env: dict[str, str], folder:
     os.killpg(victim.pid, signal.SIGKILL)
     victim.wait(10)
 
-    shown = hookline("sessions", "show", env=env, cwd=folder)
+    shown = hookline("sessions", "show", "work", env=env, cwd=folder)
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
-    assert lines[0].startswith("session cli:default (tape ")
+    assert lines[0].startswith("session work (tape ")
     assert "--- session/start" in lines[1]
     text = shown.stdout
     assert 'you: /tool shell {"command": "echo as asked"}' in text

@@ -40,7 +40,7 @@ def test_a_call_running_at_a_sigkill_reaches_the_next_request_as_unknown(
             time.sleep(0.05)
         os.killpg(victim.pid, signal.SIGKILL)
         victim.wait(10)
-        done = subprocess.run([str(HOOKLINE), "run", "did it deploy?"], cwd=workspace,
+        done = subprocess.run([str(HOOKLINE), "run", "-c", "did it deploy?"], cwd=workspace,
                               env=env, stdin=subprocess.DEVNULL, capture_output=True,
                               text=True, timeout=120)
         assert done.returncode == 0, done.stderr

@@ -1,4 +1,5 @@
-"""What a request may change of its own turn: `context.model` and `context.system`.
+"""What a request may change of its own turn: `context.model`, `context.system` and
+`context.options`.
 
 A token holder choosing the model per request is useful (a cheaper model for a quick
 question), but the model is also what decides which tools run: `offline` obeys `/tool`
@@ -7,7 +8,9 @@ request may name only a model the gateway was configured with (`model`, a fallba
 alias of `model_aliases`), or any provider model with `http_allow_model_override = true`;
 `offline` and `scripted:` come from a request only when the gateway runs on them itself.
 `context.system` replaces the system prompt, the user's instructions to the model: a
-request may set it only with `http_allow_system_override = true`.
+request may set it only with `http_allow_system_override = true`. `context.options`, the
+model options of `hookline run -o`, are checked here too, so a bad one is the client's
+400, not a failed turn.
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from hookline.kernel.streaming import HooklineError
+
+from ...models.options import checked_model_options
 from .guard import HttpError
 
 __all__ = ["RequestOverrides"]
@@ -49,8 +55,13 @@ class RequestOverrides:
 
     def check(self, payload: dict[str, Any]) -> None:
         """Refuse (400, naming the setting) a `context.model` or `context.system` this
-        gateway does not accept."""
+        gateway does not accept, and `context.options` that are no model options."""
         context = payload.get("context") or {}
+        if context.get("options"):
+            try:
+                checked_model_options(context["options"])
+            except HooklineError as exc:
+                raise HttpError(400, f"context.options: {exc.message}") from None
         model = context.get("model")
         if model not in (None, ""):
             self.check_model(str(model))

@@ -1,0 +1,81 @@
+"""`hookline run --json`: the turn as JSON lines on stdout, one event per line, for
+scripts (the schema is documented in docs/cli.md, "JSON output"; `codex exec --json` is
+the model). Each object has `type` and `version`; stdout carries nothing else, and
+warnings, the `error:` line and `--usage` stay on stderr."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, NoReturn
+
+from hookline.kernel.envelope import get_field
+from hookline.kernel.streaming import StreamEvent
+
+from .output import StatusLine, TurnPrinter, error_text, fail
+
+__all__ = ["JSON_VERSION", "JsonPrinter"]
+
+JSON_VERSION = 1
+"""The schema's version: raised when a field changes meaning or goes away (new fields
+and new event types may come without it)."""
+
+
+class JsonPrinter(TurnPrinter):
+    """The router of `run --json`: each event the turn streams as one JSON object (text
+    deltas only with `stream`), then the reply; a failure as an `error` object before the
+    usual `error:` line."""
+
+    def __init__(self, stream: bool, out: Any = None, **options: Any) -> None:
+        super().__init__(stream, out, StatusLine(enabled=False), **options)
+
+    def emit(self, kind: str, **fields: Any) -> None:
+        self.out.write(json.dumps({"type": kind, "version": JSON_VERSION, **fields},
+                                  ensure_ascii=False) + "\n")
+        self.out.flush()
+
+    async def show(self, event: StreamEvent) -> None:
+        data = event.data
+        if event.kind == "text" and self.stream and data.get("delta"):
+            self.emit("text", delta=str(data["delta"]))
+        elif event.kind == "tool_call":
+            for call in data.get("tool_calls") or []:
+                self.emit("tool_call", id=call.get("id"), name=call.get("name"),
+                          arguments=_arguments(call.get("arguments")))
+        elif event.kind == "tool_result":
+            for record in data.get("tool_results") or []:
+                failed = record.get("is_error")
+                self.emit("tool_result", id=record.get("call_id"), name=record.get("name"),
+                          outcome=record.get("outcome") or ("failed" if failed else "ran"),
+                          output=record.get("output"), error=record.get("error"))
+        elif event.kind == "usage":
+            from hookline.builtins.agent import token_counts
+
+            counts = token_counts(data.get("usage"))
+            if counts is not None:
+                self.emit("usage", model=data.get("model"), **counts)
+        elif event.kind == "retry":
+            self.emit("retry", **{key: data.get(key)
+                                  for key in ("reason", "wait", "attempt", "attempts")})
+        elif event.kind == "compaction":
+            self.emit("compaction", **{key: data.get(key)
+                                       for key in ("reason", "tokens_before", "summary_chars")})
+
+    def print_reply(self, result: Any) -> None:
+        for outbound in result.outbounds:
+            content = get_field(outbound, "content")
+            if get_field(outbound, "kind") != "error" and content:
+                self.emit("reply", content=str(content), session_id=result.session_id)
+
+    def fail(self, error: BaseException, status: int = 1) -> NoReturn:
+        self.emit("error", message=error_text(error))
+        fail(error, status)
+
+
+def _arguments(arguments: Any) -> Any:
+    """A call's arguments as JSON (an object), or the model's text when it sent no JSON."""
+    if not isinstance(arguments, str):
+        return arguments
+    try:
+        return json.loads(arguments or "{}")
+    except ValueError:
+        return arguments
