@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from openai_server import RecordedRequest, Reply
+
 from hookline.builtins.config import Settings
 from hookline.builtins.plugin import BuiltinPlugin
 from hookline.kernel import Framework
@@ -85,3 +87,13 @@ def server_pids() -> list[int]:
         if not info.zombie and b"mcp_server.py" in command:
             found.append(info.pid)
     return found
+
+
+def call(name: str, arguments: dict[str, Any], call_id: str = "call_1") -> Reply:
+    return Reply(tool_calls=[{"id": call_id, "name": name, "arguments": arguments}])
+
+
+def tool_output(request: RecordedRequest, call_id: str = "call_1") -> str:
+    (message,) = [m for m in request.messages
+                  if m["role"] == "tool" and m.get("tool_call_id") == call_id]
+    return str(message["content"])

@@ -6,39 +6,14 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from mcp_support import build, http_server, server_pids, stdio_server, turn
+from mcp_support import build, call, http_server, server_pids, stdio_server, tool_output, turn
 from openai_server import OpenAIServer, RecordedRequest, Reply
 from procs import host_pid, is_gone, wait_gone
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def model() -> Iterator[OpenAIServer]:
-    with OpenAIServer(api_key="sk-mcp") as running:
-        yield running
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "workspace"
-    path.mkdir()
-    return path
-
-
-def call(name: str, arguments: dict[str, Any], call_id: str = "call_1") -> Reply:
-    return Reply(tool_calls=[{"id": call_id, "name": name, "arguments": arguments}])
-
-
-def tool_output(request: RecordedRequest, call_id: str = "call_1") -> str:
-    (message,) = [m for m in request.messages
-                  if m["role"] == "tool" and m.get("tool_call_id") == call_id]
-    return str(message["content"])
 
 
 def offered(request: RecordedRequest) -> set[str]:

@@ -4,12 +4,11 @@ model a loopback OpenAI server whose request log shows what the model was sent."
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_support import build, http_server, stdio_server, turn
+from mcp_support import build, call, http_server, stdio_server, tool_output, turn
 from openai_server import OpenAIServer, RecordedRequest, Reply
 
 from hookline.kernel import ToolCall, ToolCallDecision, hookimpl
@@ -17,29 +16,6 @@ from hookline.kernel import ToolCall, ToolCallDecision, hookimpl
 pytestmark = pytest.mark.anyio
 
 TOKEN = "t0ken-for-the-test-server"
-
-
-@pytest.fixture
-def model() -> Iterator[OpenAIServer]:
-    with OpenAIServer(api_key="sk-mcp") as running:
-        yield running
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "workspace"
-    path.mkdir()
-    return path
-
-
-def call(name: str, arguments: dict[str, Any], call_id: str = "call_1") -> Reply:
-    return Reply(tool_calls=[{"id": call_id, "name": name, "arguments": arguments}])
-
-
-def tool_output(request: RecordedRequest, call_id: str = "call_1") -> str:
-    (message,) = [m for m in request.messages
-                  if m["role"] == "tool" and m.get("tool_call_id") == call_id]
-    return str(message["content"])
 
 
 def offered(request: RecordedRequest) -> dict[str, Any]:
