@@ -32,18 +32,21 @@ def at_prompt(screen: str) -> bool:
     return last_line(screen) == "you>"
 
 
+def first_turn_stalled(terminal: Terminal, session: str, *options: str) -> None:
+    """A chat whose first turn has streamed its words and now waits (STALLED)."""
+    terminal.chat("c", "--session", session, *options)
+    terminal.wait_for(at_prompt, "the prompt")
+    terminal.type("first")
+    terminal.wait_for(lambda s: "beta3" in s, "the streamed words")
+
+
 @pytest.mark.parametrize("mode", ["markdown", "plain"])
 def test_a_cancelled_reply_never_leaks_into_the_next_and_the_model_is_told(
         tmp_path: Path, mode: str) -> None:
     with OpenAIServer([STALLED, Reply(text="Second reply.")]) as server:
         terminal = terminal_for(tmp_path, server)
         try:
-            terminal.chat("c", "--session", "c", *(["--plain"] if mode == "plain" else []))
-            terminal.wait_for(at_prompt, "the prompt")
-            terminal.type("first")
-            terminal.wait_for(lambda _: len(server.requests) == 1 and server.requests[0].raw,
-                              "the first request")
-            terminal.wait_for(lambda s: "beta3" in s, "the streamed words")
+            first_turn_stalled(terminal, "c", *(["--plain"] if mode == "plain" else []))
             terminal.keys("C-c")
             terminal.wait_for(lambda s: "(turn cancelled)" in s, "the cancel")
             terminal.type("second")
@@ -67,10 +70,7 @@ def test_a_second_ctrl_c_right_after_a_cancel_asks_before_leaving(tmp_path: Path
     with OpenAIServer([STALLED, Reply(text="still here")]) as server:
         terminal = terminal_for(tmp_path, server)
         try:
-            terminal.chat("c", "--session", "twice")
-            terminal.wait_for(at_prompt, "the prompt")
-            terminal.type("first")
-            terminal.wait_for(lambda s: "beta3" in s, "the streamed words")
+            first_turn_stalled(terminal, "twice")
             terminal.keys("C-c")
             terminal.keys("C-c")  # the habit of pressing twice
             screen = terminal.wait_for(lambda s: "(press Ctrl-C again to quit)" in s,
@@ -89,10 +89,7 @@ def test_a_line_queued_behind_a_cancelled_turn_says_why_it_was_dropped(
     with OpenAIServer([STALLED]) as server:
         terminal = terminal_for(tmp_path, server)
         try:
-            terminal.chat("c", "--session", "queued", "--plain")
-            terminal.wait_for(at_prompt, "the prompt")
-            terminal.type("first")
-            terminal.wait_for(lambda s: "beta3" in s, "the streamed words")
+            first_turn_stalled(terminal, "queued", "--plain")
             terminal.type("a queued line")
             terminal.wait_for(lambda s: "(queued:" in s, "the queued note")
             terminal.keys("C-c")
