@@ -96,6 +96,9 @@ async def recorded_answer(tape: Tape, session_id: str, mark: Mark, value: str,
                             "outbounds": [], "status": status}
     if status != "ok":
         body["error"] = str(outcome.get("error") or f"the turn ended {status}")
+    usage = _summed_usage(outcome.get("usage_by_model"))
+    if usage is not None:  # as a live reply has it: the turn's calls summed
+        body["usage"] = usage
     code = {"ok": 200, "interrupted": 200}.get(status, 500)
     return digest, code, body
 
@@ -123,6 +126,16 @@ def running_elsewhere(session_id: str) -> tuple[int, dict[str, Any]]:
     """The answer for a request whose turn another process holds: `running` (409)."""
     return 409, {"session_id": session_id, "content": "", "outbounds": [],
                  "status": "running", "error": "the request's turn is still running"}
+
+
+def _summed_usage(by_model: Any) -> dict[str, int] | None:
+    """The token counts of a run's `usage_by_model`, summed over its models."""
+    rows = [row for row in by_model.values() if isinstance(row, dict)] \
+        if isinstance(by_model, dict) else []
+    if not rows:
+        return None
+    return {key: sum(int(row.get(key) or 0) for row in rows)
+            for key in ("input_tokens", "output_tokens", "cached_tokens")}
 
 
 def _expired(date: str, max_age: float | None) -> bool:

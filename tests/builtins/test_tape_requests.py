@@ -34,7 +34,8 @@ async def finished_run(tape: Tape) -> None:
     await tape.append("message", {"role": "user", "content": "deploy"}, **MARK)
     await tape.append("tool_call", {"calls": [], "content": "Calling a tool."})
     await tape.append("message", {"role": "assistant", "content": "Deployed."})
-    await tape.append("event", {"name": "run", "data": {"status": "ok"}})
+    await tape.append("event", {"name": "run", "data": {"status": "ok", "usage_by_model": {
+        "m": {"input_tokens": 10, "output_tokens": 3, "cached_tokens": 0, "calls": 2}}}})
 
 
 async def test_a_finished_run_answers_what_it_said() -> None:
@@ -44,6 +45,7 @@ async def test_a_finished_run_answers_what_it_said() -> None:
     digest, status, body = found or ("", 0, {})
     assert (digest, status, body["status"]) == ("d-1", 200, "ok")
     assert body["content"] == "Calling a tool.\n\nDeployed."
+    assert body["usage"] == {"input_tokens": 10, "output_tokens": 3, "cached_tokens": 0}
     assert await recorded_answer(tape, "s", "key", "another key") is None
     by_id = await recorded_answer(tape, "s", "id", "r-1")
     assert by_id is not None and by_id[2]["content"].endswith("Deployed.")
