@@ -146,6 +146,8 @@ class HttpRoutes:
                 await self._replay(prior, bool(payload.get("stream")), send, face)
                 return
         if not self._accepting:  # not run, and it may be: said so, with when to retry
+            if keyed is not None:  # claimed just now for a request that will not run
+                await self._idempotency.release(keyed[0], self._session_of(payload))
             await face.whole(send, 503, not_run("the gateway is shutting down",
                                                 self._session_of(payload)), retry_headers())
             return
