@@ -1,8 +1,8 @@
 """One ``process_inbound`` turn through hookline's framework against Bub 0.6's, in one
 process, with the same trivial plugins on every turn hook (as in ``bench_turn.py``).
 
-Needs Bub installed beside hookline (Bub 0.6 needs Python 3.12; ``spec/run_on_bub.py
---install`` and ``spec/run_bub_plugins.py --install`` make such an environment). Both
+Needs Bub installed beside hookline (Bub 0.6 needs Python 3.12; ``python -m spec.run_on_bub
+--install`` and ``python -m spec.run_bub_plugins --install`` make such an environment). Both
 frameworks run interleaved in one event loop, best of several repeats. Not a test: it
 prints figures.
 

@@ -1,7 +1,7 @@
-"""hookline's conformance suite, shipped in the wheel as ``hookline.spec``.
+"""hookline's conformance suite: the distribution ``hookline-conformance`` (the package
+``hookline_conformance``), also shipped inside hookline's wheel as ``hookline.spec``.
 
-``python -m hookline.spec --adapter module:factory`` runs it (``suite.py`` has the
-options). The modules of this folder import each other by their bare names (the runner
-puts this folder on ``sys.path``), so the folder also works copied alone or run from a
-checkout as ``python spec/runner.py``.
+``python -m hookline_conformance --adapter module:factory`` runs it (``suite.py`` has the
+options). Its modules import each other relatively, so the one source folder serves under
+both names, and as ``python -m spec`` from a checkout.
 """

@@ -1,10 +1,6 @@
-"""``python -m hookline.spec``: the conformance runner of the installed suite."""
+"""``python -m hookline_conformance`` (``python -m spec`` in a checkout, ``python -m
+hookline.spec`` with hookline): the conformance runner."""
 
-import sys
-from pathlib import Path
+from .suite import main
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import suite  # found through the line above, as the runner finds its modules
-
-raise SystemExit(suite.main(prog="python -m hookline.spec"))
+raise SystemExit(main(prog=f"python -m {__package__}"))

@@ -24,7 +24,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import bub_values
 import republic
 from bub.channels.admission import TurnSnapshot
 from bub.channels.base import Channel
@@ -37,8 +36,10 @@ from bub.hooks import hookimpl
 from bub.model_selection import ModelOptions
 from bub.prompt import to_content
 from bub.streaming import AsyncStreamEvents, StreamEvent
-from hookline_adapter import _environment_class, _named, _Sidecar
 from loguru import logger
+
+from . import bub_values
+from .hookline_adapter import _environment_class, _named, _Sidecar
 
 WORKSPACE = "/spec-workspace"
 """The workspace of every framework under test (it need not exist)."""
@@ -88,6 +89,7 @@ _CONFIG_DIR = tempfile.TemporaryDirectory(prefix="spec-bub-config-")
 
 class BubAdapter:
     name = "bub"
+    protocol = 1
 
     @staticmethod
     def supports(requirement: str) -> bool:

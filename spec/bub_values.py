@@ -60,7 +60,8 @@ _SPEC_CHANNEL: list[type] = []
 
 def _spec_channel_class() -> type:
     from bub.channels.base import Channel
-    from hookline_adapter import _channel_class  # kernel-neutral: imports nothing
+
+    from .hookline_adapter import _channel_class  # kernel-neutral: imports nothing
 
     if not _SPEC_CHANNEL:
         _SPEC_CHANNEL.append(_channel_class(Channel))

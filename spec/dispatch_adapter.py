@@ -6,12 +6,14 @@ own markers and under its own project name, the hooks the fixtures of
 ``fixtures/dispatch`` use, with the agent contract's parameters, and dispatches
 ``notify_error`` as the isolated observer call ``notify("on_error", ...)``.
 
-    python spec/runner.py --adapter dispatch_adapter:DispatchAdapter fixtures/dispatch/*.toml
+    python -m hookline_conformance --area dispatch \
+        --adapter hookline_conformance.dispatch_adapter:DispatchAdapter
 
 It imports nothing but the standard library and the core, so a vendored core runs the
-suite with seven files of this folder and the dispatch fixtures: ``runner.py``,
-``suite.py`` (its command line), ``fixture_values.py``, ``fixture_plugins.py``,
-``framework_steps.py`` and ``logmatch.py`` (the runner imports them) and this one.
+suite with nine files of this folder and the dispatch fixtures: ``__init__.py``,
+``__main__.py``, ``runner.py``, ``suite.py`` (its command line), ``fixture_values.py``,
+``fixture_plugins.py``, ``framework_steps.py`` and ``logmatch.py`` (the runner imports
+them) and this one.
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ def declare_hooks(core: types.ModuleType) -> type:
 
 class DispatchAdapter:
     name = "dispatch-core"
+    protocol = 1
 
     def __init__(self, core: types.ModuleType | str = "hookline.kernel._dispatch") -> None:
         self.core = importlib.import_module(core) if isinstance(core, str) else core

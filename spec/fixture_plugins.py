@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fixture_values import decode, describe
-from framework_steps import SELF_KEY, FixtureError, Tags, assign, make_exception
+from .fixture_values import decode, describe
+from .framework_steps import SELF_KEY, FixtureError, Tags, assign, make_exception
 
 Mark = Callable[[Callable[..., Any], dict[str, Any]], Callable[..., Any]]
 """The adapter's ``mark``: applies the kernel's implementation marker with options."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from framework_steps import FixtureError, Tags, make_exception
+from .framework_steps import FixtureError, Tags, make_exception
 
 
 def decode(value: Any, tags: Tags | None = None, args: dict[str, Any] | None = None) -> Any:

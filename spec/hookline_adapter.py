@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dispatch_adapter import DispatchKernel  # beside this file, on the runner's path
+from .dispatch_adapter import DispatchKernel
 
 WORKSPACE = "/spec-workspace"
 """The workspace of every framework under test (it need not exist)."""
@@ -46,6 +46,7 @@ def _forget_bub_tools() -> None:
 
 class HooklineAdapter:
     name = "hookline"
+    protocol = 1
 
     def __init__(self, kernel: types.ModuleType | str = "hookline.kernel") -> None:
         self.kernel = importlib.import_module(kernel) if isinstance(kernel, str) else kernel

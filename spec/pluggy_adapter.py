@@ -8,7 +8,7 @@ the warning the contract names) on the sync ones, ``notify_error`` as isolated
 ``on_error`` observers. It offers no framework, so framework fixtures are skipped.
 ``pluggy_expected.toml`` lists the fixtures pluggy fails, and why.
 
-    python spec/runner.py --adapter pluggy_adapter:PluggyAdapter \\
+    python -m spec --adapter pluggy_adapter:PluggyAdapter \\
         --expected spec/pluggy_expected.toml
 """
 

@@ -8,7 +8,7 @@ of its own, with a fresh home folder (``HOME``, so Bub's ``~/.bub``, and
 (``HOOKLINE_MODEL=scripted:<file>``), so nothing leaves the machine. The checks, and what
 each proves, are in ``bub_plugin_checks.py``.
 
-    python spec/run_bub_plugins.py [--install] [-q] [CHECK ...]
+    python -m spec.run_bub_plugins [--install] [-q] [CHECK ...]
 
 Exit status 0 only when every check passed.
 """
@@ -26,11 +26,9 @@ import time
 import traceback
 from pathlib import Path
 
-SPEC_DIR = Path(__file__).resolve().parent
-if str(SPEC_DIR) not in sys.path:  # bub_plugin_checks sits beside this file
-    sys.path.insert(0, str(SPEC_DIR))
+from .bub_plugin_checks import CHECK_FUNCTIONS
 
-from bub_plugin_checks import CHECK_FUNCTIONS  # noqa: E402
+SPEC_DIR = Path(__file__).resolve().parent
 
 ROOT = SPEC_DIR.parent
 BUB = ("bub[app]==0.6.0a3", "pluggy==1.6.0")

@@ -26,7 +26,7 @@ instead of failing the step on them, so the fixture's own rules are still checke
 Exit status 0 only when nothing is unexpected and every documented difference that
 applies fails as documented.
 
-    python spec/run_on_bub.py [--install] [-v | -q] [FIXTURE ...]
+    python -m spec.run_on_bub [--install] [-v | -q] [FIXTURE ...]
 """
 
 from __future__ import annotations
@@ -143,8 +143,7 @@ def _play(path: Path, adapter: Any) -> tuple[str | None, str | None]:
 
     Only text leaves this function, so nothing keeps the fixture's objects alive after it.
     """
-    import bub_adapter
-    import runner
+    from . import bub_adapter, runner
 
     try:
         runner.run_sync(path, adapter)
@@ -156,8 +155,7 @@ def _play(path: Path, adapter: Any) -> tuple[str | None, str | None]:
 
 
 def classify(path: Path, adapter: Any, expected: dict[str, Any], workdir: Path) -> Outcome:
-    import bub_adapter
-    import runner
+    from . import bub_adapter, runner
 
     name = path.relative_to(SPEC_DIR / "fixtures").as_posix()
     data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -262,7 +260,7 @@ def _print_table(outcomes: list[Outcome], kinds: tuple[str, ...]) -> None:
 def _stale_entries(expected: dict[str, Any], outcomes: list[Outcome]) -> list[Outcome]:
     """Entries of bub_expected.toml naming no fixture of a difference rule (when every
     fixture ran): an expectation nothing checks any more."""
-    import runner
+    from . import runner
 
     fixtures = SPEC_DIR / "fixtures"
     differences = {p.relative_to(fixtures).as_posix() for p in runner.fixture_paths()
@@ -291,9 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"run_on_bub: the reference is {' and '.join(REQUIREMENTS)}; found "
               f"{', '.join(wrong)} (run with --install)", file=sys.stderr)
         return 2
-    sys.path.insert(0, str(SPEC_DIR))
-    import bub_adapter
-    import runner
+    from . import bub_adapter, runner
 
     expected = tomllib.loads(EXPECTED_FILE.read_text(encoding="utf-8"))["fixtures"]
     paths = [p.resolve() for p in args.fixtures] or runner.fixture_paths()

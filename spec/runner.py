@@ -12,7 +12,7 @@ scope, the collectors and the interception hooks. The plugins are built by
 
 Usage from the command line (the options are in ``suite.py``)::
 
-    python spec/runner.py --adapter package.module:factory [--backend trio] [FIXTURE ...]
+    python -m spec --adapter package.module:factory [--backend trio] [FIXTURE ...]
 """
 
 from __future__ import annotations
@@ -25,24 +25,21 @@ import json
 import logging
 import pprint
 import re
-import sys
 import tomllib
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-SPEC_DIR = Path(__file__).resolve().parent
-if str(SPEC_DIR) not in sys.path:  # the modules imported below sit beside this file
-    sys.path.insert(0, str(SPEC_DIR))
+from .fixture_plugins import Transcript, build_plugin
+from .fixture_values import decode, describe, includes, same
+from .framework_steps import ACTIONS as FRAMEWORK_ACTIONS
+from .framework_steps import FixtureError, Scope, Tags, run_action
+from .logmatch import all_match  # log lines matched on their fields
 
-from fixture_plugins import Transcript, build_plugin  # noqa: E402
-from fixture_values import decode, describe, includes, same  # noqa: E402
-from framework_steps import ACTIONS as FRAMEWORK_ACTIONS  # noqa: E402
-from framework_steps import FixtureError, Scope, Tags, run_action  # noqa: E402
-from logmatch import all_match  # noqa: E402  (log lines matched on their fields)
+SPEC_DIR = Path(__file__).resolve().parent
 
 FIXTURE_DIR = SPEC_DIR / "fixtures"
 RULES_FILE = SPEC_DIR / "rules.toml"
@@ -105,6 +102,8 @@ class Adapter(Protocol):
     """
 
     name: str
+    protocol: int
+    """The adapter protocol it was written for (this runner speaks 1): required."""
 
     def mark(self, function: Callable[..., Any], options: dict[str, Any]) -> Callable[..., Any]:
         """Apply the kernel's implementation marker with these options and return it."""
@@ -411,13 +410,3 @@ def adapter_from(factory: Any) -> Adapter:
         return cast(Adapter, factory())
     return cast(Adapter, factory)
 
-
-def main(argv: Iterable[str] | None = None) -> int:
-    """The command line (``suite.py``: options, outcomes, reports, exit status)."""
-    from suite import main as suite_main
-
-    return suite_main(argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -21,7 +21,7 @@ loaded or speaks a newer protocol, ``--backend trio`` without trio). The reports
 for are written in every case, a usage error included. Python warnings raised while
 fixtures run are recorded, never printed.
 
-    python spec/runner.py --adapter my_adapter:make --expected my_expected.toml \\
+    python -m spec --adapter my_adapter:make --expected my_expected.toml \\
         --junit-xml suite.xml --json suite.json
 """
 
@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
-import runner
+from . import runner
 
 SUITE_VERSION = "0.1.0"
 """The suite's release: fixtures, rules and runner move together (hookline's version)."""
@@ -130,16 +130,15 @@ def load_expected(path: Path | None) -> dict[str, dict[str, Any]]:
 
 def load_adapter(spec: str) -> runner.Adapter:
     """The adapter `spec` names: `path/to/file.py:factory` (that very file, whatever its
-    name) or `module:factory` (imported; refused when the suite ships a module of that
-    name and another one is on the path: the file form says which). Anything it raises
-    while loading is a usage error."""
+    name) or `module:factory` (imported). The suite's own modules live in its package, so
+    neither form can pick one of them by mistake. Anything raised while loading, and an
+    adapter that does not say which protocol it speaks, is a usage error."""
     source, _, attr = spec.rpartition(":") if spec.count(":") else (spec, "", "")
     source = source or spec
     try:
         if source.endswith(".py"):
             module = _module_from_file(Path(source))
         else:
-            _refuse_shadowed(source)
             module = importlib.import_module(source)
         adapter = runner.adapter_from(getattr(module, attr or "adapter"))
     except UsageError:
@@ -147,7 +146,10 @@ def load_adapter(spec: str) -> runner.Adapter:
     except Exception as exc:
         raise UsageError(f"cannot load the adapter {spec!r}: {type(exc).__name__}: "
                          f"{exc}") from None
-    protocol = getattr(adapter, "protocol", ADAPTER_PROTOCOL)
+    protocol = getattr(adapter, "protocol", None)
+    if not isinstance(protocol, int):
+        raise UsageError(f"the adapter {spec!r} does not say which adapter protocol it "
+                         f"speaks: give it a class attribute protocol = {ADAPTER_PROTOCOL}")
     if protocol > ADAPTER_PROTOCOL:
         raise UsageError(f"the adapter {spec!r} speaks protocol {protocol}; this runner "
                          f"({SUITE_VERSION}) speaks {ADAPTER_PROTOCOL}: upgrade the suite")
@@ -164,25 +166,9 @@ def _module_from_file(path: Path) -> Any:
         raise UsageError(f"cannot load the adapter file {path}")
     module = importlib.util.module_from_spec(found)
     sys.modules[name] = module
-    sys.path.insert(1, str(path.resolve().parent))  # its own helper modules, after spec/
+    sys.path.insert(0, str(path.resolve().parent))  # its own helper modules
     found.loader.exec_module(module)
     return module
-
-
-def _refuse_shadowed(name: str) -> None:
-    """A module of the suite's folder and another of the same name on the path: the
-    suite's would win silently, so say so."""
-    top = name.split(".")[0]
-    if not (runner.SPEC_DIR / f"{top}.py").is_file():
-        return
-    folders = [Path.cwd(), *(Path(entry or ".") for entry in sys.path)]
-    others = [folder / f"{top}.py" for folder in folders
-              if folder.resolve() != runner.SPEC_DIR.resolve()]
-    other = next((path for path in others if path.is_file()), None)
-    if other is not None:
-        raise UsageError(f"--adapter {name}:... is ambiguous: the suite ships a module "
-                         f"named {top!r} and {other} is another; name your adapter by its "
-                         f"file: --adapter {other}:FACTORY")
 
 
 def check_backend(backend: str) -> None:
@@ -325,8 +311,9 @@ def write_expected(path: Path, outcomes: list[Outcome],
 def _parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog, description="Play the conformance fixtures against a kernel.")
-    parser.add_argument("--adapter", default="hookline_adapter:HooklineAdapter",
-                        help="module:factory or path/to/file.py:factory returning the adapter")
+    parser.add_argument("--adapter", default=f"{__package__}.hookline_adapter:HooklineAdapter",
+                        help="module:factory or path/to/file.py:factory returning the "
+                             "adapter (hookline's, which needs hookline installed)")
     parser.add_argument("--backend", default="asyncio", choices=["asyncio", "trio"])
     parser.add_argument("--expected", type=Path, default=None,
                         help="the adapter's expected-failures file (TOML)")
@@ -348,7 +335,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Iterable[str] | None = None, prog: str = "runner.py") -> int:
+def main(argv: Iterable[str] | None = None, prog: str = "hookline_conformance") -> int:
     """Run the command line ``argv``; ``prog`` is how the usage line names the command."""
     args = _parser(prog).parse_args(list(argv) if argv is not None else None)
     try:
@@ -397,3 +384,8 @@ def main(argv: Iterable[str] | None = None, prog: str = "runner.py") -> int:
     if counts["error"]:
         return 2
     return 1 if counts["fail"] or counts["timeout"] else 0
+
+
+def console() -> int:
+    """The ``hookline-conformance`` console script."""
+    return main(prog="hookline-conformance")

@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import spec_support  # noqa: F401  (puts spec/ on sys.path before any test module imports runner)
 
 
 @pytest.fixture(params=["asyncio", "trio"])

@@ -8,9 +8,9 @@ import warnings
 from pathlib import Path
 
 import pytest
-import run_on_bub
-import runner
 import spec_support
+
+from hookline.spec import run_on_bub, runner
 
 DIFFERENCE = "reference.difference."
 DOCS_PAGE = spec_support.ROOT / "docs" / "differences.md"

@@ -115,7 +115,8 @@ def test_wheel_in_a_fresh_venv_beside_an_unrelated_project(tmp_path: Path) -> No
     assert out.startswith("Success: no issues found in 1 source file"), out
 
     junit = tmp_path / "suite.xml"
-    out = _run(python, "-m", "hookline.spec", "-q", "--adapter", "pluggy_adapter:PluggyAdapter",
+    out = _run(python, "-m", "hookline.spec", "-q", "--adapter",
+                "hookline.spec.pluggy_adapter:PluggyAdapter",
                "--expected", "pluggy_expected.toml", "--junit-xml", junit, cwd=project, env=env)
     dispatch = len(list((ROOT / "spec" / "fixtures" / "dispatch").glob("*.toml")))
     assert out.splitlines()[-1].startswith(

@@ -186,18 +186,20 @@ def test_import_kernel_loads_no_third_party_module() -> None:
     assert out.stdout.strip() == ""
 
 
-KERNEL_SUITE_FILES = ("runner.py", "suite.py", "fixture_values.py", "fixture_plugins.py",
-                      "framework_steps.py", "logmatch.py", "dispatch_adapter.py",
-                      "hookline_adapter.py", "fixtures")
+KERNEL_SUITE_FILES = ("__init__.py", "__main__.py", "runner.py", "suite.py",
+                      "fixture_values.py", "fixture_plugins.py", "framework_steps.py",
+                      "logmatch.py", "dispatch_adapter.py", "hookline_adapter.py", "fixtures")
 """What docs/vendoring.md says to copy of spec/ to run the suite on a copy of kernel/."""
-CORE_SUITE_FILES = ("runner.py", "suite.py", "fixture_values.py", "fixture_plugins.py",
-                    "framework_steps.py", "logmatch.py", "dispatch_adapter.py",
-                    "fixtures/dispatch")
+CORE_SUITE_FILES = ("__init__.py", "__main__.py", "runner.py", "suite.py",
+                    "fixture_values.py", "fixture_plugins.py", "framework_steps.py",
+                    "logmatch.py", "dispatch_adapter.py", "fixtures/dispatch")
 """What docs/vendoring.md says to copy of spec/ to run the suite on a copy of the core."""
 
 
-def _copy_suite(target: Path, files: tuple[str, ...]) -> Path:
-    """Only ``files`` of spec/ in ``target``: the run proves nothing else is needed."""
+def _copy_suite(folder: Path, files: tuple[str, ...]) -> Path:
+    """Only ``files`` of spec/ in the package ``<folder>/conformance``: the run proves
+    nothing else is needed; ``folder`` goes on the path."""
+    target = folder / "conformance"
     for name in files:
         source = SPEC_DIR / name
         (target / name).parent.mkdir(parents=True, exist_ok=True)
@@ -205,7 +207,7 @@ def _copy_suite(target: Path, files: tuple[str, ...]) -> Path:
             shutil.copytree(source, target / name)
         else:
             shutil.copy(source, target / name)
-    return target
+    return folder
 
 
 def test_vendoring_page_lists_the_suite_files() -> None:
@@ -228,8 +230,8 @@ import sys
 sys.modules['hookline'] = None  # any import of hookline now fails
 sys.path[:0] = [{str(tmp_path)!r}, {str(suite)!r}]
 import acme_vendor.pluginkernel as kernel
-import runner
-from hookline_adapter import HooklineAdapter
+from conformance import runner
+from conformance.hookline_adapter import HooklineAdapter
 adapter = HooklineAdapter(kernel)
 paths = runner.fixture_paths()
 for backend in ('asyncio', 'trio'):
@@ -255,14 +257,14 @@ def test_vendored_copy_without_republic_skips_the_media_fixtures(tmp_path: Path)
     shutil.copytree(KERNEL_DIR, package / "pluginkernel",
                     ignore=shutil.ignore_patterns("__pycache__"))
     (suite / "acme_adapter.py").write_text(
-        "from hookline_adapter import HooklineAdapter\n\n\n"
+        "from conformance.hookline_adapter import HooklineAdapter\n\n\n"
         "def make():\n    return HooklineAdapter('acme_vendor.pluginkernel')\n")
     code = f"""
 import sys
 sys.modules.update(hookline=None, republic=None)  # neither can be imported now
 sys.path[:0] = [{str(tmp_path)!r}, {str(suite)!r}]
-import runner
-raise SystemExit(runner.main(['--adapter', 'acme_adapter:make']))
+from conformance.suite import main
+raise SystemExit(main(['--adapter', 'acme_adapter:make']))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -296,8 +298,9 @@ import sys
 sys.modules['hookline'] = None  # any import of hookline now fails
 sys.path[:0] = [{str(tmp_path)!r}, {str(suite)!r}]
 import acme.hookcore as core
-import runner
-from dispatch_adapter import DispatchAdapter
+from conformance import dispatch_adapter, runner
+from conformance.dispatch_adapter import DispatchAdapter
+from conformance.suite import main
 assert runner.__file__.startswith({str(suite)!r})
 adapter = DispatchAdapter(core)
 paths = runner.fixture_paths(runner.FIXTURE_DIR / 'dispatch')
@@ -305,10 +308,10 @@ for backend in ('asyncio', 'trio'):
     for path in paths:
         runner.run_sync(path, adapter, backend)
 assert core.Registry.__module__ == 'acme.hookcore.registry'
-import contextlib, io, dispatch_adapter
+import contextlib, io
 dispatch_adapter.make_copy = lambda: DispatchAdapter(core)
 with contextlib.redirect_stdout(io.StringIO()) as shown:
-    status = runner.main(['--adapter', 'dispatch_adapter:make_copy'])
+    status = main(['--adapter', 'conformance.dispatch_adapter:make_copy'])
 assert status == 0 and ' 0 failed' in shown.getvalue(), shown.getvalue()
 assert sys.modules['hookline'] is None
 assert not [m for m in sys.modules if m.startswith('hookline.')]

@@ -235,6 +235,10 @@ args = sys.argv[1:]
 if args[0] == "-c":
     sys.argv = ["-c", *args[2:]]
     exec(compile(args[1], "<string>", "exec"), {"__name__": "__main__"})
+elif args[0] == "-m":
+    sys.argv = [args[1], *args[2:]]
+    sys.path.insert(0, "")
+    runpy.run_module(args[1], run_name="__main__", alter_sys=True)
 else:
     sys.argv = args
     runpy.run_path(args[0], run_name="__main__")

@@ -22,16 +22,16 @@ def run_suite(*args: str | Path, cwd: Path, blocked: tuple[str, ...] = (),
               pythonpath: Path | None = None) -> subprocess.CompletedProcess[str]:
     """The runner in a fresh process where hookline, and ``blocked``, cannot be imported
     (``pythonpath``: a folder of the test's own adapters)."""
-    path = [str(SPEC_DIR), *([str(pythonpath)] if pythonpath else [])]
+    path = [str(SPEC_DIR.parent), *([str(pythonpath)] if pythonpath else [])]
     code = (f"import sys; sys.modules.update(dict.fromkeys({('hookline', *blocked)!r}))\n"
             f"sys.path[:0] = {path!r}\n"
-            "import runner; raise SystemExit(runner.main(sys.argv[1:]))")
+            "from spec.suite import main; raise SystemExit(main(sys.argv[1:]))")
     return subprocess.run([sys.executable, "-c", code, *map(str, args)], cwd=cwd,
                           capture_output=True, text=True)
 
 
 def test_pluggy_passes_with_its_expected_failures_and_writes_reports(tmp_path: Path) -> None:
-    out = run_suite("--adapter", "pluggy_adapter:PluggyAdapter", "--expected", EXPECTED,
+    out = run_suite("--adapter", "spec.pluggy_adapter:PluggyAdapter", "--expected", EXPECTED,
                     "--junit-xml", tmp_path / "suite.xml", "--json", tmp_path / "suite.json",
                     cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -56,7 +56,7 @@ def test_pluggy_passes_with_its_expected_failures_and_writes_reports(tmp_path: P
 
 
 def test_without_the_file_failures_name_their_rules(tmp_path: Path) -> None:
-    out = run_suite("--adapter", "pluggy_adapter:PluggyAdapter", "-q",
+    out = run_suite("--adapter", "spec.pluggy_adapter:PluggyAdapter", "-q",
                     SPEC_DIR / "fixtures" / "dispatch", cwd=tmp_path)
     assert out.returncode == 1
     assert ("FAIL dispatch/args-kwonly-required-passed.toml "
@@ -69,7 +69,7 @@ def test_an_expected_failure_that_passes_fails(tmp_path: Path) -> None:
     expected = tmp_path / "expected.toml"
     expected.write_text('[fixtures."dispatch/order-markers.toml"]\n'
                         'fails_with = ["x"]\nwhy = "believed broken"\n')
-    out = run_suite("--adapter", "pluggy_adapter:PluggyAdapter", "--expected", expected,
+    out = run_suite("--adapter", "spec.pluggy_adapter:PluggyAdapter", "--expected", expected,
                     SPEC_DIR / "fixtures" / "dispatch" / "order-markers.toml", cwd=tmp_path)
     assert out.returncode == 1
     assert ("FAIL dispatch/order-markers.toml [dispatch.order.markers, "
@@ -121,7 +121,7 @@ def test_the_ci_walkthrough_of_the_conformance_page_runs(tmp_path: Path) -> None
 def test_trio_without_trio_is_a_usage_error(tmp_path: Path) -> None:
     """``--backend trio`` where trio cannot be imported: one line and status 2, before any
     fixture runs, rather than the event loop library's traceback."""
-    out = run_suite("--backend", "trio", "--adapter", "pluggy_adapter:PluggyAdapter",
+    out = run_suite("--backend", "trio", "--adapter", "spec.pluggy_adapter:PluggyAdapter",
                     SPEC_DIR / "fixtures" / "dispatch", cwd=tmp_path, blocked=("trio",))
     assert (out.returncode, out.stdout) == (2, ""), out.stderr
     assert out.stderr.startswith("error: --backend trio needs anyio and trio (pip install "
@@ -132,7 +132,7 @@ def test_trio_without_trio_is_a_usage_error(tmp_path: Path) -> None:
 LEAKY_ADAPTER = '''
 import inspect
 
-from pluggy_adapter import PluggyAdapter, PluggyKernel
+from spec.pluggy_adapter import PluggyAdapter, PluggyKernel
 
 
 class LeakyKernel(PluggyKernel):
@@ -184,7 +184,7 @@ def test_the_installed_command_names_itself_in_its_usage(tmp_path: Path) -> None
 
 def test_the_suite_is_versioned_with_hookline() -> None:
     """Suite N ships in hookline N: its reports name a release users can install."""
-    import suite  # on the path once spec_support is imported
+    from hookline.spec import suite
 
     pyproject = tomllib.loads((SPEC_DIR.parent / "pyproject.toml").read_text(encoding="utf-8"))
     assert pyproject["project"]["version"] == suite.SUITE_VERSION
@@ -193,18 +193,28 @@ def test_the_suite_is_versioned_with_hookline() -> None:
 ADAPTERS = Path(__file__).parent / "conformance_adapters"
 
 
-def test_an_adapter_named_like_a_module_of_the_suite_is_loaded_by_its_path(
-        tmp_path: Path) -> None:
-    """The user's own pluggy_adapter.py: by module name it would lose to the suite's, which
-    the runner refuses to do silently; by its path it is the one that runs."""
+def test_an_adapter_named_like_a_module_of_the_suite_is_the_users(tmp_path: Path) -> None:
+    """The user's own pluggy_adapter.py, named as the suite's shipped one: the suite's
+    modules live in its package, so by module name and by path the user's is what runs."""
     own = tmp_path / "pluggy_adapter.py"
     own.write_text((ADAPTERS / "named_like_the_suites.py").read_text())
-    by_name = run_suite("--adapter", "pluggy_adapter:make", "dispatch", cwd=tmp_path)
-    assert by_name.returncode == 2
-    assert "is ambiguous: the suite ships a module named 'pluggy_adapter'" in by_name.stderr
+    by_name = run_suite("--adapter", "pluggy_adapter:make", "dispatch/order-markers.toml",
+                        cwd=tmp_path)
+    assert "adapter mine-not-the-suites" in by_name.stdout, by_name.stdout + by_name.stderr
     by_path = run_suite("--adapter", f"{own}:make", "dispatch/order-markers.toml",
                         cwd=tmp_path)
     assert "adapter mine-not-the-suites" in by_path.stdout, by_path.stdout + by_path.stderr
+
+
+def test_an_adapter_must_say_which_protocol_it_speaks(tmp_path: Path) -> None:
+    (tmp_path / "silent.py").write_text(
+        "from spec.pluggy_adapter import PluggyAdapter\n\n\n"
+        "class Silent(PluggyAdapter):\n    protocol = None\n")
+    out = run_suite("--adapter", "silent:Silent", "--json", tmp_path / "r.json", cwd=tmp_path)
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr == ("error: the adapter 'silent:Silent' does not say which adapter "
+                          "protocol it speaks: give it a class attribute protocol = 1\n")
+    assert "protocol" in json.loads((tmp_path / "r.json").read_text())["error"]
 
 
 def test_harness_failures_are_errors_with_status_2_and_reports(tmp_path: Path) -> None:
@@ -245,14 +255,14 @@ def test_a_hanging_fixture_is_a_timeout_and_the_suite_goes_on(tmp_path: Path) ->
 def test_fixtures_are_chosen_by_area_rule_and_name(tmp_path: Path) -> None:
     markers = sum("dispatch.order.markers" in tomllib.loads(path.read_text()).get("rules", [])
                   for path in (SPEC_DIR / "fixtures").rglob("*.toml"))
-    by_rule = run_suite("--adapter", "pluggy_adapter:PluggyAdapter", "--rule",
+    by_rule = run_suite("--adapter", "spec.pluggy_adapter:PluggyAdapter", "--rule",
                         "dispatch.order.markers", cwd=tmp_path)
     assert markers > 1
     assert by_rule.stdout.splitlines()[-1].startswith(f"{markers} passed, 0 failed, 0 skipped")
-    by_prefix = run_suite("--adapter", "pluggy_adapter:PluggyAdapter", "--rule",
+    by_prefix = run_suite("--adapter", "spec.pluggy_adapter:PluggyAdapter", "--rule",
                           "dispatch.order.", "-q", cwd=tmp_path)
     assert by_prefix.returncode == 0 and " 0 failed" in by_prefix.stdout
-    by_area = run_suite("--adapter", "pluggy_adapter:PluggyAdapter", "--area", "dispatch",
+    by_area = run_suite("--adapter", "spec.pluggy_adapter:PluggyAdapter", "--area", "dispatch",
                         "--expected", EXPECTED, "-q", cwd=tmp_path)
     assert by_area.stdout.splitlines()[-1].startswith(f"{DISPATCH - 9} passed, 0 failed, "
                                                       f"0 skipped, 9 failed as expected")
@@ -262,14 +272,14 @@ def test_fixtures_are_chosen_by_area_rule_and_name(tmp_path: Path) -> None:
 
 def test_write_expected_writes_what_fails_and_keeps_the_reasons(tmp_path: Path) -> None:
     written = tmp_path / "mine.toml"
-    out = run_suite("--adapter", "pluggy_adapter:PluggyAdapter", "--area", "dispatch",
+    out = run_suite("--adapter", "spec.pluggy_adapter:PluggyAdapter", "--area", "dispatch",
                     "--expected", EXPECTED, "--write-expected", written, "-q", cwd=tmp_path)
     assert "wrote 9 expected failures to" in out.stdout
     entries = tomllib.loads(written.read_text())["fixtures"]
     shipped = tomllib.loads(EXPECTED.read_text())["fixtures"]
     assert set(entries) == set(shipped)
     assert all(entries[name]["why"] == shipped[name]["why"] for name in entries)
-    again = run_suite("--adapter", "pluggy_adapter:PluggyAdapter", "--area", "dispatch",
+    again = run_suite("--adapter", "spec.pluggy_adapter:PluggyAdapter", "--area", "dispatch",
                       "--expected", written, "-q", cwd=tmp_path)
     assert again.returncode == 0, again.stdout
     assert again.stdout.splitlines()[-1].startswith(f"{DISPATCH - 9} passed, 0 failed, "
@@ -277,7 +287,7 @@ def test_write_expected_writes_what_fails_and_keeps_the_reasons(tmp_path: Path) 
 
 
 def test_a_failure_shows_a_diff_without_memory_addresses() -> None:
-    import runner
+    from hookline.spec import runner
 
     shown = runner.shown_difference({"a": [object()] * 9, "b": 1}, {"a": [], "b": 2})
     assert " at 0x" not in shown and "--- expected" in shown and "+++ actual" in shown

@@ -5,8 +5,9 @@ fails."""
 from __future__ import annotations
 
 import pytest
-from logmatch import all_match, log_matches, parse
 from spec_support import SPEC_DIR  # noqa: F401  (puts spec/ on sys.path)
+
+from hookline.spec.logmatch import all_match, log_matches, parse
 
 EXPECTED = "hook.async_not_supported hook=load_state adapter=kwonly"
 

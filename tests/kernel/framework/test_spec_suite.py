@@ -7,9 +7,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import runner
-import spec_support  # noqa: F401  (puts spec/ on sys.path)
-from hookline_adapter import HooklineAdapter
+
+from hookline.spec import runner, suite
+from hookline.spec.hookline_adapter import HooklineAdapter
 
 FIXTURES = runner.fixture_paths()
 
@@ -133,7 +133,7 @@ def test_the_runner_plays_a_fixture_from_anywhere(
         [steps.expect]
         result = "not s"
     """), encoding="utf-8")
-    assert runner.main([str(fixture)]) == 1
+    assert suite.main([str(fixture)]) == 1
     out = capsys.readouterr().out
     assert (f"FAIL {fixture} [dispatch.first.non-none]: mine.toml step 1 "
             "(call_first_sync resolve_session)") in out, out

@@ -3,7 +3,7 @@ never comes (later ones do)."""
 
 import threading
 
-from pluggy_adapter import PluggyAdapter
+from spec.pluggy_adapter import PluggyAdapter
 
 
 class Crashing(PluggyAdapter):

@@ -1,6 +1,6 @@
 """A user's own adapter that happens to share a name with a module of the suite."""
 
-from pluggy_adapter import PluggyAdapter  # the suite's, beside the runner
+from spec.pluggy_adapter import PluggyAdapter  # the suite's shipped adapter
 
 
 class Mine(PluggyAdapter):
