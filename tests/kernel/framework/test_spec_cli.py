@@ -99,7 +99,7 @@ def test_the_ci_walkthrough_of_the_conformance_page_runs(tmp_path: Path) -> None
     """docs/conformance.md's commands for another kernel's CI, as written (in a venv of
     this test's own), in under ten commands."""
     page = (SPEC_DIR.parent / "docs" / "conformance.md").read_text(encoding="utf-8")
-    section = page[page.index("### Another kernel's CI, step by step"):]
+    section = page[page.index("## Another kernel's CI, step by step"):]
     block = section[section.index("```sh\n") + 6:section.index("\n```", section.index("```sh"))]
     commands = [line for line in block.replace("\\\n", " ").splitlines() if line.strip()]
     assert 0 < len(commands) < 10
