@@ -202,8 +202,14 @@ def test_an_adapter_named_like_a_module_of_the_suite_is_the_users(tmp_path: Path
                         cwd=tmp_path)
     assert "adapter mine-not-the-suites" in by_name.stdout, by_name.stdout + by_name.stderr
     by_path = run_suite("--adapter", f"{own}:make", "dispatch/order-markers.toml",
+                        "--json", tmp_path / "r.json", "--junit-xml", tmp_path / "r.xml",
                         cwd=tmp_path)
-    assert "adapter mine-not-the-suites" in by_path.stdout, by_path.stdout + by_path.stderr
+    assert by_path.returncode == 0, by_path.stdout + by_path.stderr
+    assert "adapter mine-not-the-suites" in by_path.stdout
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["adapter"] == "mine-not-the-suites" and report["counts"]["pass"] == 1
+    suite = ElementTree.parse(tmp_path / "r.xml").getroot()
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("1", "0", "0")
 
 
 def test_an_adapter_must_say_which_protocol_it_speaks(tmp_path: Path) -> None:
@@ -243,13 +249,18 @@ def test_harness_failures_are_errors_with_status_2_and_reports(tmp_path: Path) -
 
 def test_a_hanging_fixture_is_a_timeout_and_the_suite_goes_on(tmp_path: Path) -> None:
     out = run_suite("--adapter", f"{ADAPTERS / 'faulty.py'}:hanging", "--timeout", "1",
-                    "--json", tmp_path / "r.json", "dispatch/order-markers.toml",
-                    "dispatch/order-registration.toml", cwd=tmp_path)
+                    "--json", tmp_path / "r.json", "--junit-xml", tmp_path / "r.xml",
+                    "dispatch/order-markers.toml", "dispatch/order-registration.toml",
+                    cwd=tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr
     assert "TIMEOUT dispatch/order-markers.toml" in out.stdout
     assert "did not end within 1 s (--timeout)" in out.stdout
-    counts = json.loads((tmp_path / "r.json").read_text())["counts"]
-    assert (counts["timeout"], counts["pass"]) == (1, 1), counts
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert (report["counts"]["timeout"], report["counts"]["pass"]) == (1, 1), report
+    suite = ElementTree.parse(tmp_path / "r.xml").getroot()
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("2", "1", "0")
+    failure = suite.find("testcase/failure")
+    assert failure is not None and failure.get("type") == "TIMEOUT"
 
 
 def test_fixtures_are_chosen_by_area_rule_and_name(tmp_path: Path) -> None:
