@@ -183,20 +183,25 @@ class ChatCommands:
             self._say(meter_line(totals.last_input[1], window_of(totals.last_input[0])))
 
     async def compact(self, arguments: str) -> None:
-        compact = getattr(self.framework.registry.get_plugin("builtin"), "compact_session",
-                          None)
-        if compact is None:
+        from hookline.builtins import builtin_services
+
+        builtin = builtin_services(self.framework)
+        if builtin is None:
             raise RuntimeError("compaction is the builtin plugin's, which is not loaded")
         busy = getattr(self.framework.router, "busy_sessions", None)
         if busy is not None and self.session_id in busy():
             raise RuntimeError("a turn is running: /compact once it has answered")
         self._say("compacting: the model summarises this session's context ...")
-        said = await compact(self.session_id, arguments.strip(), self.channel.model)
+        said = await builtin.compact_session(self.session_id, arguments.strip(),
+                                             self.channel.model)
         self._say(compaction_said(self.session_id, said))
 
     def _window_of(self) -> Any:
         """The context window of a model, as the builtin agent assumes it (or None)."""
-        return getattr(self.framework.registry.get_plugin("builtin"), "context_window", None)
+        from hookline.builtins import builtin_services
+
+        builtin = builtin_services(self.framework)
+        return builtin.context_window if builtin is not None else None
 
     def _prices(self) -> Any:
         if self._price_table is None:

@@ -25,13 +25,15 @@ def compact_command(framework: Framework) -> Any:
         import anyio
 
         async def run() -> str:
-            builtin = framework.registry.get_plugin("builtin")
-            compact_session = getattr(builtin, "compact_session", None)
-            if compact_session is None:
+            from hookline.builtins import builtin_services
+
+            builtin = builtin_services(framework)
+            if builtin is None:
                 raise RuntimeError("compaction is the builtin plugin's, which is not loaded")
             async with framework.running():
                 session_id = await choose_session(framework, session, False, False)
-                return compaction_said(session_id, await compact_session(session_id, focus))
+                said = await builtin.compact_session(session_id, focus)
+                return compaction_said(session_id, said)
 
         try:
             typer.echo(anyio.run(run))

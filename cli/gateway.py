@@ -237,20 +237,18 @@ def _force_exit(framework: Any, signum: int, reason: str) -> None:
 
 
 def kill_background_groups(framework: Any) -> None:
-    """SIGKILL the process groups of every `BackgroundProcesses` a plugin exposes (the
-    builtin's lifespan registry), which a forced exit would otherwise leave running."""
+    """SIGKILL the process groups of the builtin plugin's background processes (its
+    lifespan registry), which a forced exit would otherwise leave running."""
     import contextlib
     import os
 
-    from hookline.builtins.host import POSIX, BackgroundProcesses
+    from hookline.builtins import builtin_services
+    from hookline.builtins.host import POSIX
 
-    if not POSIX:
+    builtin = builtin_services(framework)
+    if not POSIX or builtin is None:
         return
-    for _name, plugin in framework.registry.list_name_plugin():
-        processes = getattr(plugin, "processes", None)
-        if not isinstance(processes, BackgroundProcesses):
-            continue
-        for info in processes.list():
-            if info.running:  # not reaped yet, so the group id is still this one's
-                with contextlib.suppress(OSError):
-                    os.killpg(info.pid, signal.SIGKILL)
+    for info in builtin.processes.list():
+        if info.running:  # not reaped yet, so the group id is still this one's
+            with contextlib.suppress(OSError):
+                os.killpg(info.pid, signal.SIGKILL)

@@ -236,16 +236,19 @@ def _check(framework: Framework) -> dict[str, Any]:
 
     import anyio
 
+    from hookline.builtins import builtin_services
+
     show_logs(logging.WARNING, turn_failures=False)
-    builtin = framework.registry.get_plugin("builtin")
-    servers_of = getattr(builtin, "mcp_servers", None)
-    if servers_of is None:
+    builtin = builtin_services(framework)
+    if builtin is None:
         fail(RuntimeError("the builtin plugin is not loaded (HOOKLINE_DISABLE_PLUGINS?): "
                           "nothing would start the MCP servers"))
 
     async def check() -> dict[str, Any]:
         async with framework.running():
-            servers = servers_of()
+            servers = builtin.mcp_servers()
+            if servers is None:  # no [mcp_servers] table: nothing to start
+                return {}
             await servers.prepare(wait=True)
             return {state.config.name: state for state in servers.states()}
 

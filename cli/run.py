@@ -257,8 +257,10 @@ async def _after(framework: Framework, printer: TurnPrinter, session_id: str,
 
 def _window_of(framework: Framework) -> Any:
     """The context window of a model, as the builtin agent assumes it (None without it)."""
-    builtin = framework.registry.get_plugin("builtin")
-    return getattr(builtin, "context_window", None)
+    from hookline.builtins import builtin_services
+
+    builtin = builtin_services(framework)
+    return builtin.context_window if builtin is not None else None
 
 
 def _limit_of(framework: Framework) -> Callable[[str | None], int]:

@@ -20,9 +20,9 @@ from hookline.kernel import ENTRY_POINT_GROUP, Framework
 from hookline.kernel.framework import BUILTIN_NAME
 
 if TYPE_CHECKING:
+    from hookline.builtins import BuiltinServices
     from hookline.builtins.config import Settings
     from hookline.builtins.models import ScriptedModel
-    from hookline.builtins.plugin import BuiltinPlugin
 
 __all__ = ["FrameworkFactory", "Script", "build_framework", "builtin_plugin", "scripted_model",
            "write_script"]
@@ -188,12 +188,12 @@ class FrameworkFactory:
         return framework
 
 
-def builtin_plugin(framework: Framework) -> BuiltinPlugin:
+def builtin_plugin(framework: Framework) -> BuiltinServices:
     """The framework's builtin plugin (registered as `builtin`)."""
-    from hookline.builtins.plugin import BuiltinPlugin
+    from hookline.builtins import builtin_services
 
-    plugin = framework.registry.get_plugin(BUILTIN_NAME)
-    if not isinstance(plugin, BuiltinPlugin):
+    plugin = builtin_services(framework)
+    if plugin is None:
         raise LookupError("this framework has no builtin plugin (built with builtin=False?)")
     return plugin
 
