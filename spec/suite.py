@@ -55,6 +55,9 @@ adapter may say which one it was written for with a ``protocol`` attribute."""
 
 PASSED_UNEXPECTEDLY = "passed, but the expected-failures file says it fails"
 
+WHY_PLACEHOLDER = "TODO: why this fails"
+"""The ``why`` that ``--write-expected`` writes for a new entry, refused until replaced."""
+
 
 class UsageError(Exception):
     """A problem with the command line or its files: exit status 2."""
@@ -125,6 +128,9 @@ def load_expected(path: Path | None) -> dict[str, dict[str, Any]]:
     for name, entry in entries.items():
         if not isinstance(entry.get("fails_with"), list) or not entry.get("why"):
             raise UsageError(f"{path}: [fixtures.{name!r}] needs fails_with = [...] and why")
+        if entry["why"] == WHY_PLACEHOLDER:
+            raise UsageError(f"{path}: [fixtures.{name!r}] still has the placeholder why "
+                             f"{WHY_PLACEHOLDER!r}: say why the fixture fails")
     return dict(entries)
 
 
@@ -301,7 +307,7 @@ def write_expected(path: Path, outcomes: list[Outcome],
         if message.startswith("failed, but not as expected"):
             message = message.split("): ", 1)[-1]
         first = message.splitlines()[0]
-        why = (known.get(outcome.fixture) or {}).get("why") or "TODO: why this fails"
+        why = (known.get(outcome.fixture) or {}).get("why") or WHY_PLACEHOLDER
         lines += [f"[fixtures.{json.dumps(outcome.fixture)}]",
                   f"fails_with = [{json.dumps(first)}]", f"why = {json.dumps(why)}", ""]
     path.write_text("\n".join(lines), encoding="utf-8")

@@ -302,3 +302,14 @@ def test_a_failure_shows_a_diff_without_memory_addresses() -> None:
 
     shown = runner.shown_difference({"a": [object()] * 9, "b": 1}, {"a": [], "b": 2})
     assert " at 0x" not in shown and "--- expected" in shown and "+++ actual" in shown
+
+
+def test_a_written_file_is_refused_until_each_reason_is_given(tmp_path: Path) -> None:
+    written = tmp_path / "new.toml"
+    run_suite("--adapter", "spec.pluggy_adapter:PluggyAdapter", "--area", "dispatch",
+              "--write-expected", written, "-q", cwd=tmp_path)
+    assert 'why = "TODO: why this fails"' in written.read_text()
+    out = run_suite("--adapter", "spec.pluggy_adapter:PluggyAdapter", "--area", "dispatch",
+                    "--expected", written, cwd=tmp_path)
+    assert (out.returncode, out.stdout) == (2, "")
+    assert "still has the placeholder why 'TODO: why this fails'" in out.stderr
