@@ -333,8 +333,7 @@ class CommandAdapter:
         return requirement in self.supported
 
     def mark(self, function: Callable[..., Any], options: dict[str, Any]) -> Callable[..., Any]:
-        """Never used by the runner here (the child marks the plugins it builds)."""
-        function.__spec_markers__ = dict(options)  # type: ignore[attr-defined]
+        """Unused: the child builds and marks the plugins (``remote_plugin``)."""
         return function
 
     def remote_plugin(self, description: dict[str, Any], transcript: Transcript) -> RemotePlugin:
@@ -352,6 +351,7 @@ class CommandAdapter:
             reply = self.request(child, "new_kernel", {})
         if "kernel" not in reply:
             child.stop()
+            self.child = None
             raise CommandError(f"the adapter command `{self.command}` answered new_kernel "
                                f"without a kernel id: {reply!r}")
         return CommandKernel(self, child, reply["kernel"])
