@@ -122,7 +122,12 @@ def _tripwire_property(plugin: str, attr: str, transcript: Transcript) -> proper
 
 
 def build_plugin(data: dict[str, Any], mark: Mark, transcript: Transcript, tags: Tags) -> object:
-    """An instance, class or module carrying the fixture plugin's implementations."""
+    """An instance, class or module carrying the fixture plugin's implementations; for an
+    adapter whose kernel runs elsewhere (``remote_plugin``), what it makes of the
+    description, since the plugin is built where the kernel is."""
+    remote = getattr(transcript.adapter, "remote_plugin", None)
+    if remote is not None:
+        return remote(data, transcript)
     name, form = data["name"], data.get("form", "instance")
     factory = data.get("factory")
     if factory is not None and ("group" not in data or form != "instance"):

@@ -162,6 +162,17 @@ def load_adapter(spec: str) -> runner.Adapter:
     return adapter
 
 
+def load_command_adapter(command: str, timeout: float) -> runner.Adapter:
+    """The adapter for a kernel in a child process (``command_adapter.py``); a child that
+    cannot be started or does not answer hello is a usage error."""
+    from .command_adapter import CommandError, start
+
+    try:
+        return start(command, timeout, SUITE_VERSION)
+    except CommandError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _module_from_file(path: Path) -> Any:
     """The module of an adapter file, under a name of its own (never one of the suite's)."""
     if not path.is_file():
@@ -317,9 +328,13 @@ def write_expected(path: Path, outcomes: list[Outcome],
 def _parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog, description="Play the conformance fixtures against a kernel.")
-    parser.add_argument("--adapter", default=f"{__package__}.hookline_adapter:HooklineAdapter",
+    adapters = parser.add_mutually_exclusive_group()
+    adapters.add_argument("--adapter", default=f"{__package__}.hookline_adapter:HooklineAdapter",
                         help="module:factory or path/to/file.py:factory returning the "
                              "adapter (hookline's, which needs hookline installed)")
+    adapters.add_argument("--adapter-command", default=None, metavar="CMD",
+                          help="a kernel in a child process speaking JSON lines on stdin/"
+                               "stdout (docs/conformance-command.md); kernel fixtures only")
     parser.add_argument("--backend", default="asyncio", choices=["asyncio", "trio"])
     parser.add_argument("--expected", type=Path, default=None,
                         help="the adapter's expected-failures file (TOML)")
@@ -347,16 +362,19 @@ def main(argv: Iterable[str] | None = None, prog: str = "hookline_conformance") 
     try:
         paths = find_fixtures(args.fixtures, args.area, args.rule)
         expected = load_expected(args.expected)
-        adapter = load_adapter(args.adapter)
+        adapter = (load_adapter(args.adapter) if args.adapter_command is None
+                   else load_command_adapter(args.adapter_command, args.timeout))
         check_backend(args.backend)
     except UsageError as error:
         print(f"error: {error}", file=sys.stderr)
         if args.junit_xml is not None:
             write_junit([], args.junit_xml, "adapter", error=str(error))
         if args.json is not None:
-            write_json(args.json, args.adapter, args.backend, {}, [], error=str(error))
+            write_json(args.json, args.adapter_command or args.adapter, args.backend, {}, [],
+                       error=str(error))
         return 2
     outcomes = [play(path, adapter, args.backend, expected, args.timeout) for path in paths]
+    getattr(adapter, "close", lambda: None)()  # a child process, for --adapter-command
     unknown = sorted(set(expected) - {o.fixture for o in outcomes})
     kernel_only = [o for o in outcomes if o.outcome == "skip" and o.message == runner.KERNEL_ONLY]
     for outcome in outcomes:
