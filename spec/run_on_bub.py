@@ -9,7 +9,7 @@ put in one class:
 - ``passed``: a fixture of the reference's rules that Bub passes;
 - ``failed as documented``: a fixture of a ``reference.difference.*`` rule that fails on
   Bub with the failure ``bub_expected.toml`` gives for it (the reason DIFFERENCES.md
-  states);
+  states), on a check filed under a ``reference.difference.*`` rule;
 - ``not applicable``: every checking step asks for something Bub 0.6 does not have
   (``bub_adapter.NOT_APPLICABLE``);
 - ``unexpected``: anything else: a reference fixture that fails, a difference fixture
@@ -138,8 +138,9 @@ def _toml_step(step: dict[str, Any]) -> str:
                                      for key, value in step.items())
 
 
-def _play(path: Path, adapter: Any) -> tuple[str | None, str | None]:
-    """Run one fixture: (its failure, why it is not applicable), None for each that is not.
+def _play(path: Path, adapter: Any) -> tuple[str | None, str | None, str | None]:
+    """Run one fixture: (its failure, the rule of the failing check, why it is not
+    applicable), None for each that is not.
 
     Only text leaves this function, so nothing keeps the fixture's objects alive after it.
     """
@@ -148,10 +149,10 @@ def _play(path: Path, adapter: Any) -> tuple[str | None, str | None]:
     try:
         runner.run_sync(path, adapter)
     except runner.FixtureFailure as exc:
-        return str(exc), None
+        return str(exc), exc.rule, None
     except bub_adapter.NotApplicable as exc:
-        return None, str(exc)
-    return None, None
+        return None, None, str(exc)
+    return None, None, None
 
 
 def classify(path: Path, adapter: Any, expected: dict[str, Any], workdir: Path) -> Outcome:
@@ -168,7 +169,7 @@ def classify(path: Path, adapter: Any, expected: dict[str, Any], workdir: Path) 
     try:
         with shim.catch_warnings(record=True):
             warnings.simplefilter("always")
-            failure, not_applicable = _play(playable, adapter)
+            failure, rule, not_applicable = _play(playable, adapter)
             gc.collect()  # the fixture's own coroutines are reported with it
     finally:
         runner.warnings = warnings  # type: ignore[attr-defined]
@@ -178,14 +179,16 @@ def classify(path: Path, adapter: Any, expected: dict[str, Any], workdir: Path) 
     if unawaited:
         notes.append(f"Bub left {unawaited} skipped coroutine(s) unawaited "
                      f"({COROUTINE_RULE}; not counted against this fixture)")
-    outcome = _judge(name, differences, failure, expected.get(name), notes)
+    outcome = _judge(name, differences, failure, expected.get(name), notes, rule)
     outcome.unawaited = unawaited
     return outcome
 
 
 def _judge(name: str, differences: list[str], failure: str | None, want: dict | None,
-           notes: list[str]) -> Outcome:
-    """The class of a fixture that ran, from its difference rules and its failure."""
+           notes: list[str], rule: str | None = None) -> Outcome:
+    """The class of a fixture that ran, from its difference rules and its failure (and
+    `rule`, the rule of the check that failed: a documented difference fails on a check
+    of its own rule, not on one the reference is meant to pass)."""
     if not differences:
         if failure is None:
             return Outcome(name, "passed", notes=notes)
@@ -203,6 +206,10 @@ def _judge(name: str, differences: list[str], failure: str | None, want: dict | 
         return Outcome(name, "unexpected",
                        f"fails, but not as bub_expected.toml says (missing {missed}): {failure}",
                        notes)
+    if rule is not None and not rule.startswith(DIFFERENCE):
+        return Outcome(name, "unexpected",
+                       f"fails as bub_expected.toml says, but on a check of {rule}, which the "
+                       f"reference is meant to pass: {failure}", notes)
     return Outcome(name, "documented", f"{', '.join(differences)}: {want['why']}", notes)
 
 

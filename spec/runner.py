@@ -126,8 +126,22 @@ KERNEL_ONLY = "a framework fixture, and the adapter has no new_framework() (kern
 """Why a framework fixture is skipped for an adapter of the kernel protocol alone."""
 
 
+EXPECTATIONS = frozenset({
+    "error", "result", "result_includes", "args_after", "calls", "calls_in_any_order",
+    "warnings", "coroutines_closed", "execution", "stored", "plugins", "unknown",
+})
+"""The keys of a step's ``expect``, which its ``rules`` table can file under a rule."""
+
+
 class FixtureFailure(AssertionError):
-    pass
+    """A check that did not hold. ``key`` is the expectation it checked (None: the step
+    itself raised, or an implicit check); ``rule`` the rule id it is filed under, once
+    known (None: the fixture's whole ``rules`` list applies)."""
+
+    def __init__(self, message: str, key: str | None = None, rule: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+        self.rule = rule
 
 
 class _Capture(logging.Handler):
@@ -160,9 +174,39 @@ def _tag(function: Callable[..., Any]) -> list[str]:
     return list(tag) if tag else ["?", getattr(function, "__name__", "?")]
 
 
-def _check(ok: bool, what: str, expected: Any, actual: Any) -> None:
+def _check(key: str | None, ok: bool, what: str, expected: Any, actual: Any) -> None:
+    """Fail the expectation `key` (so the failure can be filed under its rule)."""
     if not ok:
-        raise FixtureFailure(f"{what}:\n{shown_difference(expected, actual)}")
+        raise FixtureFailure(f"{what}:\n{shown_difference(expected, actual)}", key)
+
+
+def check_rule(step: dict[str, Any], key: str | None, rules: list[str]) -> str | None:
+    """The rule a failing check of `step` is filed under: the one its ``rules`` table
+    names for the expectation `key`, else the step's ``rule``, else the fixture's only
+    rule. None when the fixture names several and the step none: then no single rule
+    can be blamed, and the failure names them all."""
+    named = step.get("rules", {}).get(key) if key else None
+    return named or step.get("rule") or (rules[0] if len(rules) == 1 else None)
+
+
+def step_rules(step: dict[str, Any], rules: list[str]) -> set[str]:
+    """Every rule the checks of `step` are filed under."""
+    return {rule for rule in (check_rule(step, None, rules),
+                              *step.get("rules", {}).values()) if rule}
+
+
+def _check_attribution(step: dict[str, Any], rules: list[str]) -> None:
+    """A step may only name rules the fixture lists (what ``--rule`` selects by), and
+    only file expectations a step can have."""
+    named = step.get("rules", {})
+    if not isinstance(named, dict):
+        raise FixtureError("the step's rules must be a table: expectation = rule id")
+    for key, rule in [("rule", step.get("rule")), *named.items()]:
+        if key != "rule" and key not in EXPECTATIONS:
+            raise FixtureError(f"rules.{key}: not an expectation (one of "
+                               f"{', '.join(sorted(EXPECTATIONS))})")
+        if rule is not None and rule not in rules:
+            raise FixtureError(f"{key} = {rule!r} is not one of the fixture's rules")
 
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -190,26 +234,27 @@ def _check_error(expected: dict[str, Any] | None, error: BaseException | None) -
             raise FixtureFailure(f"unexpected {type(error).__name__}: {error}") from error
         return
     if error is None:
-        raise FixtureFailure(f"expected {expected['type']}, nothing was raised")
+        raise FixtureFailure(f"expected {expected['type']}, nothing was raised", "error")
     names = {cls.__name__ for cls in type(error).__mro__}
-    _check(expected["type"] in names, "error type", expected["type"], type(error).__name__)
+    _check("error", expected["type"] in names, "error type", expected["type"],
+           type(error).__name__)
     fragments = expected.get("contains", [])
     for fragment in [fragments] if isinstance(fragments, str) else fragments:
-        _check(fragment in str(error), "error message contains", fragment, str(error))
+        _check("error", fragment in str(error), "error message contains", fragment, str(error))
     if "kind" in expected:
         kind = getattr(error, "kind", None)
         kind = getattr(kind, "value", kind)
-        _check(kind == expected["kind"], "error kind", expected["kind"], kind)
+        _check("error", kind == expected["kind"], "error kind", expected["kind"], kind)
     if "notes" in expected:
         # PEP 678 notes (add_note): each fragment must occur in one of them; [] means none.
         notes = [str(note) for note in getattr(error, "__notes__", None) or []]
         wanted = expected["notes"]
         wanted = [wanted] if isinstance(wanted, str) else wanted
         if not wanted:
-            _check(not notes, "error notes", [], notes)
+            _check("error", not notes, "error notes", [], notes)
         for fragment in wanted:
-            _check(any(fragment in note for note in notes), "error notes contain", fragment,
-                   notes)
+            _check("error", any(fragment in note for note in notes), "error notes contain",
+                   fragment, notes)
 
 
 async def run_fixture(path: Path, adapter: Adapter) -> str | None:
@@ -247,6 +292,10 @@ async def run_fixture(path: Path, adapter: Adapter) -> str | None:
         gc.collect()
         gc.freeze()
     where = ""
+    rules = list(data.get("rules", []))
+    # The step being played, whose rules a failure is filed under; empty for the implicit
+    # registrations and the end of the fixture: set-up shared by all the fixture's rules.
+    current: dict[str, Any] = {}
     implicit = len(plugins) if data.get("register_all", True) else 0
     try:
         for number, step in enumerate(steps, 1 - implicit):
@@ -254,13 +303,21 @@ async def run_fixture(path: Path, adapter: Adapter) -> str | None:
             where = (f"step {number} ({step['action']} "
                      f"{step.get('hook', step.get('plugin', ''))})" if number > 0 else
                      f"registering plugin {step['plugin']!r} (register_all)")
+            current = step if number > 0 else {}
+            if current:
+                _check_attribution(current, rules)
             await _run_step(step, fixture)
-        where = "leaving running() at the end"
+        where, current = "leaving running() at the end", {}
         await fixture.scope.close()
-    except (FixtureFailure, FixtureError) as failure:
+    except FixtureFailure as failure:
+        rule = check_rule(current, failure.key, rules) if current else None
+        raise FixtureFailure(f"{path.name} {where}: {failure}", failure.key, rule) from None
+    except FixtureError as failure:  # the fixture itself is wrong: no rule to blame
         raise FixtureFailure(f"{path.name} {where}: {failure}") from None
     except Exception as exc:
-        raise FixtureFailure(f"{path.name} {where}: raised {type(exc).__name__}: {exc}") from exc
+        rule = check_rule(current, None, rules) if current else None
+        message = f"{path.name} {where}: raised {type(exc).__name__}: {exc}"
+        raise FixtureFailure(message, None, rule) from exc
     finally:
         if fixture.scope.manager is not None:  # a failed fixture: leave quietly
             with suppress(Exception):
@@ -329,6 +386,7 @@ async def _run_step(step: dict[str, Any], fixture: _Fixture) -> None:
     _check_error(expect.get("error"), error)
     if expect.get("error", {}).get("identical"):
         _check(
+            "error",
             any(error is raised for raised in transcript.raised),
             "error is the very exception an implementation raised",
             transcript.raised,
@@ -336,46 +394,48 @@ async def _run_step(step: dict[str, Any], fixture: _Fixture) -> None:
         )
     actual = describe(result, adapter)
     if "result" in expect:
-        _check(same(want := expected("result"), actual), "result", want, actual)
+        _check("result", same(want := expected("result"), actual), "result", want, actual)
     if "result_includes" in expect:
         want = expected("result_includes")
-        _check(includes(want, actual), "result includes", want, actual)
+        _check("result_includes", includes(want, actual), "result includes", want, actual)
     for name, value in expect.get("args_after", {}).items():
         want = describe(decode(value, fixture.tags), adapter)
         got = describe(args.get(name), adapter)
-        _check(same(want, got), f"argument {name} after the step", want, got)
+        _check("args_after", same(want, got), f"argument {name} after the step", want, got)
     if "calls" in expect:
         want = expected("calls")
-        _check(same(want, transcript.calls), "calls", want, transcript.calls)
+        _check("calls", same(want, transcript.calls), "calls", want, transcript.calls)
     if "calls_in_any_order" in expect:
         want = expected("calls_in_any_order")
-        _check(sorted(map(_canonical, want)) == sorted(map(_canonical, transcript.calls)),
+        _check("calls_in_any_order",
+               sorted(map(_canonical, want)) == sorted(map(_canonical, transcript.calls)),
                "calls (in any order)", want, transcript.calls)
     warnings_seen = fixture.capture.messages
     # A framework logs its own failures as it likes: framework actions check warnings
     # only when the fixture gives them; dispatch calls must log nothing unexpected.
     if "warnings" in expect or action not in {*FRAMEWORK_ACTIONS, "register"}:
         want = expect.get("warnings", [])
-        _check(all_match(want, warnings_seen), "warnings", want, warnings_seen)
+        _check("warnings", all_match(want, warnings_seen), "warnings", want, warnings_seen)
     never_awaited = [w for w in python_warnings if "never awaited" in str(w.message)]
-    _check(not never_awaited, "no 'never awaited' warning", [], [str(w.message)
-                                                                  for w in never_awaited])
+    _check(None, not never_awaited, "no 'never awaited' warning", [],
+           [str(w.message) for w in never_awaited])
     if expect.get("coroutines_closed"):
         states = [inspect.getcoroutinestate(c) for c in transcript.coroutines]
-        _check(all(s == inspect.CORO_CLOSED for s in states), "coroutines closed", "CLOSED",
+        _check("coroutines_closed", all(s == inspect.CORO_CLOSED for s in states),
+               "coroutines closed", "CLOSED",
                states)
     for hook, want in expect.get("execution", {}).items():
         got = [_tag(f) for f in kernel.execution_order(hook)]
-        _check(got == want, f"execution order of {hook}", want, got)
+        _check("execution", got == want, f"execution order of {hook}", want, got)
     for hook, want in expect.get("stored", {}).items():
         got = [_tag(f) for f in kernel.stored_order(hook)]
-        _check(got == want, f"stored order of {hook}", want, got)
+        _check("stored", got == want, f"stored order of {hook}", want, got)
     if "plugins" in expect:
-        _check(kernel.plugin_names() == expect["plugins"], "registered plugins",
+        _check("plugins", kernel.plugin_names() == expect["plugins"], "registered plugins",
                expect["plugins"], kernel.plugin_names())
     if "unknown" in expect:
         got = kernel.unknown_hooks()
-        _check(got == expect["unknown"], "unknown hooks", expect["unknown"], got)
+        _check("unknown", got == expect["unknown"], "unknown hooks", expect["unknown"], got)
 
 
 # -- discovery and command line --------------------------------------------------------------

@@ -7,8 +7,9 @@ Every fixture ends with one outcome:
   or it is a framework fixture and the adapter offers only the kernel protocol;
 - ``XFAIL`` (failed as expected): the adapter's expected-failures file lists it, and
   its failure message contains every fragment the entry gives;
-- ``FAIL`` with the fixture's rule ids: anything else, including an expected failure
-  that passed or failed for another reason;
+- ``FAIL`` with the rule id of the check that failed (the fixture's rule ids when no
+  one check's rule is known): anything else, including an expected failure that passed
+  or failed for another reason;
 - ``TIMEOUT``: the fixture did not end within ``--timeout`` seconds (it is left running
   in its thread, and the suite goes on);
 - ``ERROR``: the adapter raised outside a checked step (making the kernel or a plugin):
@@ -72,6 +73,14 @@ class Outcome:
     message: str = ""
     why: str = ""
     warnings: list[str] = field(default_factory=list)
+    failed_rule: str | None = None
+    """For ``fail`` and ``xfail``: the rule of the check that failed (None when the
+    failure is not one check's: set-up, or a fixture that does not say)."""
+
+    @property
+    def named_rules(self) -> list[str]:
+        """The rules a report line names: the failed check's, else the fixture's."""
+        return [self.failed_rule] if self.failed_rule else self.rules
 
 
 def find_fixtures(paths: list[Path], areas: Sequence[str] = (),
@@ -240,10 +249,10 @@ def _classify(name: str, rules: list[str], entry: dict[str, Any] | None, ended: 
     if isinstance(result, runner.FixtureFailure):
         message = str(result)
         if entry is not None and all(f in message for f in entry["fails_with"]):
-            return Outcome(name, rules, "xfail", message, entry["why"])
+            return Outcome(name, rules, "xfail", message, entry["why"], failed_rule=result.rule)
         if entry is not None:
             message = f"failed, but not as expected ({entry['why']}): {message}"
-        return Outcome(name, rules, "fail", message)
+        return Outcome(name, rules, "fail", message, failed_rule=result.rule)
     if isinstance(result, BaseException):  # raised outside a checked step: the harness
         where = traceback.extract_tb(result.__traceback__)[-1]
         return Outcome(name, rules, "error",
@@ -284,7 +293,8 @@ def write_junit(outcomes: list[Outcome], path: Path, adapter_name: str,
             kind = "error" if outcome.outcome == "error" else "failure"
             failure = ElementTree.SubElement(case, kind, {
                 "type": outcome.outcome.upper(),
-                "message": f"[{', '.join(outcome.rules)}] {outcome.message.splitlines()[0]}"})
+                "message": f"[{', '.join(outcome.named_rules)}] "
+                           f"{outcome.message.splitlines()[0]}"})
             failure.text = outcome.message
         elif outcome.outcome == "skip":
             ElementTree.SubElement(case, "skipped", {"message": outcome.message})
@@ -378,7 +388,7 @@ def main(argv: Iterable[str] | None = None, prog: str = "hookline_conformance") 
     unknown = sorted(set(expected) - {o.fixture for o in outcomes})
     kernel_only = [o for o in outcomes if o.outcome == "skip" and o.message == runner.KERNEL_ONLY]
     for outcome in outcomes:
-        rules = f" [{', '.join(outcome.rules)}]"
+        rules = f" [{', '.join(outcome.named_rules)}]"
         if outcome.outcome in ("fail", "timeout", "error"):
             print(f"{outcome.outcome.upper()} {outcome.fixture}{rules}: {outcome.message}")
         elif not args.quiet and outcome.outcome == "skip" and outcome not in kernel_only:

@@ -65,6 +65,49 @@ def test_without_the_file_failures_name_their_rules(tmp_path: Path) -> None:
     assert out.stdout.splitlines()[-1].startswith(f"{DISPATCH - 9} passed, 9 failed, 0 skipped")
 
 
+DROPS_NONE_ADAPTER = '''
+from spec.pluggy_adapter import PluggyAdapter, PluggyKernel
+
+
+class DropsNoneKernel(PluggyKernel):
+    """call_many_sync without the None results: breaks dispatch.many.all-values only."""
+
+    def dispatch(self, call, hook, kwargs):
+        result = super().dispatch(call, hook, kwargs)
+        if call == "call_many_sync":
+            return [value for value in result if value is not None]
+        return result
+
+
+class DropsNoneAdapter(PluggyAdapter):
+    name = "drops-none"
+
+    def new_kernel(self):
+        return DropsNoneKernel(super().new_kernel().pm)
+'''
+
+
+def test_a_failure_names_the_rule_of_the_check_that_failed(tmp_path: Path) -> None:
+    """order-markers is named after the ordering rules; a kernel that orders right but
+    drops None results fails its check of dispatch.many.all-values, and every report
+    says so (the JSON keeps the fixture's rules beside it)."""
+    (tmp_path / "drops_none.py").write_text(DROPS_NONE_ADAPTER)
+    out = run_suite("--adapter", "drops_none:DropsNoneAdapter", "--json", tmp_path / "r.json",
+                    "--junit-xml", tmp_path / "r.xml", "dispatch/order-markers.toml",
+                    cwd=tmp_path, pythonpath=tmp_path)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert out.stdout.startswith(
+        "FAIL dispatch/order-markers.toml [dispatch.many.all-values]: order-markers.toml "
+        "step 2 (call_many_sync resolve_session): result:"), out.stdout
+    (entry,) = json.loads((tmp_path / "r.json").read_text())["fixtures"]
+    assert entry["failed_rule"] == "dispatch.many.all-values"
+    assert entry["rules"] == tomllib.loads(
+        (SPEC_DIR / "fixtures" / "dispatch" / "order-markers.toml").read_text())["rules"]
+    case = ElementTree.parse(tmp_path / "r.xml").getroot().find("testcase/failure")
+    assert case is not None
+    assert case.get("message", "").startswith("[dispatch.many.all-values] order-markers.toml")
+
+
 def test_an_expected_failure_that_passes_fails(tmp_path: Path) -> None:
     expected = tmp_path / "expected.toml"
     expected.write_text('[fixtures."dispatch/order-markers.toml"]\n'
@@ -73,7 +116,7 @@ def test_an_expected_failure_that_passes_fails(tmp_path: Path) -> None:
                     SPEC_DIR / "fixtures" / "dispatch" / "order-markers.toml", cwd=tmp_path)
     assert out.returncode == 1
     assert ("FAIL dispatch/order-markers.toml [dispatch.order.markers, "
-            "dispatch.order.trylast-fifo, report.stored-order]: passed, but the "
+            "report.stored-order, dispatch.many.all-values]: passed, but the "
             "expected-failures file says it fails (believed broken)") in out.stdout
 
 
@@ -230,7 +273,7 @@ def test_harness_failures_are_errors_with_status_2_and_reports(tmp_path: Path) -
                     cwd=tmp_path)
     assert out.returncode == 2, out.stdout + out.stderr
     assert ("ERROR dispatch/order-markers.toml [dispatch.order.markers, "
-            "dispatch.order.trylast-fifo, report.stored-order]: the adapter raised "
+            "report.stored-order, dispatch.many.all-values]: the adapter raised "
             "RuntimeError: no kernel today (faulty.py:") in out.stdout
     assert "Traceback" not in out.stdout + out.stderr
     report = json.loads((tmp_path / "r.json").read_text())

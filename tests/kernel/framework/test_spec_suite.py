@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,85 @@ def test_every_fixture_names_known_rules() -> None:
         assert named, f"{path.name} names no rule"
         unknown = sorted(set(named) - set(rules))
         assert not unknown, f"{path.name} names rules missing from rules.toml: {unknown}"
+
+
+def _fixture(path: Path) -> tuple[list[str], list[dict]]:
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    return list(data["rules"]), list(data.get("steps", []))
+
+
+def test_every_check_is_filed_under_a_rule_of_its_fixture() -> None:
+    """A failure names the rule of its check: every step of a fixture with several rules
+    names one, and every rule a step or an expectation names is one of the fixture's
+    and in rules.toml."""
+    known = runner.load_rules()
+    for path in FIXTURES:
+        rules, steps = _fixture(path)
+        for number, step in enumerate(steps, 1):
+            where = f"{path.name} step {number}"
+            assert len(rules) == 1 or step.get("rule"), f"{where} names no rule"
+            for rule in runner.step_rules(step, rules):
+                assert rule in rules, f"{where} names {rule}, not among the fixture's rules"
+                assert rule in known, f"{where} names {rule}, missing from rules.toml"
+            unknown = set(step.get("rules", {})) - runner.EXPECTATIONS
+            assert not unknown, f"{where} files {sorted(unknown)}, which are not expectations"
+
+
+def test_every_rule_of_a_fixture_is_checked_by_one_of_its_steps() -> None:
+    for path in FIXTURES:
+        rules, steps = _fixture(path)
+        checked = set().union(*(runner.step_rules(step, rules) for step in steps))
+        unchecked = sorted(set(rules) - checked)
+        assert not unchecked, f"{path.name}: no step checks {unchecked}"
+
+
+def test_a_failure_names_the_rule_of_the_check_that_failed() -> None:
+    """A kernel whose call_many drops None results fails order-markers on the check of
+    dispatch.many.all-values, not on the ordering rules the fixture is named after."""
+
+    class DropsNone(HooklineAdapter):
+        def new_kernel(self):  # type: ignore[override]
+            kernel = super().new_kernel()
+            real = kernel.dispatch
+
+            def dispatch(call, hook, kwargs):
+                result = real(call, hook, kwargs)
+                if call == "call_many_sync":
+                    return [value for value in result if value is not None]
+                return result
+
+            kernel.dispatch = dispatch  # type: ignore[method-assign]
+            return kernel
+
+    path = runner.FIXTURE_DIR / "dispatch" / "order-markers.toml"
+    with pytest.raises(runner.FixtureFailure) as failed:
+        runner.run_sync(path, DropsNone())
+    assert failed.value.rule == "dispatch.many.all-values"
+    assert str(failed.value).startswith(
+        "order-markers.toml step 2 (call_many_sync resolve_session): result:")
+
+
+def test_a_step_may_name_only_the_fixtures_rules(tmp_path: Path) -> None:
+    path = tmp_path / "stray.toml"
+    path.write_text(textwrap.dedent("""
+        rules = ["dispatch.first.non-none", "dispatch.first.none"]
+        [[plugins]]
+        name = "only"
+        impls = [{ hook = "resolve_session", params = "message", returns = "s" }]
+        [[steps]]
+        action = "call_first_sync"
+        hook = "resolve_session"
+        args = { message = "m" }
+        rule = "dispatch.first.non-none"
+        [steps.expect]
+        result = "s"
+        [steps.rules]
+        result = "dispatch.many.all-values"
+    """), encoding="utf-8")
+    with pytest.raises(runner.FixtureFailure) as failed:
+        runner.run_sync(path, HooklineAdapter())
+    assert "'dispatch.many.all-values' is not one of the fixture's rules" in str(failed.value)
+    assert failed.value.rule is None
 
 
 SEED_SECTIONS = {
