@@ -175,7 +175,8 @@ def test_a_child_that_breaks_mid_fixture_is_an_error_and_the_next_fixture_gets_a
     assert out.returncode == 2, out.stdout + out.stderr
     error, summary = out.stdout.splitlines()
     assert error.startswith("ERROR dispatch/first-none.toml [dispatch.first.none, "
-                            "dispatch.async.awaited]: the adapter raised CommandError: "
+                            "dispatch.async.awaited, dispatch.sync.skip-awaitable]: the "
+                            "adapter raised CommandError: "
                             f"the adapter command `{cmd}` {why}")
     assert ("its stderr ended with: kernel_host: told to "
             f"{how} at the first dispatch of build_tape_context") in error
