@@ -197,6 +197,19 @@ def _module_from_file(path: Path) -> Any:
     return module
 
 
+class KernelOnly:
+    """An adapter with its framework protocol hidden (``--kernel-only``): the runner then
+    skips the framework fixtures as it does for a kernel-only adapter."""
+
+    def __init__(self, adapter: runner.Adapter) -> None:
+        self._adapter = adapter
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "new_framework":
+            raise AttributeError(name)
+        return getattr(self._adapter, name)
+
+
 def check_backend(backend: str) -> None:
     """The event loop library a backend other than asyncio needs, imported up front, so
     that its absence is a usage error rather than a traceback from the first fixture."""
@@ -357,6 +370,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--rule", action="append", default=[],
                         help="only the fixtures checking this rule id, or ids starting "
                              "with a prefix ending in '.' (repeatable)")
+    parser.add_argument("--kernel-only", action="store_true",
+                        help="play only the kernel fixtures, even with an adapter that "
+                             "offers a framework (the others are one SKIP line)")
     parser.add_argument("--timeout", type=float, default=60.0,
                         help="seconds a fixture may take before it is a TIMEOUT (60)")
     parser.add_argument("-q", "--quiet", action="store_true",
@@ -375,6 +391,8 @@ def main(argv: Iterable[str] | None = None, prog: str = "hookline_conformance") 
         adapter = (load_adapter(args.adapter) if args.adapter_command is None
                    else load_command_adapter(args.adapter_command, args.timeout))
         check_backend(args.backend)
+        if args.kernel_only:
+            adapter = KernelOnly(adapter)
     except UsageError as error:
         print(f"error: {error}", file=sys.stderr)
         if args.junit_xml is not None:

@@ -356,3 +356,14 @@ def test_a_written_file_is_refused_until_each_reason_is_given(tmp_path: Path) ->
                     "--expected", written, cwd=tmp_path)
     assert (out.returncode, out.stdout) == (2, "")
     assert "still has the placeholder why 'TODO: why this fails'" in out.stderr
+
+
+def test_kernel_only_plays_the_kernel_fixtures_of_a_framework_adapter(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "hookline.spec", "--kernel-only", "--json",
+                          tmp_path / "r.json"], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.splitlines() == [
+        f"SKIP {FIXTURES - DISPATCH} framework fixtures: a framework fixture, and the adapter "
+        f"has no new_framework() (kernel only)",
+        f"{DISPATCH} passed, 0 failed, {FIXTURES - DISPATCH} skipped, 0 failed as expected "
+        f"(suite 0.1.0, adapter hookline, asyncio)"]
