@@ -166,7 +166,7 @@ def _inbound(printer: TurnPrinter, message: str | None, attach: list[Path],
              pairs: list[Any], channel: str, chat_id: str,
              settings: dict[str, str | None]) -> dict[str, Any]:
     """The envelope of the turn; input that cannot be sent fails the command."""
-    from hookline.kernel.streaming import HooklineError
+    from hookline.kernel.errors import HooklineError
 
     from .inputs import InputError, attachments, message_text
 

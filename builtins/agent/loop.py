@@ -21,6 +21,7 @@ from typing import Any, Literal
 import anyio
 
 from hookline.kernel.envelope import get_field
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.events import (
     ChatFinished,
     EventBus,
@@ -41,13 +42,7 @@ from hookline.kernel.interception import (
     new_run_id,
 )
 from hookline.kernel.prompt import to_content, to_legacy_prompt
-from hookline.kernel.streaming import (
-    AsyncStreamEvents,
-    ErrorKind,
-    HooklineError,
-    StreamEvent,
-    StreamState,
-)
+from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent, StreamState
 from hookline.kernel.tools import Tool, ToolContext
 from hookline.kernel.turn import RUNTIME_TAPE, RUNTIME_TOOL_NAMES
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import hookline.builtins.config.parsers as parse  # the module, not the package's face
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 
 from ..privacy.redact import redact_credentials
 from .parsers import (

@@ -23,7 +23,7 @@ import anyio
 import anyio.abc
 
 from hookline.kernel.environment import StrPath
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 
 from .proctable import process_table
 

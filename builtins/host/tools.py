@@ -30,7 +30,7 @@ from functools import partial
 from typing import Any
 
 from hookline.kernel.environment import Environment
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tools import Tool, ToolContext, argument_error, validate_arguments
 
 from ..config.limits import MAX_EDIT_BYTES

@@ -29,8 +29,8 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import AsyncExitStack, aclosing
 from typing import TYPE_CHECKING, Any
 
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.prompt import to_content
-from hookline.kernel.streaming import ErrorKind, HooklineError
 
 from ..privacy.redact import redact_credentials
 from .base import (

@@ -25,7 +25,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeEntry, TapeQuery
 
 from .asyncstore import AsyncStoreAdapter

@@ -40,8 +40,8 @@ from typing import Any, Final
 
 import anyio
 
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.messages import ModelMessage, as_model_messages
-from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tape import (
     LAST_ANCHOR,
     AsyncTapeStore,

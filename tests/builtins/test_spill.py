@@ -23,7 +23,7 @@ from hookline.builtins.store import InMemoryTapeStore
 from hookline.builtins.tape.tape import Tape, session_tape_name
 from hookline.builtins.tape.tools import spill_tools
 from hookline.kernel import Framework, ToolCall, ToolCallResult, hookimpl
-from hookline.kernel.streaming import HooklineError
+from hookline.kernel.errors import HooklineError
 from hookline.kernel.tape import TapeEntry
 from hookline.kernel.tools import Tool, ToolContext
 

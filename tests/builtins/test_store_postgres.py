@@ -19,7 +19,7 @@ from postgres_support import BlockingStore, StoreFactory, password_of, unavailab
 
 from hookline.builtins.config import load_settings
 from hookline.builtins.store.url import StoreURL, is_postgres_url, redact_url
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeEntry, TapeQuery
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="signals are POSIX")

@@ -21,7 +21,7 @@ from hookline.builtins.tape.tape import (
     session_tape_name,
     should_merge_back,
 )
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeContext, TapeEntry, TapeQuery
 
 pytestmark = pytest.mark.anyio

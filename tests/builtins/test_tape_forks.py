@@ -13,7 +13,7 @@ from tape_support import RecordingStore, Sidecar, kinds
 
 from hookline.builtins.store import InMemoryTapeStore, SQLiteTapeStore, as_async_store
 from hookline.builtins.tape.tape import BOOTSTRAP_ANCHOR, Tape, session_tape_name, should_merge_back
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeContext, TapeEntry, TapeQuery
 
 pytestmark = pytest.mark.anyio

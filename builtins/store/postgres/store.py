@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 import anyio
 
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeEntry, TapeQuery, apply_query
 
 from ..budget import store_call
