@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hookline.kernel.errors import ErrorKind, HooklineError
+from hookline.kernel.messages import ModelMessage
 
-from ..models.base import OVERFLOW_TEXT, ModelMessage, ToolSchema
+from ..models.base import OVERFLOW_TEXT, ToolSchema
 
 __all__ = [
     "COMPACTION_ANCHOR",

@@ -40,9 +40,6 @@ from hookline.kernel.messages import (
     ModelMessage,
     Role,
     ToolCallSpec,
-    as_model_message,
-    as_model_messages,
-    content_text,
 )
 
 __all__ = [
@@ -60,9 +57,6 @@ __all__ = [
     "ToolCallSpec",
     "ToolSchema",
     "Usage",
-    "as_model_message",
-    "as_model_messages",
-    "content_text",
     "usage_dict",
 ]
 

@@ -30,6 +30,7 @@ from contextlib import AsyncExitStack, aclosing
 from typing import TYPE_CHECKING, Any
 
 from hookline.kernel.errors import ErrorKind, HooklineError
+from hookline.kernel.messages import ToolCallSpec, as_model_message
 from hookline.kernel.prompt import to_content
 
 from ..privacy.redact import redact_credentials
@@ -40,10 +41,8 @@ from .base import (
     Retrying,
     TextDelta,
     ToolCallEvent,
-    ToolCallSpec,
     ToolSchema,
     Usage,
-    as_model_message,
     usage_dict,
 )
 from .pairing import OpenCalls

@@ -18,18 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from hookline.kernel.errors import ErrorKind, HooklineError
+from hookline.kernel.messages import ModelMessage, ToolCallSpec, as_model_messages
 
 from .base import (
     USAGE_FIELDS,
     Finished,
     ModelEvent,
-    ModelMessage,
     TextDelta,
     ToolCallEvent,
-    ToolCallSpec,
     ToolSchema,
     Usage,
-    as_model_messages,
     usage_dict,
 )
 

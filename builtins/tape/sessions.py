@@ -35,8 +35,9 @@ from ..host.files import open_regular_file
 from ..privacy.files import write_private_file
 from ..store.asyncstore import as_async_store
 from ..store.entries import SIDECAR_MARKER, is_sidecar_tape
-from .naming import resolved_workspace
-from .tape import BOOTSTRAP_ANCHOR, session_tape_name, write_archive
+from .archive import write_archive
+from .naming import resolved_workspace, session_tape_name
+from .tape import BOOTSTRAP_ANCHOR
 
 __all__ = [
     "CURRENT_SESSIONS_FILE",

@@ -247,7 +247,7 @@ def test_two_stores_on_one_database_keep_ids_gapless_and_one_bootstrap_anchor(
 def test_a_context_read_on_a_long_tape_reads_only_its_window(
     postgres_stores: StoreFactory,
 ) -> None:
-    from hookline.builtins.store.postgres.store import _select
+    from hookline.builtins.store.postgres.sql import _select
 
     url = postgres_stores.url()
     store = postgres_stores.blocking(url)
@@ -307,7 +307,8 @@ def test_maintenance_keeps_the_heartbeat_fresh(postgres_stores: StoreFactory) ->
 
 
 def test_hooklines_own_url_parameters_are_read_and_removed() -> None:
-    from hookline.builtins.store.postgres.store import PostgresTapeStore, split_url
+    from hookline.builtins.store.postgres.conn import split_url
+    from hookline.builtins.store.postgres.store import PostgresTapeStore
 
     url = "postgresql://u:pw@h/db?sslmode=require&hookline_pool_max=3&hookline_grace=0.5"
     assert split_url(url) == ("postgresql://u:pw@h/db?sslmode=require",

@@ -27,11 +27,9 @@ from hookline.kernel.tape import TapeEntry, TapeQuery, apply_query
 from ..budget import store_call
 from ..entries import SIDECAR_MARKER, check_batch, check_entry, check_tape_name
 from ..parsed import ParsedEntries, Row
-from ..sqlite.store import JournalOp
+from ..sqlite.journal import JournalOp
 from ..url import is_postgres_url, redact_url
-from .check import PostgresCheck, check_postgres
 from .conn import (
-    INSTALL_HINT,
     STATEMENT_TIMEOUT,
     _import_driver,
     _positive,
@@ -62,13 +60,8 @@ if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
 
 __all__ = [
-    "INSTALL_HINT",
-    "SCHEMA_VERSION",
-    "PostgresCheck",
     "PostgresTapeStore",
-    "check_postgres",
     "open_postgres_store",
-    "split_url",
 ]
 
 logger = logging.getLogger(__name__)
