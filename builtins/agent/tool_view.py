@@ -13,6 +13,16 @@ from typing import Any
 from ..privacy.redact import redact_credentials
 from .tool_notes import call_line, is_terminal, result_lines, shortened, terminal_text
 
+__all__ = [
+    "FILE_TOOLS",
+    "OUTPUT_LINES",
+    "FileChanges",
+    "ToolView",
+    "colour_allowed",
+    "render_diff",
+    "wants_colour",
+]
+
 FILE_TOOLS = {"fs_write": "write", "fs.write": "write", "fs_edit": "edit", "fs.edit": "edit"}
 """The tools whose change is shown as a diff (model-facing names and the tools' own)."""
 

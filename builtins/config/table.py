@@ -34,6 +34,19 @@ from .parsers import (
     TOOL_ENV_MODES,
 )
 
+__all__ = [
+    "DEFAULT_DENY_READ",
+    "DEFAULT_HTTP_BODY_TIMEOUT",
+    "DEFAULT_HTTP_HOST",
+    "DEFAULT_HTTP_PORT",
+    "DEFAULT_HTTP_TIMEOUT",
+    "DEFAULT_MAX_FILE_BYTES",
+    "DEFAULT_MAX_PROCESSES",
+    "DEFAULT_MAX_STEPS",
+    "Settings",
+    "SettingsError",
+]
+
 DEFAULT_MAX_STEPS = 20
 DEFAULT_HTTP_HOST = "127.0.0.1"
 DEFAULT_HTTP_PORT = 8787

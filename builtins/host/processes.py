@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 __all__ = [
     "KILL_WAIT",
     "POSIX",
-    "READ_CHUNK",
     "STOP_GRACE",
     "LocalProcess",
     "open_local_process",

@@ -39,7 +39,7 @@ from .commands import CommandResult, run_command
 from .environment import LocalEnvironment
 from .files import FileTooLarge, LineSlice, read_line_slice
 
-__all__ = ["ESCALATIONS", "ESCALATION_GRANT", "MAX_OUTPUT", "MAX_READ_CHARS", "builtin_tools"]
+__all__ = ["MAX_OUTPUT", "MAX_READ_CHARS", "builtin_tools"]
 
 MAX_OUTPUT = 64_000
 """Bytes kept from each of a foreground command's stdout and stderr."""

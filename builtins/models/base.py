@@ -43,14 +43,12 @@ from hookline.kernel.messages import (
 )
 
 __all__ = [
-    "OVERFLOW_TEXT",
     "USAGE_FIELDS",
     "ContentItem",
     "Finished",
     "ModelClient",
     "ModelEvent",
     "ModelMessage",
-    "Retrying",
     "Role",
     "TextDelta",
     "ToolCallEvent",

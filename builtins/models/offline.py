@@ -31,7 +31,7 @@ from hookline.kernel.prompt import is_media
 
 from .base import Finished, ModelEvent, TextDelta, ToolCallEvent, ToolSchema, Usage, usage_dict
 
-__all__ = ["CONFIGURE_HINT", "NOTICE", "OFFLINE_LABEL", "OfflineModel"]
+__all__ = ["OfflineModel"]
 
 logger = logging.getLogger(__name__)
 

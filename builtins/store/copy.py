@@ -32,7 +32,7 @@ from .asyncstore import AsyncStoreAdapter
 from .sqlite.store import SQLiteTapeStore
 from .url import is_postgres_url, redact_url
 
-__all__ = ["CopyReport", "copy_store", "open_location", "shown"]
+__all__ = ["CopyReport", "copy_store", "shown"]
 
 Location = str | PathLike[str]
 

@@ -19,6 +19,8 @@ from ..prompt import to_content, to_legacy_prompt
 from ..streaming import AsyncStreamEvents, StreamEvent, TextAnswerStream
 from ..turn import RUNTIME_ENVIRONMENT, RUNTIME_STEERING_INBOX, RUNTIME_WORKSPACE, TurnResult
 
+__all__ = ["TurnHost", "TurnPipeline"]
+
 if TYPE_CHECKING:
     from pathlib import Path
 

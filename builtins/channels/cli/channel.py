@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from .line_editor import LineEditor
     from .markdown_reply import MarkdownReply
 
-__all__ = ["PROMPT", "QUIT_COMMAND", "CliChannel"]
+__all__ = ["CliChannel"]
 
 logger = logging.getLogger(__name__)
 

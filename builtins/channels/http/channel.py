@@ -50,10 +50,7 @@ from .server import (
     _tls_files,
 )
 
-__all__ = [
-    "STREAMED_EVENTS",
-    "HttpChannel",
-]
+__all__ = ["HttpChannel"]
 
 logger = logging.getLogger(__name__)
 

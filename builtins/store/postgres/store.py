@@ -59,10 +59,7 @@ if TYPE_CHECKING:
     from psycopg import AsyncConnection
     from psycopg_pool import AsyncConnectionPool
 
-__all__ = [
-    "PostgresTapeStore",
-    "open_postgres_store",
-]
+__all__ = ["PostgresTapeStore"]
 
 logger = logging.getLogger(__name__)
 

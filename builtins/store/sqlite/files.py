@@ -18,16 +18,7 @@ from hookline.kernel.errors import ErrorKind, HooklineError
 
 from ...privacy.files import create_private_file
 
-__all__ = [
-    "FileIdentity",
-    "StoreCheck",
-    "backup_database",
-    "check_database",
-    "damaged_error",
-    "is_damage",
-    "moved_error",
-    "problem_lines",
-]
+__all__ = ["StoreCheck", "backup_database", "check_database"]
 
 
 class FileIdentity:
