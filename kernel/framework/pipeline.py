@@ -190,10 +190,6 @@ class TurnPipeline:
 
     # -- model stage -------------------------------------------------------------------
 
-    def select_model_hook(self, stream_output: bool) -> str | None:
-        """Which model hook this turn dispatches (see ``HookRuntime.model_hook``)."""
-        return self.runtime.model_hook(stream_output)
-
     async def run_model_stage(
         self, inbound: Any, prompt: list[Any], session_id: str, state: dict[str, Any],
         stream_output: bool,

@@ -71,7 +71,6 @@ __all__ = ["CliChannel"]
 logger = logging.getLogger(__name__)
 
 PROMPT = "you> "
-QUIT_COMMAND = "/quit"
 
 class CliChannel(Screen, Interface):
     """The terminal as a channel (see the module docstring).
