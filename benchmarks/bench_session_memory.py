@@ -49,8 +49,8 @@ def run_case(case: str, turns: int) -> dict[str, float]:
     logging.disable(logging.WARNING)  # refused turns log a warning each
 
     from hookline.kernel import Framework
+    from hookline.kernel.errors import HooklineError
     from hookline.kernel.framework import DEFAULT_ENVIRONMENT_IDLE_SECONDS
-    from hookline.kernel.streaming import HooklineError
 
     async def main() -> dict[str, float]:
         framework = Framework(tempfile.mkdtemp(prefix="hookline-bench-ws-"))

@@ -473,7 +473,7 @@ def _one_line(value: Any) -> str:
     """An error or a reply as one line, credentials in URLs taken out."""
     from hookline.builtins.privacy import redact_credentials
 
-    from .output import innermost
+    from .blame import innermost
 
     if isinstance(value, BaseException):
         error = innermost(value)

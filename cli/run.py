@@ -26,9 +26,9 @@ from typer.core import TyperCommand
 from hookline.kernel import Framework
 
 from .approvals import ApprovalOption, terminal_asker
-from .blame import with_blame
+from .blame import innermost, with_blame
 from .gateway import kill_background_groups
-from .output import StatusLine, TurnPrinter, fail, innermost, show_logs
+from .output import StatusLine, TurnPrinter, fail, show_logs
 from .sessions import check_session_flags, choose_session
 
 __all__ = ["RunCommand", "WorkspaceOption", "run_command"]
@@ -166,7 +166,7 @@ def _inbound(printer: TurnPrinter, message: str | None, attach: list[Path],
              pairs: list[Any], channel: str, chat_id: str,
              settings: dict[str, str | None]) -> dict[str, Any]:
     """The envelope of the turn; input that cannot be sent fails the command."""
-    from hookline.kernel.streaming import HooklineError
+    from hookline.kernel.errors import HooklineError
 
     from .inputs import InputError, attachments, message_text
 

@@ -2,7 +2,7 @@
 ``TypeError`` for a hook result of the wrong type.
 
 Most of the kernel, the builtins and plugins need only these, not the stream types they
-used to sit beside (``streaming`` still re-exports ``HooklineError`` and ``ErrorKind``).
+used to sit beside.
 """
 
 from __future__ import annotations

@@ -2,9 +2,7 @@
 
 The model stage may produce a stream instead of text. The types here are what such a
 stream carries and how it is closed, so that channels, the pipeline and the agent loop all
-agree on when resources behind a stream are released. ``HooklineError`` and
-``ErrorKind`` live in ``errors`` and are re-exported here for the code that imports them
-from this module.
+agree on when resources behind a stream are released.
 """
 
 from __future__ import annotations
@@ -15,12 +13,10 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from .errors import ErrorKind, HooklineError
+from .errors import HooklineError
 
 __all__ = [
     "AsyncStreamEvents",
-    "ErrorKind",
-    "HooklineError",
     "StreamEvent",
     "StreamState",
     "TextAnswerStream",

@@ -11,7 +11,8 @@ from openai_server import RecordedRequest, Reply
 from hookline.builtins.config import Settings
 from hookline.builtins.plugin import BuiltinPlugin
 from hookline.builtins.store import SQLiteTapeStore
-from hookline.builtins.tape.tape import Tape, session_tape_name
+from hookline.builtins.tape.naming import session_tape_name
+from hookline.builtins.tape.tape import Tape
 from hookline.kernel import (
     Framework,
     LLMCallRequest,

@@ -10,7 +10,8 @@ from builtin_support import build_builtin
 
 from hookline.builtins.models import ModelMessage
 from hookline.builtins.plugin import BuiltinPlugin
-from hookline.builtins.tape.tape import Tape, session_tape_name
+from hookline.builtins.tape.naming import session_tape_name
+from hookline.builtins.tape.tape import Tape
 from hookline.kernel import Framework
 from hookline.kernel.tape import TapeEntry
 

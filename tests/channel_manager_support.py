@@ -14,7 +14,7 @@ from channel_support import serving
 from hookline.builtins.agent.loop import Agent, AgentConfig
 from hookline.builtins.channels import ChannelManager
 from hookline.builtins.config import Settings
-from hookline.builtins.models.base import Finished, TextDelta, as_model_messages
+from hookline.builtins.models.base import Finished, TextDelta
 from hookline.builtins.plugin import BuiltinPlugin
 from hookline.kernel import hookimpl
 from hookline.kernel.channels import (
@@ -27,6 +27,7 @@ from hookline.kernel.channels import (
 )
 from hookline.kernel.envelope import get_field
 from hookline.kernel.framework.core import Framework
+from hookline.kernel.messages import as_model_messages
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
 

@@ -16,9 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
+from hookline.kernel.messages import ModelMessage
 
-from ..models.base import OVERFLOW_TEXT, ModelMessage, ToolSchema
+from ..models.base import OVERFLOW_TEXT, ToolSchema
 
 __all__ = [
     "COMPACTION_ANCHOR",

@@ -21,6 +21,7 @@ from typing import Any, Literal
 import anyio
 
 from hookline.kernel.envelope import get_field
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.events import (
     ChatFinished,
     EventBus,
@@ -40,27 +41,18 @@ from hookline.kernel.interception import (
     ToolCallResult,
     new_run_id,
 )
+from hookline.kernel.messages import ModelMessage, ToolCallSpec, as_model_messages
 from hookline.kernel.prompt import to_content, to_legacy_prompt
-from hookline.kernel.streaming import (
-    AsyncStreamEvents,
-    ErrorKind,
-    HooklineError,
-    StreamEvent,
-    StreamState,
-)
+from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent, StreamState
 from hookline.kernel.tools import Tool, ToolContext
 from hookline.kernel.turn import RUNTIME_TAPE, RUNTIME_TOOL_NAMES
 
-from ..models.base import (
-    ModelClient,
-    ModelMessage,
-    ToolCallSpec,
-    ToolSchema,
-    as_model_messages,
-)
+from ..models.base import ModelClient, ToolSchema
 from ..models.options import MODEL_OPTIONS_STATE
+from ..tape.fork import TapeRecordError
+from ..tape.naming import should_merge_back
 from ..tape.requests import REQUEST_CONTEXT, REQUEST_META
-from ..tape.tape import Tape, TapeRecordError, should_merge_back
+from ..tape.tape import Tape
 from .compaction import (
     COMPACTION_ANCHOR,
     CONTINUE_AFTER_COMPACTION,

@@ -7,10 +7,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.interception import LLMCallResult, ToolCall, ToolCallResult
-from hookline.kernel.streaming import ErrorKind, HooklineError, StreamEvent
+from hookline.kernel.messages import ToolCallSpec
+from hookline.kernel.streaming import StreamEvent
 
-from ..models.base import Finished, Retrying, TextDelta, ToolCallEvent, ToolCallSpec, Usage
+from ..models.base import Finished, Retrying, TextDelta, ToolCallEvent, Usage
 
 __all__ = ["StepOutcome", "as_hookline_error", "error_dict", "what_ran"]
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+__all__ = ["call_line", "is_terminal", "result_lines", "terminal_text", "tool_notes", "turn_note"]
+
 
 def tool_notes(records: list[dict[str, Any]]) -> list[str]:
     """One line per tool call whose run differs from what the model asked: rewritten

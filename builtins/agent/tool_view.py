@@ -13,6 +13,16 @@ from typing import Any
 from ..privacy.redact import redact_credentials
 from .tool_notes import call_line, is_terminal, result_lines, shortened, terminal_text
 
+__all__ = [
+    "FILE_TOOLS",
+    "OUTPUT_LINES",
+    "FileChanges",
+    "ToolView",
+    "colour_allowed",
+    "render_diff",
+    "wants_colour",
+]
+
 FILE_TOOLS = {"fs_write": "write", "fs.write": "write", "fs_edit": "edit", "fs.edit": "edit"}
 """The tools whose change is shown as a diff (model-facing names and the tools' own)."""
 
@@ -147,7 +157,7 @@ class FileChanges:
         """The file's real path, or None when the file tools would refuse it."""
         if not isinstance(path, str) or not path:
             return None
-        from hookline.kernel.streaming import HooklineError
+        from hookline.kernel.errors import HooklineError
 
         from ..host import LocalEnvironment
 
@@ -160,7 +170,7 @@ class FileChanges:
 
     async def _read(self, key: str) -> str | None:
         """The file's text, `_MISSING`, or None when it cannot be shown."""
-        from hookline.kernel.streaming import HooklineError
+        from hookline.kernel.errors import HooklineError
 
         try:
             data = await self._environment.read_bytes(key, max_bytes=MAX_SNAPSHOT_BYTES)
@@ -215,7 +225,7 @@ def proposed_change(workspace: str, tool: str, arguments: dict[str, Any]) -> lis
     """The diff a file tool's call would make, before it runs (what an approval shows):
     the file read now against the call's result; from the arguments alone when the file
     cannot be read. Blocking, small: at most `MAX_SNAPSHOT_BYTES` read."""
-    from hookline.kernel.streaming import HooklineError
+    from hookline.kernel.errors import HooklineError
 
     from ..host import LocalEnvironment, read_file
 

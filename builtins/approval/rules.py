@@ -28,7 +28,6 @@ from .shellwords import split_commands
 
 __all__ = [
     "RULES_TABLE",
-    "RULE_ACTIONS",
     "WORKSPACE_RULES",
     "Rule",
     "RuleError",

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+__all__ = ["ShellCommands", "split_commands"]
+
 _MAX_DEPTH = 50
 _BREAK = frozenset(" \t\n;&|()<>")
 _KEYWORDS = frozenset({"if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done",

@@ -15,9 +15,9 @@ from typing import Any
 
 from hookline.kernel.channels import AdmitDecision, TurnSnapshot
 from hookline.kernel.envelope import MediaItem, envelope_content, get_field
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.interception import LLMCallDecision, LLMCallRequest, ToolCallDecision
 from hookline.kernel.models import ModelChoice, ModelOptions
-from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tools import Tool, ToolContext
 
 logger = logging.getLogger(__name__)

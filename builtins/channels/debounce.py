@@ -32,12 +32,7 @@ from anyio.abc import TaskGroup
 
 from hookline.kernel.envelope import default_session_id, envelope_content, get_field, set_field
 
-__all__ = [
-    "DEFAULT_ACTIVE_WINDOW_SECONDS",
-    "DEFAULT_DEBOUNCE_SECONDS",
-    "DebounceBuffer",
-    "merge_messages",
-]
+__all__ = ["DebounceBuffer", "merge_messages"]
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from hookline.kernel.envelope import (
     envelope_content,
     get_field,
 )
-from hookline.kernel.streaming import HooklineError
+from hookline.kernel.errors import HooklineError
 from hookline.kernel.turn import RUNTIME_THREAD_ID
 
 __all__ = ["UPSTREAM_KEY", "admission_state", "channel_message", "error_outbound",

@@ -239,12 +239,6 @@ class ChannelManager:
         return [session_id for session_id, session in self._sessions.items()
                 if any(turn.live for turn in session.running)]
 
-    def _is_running(self, session_id: str, *, live: bool = False) -> bool:
-        session = self._sessions.get(session_id)
-        if session is None:
-            return False
-        return any(turn.live for turn in session.running) if live else bool(session.running)
-
     def _follow_up(self, session_id: str, message: Any) -> _Applied:
         if not self._scheduling:
             return "stopping"  # a queued message would never start

@@ -14,6 +14,15 @@ from ..privacy.files import shared_secret_problem, write_private_file
 from .table import SettingsError
 from .toml import dumps_toml
 
+__all__ = [
+    "MAX_CONFIG_BYTES",
+    "default_home",
+    "merge_config",
+    "read_config_file",
+    "update_config",
+    "write_config",
+]
+
 HOME_ENV = "HOOKLINE_HOME"
 MAX_CONFIG_BYTES = 1 << 20
 """A larger config file is refused rather than read."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from hookline.kernel.envelope import get_field
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 
 __all__ = ["MAX_EDIT_BYTES", "MAX_SESSION_ID_LENGTH", "SESSION_FIELDS", "check_session_fields"]
 

@@ -14,6 +14,8 @@ from .parsers import Invalid, list_of, model_spec
 from .parsers import aliases as alias_table
 from .table import BY_KEY, CONFIG_NAME, SPECS, Settings, SettingsError, Spec, shown
 
+__all__ = ["load_settings", "parse_setting", "settings_from_config"]
+
 
 def _known_aliases(data: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, str]:
     """The aliases the file and the environment define, read before the model settings

@@ -13,6 +13,16 @@ from typing import Any
 
 from ..store.url import StoreURL, is_postgres_url
 
+__all__ = [
+    "API_FORMATS",
+    "APPROVAL_POLICIES",
+    "BUSY_SESSION_ACTIONS",
+    "MIN_HTTP_TOKEN_LENGTH",
+    "SANDBOX_MODES",
+    "TOOL_ENV_MODES",
+    "ModelPrice",
+]
+
 MIN_HTTP_TOKEN_LENGTH = 32
 BUSY_SESSION_ACTIONS = ("follow_up", "process", "steer", "drop")
 """Admission actions the `http_busy_session` setting can name."""

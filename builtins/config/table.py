@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import hookline.builtins.config.parsers as parse  # the module, not the package's face
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 
 from ..privacy.redact import redact_credentials
 from .parsers import (
@@ -33,6 +33,19 @@ from .parsers import (
     SANDBOX_MODES,
     TOOL_ENV_MODES,
 )
+
+__all__ = [
+    "DEFAULT_DENY_READ",
+    "DEFAULT_HTTP_BODY_TIMEOUT",
+    "DEFAULT_HTTP_HOST",
+    "DEFAULT_HTTP_PORT",
+    "DEFAULT_HTTP_TIMEOUT",
+    "DEFAULT_MAX_FILE_BYTES",
+    "DEFAULT_MAX_PROCESSES",
+    "DEFAULT_MAX_STEPS",
+    "Settings",
+    "SettingsError",
+]
 
 DEFAULT_MAX_STEPS = 20
 DEFAULT_HTTP_HOST = "127.0.0.1"

@@ -8,6 +8,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+__all__ = ["dumps_toml"]
+
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _ESCAPES = {
     "\\": "\\\\",

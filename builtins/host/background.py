@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 
 from ..privacy.files import make_private_dir, write_private_file
 from .processes import STOP_GRACE, LocalProcess, open_local_process, stop_processes

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 
 from hookline.kernel.environment import Environment
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 
 from .processes import KILL_WAIT, READ_CHUNK
 

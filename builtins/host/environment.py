@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from hookline.kernel.environment import Environment, StrPath
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 
 from .commands import run_command
 from .files import LineSlice, is_inside, read_file, read_file_lines, write_file

@@ -31,7 +31,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import IO, BinaryIO
 
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 
 from ..privacy.files import process_umask
 

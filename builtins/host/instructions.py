@@ -43,7 +43,7 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from hookline.kernel.streaming import HooklineError
+from hookline.kernel.errors import HooklineError
 
 from .files import is_inside, open_single_link
 

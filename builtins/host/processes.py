@@ -23,7 +23,7 @@ import anyio
 import anyio.abc
 
 from hookline.kernel.environment import StrPath
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 
 from .proctable import process_table
 
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 __all__ = [
     "KILL_WAIT",
     "POSIX",
-    "READ_CHUNK",
     "STOP_GRACE",
     "LocalProcess",
     "open_local_process",

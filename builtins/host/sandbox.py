@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 
 from ..config import DEFAULT_DENY_READ, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_PROCESSES
 from .files import is_inside

@@ -30,7 +30,7 @@ from functools import partial
 from typing import Any
 
 from hookline.kernel.environment import Environment
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tools import Tool, ToolContext, argument_error, validate_arguments
 
 from ..config.limits import MAX_EDIT_BYTES
@@ -39,7 +39,7 @@ from .commands import CommandResult, run_command
 from .environment import LocalEnvironment
 from .files import FileTooLarge, LineSlice, read_line_slice
 
-__all__ = ["ESCALATIONS", "ESCALATION_GRANT", "MAX_OUTPUT", "MAX_READ_CHARS", "builtin_tools"]
+__all__ = ["MAX_OUTPUT", "MAX_READ_CHARS", "builtin_tools"]
 
 MAX_OUTPUT = 64_000
 """Bytes kept from each of a foreground command's stdout and stderr."""

@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio
 
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 
 from ..privacy.redact import redact_credentials
 from .config import ServerConfig

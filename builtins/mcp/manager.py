@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 
-from hookline.kernel.streaming import HooklineError
+from hookline.kernel.errors import HooklineError
 from hookline.kernel.tools import Tool
 
 from .cache import CACHE_FOLDER, ListedTool, ToolCache

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 
 from ..host.processes import READ_CHUNK, LocalProcess, open_local_process, stop_processes
 from ..privacy.redact import redact_credentials

@@ -12,8 +12,7 @@ from hookline.kernel._lazy import LazyExports as _LazyExports
 _PUBLIC = {
     "base": ("USAGE_FIELDS", "ContentItem", "Finished", "ModelClient", "ModelEvent",
              "ModelMessage", "Role", "TextDelta", "ToolCallEvent", "ToolCallSpec",
-             "ToolSchema", "Usage", "as_model_message", "as_model_messages", "content_text",
-             "usage_dict"),
+             "ToolSchema", "Usage", "usage_dict"),
     "offline": ("OfflineModel",),
     "opening": ("ModelOpener", "open_model"),
     "options": ("MODEL_OPTIONS", "MODEL_OPTIONS_STATE", "checked_model_options",

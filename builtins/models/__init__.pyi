@@ -18,9 +18,6 @@ from .base import ToolCallEvent as ToolCallEvent
 from .base import ToolCallSpec as ToolCallSpec
 from .base import ToolSchema as ToolSchema
 from .base import Usage as Usage
-from .base import as_model_message as as_model_message
-from .base import as_model_messages as as_model_messages
-from .base import content_text as content_text
 from .base import usage_dict as usage_dict
 from .offline import OfflineModel as OfflineModel
 from .opening import ModelOpener as ModelOpener

@@ -40,29 +40,21 @@ from hookline.kernel.messages import (
     ModelMessage,
     Role,
     ToolCallSpec,
-    as_model_message,
-    as_model_messages,
-    content_text,
 )
 
 __all__ = [
-    "OVERFLOW_TEXT",
     "USAGE_FIELDS",
     "ContentItem",
     "Finished",
     "ModelClient",
     "ModelEvent",
     "ModelMessage",
-    "Retrying",
     "Role",
     "TextDelta",
     "ToolCallEvent",
     "ToolCallSpec",
     "ToolSchema",
     "Usage",
-    "as_model_message",
-    "as_model_messages",
-    "content_text",
     "usage_dict",
 ]
 

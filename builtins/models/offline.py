@@ -26,23 +26,12 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from hookline.kernel.messages import ModelMessage, ToolCallSpec, as_model_messages, content_text
 from hookline.kernel.prompt import is_media
 
-from .base import (
-    Finished,
-    ModelEvent,
-    ModelMessage,
-    TextDelta,
-    ToolCallEvent,
-    ToolCallSpec,
-    ToolSchema,
-    Usage,
-    as_model_messages,
-    content_text,
-    usage_dict,
-)
+from .base import Finished, ModelEvent, TextDelta, ToolCallEvent, ToolSchema, Usage, usage_dict
 
-__all__ = ["CONFIGURE_HINT", "NOTICE", "OFFLINE_LABEL", "OfflineModel"]
+__all__ = ["OfflineModel"]
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 
 from .base import ModelClient
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 
 __all__ = ["MODEL_OPTIONS", "MODEL_OPTIONS_STATE", "checked_model_options",
            "parse_model_options"]

@@ -29,8 +29,9 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import AsyncExitStack, aclosing
 from typing import TYPE_CHECKING, Any
 
+from hookline.kernel.errors import ErrorKind, HooklineError
+from hookline.kernel.messages import ToolCallSpec, as_model_message
 from hookline.kernel.prompt import to_content
-from hookline.kernel.streaming import ErrorKind, HooklineError
 
 from ..privacy.redact import redact_credentials
 from .base import (
@@ -40,10 +41,8 @@ from .base import (
     Retrying,
     TextDelta,
     ToolCallEvent,
-    ToolCallSpec,
     ToolSchema,
     Usage,
-    as_model_message,
     usage_dict,
 )
 from .pairing import OpenCalls

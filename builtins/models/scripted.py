@@ -17,19 +17,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
+from hookline.kernel.messages import ModelMessage, ToolCallSpec, as_model_messages
 
 from .base import (
     USAGE_FIELDS,
     Finished,
     ModelEvent,
-    ModelMessage,
     TextDelta,
     ToolCallEvent,
-    ToolCallSpec,
     ToolSchema,
     Usage,
-    as_model_messages,
     usage_dict,
 )
 

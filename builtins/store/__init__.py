@@ -14,8 +14,10 @@ _PUBLIC = {
     "entries": ("SIDECAR_MARKER", "is_sidecar_tape", "open_call_results"),
     "memory": ("InMemoryTapeStore",),
     "sqlite.store": ("COMMIT_FAILED_ERROR", "INTERRUPTED_ERROR", "SCHEMA_VERSION",
-                     "SQLiteTapeStore", "StoreCheck", "backup_database", "check_database"),
-    "postgres.store": ("PostgresTapeStore", "check_postgres"),
+                     "SQLiteTapeStore"),
+    "sqlite.files": ("StoreCheck", "backup_database", "check_database"),
+    "postgres.store": ("PostgresTapeStore",),
+    "postgres.check": ("check_postgres",),
     "copy": ("CopyReport", "copy_store", "shown"),
     "url": ("POSTGRES_SCHEMES", "StoreURL", "is_postgres_url", "redact_url", "url_secrets"),
 }

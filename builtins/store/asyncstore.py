@@ -29,15 +29,7 @@ import anyio.to_thread
 
 from hookline.kernel.tape import AsyncTapeStore, TapeEntry, TapeQuery, TapeStore, is_async_store
 
-__all__ = [
-    "AsyncJournal",
-    "AsyncStoreAdapter",
-    "append_batch",
-    "as_async_store",
-    "fetch_shared",
-    "has_batch",
-    "journal_of",
-]
+__all__ = ["AsyncJournal", "AsyncStoreAdapter", "append_batch", "as_async_store", "journal_of"]
 
 _METHODS = ("list_tapes", "reset", "fetch_all", "append")
 

@@ -25,14 +25,14 @@ from typing import Any
 
 import anyio.to_thread
 
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeEntry, TapeQuery
 
 from .asyncstore import AsyncStoreAdapter
 from .sqlite.store import SQLiteTapeStore
 from .url import is_postgres_url, redact_url
 
-__all__ = ["CopyReport", "copy_store", "open_location", "shown"]
+__all__ = ["CopyReport", "copy_store", "shown"]
 
 Location = str | PathLike[str]
 

@@ -13,20 +13,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Final
 
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeEntry
 
-__all__ = [
-    "SIDECAR_MARKER",
-    "check_batch",
-    "check_entry",
-    "check_tape_name",
-    "copy_entry",
-    "dump_json",
-    "is_sidecar_tape",
-    "open_call_results",
-    "unknown_outcomes",
-]
+__all__ = ["SIDECAR_MARKER", "is_sidecar_tape", "open_call_results"]
 
 UNKNOWN_OUTCOME: Final = (
     "hookline stopped while this call ran, so its outcome is unknown: it may have completed, "

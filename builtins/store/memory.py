@@ -15,7 +15,6 @@ from dataclasses import replace
 from hookline.kernel.tape import TapeEntry, TapeQuery, apply_query
 
 from .entries import (
-    SIDECAR_MARKER,
     check_batch,
     check_entry,
     check_tape_name,
@@ -25,14 +24,7 @@ from .entries import (
 )
 
 __all__ = [
-    "SIDECAR_MARKER",
     "InMemoryTapeStore",
-    "check_batch",
-    "check_entry",
-    "check_tape_name",
-    "copy_entry",
-    "dump_json",
-    "is_sidecar_tape",
 ]
 
 

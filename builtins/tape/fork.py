@@ -20,7 +20,7 @@ from weakref import WeakKeyDictionary
 
 import anyio
 
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import LAST_ANCHOR, AsyncTapeStore, TapeEntry, TapeQuery, apply_query
 
 from ..store.asyncstore import (

@@ -10,7 +10,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Final
 
-__all__ = ["resolved_workspace", "session_tape_name", "should_merge_back"]
+__all__ = ["session_tape_name", "should_merge_back"]
 
 _TEMP_SESSION_PREFIX: Final = "temp/"
 

@@ -28,15 +28,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from hookline.kernel.streaming import HooklineError
+from hookline.kernel.errors import HooklineError
 from hookline.kernel.tape import AsyncTapeStore, TapeEntry, TapeQuery, TapeStore
 
 from ..host.files import open_regular_file
 from ..privacy.files import write_private_file
 from ..store.asyncstore import as_async_store
 from ..store.entries import SIDECAR_MARKER, is_sidecar_tape
-from .naming import resolved_workspace
-from .tape import BOOTSTRAP_ANCHOR, session_tape_name, write_archive
+from .archive import write_archive
+from .naming import resolved_workspace, session_tape_name
+from .tape import BOOTSTRAP_ANCHOR
 
 __all__ = [
     "CURRENT_SESSIONS_FILE",

@@ -7,7 +7,7 @@ from typing import Any
 
 from hookline.kernel.tape import TapeEntry
 
-__all__ = ["AnchorInfo", "TapeInfo", "anchor_info", "tape_info"]
+__all__ = ["AnchorInfo", "TapeInfo"]
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,7 @@ runs in worker threads). It adds the session vocabulary on top of raw entries: a
 and handoffs, events, sidecar tapes, reset and archive, forks that buffer a run's writes
 and merge them back, and reading the model context (converted by `context.py`).
 The fork store is in `fork.py`, the archive files in `archive.py`, the tape's name in
-`naming.py` and its summaries in `summary.py`; this module re-exports what other modules
-import from it.
+`naming.py` and its summaries in `summary.py`.
 
 Payload shapes written and read here (and expected from the agent loop):
 
@@ -40,8 +39,8 @@ from typing import Any, Final
 
 import anyio
 
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.messages import ModelMessage, as_model_messages
-from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tape import (
     LAST_ANCHOR,
     AsyncTapeStore,
@@ -56,20 +55,13 @@ from ..store.asyncstore import append_batch, as_async_store, journal_of
 from ..store.entries import SIDECAR_MARKER
 from .archive import file_safe, write_archive
 from .context import ContextMessages, messages_from_entries
-from .fork import ForkStore, TapeRecordError, observed_commit
-from .naming import resolved_workspace, session_tape_name, should_merge_back
+from .fork import ForkStore, observed_commit
+from .naming import resolved_workspace, session_tape_name
 from .summary import AnchorInfo, TapeInfo, anchor_info, tape_info
 
 __all__ = [
     "BOOTSTRAP_ANCHOR",
-    "AnchorInfo",
     "Tape",
-    "TapeInfo",
-    "TapeRecordError",
-    "messages_from_entries",
-    "session_tape_name",
-    "should_merge_back",
-    "write_archive",
 ]
 
 logger = logging.getLogger("hookline.builtins.tape.tape")

@@ -10,6 +10,8 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
+__all__ = ["installed"]
+
 _installed: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _order: list[Any] = []
 

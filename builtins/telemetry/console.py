@@ -15,6 +15,8 @@ from opentelemetry.trace import StatusCode
 
 from .setup import Telemetry
 
+__all__ = ["ConsoleTrace"]
+
 
 class SpanTree(SpanProcessor):
     """Keeps every finished span, in the order they end."""

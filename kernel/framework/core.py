@@ -36,6 +36,8 @@ from .loading import PluginLoader, PluginStatus
 from .model_stage import HookRuntime
 from .pipeline import TurnPipeline
 
+__all__ = ["Framework"]
+
 
 class Framework:
     """Everything a host needs to run turns through plugins.

@@ -24,6 +24,15 @@ from typing import TYPE_CHECKING, Any
 from .._identity import ENTRY_POINT_GROUP, ENV_PREFIX
 from .._util import get_logger
 
+__all__ = [
+    "BUILTIN_NAME",
+    "DISABLE_ENV",
+    "STRICT_ENV",
+    "PluginGroup",
+    "PluginLoadError",
+    "PluginStatus",
+]
+
 if TYPE_CHECKING:
     from importlib import metadata
 

@@ -19,6 +19,8 @@ from ..prompt import to_content, to_legacy_prompt
 from ..streaming import AsyncStreamEvents, StreamEvent, TextAnswerStream
 from ..turn import RUNTIME_ENVIRONMENT, RUNTIME_STEERING_INBOX, RUNTIME_WORKSPACE, TurnResult
 
+__all__ = ["TurnHost", "TurnPipeline"]
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -187,10 +189,6 @@ class TurnPipeline:
             "build_prompt", message=message, session_id=session_id, state=state), message)
 
     # -- model stage -------------------------------------------------------------------
-
-    def select_model_hook(self, stream_output: bool) -> str | None:
-        """Which model hook this turn dispatches (see ``HookRuntime.model_hook``)."""
-        return self.runtime.model_hook(stream_output)
 
     async def run_model_stage(
         self, inbound: Any, prompt: list[Any], session_id: str, state: dict[str, Any],

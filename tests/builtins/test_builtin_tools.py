@@ -16,7 +16,7 @@ from hookline.builtins.host import tools as tools_module
 from hookline.builtins.host.background import BackgroundProcesses
 from hookline.builtins.host.environment import LocalEnvironment
 from hookline.builtins.host.tools import builtin_tools
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tools import Tool, ToolContext
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="shell tools need a POSIX shell")

@@ -17,9 +17,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hookline.builtins.models.base import as_model_messages
 from hookline.builtins.models.republic_client import to_republic_messages
 from hookline.builtins.tape.context import messages_from_entries
+from hookline.kernel.messages import as_model_messages
 from hookline.kernel.tape import TapeEntry
 
 # Few ids, so that they repeat across responses, within the window and within a response.

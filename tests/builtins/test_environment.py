@@ -17,7 +17,7 @@ from hookline.builtins.host.commands import CommandResult, run_command
 from hookline.builtins.host.environment import LocalEnvironment
 from hookline.builtins.host.processes import LocalProcess
 from hookline.kernel.environment import Environment, Process
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="process groups are POSIX")
 

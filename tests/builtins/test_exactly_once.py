@@ -25,7 +25,8 @@ from hookline.builtins.config import Settings
 from hookline.builtins.models import ScriptedModel
 from hookline.builtins.plugin import CONTEXT_WINDOW, BuiltinPlugin
 from hookline.builtins.store import SQLiteTapeStore
-from hookline.builtins.tape.tape import Tape, session_tape_name
+from hookline.builtins.tape.naming import session_tape_name
+from hookline.builtins.tape.tape import Tape
 from hookline.kernel import Framework
 from hookline.kernel.tape import TapeEntry, TapeQuery
 

@@ -35,7 +35,7 @@ from hookline.builtins.host import tools as tools_module
 from hookline.builtins.host.environment import LocalEnvironment
 from hookline.builtins.host.files import read_line_slice
 from hookline.builtins.host.tools import MAX_READ_CHARS, builtin_tools
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tools import ToolContext
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="FIFOs and sockets are POSIX")

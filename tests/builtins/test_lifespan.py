@@ -15,7 +15,7 @@ from procs import is_gone, read_pids
 from hookline.builtins.host.background import BackgroundProcesses
 from hookline.builtins.host.environment import LocalEnvironment
 from hookline.kernel import Framework, hookimpl
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="process groups are POSIX")
 

@@ -30,7 +30,7 @@ from hookline.builtins.models import (
     Usage,
     open_model,
 )
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 
 pytestmark = pytest.mark.anyio
 

@@ -19,7 +19,7 @@ from hookline.builtins.host.background import BackgroundProcesses
 from hookline.builtins.host.environment import LocalEnvironment
 from hookline.builtins.host.sandbox import SandboxPolicy
 from hookline.builtins.host.toolenv import EnvironmentPolicy
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 
 
 @pytest.fixture

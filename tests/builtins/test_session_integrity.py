@@ -26,7 +26,9 @@ from procs import host_pid, is_gone, wait_gone
 from hookline.builtins.config import Settings
 from hookline.builtins.plugin import BuiltinPlugin
 from hookline.builtins.store import COMMIT_FAILED_ERROR, INTERRUPTED_ERROR, SQLiteTapeStore
-from hookline.builtins.tape.tape import BOOTSTRAP_ANCHOR, TapeRecordError, session_tape_name
+from hookline.builtins.tape.fork import TapeRecordError
+from hookline.builtins.tape.naming import session_tape_name
+from hookline.builtins.tape.tape import BOOTSTRAP_ANCHOR
 from hookline.kernel import Framework, hookimpl
 from hookline.kernel.tape import TapeEntry, TapeQuery
 

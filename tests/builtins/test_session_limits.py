@@ -11,8 +11,8 @@ import pytest
 from hookline.builtins.config import Settings
 from hookline.builtins.config.limits import MAX_SESSION_ID_LENGTH
 from hookline.builtins.plugin import BuiltinPlugin
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.framework.core import Framework
-from hookline.kernel.streaming import ErrorKind, HooklineError
 
 
 class Router:

@@ -11,6 +11,7 @@ import pytest
 
 from hookline.builtins.store.memory import InMemoryTapeStore
 from hookline.builtins.tape.context import messages_from_entries
+from hookline.builtins.tape.naming import session_tape_name
 from hookline.builtins.tape.sessions import (
     TITLE_EVENT,
     last_turns,
@@ -18,7 +19,7 @@ from hookline.builtins.tape.sessions import (
     rename_session,
     search_sessions,
 )
-from hookline.builtins.tape.tape import BOOTSTRAP_ANCHOR, session_tape_name
+from hookline.builtins.tape.tape import BOOTSTRAP_ANCHOR
 from hookline.kernel.tape import TapeEntry, TapeQuery, apply_query
 
 pytestmark = pytest.mark.anyio

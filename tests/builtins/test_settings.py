@@ -27,7 +27,7 @@ from hookline.builtins.config import (
     update_config,
     write_config,
 )
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 
 
 def config(home: Path, text: str) -> Path:

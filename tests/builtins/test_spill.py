@@ -20,10 +20,11 @@ from hookline.builtins.agent.spill import SpillSidecar, spill_result
 from hookline.builtins.models import ModelMessage
 from hookline.builtins.plugin import BuiltinPlugin
 from hookline.builtins.store import InMemoryTapeStore
-from hookline.builtins.tape.tape import Tape, session_tape_name
+from hookline.builtins.tape.naming import session_tape_name
+from hookline.builtins.tape.tape import Tape
 from hookline.builtins.tape.tools import spill_tools
 from hookline.kernel import Framework, ToolCall, ToolCallResult, hookimpl
-from hookline.kernel.streaming import HooklineError
+from hookline.kernel.errors import HooklineError
 from hookline.kernel.tape import TapeEntry
 from hookline.kernel.tools import Tool, ToolContext
 

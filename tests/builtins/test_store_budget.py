@@ -8,7 +8,7 @@ import time
 import pytest
 
 from hookline.builtins.store.budget import store_call, turn_store_budget
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 
 
 def test_without_a_budget_a_call_keeps_its_own_bound() -> None:

@@ -18,7 +18,7 @@ from hookline.builtins.store import (
     append_batch,
     as_async_store,
 )
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import (
     AsyncBatchTapeStore,
     AsyncTapeStore,

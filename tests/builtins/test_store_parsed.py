@@ -16,7 +16,7 @@ from hookline.builtins.store import SQLiteTapeStore, as_async_store
 from hookline.builtins.store.asyncstore import fetch_shared
 from hookline.builtins.store.parsed import ParsedEntries
 from hookline.builtins.tape import Tape
-from hookline.kernel.streaming import HooklineError
+from hookline.kernel.errors import HooklineError
 from hookline.kernel.tape import TapeContext, TapeEntry, TapeQuery
 
 pytestmark = pytest.mark.anyio

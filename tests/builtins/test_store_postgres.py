@@ -19,7 +19,7 @@ from postgres_support import BlockingStore, StoreFactory, password_of, unavailab
 
 from hookline.builtins.config import load_settings
 from hookline.builtins.store.url import StoreURL, is_postgres_url, redact_url
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeEntry, TapeQuery
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="signals are POSIX")
@@ -247,7 +247,7 @@ def test_two_stores_on_one_database_keep_ids_gapless_and_one_bootstrap_anchor(
 def test_a_context_read_on_a_long_tape_reads_only_its_window(
     postgres_stores: StoreFactory,
 ) -> None:
-    from hookline.builtins.store.postgres.store import _select
+    from hookline.builtins.store.postgres.sql import _select
 
     url = postgres_stores.url()
     store = postgres_stores.blocking(url)
@@ -307,7 +307,8 @@ def test_maintenance_keeps_the_heartbeat_fresh(postgres_stores: StoreFactory) ->
 
 
 def test_hooklines_own_url_parameters_are_read_and_removed() -> None:
-    from hookline.builtins.store.postgres.store import PostgresTapeStore, split_url
+    from hookline.builtins.store.postgres.conn import split_url
+    from hookline.builtins.store.postgres.store import PostgresTapeStore
 
     url = "postgresql://u:pw@h/db?sslmode=require&hookline_pool_max=3&hookline_grace=0.5"
     assert split_url(url) == ("postgresql://u:pw@h/db?sslmode=require",

@@ -11,7 +11,7 @@ import pytest
 from postgres_support import BlockingStore, StoreFactory, wait_until
 from tcp_proxy import proxy_for
 
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeEntry, TapeQuery
 
 

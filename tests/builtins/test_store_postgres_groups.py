@@ -18,7 +18,7 @@ from postgres_support import StoreFactory
 from tcp_proxy import proxy_for
 
 from hookline.builtins.store.postgres.sql import NS_TAPE
-from hookline.kernel.streaming import HooklineError
+from hookline.kernel.errors import HooklineError
 from hookline.kernel.tape import TapeEntry, TapeQuery
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from postgres_support import StoreFactory
 
-from hookline.builtins.store.postgres.store import SCHEMA_VERSION
+from hookline.builtins.store.postgres.sql import SCHEMA_VERSION
 from hookline.kernel.tape import TapeEntry, TapeQuery
 
 V1_SCHEMA = Path(__file__).with_name("postgres_schema_v1.sql")

@@ -23,7 +23,7 @@ from hookline.builtins.store import (
     backup_database,
     check_database,
 )
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeEntry, TapeQuery
 
 REPO = Path(__file__).resolve().parents[2]

@@ -27,7 +27,7 @@ from hookline.builtins.store import (
     check_database,
 )
 from hookline.kernel import Framework
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeEntry, TapeQuery
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from hookline.builtins.store import SQLiteTapeStore
-from hookline.kernel.streaming import HooklineError
+from hookline.kernel.errors import HooklineError
 from hookline.kernel.tape import TapeEntry, TapeQuery
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,15 +13,11 @@ from tape_support import Sidecar, kinds
 
 from hookline.builtins.store import InMemoryTapeStore
 from hookline.builtins.store.asyncstore import AsyncStoreAdapter
-from hookline.builtins.tape.tape import (
-    BOOTSTRAP_ANCHOR,
-    AnchorInfo,
-    Tape,
-    messages_from_entries,
-    session_tape_name,
-    should_merge_back,
-)
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.builtins.tape.context import messages_from_entries
+from hookline.builtins.tape.naming import session_tape_name, should_merge_back
+from hookline.builtins.tape.summary import AnchorInfo
+from hookline.builtins.tape.tape import BOOTSTRAP_ANCHOR, Tape
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeContext, TapeEntry, TapeQuery
 
 pytestmark = pytest.mark.anyio

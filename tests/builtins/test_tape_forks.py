@@ -12,8 +12,9 @@ import pytest
 from tape_support import RecordingStore, Sidecar, kinds
 
 from hookline.builtins.store import InMemoryTapeStore, SQLiteTapeStore, as_async_store
-from hookline.builtins.tape.tape import BOOTSTRAP_ANCHOR, Tape, session_tape_name, should_merge_back
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.builtins.tape.naming import session_tape_name, should_merge_back
+from hookline.builtins.tape.tape import BOOTSTRAP_ANCHOR, Tape
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeContext, TapeEntry, TapeQuery
 
 pytestmark = pytest.mark.anyio

@@ -9,7 +9,7 @@ import pytest
 from hookline.builtins.store import InMemoryTapeStore
 from hookline.builtins.tape.tape import Tape
 from hookline.builtins.tape.tools import SEARCH_LIMIT_MAX, tape_tools
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tools import Tool, ToolContext
 
 pytestmark = pytest.mark.anyio

@@ -19,8 +19,8 @@ from hookline.builtins.plugin import BuiltinPlugin
 from hookline.builtins.store import InMemoryTapeStore
 from hookline.builtins.tape.tape import Tape
 from hookline.builtins.tape.tools import SEARCH_LIMIT_MAX, SPILL_READ_MAX, spill_tools, tape_tools
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.framework.core import Framework
-from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tools import Tool, ToolContext, validate_arguments
 
 pytestmark = [

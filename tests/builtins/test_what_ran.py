@@ -16,7 +16,8 @@ import pytest
 from builtin_support import build_builtin
 
 from hookline.builtins.agent.tool_notes import tool_notes
-from hookline.builtins.tape.tape import Tape, session_tape_name
+from hookline.builtins.tape.naming import session_tape_name
+from hookline.builtins.tape.tape import Tape
 from hookline.kernel import ToolCall, ToolCallDecision, hookimpl
 
 pytestmark = pytest.mark.anyio

@@ -16,7 +16,7 @@ import pytest
 
 from hookline.builtins.config import Settings, SettingsError
 from hookline.kernel import Framework, StreamEvent, hookimpl
-from hookline.kernel.streaming import HooklineError
+from hookline.kernel.errors import HooklineError
 from hookline.testing import (
     FrameworkFactory,
     HookTrace,

@@ -66,12 +66,11 @@ if TYPE_CHECKING:
     from .line_editor import LineEditor
     from .markdown_reply import MarkdownReply
 
-__all__ = ["PROMPT", "QUIT_COMMAND", "CliChannel"]
+__all__ = ["CliChannel"]
 
 logger = logging.getLogger(__name__)
 
 PROMPT = "you> "
-QUIT_COMMAND = "/quit"
 
 class CliChannel(Screen, Interface):
     """The terminal as a channel (see the module docstring).

@@ -18,8 +18,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["ESCAPE", "MODEL_COMMANDS", "STEER_PREFIX", "ChatCommand",
-           "Typed", "classify", "help_lines", "unknown_line"]
+__all__ = ["ChatCommand"]
 
 STEER_PREFIX = ">>"
 ESCAPE = "//"

@@ -37,7 +37,7 @@ from typing import Any
 import anyio
 from prompt_toolkit.history import History
 
-from hookline.kernel.streaming import HooklineError
+from hookline.kernel.errors import HooklineError
 
 from ...host.files import open_regular_file
 from ...privacy.files import make_private_dir, write_private_file

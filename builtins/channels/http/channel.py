@@ -36,9 +36,9 @@ from .guard import Guard, is_loopback_address, load_token
 from .health import HealthCache, HealthPace
 from .idempotency import Idempotency
 from .kept import KeptReplies
-from .match import REQUEST_ID_KEY, Replies
+from .match import Replies
 from .overrides import RequestOverrides
-from .payload import MAX_BODY_SIZE, MAX_JSON_DEPTH, _outbound_dict
+from .payload import MAX_BODY_SIZE, _outbound_dict
 from .reply import Reply
 from .server import (
     Send,
@@ -50,13 +50,7 @@ from .server import (
     _tls_files,
 )
 
-__all__ = [
-    "MAX_BODY_SIZE",
-    "MAX_JSON_DEPTH",
-    "REQUEST_ID_KEY",
-    "STREAMED_EVENTS",
-    "HttpChannel",
-]
+__all__ = ["HttpChannel"]
 
 logger = logging.getLogger(__name__)
 

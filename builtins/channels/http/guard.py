@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hookline.kernel.streaming import HooklineError
+from hookline.kernel.errors import HooklineError
 
 from ...config import MIN_HTTP_TOKEN_LENGTH
 from ...host.files import open_regular_file

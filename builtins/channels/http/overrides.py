@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hookline.kernel.streaming import HooklineError
+from hookline.kernel.errors import HooklineError
 
 from ...models.options import checked_model_options
 from .guard import HttpError

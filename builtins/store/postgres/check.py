@@ -11,6 +11,8 @@ from ..url import redact_url
 from .conn import _import_driver, split_url
 from .sql import SCHEMA_VERSION
 
+__all__ = ["check_postgres"]
+
 
 @dataclass(frozen=True)
 class PostgresCheck:

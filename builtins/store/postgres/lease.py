@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeEntry
 
 from ..entries import unknown_outcomes

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeAlias, TypeVar
 from hookline.kernel.tape import LAST_ANCHOR, TapeEntry, TapeQuery
 
 from ..entries import SIDECAR_MARKER, dump_json
-from ..sqlite.store import JournalOp, check_journal_op
+from ..sqlite.journal import JournalOp, check_journal_op
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection

@@ -21,17 +21,15 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 import anyio
 
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeEntry, TapeQuery, apply_query
 
 from ..budget import store_call
 from ..entries import SIDECAR_MARKER, check_batch, check_entry, check_tape_name
 from ..parsed import ParsedEntries, Row
-from ..sqlite.store import JournalOp
+from ..sqlite.journal import JournalOp
 from ..url import is_postgres_url, redact_url
-from .check import PostgresCheck, check_postgres
 from .conn import (
-    INSTALL_HINT,
     STATEMENT_TIMEOUT,
     _import_driver,
     _positive,
@@ -61,15 +59,7 @@ if TYPE_CHECKING:
     from psycopg import AsyncConnection
     from psycopg_pool import AsyncConnectionPool
 
-__all__ = [
-    "INSTALL_HINT",
-    "SCHEMA_VERSION",
-    "PostgresCheck",
-    "PostgresTapeStore",
-    "check_postgres",
-    "open_postgres_store",
-    "split_url",
-]
+__all__ = ["PostgresTapeStore"]
 
 logger = logging.getLogger(__name__)
 

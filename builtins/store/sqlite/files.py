@@ -14,20 +14,11 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 
 from ...privacy.files import create_private_file
 
-__all__ = [
-    "FileIdentity",
-    "StoreCheck",
-    "backup_database",
-    "check_database",
-    "damaged_error",
-    "is_damage",
-    "moved_error",
-    "problem_lines",
-]
+__all__ = ["StoreCheck", "backup_database", "check_database"]
 
 
 class FileIdentity:

@@ -13,7 +13,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any, Final, TypeAlias
 
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeEntry
 
 from ...privacy.files import make_private_dir

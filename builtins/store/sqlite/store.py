@@ -20,7 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Literal, TypeVar
 
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeEntry, TapeQuery, apply_query
 
 from ...privacy.files import secure_store
@@ -28,16 +28,13 @@ from ..entries import SIDECAR_MARKER, check_batch, check_entry, check_tape_name
 from ..parsed import ParsedEntries
 from .files import (
     FileIdentity,
-    StoreCheck,
-    backup_database,
-    check_database,
     damaged_error,
     is_damage,
     moved_error,
     problem_lines,
     transient_error,
 )
-from .journal import JournalOp, Owner, check_journal_op
+from .journal import JournalOp, Owner
 from .sql import (
     anchor_start,
     apply_rows,
@@ -59,13 +56,7 @@ __all__ = [
     "COMMIT_FAILED_ERROR",
     "INTERRUPTED_ERROR",
     "SCHEMA_VERSION",
-    "JournalOp",
     "SQLiteTapeStore",
-    "StoreCheck",
-    "backup_database",
-    "check_database",
-    "check_journal_op",
-    "damaged_error",
 ]
 
 SCHEMA_VERSION: Final = 2

@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 
 from ..budget import store_call
 

@@ -38,9 +38,10 @@ from openai_server import OpenAIServer, RecordedRequest, Reply, closed_port_url
 from hookline.builtins.models import ModelOpener
 from hookline.builtins.models.base import Finished
 from hookline.builtins.store import SQLiteTapeStore
-from hookline.builtins.tape.tape import Tape, session_tape_name
+from hookline.builtins.tape.naming import session_tape_name
+from hookline.builtins.tape.tape import Tape
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.events import RunFinished, RunStarted, StepStarted
-from hookline.kernel.streaming import ErrorKind, HooklineError
 
 pytestmark = pytest.mark.anyio
 

@@ -28,8 +28,8 @@ from hookline.kernel import (
     ToolCallResult,
     hookimpl,
 )
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.events import LLMCallFinished, RunFinished
-from hookline.kernel.streaming import ErrorKind, HooklineError
 
 pytestmark = pytest.mark.anyio
 

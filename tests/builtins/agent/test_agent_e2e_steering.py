@@ -20,9 +20,9 @@ from agent_e2e_support import (
 )
 from openai_server import OpenAIServer, Reply
 
-from hookline.builtins.models import content_text
 from hookline.kernel import Framework, hookimpl
 from hookline.kernel.events import RunFinished
+from hookline.kernel.messages import content_text
 from hookline.kernel.streaming import StreamState
 
 pytestmark = pytest.mark.anyio

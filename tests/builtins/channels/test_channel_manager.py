@@ -15,11 +15,11 @@ import pytest
 from channel_manager_support import FakeChannel, FakeInterface, FakeLifecycle, Setup, message, until
 
 from hookline.builtins.channels import ChannelManager, CliChannel
-from hookline.builtins.models.base import ToolCallSpec
 from hookline.kernel import hookimpl
 from hookline.kernel.channels import AdmitDecision, Channel, StopEvent, TurnSnapshot
 from hookline.kernel.envelope import ChannelMessage, get_field
 from hookline.kernel.framework.core import Framework
+from hookline.kernel.messages import ToolCallSpec
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
 MANAGER_LOGGER = "hookline.builtins.channels.manager"

@@ -17,12 +17,13 @@ from hookline.builtins.agent.loop import Agent, AgentConfig
 from hookline.builtins.channels import ChannelManager
 from hookline.builtins.channels.debounce import DebounceBuffer, merge_messages
 from hookline.builtins.config import Settings
-from hookline.builtins.models.base import Finished, TextDelta, as_model_messages
+from hookline.builtins.models.base import Finished, TextDelta
 from hookline.builtins.plugin import BuiltinPlugin
 from hookline.kernel import hookimpl
 from hookline.kernel.channels import Channel, StopEvent, TurnSnapshot
 from hookline.kernel.envelope import ChannelMessage, MediaItem, get_field
 from hookline.kernel.framework.core import Framework
+from hookline.kernel.messages import as_model_messages
 
 WINDOW = 0.05
 

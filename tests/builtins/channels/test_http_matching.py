@@ -23,7 +23,8 @@ from gateway_support import TEST_TOKEN, post
 
 from hookline.builtins.channels import ChannelManager
 from hookline.builtins.channels.envelopes import channel_message
-from hookline.builtins.channels.http.channel import REQUEST_ID_KEY, HttpChannel
+from hookline.builtins.channels.http.channel import HttpChannel
+from hookline.builtins.channels.http.match import REQUEST_ID_KEY
 from hookline.kernel import Framework
 from hookline.kernel.channels import TurnSnapshot
 from hookline.kernel.envelope import ChannelMessage

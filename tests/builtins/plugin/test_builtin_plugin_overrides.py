@@ -14,7 +14,7 @@ from hookline.builtins.agent.steering import InMemorySteeringInbox
 from hookline.builtins.host.environment import LocalEnvironment
 from hookline.builtins.plugin import DEFAULT_SYSTEM_PROMPT
 from hookline.builtins.store import InMemoryTapeStore
-from hookline.builtins.tape.tape import session_tape_name
+from hookline.builtins.tape.naming import session_tape_name
 from hookline.kernel import hookimpl
 from hookline.kernel.models import ModelChoice, ModelOptions
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent

@@ -16,7 +16,8 @@ from builtin_support import write_script as write_turns
 from hookline.builtins.config import Settings
 from hookline.builtins.plugin import CONTEXT_WINDOW, BuiltinPlugin
 from hookline.builtins.store import SQLiteTapeStore
-from hookline.builtins.tape.tape import Tape, session_tape_name
+from hookline.builtins.tape.naming import session_tape_name
+from hookline.builtins.tape.tape import Tape
 from hookline.kernel import Framework, hookimpl
 from hookline.kernel.envelope import ChannelMessage, MediaItem
 from hookline.kernel.prompt import is_media, to_content

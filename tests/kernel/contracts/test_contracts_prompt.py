@@ -11,8 +11,8 @@ from typing import Any, ClassVar
 import pytest
 import republic
 
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.prompt import is_media, prompt_text, to_content, to_legacy_prompt
-from hookline.kernel.streaming import ErrorKind, HooklineError
 
 PNG = b"\x89PNG\r\n\x1a\n\x00binary"
 

@@ -8,13 +8,8 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 
-from hookline.kernel.streaming import (
-    AsyncStreamEvents,
-    ErrorKind,
-    HooklineError,
-    StreamEvent,
-    StreamState,
-)
+from hookline.kernel.errors import ErrorKind, HooklineError
+from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent, StreamState
 
 
 class Source:

@@ -10,7 +10,7 @@ from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
 
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import (
     ENTRY_KINDS,
     LAST_ANCHOR,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from hookline.kernel._util import dedupe_by_name
-from hookline.kernel.streaming import ErrorKind, HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tools import (
     Tool,
     ToolContext,

@@ -14,8 +14,8 @@ from pipeline_support import PNG_DATA_URL, Recorder, TextModel, errors
 from recorders import Answering, AsyncAnswering, FakeEnvironment
 
 from hookline.kernel import hookimpl
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.framework.core import Framework
-from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.turn import TurnResult
 
 # -- stage order and results ----------------------------------------------------------------

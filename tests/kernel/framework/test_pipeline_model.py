@@ -13,8 +13,9 @@ from pipeline_support import PNG_DATA_URL, Recorder, StreamModel, TextModel, err
 from recorders import Answering
 
 from hookline.kernel import hookimpl
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.framework.core import Framework
-from hookline.kernel.streaming import AsyncStreamEvents, ErrorKind, HooklineError, StreamEvent
+from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
 # -- model kind selection --------------------------------------------------------------------
 
