@@ -19,12 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from hookline.kernel import hookimpl
 from hookline.kernel.channels import (
-    AdmissionRouter,
-    AdmitDecision,
     ApprovalRouter,
     Channel,
     MessageHandler,
-    TurnSnapshot,
 )
 from hookline.kernel.envelope import context_str, default_session_id, get_field
 from hookline.kernel.events import StepStarted
@@ -526,17 +523,6 @@ class BuiltinPlugin:
         from .config import default_home
 
         return default_home()
-
-    @hookimpl
-    async def admit_message(
-        self, session_id: str, message: Any, turn: TurnSnapshot
-    ) -> AdmitDecision | None:
-        """The opinion of the message's channel, asked through the bound channel router
-        when it is an `AdmissionRouter` (the channel manager); else no opinion."""
-        router = self.framework.router
-        if not isinstance(router, AdmissionRouter):
-            return None
-        return await router.admit_message(session_id, message, turn)
 
     @hookimpl
     async def on_error(self, stage: str, error: Exception, message: Any) -> None:

@@ -37,7 +37,7 @@ _PUBLIC = {
     "tape": ("AsyncBatchTapeStore", "AsyncTapeStore", "BatchTapeStore", "TapeContext", "TapeEntry",
              "TapeQuery", "TapeSidecar", "TapeStore"),
     "environment": ("ByteReader", "CodeFailed", "Environment", "Process", "StrPath"),
-    "channels": ("AdmissionRouter", "AdmitAction", "AdmitDecision", "AdmitOutcome",
+    "channels": ("AdmitAction", "AdmitDecision", "AdmitOutcome",
                  "ApprovalRouter", "Channel", "ChannelRouter", "Interface", "Lifecycle",
                  "MessageHandler", "SteeringInbox", "StopEvent", "TurnSnapshot"),
     "tools": ("EventEmitter", "Tool", "ToolContext", "ToolExposure"),

@@ -22,7 +22,6 @@ from ._dispatch import TraceRecord as TraceRecord
 from ._dispatch import UnknownImpl as UnknownImpl  # deprecated here (warns)
 from ._identity import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP
 from ._identity import __version__ as __version__
-from .channels import AdmissionRouter as AdmissionRouter
 from .channels import AdmitAction as AdmitAction
 from .channels import AdmitDecision as AdmitDecision
 from .channels import AdmitOutcome as AdmitOutcome

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 from .streaming import AsyncStreamEvents, StreamEvent
 
 __all__ = [
-    "AdmissionRouter",
     "AdmitAction",
     "AdmitDecision",
     "AdmitOutcome",
@@ -244,18 +243,6 @@ class ApprovalRouter(Protocol):
 
     def approval_asker(self, message: Any) -> Any:
         """The asker for the turn of inbound `message`, or None."""
-        ...
-
-
-@runtime_checkable
-class AdmissionRouter(Protocol):
-    """A router that also answers admission for its channels (the channel manager): the
-    builtin `admit_message` asks it when the bound router is one."""
-
-    async def admit_message(
-        self, session_id: str, message: Any, turn: TurnSnapshot
-    ) -> AdmitDecision | None:
-        """The admission opinion of the channel `message` came from (None: no opinion)."""
         ...
 
 

@@ -176,6 +176,8 @@ class ChannelManager:
         snapshot = self.snapshot(session_id, state)
         try:
             decision = await self.framework.admit_message(session_id, message, snapshot)
+            if decision is None:  # no plugin decided: the channel it came from does
+                decision = await self._channel_opinion(session_id, message, snapshot)
         except Exception as exc:
             logger.warning("channel.admit_message_failed session=%s error=%s: %s; processing "
                            "the message", session_id, type(exc).__name__, exc)
@@ -414,7 +416,7 @@ class ChannelManager:
         await channel.send(channel_message(name, message))
         return True
 
-    async def admit_message(
+    async def _channel_opinion(
         self, session_id: str, message: Any, turn: TurnSnapshot
     ) -> AdmitDecision | None:
         """The admission opinion of the channel the message came from (None if unknown)."""

@@ -1,6 +1,6 @@
 """Channels and the channel manager talk through declared members only: the callbacks
 `Channel` declares (no method looked up by a string name, no attribute set on a channel
-from outside), and the `ChannelRouter` / `AdmissionRouter` protocols of `Framework.router`.
+from outside), and the `ChannelRouter` protocol of `Framework.router`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from hookline.builtins.plugin import BuiltinPlugin
 from hookline.cli.output import TurnPrinter
 from hookline.kernel import hookimpl
 from hookline.kernel.channels import (
-    AdmissionRouter,
     AdmitDecision,
     AdmitOutcome,
     ChannelRouter,
@@ -323,26 +322,22 @@ def test_the_manager_and_the_printer_are_channel_routers(tmp_path: Path) -> None
     printer = TurnPrinter(stream=False)
     # Checked by a type checker (structural), and at run time (runtime_checkable).
     routers: list[ChannelRouter] = [manager, printer, Opinionated()]
-    admission: list[AdmissionRouter] = [manager, Opinionated()]
     assert all(isinstance(router, ChannelRouter) for router in routers)
-    assert all(isinstance(router, AdmissionRouter) for router in admission)
-    assert not isinstance(printer, AdmissionRouter)
     assert not isinstance(DispatchOnly(), ChannelRouter)
     framework.router = printer
     assert framework.router is printer
 
 
 @pytest.mark.anyio
-async def test_the_builtin_admission_asks_only_a_router_that_answers_admission(
+async def test_the_builtin_plugin_has_no_admission_opinion_of_its_own(
         tmp_path: Path) -> None:
+    """Admission is decided where messages arrive: the channel manager asks the message's
+    channel itself when no plugin decided, so the hook never goes back to the router."""
     framework, _ = builtin_framework(tmp_path)
     turn = TurnSnapshot("s1", running_count=1)
     assert await framework.admit_message("s1", message("x"), turn) is None  # no router
-    framework.router = TurnPrinter(stream=False)
-    assert await framework.admit_message("s1", message("x"), turn) is None
     framework.router = Opinionated()
-    assert await framework.admit_message("s1", message("x"), turn) == AdmitDecision.drop(
-        "router says no")
+    assert await framework.admit_message("s1", message("x"), turn) is None
 
 
 @pytest.mark.anyio
