@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from hookline.kernel.channels import AdmitDecision, TurnSnapshot
+from hookline.kernel.channels import ADMIT_ACTIONS, AdmitDecision, TurnSnapshot
 from hookline.kernel.envelope import MediaItem, envelope_content, get_field
 from hookline.kernel.interception import LLMCallDecision, LLMCallRequest, ToolCallDecision
 from hookline.kernel.models import ModelChoice, ModelOptions
@@ -70,7 +70,7 @@ def admit_decision(value: Any) -> Any:
 
     if not isinstance(value, BubAdmitDecision):
         return value
-    if value.action not in ("process", "drop", "follow_up", "steer"):
+    if value.action not in ADMIT_ACTIONS:
         logger.warning("bub.admit_unknown_action action=%r; processing the message",
                        value.action)
         return AdmitDecision("process", value.reason)

@@ -17,7 +17,6 @@ from .load import parse_setting as parse_setting
 from .load import settings_from_config as settings_from_config
 from .parsers import API_FORMATS as API_FORMATS
 from .parsers import APPROVAL_POLICIES as APPROVAL_POLICIES
-from .parsers import BUSY_SESSION_ACTIONS as BUSY_SESSION_ACTIONS
 from .parsers import MIN_HTTP_TOKEN_LENGTH as MIN_HTTP_TOKEN_LENGTH
 from .parsers import SANDBOX_MODES as SANDBOX_MODES
 from .parsers import TOOL_ENV_MODES as TOOL_ENV_MODES

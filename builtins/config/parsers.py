@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hookline.kernel.channels import ADMIT_ACTIONS
+
 from ..store.url import StoreURL, is_postgres_url
 
 MIN_HTTP_TOKEN_LENGTH = 32
-BUSY_SESSION_ACTIONS = ("follow_up", "process", "steer", "drop")
-"""Admission actions the `http_busy_session` setting can name."""
 SANDBOX_LAYERS = ("namespaces", "landlock", "seccomp")
 """The layers `sandbox_without` may leave out."""
 SANDBOX_MODES = ("workspace-write", "read-only", "off")
@@ -226,7 +226,7 @@ def fraction(value: Any) -> float:
 
 def admit_action(value: Any) -> str:
     action = text(value).lower().replace("-", "_")
-    if action not in BUSY_SESSION_ACTIONS:
+    if action not in ADMIT_ACTIONS:
         raise Invalid
     return action
 

@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import hookline.builtins.config.parsers as parse  # the module, not the package's face
+from hookline.kernel.channels import ADMIT_ACTIONS
 from hookline.kernel.streaming import ErrorKind, HooklineError
 
 from ..privacy.redact import redact_credentials
 from .parsers import (
     API_FORMATS,
     APPROVAL_POLICIES,
-    BUSY_SESSION_ACTIONS,
     MIN_HTTP_TOKEN_LENGTH,
     SANDBOX_LAYERS,
     SANDBOX_MODES,
@@ -162,7 +162,7 @@ class Settings:
     http_approval_timeout: float = field(default=DEFAULT_HTTP_APPROVAL_TIMEOUT, metadata=setting(
         parse.seconds, "a positive number of seconds", "120", "120"))
     http_busy_session: str = field(default="follow_up", metadata=setting(
-        parse.admit_action, f"one of {', '.join(BUSY_SESSION_ACTIONS)}",
+        parse.admit_action, f"one of {', '.join(ADMIT_ACTIONS)}",
         "process", '"process"'))
     http_token: str | None = field(default=None, repr=False, metadata=setting(
         parse.bearer_token, f"at least {MIN_HTTP_TOKEN_LENGTH} printable characters without "
