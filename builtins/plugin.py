@@ -26,7 +26,12 @@ from hookline.kernel.channels import (
     MessageHandler,
     TurnSnapshot,
 )
-from hookline.kernel.envelope import context_str, default_session_id, get_field
+from hookline.kernel.envelope import (
+    PROMPT_MEDIA_TYPES,
+    context_str,
+    default_session_id,
+    get_field,
+)
 from hookline.kernel.events import StepStarted
 from hookline.kernel.interception import ToolCall, ToolCallDecision, ToolCallResult
 from hookline.kernel.models import ModelChoice, ModelOptions
@@ -77,7 +82,6 @@ CONTEXT_WINDOW = 100
 """Messages since the last anchor past which the context is compacted, as past the token
 budget; the tape is read with twice as many entries at most (the running turn's own all
 kept), a bound that compaction keeps from ever sliding; see docs/context.md."""
-MEDIA_KINDS = ("image", "audio", "video")
 
 
 class BuiltinPlugin:
@@ -571,7 +575,7 @@ def _media_kind(item: Any) -> str | None:
     by republic as a local path, outside the workspace rules.
     """
     kind = get_field(item, "type")
-    if kind not in MEDIA_KINDS:
+    if kind not in PROMPT_MEDIA_TYPES:
         return None
     url = item.data_url() if hasattr(item, "data_url") else get_field(item, "url")
     if not isinstance(url, str) or not url.startswith(("http://", "https://", "data:")):
@@ -584,6 +588,6 @@ def _to_republic(kind: str, item: Any) -> Any:
     import republic
 
     url = item.data_url() if hasattr(item, "data_url") else get_field(item, "url")
-    build = {"image": republic.image, "audio": republic.audio, "video": republic.video}
-    return build[kind](url, media_type=get_field(item, "mime_type"))
+    build = getattr(republic, kind)  # republic.image, .audio, .video
+    return build(url, media_type=get_field(item, "mime_type"))
 

@@ -14,17 +14,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from hookline.kernel.channels import ADMIT_ACTIONS, AdmitDecision, TurnSnapshot
-from hookline.kernel.envelope import MediaItem, envelope_content, get_field
+from hookline.kernel.envelope import PROMPT_MEDIA_TYPES, MediaItem, envelope_content, get_field
 from hookline.kernel.interception import LLMCallDecision, LLMCallRequest, ToolCallDecision
 from hookline.kernel.models import ModelChoice, ModelOptions
 from hookline.kernel.streaming import ErrorKind, HooklineError
 from hookline.kernel.tools import Tool, ToolContext
 
 logger = logging.getLogger(__name__)
-
-PROMPT_MEDIA = ("image", "audio", "video")
-"""The media kinds Bub's builtin puts into the prompt (documents are skipped)."""
-
 
 # -- interception ------------------------------------------------------------------------
 
@@ -150,7 +146,7 @@ async def resolve_media(message: Any) -> int:
     resolved: list[Any] = []
     count = 0
     for item in media:
-        if not isinstance(item, BubMediaItem) or item.type not in PROMPT_MEDIA:
+        if not isinstance(item, BubMediaItem) or item.type not in PROMPT_MEDIA_TYPES:
             resolved.append(item)
             continue
         try:
