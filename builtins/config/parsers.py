@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hookline.kernel._util import parse_flag
 from hookline.kernel.channels import ADMIT_ACTIONS
 
 from ..store.url import StoreURL, is_postgres_url
@@ -24,8 +25,6 @@ APPROVAL_POLICIES = ("ask", "on-request", "never", "auto")
 TOOL_ENV_MODES = ("filtered", "inherit")
 API_FORMATS = ("chat", "responses", "messages", "gemini")
 """Chat wire formats republic 0.6 speaks (`api_format`)."""
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off"})
 
 
 
@@ -176,13 +175,10 @@ def positive_int(value: Any) -> int:
 def boolean(value: Any) -> bool:
     if isinstance(value, bool):
         return value
-    if isinstance(value, str):
-        word = value.strip().lower()
-        if word in _TRUE:
-            return True
-        if word in _FALSE:
-            return False
-    raise Invalid
+    flag = parse_flag(value) if isinstance(value, str) else None
+    if flag is None:
+        raise Invalid
+    return flag
 
 
 def host(value: Any) -> str:
