@@ -39,7 +39,7 @@ from hookline.kernel.tape import TapeContext
 from hookline.kernel.tools import Tool
 from hookline.kernel.turn import RUNTIME_THREAD_ID, RUNTIME_WORKSPACE
 
-from .config.limits import check_session_fields
+from .config.limits import CONTEXT_WINDOW, check_session_fields
 from .models.options import MODEL_OPTIONS_STATE, checked_model_options
 
 if TYPE_CHECKING:
@@ -78,10 +78,6 @@ look back at this session. Say what you did and what you found."""
 PROCESS_RECORDS = "processes"
 """Folder of the hookline home holding one process record per open scope."""
 
-CONTEXT_WINDOW = 100
-"""Messages since the last anchor past which the context is compacted, as past the token
-budget; the tape is read with twice as many entries at most (the running turn's own all
-kept), a bound that compaction keeps from ever sliding; see docs/context.md."""
 
 
 class BuiltinPlugin:
