@@ -84,9 +84,9 @@ class BuiltinPlugin:
     """Default implementations; ``settings`` may be given (tests) or read on first use."""
 
     sweep_seconds: float | None = 5.0
-    """How often the lifespan reaps adopted orphans and closes idle environments (the
-    lifespan's `SWEEP_SECONDS`, spelled out here so that building the plugin does not
-    import the lifespan)."""
+    """How often the lifespan reaps adopted orphans and closes idle environments (None:
+    never); the one place the period is written, so building the plugin imports no
+    lifespan module to learn it."""
 
     def __init__(self, framework: Any, settings: Settings | None = None) -> None:
         self.framework = framework
