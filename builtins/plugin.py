@@ -513,10 +513,11 @@ class BuiltinPlugin:
     def scrub_text(self, text: str) -> str:
         """`text` without credentials in URLs, with workspace paths relative to it and the
         hookline home and the user's home folder named, not spelled out."""
+        from .privacy import HOME_ENV
         from .privacy.redact import redact_credentials, redact_paths
 
         home = self._home()
-        others = [(str(home), "$HOOKLINE_HOME"), (str(Path.home()), "~")]
+        others = [(str(home), f"${HOME_ENV}"), (str(Path.home()), "~")]
         return redact_paths(redact_credentials(text), self.framework.workspace, others)
 
     def _home(self) -> Path:

@@ -240,7 +240,9 @@ def _check(framework: Framework) -> dict[str, Any]:
     builtin = framework.registry.get_plugin("builtin")
     servers_of = getattr(builtin, "mcp_servers", None)
     if servers_of is None:
-        fail(RuntimeError("the builtin plugin is not loaded (HOOKLINE_DISABLE_PLUGINS?): "
+        from hookline.kernel.framework import DISABLE_ENV
+
+        fail(RuntimeError(f"the builtin plugin is not loaded ({DISABLE_ENV}?): "
                           "nothing would start the MCP servers"))
 
     async def check() -> dict[str, Any]:

@@ -51,6 +51,7 @@ from hookline.kernel.streaming import (
 from hookline.kernel.tools import Tool, ToolContext
 from hookline.kernel.turn import RUNTIME_TAPE, RUNTIME_TOOL_NAMES
 
+from ..config import setting_env
 from ..models.base import (
     ModelClient,
     ModelMessage,
@@ -325,7 +326,7 @@ class _Run:
             raise HooklineError(
                 ErrorKind.temporary,
                 f"stopped after {self.agent.config.max_steps} model steps without a final "
-                f"answer; raise HOOKLINE_MAX_STEPS if the task needs more",
+                f"answer; raise {setting_env('max_steps')} if the task needs more",
             )
         self.steps += 1
         self.run_id = new_run_id()

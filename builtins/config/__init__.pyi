@@ -31,4 +31,5 @@ from .table import DEFAULT_MAX_PROCESSES as DEFAULT_MAX_PROCESSES
 from .table import DEFAULT_MAX_STEPS as DEFAULT_MAX_STEPS
 from .table import Settings as Settings
 from .table import SettingsError as SettingsError
+from .table import setting_env as setting_env
 from .toml import dumps_toml as dumps_toml

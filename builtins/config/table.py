@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import hookline.builtins.config.parsers as parse  # the module, not the package's face
+from hookline.kernel._identity import ENV_PREFIX
 from hookline.kernel.channels import ADMIT_ACTIONS
 from hookline.kernel.streaming import ErrorKind, HooklineError
 
@@ -40,7 +41,6 @@ DEFAULT_HTTP_PORT = 8787
 DEFAULT_HTTP_TIMEOUT = 300.0
 DEFAULT_HTTP_BODY_TIMEOUT = 30.0
 DEFAULT_HTTP_APPROVAL_TIMEOUT = 120.0
-ENV_PREFIX = "HOOKLINE_"
 TAPES_NAME = "tapes.db"
 CONFIG_NAME = "config.toml"
 DEFAULT_DENY_READ = ("~/.ssh", "~/.aws", "~/.azure", "~/.config/gcloud", "~/.config/gh",
@@ -327,3 +327,10 @@ SPECS = _specs()
 BY_KEY = {spec.key: spec for spec in SPECS}
 SECRETS = frozenset(spec.key for spec in SPECS if spec.secret)
 """Settings whose values are never shown in an error message."""
+
+
+def setting_env(key: str) -> str:
+    """The variable of setting `key`, for a message that tells the reader to set it: read
+    from the table, so a renamed setting cannot leave a message naming a variable nobody
+    reads (a key that is no setting raises KeyError)."""
+    return BY_KEY[key].env

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from hookline.kernel.prompt import to_content
 from hookline.kernel.streaming import ErrorKind, HooklineError
 
+from ..config import setting_env
 from ..privacy.redact import redact_credentials
 from .base import (
     USAGE_FIELDS,
@@ -187,9 +188,9 @@ class RepublicModel:
         if not separator or not provider.strip() or not model.strip():
             raise HooklineError(
                 ErrorKind.config,
-                f"Model spec {spec!r} is not 'provider:model'. Set HOOKLINE_MODEL (or model in "
-                "the config file) to a spec such as openai:gpt-4o-mini, "
-                "openai-compatible:<model> with HOOKLINE_API_BASE, or offline.",
+                f"Model spec {spec!r} is not 'provider:model'. Set {setting_env('model')} (or "
+                "model in the config file) to a spec such as openai:gpt-4o-mini, "
+                f"openai-compatible:<model> with {setting_env('api_base')}, or offline.",
                 details={"spec": spec},
             )
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
@@ -212,7 +213,7 @@ class RepublicModel:
             raise HooklineError(
                 ErrorKind.config,
                 f"{spec}: {provider} needs the address of your server and none is set; set "
-                f"HOOKLINE_API_BASE (or api_base in the config file, or "
+                f"{setting_env('api_base')} (or api_base in the config file, or "
                 f"{self.env_prefix}_API_BASE), for example http://localhost:11434/v1",
                 details={"provider": provider, "model": model},
             )
@@ -414,8 +415,10 @@ class RepublicModel:
         endpoint = (getattr(self, "endpoint", None) or redact_credentials(self.api_base or "")
                     or "the default endpoint")
         prefix = self.env_prefix
-        key_vars = f"HOOKLINE_API_KEY (or api_key in the config file) or {prefix}_API_KEY"
-        base_vars = f"HOOKLINE_API_BASE (or api_base in the config file) or {prefix}_API_BASE"
+        model_var, format_var = setting_env("model"), setting_env("api_format")
+        key_vars = f"{setting_env('api_key')} (or api_key in the config file) or {prefix}_API_KEY"
+        base_vars = (f"{setting_env('api_base')} (or api_base in the config file) or "
+                     f"{prefix}_API_BASE")
         tries = f" after {attempts} attempts" if attempts > 1 else ""
 
         if isinstance(exc, errors.APIStatusError):
@@ -439,7 +442,7 @@ class RepublicModel:
                 return HooklineError(
                     ErrorKind.config,
                     f"{name}: not found at {endpoint} (HTTP 404{said}). Check the model name "
-                    f"{self.model!r} in HOOKLINE_MODEL, and the endpoint: set {base_vars}.",
+                    f"{self.model!r} in {model_var}, and the endpoint: set {base_vars}.",
                     details,
                 )
             if status == 429 and out_of_quota(exc.body):
@@ -447,7 +450,7 @@ class RepublicModel:
                     ErrorKind.config,
                     f"{name}: {self.provider} says the account is out of quota or credit "
                     f"(HTTP 429{said}); waiting will not help: check the plan and billing of "
-                    f"the key, or choose another model with --model or HOOKLINE_MODEL.",
+                    f"the key, or choose another model with --model or {model_var}.",
                     details,
                 )
             asked = retry_after(exc)
@@ -461,7 +464,7 @@ class RepublicModel:
                     ErrorKind.provider,
                     f"{name}: rate limited by {self.provider} (HTTP 429{said}){tries}{wait}"
                     f"{longer}. Try again later, or choose another model with --model or "
-                    f"HOOKLINE_MODEL.",
+                    f"{model_var}.",
                     details,
                 )
             if status == 400 and too_long(exc.body):
@@ -476,13 +479,13 @@ class RepublicModel:
                 return HooklineError(
                     ErrorKind.provider,
                     f"{name}: the provider failed (HTTP {status}{said}){tries}. Try again "
-                    "later, or choose another model with --model or HOOKLINE_MODEL.",
+                    f"later, or choose another model with --model or {model_var}.",
                     details,
                 )
             return HooklineError(
                 ErrorKind.provider,
                 f"{name}: the provider rejected the request (HTTP {status}{said}). Check what "
-                f"the model supports: tools, HOOKLINE_MAX_TOKENS, HOOKLINE_API_FORMAT.",
+                f"the model supports: tools, {setting_env('max_tokens')}, {format_var}.",
                 details,
             )
         if isinstance(exc, errors.APIConnectionError) and midstream:
@@ -522,21 +525,21 @@ class RepublicModel:
             known = ", ".join(republic.all_providers())
             return HooklineError(
                 ErrorKind.config,
-                f"{name}: unknown provider {self.provider!r}. Set HOOKLINE_MODEL to "
+                f"{name}: unknown provider {self.provider!r}. Set {model_var} to "
                 f"'<provider>:<model>' with one of: {known}; or 'offline'.",
                 self._details(),
             )
         if isinstance(exc, errors.UnsupportedApiFormatError):
             return HooklineError(
                 ErrorKind.config,
-                f"{name}: {exc}. Set HOOKLINE_API_FORMAT (or api_format in the config file) to "
+                f"{name}: {exc}. Set {format_var} (or api_format in the config file) to "
                 "a format the provider supports, or unset it.",
                 self._details(api_format=self.api_format),
             )
         if isinstance(exc, errors.UnsupportedFeatureError):
             return HooklineError(
                 ErrorKind.config,
-                f"{name}: {exc}. Choose another model or API format (HOOKLINE_API_FORMAT).",
+                f"{name}: {exc}. Choose another model or API format ({format_var}).",
                 self._details(),
             )
         if isinstance(exc, errors.AuthenticationError):
