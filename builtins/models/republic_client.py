@@ -9,10 +9,11 @@ through republic 0.6 and reports hookline events and errors only:
   config file; `open_model` reads the variable `api_key_env` names when no key is set),
   else republic's `REPUBLIC_<PROVIDER>_API_KEY` / `_API_BASE` variables.
 - Every failure is a `HooklineError` whose message names the provider, the model and what
-  to set: kind `config` for what configuration fixes (unknown provider, bad spec or api
-  format, rejected or missing key, unknown model or endpoint), kind `provider` for what
-  the service did (rate limit, server error, refused request, connection failure,
-  broken stream). The original republic exception is the `__cause__`.
+  to set (failures.py describes republic's): kind `config` for what configuration fixes
+  (unknown provider, bad spec or api format, rejected or missing key, unknown model or
+  endpoint), kind `provider` for what the service did (rate limit, server error, refused
+  request, connection failure, broken stream). The original republic exception is the
+  `__cause__`.
 - Each `stream()` call uses its own HTTP client, closed when the stream ends or is closed
   early, so a client can be used from any event loop; retries (HTTP 408/409/429/5xx and
   dropped connections, before any event was produced) are done here with `anyio.sleep`,
@@ -47,8 +48,9 @@ from .base import (
     as_model_message,
     usage_dict,
 )
+from .failures import Subject, describe_failure
 from .pairing import OpenCalls
-from .retries import body_message, out_of_quota, reason, retry_after, retryable, too_long
+from .retries import reason, retry_after, retryable
 
 if TYPE_CHECKING:
     import republic
@@ -399,158 +401,10 @@ class RepublicModel:
 
     def _error(self, exc: BaseException, *, attempts: int = 1,
                midstream: bool = False) -> HooklineError:
-        """The provider's failure as one HooklineError saying what to fix; the text of the
-        underlying error may spell out the URL, so credentials are taken out of it.
-        `midstream`: the reply had begun, so the server was running (a cut, not a refusal)."""
-        error = self._describe(exc, attempts=attempts, midstream=midstream)
-        error.message = redact_credentials(error.message)
-        Exception.__init__(error, error.kind, error.message, error.details)
-        return error
-
-    def _describe(self, exc: BaseException, *, attempts: int,
-                  midstream: bool = False) -> HooklineError:
-        from republic import errors
-
-        name = self.name
-        endpoint = (getattr(self, "endpoint", None) or redact_credentials(self.api_base or "")
-                    or "the default endpoint")
-        prefix = self.env_prefix
-        model_var, format_var = setting_env("model"), setting_env("api_format")
-        key_vars = f"{setting_env('api_key')} (or api_key in the config file) or {prefix}_API_KEY"
-        base_vars = (f"{setting_env('api_base')} (or api_base in the config file) or "
-                     f"{prefix}_API_BASE")
-        tries = f" after {attempts} attempts" if attempts > 1 else ""
-
-        if isinstance(exc, errors.APIStatusError):
-            status = exc.status_code
-            said = body_message(exc.body)
-            said = f": {said}" if said else ""
-            details = self._details(status=status)
-            if status in (401, 403):
-                problem = (
-                    "the API key was rejected"
-                    if self.key_configured
-                    else "no API key is configured"
-                )
-                return HooklineError(
-                    ErrorKind.config,
-                    f"{name}: authentication failed at {endpoint} (HTTP {status}{said}); "
-                    f"{problem}. Set {key_vars} to a valid key for {self.provider}.",
-                    details,
-                )
-            if status == 404:
-                return HooklineError(
-                    ErrorKind.config,
-                    f"{name}: not found at {endpoint} (HTTP 404{said}). Check the model name "
-                    f"{self.model!r} in {model_var}, and the endpoint: set {base_vars}.",
-                    details,
-                )
-            if status == 429 and out_of_quota(exc.body):
-                return HooklineError(
-                    ErrorKind.config,
-                    f"{name}: {self.provider} says the account is out of quota or credit "
-                    f"(HTTP 429{said}); waiting will not help: check the plan and billing of "
-                    f"the key, or choose another model with --model or {model_var}.",
-                    details,
-                )
-            asked = retry_after(exc)
-            if asked is not None:
-                details["retry_after"] = asked
-            if status == 429:
-                wait = (f"; it asks to wait {asked:g} s" if asked is not None else "")
-                longer = (f", more than retry_max_wait ({self.max_retry_delay:g} s) allows"
-                          if asked is not None and asked > self.max_retry_delay else "")
-                return HooklineError(
-                    ErrorKind.provider,
-                    f"{name}: rate limited by {self.provider} (HTTP 429{said}){tries}{wait}"
-                    f"{longer}. Try again later, or choose another model with --model or "
-                    f"{model_var}.",
-                    details,
-                )
-            if status == 400 and too_long(exc.body):
-                return HooklineError(
-                    ErrorKind.provider,
-                    f"{name}: the request is longer than the model's context window (HTTP "
-                    f"400{said}). Set context_window to the model's window (in tokens), or "
-                    f"start a new session (--new).",
-                    details,
-                )
-            if status >= 500:
-                return HooklineError(
-                    ErrorKind.provider,
-                    f"{name}: the provider failed (HTTP {status}{said}){tries}. Try again "
-                    f"later, or choose another model with --model or {model_var}.",
-                    details,
-                )
-            return HooklineError(
-                ErrorKind.provider,
-                f"{name}: the provider rejected the request (HTTP {status}{said}). Check what "
-                f"the model supports: tools, {setting_env('max_tokens')}, {format_var}.",
-                details,
-            )
-        if isinstance(exc, errors.APIConnectionError) and midstream:
-            return HooklineError(
-                ErrorKind.provider,
-                f"{name}: the connection to {endpoint} was cut while the reply was arriving "
-                f"(the reply is incomplete). Try again.",
-                self._details(),
-            )
-        if isinstance(exc, errors.APIConnectionError):
-            cause = exc.__cause__
-            reason = f": {cause}" if cause is not None and str(cause) else ""
-            what = "timed out" if isinstance(exc, errors.APITimeoutError) else "connection failed"
-            return HooklineError(
-                ErrorKind.provider,
-                f"{name}: {what} talking to {endpoint}{reason}{tries}. Check that the server "
-                f"is running and reachable, and the endpoint: set {base_vars}.",
-                self._details(),
-            )
-        if isinstance(exc, errors.StreamIncompleteError):
-            return HooklineError(
-                ErrorKind.provider,
-                f"{name}: the response stream from {endpoint} ended before it was complete. "
-                "Try again; if it persists, the server may not support streaming.",
-                self._details(),
-            )
-        if isinstance(exc, errors.APIResponseError):
-            said = body_message(str(exc))
-            return HooklineError(
-                ErrorKind.provider,
-                f"{name}: the provider reported an error: {said}",
-                self._details(),
-            )
-        if isinstance(exc, errors.ProviderNotFoundError):
-            import republic
-
-            known = ", ".join(republic.all_providers())
-            return HooklineError(
-                ErrorKind.config,
-                f"{name}: unknown provider {self.provider!r}. Set {model_var} to "
-                f"'<provider>:<model>' with one of: {known}; or 'offline'.",
-                self._details(),
-            )
-        if isinstance(exc, errors.UnsupportedApiFormatError):
-            return HooklineError(
-                ErrorKind.config,
-                f"{name}: {exc}. Set {format_var} (or api_format in the config file) to "
-                "a format the provider supports, or unset it.",
-                self._details(api_format=self.api_format),
-            )
-        if isinstance(exc, errors.UnsupportedFeatureError):
-            return HooklineError(
-                ErrorKind.config,
-                f"{name}: {exc}. Choose another model or API format ({format_var}).",
-                self._details(),
-            )
-        if isinstance(exc, errors.AuthenticationError):
-            return HooklineError(
-                ErrorKind.config,
-                f"{name}: cannot load credentials for {self.provider}: {exc}. "
-                f"Set {key_vars}, or sign in with the provider's tool.",
-                self._details(),
-            )
-        return HooklineError(
-            ErrorKind.provider,
-            f"{name}: the model call failed: {type(exc).__name__}: {exc}",
-            self._details(),
-        )
+        """The provider's failure as one HooklineError saying what to fix (failures.py)."""
+        endpoint = getattr(self, "endpoint", None) or redact_credentials(self.api_base or "")
+        subject = Subject(self.name, self.provider, self.model,
+                          endpoint or "the default endpoint", self.env_prefix,
+                          self.key_configured, self.max_retry_delay, self.api_format,
+                          self._details())
+        return describe_failure(subject, exc, attempts=attempts, midstream=midstream)
