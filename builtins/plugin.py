@@ -23,7 +23,12 @@ from hookline.kernel.channels import (
     Channel,
     MessageHandler,
 )
-from hookline.kernel.envelope import context_str, default_session_id, get_field
+from hookline.kernel.envelope import (
+    PROMPT_MEDIA_TYPES,
+    context_str,
+    default_session_id,
+    get_field,
+)
 from hookline.kernel.events import StepStarted
 from hookline.kernel.interception import ToolCall, ToolCallDecision, ToolCallResult
 from hookline.kernel.models import ModelChoice, ModelOptions
@@ -31,7 +36,7 @@ from hookline.kernel.tape import TapeContext
 from hookline.kernel.tools import Tool
 from hookline.kernel.turn import RUNTIME_THREAD_ID, RUNTIME_WORKSPACE
 
-from .config.limits import check_session_fields
+from .config.limits import CONTEXT_WINDOW, check_session_fields
 from .models.options import MODEL_OPTIONS_STATE, checked_model_options
 
 if TYPE_CHECKING:
@@ -70,20 +75,15 @@ look back at this session. Say what you did and what you found."""
 PROCESS_RECORDS = "processes"
 """Folder of the hookline home holding one process record per open scope."""
 
-CONTEXT_WINDOW = 100
-"""Messages since the last anchor past which the context is compacted, as past the token
-budget; the tape is read with twice as many entries at most (the running turn's own all
-kept), a bound that compaction keeps from ever sliding; see docs/context.md."""
-MEDIA_KINDS = ("image", "audio", "video")
 
 
 class BuiltinPlugin:
     """Default implementations; ``settings`` may be given (tests) or read on first use."""
 
     sweep_seconds: float | None = 5.0
-    """How often the lifespan reaps adopted orphans and closes idle environments (the
-    lifespan's `SWEEP_SECONDS`, spelled out here so that building the plugin does not
-    import the lifespan)."""
+    """How often the lifespan reaps adopted orphans and closes idle environments (None:
+    never); the one place the period is written, so building the plugin imports no
+    lifespan module to learn it."""
 
     def __init__(self, framework: Any, settings: Settings | None = None) -> None:
         self.framework = framework
@@ -510,10 +510,11 @@ class BuiltinPlugin:
     def scrub_text(self, text: str) -> str:
         """`text` without credentials in URLs, with workspace paths relative to it and the
         hookline home and the user's home folder named, not spelled out."""
+        from .privacy import HOME_ENV
         from .privacy.redact import redact_credentials, redact_paths
 
         home = self._home()
-        others = [(str(home), "$HOOKLINE_HOME"), (str(Path.home()), "~")]
+        others = [(str(home), f"${HOME_ENV}"), (str(Path.home()), "~")]
         return redact_paths(redact_credentials(text), self.framework.workspace, others)
 
     def _home(self) -> Path:
@@ -557,7 +558,7 @@ def _media_kind(item: Any) -> str | None:
     by republic as a local path, outside the workspace rules.
     """
     kind = get_field(item, "type")
-    if kind not in MEDIA_KINDS:
+    if kind not in PROMPT_MEDIA_TYPES:
         return None
     url = item.data_url() if hasattr(item, "data_url") else get_field(item, "url")
     if not isinstance(url, str) or not url.startswith(("http://", "https://", "data:")):
@@ -570,6 +571,6 @@ def _to_republic(kind: str, item: Any) -> Any:
     import republic
 
     url = item.data_url() if hasattr(item, "data_url") else get_field(item, "url")
-    build = {"image": republic.image, "audio": republic.audio, "video": republic.video}
-    return build[kind](url, media_type=get_field(item, "mime_type"))
+    build = getattr(republic, kind)  # republic.image, .audio, .video
+    return build(url, media_type=get_field(item, "mime_type"))
 

@@ -19,11 +19,11 @@ def _use_policy(value: str | None) -> str | None:
     """`--approval` is the `approval` setting for this command: it goes where every
     setting's override goes, the environment, before the settings are read."""
     if value is not None:
-        from hookline.builtins.config import APPROVAL_POLICIES
+        from hookline.builtins.config import APPROVAL_POLICIES, setting_env
 
         if value not in APPROVAL_POLICIES:
             raise typer.BadParameter(f"must be one of {', '.join(APPROVAL_POLICIES)}")
-        os.environ["HOOKLINE_APPROVAL"] = value
+        os.environ[setting_env("approval")] = value
     return value
 
 

@@ -241,7 +241,9 @@ def _check(framework: Framework) -> dict[str, Any]:
     show_logs(logging.WARNING, turn_failures=False)
     builtin = builtin_services(framework)
     if builtin is None:
-        fail(RuntimeError("the builtin plugin is not loaded (HOOKLINE_DISABLE_PLUGINS?): "
+        from hookline.kernel.framework import DISABLE_ENV
+
+        fail(RuntimeError(f"the builtin plugin is not loaded ({DISABLE_ENV}?): "
                           "nothing would start the MCP servers"))
 
     async def check() -> dict[str, Any]:

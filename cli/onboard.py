@@ -245,14 +245,14 @@ class _Questions:
                 typer.echo(f"  {exc}; try again", err=True)
 
     def _api_base(self, spec: str, provider: str, carried: str | None) -> str | None:
+        from hookline.builtins.config import setting_env
         from hookline.builtins.models import NEEDS_API_BASE, env_prefix
 
-        from_env = [name for name in ("HOOKLINE_API_BASE", f"{env_prefix(provider)}_API_BASE")
-                    if os.environ.get(name, "").strip()]
+        ours, theirs = setting_env("api_base"), f"{env_prefix(provider)}_API_BASE"
+        from_env = [name for name in (ours, theirs) if os.environ.get(name, "").strip()]
         required = provider in NEEDS_API_BASE and not from_env
         fix = (f"{spec} needs the address of your server (for example {EXAMPLE_BASE}) and "
-               f"none is set (no api_base, HOOKLINE_API_BASE or "
-               f"{env_prefix(provider)}_API_BASE)")
+               f"none is set (no api_base, {ours} or {theirs})")
 
         def check(value: str) -> str | None:
             if not value:

@@ -349,8 +349,10 @@ def _warn_if_nothing_answers(framework: Framework) -> None:
     if framework.registry.hook_impls("run_model") or framework.registry.hook_impls(
             "run_model_stream"):
         return
+    from hookline.kernel.framework import DISABLE_ENV
+
     disabled = framework.plugin_status().get("builtin")
-    why = (" (the builtin plugin is disabled: see HOOKLINE_DISABLE_PLUGINS)"
+    why = (f" (the builtin plugin is disabled: see {DISABLE_ENV})"
            if disabled is not None and not disabled.ok else "")
     typer.echo(f"warning: no plugin implements run_model or run_model_stream{why}; the "
                f"reply is the prompt echoed back", err=True)

@@ -10,7 +10,10 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-__all__ = ["dedupe_by_name", "get_logger"]
+__all__ = ["FALSE_WORDS", "TRUE_WORDS", "dedupe_by_name", "get_logger", "parse_flag"]
+
+TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+FALSE_WORDS = frozenset({"0", "false", "no", "off"})
 
 
 def get_logger(name: str) -> logging.Logger:
@@ -19,6 +22,18 @@ def get_logger(name: str) -> logging.Logger:
     import logging
 
     return logging.getLogger(name)
+
+
+def parse_flag(text: str) -> bool | None:
+    """A switch's value as written in a variable or a setting (any case, blanks around):
+    True or False for the words above, None for anything else, so each caller decides
+    what an unknown word means (an error, or the switch's default)."""
+    word = text.strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    return None
 
 
 def dedupe_by_name(items: Iterable[T], key: Callable[[T], Hashable]) -> list[T]:

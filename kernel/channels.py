@@ -19,6 +19,7 @@ from typing import (
     Literal,
     Protocol,
     TypeAlias,
+    get_args,
     runtime_checkable,
 )
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 from .streaming import AsyncStreamEvents, StreamEvent
 
 __all__ = [
+    "ADMIT_ACTIONS",
     "AdmitAction",
     "AdmitDecision",
     "AdmitOutcome",
@@ -45,9 +47,10 @@ __all__ = [
 MessageHandler: TypeAlias = Callable[[Any], Awaitable[None]]
 """Where a channel delivers each inbound envelope."""
 
-AdmitAction: TypeAlias = Literal["process", "drop", "follow_up", "steer"]
+AdmitAction: TypeAlias = Literal["follow_up", "process", "steer", "drop"]
 
-_ADMIT_ACTIONS = ("process", "drop", "follow_up", "steer")
+ADMIT_ACTIONS: tuple[AdmitAction, ...] = get_args(AdmitAction)
+"""Every admission action, in the order messages list them (`http_busy_session`'s too)."""
 
 AdmitOutcome: TypeAlias = Literal["process", "queued", "steer", "drop"]
 """What became of an admitted message, as `Channel.message_admitted` is told: its turn
@@ -96,9 +99,9 @@ class AdmitDecision:
     reason: str | None = None
 
     def __post_init__(self) -> None:
-        if self.action not in _ADMIT_ACTIONS:
+        if self.action not in ADMIT_ACTIONS:
             raise ValueError(
-                f"AdmitDecision.action must be one of {', '.join(_ADMIT_ACTIONS)}, "
+                f"AdmitDecision.action must be one of {', '.join(ADMIT_ACTIONS)}, "
                 f"got {self.action!r}"
             )
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping, MutableMapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, get_args
 
 __all__ = [
+    "MEDIA_TYPES",
+    "PROMPT_MEDIA_TYPES",
     "ChannelMessage",
     "Envelope",
     "MediaItem",
@@ -27,9 +29,13 @@ __all__ = [
 Envelope: TypeAlias = Any
 """Any object; fields are read with `get_field`."""
 
-MediaType: TypeAlias = Literal["image", "audio", "video", "document"]
+_PromptMediaType: TypeAlias = Literal["image", "audio", "video"]
 
-_MEDIA_TYPES = ("image", "audio", "video", "document")
+MediaType: TypeAlias = Literal[_PromptMediaType, "document"]
+
+MEDIA_TYPES: tuple[MediaType, ...] = get_args(MediaType)
+PROMPT_MEDIA_TYPES: tuple[MediaType, ...] = get_args(_PromptMediaType)
+"""The media a prompt can carry (republic's Image, Audio and Video): not documents."""
 
 
 def get_field(envelope: Envelope, key: str, default: Any = None) -> Any:
@@ -97,9 +103,9 @@ class MediaItem:
     data: bytes | None = None
 
     def __post_init__(self) -> None:
-        if self.type not in _MEDIA_TYPES:
+        if self.type not in MEDIA_TYPES:
             raise ValueError(
-                f"MediaItem.type must be one of {', '.join(_MEDIA_TYPES)}, got {self.type!r}"
+                f"MediaItem.type must be one of {', '.join(MEDIA_TYPES)}, got {self.type!r}"
             )
 
     def data_url(self) -> str | None:

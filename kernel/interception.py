@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
 
 if TYPE_CHECKING:
     from typing import Self  # a subclass's constructors return the subclass
@@ -29,7 +29,7 @@ __all__ = [
 
 ToolCallAction: TypeAlias = Literal["proceed", "replace", "deny"]
 
-_TOOL_CALL_ACTIONS = ("proceed", "replace", "deny")
+_TOOL_CALL_ACTIONS: tuple[ToolCallAction, ...] = get_args(ToolCallAction)
 
 
 def new_run_id() -> str:

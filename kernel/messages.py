@@ -13,7 +13,7 @@ import copy
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, get_args
 
 from .prompt import is_media
 
@@ -31,7 +31,7 @@ Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
 ContentItem: TypeAlias = Any
 """A string, a republic media object or a legacy block dict."""
 
-_ROLES = ("system", "user", "assistant", "tool")
+_ROLES: tuple[Role, ...] = get_args(Role)
 
 
 @dataclass(frozen=True)

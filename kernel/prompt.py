@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, TypeAlias
 
+from .envelope import PROMPT_MEDIA_TYPES
 from .errors import ErrorKind, HooklineError
 
 __all__ = [
@@ -22,9 +23,6 @@ __all__ = [
     "to_content",
     "to_legacy_prompt",
 ]
-
-_MEDIA_KINDS = ("image", "audio", "video")
-
 
 class MediaContent(Protocol):
     """The shape of republic.Image / Audio / Video that the kernel relies on."""
@@ -51,7 +49,7 @@ def is_media(value: object) -> bool:
         return False
     cls = type(value)
     return (
-        getattr(cls, "kind", None) in _MEDIA_KINDS
+        getattr(cls, "kind", None) in PROMPT_MEDIA_TYPES
         and hasattr(value, "media_type")
         # Look the property up on the class: reading it may raise for empty media.
         and hasattr(cls, "data_url")
@@ -71,7 +69,7 @@ def _media_class(kind: str) -> Any:
             f"The republic package is needed to turn a {kind} prompt block into media; "
             "install republic.",
         ) from exc
-    return {"image": republic.Image, "audio": republic.Audio, "video": republic.Video}[kind]
+    return getattr(republic, kind.capitalize())  # Image, Audio, Video
 
 
 def _decode_data_url(url: str, kind: str) -> bytes:
@@ -98,7 +96,7 @@ def _block_to_content(block: Mapping[str, Any]) -> UserContent:
         if not isinstance(text, str):
             raise _invalid("Text prompt block needs a string 'text'")
         return text
-    if block_type not in _MEDIA_KINDS:
+    if block_type not in PROMPT_MEDIA_TYPES:
         raise _invalid(f"Unsupported prompt block type: {block_type}")
     kind = str(block_type)
     url = block.get("url")

@@ -12,7 +12,7 @@ import inspect
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias, get_args
 
 from .errors import ErrorKind, HooklineError
 
@@ -37,7 +37,7 @@ class EventEmitter(Protocol):
 
 ToolExposure: TypeAlias = Literal["auto", "direct", "code", "command"]
 
-_EXPOSURES = ("auto", "direct", "code", "command")
+_EXPOSURES: tuple[ToolExposure, ...] = get_args(ToolExposure)
 
 
 def _empty_object_schema() -> dict[str, Any]:

@@ -26,12 +26,14 @@ def hookline_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     the tests takes part."""
     import os
 
+    from hookline.builtins.privacy import HOME_ENV
+
     for name in list(os.environ):
         if name.startswith(_ISOLATED_PREFIXES):
             monkeypatch.delenv(name)
     home = tmp_path / "hookline-home"
     home.mkdir()
-    monkeypatch.setenv("HOOKLINE_HOME", str(home))
+    monkeypatch.setenv(HOME_ENV, str(home))
     return home
 
 

@@ -47,6 +47,7 @@ from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent, StreamStat
 from hookline.kernel.tools import Tool, ToolContext
 from hookline.kernel.turn import RUNTIME_TAPE, RUNTIME_TOOL_NAMES
 
+from ..config import setting_env
 from ..models.base import ModelClient, ToolSchema
 from ..models.options import MODEL_OPTIONS_STATE
 from ..tape.fork import TapeRecordError
@@ -317,7 +318,7 @@ class _Run:
             raise HooklineError(
                 ErrorKind.temporary,
                 f"stopped after {self.agent.config.max_steps} model steps without a final "
-                f"answer; raise HOOKLINE_MAX_STEPS if the task needs more",
+                f"answer; raise {setting_env('max_steps')} if the task needs more",
             )
         self.steps += 1
         self.run_id = new_run_id()

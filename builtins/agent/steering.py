@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from typing import Any
 
+from hookline.kernel.turn import RUNTIME_THREAD_ID
+
 __all__ = ["DEFAULT_KEY", "InMemorySteeringInbox", "steering_key"]
 
 DEFAULT_KEY = "default"
@@ -23,7 +25,7 @@ def steering_key(state: Mapping[str, Any] | None) -> Hashable:
     """The queue a state belongs to: thread id, else session id, else `default`."""
     if not state:
         return DEFAULT_KEY
-    thread_id = state.get("_runtime_thread_id")
+    thread_id = state.get(RUNTIME_THREAD_ID)
     if thread_id:
         return thread_id
     session_id = state.get("session_id")

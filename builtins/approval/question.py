@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
+from hookline.kernel.turn import RUNTIME_PREFIX
+
 __all__ = [
     "ANSWER_DECISIONS",
     "ANSWER_KEYS",
@@ -24,9 +26,9 @@ __all__ = [
     "parse_answer",
 ]
 
-APPROVAL_ASKER = "_runtime_approval_asker"
+APPROVAL_ASKER = RUNTIME_PREFIX + "approval_asker"
 """State key of the turn's `Asker` (absent: nobody can answer, so a question is a denial)."""
-APPROVAL_RECORD = "_runtime_approval"
+APPROVAL_RECORD = RUNTIME_PREFIX + "approval"
 """State key of the last tool call's decision record (for the tool's telemetry span)."""
 APPROVAL_POLICY = "approval_policy"
 """State key of the turn's own policy (a gateway request's `context.approval`), over the

@@ -31,6 +31,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hookline.kernel._util import parse_flag
+
 __all__ = [
     "BUB_GROUP",
     "SWITCH_ENV",
@@ -45,12 +47,9 @@ BUB_GROUP = "bub"
 SWITCH_ENV = "HOOKLINE_BUB_PLUGINS"
 """``0`` (or false, no, off) turns the ``bub`` entry point group off."""
 
-_OFF = ("0", "false", "no", "off")
-
-
 def available() -> bool:
     """Whether the layer may run: Bub is installed and the switch does not say no."""
-    if os.environ.get(SWITCH_ENV, "").strip().lower() in _OFF:
+    if parse_flag(os.environ.get(SWITCH_ENV, "")) is False:
         return False
     try:
         return importlib.util.find_spec("bub") is not None

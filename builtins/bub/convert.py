@@ -13,18 +13,14 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from hookline.kernel.channels import AdmitDecision, TurnSnapshot
-from hookline.kernel.envelope import MediaItem, envelope_content, get_field
+from hookline.kernel.channels import ADMIT_ACTIONS, AdmitDecision, TurnSnapshot
+from hookline.kernel.envelope import PROMPT_MEDIA_TYPES, MediaItem, envelope_content, get_field
 from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.interception import LLMCallDecision, LLMCallRequest, ToolCallDecision
 from hookline.kernel.models import ModelChoice, ModelOptions
 from hookline.kernel.tools import Tool, ToolContext
 
 logger = logging.getLogger(__name__)
-
-PROMPT_MEDIA = ("image", "audio", "video")
-"""The media kinds Bub's builtin puts into the prompt (documents are skipped)."""
-
 
 # -- interception ------------------------------------------------------------------------
 
@@ -70,7 +66,7 @@ def admit_decision(value: Any) -> Any:
 
     if not isinstance(value, BubAdmitDecision):
         return value
-    if value.action not in ("process", "drop", "follow_up", "steer"):
+    if value.action not in ADMIT_ACTIONS:
         logger.warning("bub.admit_unknown_action action=%r; processing the message",
                        value.action)
         return AdmitDecision("process", value.reason)
@@ -150,7 +146,7 @@ async def resolve_media(message: Any) -> int:
     resolved: list[Any] = []
     count = 0
     for item in media:
-        if not isinstance(item, BubMediaItem) or item.type not in PROMPT_MEDIA:
+        if not isinstance(item, BubMediaItem) or item.type not in PROMPT_MEDIA_TYPES:
             resolved.append(item)
             continue
         try:

@@ -18,11 +18,12 @@ _PUBLIC = {
     "file": ("MAX_CONFIG_BYTES", "default_home", "merge_config", "read_config_file",
              "update_config", "write_config"),
     "load": ("load_settings", "parse_setting", "settings_from_config"),
-    "parsers": ("API_FORMATS", "APPROVAL_POLICIES", "BUSY_SESSION_ACTIONS",
-                "MIN_HTTP_TOKEN_LENGTH", "SANDBOX_MODES", "TOOL_ENV_MODES", "ModelPrice"),
+    "parsers": ("API_FORMATS", "APPROVAL_POLICIES", "MIN_HTTP_TOKEN_LENGTH", "SANDBOX_MODES",
+                "TOOL_ENV_MODES", "ModelPrice"),
     "table": ("DEFAULT_DENY_READ", "DEFAULT_HTTP_BODY_TIMEOUT", "DEFAULT_HTTP_HOST",
               "DEFAULT_HTTP_PORT", "DEFAULT_HTTP_TIMEOUT", "DEFAULT_MAX_FILE_BYTES",
-              "DEFAULT_MAX_PROCESSES", "DEFAULT_MAX_STEPS", "Settings", "SettingsError"),
+              "DEFAULT_MAX_PROCESSES", "DEFAULT_MAX_STEPS", "Settings", "SettingsError",
+              "setting_env"),
     "toml": ("dumps_toml",),
 }
 """Module (relative to this package) -> the public names it defines."""

@@ -17,7 +17,6 @@ from .load import parse_setting as parse_setting
 from .load import settings_from_config as settings_from_config
 from .parsers import API_FORMATS as API_FORMATS
 from .parsers import APPROVAL_POLICIES as APPROVAL_POLICIES
-from .parsers import BUSY_SESSION_ACTIONS as BUSY_SESSION_ACTIONS
 from .parsers import MIN_HTTP_TOKEN_LENGTH as MIN_HTTP_TOKEN_LENGTH
 from .parsers import SANDBOX_MODES as SANDBOX_MODES
 from .parsers import TOOL_ENV_MODES as TOOL_ENV_MODES
@@ -32,4 +31,5 @@ from .table import DEFAULT_MAX_PROCESSES as DEFAULT_MAX_PROCESSES
 from .table import DEFAULT_MAX_STEPS as DEFAULT_MAX_STEPS
 from .table import Settings as Settings
 from .table import SettingsError as SettingsError
+from .table import setting_env as setting_env
 from .toml import dumps_toml as dumps_toml

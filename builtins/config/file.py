@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..privacy.files import shared_secret_problem, write_private_file
+from ..privacy.files import HOME_ENV, shared_secret_problem, write_private_file
 from .table import SettingsError
 from .toml import dumps_toml
 
@@ -23,7 +23,6 @@ __all__ = [
     "write_config",
 ]
 
-HOME_ENV = "HOOKLINE_HOME"
 MAX_CONFIG_BYTES = 1 << 20
 """A larger config file is refused rather than read."""
 

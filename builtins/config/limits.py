@@ -1,5 +1,5 @@
-"""Size limits that the builtin plugin and its channels enforce, kept in one place so that
-every channel, the session resolver and the docs agree on them."""
+"""Size limits that the builtin plugin, its channels and its tapes enforce, kept in one
+place so that every channel, the session resolver, the context and the docs agree on them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Any, Final
 from hookline.kernel.envelope import get_field
 from hookline.kernel.errors import ErrorKind, HooklineError
 
-__all__ = ["MAX_EDIT_BYTES", "MAX_SESSION_ID_LENGTH", "SESSION_FIELDS", "check_session_fields"]
+__all__ = ["CONTEXT_WINDOW", "MAX_EDIT_BYTES", "MAX_SESSION_ID_LENGTH", "SESSION_FIELDS",
+           "check_session_fields"]
 
 MAX_SESSION_ID_LENGTH: Final = 256
 """Longest session id or chat id accepted, in characters. Session ids name tapes, cache
@@ -18,6 +19,11 @@ MAX_EDIT_BYTES: Final = 16 * 1024 * 1024
 """Largest file `fs.edit` works on, in bytes (16 MiB). An edit holds the whole file in
 memory several times over (bytes, text, the edited text); larger files are refused with a
 message that points to the shell tool, which edits them without loading them."""
+
+CONTEXT_WINDOW: Final = 100
+"""Messages since the last anchor past which the context is compacted, as past the token
+budget; the tape is read with twice as many entries at most (the running turn's own all
+kept), a bound that compaction keeps from ever sliding; see docs/context.md."""
 
 SESSION_FIELDS: Final = ("session_id", "chat_id")
 """Envelope fields a session id is made from; each is held to `MAX_SESSION_ID_LENGTH`."""

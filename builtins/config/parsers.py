@@ -11,12 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hookline.kernel._util import parse_flag
+from hookline.kernel.channels import ADMIT_ACTIONS
+
 from ..store.url import StoreURL, is_postgres_url
 
 __all__ = [
     "API_FORMATS",
     "APPROVAL_POLICIES",
-    "BUSY_SESSION_ACTIONS",
     "MIN_HTTP_TOKEN_LENGTH",
     "SANDBOX_MODES",
     "TOOL_ENV_MODES",
@@ -24,8 +26,6 @@ __all__ = [
 ]
 
 MIN_HTTP_TOKEN_LENGTH = 32
-BUSY_SESSION_ACTIONS = ("follow_up", "process", "steer", "drop")
-"""Admission actions the `http_busy_session` setting can name."""
 SANDBOX_LAYERS = ("namespaces", "landlock", "seccomp")
 """The layers `sandbox_without` may leave out."""
 SANDBOX_MODES = ("workspace-write", "read-only", "off")
@@ -34,8 +34,6 @@ APPROVAL_POLICIES = ("ask", "on-request", "never", "auto")
 TOOL_ENV_MODES = ("filtered", "inherit")
 API_FORMATS = ("chat", "responses", "messages", "gemini")
 """Chat wire formats republic 0.6 speaks (`api_format`)."""
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off"})
 
 
 
@@ -186,13 +184,10 @@ def positive_int(value: Any) -> int:
 def boolean(value: Any) -> bool:
     if isinstance(value, bool):
         return value
-    if isinstance(value, str):
-        word = value.strip().lower()
-        if word in _TRUE:
-            return True
-        if word in _FALSE:
-            return False
-    raise Invalid
+    flag = parse_flag(value) if isinstance(value, str) else None
+    if flag is None:
+        raise Invalid
+    return flag
 
 
 def host(value: Any) -> str:
@@ -236,7 +231,7 @@ def fraction(value: Any) -> float:
 
 def admit_action(value: Any) -> str:
     action = text(value).lower().replace("-", "_")
-    if action not in BUSY_SESSION_ACTIONS:
+    if action not in ADMIT_ACTIONS:
         raise Invalid
     return action
 

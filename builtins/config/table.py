@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import hookline.builtins.config.parsers as parse  # the module, not the package's face
+from hookline.kernel._identity import ENV_PREFIX
+from hookline.kernel.channels import ADMIT_ACTIONS
 from hookline.kernel.errors import ErrorKind, HooklineError
 
 from ..privacy.redact import redact_credentials
 from .parsers import (
     API_FORMATS,
     APPROVAL_POLICIES,
-    BUSY_SESSION_ACTIONS,
     MIN_HTTP_TOKEN_LENGTH,
     SANDBOX_LAYERS,
     SANDBOX_MODES,
@@ -53,7 +54,6 @@ DEFAULT_HTTP_PORT = 8787
 DEFAULT_HTTP_TIMEOUT = 300.0
 DEFAULT_HTTP_BODY_TIMEOUT = 30.0
 DEFAULT_HTTP_APPROVAL_TIMEOUT = 120.0
-ENV_PREFIX = "HOOKLINE_"
 TAPES_NAME = "tapes.db"
 CONFIG_NAME = "config.toml"
 DEFAULT_DENY_READ = ("~/.ssh", "~/.aws", "~/.azure", "~/.config/gcloud", "~/.config/gh",
@@ -175,7 +175,7 @@ class Settings:
     http_approval_timeout: float = field(default=DEFAULT_HTTP_APPROVAL_TIMEOUT, metadata=setting(
         parse.seconds, "a positive number of seconds", "120", "120"))
     http_busy_session: str = field(default="follow_up", metadata=setting(
-        parse.admit_action, f"one of {', '.join(BUSY_SESSION_ACTIONS)}",
+        parse.admit_action, f"one of {', '.join(ADMIT_ACTIONS)}",
         "process", '"process"'))
     http_token: str | None = field(default=None, repr=False, metadata=setting(
         parse.bearer_token, f"at least {MIN_HTTP_TOKEN_LENGTH} printable characters without "
@@ -340,3 +340,10 @@ SPECS = _specs()
 BY_KEY = {spec.key: spec for spec in SPECS}
 SECRETS = frozenset(spec.key for spec in SPECS if spec.secret)
 """Settings whose values are never shown in an error message."""
+
+
+def setting_env(key: str) -> str:
+    """The variable of setting `key`, for a message that tells the reader to set it: read
+    from the table, so a renamed setting cannot leave a message naming a variable nobody
+    reads (a key that is no setting raises KeyError)."""
+    return BY_KEY[key].env

@@ -78,9 +78,6 @@ DEFAULT_TAIL_BYTES = 16_000
 OWNER_ENV = "HOOKLINE_PROCESS_OWNER"
 """Environment variable naming the scope that owns a process (inherited by descendants)."""
 
-SWEEP_SECONDS = 5.0
-"""How often the builtin lifespan reaps adopted orphans and expires idle environments."""
-
 _SESSIONS_PRUNED_AT = 1024
 """Known sessions beyond which `track()` forgets the finished ones (without sweeps)."""
 

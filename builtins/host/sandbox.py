@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING
 
 from hookline.kernel.errors import ErrorKind, HooklineError
 
-from ..config import DEFAULT_DENY_READ, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_PROCESSES
+from ..config import (
+    DEFAULT_DENY_READ,
+    DEFAULT_MAX_FILE_BYTES,
+    DEFAULT_MAX_PROCESSES,
+    setting_env,
+)
+from ..privacy import HOME_ENV
 from .files import is_inside
 from .toolenv import EnvironmentPolicy
 
@@ -165,7 +171,7 @@ class Confinement:
                     ErrorKind.config,
                     f"the sandbox cannot confine commands here: the workspace and {path} "
                     f"(the hookline home or its tape store, which commands must not read or "
-                    f"change) are one inside the other. Keep HOOKLINE_HOME outside the "
+                    f"change) are one inside the other. Keep {HOME_ENV} outside the "
                     f"workspace (the default is ~/.hookline){other}")
 
     def _current_spawner(self) -> Spawner:
@@ -205,8 +211,8 @@ class Confinement:
 def _refusal(mode: str, reason: str) -> str:
     return (f"the shell is sandboxed (sandbox = {mode}), but the sandbox cannot be applied "
             f"here: {reason}. Nothing was run. To run commands with your full rights "
-            f"instead, set sandbox = \"off\" (HOOKLINE_SANDBOX=off); hookline then warns at "
-            f"every start")
+            f"instead, set sandbox = \"off\" ({setting_env('sandbox')}=off); hookline then "
+            f"warns at every start")
 
 
 WARNED: set[tuple[str, ...]] = set()

@@ -32,6 +32,7 @@ from typing import Any
 from hookline.kernel.environment import Environment
 from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tools import Tool, ToolContext, argument_error, validate_arguments
+from hookline.kernel.turn import RUNTIME_ENVIRONMENT, RUNTIME_PREFIX, RUNTIME_WORKSPACE
 
 from ..config.limits import MAX_EDIT_BYTES
 from .background import BackgroundProcesses
@@ -63,7 +64,7 @@ def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
 
 ESCALATIONS = ("network", "unsandboxed")
 """What a shell call may ask to leave behind for one command (`escalate`)."""
-ESCALATION_GRANT = "_runtime_escalation_grant"
+ESCALATION_GRANT = RUNTIME_PREFIX + "escalation_grant"
 """State key of the one escalation a person approved: `(command, escalate)`, taken by the
 shell tool for the one call it was approved for."""
 
@@ -133,21 +134,21 @@ def _environment(
     context: ToolContext | None, processes: BackgroundProcesses | None
 ) -> Environment:
     state = context.state if context is not None else {}
-    environment = state.get("_runtime_environment")
+    environment = state.get(RUNTIME_ENVIRONMENT)
     if environment is not None:
         if not isinstance(environment, Environment):
             raise HooklineError(
                 ErrorKind.config,
-                f"state _runtime_environment must be an Environment, got "
+                f"state {RUNTIME_ENVIRONMENT} must be an Environment, got "
                 f"{type(environment).__name__}",
             )
         return environment
-    workspace = state.get("_runtime_workspace")
+    workspace = state.get(RUNTIME_WORKSPACE)
     if not workspace:
         raise HooklineError(
             ErrorKind.config,
-            "no environment for this tool call: the turn state has neither "
-            "_runtime_environment nor _runtime_workspace",
+            f"no environment for this tool call: the turn state has neither "
+            f"{RUNTIME_ENVIRONMENT} nor {RUNTIME_WORKSPACE}",
         )
     return LocalEnvironment(workspace, processes=processes)
 

@@ -29,6 +29,7 @@ from typing import Any
 from hookline.kernel.messages import ModelMessage, ToolCallSpec, as_model_messages, content_text
 from hookline.kernel.prompt import is_media
 
+from ..config import setting_env
 from .base import Finished, ModelEvent, TextDelta, ToolCallEvent, ToolSchema, Usage, usage_dict
 
 __all__ = ["OfflineModel"]
@@ -37,8 +38,9 @@ logger = logging.getLogger(__name__)
 
 OFFLINE_LABEL = "[offline model]"
 CONFIGURE_HINT = (
-    "To use a real model, set HOOKLINE_MODEL to a provider:model spec "
-    "(for example HOOKLINE_MODEL=openai:gpt-4o-mini together with HOOKLINE_API_KEY), "
+    f"To use a real model, set {setting_env('model')} to a provider:model spec "
+    f"(for example {setting_env('model')}=openai:gpt-4o-mini together with "
+    f"{setting_env('api_key')}), "
     'or put model = "provider:model" in the config file '
     "(<hookline home>/config.toml, by default ~/.hookline/config.toml)."
 )

@@ -9,10 +9,11 @@ through republic 0.6 and reports hookline events and errors only:
   config file; `open_model` reads the variable `api_key_env` names when no key is set),
   else republic's `REPUBLIC_<PROVIDER>_API_KEY` / `_API_BASE` variables.
 - Every failure is a `HooklineError` whose message names the provider, the model and what
-  to set: kind `config` for what configuration fixes (unknown provider, bad spec or api
-  format, rejected or missing key, unknown model or endpoint), kind `provider` for what
-  the service did (rate limit, server error, refused request, connection failure,
-  broken stream). The original republic exception is the `__cause__`.
+  to set (failures.py describes republic's): kind `config` for what configuration fixes
+  (unknown provider, bad spec or api format, rejected or missing key, unknown model or
+  endpoint), kind `provider` for what the service did (rate limit, server error, refused
+  request, connection failure, broken stream). The original republic exception is the
+  `__cause__`.
 - Each `stream()` call uses its own HTTP client, closed when the stream ends or is closed
   early, so a client can be used from any event loop; retries (HTTP 408/409/429/5xx and
   dropped connections, before any event was produced) are done here with `anyio.sleep`,
@@ -33,6 +34,7 @@ from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.messages import ToolCallSpec, as_model_message
 from hookline.kernel.prompt import to_content
 
+from ..config import setting_env
 from ..privacy.redact import redact_credentials
 from .base import (
     USAGE_FIELDS,
@@ -45,8 +47,9 @@ from .base import (
     Usage,
     usage_dict,
 )
+from .failures import Subject, describe_failure
 from .pairing import OpenCalls
-from .retries import body_message, out_of_quota, reason, retry_after, retryable, too_long
+from .retries import reason, retry_after, retryable
 
 if TYPE_CHECKING:
     import republic
@@ -186,9 +189,9 @@ class RepublicModel:
         if not separator or not provider.strip() or not model.strip():
             raise HooklineError(
                 ErrorKind.config,
-                f"Model spec {spec!r} is not 'provider:model'. Set HOOKLINE_MODEL (or model in "
-                "the config file) to a spec such as openai:gpt-4o-mini, "
-                "openai-compatible:<model> with HOOKLINE_API_BASE, or offline.",
+                f"Model spec {spec!r} is not 'provider:model'. Set {setting_env('model')} (or "
+                "model in the config file) to a spec such as openai:gpt-4o-mini, "
+                f"openai-compatible:<model> with {setting_env('api_base')}, or offline.",
                 details={"spec": spec},
             )
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
@@ -211,7 +214,7 @@ class RepublicModel:
             raise HooklineError(
                 ErrorKind.config,
                 f"{spec}: {provider} needs the address of your server and none is set; set "
-                f"HOOKLINE_API_BASE (or api_base in the config file, or "
+                f"{setting_env('api_base')} (or api_base in the config file, or "
                 f"{self.env_prefix}_API_BASE), for example http://localhost:11434/v1",
                 details={"provider": provider, "model": model},
             )
@@ -397,156 +400,10 @@ class RepublicModel:
 
     def _error(self, exc: BaseException, *, attempts: int = 1,
                midstream: bool = False) -> HooklineError:
-        """The provider's failure as one HooklineError saying what to fix; the text of the
-        underlying error may spell out the URL, so credentials are taken out of it.
-        `midstream`: the reply had begun, so the server was running (a cut, not a refusal)."""
-        error = self._describe(exc, attempts=attempts, midstream=midstream)
-        error.message = redact_credentials(error.message)
-        Exception.__init__(error, error.kind, error.message, error.details)
-        return error
-
-    def _describe(self, exc: BaseException, *, attempts: int,
-                  midstream: bool = False) -> HooklineError:
-        from republic import errors
-
-        name = self.name
-        endpoint = (getattr(self, "endpoint", None) or redact_credentials(self.api_base or "")
-                    or "the default endpoint")
-        prefix = self.env_prefix
-        key_vars = f"HOOKLINE_API_KEY (or api_key in the config file) or {prefix}_API_KEY"
-        base_vars = f"HOOKLINE_API_BASE (or api_base in the config file) or {prefix}_API_BASE"
-        tries = f" after {attempts} attempts" if attempts > 1 else ""
-
-        if isinstance(exc, errors.APIStatusError):
-            status = exc.status_code
-            said = body_message(exc.body)
-            said = f": {said}" if said else ""
-            details = self._details(status=status)
-            if status in (401, 403):
-                problem = (
-                    "the API key was rejected"
-                    if self.key_configured
-                    else "no API key is configured"
-                )
-                return HooklineError(
-                    ErrorKind.config,
-                    f"{name}: authentication failed at {endpoint} (HTTP {status}{said}); "
-                    f"{problem}. Set {key_vars} to a valid key for {self.provider}.",
-                    details,
-                )
-            if status == 404:
-                return HooklineError(
-                    ErrorKind.config,
-                    f"{name}: not found at {endpoint} (HTTP 404{said}). Check the model name "
-                    f"{self.model!r} in HOOKLINE_MODEL, and the endpoint: set {base_vars}.",
-                    details,
-                )
-            if status == 429 and out_of_quota(exc.body):
-                return HooklineError(
-                    ErrorKind.config,
-                    f"{name}: {self.provider} says the account is out of quota or credit "
-                    f"(HTTP 429{said}); waiting will not help: check the plan and billing of "
-                    f"the key, or choose another model with --model or HOOKLINE_MODEL.",
-                    details,
-                )
-            asked = retry_after(exc)
-            if asked is not None:
-                details["retry_after"] = asked
-            if status == 429:
-                wait = (f"; it asks to wait {asked:g} s" if asked is not None else "")
-                longer = (f", more than retry_max_wait ({self.max_retry_delay:g} s) allows"
-                          if asked is not None and asked > self.max_retry_delay else "")
-                return HooklineError(
-                    ErrorKind.provider,
-                    f"{name}: rate limited by {self.provider} (HTTP 429{said}){tries}{wait}"
-                    f"{longer}. Try again later, or choose another model with --model or "
-                    f"HOOKLINE_MODEL.",
-                    details,
-                )
-            if status == 400 and too_long(exc.body):
-                return HooklineError(
-                    ErrorKind.provider,
-                    f"{name}: the request is longer than the model's context window (HTTP "
-                    f"400{said}). Set context_window to the model's window (in tokens), or "
-                    f"start a new session (--new).",
-                    details,
-                )
-            if status >= 500:
-                return HooklineError(
-                    ErrorKind.provider,
-                    f"{name}: the provider failed (HTTP {status}{said}){tries}. Try again "
-                    "later, or choose another model with --model or HOOKLINE_MODEL.",
-                    details,
-                )
-            return HooklineError(
-                ErrorKind.provider,
-                f"{name}: the provider rejected the request (HTTP {status}{said}). Check what "
-                f"the model supports: tools, HOOKLINE_MAX_TOKENS, HOOKLINE_API_FORMAT.",
-                details,
-            )
-        if isinstance(exc, errors.APIConnectionError) and midstream:
-            return HooklineError(
-                ErrorKind.provider,
-                f"{name}: the connection to {endpoint} was cut while the reply was arriving "
-                f"(the reply is incomplete). Try again.",
-                self._details(),
-            )
-        if isinstance(exc, errors.APIConnectionError):
-            cause = exc.__cause__
-            reason = f": {cause}" if cause is not None and str(cause) else ""
-            what = "timed out" if isinstance(exc, errors.APITimeoutError) else "connection failed"
-            return HooklineError(
-                ErrorKind.provider,
-                f"{name}: {what} talking to {endpoint}{reason}{tries}. Check that the server "
-                f"is running and reachable, and the endpoint: set {base_vars}.",
-                self._details(),
-            )
-        if isinstance(exc, errors.StreamIncompleteError):
-            return HooklineError(
-                ErrorKind.provider,
-                f"{name}: the response stream from {endpoint} ended before it was complete. "
-                "Try again; if it persists, the server may not support streaming.",
-                self._details(),
-            )
-        if isinstance(exc, errors.APIResponseError):
-            said = body_message(str(exc))
-            return HooklineError(
-                ErrorKind.provider,
-                f"{name}: the provider reported an error: {said}",
-                self._details(),
-            )
-        if isinstance(exc, errors.ProviderNotFoundError):
-            import republic
-
-            known = ", ".join(republic.all_providers())
-            return HooklineError(
-                ErrorKind.config,
-                f"{name}: unknown provider {self.provider!r}. Set HOOKLINE_MODEL to "
-                f"'<provider>:<model>' with one of: {known}; or 'offline'.",
-                self._details(),
-            )
-        if isinstance(exc, errors.UnsupportedApiFormatError):
-            return HooklineError(
-                ErrorKind.config,
-                f"{name}: {exc}. Set HOOKLINE_API_FORMAT (or api_format in the config file) to "
-                "a format the provider supports, or unset it.",
-                self._details(api_format=self.api_format),
-            )
-        if isinstance(exc, errors.UnsupportedFeatureError):
-            return HooklineError(
-                ErrorKind.config,
-                f"{name}: {exc}. Choose another model or API format (HOOKLINE_API_FORMAT).",
-                self._details(),
-            )
-        if isinstance(exc, errors.AuthenticationError):
-            return HooklineError(
-                ErrorKind.config,
-                f"{name}: cannot load credentials for {self.provider}: {exc}. "
-                f"Set {key_vars}, or sign in with the provider's tool.",
-                self._details(),
-            )
-        return HooklineError(
-            ErrorKind.provider,
-            f"{name}: the model call failed: {type(exc).__name__}: {exc}",
-            self._details(),
-        )
+        """The provider's failure as one HooklineError saying what to fix (failures.py)."""
+        endpoint = getattr(self, "endpoint", None) or redact_credentials(self.api_base or "")
+        subject = Subject(self.name, self.provider, self.model,
+                          endpoint or "the default endpoint", self.env_prefix,
+                          self.key_configured, self.max_retry_delay, self.api_format,
+                          self._details())
+        return describe_failure(subject, exc, attempts=attempts, midstream=midstream)

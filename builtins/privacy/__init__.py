@@ -8,9 +8,9 @@ from __future__ import annotations
 from hookline.kernel._lazy import LazyExports as _LazyExports
 
 _PUBLIC = {
-    "files": ("PRIVATE_DIR_MODE", "PRIVATE_FILE_MODE", "create_private_file", "make_private_dir",
-              "process_umask", "secure_home", "secure_store", "shared_secret_problem", "tighten",
-              "write_private_file"),
+    "files": ("HOME_ENV", "PRIVATE_DIR_MODE", "PRIVATE_FILE_MODE", "create_private_file",
+              "make_private_dir", "process_umask", "secure_home", "secure_store",
+              "shared_secret_problem", "tighten", "write_private_file"),
     "redact": ("redact_credentials", "redact_paths"),
 }
 """Module (relative to this package) -> the public names it defines."""

@@ -6,6 +6,7 @@ Generated from the table of its ``__init__.py`` by the kernel's ``_generate.py``
 edit the table, never this file.
 """
 
+from .files import HOME_ENV as HOME_ENV
 from .files import PRIVATE_DIR_MODE as PRIVATE_DIR_MODE
 from .files import PRIVATE_FILE_MODE as PRIVATE_FILE_MODE
 from .files import create_private_file as create_private_file

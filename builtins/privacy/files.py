@@ -31,9 +31,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hookline.kernel._identity import ENV_PREFIX
 from hookline.kernel.errors import ErrorKind, HooklineError
 
 __all__ = [
+    "HOME_ENV",
     "PRIVATE_DIR_MODE",
     "PRIVATE_FILE_MODE",
     "create_private_file",
@@ -48,6 +50,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+HOME_ENV = ENV_PREFIX + "HOME"
+"""The variable naming the hookline home (default `~/.hookline`), the folder kept private."""
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
 _SHARED = 0o077
@@ -130,7 +134,7 @@ def tighten(path: str | os.PathLike[str], what: str) -> bool:
         return False
     private = mode & ~_SHARED
     shown = shlex.quote(str(target))
-    fix = (f"run `chmod {private:o} {shown}` as its owner, or set HOOKLINE_HOME (or "
+    fix = (f"run `chmod {private:o} {shown}` as its owner, or set {HOME_ENV} (or "
            f"tape_store) to a place of your own")
     if hasattr(os, "geteuid") and info.st_uid != os.geteuid():
         raise HooklineError(

@@ -18,8 +18,9 @@ from hookline.kernel.tape import TapeEntry
 __all__ = ["PARSED_CACHE_CHARS", "ParsedEntries", "Row"]
 
 PARSED_CACHE_CHARS: Final = 8 * 1024 * 1024
-"""The JSON text (payload and meta) whose parsed entries a store keeps, at most: a window
-of 100 entries for each of a few hundred sessions. The oldest entries go first."""
+"""The JSON text (payload and meta) whose parsed entries a store keeps, at most: the
+builtin context window (`CONTEXT_WINDOW` entries) for each of a few hundred sessions. The
+oldest entries go first."""
 
 Row = tuple[int, str, str, str, str]
 """A stored entry as read: (id, kind, payload JSON, meta JSON, date)."""

@@ -23,6 +23,7 @@ import anyio
 from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import LAST_ANCHOR, AsyncTapeStore, TapeEntry, TapeQuery, apply_query
 
+from ..config.limits import CONTEXT_WINDOW
 from ..store.asyncstore import (
     AsyncJournal,
     AsyncStoreAdapter,
@@ -307,8 +308,8 @@ KEPT_CONVERTERS: Final = 256
 """Session tapes per store whose context converter outlives its run, most recent first:
 the next run's first read then converts only what the last one added."""
 
-KEPT_CONVERTER_ENTRIES: Final = 256 * 100
-"""Entries those converters may hold together (100, the builtin window, for each): the
+KEPT_CONVERTER_ENTRIES: Final = KEPT_CONVERTERS * CONTEXT_WINDOW
+"""Entries those converters may hold together (the builtin window for each): the
 oldest go first, so a context without a window cannot make them hold whole tapes."""
 
 _converters: WeakKeyDictionary[object, dict[str, ContextMessages]] = WeakKeyDictionary()

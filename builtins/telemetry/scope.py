@@ -15,9 +15,11 @@ def observed_lifespan(lifespan: Any, framework: Any, settings: Any, bus: Any) ->
     try:
         from .setup import observed
     except ImportError as exc:
+        from ..config import setting_env
+
         raise RuntimeError(
             f"the otel setting is on, but OpenTelemetry's SDK is not installed ({exc.name} "
             f"is missing): pip install 'hookline[otel]', or set otel = false "
-            f"(HOOKLINE_OTEL=false)") from exc
+            f"({setting_env('otel')}=false)") from exc
     found: AsyncIterator[None] = observed(lifespan, framework, settings, bus)
     return found

@@ -14,14 +14,14 @@ kind says which runtime primitive the hook's owner dispatches it with:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final, Literal, NamedTuple, TypeVar, cast
+from typing import Any, Final, Literal, NamedTuple, TypeVar, cast, get_args
 
 from .errors import check_project
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 DispatchKind = Literal["first", "many", "first_sync", "many_sync"]
-DISPATCH_KINDS: Final[tuple[DispatchKind, ...]] = ("first", "many", "first_sync", "many_sync")
+DISPATCH_KINDS: Final[tuple[DispatchKind, ...]] = get_args(DispatchKind)
 """Every ``DispatchKind``, in this order everywhere (specs, plans, reports)."""
 
 

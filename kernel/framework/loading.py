@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._identity import ENTRY_POINT_GROUP, ENV_PREFIX
-from .._util import get_logger
+from .._util import get_logger, parse_flag
 
 __all__ = [
     "BUILTIN_NAME",
@@ -69,7 +69,7 @@ class PluginLoadError(RuntimeError):
 
 
 def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+    return parse_flag(os.environ.get(name, "")) is True
 
 
 def _disabled_names() -> set[str]:

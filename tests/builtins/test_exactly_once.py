@@ -22,8 +22,9 @@ from openai_server import OpenAIServer, RecordedRequest, Reply
 from terminal_support import HOOKLINE, clean_env
 
 from hookline.builtins.config import Settings
+from hookline.builtins.config.limits import CONTEXT_WINDOW
 from hookline.builtins.models import ScriptedModel
-from hookline.builtins.plugin import CONTEXT_WINDOW, BuiltinPlugin
+from hookline.builtins.plugin import BuiltinPlugin
 from hookline.builtins.store import SQLiteTapeStore
 from hookline.builtins.tape.naming import session_tape_name
 from hookline.builtins.tape.tape import Tape

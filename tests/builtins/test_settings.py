@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import pickle
+import re
 import stat
 import tomllib
 from pathlib import Path
@@ -23,10 +24,12 @@ from hookline.builtins.config import (
     load_settings,
     merge_config,
     parse_setting,
+    setting_env,
     settings_from_config,
     update_config,
     write_config,
 )
+from hookline.builtins.config.table import BY_KEY
 from hookline.kernel.errors import ErrorKind, HooklineError
 
 
@@ -410,3 +413,21 @@ def test_a_config_with_a_secret_that_group_or_others_can_read_is_refused(
     assert load_settings({}, home=tmp_path).api_key == "sk-file"
     write_config(path, {"api_key": "sk-new"})  # what onboard writes is private
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+ROOT = Path(__file__).resolve().parents[2]
+_NAMED = re.compile(r"""setting_env\(\s*["']([^"']+)["']\s*\)""")
+
+
+def test_a_message_names_a_setting_s_variable_from_the_table() -> None:
+    """Messages name a setting's variable with `setting_env(key)`: every key the sources
+    pass is a setting, so renaming one fails here rather than in an error path."""
+    assert setting_env("max_steps") == "HOOKLINE_MAX_STEPS"
+    with pytest.raises(KeyError):
+        setting_env("no_such_setting")
+    named = sorted({(str(path.relative_to(ROOT)), key)
+                    for folder in ("builtins", "cli", "testing")
+                    for path in (ROOT / folder).rglob("*.py")
+                    for key in _NAMED.findall(path.read_text("utf-8"))})
+    assert len(named) > 10, "setting_env calls are no longer found: update the pattern"
+    assert [f"{path}: {key}" for path, key in named if key not in BY_KEY] == []

@@ -516,7 +516,7 @@ import signal
 import sys
 
 from hookline.builtins.store import SQLiteTapeStore
-from hookline.kernel.streaming import HooklineError
+from hookline.kernel.errors import HooklineError
 from hookline.kernel.tape import TapeEntry
 
 store = SQLiteTapeStore(sys.argv[1])

@@ -34,6 +34,8 @@ Text from the model, tools and plugins is shown with control characters escaped
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 import os
 import sys
@@ -71,6 +73,14 @@ __all__ = ["CliChannel"]
 logger = logging.getLogger(__name__)
 
 PROMPT = "you> "
+
+
+@functools.cache
+def _option_names() -> frozenset[str]:
+    """The keyword options of `CliChannel`'s constructor, which `configure` accepts."""
+    parameters = inspect.signature(CliChannel.__init__).parameters.values()
+    return frozenset(p.name for p in parameters if p.kind is p.KEYWORD_ONLY)
+
 
 class CliChannel(Screen, Interface):
     """The terminal as a channel (see the module docstring).
@@ -144,14 +154,10 @@ class CliChannel(Screen, Interface):
         self.status_note = ""  # said after the status indicator: the context meter
 
     def configure(self, **options: Any) -> None:
-        """Set envelope and terminal options (`session_id`, `chat_id`, `model`, `input`,
-        `output`, `interactive`, `editor`, `history`, `commands`, `observe`, `workspace`,
-        `markdown`);
-        `session_id` and `model` may change while the chat runs: they shape the lines typed
-        next."""
-        known = {"session_id", "chat_id", "model", "input", "output", "interactive", "editor",
-                 "history", "commands", "observe", "workspace", "markdown"}
-        unknown = sorted(set(options) - known)
+        """Set any of the constructor's keyword options (the names are read from its
+        signature, so an option added there can be configured too); `session_id` and
+        `model` may change while the chat runs: they shape the lines typed next."""
+        unknown = sorted(set(options) - _option_names())
         if unknown:
             raise TypeError(f"CliChannel.configure: unknown option(s) {', '.join(unknown)}")
         for key, value in options.items():

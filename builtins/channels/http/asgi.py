@@ -15,6 +15,7 @@ import anyio
 
 from hookline.kernel.channels import MessageHandler
 
+from ...config import Settings
 from ...tape.requests import REQUEST_CONTEXT
 from ...telemetry.context import TRACE_CONTEXT_KEY, trace_headers
 from .approvals import APPROVALS_PATH, HttpApprovals
@@ -70,6 +71,18 @@ class HttpRoutes:
     _kept: KeptReplies
     _idempotency: Idempotency
 
+    @property
+    def body_seconds(self) -> float:
+        """How long a request body may take to arrive: `body_timeout`, or the setting's
+        default before the channel has read the settings."""
+        return self.body_timeout if self.body_timeout is not None else Settings.http_body_timeout
+
+    @property
+    def reply_seconds(self) -> float:
+        """How long a request waits for its reply: `reply_timeout`, or the setting's
+        default before the channel has read the settings."""
+        return self.reply_timeout if self.reply_timeout is not None else Settings.http_timeout
+
     async def _asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await _lifespan(receive, send)
@@ -120,7 +133,7 @@ class HttpRoutes:
             return
         if path.startswith(APPROVALS_PATH) and method == "POST":
             Guard.require_json(headers)
-            body = await _read_body(headers, receive, 64 * 1024, self.body_timeout or 30.0)
+            body = await _read_body(headers, receive, 64 * 1024, self.body_seconds)
             await send_json(send, 200, self._approvals.answer(
                 path.removeprefix(APPROVALS_PATH), _json_object(body)))
             return
@@ -136,12 +149,12 @@ class HttpRoutes:
                             [(b"allow", ", ".join(methods).encode())])
         Guard.require_json(headers)
         body = await _read_body(headers, receive, body_limit(self.max_body_size),
-                                self.body_timeout if self.body_timeout is not None else 30.0)
+                                self.body_seconds)
         payload = face.read(body, headers, self._overrides, self.max_body_size)
         keyed = idempotency_key(headers, body)
         if keyed is not None:
             prior = await self._idempotency.prior(*keyed, self._session_of(payload),
-                                                  wait=self.reply_timeout or 300.0)
+                                                  wait=self.reply_seconds)
             if prior is not None:  # never a second run: what the first came to
                 await self._replay(prior, bool(payload.get("stream")), send, face)
                 return
@@ -195,7 +208,7 @@ class HttpRoutes:
             "context": {**payload.get("context", {}), **private,
                         **({TRACE_CONTEXT_KEY: trace} if trace else {})},
         }
-        timeout = self.reply_timeout if self.reply_timeout is not None else 300.0
+        timeout = self.reply_seconds
         self._replies.add(reply)
         try:
             with anyio.fail_after(timeout):
@@ -246,7 +259,7 @@ class HttpRoutes:
         """Answer a retry with what its first request came to (waiting while it runs); a
         stream gets the `request` event and the last one."""
         if isinstance(prior, Reply):
-            with anyio.move_on_after(self.reply_timeout or 300.0):
+            with anyio.move_on_after(self.reply_seconds):
                 await prior.finished.wait()
             if not prior.finished.is_set():
                 raise _still_running()

@@ -26,6 +26,7 @@ from hookline.kernel.channels import (
 from hookline.kernel.envelope import get_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
+from ...config import Settings
 from ...host.sandbox import check_exposure
 from ...privacy.redact import redact_credentials
 from ...tape.requests import RequestRecords
@@ -323,13 +324,15 @@ class HttpChannel(HttpRoutes, Lifecycle):
         reply = self._replies.for_inbound(message)
         if reply is None or not (reply.stream and reply.approvals):
             return None
-        return self._approvals.asker(reply, self.approval_timeout or 120.0)
+        wait = (self.approval_timeout if self.approval_timeout is not None
+                else Settings.http_approval_timeout)
+        return self._approvals.asker(reply, wait)
 
     async def admit_message(self, session_id: str, message: Any,
                             turn: TurnSnapshot) -> AdmitDecision | None:
         """A message for a session whose turn is still running waits for it by default, as
         a chat user expects (`http_busy_session` chooses another admission action)."""
-        action = self.busy_session or "follow_up"
+        action = self.busy_session or Settings.http_busy_session
         if not turn.is_running or action == "process":
             return None
         return AdmitDecision(action, _BUSY_REASONS[action])  # type: ignore[arg-type]

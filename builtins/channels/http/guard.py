@@ -41,8 +41,9 @@ from typing import Any
 
 from hookline.kernel.errors import HooklineError
 
-from ...config import MIN_HTTP_TOKEN_LENGTH
+from ...config import MIN_HTTP_TOKEN_LENGTH, setting_env
 from ...host.files import open_regular_file
+from ...privacy import HOME_ENV
 
 __all__ = [
     "LOCAL_HOSTS",
@@ -95,13 +96,14 @@ def load_token(settings: Any) -> Token:
     if settings.http_token:
         source = settings.sources.get("http_token", "")
         if source.startswith("env:"):
-            where = "the value of the HOOKLINE_HTTP_TOKEN variable"
-            return Token(settings.http_token, where, where, "$HOOKLINE_HTTP_TOKEN")
+            variable = setting_env("http_token")
+            where = f"the value of the {variable} variable"
+            return Token(settings.http_token, where, where, f"${variable}")
         return Token(settings.http_token, "http_token in the hookline config file",
                      f"http_token in {settings.config_path}", "<http_token>")
     path = Path(settings.home) / TOKEN_FILE_NAME
     value = _read_or_create(path)
-    return Token(value, f"in the file {TOKEN_FILE_NAME} in the hookline home (HOOKLINE_HOME, "
+    return Token(value, f"in the file {TOKEN_FILE_NAME} in the hookline home ({HOME_ENV}, "
                         "default ~/.hookline); `hookline gateway` shows where at start",
                  f"in {path}", f"$(cat {shlex.quote(str(path))})")
 
@@ -127,7 +129,7 @@ def _read_token_file(path: Path) -> str:
     except OSError as exc:
         raise RuntimeError(f"cannot read the http token file {path}: {exc.strerror or exc}; "
                            f"remove it (a new token is made at the next start) or set "
-                           f"HOOKLINE_HTTP_TOKEN") from exc
+                           f"{setting_env('http_token')}") from exc
     with handle:
         if info.st_mode & 0o077:
             raise RuntimeError(

@@ -21,6 +21,7 @@ from typing import Any
 
 import anyio
 
+from ...config import Settings
 from ...tape.requests import RequestRecords, running_elsewhere
 from .guard import HttpError
 from .kept import MAX_KEPT
@@ -58,7 +59,8 @@ class Idempotency:
     to find the others in the store (`records`), where a replica also claims a key while
     its request is queued or runs."""
 
-    def __init__(self, seconds: float = 86_400.0, records: RequestRecords | None = None,
+    def __init__(self, seconds: float = Settings.http_idempotency_ttl,
+                 records: RequestRecords | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.seconds = seconds
         self.records = records

@@ -15,6 +15,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from ...config import Settings
+
 __all__ = ["MAX_KEPT", "REQUEST_ID_HEADER", "KeptReplies"]
 
 REQUEST_ID_HEADER = b"hookline-request-id"
@@ -25,7 +27,7 @@ MAX_KEPT = 1000
 class KeptReplies:
     """Finished answers by request id: `(status, body)`, for `seconds`."""
 
-    def __init__(self, seconds: float = 600.0, limit: int = MAX_KEPT,
+    def __init__(self, seconds: float = Settings.http_reply_retention, limit: int = MAX_KEPT,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.seconds = seconds
         self.limit = limit

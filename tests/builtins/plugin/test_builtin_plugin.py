@@ -21,7 +21,7 @@ from builtin_support import model_of
 
 from hookline.builtins.agent.steering import InMemorySteeringInbox
 from hookline.builtins.config import Settings, SettingsError
-from hookline.builtins.host.background import SWEEP_SECONDS, BackgroundProcesses
+from hookline.builtins.host.background import BackgroundProcesses
 from hookline.builtins.host.environment import LocalEnvironment
 from hookline.builtins.models.offline import OFFLINE_LABEL
 from hookline.builtins.plugin import DEFAULT_SYSTEM_PROMPT, BuiltinPlugin
@@ -98,9 +98,9 @@ def test_loading_reads_no_settings_until_they_are_needed(
 
 def test_the_lazily_made_parts_are_made_once_and_can_be_replaced(workspace: Path) -> None:
     """The background processes and the memory store are made on first use (building the
-    plugin imports neither module), then kept; the sweep period is the lifespan's."""
+    plugin imports neither module), then kept; the sweep period is docs/builtins.md's."""
     plugin = BuiltinPlugin(Framework(workspace))
-    assert plugin.sweep_seconds == SWEEP_SECONDS
+    assert plugin.sweep_seconds == 5.0
     assert isinstance(plugin.processes, BackgroundProcesses)
     assert plugin.processes is plugin.processes
     assert isinstance(plugin.memory_store, InMemoryTapeStore)

@@ -14,7 +14,8 @@ from builtin_support import model_of
 from builtin_support import write_script as write_turns
 
 from hookline.builtins.config import Settings
-from hookline.builtins.plugin import CONTEXT_WINDOW, BuiltinPlugin
+from hookline.builtins.config.limits import CONTEXT_WINDOW
+from hookline.builtins.plugin import BuiltinPlugin
 from hookline.builtins.store import SQLiteTapeStore
 from hookline.builtins.tape.naming import session_tape_name
 from hookline.builtins.tape.tape import Tape
