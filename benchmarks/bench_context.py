@@ -22,7 +22,7 @@ from pathlib import Path
 
 import anyio
 
-from hookline.builtins.plugin import CONTEXT_WINDOW
+from hookline.builtins.config.limits import CONTEXT_WINDOW
 from hookline.builtins.store import SQLiteTapeStore
 from hookline.builtins.tape.tape import Tape
 from hookline.kernel.tape import TapeContext

@@ -23,7 +23,8 @@ from pathlib import Path
 import anyio
 
 from hookline.builtins.config import Settings
-from hookline.builtins.plugin import CONTEXT_WINDOW, BuiltinPlugin
+from hookline.builtins.config.limits import CONTEXT_WINDOW
+from hookline.builtins.plugin import BuiltinPlugin
 from hookline.kernel import Framework
 
 GOAL = 1.5  # a turn late in a session may cost at most 1.5x an early turn

@@ -46,6 +46,7 @@ __all__ = [
     "DEFAULT_MAX_STEPS",
     "Settings",
     "SettingsError",
+    "setting_env",
 ]
 
 DEFAULT_MAX_STEPS = 20
