@@ -1,5 +1,5 @@
 """Sidecars, a recording store and entry filters for the Tape tests
-(tests/builtins/test_tape*.py)."""
+(tests/builtins/tape/test_tape*.py)."""
 
 from __future__ import annotations
 

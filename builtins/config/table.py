@@ -9,7 +9,7 @@ the environment variable (`HOOKLINE_` + the key upper-cased) and the rows `SPECS
 Why fields rather than rows that build the class: a dataclass written out is what mypy
 and readers see, every attribute with its type, and a class made at run time from rows
 would hide them. The docs' settings tables are checked against `SPECS`
-(tests/builtins/test_settings_docs.py).
+(tests/builtins/config/test_settings_docs.py).
 """
 
 from __future__ import annotations

@@ -98,6 +98,7 @@ def test_the_openai_client_gets_the_agents_answers_whole_and_streamed(
     assert said(home, workspace, "openai:default") == ["last"]
 
 
+@pytest.mark.slow
 def test_llm_talks_to_the_gateway_streamed_and_not(start: Any, tmp_path: Path) -> None:
     assert LLM, "the llm command is not installed in this environment (the test extra)"
     spec = scripted(tmp_path, [{"text": ["Hello ", "there"]}, {"text": "whole answer"}])

@@ -203,6 +203,7 @@ def own_cluster() -> Iterator[Cluster]:
         cluster.remove()
 
 
+@pytest.mark.slow
 def test_a_database_restart_under_load(own_cluster: Cluster, tmp_path: Path) -> None:
     """Requests fail cleanly (503 with the store's reason) while the database is down and
     succeed again once it is back; nothing acknowledged is lost."""

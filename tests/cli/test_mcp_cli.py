@@ -14,6 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import pytest
 import typer
 from procs import is_gone
 from typer.testing import CliRunner
@@ -115,6 +116,7 @@ def test_bad_adds_and_removes_are_one_error_line_and_change_nothing(tmp_path: Pa
         assert (home / "config.toml").read_text() == before
 
 
+@pytest.mark.slow
 def test_list_check_starts_the_servers_and_counts_their_tools(tmp_path: Path) -> None:
     home = tmp_path / "home"
     hookline(home, "mcp", "add", "files", "--", sys.executable, str(SERVER), "stdio")

@@ -102,7 +102,7 @@ def _policy_script(folder: Path) -> str:
     tests = Path(__file__).parents[1]
     return textwrap.dedent(f'''
         import sys
-        sys.path[:0] = [{str(tests / "builtins")!r}, {str(tests)!r}]
+        sys.path[:0] = [{str(tests / "builtins" / "agent")!r}, {str(tests)!r}]
         from hookline.cli.app import create_app
         from hookline.kernel.framework.core import Framework
         from test_what_ran import Policy

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
@@ -88,6 +90,7 @@ def test_bench_import_tiny_runs() -> None:
     assert [line.split()[1] for line in verdicts] == ["dispatch", "hookline.kernel"], verdicts
 
 
+@pytest.mark.slow
 def test_bench_cli_tiny_runs() -> None:
     done = run_benchmark("bench_cli.py", "--runs", "1", "--no-bub")
     lines = done.stdout.splitlines()
@@ -105,6 +108,7 @@ def test_bench_cli_tiny_runs() -> None:
                for line in lines), done.stdout
 
 
+@pytest.mark.slow
 def test_bench_replicas_tiny_runs(postgres_server: str) -> None:
     from postgres_support import unavailable
 
@@ -131,6 +135,7 @@ def test_bench_replicas_tiny_runs(postgres_server: str) -> None:
     assert "20.0 text deltas a reply" in done.stdout, done.stdout
 
 
+@pytest.mark.slow
 def test_bench_sandbox_quick_runs() -> None:
     done = run_benchmark("bench_sandbox.py", "--calls", "3", "--starts", "2")
     for label in ("sandbox off", "sandbox workspace-write", "sandbox without namespaces",

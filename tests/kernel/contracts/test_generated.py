@@ -139,6 +139,7 @@ def test_a_new_hook_needs_its_spec_only(tmp_path: Path) -> None:
     assert '    """A plugin implementing ``audit_turn`` (many_sync: sync only)."""' in typed
 
 
+@pytest.mark.slow
 def test_the_generated_typed_py_of_the_copy_type_checks(tmp_path: Path) -> None:
     """mypy --strict reads the new protocols: a plugin that fits passes, one that does
     not is reported on its line."""

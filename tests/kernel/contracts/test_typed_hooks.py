@@ -199,10 +199,12 @@ def samples(mypy: Mypy) -> dict[str, list[str]]:
     return by_file
 
 
+@pytest.mark.slow
 def test_mypy_accepts_the_correct_plugin(samples: dict[str, list[str]]) -> None:
     assert samples["good_plugin.py"] == []
 
 
+@pytest.mark.slow
 def test_mypy_reports_each_mistake_of_the_incorrect_plugin(
     samples: dict[str, list[str]],
 ) -> None:
@@ -249,6 +251,7 @@ def docs_examples() -> list[tuple[int, str, str | None, list[str]]]:
     return found
 
 
+@pytest.mark.slow
 def test_the_documented_mypy_runs_report_what_the_page_shows(mypy: Mypy) -> None:
     examples = docs_examples()
     assert any(name for _, _, name, _ in examples), "the section shows a mistake"

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from spec_support import DISPATCH_DIR, KERNEL_DIR, SPEC_DIR
 
 ALLOWED_THIRD_PARTY = {"typing_extensions"}
@@ -216,6 +217,7 @@ def test_vendoring_page_lists_the_suite_files() -> None:
         assert f"`spec/{name}`" in page, name
 
 
+@pytest.mark.slow
 def test_vendored_copy_passes_the_whole_spec_suite(tmp_path: Path) -> None:
     """Copy kernel/ to acme_vendor.pluginkernel and run every fixture on it, in a process
     where importing hookline is impossible, with only the listed files of spec/."""
@@ -247,6 +249,7 @@ print('ran', len(paths))
 
 
 
+@pytest.mark.slow
 def test_vendored_copy_without_republic_skips_the_media_fixtures(tmp_path: Path) -> None:
     """republic is the whole kernel's one optional library: without it the fixtures that
     build media objects are skipped, with the reason, and nothing fails."""
@@ -287,6 +290,7 @@ def _copy_core(tmp_path: Path, package: str) -> Path:
     return target
 
 
+@pytest.mark.slow
 def test_vendored_dispatch_core_passes_the_dispatch_fixtures(tmp_path: Path) -> None:
     """Copy kernel/_dispatch alone to acme.hookcore and run the dispatch fixtures on it,
     through an adapter that declares the hooks they use, where hookline cannot be

@@ -198,6 +198,7 @@ def _run(site: Path, body: str) -> subprocess.CompletedProcess[str]:
                           env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"})
 
 
+@pytest.mark.slow
 def test_entry_point_loader_registers_an_installed_distribution(installed_dist: Path) -> None:
     out = _run(installed_dist, """
         names = load_entry_points(registry, "acme", skip=["broken"],
@@ -212,6 +213,7 @@ def test_entry_point_loader_registers_an_installed_distribution(installed_dist: 
                                        "['module']"]
 
 
+@pytest.mark.slow
 def test_entry_point_loader_names_the_entry_point_that_failed(installed_dist: Path) -> None:
     out = _run(installed_dist, """
         try:

@@ -1,4 +1,4 @@
-"""Fixtures shared by the builtin tests."""
+"""Fixtures shared by the tape tests."""
 
 from __future__ import annotations
 

@@ -98,7 +98,7 @@ def test_notes_say_only_what_happened_and_escape_control_characters() -> None:
 def test_hookline_run_stream_shows_the_denial_and_the_rewrite(tmp_path: Path) -> None:
     script = textwrap.dedent(f'''
         import sys
-        sys.path[:0] = [{str(Path(__file__).parent)!r}, {str(Path(__file__).parents[1])!r}]
+        sys.path[:0] = [{str(Path(__file__).parent)!r}, {str(Path(__file__).parents[2])!r}]
         from hookline.cli.app import create_app
         from hookline.kernel.framework.core import Framework
         from test_what_ran import Policy

@@ -139,6 +139,7 @@ def test_the_database_refuses_a_write_of_a_recovered_run_whatever_the_replica_be
     assert contents(peer) == [("message", "hello"), ("event", "interrupted")]
 
 
+@pytest.mark.slow
 def test_after_an_outage_the_first_call_succeeds(postgres_stores: StoreFactory) -> None:
     """The database is unreachable for 18 s, calls failing meanwhile; the first call after
     it is back succeeds (within its 5 s wait for a connection): the pool's reconnect

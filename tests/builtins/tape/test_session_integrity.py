@@ -32,7 +32,7 @@ from hookline.builtins.tape.tape import BOOTSTRAP_ANCHOR
 from hookline.kernel import Framework, hookimpl
 from hookline.kernel.tape import TapeEntry, TapeQuery
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 HOOKLINE = shutil.which("hookline", path=str(Path(sys.executable).parent))
 
 

@@ -23,7 +23,7 @@ from hookline.builtins.store import SQLiteTapeStore
 from hookline.kernel.errors import HooklineError
 from hookline.kernel.tape import TapeEntry, TapeQuery
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def message(text: str) -> TapeEntry:

@@ -26,7 +26,7 @@ from hookline.builtins.store import (
 from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeEntry, TapeQuery
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def run_child(script: str, *args: str) -> subprocess.Popen[str]:

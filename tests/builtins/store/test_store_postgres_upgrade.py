@@ -1,4 +1,4 @@
-"""A populated PostgreSQL tape store of schema version 1 (tests/builtins/
+"""A populated PostgreSQL tape store of schema version 1 (tests/builtins/store/
 postgres_schema_v1.sql, written the way a hookline of that version wrote: its
 `hookline_apply`, its journal statement) opened by this hookline: the migration to
 version 2 keeps every entry as it was, recovers the run a dead replica left in the

@@ -14,7 +14,7 @@ from typing import Any
 
 from hookline.builtins.config.table import BY_KEY, SPECS, Spec
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+DOCS = Path(__file__).resolve().parents[3] / "docs"
 CONFIGURATION_HEADER = "| File key | Environment variable | Value | Default |"
 SECURITY_HEADER = "| Setting | Variable | Default | Meaning |"
 _LITERAL = re.compile(r"`([^`]+)`")
