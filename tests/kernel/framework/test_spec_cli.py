@@ -11,6 +11,7 @@ import tomllib
 from pathlib import Path
 from xml.etree import ElementTree
 
+import pytest
 from spec_support import SPEC_DIR
 
 FIXTURES = len(list((SPEC_DIR / "fixtures").rglob("*.toml")))
@@ -138,6 +139,7 @@ def test_usage_errors_exit_2_with_one_line(tmp_path: Path) -> None:
     assert adapter.stderr.startswith("error: cannot load the adapter 'no_such_module:make'")
 
 
+@pytest.mark.slow
 def test_the_ci_walkthrough_of_the_conformance_page_runs(tmp_path: Path) -> None:
     """docs/conformance.md's commands for another kernel's CI, as written (in a venv of
     this test's own), in under ten commands."""
