@@ -415,7 +415,7 @@ def test_a_config_with_a_secret_that_group_or_others_can_read_is_refused(
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 _NAMED = re.compile(r"""setting_env\(\s*["']([^"']+)["']\s*\)""")
 
 
