@@ -41,7 +41,6 @@ from .models.options import MODEL_OPTIONS_STATE, checked_model_options
 
 if TYPE_CHECKING:
     from .agent.loop import Agent
-    from .agent.spill import SpillSidecar
     from .agent.steering import InMemorySteeringInbox
     from .approval.gate import ApprovalGate
     from .config import Settings
@@ -51,6 +50,7 @@ if TYPE_CHECKING:
     from .host.sandbox import SandboxPolicy
     from .mcp.manager import McpServers
     from .store import InMemoryTapeStore
+    from .tape.spill import SpillSidecar
     from .tape.tape import Tape
 
 # The framework has loaded the whole kernel already. The builtin modules behind the hooks
@@ -423,7 +423,7 @@ class BuiltinPlugin:
     @hookimpl
     def provide_tape_sidecar(self) -> SpillSidecar:
         """The spill sidecar: where oversized tool results go (see `after_tool_call`)."""
-        from .agent.spill import SpillSidecar
+        from .tape.spill import SpillSidecar
 
         return SpillSidecar()
 
@@ -456,7 +456,7 @@ class BuiltinPlugin:
         Trylast and registered first: it runs after every normal and tryfirst
         implementation and before the trylast ones of plugins registered later.
         """
-        from .agent.spill import spill_result
+        from .tape.spill import spill_result
 
         self.approvals.note_result(call, result, state)
         await spill_result(call, result, state)

@@ -53,6 +53,7 @@ from ..models.options import MODEL_OPTIONS_STATE
 from ..tape.fork import TapeRecordError
 from ..tape.naming import should_merge_back
 from ..tape.requests import REQUEST_CONTEXT, REQUEST_META
+from ..tape.spill import model_text
 from ..tape.tape import Tape
 from .compaction import (
     COMPACTION_ANCHOR,
@@ -66,7 +67,6 @@ from .compaction import (
 )
 from .interruption import close_cut_calls, keep_partial_text
 from .outcome import StepOutcome, as_hookline_error, error_dict, what_ran
-from .spill import model_text
 from .usage import add_usage
 
 logger = logging.getLogger(__name__)

@@ -19,3 +19,4 @@ from .files import tighten as tighten
 from .files import write_private_file as write_private_file
 from .redact import redact_credentials as redact_credentials
 from .redact import redact_paths as redact_paths
+from .redact import url_secrets as url_secrets

@@ -180,7 +180,7 @@ def _url_password(value: Any) -> bool:
     query key), by the rules the redaction of such URLs uses."""
     if not isinstance(value, str) or "://" not in value:
         return False
-    from ..store.url import url_secrets
+    from .redact import url_secrets
 
     return bool(url_secrets(value))
 

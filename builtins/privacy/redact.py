@@ -24,7 +24,7 @@ import os
 import re
 from collections.abc import Iterable
 
-__all__ = ["redact_credentials", "redact_paths"]
+__all__ = ["redact_credentials", "redact_paths", "url_secrets"]
 
 _SCHEME = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://")
 _USER_THEN_COLON = re.compile(r"[^\s/:]*:")
@@ -93,3 +93,25 @@ def redact_paths(text: str, workspace: str | os.PathLike[str] | None = None,
 
         text = pattern.sub(replace, text)
     return text
+
+
+def url_secrets(url: str) -> set[str]:
+    """The passwords in a URL as the text may show them: raw, percent-decoded and
+    encoded again; for a user-info password, also its pieces between `@` and `/` (libpq
+    ends the user-info at the first of them and reads the rest as the host)."""
+    from urllib.parse import quote_plus, unquote, unquote_plus
+
+    found: set[str] = set()
+    rest = url.strip().split("://", 1)[-1]
+    user_info = rest[:rest.rfind("@")] if "@" in rest else ""
+    if ":" in user_info:
+        password = user_info.split(":", 1)[1]
+        found.update([password, *re.split(r"[@/]", password)])
+    query = rest.partition("?")[2].partition("#")[0]
+    for pair in query.split("&"):
+        key, _, value = pair.partition("=")
+        if re.search(r"(?i)pass|pwd", key) and value:
+            found.add(value)
+    for secret in list(found):
+        found.update([unquote(secret), unquote_plus(secret), quote_plus(unquote_plus(secret))])
+    return {secret for secret in found if secret}

@@ -19,7 +19,7 @@ _PUBLIC = {
     "postgres.store": ("PostgresTapeStore",),
     "postgres.check": ("check_postgres",),
     "copy": ("CopyReport", "copy_store", "shown"),
-    "url": ("POSTGRES_SCHEMES", "StoreURL", "is_postgres_url", "redact_url", "url_secrets"),
+    "url": ("POSTGRES_SCHEMES", "StoreURL", "is_postgres_url", "redact_url"),
 }
 """Module (relative to this package) -> the public names it defines."""
 

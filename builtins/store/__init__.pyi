@@ -31,4 +31,3 @@ from .url import POSTGRES_SCHEMES as POSTGRES_SCHEMES
 from .url import StoreURL as StoreURL
 from .url import is_postgres_url as is_postgres_url
 from .url import redact_url as redact_url
-from .url import url_secrets as url_secrets

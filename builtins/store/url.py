@@ -6,12 +6,11 @@ driver is imported only once a PostgreSQL store is really opened.
 
 from __future__ import annotations
 
-import re
 from typing import Final
 
-from ..privacy.redact import redact_credentials
+from ..privacy.redact import redact_credentials, url_secrets
 
-__all__ = ["POSTGRES_SCHEMES", "StoreURL", "is_postgres_url", "redact_url", "url_secrets"]
+__all__ = ["POSTGRES_SCHEMES", "StoreURL", "is_postgres_url", "redact_url"]
 
 POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
 
@@ -35,28 +34,6 @@ def redact_url(text: str, url: str | None = None) -> str:
         if len(secret) >= _SHORTEST_SECRET:
             text = text.replace(secret, "***")
     return text
-
-
-def url_secrets(url: str) -> set[str]:
-    """The passwords in a URL as the text may show them: raw, percent-decoded and
-    encoded again; for a user-info password, also its pieces between `@` and `/` (libpq
-    ends the user-info at the first of them and reads the rest as the host)."""
-    from urllib.parse import quote_plus, unquote, unquote_plus
-
-    found: set[str] = set()
-    rest = url.strip().split("://", 1)[-1]
-    user_info = rest[:rest.rfind("@")] if "@" in rest else ""
-    if ":" in user_info:
-        password = user_info.split(":", 1)[1]
-        found.update([password, *re.split(r"[@/]", password)])
-    query = rest.partition("?")[2].partition("#")[0]
-    for pair in query.split("&"):
-        key, _, value = pair.partition("=")
-        if re.search(r"(?i)pass|pwd", key) and value:
-            found.add(value)
-    for secret in list(found):
-        found.update([unquote(secret), unquote_plus(secret), quote_plus(unquote_plus(secret))])
-    return {secret for secret in found if secret}
 
 
 class StoreURL(str):

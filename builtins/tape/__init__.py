@@ -14,6 +14,8 @@ _PUBLIC = {
     "fork": ("COMMIT_OBSERVER", "ForkStore", "TapeRecordError", "observed_commit"),
     "context": ("ContextMessages", "answered_calls", "messages_from_entries"),
     "archive": ("file_safe", "write_archive"),
+    "spill": ("SPILL_EVENT", "SPILL_READ_TOOLS", "SPILL_SIDECAR", "SpillSidecar", "find_spill",
+              "spill_result"),
     "tools": ("SEARCH_LIMIT_MAX", "SPILL_READ_MAX", "spill_tools", "tape_tools"),
     "sessions": ("CURRENT_SESSIONS_FILE", "DEFAULT_SESSION", "MAX_CURRENT_SESSIONS", "MAX_TITLE",
                  "TITLE_EVENT", "SessionError", "SessionMatch", "SessionSummary",

@@ -39,6 +39,12 @@ from .sessions import rename_session as rename_session
 from .sessions import search_sessions as search_sessions
 from .sessions import set_current_session as set_current_session
 from .sessions import transcript as transcript
+from .spill import SPILL_EVENT as SPILL_EVENT
+from .spill import SPILL_READ_TOOLS as SPILL_READ_TOOLS
+from .spill import SPILL_SIDECAR as SPILL_SIDECAR
+from .spill import SpillSidecar as SpillSidecar
+from .spill import find_spill as find_spill
+from .spill import spill_result as spill_result
 from .summary import AnchorInfo as AnchorInfo
 from .summary import TapeInfo as TapeInfo
 from .tape import BOOTSTRAP_ANCHOR as BOOTSTRAP_ANCHOR

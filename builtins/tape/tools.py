@@ -19,7 +19,7 @@ from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeEntry
 from hookline.kernel.tools import Tool, ToolContext, argument_error, validate_arguments
 
-from ..agent.spill import find_spill
+from .spill import find_spill
 
 __all__ = ["SEARCH_LIMIT_MAX", "SPILL_READ_MAX", "spill_tools", "tape_tools"]
 

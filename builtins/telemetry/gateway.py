@@ -8,31 +8,30 @@ child, also when it runs later (a follow-up queued behind a running turn).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from ..channels.http.openai_body import OPENAI_PATHS
 from . import active
 from .context import TRACE_HEADERS
 from .setup import Telemetry, span_context_of
 
 App = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
-KNOWN_PATHS = frozenset({"/v1/messages", "/v1/health", "/v1/metrics", *OPENAI_PATHS})
-"""Paths named in span names; any other is left out (span names must stay few)."""
+METRICS_PATH = "/v1/metrics"
 PROMETHEUS_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
 
 
-def instrument(channel: Any) -> None:
+def instrument(channel: Any, routes: Iterable[str]) -> None:
     """Give an http channel the server spans and `GET /v1/metrics` of the telemetry
-    installed now (the builtin lifespan's); nothing when none is."""
+    installed now (the builtin lifespan's); nothing when none is. `routes` are the
+    channel's paths, the only ones span names show (they must stay few)."""
     telemetry = active.current()
     if telemetry is None:
         return
-    channel.middleware = server_spans(telemetry)
-    channel.routes["/v1/metrics"] = metrics_endpoint(telemetry)
+    channel.middleware = server_spans(telemetry, frozenset({*routes, METRICS_PATH}))
+    channel.routes[METRICS_PATH] = metrics_endpoint(telemetry)
 
 
 def metrics_endpoint(telemetry: Telemetry) -> Callable[[Any], Awaitable[None]]:
@@ -46,8 +45,9 @@ def metrics_endpoint(telemetry: Telemetry) -> Callable[[Any], Awaitable[None]]:
     return answer
 
 
-def server_spans(telemetry: Telemetry) -> Callable[[App], App]:
-    """ASGI middleware: each HTTP request inside a `SERVER` span."""
+def server_spans(telemetry: Telemetry, routes: frozenset[str]) -> Callable[[App], App]:
+    """ASGI middleware: each HTTP request inside a `SERVER` span, named after its path
+    when it is one of `routes`, else after its method alone."""
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
     propagator = TraceContextTextMapPropagator()
@@ -67,9 +67,9 @@ def server_spans(telemetry: Telemetry) -> Callable[[App], App]:
             attributes = {"http.request.method": method, "url.path": path,
                           "url.scheme": str(scope.get("scheme", "http")),
                           "network.protocol.version": str(scope.get("http_version", ""))}
-            if path in KNOWN_PATHS:
+            if path in routes:
                 attributes["http.route"] = path
-            name = f"{method} {path}" if path in KNOWN_PATHS else method
+            name = f"{method} {path}" if path in routes else method
             with tracer.start_as_current_span(name, context=parent, kind=SpanKind.SERVER,
                                               attributes=attributes) as span:
                 kept = [(n, v) for n, v in raw if n.decode("latin-1").lower()

@@ -35,14 +35,14 @@ from .server import Receive, Scope, Send, _lifespan, _watch_disconnect
 from .stream import send_events, send_timeout
 from .wire import ALWAYS_HEADERS, SSE_HEADERS, Disconnected, send_json, websocket_refusal
 
-__all__ = ["HttpRoutes"]
+__all__ = ["ROUTES", "HttpRoutes"]
 
 logger = logging.getLogger(__name__)
 
 MESSAGES_PATH = "/v1/messages/"
 """`GET /v1/messages/{id}`: the kept answer of a request."""
 
-_ROUTES: dict[str, tuple[str, ...]] = {
+ROUTES: dict[str, tuple[str, ...]] = {
     "/v1/messages": ("POST",),
     "/v1/health": ("GET", "HEAD"),
     COMPLETIONS_PATH: ("POST",),
@@ -116,7 +116,7 @@ class HttpRoutes:
         if path == "/v1/health" and method in ("GET", "HEAD"):
             await self._health(headers, send, scope.get("client"))
             return
-        if method == "OPTIONS" and origin is not None and path in _ROUTES:
+        if method == "OPTIONS" and origin is not None and path in ROUTES:
             await send({"type": "http.response.start", "status": 204, "headers": []})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return
@@ -137,7 +137,7 @@ class HttpRoutes:
             await send_json(send, 200, self._approvals.answer(
                 path.removeprefix(APPROVALS_PATH), _json_object(body)))
             return
-        methods = _ROUTES.get(path)
+        methods = ROUTES.get(path)
         if methods is None:
             raise HttpError(404, f"no such endpoint: {path} (the API is POST /v1/messages, "
                                  f"GET /v1/messages/ID, POST /v1/approvals/ID, "

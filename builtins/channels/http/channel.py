@@ -221,8 +221,9 @@ class HttpChannel(HttpRoutes, Lifecycle):
             self._health_state = HealthCache(self.health, scrub=self.scrub)
             if getattr(settings, "otel", False):  # docs/observability.md
                 from ...telemetry.gateway import instrument
+                from .asgi import ROUTES
 
-                instrument(self)
+                instrument(self, ROUTES)
             self._accepting = True
             logger.info("http channel listening on %s", self.url)
             _log_access_hints(self.url or "", bound, token)

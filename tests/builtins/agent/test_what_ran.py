@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from builtin_support import build_builtin
 
-from hookline.builtins.agent.tool_notes import tool_notes
 from hookline.builtins.tape.naming import session_tape_name
 from hookline.builtins.tape.tape import Tape
+from hookline.builtins.terminal.tool_notes import tool_notes
 from hookline.kernel import ToolCall, ToolCallDecision, hookimpl
 
 pytestmark = pytest.mark.anyio

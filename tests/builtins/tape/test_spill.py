@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from builtin_support import build_builtin, model_of
 
-from hookline.builtins.agent import spill as spill_module
-from hookline.builtins.agent.spill import SpillSidecar, spill_result
 from hookline.builtins.models import ModelMessage
 from hookline.builtins.plugin import BuiltinPlugin
 from hookline.builtins.store import InMemoryTapeStore
+from hookline.builtins.tape import spill as spill_module
 from hookline.builtins.tape.naming import session_tape_name
+from hookline.builtins.tape.spill import SpillSidecar, spill_result
 from hookline.builtins.tape.tape import Tape
 from hookline.builtins.tape.tools import spill_tools
 from hookline.kernel import Framework, ToolCall, ToolCallResult, hookimpl
