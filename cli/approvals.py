@@ -60,8 +60,8 @@ class TerminalAsker:
     async def ask(self, question: Question) -> Answer:
         import anyio.to_thread
 
-        from hookline.builtins.agent import render_diff, wants_colour
         from hookline.builtins.approval import ANSWER_KEYS, Answer, parse_answer
+        from hookline.builtins.terminal import render_diff, wants_colour
 
         enabled, self.status.enabled = self.status.enabled, False  # no redraw meanwhile
         try:

@@ -5,7 +5,7 @@
 They reuse what the other commands do: `/new` chooses a session as `--new` does, `/resume`
 switches to another (and `recap` shows what a session already holds, also when the chat
 opens one), `/sessions` prints `hookline sessions`' table, `/usage` sums the `usage`
-stream events as `run --usage` does (`UsageTotals`, builtins/agent/usage.py), `/attach`
+stream events as `run --usage` does (`UsageTotals`, builtins/terminal/usage.py), `/attach`
 reads files as `run -a` does (`inputs.attachments`). `/model NAME` sets the turn setting
 `model` of the envelopes' context, which the builtin plugin reads (an alias of
 `model_aliases` works too).
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from hookline.kernel import Framework
 
 if TYPE_CHECKING:
-    from hookline.builtins.agent import UsageTotals
     from hookline.builtins.channels import ChatCommand, CliChannel
+    from hookline.builtins.terminal import UsageTotals
     from hookline.kernel.streaming import StreamEvent
 
 
@@ -69,7 +69,7 @@ class ChatCommands:
         """Every event of the chat's turns: each `usage` event is one model call's count."""
         if event.kind not in ("usage", "final"):
             return
-        from hookline.builtins.agent import UsageTotals
+        from hookline.builtins.terminal import UsageTotals
 
         totals = self.usage.setdefault(session_id, UsageTotals(self._prices()))
         if event.kind == "usage":
@@ -166,7 +166,7 @@ class ChatCommands:
         self._say(f"model {shown} for the following turns of this chat")
 
     async def show_usage(self, arguments: str) -> None:
-        from hookline.builtins.agent import UsageTotals
+        from hookline.builtins.terminal import UsageTotals
 
         from .usage import session_totals
 
@@ -178,7 +178,7 @@ class ChatCommands:
             self._say(f"{recorded.line('session')} (every turn on its tape)")
         window_of = self._window_of()
         if totals.last_input is not None and window_of is not None:
-            from hookline.builtins.agent import meter_line
+            from hookline.builtins.terminal import meter_line
 
             self._say(meter_line(totals.last_input[1], window_of(totals.last_input[0])))
 
@@ -222,7 +222,7 @@ class ChatCommands:
         self._say(f"attached {path} ({kind}) to the next message")
 
     def _say(self, text: str) -> None:
-        from hookline.builtins.agent import terminal_text
+        from hookline.builtins.terminal import terminal_text
 
         self.channel.say(terminal_text(text, keep_newlines=False))
 

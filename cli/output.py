@@ -11,8 +11,8 @@ from typing import Any, NoReturn
 
 import typer
 
-from hookline.builtins.agent import is_terminal, terminal_text
 from hookline.builtins.privacy import redact_credentials
+from hookline.builtins.terminal import is_terminal, terminal_text
 from hookline.kernel.envelope import get_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
@@ -149,7 +149,7 @@ class TurnPrinter:
             self._step += 1
             self.status.show(f"step {self._step}: thinking")
         elif event.kind in ("retry", "compaction"):
-            from hookline.builtins.agent import turn_note
+            from hookline.builtins.terminal import turn_note
 
             note = turn_note(event.kind, event.data)
             if note and not self.quiet:
@@ -161,7 +161,7 @@ class TurnPrinter:
         if self.quiet:
             return
         if self._view is None:
-            from hookline.builtins.agent import OUTPUT_LINES, ToolView
+            from hookline.builtins.terminal import OUTPUT_LINES, ToolView
 
             self._view = ToolView(self.workspace, output_lines=None if self.verbose else
                                   OUTPUT_LINES, stream=self._err())
@@ -170,7 +170,7 @@ class TurnPrinter:
     async def _show_results(self, records: list[dict[str, Any]]) -> None:
         if self.quiet or self._view is None:
             return
-        from hookline.builtins.agent import wants_colour
+        from hookline.builtins.terminal import wants_colour
 
         self._say(await self._view.results(records, wants_colour(self._err())))
 
@@ -190,7 +190,7 @@ class TurnPrinter:
 
     def usage_totals(self) -> Any:
         if self._totals is None:
-            from hookline.builtins.agent import UsageTotals
+            from hookline.builtins.terminal import UsageTotals
 
             from .usage import configured_prices
 
@@ -217,7 +217,7 @@ class TurnPrinter:
                 typer.echo(self.session_usage.line("session"), err=True, file=self.err)
             last = self.last_input
             if last is not None and self.window_of is not None:
-                from hookline.builtins.agent import meter_line
+                from hookline.builtins.terminal import meter_line
 
                 typer.echo(meter_line(last[1], self.window_of(last[0])), err=True,
                            file=self.err)
@@ -244,7 +244,7 @@ class TurnPrinter:
             if get_field(outbound, "kind") == "error" or not content:
                 continue
             if self.markdown and self.safe:
-                from hookline.builtins.agent import render_markdown
+                from hookline.builtins.terminal import render_markdown
 
                 render_markdown(str(content), self.out)
             else:

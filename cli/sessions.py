@@ -263,7 +263,7 @@ def _current(framework: Framework) -> str:
 
 def _safe(text: str, keep_newlines: bool = False) -> str:
     """Escaped on a terminal: tapes hold what models and tools wrote."""
-    from hookline.builtins.agent import is_terminal, terminal_text
+    from hookline.builtins.terminal import is_terminal, terminal_text
 
     return terminal_text(text, keep_newlines=keep_newlines) if is_terminal(sys.stdout) else text
 

@@ -1,5 +1,5 @@
 """What a whole session has used, from the `run` events of its tape: the usage lines of
-`run --usage` and the chat's `/usage` (summed as builtins/agent/usage.py says, with the
+`run --usage` and the chat's `/usage` (summed as builtins/terminal/usage.py says, with the
 `model_prices` of the settings), and the warning of a `run` that continued a session
 grown long."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from hookline.builtins.agent import UsageTotals
+from hookline.builtins.terminal import UsageTotals
 from hookline.kernel import Framework
 
 LONG_SESSION_TURNS = 20

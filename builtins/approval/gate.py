@@ -238,7 +238,7 @@ class ApprovalGate:
             summary = f"{'write' if name == 'fs_write' else 'edit'} {arguments.get('path')!r}"
             import anyio.to_thread
 
-            from ..agent.tool_view import proposed_change
+            from ..terminal.tool_view import proposed_change
 
             diff = tuple(await anyio.to_thread.run_sync(proposed_change, workspace, name,
                                                         arguments))

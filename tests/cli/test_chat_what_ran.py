@@ -13,7 +13,7 @@ from terminal_support import TMUX, Terminal, last_line
 from test_chat_piped import chat
 from test_run_what_ran import BUGGY, FIX, TWENTY, fixing_script, workspace_and_env
 
-from hookline.builtins.agent import call_line
+from hookline.builtins.terminal import call_line
 
 DIFF = ["--- calc.py", "+++ calc.py", "@@ -1,5 +1,5 @@", " def add(a, b):",
         "-    return a - b", "+    return a + b", " ", " ", " def sub(a, b):"]

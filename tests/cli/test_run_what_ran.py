@@ -14,8 +14,8 @@ import pytest
 from terminal_support import TMUX, Terminal, clean_env
 from test_cli import hookline
 
-from hookline.builtins.agent import FileChanges, UsageTotals, render_diff
-from hookline.builtins.agent.tool_notes import call_line, result_lines
+from hookline.builtins.terminal import FileChanges, UsageTotals, render_diff
+from hookline.builtins.terminal.tool_notes import call_line, result_lines
 
 BUGGY = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
 FIX = {"path": "calc.py", "old": "    return a - b\n\n\ndef sub",

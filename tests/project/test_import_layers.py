@@ -230,9 +230,65 @@ def test_the_framework_folder_is_imported_through_its_face_only() -> None:
     assert {name: found for name, found in deep.items() if found} == {}
 
 
-def test_stores_import_no_tape_or_channel_code() -> None:
-    banned = ("hookline.builtins.tape", "hookline.builtins.channels", "hookline.builtins.agent")
-    found = {name: sorted(t for t in targets if t.startswith(banned))
-             for name, targets in import_graph().items()
-             if name.startswith("hookline.builtins.store")}
-    assert {name: targets for name, targets in found.items() if targets} == {}
+BUILTINS_ORDER = ("privacy", "store", "config", "models", "host", "tape", "agent", "terminal",
+                  "approval", "mcp", "telemetry", "channels", "bub")
+"""The folders of builtins/, bottom-up: a folder imports only the folders before it (the
+root's `plugin.py` and `__init__.py` sit above them all). docs/architecture.md shows it."""
+
+
+def builtins_folder(module: str) -> str | None:
+    """The builtins folder a module belongs to (`plugin` for the plugin module), or None
+    outside the folders (the builtins root, other packages)."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["hookline", "builtins"] else None
+
+
+def order_problems(graph: dict[str, set[str]]) -> list[str]:
+    """Each import of a builtins folder that reaches a folder at or above its own place in
+    BUILTINS_ORDER (or the root, or a folder without a place)."""
+    rank = {folder: place for place, folder in enumerate(BUILTINS_ORDER)}
+    problems = []
+    for name, targets in sorted(graph.items()):
+        source = builtins_folder(name)
+        if source is None or source == "plugin":
+            continue
+        if source not in rank:
+            problems.append(f"{name}: the folder {source!r} has no place in BUILTINS_ORDER")
+            continue
+        for target in sorted(targets):
+            folder = builtins_folder(target)
+            if target == "hookline.builtins" or folder == "plugin":
+                problems.append(f"{name} imports {target}, the builtins root above every folder")
+            elif folder is not None and folder != source and rank.get(folder, len(rank)) > \
+                    rank[source]:
+                problems.append(f"{name} imports {target}: {folder!r} comes after {source!r}")
+    return problems
+
+
+def test_builtins_folders_import_only_the_folders_below_them() -> None:
+    folders = {path.parent.name for path in (ROOT / "builtins").glob("*/__init__.py")}
+    assert folders == set(BUILTINS_ORDER), "give every builtins folder its place"
+    assert order_problems(import_graph()) == []
+
+
+def test_the_order_check_catches_an_import_upwards() -> None:
+    graph = {
+        "hookline.builtins.store.memory": {"hookline.builtins.tape.tape",
+                                           "hookline.builtins.privacy.redact"},
+        "hookline.builtins.tape.tape": {"hookline.builtins.store.memory", "hookline.kernel"},
+        "hookline.builtins.agent.loop": {"hookline.builtins.plugin"},
+        "hookline.builtins.newfolder.x": {"hookline.builtins.store.memory"},
+        "hookline.builtins.plugin": {"hookline.builtins.channels.manager"},
+    }
+    assert order_problems(graph) == [
+        "hookline.builtins.agent.loop imports hookline.builtins.plugin, the builtins root "
+        "above every folder",
+        "hookline.builtins.newfolder.x: the folder 'newfolder' has no place in BUILTINS_ORDER",
+        "hookline.builtins.store.memory imports hookline.builtins.tape.tape: 'tape' comes "
+        "after 'store'",
+    ]
+
+
+def test_the_architecture_page_shows_the_order() -> None:
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert " → ".join(f"`{folder}/`" for folder in BUILTINS_ORDER) in page

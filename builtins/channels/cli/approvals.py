@@ -15,8 +15,8 @@ from typing import Any
 
 import anyio
 
-from ...agent.tool_view import colour_allowed, render_diff
 from ...approval.question import ANSWER_KEYS, Answer, Question, parse_answer
+from ...terminal.tool_view import colour_allowed, render_diff
 
 __all__ = ["QUESTION_PROMPT", "ChatAsker"]
 

@@ -4,7 +4,7 @@ It reads lines from the terminal in a worker thread and hands each to the manage
 envelope `{content, channel: "cli", chat_id, session_id?, context?, media?}`. While a turn
 runs it shows what happens: a transient `…thinking` indicator until the model's first event
 (and `…running <tool>` while a tool runs), the reply text as it streams, and what ran as
-`hookline run` shows it (`agent/tool_view.py`): a `[tool] name arguments` line for every
+`hookline run` shows it (`terminal/tool_view.py`): a `[tool] name arguments` line for every
 tool call, a line for its result and, for `fs_edit` and `fs_write`, the diff of the file
 (coloured on a colour terminal; the files are read from `workspace`), with `status_note`
 (the context meter) after the indicator. Unstreamed outbounds are printed when they
@@ -56,8 +56,8 @@ from hookline.kernel.channels import (
 from hookline.kernel.envelope import get_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
-from ...agent.tool_notes import is_terminal, terminal_text, turn_note
-from ...agent.tool_view import ToolView, colour_allowed
+from ...terminal.tool_notes import is_terminal, terminal_text, turn_note
+from ...terminal.tool_view import ToolView, colour_allowed
 from .input import STEER_PREFIX, ChatCommand, classify, help_lines, unknown_line
 from .lines import Line, LineLedger, clipped
 from .reader import NO_LINE, POLL_SECONDS, LineReader, can_edit

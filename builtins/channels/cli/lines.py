@@ -26,7 +26,7 @@ import anyio
 
 from hookline.kernel.envelope import get_field
 
-from ...agent.tool_notes import terminal_text
+from ...terminal.tool_notes import terminal_text
 
 __all__ = ["LINE_KEY", "Line", "LineLedger", "clipped"]
 

@@ -41,7 +41,7 @@ class MarkdownReply:
         self.show_preview(None)
         if not source.strip():
             return ""
-        from ...agent.markdown_view import markdown_text
+        from ...terminal.markdown_view import markdown_text
 
         return markdown_text(source, self.width())
 

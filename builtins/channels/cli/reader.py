@@ -14,7 +14,7 @@ import select
 import sys
 from typing import Any
 
-from ...agent.tool_notes import is_terminal
+from ...terminal.tool_notes import is_terminal
 
 __all__ = ["NO_LINE", "POLL_SECONDS", "LineReader", "can_edit"]
 

@@ -10,7 +10,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, TextIO
 
-from ...agent.tool_notes import is_terminal
+from ...terminal.tool_notes import is_terminal
 
 if TYPE_CHECKING:
     from .line_editor import LineEditor

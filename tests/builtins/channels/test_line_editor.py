@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from hookline.builtins.agent.tool_notes import terminal_text
 from hookline.builtins.channels.cli.channel import CliChannel
 from hookline.builtins.channels.cli.line_editor import (
     MAX_ENTRY_CHARS,
     MAX_HISTORY_BYTES,
     BoundedFileHistory,
 )
+from hookline.builtins.terminal.tool_notes import terminal_text
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
 

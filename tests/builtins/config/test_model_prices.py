@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hookline.builtins.agent import UsageTotals, add_usage
+from hookline.builtins.agent import add_usage
 from hookline.builtins.config import ModelPrice, SettingsError, load_settings
+from hookline.builtins.terminal import UsageTotals
 
 SPEC = "openai:gpt-4o-mini"
 
