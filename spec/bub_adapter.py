@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import enum
 import logging
 import os
 import tempfile
@@ -39,7 +38,12 @@ from bub.streaming import AsyncStreamEvents, StreamEvent
 from loguru import logger
 
 from . import bub_values
-from .hookline_adapter import _environment_class, _named, _Sidecar
+from .hookline_adapter import (
+    ContractKinds,
+    _environment_class,
+    _Sidecar,
+    describe_value,
+)
 
 WORKSPACE = "/spec-workspace"
 """The workspace of every framework under test (it need not exist)."""
@@ -164,33 +168,14 @@ class BubAdapter:
 
     def describe(self, value: Any) -> Any:
         """Plain data for Bub's values, in the shapes spec/README.md lists."""
-        if isinstance(value, enum.Enum):
-            return value.value
-        if isinstance(value, _Sidecar | Channel):
-            return _named(value.name, getattr(value, "spec_tag", ""))
-        if isinstance(value, Tool):
-            return _named(value.name, value.description)
-        if isinstance(value, Environment):
-            return {"$environment": getattr(value, "spec_label", "?")}
-        if isinstance(value, republic.Image | republic.Audio | republic.Video):
-            return {f"${value.kind}": value.data_url, "inline": value.data is not None}
-        if isinstance(value, ModelOptions):
-            return {"models": [choice.id for choice in value.models],
-                    "current_model": value.current_model}
-        if isinstance(value, TapeContext):
-            anchor = "$last_anchor" if value.anchor is LAST_ANCHOR else value.anchor
-            return {"anchor": anchor, "state": value.state}
-        if isinstance(value, os.PathLike):
-            return os.fspath(value)
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            # TurnResult, decisions, requests, results, snapshots, BubError: their compared
-            # fields (a ToolCall's context is not compared, so it is left out).
-            return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)
-                    if f.compare}
-        return value
+        return describe_value(value, _BUB_KINDS)
 
 
 _SpecEnvironment = _environment_class(Environment)
+_BUB_KINDS = ContractKinds(
+    named=(_Sidecar, Channel), tool=Tool, environment=Environment,
+    is_media=lambda value: isinstance(value, republic.Image | republic.Audio | republic.Video),
+    model_options=ModelOptions, tape_context=TapeContext, last_anchor=LAST_ANCHOR)
 
 
 def _stream(events: list[dict[str, Any]], on_close: Callable[[], None],

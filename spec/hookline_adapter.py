@@ -50,6 +50,7 @@ class HooklineAdapter:
 
     def __init__(self, kernel: types.ModuleType | str = "hookline.kernel") -> None:
         self.kernel = importlib.import_module(kernel) if isinstance(kernel, str) else kernel
+        self._kinds: ContractKinds | None = None
 
     def _module(self, name: str) -> types.ModuleType:
         return importlib.import_module(f"{self.kernel.__name__}.{name}")
@@ -181,32 +182,59 @@ class HooklineAdapter:
 
     def describe(self, value: Any) -> Any:
         """Plain data for hookline's contract values; anything else is returned as is."""
-        if isinstance(value, enum.Enum):
-            return value.value
-        if isinstance(value, _Sidecar | self._module("channels").Channel):
-            return _named(value.name, getattr(value, "spec_tag", ""))
-        if isinstance(value, self._module("tools").Tool):
-            return _named(value.name, value.description)
-        if isinstance(value, self._module("environment").Environment):
-            return {"$environment": getattr(value, "spec_label", "?")}
-        if self._module("prompt").is_media(value):
-            return {f"${value.kind}": value.data_url, "inline": value.data is not None}
-        if isinstance(value, self._module("models").ModelOptions):
-            return {"models": [choice.id for choice in value.models],
-                    "current_model": value.current_model}
-        if isinstance(value, self._module("tape").TapeContext):
-            anchor = value.anchor
-            if anchor is self._module("tape").LAST_ANCHOR:
-                anchor = "$last_anchor"
-            return {"anchor": anchor, "state": value.state}
-        if isinstance(value, os.PathLike):
-            return os.fspath(value)
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            # TurnResult, decisions, requests, results, snapshots, HooklineError: their
-            # fields (a ToolCall's context, which is not compared, is left out).
-            return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)
-                    if f.compare}
-        return value
+        kinds = self._kinds
+        if kinds is None:
+            channels, tape = self._module("channels"), self._module("tape")
+            kinds = self._kinds = ContractKinds(
+                named=(_Sidecar, channels.Channel), tool=self._module("tools").Tool,
+                environment=self._module("environment").Environment,
+                is_media=self._module("prompt").is_media,
+                model_options=self._module("models").ModelOptions,
+                tape_context=tape.TapeContext, last_anchor=tape.LAST_ANCHOR)
+        return describe_value(value, kinds)
+
+
+@dataclasses.dataclass(frozen=True)
+class ContractKinds:
+    """The contract types of one kernel, which `describe_value` turns into plain data."""
+
+    named: tuple[type, ...]
+    """Channels and sidecars: described by their name (`name@tag`)."""
+    tool: type
+    environment: type
+    is_media: Callable[[Any], bool]
+    model_options: type
+    tape_context: type
+    last_anchor: Any
+
+
+def describe_value(value: Any, kinds: ContractKinds) -> Any:
+    """Plain data for a contract value, in the shapes spec/README.md lists ("Comparing
+    values"), whichever kernel made it; anything else is returned as is."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, kinds.named):
+        return _named(value.name, getattr(value, "spec_tag", ""))
+    if isinstance(value, kinds.tool):
+        return _named(value.name, value.description)
+    if isinstance(value, kinds.environment):
+        return {"$environment": getattr(value, "spec_label", "?")}
+    if kinds.is_media(value):
+        return {f"${value.kind}": value.data_url, "inline": value.data is not None}
+    if isinstance(value, kinds.model_options):
+        return {"models": [choice.id for choice in value.models],
+                "current_model": value.current_model}
+    if isinstance(value, kinds.tape_context):
+        anchor = "$last_anchor" if value.anchor is kinds.last_anchor else value.anchor
+        return {"anchor": anchor, "state": value.state}
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        # TurnResult, decisions, requests, results, snapshots, the framework error: their
+        # compared fields (a ToolCall's context is not compared, so it is left out).
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)
+                if f.compare}
+    return value
 
 
 def _named(name: str, tag: str) -> str:
