@@ -33,9 +33,10 @@ from typing import Any
 
 from hookline.kernel._util import parse_flag
 
+from .switch import SWITCH_ENV
+
 __all__ = [
     "BUB_GROUP",
-    "SWITCH_ENV",
     "available",
     "plugin_groups",
     "save_onboard_config",
@@ -44,8 +45,6 @@ __all__ = [
 ]
 
 BUB_GROUP = "bub"
-SWITCH_ENV = "HOOKLINE_BUB_PLUGINS"
-"""``0`` (or false, no, off) turns the ``bub`` entry point group off."""
 
 def available() -> bool:
     """Whether the layer may run: Bub is installed and the switch does not say no."""

@@ -36,6 +36,7 @@ from hookline.kernel.tools import Tool
 
 from .convert import admit_decision, llm_answer, model_options, tool_decision
 from .facade import AgentFacade, AgentToolTable, BubFrameworkFacade, UnsupportedBubFeature
+from .switch import SWITCH_ENV
 
 __all__ = ["COMPAT_NAME", "BubGroup", "BubPluginShim"]
 
@@ -521,7 +522,7 @@ def _unusable_bub(exc: BaseException) -> str:
     """Why Bub cannot serve the layer, and what to do: Bub 0.6 needs Python 3.12, and
     the layer needs Bub 0.6 (another release has another package layout)."""
     found = f"Bub cannot be imported ({type(exc).__name__}: {exc})"
-    turn_off = "or turn the bub plugin group off with HOOKLINE_BUB_PLUGINS=0"
+    turn_off = f"or turn the bub plugin group off with {SWITCH_ENV}=0"
     if sys.version_info < (3, 12):
         return (f"{found}; Bub 0.6 needs Python 3.12 or newer, this is "
                 f"{sys.version.split()[0]}: run hookline with Python 3.12, {turn_off}")
