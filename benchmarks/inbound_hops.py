@@ -4,9 +4,10 @@ store, the offline model).
 
 A channel hands one message to the channel manager (`ChannelManager.receive`, what every
 channel calls); from then until the first function of the tape stores runs (a module of
-`hookline.builtins.store` other than `budget`, the turn's deadline), in any thread, every call from a function of one hookline module into a function of
-another counts as one module entry. Not a test: it prints the count, the modules and the
-entries in order, so two versions can be compared in one sitting (docs/architecture.md).
+`hookline.builtins.store` other than `budget`, the turn's deadline), in any thread, every
+call from a function of one hookline module into a function of another counts as one
+module entry. Not a test: it prints the count, the modules and the entries in order, so
+two versions can be compared in one sitting (docs/architecture.md).
 
     python benchmarks/inbound_hops.py [-v]
 """
