@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -402,3 +402,12 @@ class HttpChannel(HttpRoutes, Lifecycle):
                 reply.errors.append(error)
                 reply.emit("error", {"kind": "unknown", "message": error})
                 reply.finish()
+
+
+if TYPE_CHECKING:
+    from ..protocols import ListenerChannel
+
+    def _listener_channel(channel: HttpChannel) -> ListenerChannel:
+        """Never called: mypy checks here that the channel has the shape `hookline gateway`
+        hands its listener options to."""
+        return channel
