@@ -440,3 +440,12 @@ class CliChannel(Interface):
             screen.write(PROMPT)
         screen.prompt_shown = False
         screen.write(terminal_text(line) + "\n")
+
+
+if TYPE_CHECKING:
+    from ..protocols import ChatChannel
+
+    def _chat_channel(channel: CliChannel) -> ChatChannel:
+        """Never called: mypy checks here that the channel has the shape `hookline chat`
+        talks through."""
+        return channel
