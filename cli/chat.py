@@ -148,7 +148,9 @@ async def _handle_interrupts(manager: "ChannelManager", channel: Channel,
     """SIGINT cancels the running turns; with none running it ends the session, unless
     it came right after one that cancelled a turn (then it asks for one more). SIGTERM
     ends the session now: its running turns are cancelled (the channel then reports the
-    lines left without an answer); `ended_by` records it."""
+    lines left without an answer); `ended_by` records it. The channel hears of cancelled
+    turns through `Channel.turns_cancelled`, which every channel has (a chat channel says
+    so and gives the prompt back; others do nothing unless they override it)."""
     import anyio
 
     cancelled_at = -math.inf
