@@ -93,7 +93,7 @@ async def run_chat(framework: Framework, session: str | None, model: str | None,
     `plain` prints replies as written (else, in a terminal, as rendered Markdown)."""
     import anyio
 
-    from hookline.builtins.channels import ChannelManager, CliChannel, HttpChannel
+    from hookline.builtins.channels import ChannelManager, ChatChannel, ListenerChannel
     from hookline.kernel.channels import Lifecycle
 
     model_in_use = model or _configured_model()
@@ -105,10 +105,10 @@ async def run_chat(framework: Framework, session: str | None, model: str | None,
             f"the plugins that implement provide_channels (hookline hooks)"
         )
     # The CLI channel and, as Bub's chat does, the background (Lifecycle) channels beside
-    # it (a Bub plugin's scheduler, MCP clients), except the builtin HTTP API, which is the
-    # gateway's; every other channel is excluded.
+    # it (a Bub plugin's scheduler, MCP clients), except those listening for the gateway's
+    # clients (the HTTP API); every other channel is excluded.
     beside = {name for name, other in manager.channels.items()
-              if isinstance(other, Lifecycle) and not isinstance(other, HttpChannel)}
+              if isinstance(other, Lifecycle) and not isinstance(other, ListenerChannel)}
     manager.enabled_channels = [CHANNEL, *(f"!{name}" for name in manager.channels
                                            if name != CHANNEL and name not in beside)]
     stop = anyio.Event()
@@ -118,19 +118,20 @@ async def run_chat(framework: Framework, session: str | None, model: str | None,
         template: dict[str, Any] = {"channel": CHANNEL, "chat_id": "default",
                                     "session_id": chosen}
         session_id = await framework.resolve_session(template)
-        if isinstance(channel, CliChannel):
+        chat = channel if isinstance(channel, ChatChannel) else None
+        if chat is not None:
             from .chat_commands import ChatCommands
 
-            commands = ChatCommands(framework, channel, session_id, model_in_use)
-            channel.configure(session_id=chosen, model=model, history=_history_path(),
-                              commands=commands.commands(), observe=commands.observe,
-                              workspace=str(framework.workspace), markdown=not plain)
-        say = channel.say if isinstance(channel, CliChannel) else print
+            commands = ChatCommands(framework, chat, session_id, model_in_use)
+            chat.configure(session_id=chosen, model=model, history=_history_path(),
+                           commands=commands.commands(), observe=commands.observe,
+                           workspace=str(framework.workspace), markdown=not plain)
+        say = chat.say if chat is not None else print
         say(f"hookline chat - model {model_in_use} - session {session_id}")
         say("Type a message and press Enter; lines typed while a turn runs get their turns "
             "in order (>> TEXT steers the running turn). /help lists the commands; Ctrl-C "
             "cancels a running turn; /quit, Ctrl-D or Ctrl-C at the prompt leave.")
-        if isinstance(channel, CliChannel) and not new:
+        if chat is not None and not new:
             await commands.recap(chosen)
         async with anyio.create_task_group() as task_group:
             task_group.start_soon(_handle_interrupts, manager, channel, stop, ended_by, say)
@@ -138,7 +139,7 @@ async def run_chat(framework: Framework, session: str | None, model: str | None,
             task_group.cancel_scope.cancel()
     if ended_by:
         return 128 + ended_by[0]
-    return 1 if isinstance(channel, CliChannel) and channel.unanswered else 0
+    return 1 if chat is not None and chat.unanswered else 0
 
 
 async def _handle_interrupts(manager: "ChannelManager", channel: Channel,
@@ -147,7 +148,9 @@ async def _handle_interrupts(manager: "ChannelManager", channel: Channel,
     """SIGINT cancels the running turns; with none running it ends the session, unless
     it came right after one that cancelled a turn (then it asks for one more). SIGTERM
     ends the session now: its running turns are cancelled (the channel then reports the
-    lines left without an answer); `ended_by` records it."""
+    lines left without an answer); `ended_by` records it. The channel hears of cancelled
+    turns through `Channel.turns_cancelled`, which every channel has (a chat channel says
+    so and gives the prompt back; others do nothing unless they override it)."""
     import anyio
 
     cancelled_at = -math.inf

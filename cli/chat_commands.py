@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from hookline.kernel import Framework
 
 if TYPE_CHECKING:
-    from hookline.builtins.channels import ChatCommand, CliChannel
+    from hookline.builtins.channels import ChatChannel, ChatCommand
     from hookline.builtins.terminal import UsageTotals
     from hookline.kernel.streaming import StreamEvent
 
@@ -33,7 +33,7 @@ class ChatCommands:
     """The commands of one chat, on its channel; `session_id` is the resolved id of the
     session the chat's lines go to, `model` the model shown for it."""
 
-    def __init__(self, framework: Framework, channel: CliChannel, session_id: str,
+    def __init__(self, framework: Framework, channel: ChatChannel, session_id: str,
                  model: str) -> None:
         self.framework = framework
         self.channel = channel

@@ -19,7 +19,7 @@ listen, dropped messages, failed turns) goes to stderr.
 """
 
 import signal
-from typing import Annotated, Any, Protocol, runtime_checkable
+from typing import Annotated, Any
 
 import typer
 
@@ -28,23 +28,9 @@ from hookline.kernel import Framework
 from .approvals import ApprovalOption
 from .output import fail, show_logs
 
-__all__ = ["ListenerChannel", "gateway_command", "kill_background_groups", "run_gateway"]
+__all__ = ["gateway_command", "kill_background_groups", "run_gateway"]
 
 PREFIX = "hookline gateway:"
-
-
-@runtime_checkable
-class ListenerChannel(Protocol):
-    """A channel that takes `--host`, `--port` and `--allow-remote`: the builtin `http`
-    channel, or a plugin's channel named `http` with this method. Declared by its shape,
-    so a plugin implements it without importing anything; one named `http` without it
-    makes those options an error instead of being silently ignored."""
-
-    def configure_listener(self, host: str | None, port: int | None,
-                           allow_remote: bool | None) -> None:
-        """Listen on `host` and `port` (None: the settings'), `allow_remote` allowing a
-        non-loopback host (None: the setting's); called before the channel starts."""
-        ...
 
 
 def gateway_command(framework: Framework) -> Any:
@@ -139,6 +125,8 @@ def configure_http(framework: Framework, http: Any, host: str | None, port: int 
                    allow_remote: bool | None) -> None:
     """Hand `--host`, `--port` and `--allow-remote` to the channel named `http` through
     `ListenerChannel`; refuse them for an `http` channel that does not declare it."""
+    from hookline.builtins.channels import ListenerChannel
+
     given = host is not None or port is not None or bool(allow_remote)
     if isinstance(http, ListenerChannel):
         http.configure_listener(host, port, allow_remote)

@@ -1,6 +1,6 @@
 """Builtin channels and the channel manager that runs them: the terminal channel
-(`cli/`), the http channel of the gateway (`http/`), debouncing and attachments
-(docs/channels.md).
+(`cli/`), the http channel of the gateway (`http/`), debouncing and attachments, and the
+protocols the command line asks of channels (`protocols.py`; docs/channels.md).
 
 Names are imported on first use: `hookline run` never loads the http channel."""
 
@@ -15,6 +15,7 @@ _PUBLIC = {
     "cli.channel": ("CliChannel",),
     "cli.input": ("ChatCommand",),
     "http.channel": ("HttpChannel",),
+    "protocols": ("ChatChannel", "ListenerChannel"),
 }
 """Module (relative to this package) -> the public names it defines."""
 

@@ -15,3 +15,5 @@ from .debounce import merge_messages as merge_messages
 from .http.channel import HttpChannel as HttpChannel
 from .manager import DEFAULT_SHUTDOWN_TIMEOUT as DEFAULT_SHUTDOWN_TIMEOUT
 from .manager import ChannelManager as ChannelManager
+from .protocols import ChatChannel as ChatChannel
+from .protocols import ListenerChannel as ListenerChannel

@@ -62,7 +62,7 @@ async def test_channel_in_process(framework: Any) -> None:
         bad = await anyio.to_thread.run_sync(_request_in_thread, url, {"content": ""})
         assert bad.status == 400
         stop.set()
-    assert channel.url is not None and not channel._replies
+    assert channel.url is not None and not channel.requests.replies
 
 
 @pytest.mark.anyio
@@ -95,7 +95,7 @@ async def test_closing_lets_a_reply_in_flight_finish(framework: Any) -> None:
 
         group.start_soon(ask)
         with anyio.fail_after(10):
-            while not channel._replies:
+            while not channel.requests.replies:
                 await anyio.sleep(0.01)
         stop.set()  # start() returns once the request in flight is answered
     [reply] = replies
@@ -125,7 +125,7 @@ async def test_stop_answers_requests_whose_turn_never_ran(framework: Any) -> Non
 
         group.start_soon(ask)
         with anyio.fail_after(10):
-            while not channel._replies:
+            while not channel.requests.replies:
                 await anyio.sleep(0.01)
         await channel.stop()
     [reply] = replies

@@ -21,9 +21,10 @@ import anyio
 import pytest
 from gateway_support import HOOKLINE, gateway_env
 
+from hookline.builtins.channels import ListenerChannel
 from hookline.builtins.channels.http.channel import HttpChannel
 from hookline.builtins.config import load_settings
-from hookline.cli.gateway import ListenerChannel, configure_http, run_gateway
+from hookline.cli.gateway import configure_http, run_gateway
 from hookline.kernel import Framework, hookimpl
 from hookline.kernel.channels import Lifecycle, StopEvent
 

@@ -11,12 +11,15 @@ Nothing streams meanwhile: the turn is held inside the tool call being asked abo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from ...approval.question import ANSWER_KEYS, Answer, Question, parse_answer
 from ...terminal.tool_view import colour_allowed, render_diff
+
+if TYPE_CHECKING:
+    from .screen import Screen
 
 __all__ = ["QUESTION_PROMPT", "ChatAsker"]
 
@@ -37,9 +40,9 @@ class ChatAsker:
     calls one after another, and the chat runs one turn at a time). It drives the
     channel's terminal (its lines, prompt and indicator) as a part of the channel."""
 
-    def __init__(self, channel: Any) -> None:
-        self.channel = channel
-        """The `CliChannel` that owns it (typed loosely: the channel imports this module)."""
+    def __init__(self, screen: Screen) -> None:
+        self.screen = screen
+        """The screen of the `CliChannel` that owns it."""
         self._pending: _Pending | None = None
 
     @property
@@ -47,17 +50,17 @@ class ChatAsker:
         return self._pending is not None
 
     async def ask(self, question: Question) -> Answer:
-        channel = self.channel
+        screen = self.screen
         pending = self._pending = _Pending(question)
-        prompt = channel._editor.prompt if channel._editor is not None else None
-        colour = channel._is_interactive() and colour_allowed()
+        prompt = screen.editor.prompt if screen.editor is not None else None
+        colour = screen.is_interactive() and colour_allowed()
         lines = [*question.lines(), *render_diff(list(question.diff), colour),
                  f"  answer: {ANSWER_KEYS}"]
-        if channel._editor is not None:  # the question is the prompt: drawn with it, kept
-            await channel._editor.settle()
+        if screen.editor is not None:  # the question is the prompt: drawn with it, kept
+            await screen.editor.settle()
             self._set_prompt("\n".join(lines) + "\n" + QUESTION_PROMPT)
         else:
-            channel._show_lines(lines)
+            screen.show_lines(lines)
             self._set_prompt(QUESTION_PROMPT)
         try:
             await pending.done.wait()
@@ -65,7 +68,7 @@ class ChatAsker:
             self._pending = None
             if prompt is not None:
                 self._set_prompt(prompt)
-            channel._show_indicator("running")
+            screen.show_indicator("running")
         assert pending.answer is not None
         return pending.answer
 
@@ -81,13 +84,13 @@ class ChatAsker:
             return True
         answer = parse_answer(line)
         if answer is None:
-            self.channel.say(f"(sent as a message, after this turn; the question still "
+            self.screen.say(f"(sent as a message, after this turn; the question still "
                              f"waits: {ANSWER_KEYS})")
             return False
         if answer == "edit":
             command = pending.question.arguments.get("command")
             if pending.question.tool.replace(".", "_") != "shell" or not isinstance(command, str):
-                self.channel.say("(only a shell command can be edited: y, n or a)")
+                self.screen.say("(only a shell command can be edited: y, n or a)")
                 return True
             pending.editing = True
             self._set_prompt(EDIT_PROMPT, command)
@@ -98,13 +101,13 @@ class ChatAsker:
     def _set_prompt(self, prompt: str, text: str | None = None) -> None:
         """The line editor's prompt (and the line to edit); on a plain terminal, the
         question's prompt written once."""
-        channel = self.channel
-        channel._clear_indicator()
-        if channel._editor is not None:
-            channel._editor.set_prompt(prompt, text)
+        screen = self.screen
+        screen.clear_indicator()
+        if screen.editor is not None:
+            screen.editor.set_prompt(prompt, text)
         else:
-            channel._write(prompt)
-            channel._prompt_shown = True
+            screen.write(prompt)
+            screen.prompt_shown = True
 
     @staticmethod
     def _answer(pending: _Pending, answer: Any) -> None:

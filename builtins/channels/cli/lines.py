@@ -28,7 +28,7 @@ from hookline.kernel.envelope import get_field
 
 from ...terminal.tool_notes import terminal_text
 
-__all__ = ["LINE_KEY", "Line", "LineLedger", "clipped"]
+__all__ = ["LINE_KEY", "ChatLines", "Line", "LineLedger", "clipped"]
 
 LINE_KEY = "_cli_line"
 """Context key of a cli envelope holding the number of the line it carries."""
@@ -138,6 +138,28 @@ class LineLedger:
     def taken(self, line: Line) -> bool:
         """Whether the manager reported anything about the line (else it was not taken)."""
         return line.state != "sent"
+
+
+class ChatLines:
+    """What one `CliChannel` knows of the lines it handed over: their ledger (new for each
+    session the channel runs), the turns running, whether a manager reports on them, and
+    the lines it reported unanswered when it stopped."""
+
+    def __init__(self) -> None:
+        self.ledger = LineLedger()
+        self.turns = 0
+        """Turns of this channel's lines running now."""
+        self.managed = False
+        """A channel manager reports what becomes of each line."""
+        self.unanswered: list[str] = []
+
+    def restart(self) -> None:
+        """A new session: no line handed over yet, none reported."""
+        self.ledger, self.unanswered = LineLedger(), []
+
+    def waiting(self) -> bool:
+        """Whether a line handed over still expects its answer (`LineLedger.waiting`)."""
+        return self.ledger.waiting(self.turns > 0)
 
 
 def clipped(text: str, limit: int = 120) -> str:

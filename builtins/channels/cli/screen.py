@@ -11,6 +11,7 @@ import sys
 from typing import TYPE_CHECKING, TextIO
 
 from ...terminal.tool_notes import is_terminal
+from .options import ChatOptions
 
 if TYPE_CHECKING:
     from .line_editor import LineEditor
@@ -22,78 +23,94 @@ DIM, RED, CYAN, RESET = "\x1b[2m", "\x1b[31m", "\x1b[36m", "\x1b[0m"
 
 
 class Screen:
-    """The terminal side of `CliChannel` (its attributes are set by the channel)."""
+    """The terminal of one `CliChannel`: where it writes (`output` and `interactive` are
+    read from the channel's options at each write, so `configure` changes them) and what
+    is on it now."""
 
-    output: TextIO | None
-    interactive: bool | None
-    status_note: str
-    _editor: LineEditor | None
-    _at_line_start: bool
-    _prompt_shown: bool
-    _indicator: bool
+    def __init__(self, options: ChatOptions) -> None:
+        self.options = options
+        self.editor: LineEditor | None = None
+        """The line editor while it reads the lines: output then lands above its prompt."""
+        self.at_line_start = True
+        self.prompt_shown = False
+        self.indicator = False
+        """The transient indicator is drawn (without the line editor)."""
+        self.status_note = ""
+        """Said after the status indicator: the context meter."""
 
-    def _show_lines(self, lines: list[str]) -> None:
+    def say(self, text: str) -> None:
+        """A line of the channel's own (banner, notices), on a line of its own."""
+        self.begin_output()
+        self.end_line()
+        self.write(text + "\n")
+
+    def show_lines(self, lines: list[str]) -> None:
         """Tool lines on lines of their own (`[tool]` lines cyan on a colour terminal; a
         diff keeps its own colours)."""
         if not lines:
             return
-        self._begin_output()
-        if not self._at_line_start:
-            self._write("\n")
+        self.begin_output()
+        self.end_line()
         for line in lines:
-            shown = self._style(line, CYAN) if line.startswith("[tool]") else line
-            self._write(shown + "\n")
+            shown = self.style(line, CYAN) if line.startswith("[tool]") else line
+            self.write(shown + "\n")
 
-    def _begin_output(self) -> None:
-        self._clear_indicator()
-        if self._prompt_shown and self._editor is None:
-            self._write("\n")
-            self._prompt_shown = False
+    def begin_output(self) -> None:
+        self.clear_indicator()
+        if self.prompt_shown and self.editor is None:
+            self.write("\n")
+            self.prompt_shown = False
 
-    def _show_indicator(self, text: str) -> None:
+    def end_line(self) -> None:
+        """Move to a fresh line unless the cursor is at the start of one."""
+        if not self.at_line_start:
+            self.write("\n")
+
+    def show_indicator(self, text: str) -> None:
         text = f"{text} · {self.status_note}" if self.status_note else text
-        if self._editor is not None:
-            self._editor.set_status(text)
+        if self.editor is not None:
+            self.editor.set_status(text)
             return
-        if not self._is_interactive():
+        if not self.is_interactive():
             return
-        self._clear_indicator()
-        if not self._at_line_start:
+        self.clear_indicator()
+        if not self.at_line_start:
             return
-        self._write(self._style(f"…{text}", DIM), track=False)
-        self._indicator = True
+        self.write(self.style(f"…{text}", DIM), track=False)
+        self.indicator = True
 
-    def _clear_indicator(self) -> None:
-        if self._editor is not None:
-            self._editor.set_status(None)
-        if self._indicator:
-            self._indicator = False
-            self._write(CLEAR_LINE, track=False)
+    def clear_indicator(self) -> None:
+        if self.editor is not None:
+            self.editor.set_status(None)
+        if self.indicator:
+            self.indicator = False
+            self.write(CLEAR_LINE, track=False)
 
-    def _is_interactive(self) -> bool:
-        if self.interactive is not None:
-            return self.interactive
-        return is_terminal(self._out())
+    def is_interactive(self) -> bool:
+        if self.options.interactive is not None:
+            return self.options.interactive
+        return is_terminal(self.out())
 
-    def _style(self, text: str, code: str) -> str:
-        if not self._is_interactive() or os.environ.get("NO_COLOR"):
+    def style(self, text: str, code: str) -> str:
+        if not self.is_interactive() or os.environ.get("NO_COLOR"):
             return text
         return f"{code}{text}{RESET}"
 
-    def _out(self) -> TextIO:
-        return self.output if self.output is not None else sys.stdout
+    def out(self) -> TextIO:
+        output = self.options.output
+        return output if output is not None else sys.stdout
 
-    def _write(self, text: str, *, track: bool = True) -> None:
+    def write(self, text: str, *, track: bool = True) -> None:
         if not text:
             return
-        if self._editor is not None:
+        if self.editor is not None:
             if track:
-                self._editor.write(text)
-                self._at_line_start = self._editor.at_line_start
+                self.editor.write(text)
+                self.at_line_start = self.editor.at_line_start
             return
-        out = self._out()
+        out = self.out()
         with contextlib.suppress(ValueError, OSError):  # closed or broken terminal
             out.write(text)
             out.flush()
         if track:
-            self._at_line_start = text.endswith("\n")
+            self.at_line_start = text.endswith("\n")

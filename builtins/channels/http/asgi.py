@@ -15,23 +15,24 @@ import anyio
 
 from hookline.kernel.channels import MessageHandler
 
-from ...config import Settings
 from ...tape.requests import REQUEST_CONTEXT
 from ...telemetry.context import TRACE_CONTEXT_KEY, trace_headers
-from .approvals import APPROVALS_PATH, HttpApprovals
+from .approvals import APPROVALS_PATH
 from .face import Face, Headers, NativeFace
 from .guard import Guard, HttpError, header_map
 from .health import RETRY_AFTER, HealthCache, HealthPace, retry_worth
-from .idempotency import Idempotency, idempotency_key
-from .kept import REQUEST_ID_HEADER, KeptReplies
-from .match import REQUEST_ID_KEY, Replies
+from .idempotency import idempotency_key
+from .kept import REQUEST_ID_HEADER
+from .limits import Limits
+from .match import REQUEST_ID_KEY
 from .media import body_limit
 from .openai_body import COMPLETIONS_PATH, MODELS_PATH, OPENAI_PATHS, models_list
 from .openai_face import OpenAIFace
 from .overrides import RequestOverrides
 from .payload import _json_object, _read_body
 from .reply import NO_TURN, Reply, not_run, retry_headers, upstream_answer, whole_answer
-from .server import Receive, Scope, Send, _lifespan, _watch_disconnect
+from .requests import Requests
+from .server import Listener, Receive, Scope, Send, _lifespan, _watch_disconnect
 from .stream import send_events, send_timeout
 from .wire import ALWAYS_HEADERS, SSE_HEADERS, Disconnected, send_json, websocket_refusal
 
@@ -55,33 +56,16 @@ class HttpRoutes:
 
     name: ClassVar[str]
     on_receive: MessageHandler
-    max_body_size: int
-    body_timeout: float | None
-    reply_timeout: float | None
     scrub: Callable[[str], str]
     routes: dict[str, Callable[[Send], Awaitable[None]]]
+    listener: Listener
+    limits: Limits
+    requests: Requests
     _guard: Guard
-    _replies: Replies
     _health_state: HealthCache
     _health_pace: HealthPace
     _managed: bool
-    _accepting: bool
     _overrides: RequestOverrides
-    _approvals: HttpApprovals
-    _kept: KeptReplies
-    _idempotency: Idempotency
-
-    @property
-    def body_seconds(self) -> float:
-        """How long a request body may take to arrive: `body_timeout`, or the setting's
-        default before the channel has read the settings."""
-        return self.body_timeout if self.body_timeout is not None else Settings.http_body_timeout
-
-    @property
-    def reply_seconds(self) -> float:
-        """How long a request waits for its reply: `reply_timeout`, or the setting's
-        default before the channel has read the settings."""
-        return self.reply_timeout if self.reply_timeout is not None else Settings.http_timeout
 
     async def _asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -133,8 +117,8 @@ class HttpRoutes:
             return
         if path.startswith(APPROVALS_PATH) and method == "POST":
             Guard.require_json(headers)
-            body = await _read_body(headers, receive, 64 * 1024, self.body_seconds)
-            await send_json(send, 200, self._approvals.answer(
+            body = await _read_body(headers, receive, 64 * 1024, self.limits.body_seconds)
+            await send_json(send, 200, self.requests.approvals.answer(
                 path.removeprefix(APPROVALS_PATH), _json_object(body)))
             return
         methods = ROUTES.get(path)
@@ -148,19 +132,19 @@ class HttpRoutes:
                                  f"{' or '.join(methods)}",
                             [(b"allow", ", ".join(methods).encode())])
         Guard.require_json(headers)
-        body = await _read_body(headers, receive, body_limit(self.max_body_size),
-                                self.body_seconds)
-        payload = face.read(body, headers, self._overrides, self.max_body_size)
+        body = await _read_body(headers, receive, body_limit(self.limits.max_body_size),
+                                self.limits.body_seconds)
+        payload = face.read(body, headers, self._overrides, self.limits.max_body_size)
         keyed = idempotency_key(headers, body)
         if keyed is not None:
-            prior = await self._idempotency.prior(*keyed, self._session_of(payload),
-                                                  wait=self.reply_seconds)
+            prior = await self.requests.idempotency.prior(*keyed, self._session_of(payload),
+                                                  wait=self.limits.reply_seconds)
             if prior is not None:  # never a second run: what the first came to
                 await self._replay(prior, bool(payload.get("stream")), send, face)
                 return
-        if not self._accepting:  # not run, and it may be: said so, with when to retry
+        if not self.listener.accepting:  # not run, and it may be: said so, with when to retry
             if keyed is not None:  # claimed just now for a request that will not run
-                await self._idempotency.release(keyed[0], self._session_of(payload))
+                await self.requests.idempotency.release(keyed[0], self._session_of(payload))
             await face.whole(send, 503, not_run("the gateway is shutting down",
                                                 self._session_of(payload)), retry_headers())
             return
@@ -175,7 +159,7 @@ class HttpRoutes:
             self._guard.authenticate(headers)
         elif (delay := self._health_pace.delay(tuple(client or ()))) > 0:
             await anyio.sleep(delay)
-        reason = (await self._health_state.reason() if self._accepting
+        reason = (await self._health_state.reason() if self.listener.accepting
                   else "the gateway is shutting down")
         if reason is None:
             await send_json(send, 200, {"status": "ok"})
@@ -194,7 +178,7 @@ class HttpRoutes:
         reply.emit("request", {"id": reply.id, "session_id": session_id})
         marks = {"id": reply.id}
         if keyed is not None:
-            self._idempotency.started(*keyed, reply)
+            self.requests.idempotency.started(*keyed, reply)
             marks.update(key=keyed[0], digest=keyed[1])
         private: dict[str, Any] = {REQUEST_ID_KEY: reply.id, REQUEST_CONTEXT: marks}
         # A plain mapping, like the cli channel's: only the sender's own context reaches
@@ -208,8 +192,8 @@ class HttpRoutes:
             "context": {**payload.get("context", {}), **private,
                         **({TRACE_CONTEXT_KEY: trace} if trace else {})},
         }
-        timeout = self.reply_seconds
-        self._replies.add(reply)
+        timeout = self.limits.reply_seconds
+        self.requests.replies.add(reply)
         try:
             with anyio.fail_after(timeout):
                 async with anyio.create_task_group() as group:
@@ -240,14 +224,14 @@ class HttpRoutes:
                     if reply.decided.is_set() and reply.outcome not in NO_TURN:
                         with anyio.move_on_after(timeout):
                             await reply.finished.wait()
-                    await self._idempotency.release(keyed[0], session_id)
+                    await self.requests.idempotency.release(keyed[0], session_id)
 
     def _settle(self, reply: Reply) -> None:
         """Keep the answer for `GET /v1/messages/{id}`: now, or, when the client left
         before the turn ended, once it has (the reply stays matched to it meanwhile)."""
         def keep() -> None:
-            self._replies.forget(reply)
-            self._kept.keep(reply.id, *_final_answer(reply))
+            self.requests.replies.forget(reply)
+            self.requests.kept.keep(reply.id, *_final_answer(reply))
 
         if reply.finished.is_set() or not reply.decided.is_set() or reply.outcome in NO_TURN:
             keep()
@@ -259,7 +243,7 @@ class HttpRoutes:
         """Answer a retry with what its first request came to (waiting while it runs); a
         stream gets the `request` event and the last one."""
         if isinstance(prior, Reply):
-            with anyio.move_on_after(self.reply_seconds):
+            with anyio.move_on_after(self.limits.reply_seconds):
                 await prior.finished.wait()
             if not prior.finished.is_set():
                 raise _still_running()
@@ -285,13 +269,14 @@ class HttpRoutes:
         """`GET /v1/messages/{id}`: the kept answer, 202 while the turn runs, else 404.
         With `?session_id=`, an answer this process does not keep (another replica's, or
         one from before a restart) is looked for on that session's tape."""
-        if any(reply.id == request_id for reply in self._replies):
+        requests = self.requests
+        if any(reply.id == request_id for reply in requests.replies):
             await send_json(send, 202, {"id": request_id, "status": "running"})
             return
-        found = self._kept.get(request_id)
-        records = self._idempotency.records
+        found = requests.kept.get(request_id)
+        records = requests.idempotency.records
         if found is None and sessions and records is not None:
-            recorded = await records.recall(sessions[-1], "id", request_id, self._kept.seconds)
+            recorded = await records.recall(sessions[-1], "id", request_id, requests.kept.seconds)
             if recorded is not None:
                 status, body = recorded[1:]
                 found = ((202, {"id": request_id, "status": "running"})

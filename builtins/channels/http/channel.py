@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -26,22 +26,21 @@ from hookline.kernel.channels import (
 from hookline.kernel.envelope import get_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
-from ...config import Settings
 from ...host.sandbox import check_exposure
 from ...privacy.redact import redact_credentials
 from ...tape.requests import RequestRecords
 from ..envelopes import UPSTREAM_KEY
-from .approvals import HttpApprovals, HttpAsker
+from .approvals import HttpAsker
 from .asgi import HttpRoutes
 from .guard import Guard, is_loopback_address, load_token
 from .health import HealthCache, HealthPace
-from .idempotency import Idempotency
-from .kept import KeptReplies
-from .match import Replies
+from .limits import Limits
 from .overrides import RequestOverrides
 from .payload import MAX_BODY_SIZE, _outbound_dict
 from .reply import Reply
+from .requests import Requests
 from .server import (
+    Listener,
     Send,
     _check_binding,
     _listen,
@@ -82,6 +81,10 @@ class HttpChannel(HttpRoutes, Lifecycle):
     `turn_started` and `turn_finished` from the manager that called `manager_attached`
     (`manager_notifies` tells whether one did); see the module docstring for what happens
     without one.
+
+    Its state is kept by concern: the `listener` (`server.Listener`), the `limits`
+    (`Limits`, settings-derived), the `requests` in its care (`Requests`), and the checks
+    and health of its requests.
     """
 
     name = "http"
@@ -102,34 +105,17 @@ class HttpChannel(HttpRoutes, Lifecycle):
         records: RequestRecords | None = None,
     ) -> None:
         self.on_receive = on_receive
-        self.host = host
-        self.port = port
-        self.reply_timeout = reply_timeout
-        self.body_timeout = body_timeout
-        self.allow_remote = allow_remote
-        self.busy_session: str | None = None
-        """What a message for a session with a running turn does: `follow_up` (the
-        default), `process`, `steer` or `drop`; None reads `http_busy_session` at start."""
-        self.max_body_size = max_body_size
+        self.listener = Listener(host, port, allow_remote)
+        self.limits = Limits(reply_timeout, body_timeout, max_body_size=max_body_size)
+        self.requests = Requests(records)
         self.health = health
         self.scrub = scrub
-        self._health_state = HealthCache(None)
-        self._health_pace = HealthPace()
-        self._managed = False
-        self.address: tuple[str, int] | None = None
-        self.tls = False
         self._settings = settings
+        self._managed = False
         self._guard = Guard(None, frozenset(), frozenset())
         self._overrides = RequestOverrides()
-        self._approvals = HttpApprovals()
-        self._kept = KeptReplies()
-        self._idempotency = Idempotency(records=records)
-        self.approval_timeout: float | None = None
-        """Seconds a question waits for its answer (None: `http_approval_timeout`)."""
-        self._replies = Replies()
-        self._closing: anyio.Event | None = None
-        self._stopped: anyio.Event | None = None
-        self._accepting = False
+        self._health_state = HealthCache(None)
+        self._health_pace = HealthPace()
         self.middleware: Callable[[Any], Any] | None = None
         """Wraps the ASGI app when the channel starts (telemetry's server spans)."""
         self.routes: dict[str, Callable[[Send], Awaitable[None]]] = {}
@@ -147,12 +133,39 @@ class HttpChannel(HttpRoutes, Lifecycle):
                            allow_remote: bool | None) -> None:
         """`hookline gateway --host/--port/--allow-remote`: what is given (not None) wins
         over the settings when the channel starts."""
-        if host is not None:
-            self.host = host
-        if port is not None:
-            self.port = port
-        if allow_remote is not None:
-            self.allow_remote = allow_remote
+        self.listener.configure(host, port, allow_remote)
+
+    @property
+    def host(self) -> str | None:
+        """The host to listen on (None: `http_host`)."""
+        return self.listener.host
+
+    @host.setter
+    def host(self, host: str | None) -> None:
+        self.listener.host = host
+
+    @property
+    def port(self) -> int | None:
+        """The port to listen on (None: `http_port`; 0: a free one)."""
+        return self.listener.port
+
+    @port.setter
+    def port(self, port: int | None) -> None:
+        self.listener.port = port
+
+    @property
+    def allow_remote(self) -> bool | None:
+        """Whether a non-loopback host is allowed (None: `http_allow_remote`)."""
+        return self.listener.allow_remote
+
+    @allow_remote.setter
+    def allow_remote(self, allow: bool | None) -> None:
+        self.listener.allow_remote = allow
+
+    @property
+    def address(self) -> tuple[str, int] | None:
+        """The address bound, once listening."""
+        return self.listener.address
 
     @property
     def manager_notifies(self) -> bool:
@@ -163,11 +176,7 @@ class HttpChannel(HttpRoutes, Lifecycle):
     @property
     def url(self) -> str | None:
         """`http(s)://host:port` once listening (an IPv6 host in brackets), else None."""
-        if self.address is None:
-            return None
-        host, port = self.address
-        scheme = "https" if self.tls else "http"
-        return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
+        return self.listener.url
 
     @property
     def token(self) -> str | None:
@@ -179,25 +188,18 @@ class HttpChannel(HttpRoutes, Lifecycle):
     async def start(self, stop_event: StopEvent) -> None:
         """Listen and serve until `stop_event` is set or `stop()` is called; then close the
         listener and return once the requests in flight are answered."""
-        if self._stopped is not None and not self._stopped.is_set():
+        state = self.listener
+        if state.stopped is not None and not state.stopped.is_set():
             raise RuntimeError("the http channel is already running")
-        closing = self._closing = anyio.Event()
-        stopped = self._stopped = anyio.Event()
+        closing = state.closing = anyio.Event()
+        stopped = state.stopped = anyio.Event()
         try:
             settings = self._load_settings()
-            host = self.host if self.host is not None else settings.http_host
-            port = self.port if self.port is not None else settings.http_port
-            if self.reply_timeout is None:
-                self.reply_timeout = float(settings.http_timeout)
-            if self.body_timeout is None:
-                self.body_timeout = float(settings.http_body_timeout)
-            if self.busy_session is None:
-                self.busy_session = settings.http_busy_session
-            if self.approval_timeout is None:
-                self.approval_timeout = float(settings.http_approval_timeout)
-            self._kept.seconds = float(settings.http_reply_retention)
-            self._idempotency.seconds = float(settings.http_idempotency_ttl)
-            allow_remote = (self.allow_remote if self.allow_remote is not None
+            host = state.host if state.host is not None else settings.http_host
+            port = state.port if state.port is not None else settings.http_port
+            self.limits.read(settings)
+            self.requests.retain(settings)
+            allow_remote = (state.allow_remote if state.allow_remote is not None
                             else settings.http_allow_remote)
             tls = _tls_files(settings)
             try:
@@ -212,19 +214,19 @@ class HttpChannel(HttpRoutes, Lifecycle):
             except BaseException:
                 listener.close()
                 raise
-            self.address = (bound, listener.getsockname()[1])
-            self.tls = tls is not None
+            state.address = (bound, listener.getsockname()[1])
+            state.tls = tls is not None
             self._guard = Guard.build(token, (host, bound), settings.http_allowed_hosts,
                                       settings.http_allowed_origins)
             self._overrides = RequestOverrides.from_settings(settings)
-            config = _server_config(listener, self.reply_timeout, tls)
+            config = _server_config(listener, self.limits.reply_seconds, tls)
             self._health_state = HealthCache(self.health, scrub=self.scrub)
             if getattr(settings, "otel", False):  # docs/observability.md
                 from ...telemetry.gateway import instrument
                 from .asgi import ROUTES
 
                 instrument(self, ROUTES)
-            self._accepting = True
+            state.accepting = True
             logger.info("http channel listening on %s", self.url)
             _log_access_hints(self.url or "", bound, token)
 
@@ -236,7 +238,7 @@ class HttpChannel(HttpRoutes, Lifecycle):
 
                     group.start_soon(wait, stop_event)
                     group.start_soon(wait, closing)
-                self._accepting = False
+                state.accepting = False
                 if self._managed and not closing.is_set():
                     # The manager lets running turns finish, then calls stop(): until
                     # then new requests get a clear 503 (and health says so) instead of
@@ -249,7 +251,7 @@ class HttpChannel(HttpRoutes, Lifecycle):
             app = self._asgi if self.middleware is None else self.middleware(self._asgi)
             await _serve(app, config, shutdown_trigger)
         finally:
-            self._accepting = False
+            state.accepting = False
             self._answer_leftovers()
             stopped.set()
         logger.info("http channel stopped")
@@ -257,16 +259,17 @@ class HttpChannel(HttpRoutes, Lifecycle):
     async def stop(self) -> None:
         """Close the listener, answer requests whose turn can no longer run (503), and wait
         until every request in flight has its answer."""
-        self._accepting = False
-        if self._closing is None or self._stopped is None:
+        state = self.listener
+        state.accepting = False
+        if state.closing is None or state.stopped is None:
             return
-        self._closing.set()
+        state.closing.set()
         self._answer_leftovers()
-        await self._stopped.wait()
+        await state.stopped.wait()
 
     async def send(self, message: Any) -> None:
         """Deliver an outbound message to the request waiting for it."""
-        reply = self._replies.for_outbound(message)
+        reply = self.requests.replies.for_outbound(message)
         if reply is None:
             logger.info("http.outbound_unclaimed session=%s kind=%s",
                         get_field(message, "session_id"), get_field(message, "kind"))
@@ -298,7 +301,7 @@ class HttpChannel(HttpRoutes, Lifecycle):
 
     def stream_events(self, message: Any, stream: AsyncStreamEvents) -> AsyncStreamEvents:
         """Remember which turn serves which request; copy events to streaming requests."""
-        reply = self._replies.for_inbound(message)
+        reply = self.requests.replies.for_inbound(message)
         if reply is None:
             return stream
         self._mark_started(reply)
@@ -322,18 +325,16 @@ class HttpChannel(HttpRoutes, Lifecycle):
 
     def approval_asker(self, message: Any) -> HttpAsker | None:
         """A streamed request that asked for approvals is asked (an `approval` event)."""
-        reply = self._replies.for_inbound(message)
+        reply = self.requests.replies.for_inbound(message)
         if reply is None or not (reply.stream and reply.approvals):
             return None
-        wait = (self.approval_timeout if self.approval_timeout is not None
-                else Settings.http_approval_timeout)
-        return self._approvals.asker(reply, wait)
+        return self.requests.approvals.asker(reply, self.limits.approval_seconds)
 
     async def admit_message(self, session_id: str, message: Any,
                             turn: TurnSnapshot) -> AdmitDecision | None:
         """A message for a session whose turn is still running waits for it by default, as
         a chat user expects (`http_busy_session` chooses another admission action)."""
-        action = self.busy_session or Settings.http_busy_session
+        action = self.limits.busy_action
         if not turn.is_running or action == "process":
             return None
         return AdmitDecision(action, _BUSY_REASONS[action])  # type: ignore[arg-type]
@@ -351,7 +352,7 @@ class HttpChannel(HttpRoutes, Lifecycle):
         """The manager took `message`: `process` (its turn starts now), `queued` (behind
         the session's running turn), `steer` (fed into the running turn), `drop`. A
         `queued` message dropped later was not run: the manager stopped first."""
-        reply = self._replies.for_inbound(message)
+        reply = self.requests.replies.for_inbound(message)
         if reply is None:
             return
         reply.notified = True
@@ -363,19 +364,19 @@ class HttpChannel(HttpRoutes, Lifecycle):
 
     def turn_started(self, message: Any) -> None:
         """Called before the turn that runs `message` runs."""
-        reply = self._replies.for_inbound(message)
+        reply = self.requests.replies.for_inbound(message)
         if reply is not None:
             reply.notified = True
             self._mark_started(reply)
 
     def turn_finished(self, message: Any) -> None:
         """Called when the turn that ran `message` has ended (its outbounds are sent)."""
-        reply = self._replies.for_inbound(message)
+        reply = self.requests.replies.for_inbound(message)
         if reply is None:
             return
         if not reply.errors and all(o.get("kind") == "error" for o in reply.outbounds):
             error = ("the gateway stopped before the turn finished: it was cancelled and may "
-                     "have partly run" if not self._accepting
+                     "have partly run" if not self.listener.accepting
                      else "the turn ended without a reply (see the gateway log)")
             reply.errors.append(error)
             reply.emit("error", {"kind": "unknown", "message": error})
@@ -390,7 +391,7 @@ class HttpChannel(HttpRoutes, Lifecycle):
     def _answer_leftovers(self) -> None:
         """When the channel stops, the manager has ended every turn: requests still
         waiting get their answer now (503 when their turn never ran)."""
-        for reply in self._replies:
+        for reply in self.requests.replies:
             if reply.finished.is_set():
                 continue
             if not reply.turn_started:
@@ -401,3 +402,12 @@ class HttpChannel(HttpRoutes, Lifecycle):
                 reply.errors.append(error)
                 reply.emit("error", {"kind": "unknown", "message": error})
                 reply.finish()
+
+
+if TYPE_CHECKING:
+    from ..protocols import ListenerChannel
+
+    def _listener_channel(channel: HttpChannel) -> ListenerChannel:
+        """Never called: mypy checks here that the channel has the shape `hookline gateway`
+        hands its listener options to."""
+        return channel

@@ -1,19 +1,21 @@
-"""Server plumbing of the `http` channel: the listening socket, the TLS files, the checks
-on where it may listen, hypercorn's configuration and serve call, and the ASGI lifespan
-and disconnect watchers. No request handling: that is the channel's (`http`)."""
+"""Server plumbing of the `http` channel: where it listens and whether it serves now
+(`Listener`), the listening socket, the TLS files, the checks on where it may listen,
+hypercorn's configuration and serve call, and the ASGI lifespan and disconnect watchers.
+No request handling: that is the channel's (`http`)."""
 
 from __future__ import annotations
 
 import logging
 import socket
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
 from .guard import Token, is_loopback_address
 
-__all__ = ["Receive", "Scope", "Send"]
+__all__ = ["Listener", "Receive", "Scope", "Send"]
 
 logger = logging.getLogger("hookline.builtins.channels.http.channel")
 """The channel's logger: these lines are the channel's own."""
@@ -21,6 +23,47 @@ logger = logging.getLogger("hookline.builtins.channels.http.channel")
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+@dataclass
+class Listener:
+    """Where one `HttpChannel` listens, and whether it serves now."""
+
+    host: str | None = None
+    """None: `http_host`, read when the channel starts."""
+    port: int | None = None
+    """None: `http_port`; 0 picks a free port."""
+    allow_remote: bool | None = None
+    """None: `http_allow_remote`."""
+    address: tuple[str, int] | None = None
+    """The address bound, once listening."""
+    tls: bool = False
+    """It serves HTTPS (`http_certfile` and `http_keyfile`)."""
+    accepting: bool = False
+    """New messages are taken (else answered 503)."""
+    closing: anyio.Event | None = None
+    """Set by `stop()`: close the listener."""
+    stopped: anyio.Event | None = None
+    """Set when the run in progress has ended."""
+
+    def configure(self, host: str | None, port: int | None,
+                  allow_remote: bool | None) -> None:
+        """What is given (not None) wins over the settings when the channel starts."""
+        if host is not None:
+            self.host = host
+        if port is not None:
+            self.port = port
+        if allow_remote is not None:
+            self.allow_remote = allow_remote
+
+    @property
+    def url(self) -> str | None:
+        """`http(s)://host:port` once listening (an IPv6 host in brackets), else None."""
+        if self.address is None:
+            return None
+        host, port = self.address
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
 
 
 def _listen(host: str, port: int) -> socket.socket:

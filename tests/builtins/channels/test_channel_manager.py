@@ -425,7 +425,7 @@ async def test_cli_channel_end_to_end_on_text_streams(setup: Setup) -> None:
 async def test_cli_channel_shows_progress_tools_and_errors() -> None:
     out = io.StringIO()
     cli = CliChannel(lambda message: None, output=out, interactive=True)
-    cli._closed = False
+    cli.ending.closed = False
     call = ToolCallSpec("call-1", "shell", '{"command": "ls"}').to_dict()
 
     async def source() -> AsyncIterator[StreamEvent]:

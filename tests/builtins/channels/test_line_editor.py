@@ -95,7 +95,7 @@ def test_terminal_text_escapes_control_characters() -> None:
 async def test_the_cli_channel_never_writes_a_reply_s_escape_sequences() -> None:
     out = io.StringIO()
     cli = CliChannel(lambda message: None, output=out, interactive=False)
-    cli._closed = False
+    cli.ending.closed = False
 
     async def source() -> AsyncIterator[StreamEvent]:
         yield StreamEvent("text", {"delta": "title\x1b]0;pwned\x07"})
