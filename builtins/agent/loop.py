@@ -11,7 +11,6 @@ does is recorded on a fork of the session tape, merged back when the run closes.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
@@ -53,7 +52,6 @@ from ..models.options import MODEL_OPTIONS_STATE
 from ..tape.fork import TapeRecordError
 from ..tape.naming import should_merge_back
 from ..tape.requests import REQUEST_CONTEXT, REQUEST_META
-from ..tape.spill import model_text
 from ..tape.tape import Tape
 from .compaction import (
     COMPACTION_ANCHOR,
@@ -66,7 +64,7 @@ from .compaction import (
     summary_request,
 )
 from .interruption import close_cut_calls, keep_partial_text
-from .outcome import StepOutcome, as_hookline_error, error_dict, what_ran
+from .outcome import StepOutcome, as_hookline_error, requested_arguments, tool_record
 from .usage import add_usage
 
 logger = logging.getLogger(__name__)
@@ -495,15 +493,7 @@ class _Run:
     async def _run_tool(self, run_id: str, spec: ToolCallSpec) -> dict[str, Any]:
         """Run one requested tool call through the interception events; record it."""
         started = time.perf_counter()
-        invalid = None
-        try:
-            arguments = spec.args
-        except ValueError as exc:
-            arguments = {"_raw": spec.arguments}
-            invalid = f"arguments are not valid JSON ({exc}); send one JSON object"
-        if not isinstance(arguments, dict):
-            invalid = invalid or "arguments must be one JSON object"
-            arguments = {"_value": arguments}
+        arguments, invalid = requested_arguments(spec)
         self.state[RUNTIME_TAPE] = self.tape
         context = ToolContext(tape=self.tape, run_id=run_id, state=self.state, events=self.bus)
         call = ToolCall(run_id=run_id, tool=spec.name, arguments=arguments, context=context)
@@ -532,13 +522,7 @@ class _Run:
                 result.error.__cause__ = exc
         result.duration_ms = (time.perf_counter() - started) * 1000
         await self._emit(ToolCallFinished(call=call, result=result, state=self.state))
-        output = result.result
-        if output is None and result.error is not None:
-            output = json.dumps(error_dict(result.error), ensure_ascii=False)
-        output = model_text(output)
-        record = {"call_id": spec.id, "name": spec.name, "output": output,
-                  "is_error": result.error is not None and result.result is None,
-                  **what_ran(decision.action, arguments, call, result)}
+        record = tool_record(spec, decision.action, arguments, call, result)
         await self.tape.append("tool_result", {"results": [record]}, run_id=run_id)
         await self.tape.flush()  # what the tool did is durable before anything else runs
         return record

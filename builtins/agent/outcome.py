@@ -3,6 +3,7 @@ the agent loop's bookkeeping, apart from its control flow."""
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,8 +14,10 @@ from hookline.kernel.messages import ToolCallSpec
 from hookline.kernel.streaming import StreamEvent
 
 from ..models.base import Finished, Retrying, TextDelta, ToolCallEvent, Usage
+from ..tape.spill import model_text
 
-__all__ = ["StepOutcome", "as_hookline_error", "error_dict", "what_ran"]
+__all__ = ["StepOutcome", "as_hookline_error", "error_dict", "requested_arguments",
+           "tool_record", "what_ran"]
 
 
 @dataclass
@@ -84,3 +87,31 @@ def what_ran(action: str, requested: dict[str, Any], call: ToolCall,
     if result.error is not None:
         what["error"] = str(getattr(result.error, "message", result.error))
     return what
+
+
+def requested_arguments(spec: ToolCallSpec) -> tuple[dict[str, Any], str | None]:
+    """The arguments a call requested, as one object (the model's text under `_raw`, a
+    value that is no object under `_value`), and why they are invalid, if they are: the
+    call is refused with that unless a hook fixes them."""
+    invalid = None
+    try:
+        arguments = spec.args
+    except ValueError as exc:
+        arguments = {"_raw": spec.arguments}
+        invalid = f"arguments are not valid JSON ({exc}); send one JSON object"
+    if not isinstance(arguments, dict):
+        invalid = invalid or "arguments must be one JSON object"
+        arguments = {"_value": arguments}
+    return arguments, invalid
+
+
+def tool_record(spec: ToolCallSpec, action: str, requested: dict[str, Any], call: ToolCall,
+                result: ToolCallResult) -> dict[str, Any]:
+    """The tool_result record of a call: its output as the model reads it (the error, as
+    JSON, when there is no output) and what ran."""
+    output = result.result
+    if output is None and result.error is not None:
+        output = json.dumps(error_dict(result.error), ensure_ascii=False)
+    return {"call_id": spec.id, "name": spec.name, "output": model_text(output),
+            "is_error": result.error is not None and result.result is None,
+            **what_ran(action, requested, call, result)}
