@@ -1,5 +1,5 @@
-"""What one model step produced, and what a tool call's record keeps of what happened:
-the agent loop's bookkeeping, apart from its control flow."""
+"""What one model step asks and produced, and what a tool call's record keeps of what
+happened: the agent loop's bookkeeping, apart from its control flow."""
 
 from __future__ import annotations
 
@@ -10,14 +10,38 @@ from typing import Any
 
 from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.interception import LLMCallResult, ToolCall, ToolCallResult
-from hookline.kernel.messages import ToolCallSpec
+from hookline.kernel.messages import ModelMessage, ToolCallSpec
 from hookline.kernel.streaming import StreamEvent
 
 from ..models.base import Finished, Retrying, TextDelta, ToolCallEvent, Usage
 from ..tape.spill import model_text
 
-__all__ = ["StepOutcome", "as_hookline_error", "error_dict", "requested_arguments",
+__all__ = ["StepOutcome", "StepRequest", "as_hookline_error", "error_dict", "requested_arguments",
            "tool_record", "what_ran"]
+
+
+@dataclass(slots=True)
+class StepRequest:
+    """What one model step sends, as it stands: a compaction starts it again with a new
+    context, the messages that are new in the step stay (recorded on the tape once)."""
+
+    prompt: list[Any] | None
+    """The prompt `StepStarted` announces (the run's, on its first step)."""
+    started: float
+    """When the step (or its restart after a compaction) started: `time.perf_counter()`."""
+    run_id: str
+    system: str
+    context: list[ModelMessage]
+    """The tape's context, read before the step's new messages are recorded."""
+    messages: list[ModelMessage]
+    """The step's new messages: its prompt, then the steered ones."""
+    reason: str | None
+    """Why the context is compacted before the next call (`budget`, `overflow`), if it is."""
+    recorded: bool = False
+    """Whether `messages` are on the tape already."""
+
+    def conversation(self) -> list[ModelMessage]:
+        return self.context + self.messages
 
 
 @dataclass
