@@ -21,114 +21,126 @@ PLUGIN_GROUP = "plugin-mcp"
 
 
 def mcp_commands(framework: Framework) -> typer.Typer:
-    group = typer.Typer(name=GROUP, no_args_is_help=True, help=(
-        "List, add or remove the MCP servers of config.toml ([mcp_servers.NAME])."))
-
-    @group.command(name="list")
-    def list_(
-        check: Annotated[bool, typer.Option(
-            "--check", help="Start the enabled servers, then show their state and tool "
-                            "counts.")] = False,
-        as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-    ) -> None:
-        """Show each configured server: transport, enabled, and the command or URL.
-
-        With --check, exit status 1 when an enabled server did not start."""
-        configs = _configs()
-        states = _check(framework) if check and configs else {}
-        rows = []
-        for config in configs:
-            row: dict[str, Any] = {"name": config.name, "transport": config.transport,
-                                   "enabled": config.enabled, "target": config.describe()}
-            if check:
-                state = states.get(config.name)
-                row.update(state=state.state if state else "disabled",
-                           tools=state.tools if state else None,
-                           error=state.error if state else None)
-            rows.append(row)
-        if as_json:
-            typer.echo(json.dumps(rows, indent=2))
-        elif not rows:
-            typer.echo("(no MCP servers configured: hookline mcp add NAME -- COMMAND [ARGS]...)")
-        for row in rows if not as_json else []:
-            typer.echo(_line(row, check))
-        if any(row.get("state") == "failed" for row in rows):
-            raise typer.Exit(1)
-
-    @group.command(name="add")
-    def add(
-        name: Annotated[str, typer.Argument(
-            metavar="NAME", show_default=False,
-            help="The server's name: 1-32 letters, digits or dashes (its tools are NAME__tool).")],
-        command: Annotated[list[str] | None, typer.Argument(
-            metavar="[-- COMMAND [ARGS]...]", show_default=False,
-            help="The command that runs a stdio server (after --, so that its options are "
-                 "its own).")] = None,
-        url: Annotated[str | None, typer.Option(
-            "--url", metavar="URL", help="A streamable HTTP server's URL, instead of a "
-                                         "command.")] = None,
-        header: Annotated[list[str] | None, typer.Option(
-            "--header", "-H", metavar="KEY=VALUE",
-            help="An HTTP header sent to a --url server; repeatable.")] = None,
-        env: Annotated[list[str] | None, typer.Option(
-            "--env", "-e", metavar="KEY=VALUE",
-            help="A variable for a command's environment; repeatable.")] = None,
-        cwd: Annotated[str | None, typer.Option(
-            "--cwd", metavar="DIR", help="A command's folder, relative to the workspace "
-                                         "(default: the workspace).")] = None,
-        network: Annotated[bool, typer.Option(
-            "--network", help="Let a command's sandbox open TCP connections.")] = False,
-        timeout: Annotated[float | None, typer.Option(
-            "--timeout", metavar="SECONDS", help="Seconds to start, and per call "
-                                                 "(default 60).")] = None,
-        disabled: Annotated[bool, typer.Option(
-            "--disabled", help="Write it with enabled = false.")] = False,
-    ) -> None:
-        """Add a server: hookline mcp add NAME -- COMMAND [ARGS]..., or --url URL."""
-        from hookline.builtins.config import SettingsError, update_config
-        from hookline.builtins.mcp import CONFIG_TABLE, parse_server, server_table
-
-        raw = _table(command or [], url, header or [], env or [], cwd, network)
-        if timeout is not None:
-            raw["timeout"] = timeout
-        if disabled:
-            raw["enabled"] = False
-        path, servers = _file_servers()
-        if name in servers:
-            fail(ValueError(f"MCP server {name!r} is already in {path}; remove it first "
-                            f"(hookline mcp remove {name}) or edit the file"))
-        try:
-            server = parse_server(name, raw, str(path))
-            update_config(path, {CONFIG_TABLE: {name: server_table(server)}})
-        except (SettingsError, OSError) as exc:
-            fail(exc)
-        typer.echo(f"added MCP server {name!r} ({server.transport}: {server.describe()}) "
-                   f"to {path}")
-
-    @group.command(name="remove")
-    def remove(
-        name: Annotated[str, typer.Argument(metavar="NAME", show_default=False,
-                                            help="The server to remove.")],
-    ) -> None:
-        """Remove a server's table from config.toml."""
-        from hookline.builtins.config import SettingsError, read_config_file, write_config
-        from hookline.builtins.mcp import CONFIG_TABLE
-
-        path, servers = _file_servers()
-        if name not in servers:
-            known = ", ".join(servers) or "none"
-            fail(ValueError(f"no MCP server {name!r} in {path} (configured: {known})"))
-        try:
-            data = read_config_file(path)
-            del data[CONFIG_TABLE][name]
-            if not data[CONFIG_TABLE]:
-                del data[CONFIG_TABLE]
-            write_config(path, data)
-        except (SettingsError, OSError) as exc:
-            fail(exc)
-        typer.echo(f"removed MCP server {name!r} from {path}")
-
+    """The `mcp` command group; `list --check` finds `framework` as the context's object,
+    so the group works mounted on the application or on its own."""
+    group = typer.Typer(name=GROUP, no_args_is_help=True, context_settings={"obj": framework},
+                        help="List, add or remove the MCP servers of config.toml "
+                             "([mcp_servers.NAME]).")
+    group.command(name="list")(list_)
+    group.command(name="add")(add)
+    group.command(name="remove")(remove)
     return group
+
+
+def list_(
+    ctx: typer.Context,
+    check: Annotated[bool, typer.Option(
+        "--check", help="Start the enabled servers, then show their state and tool "
+                        "counts.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Show each configured server: transport, enabled, and the command or URL.
+
+    With --check, exit status 1 when an enabled server did not start."""
+    configs = _configs()
+    framework: Framework = ctx.obj
+    rows = _rows(configs, _check(framework) if check and configs else {}, check)
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+    elif not rows:
+        typer.echo("(no MCP servers configured: hookline mcp add NAME -- COMMAND [ARGS]...)")
+    for row in rows if not as_json else []:
+        typer.echo(_line(row, check))
+    if any(row.get("state") == "failed" for row in rows):
+        raise typer.Exit(1)
+
+
+def _rows(configs: list[Any], states: dict[str, Any], check: bool) -> list[dict[str, Any]]:
+    """What `list` says of each server (with `check`: its state, tools and error)."""
+    rows = []
+    for config in configs:
+        row: dict[str, Any] = {"name": config.name, "transport": config.transport,
+                               "enabled": config.enabled, "target": config.describe()}
+        if check:
+            state = states.get(config.name)
+            row.update(state=state.state if state else "disabled",
+                       tools=state.tools if state else None,
+                       error=state.error if state else None)
+        rows.append(row)
+    return rows
+
+
+def add(
+    name: Annotated[str, typer.Argument(
+        metavar="NAME", show_default=False,
+        help="The server's name: 1-32 letters, digits or dashes (its tools are NAME__tool).")],
+    command: Annotated[list[str] | None, typer.Argument(
+        metavar="[-- COMMAND [ARGS]...]", show_default=False,
+        help="The command that runs a stdio server (after --, so that its options are "
+             "its own).")] = None,
+    url: Annotated[str | None, typer.Option(
+        "--url", metavar="URL", help="A streamable HTTP server's URL, instead of a "
+                                     "command.")] = None,
+    header: Annotated[list[str] | None, typer.Option(
+        "--header", "-H", metavar="KEY=VALUE",
+        help="An HTTP header sent to a --url server; repeatable.")] = None,
+    env: Annotated[list[str] | None, typer.Option(
+        "--env", "-e", metavar="KEY=VALUE",
+        help="A variable for a command's environment; repeatable.")] = None,
+    cwd: Annotated[str | None, typer.Option(
+        "--cwd", metavar="DIR", help="A command's folder, relative to the workspace "
+                                     "(default: the workspace).")] = None,
+    network: Annotated[bool, typer.Option(
+        "--network", help="Let a command's sandbox open TCP connections.")] = False,
+    timeout: Annotated[float | None, typer.Option(
+        "--timeout", metavar="SECONDS", help="Seconds to start, and per call "
+                                             "(default 60).")] = None,
+    disabled: Annotated[bool, typer.Option(
+        "--disabled", help="Write it with enabled = false.")] = False,
+) -> None:
+    """Add a server: hookline mcp add NAME -- COMMAND [ARGS]..., or --url URL."""
+    from hookline.builtins.config import SettingsError, update_config
+    from hookline.builtins.mcp import CONFIG_TABLE, parse_server, server_table
+
+    raw = _table(command or [], url, header or [], env or [], cwd, network)
+    if timeout is not None:
+        raw["timeout"] = timeout
+    if disabled:
+        raw["enabled"] = False
+    path, servers = _file_servers()
+    if name in servers:
+        fail(ValueError(f"MCP server {name!r} is already in {path}; remove it first "
+                        f"(hookline mcp remove {name}) or edit the file"))
+    try:
+        server = parse_server(name, raw, str(path))
+        update_config(path, {CONFIG_TABLE: {name: server_table(server)}})
+    except (SettingsError, OSError) as exc:
+        fail(exc)
+    typer.echo(f"added MCP server {name!r} ({server.transport}: {server.describe()}) "
+               f"to {path}")
+
+
+def remove(
+    name: Annotated[str, typer.Argument(metavar="NAME", show_default=False,
+                                        help="The server to remove.")],
+) -> None:
+    """Remove a server's table from config.toml."""
+    from hookline.builtins.config import SettingsError, read_config_file, write_config
+    from hookline.builtins.mcp import CONFIG_TABLE
+
+    path, servers = _file_servers()
+    if name not in servers:
+        known = ", ".join(servers) or "none"
+        fail(ValueError(f"no MCP server {name!r} in {path} (configured: {known})"))
+    try:
+        data = read_config_file(path)
+        del data[CONFIG_TABLE][name]
+        if not data[CONFIG_TABLE]:
+            del data[CONFIG_TABLE]
+        write_config(path, data)
+    except (SettingsError, OSError) as exc:
+        fail(exc)
+    typer.echo(f"removed MCP server {name!r} from {path}")
 
 
 def settle_mcp_group(app: typer.Typer, ours: typer.Typer) -> None:

@@ -6,7 +6,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, NoReturn
 
 import typer
@@ -60,40 +60,65 @@ class TurnPrinter:
     `verbose` a tool's whole output is shown, not its first lines.
 
     What it shows is `show`'s, for each event; a subclass shows them otherwise
-    (`run_json.JsonPrinter`), while this class keeps what the command needs of them."""
+    (`run_json.JsonPrinter`), while this class keeps what the command needs of them. The
+    reply (`ReplyWriter`), what ran (`WorkLines`) and the token accounting (`TurnUsage`)
+    are its parts; the printer sequences them and judges the turn's outcome."""
 
     def __init__(self, stream: bool, out: Any = None, status: StatusLine | None = None, *,
                  quiet: bool = False, usage: bool = False, workspace: Any = None,
                  err: Any = None, markdown: bool = False, verbose: bool = False) -> None:
-        self.stream = stream
-        self.verbose = verbose
-        self.markdown = markdown
-        self.out = out or sys.stdout
-        self.err = err
-        self.safe = is_terminal(self.out)
-        self.errors: list[str] = []
-        self.printed_text = False
         self.status = (status if status is not None and not quiet
                        else StatusLine(enabled=False))
-        self.quiet = quiet
-        self.usage = usage
-        self.workspace = str(workspace) if workspace is not None else os.getcwd()
-        self._midline = False  # streamed text not yet ended by a newline
-        self._view: Any = None
-        self._totals: Any = None
-        self.session_usage: Any = None
-        """The session's `UsageTotals` (with `usage`), shown after the turn's."""
-        self.asker: Any = None
-        """Who asks about tool calls that need a person (None: the policy decides)."""
-        self.window_of: Any = None
-        """The context window of a model (with `usage`: the context meter's)."""
+        self.reply = ReplyWriter(stream, out, markdown)
+        self.work = WorkLines(self.status, self.reply, err, quiet=quiet, verbose=verbose,
+                              workspace=workspace)
+        self.meter = TurnUsage(usage)
+        self.errors: list[str] = []
         self.denied = 0
         """Tool calls of the turn that were denied (a rule, the policy or the user)."""
-        self.last_input: tuple[str | None, int] | None = None
-        """The model and input tokens of the turn's last model call that reported them."""
+        self.asker: Any = None
+        """Who asks about tool calls that need a person (None: the policy decides)."""
         self.warnings: list[str] = []
         """Lines said on stderr once the reply is out (a session grown long)."""
         self._step = 1
+
+    @property
+    def stream(self) -> bool:
+        return self.reply.stream
+
+    @property
+    def out(self) -> Any:
+        return self.reply.out
+
+    @property
+    def usage(self) -> bool:
+        return self.meter.enabled
+
+    @property
+    def last_input(self) -> tuple[str | None, int] | None:
+        """The model and input tokens of the turn's last model call that reported them."""
+        return self.meter.last_input
+
+    @property
+    def session_usage(self) -> Any:
+        """The session's `UsageTotals` (with `usage`), shown after the turn's."""
+        return self.meter.session_usage
+
+    @session_usage.setter
+    def session_usage(self, totals: Any) -> None:
+        self.meter.session_usage = totals
+
+    @property
+    def window_of(self) -> Any:
+        """The context window of a model (with `usage`: the context meter's)."""
+        return self.meter.window_of
+
+    @window_of.setter
+    def window_of(self, window_of: Any) -> None:
+        self.meter.window_of = window_of
+
+    def usage_totals(self) -> Any:
+        return self.meter.totals()
 
     def approval_asker(self, message: Any) -> Any:
         return self.asker
@@ -115,87 +140,31 @@ class TurnPrinter:
         elif event.kind == "tool_result":
             records = list(event.data.get("tool_results") or [])
             self.denied += sum(record.get("outcome") == "denied" for record in records)
-        elif event.kind == "usage":
-            from hookline.builtins.agent import token_counts
-
-            counts = token_counts(event.data.get("usage"))
-            if counts is not None:
-                self.last_input = (event.data.get("model"), counts["input_tokens"])
-        if event.kind in ("usage", "final") and self.usage:
-            totals = self.usage_totals()
-            if event.kind == "usage":
-                totals.add(event.data.get("usage"), event.data.get("model"))
-            else:
-                totals.calls += 1
+        elif event.kind in ("usage", "final"):
+            self.meter.take(event)
 
     async def show(self, event: StreamEvent) -> None:
         """An event on the terminal: streamed text on stdout, what ran on stderr, and the
         status line."""
-        if event.kind == "text" and self.stream:
-            text = self._shown(str(event.data.get("delta", "")))
-            self.out.write(text)
-            self.out.flush()
-            self.printed_text = True
-            self._midline = not text.endswith("\n") if text else self._midline
+        if event.kind == "text" and self.reply.stream:
+            self.reply.write(str(event.data.get("delta", "")))
         elif event.kind == "text":
             self.status.show(f"step {self._step}: writing the reply", restart=False)
         elif event.kind == "tool_call":
             calls = list(event.data.get("tool_calls") or [])
-            await self._show_calls(calls)
+            await self.work.calls(calls)
             names = ", ".join(str(call.get("name")) for call in calls)
             self.status.show(f"step {self._step}: running {names}")
         elif event.kind == "tool_result":
-            await self._show_results(list(event.data.get("tool_results") or []))
+            await self.work.results(list(event.data.get("tool_results") or []))
             self._step += 1
             self.status.show(f"step {self._step}: thinking")
         elif event.kind in ("retry", "compaction"):
             from hookline.builtins.terminal import turn_note
 
-            note = turn_note(event.kind, event.data)
-            if note and not self.quiet:
-                self._say([note])
+            self.work.note(turn_note(event.kind, event.data))
             if event.kind == "compaction":
                 self.status.show(f"step {self._step}: thinking")
-
-    async def _show_calls(self, calls: list[dict[str, Any]]) -> None:
-        if self.quiet:
-            return
-        if self._view is None:
-            from hookline.builtins.terminal import OUTPUT_LINES, ToolView
-
-            self._view = ToolView(self.workspace, output_lines=None if self.verbose else
-                                  OUTPUT_LINES, stream=self._err())
-        self._say(await self._view.calls(calls))
-
-    async def _show_results(self, records: list[dict[str, Any]]) -> None:
-        if self.quiet or self._view is None:
-            return
-        from hookline.builtins.terminal import wants_colour
-
-        self._say(await self._view.results(records, wants_colour(self._err())))
-
-    def _say(self, lines: list[str]) -> None:
-        """Lines on stderr, after the status line is erased and on a line of their own."""
-        if not lines:
-            return
-        self.status.clear()
-        if self._midline:
-            typer.echo("", err=True, file=self.err)
-            self._midline = False
-        for line in lines:
-            typer.echo(line, err=True, file=self.err)
-
-    def _err(self) -> Any:
-        return self.err or sys.stderr
-
-    def usage_totals(self) -> Any:
-        if self._totals is None:
-            from hookline.builtins.terminal import UsageTotals
-
-            from .usage import configured_prices
-
-            self._totals = UsageTotals(configured_prices())
-        return self._totals
 
     async def dispatch(self, message: Any) -> bool:
         if get_field(message, "kind") == "error":
@@ -208,33 +177,57 @@ class TurnPrinter:
         self.status.clear()
         if not (self.errors and check_errors):  # a failed turn prints no partial reply
             self.print_reply(result)
-        elif self.stream and self.printed_text:
-            self.out.write("\n")
-        if self.usage:
-            self.out.flush()
-            typer.echo(self.usage_totals().line(), err=True, file=self.err)
-            if self.session_usage is not None and self.session_usage.reported:
-                typer.echo(self.session_usage.line("session"), err=True, file=self.err)
-            last = self.last_input
-            if last is not None and self.window_of is not None:
-                from hookline.builtins.terminal import meter_line
-
-                typer.echo(meter_line(last[1], self.window_of(last[0])), err=True,
-                           file=self.err)
+        elif self.reply.stream and self.reply.printed_text:
+            self.reply.out.write("\n")
+        if self.meter.enabled:
+            self.reply.out.flush()
+            for line in self.meter.lines():
+                self.work.echo(line)
         for line in self.warnings:
-            typer.echo(f"warning: {line}", err=True, file=self.err)
+            self.work.echo(f"warning: {line}")
         if self.errors and check_errors:
             self.fail(RuntimeError(self.errors[0]))
         if self.denied and check_errors:
             from .approvals import DENIED_EXIT
 
-            typer.echo(f"hookline: the turn ended with {self.denied} tool call(s) denied "
-                       f"(docs/approvals.md)", err=True, file=self.err)
+            self.work.echo(f"hookline: the turn ended with {self.denied} tool call(s) denied "
+                           f"(docs/approvals.md)")
             raise typer.Exit(DENIED_EXIT)
 
     def print_reply(self, result: Any) -> None:
         """The reply on stdout: its outbound messages' text, or the end of its line when
         it was streamed."""
+        self.reply.print_reply(result)
+
+    def fail(self, error: BaseException, status: int = 1) -> NoReturn:
+        """The command failed: its one `error:` line, and exit `status`."""
+        fail(error, status)
+
+
+class ReplyWriter:
+    """The reply on stdout: streamed text as it comes, or the outbound messages once the
+    turn is over (as Markdown on a terminal with `markdown`). Escaped on a terminal, so a
+    reply cannot retitle or clear it; written as it is to a pipe, for scripts."""
+
+    def __init__(self, stream: bool, out: Any, markdown: bool) -> None:
+        self.stream = stream
+        self.out = out or sys.stdout
+        self.markdown = markdown
+        self.safe = is_terminal(self.out)
+        self.printed_text = False
+        self.midline = False
+        """Streamed text not yet ended by a newline: stderr's next line starts a new one."""
+
+    def write(self, delta: str) -> None:
+        """A streamed piece of the reply, at once."""
+        text = self.shown(delta)
+        self.out.write(text)
+        self.out.flush()
+        self.printed_text = True
+        self.midline = not text.endswith("\n") if text else self.midline
+
+    def print_reply(self, result: Any) -> None:
+        """The outbound messages' text, or the end of the line when it was streamed."""
         if self.stream:
             if self.printed_text:
                 self.out.write("\n")
@@ -248,14 +241,118 @@ class TurnPrinter:
 
                 render_markdown(str(content), self.out)
             else:
-                typer.echo(self._shown(str(content)), file=self.out)
+                typer.echo(self.shown(str(content)), file=self.out)
 
-    def fail(self, error: BaseException, status: int = 1) -> NoReturn:
-        """The command failed: its one `error:` line, and exit `status`."""
-        fail(error, status)
-
-    def _shown(self, text: str) -> str:
+    def shown(self, text: str) -> str:
         return terminal_text(text) if self.safe else text
+
+
+class WorkLines:
+    """What ran, on stderr: a line per tool call and per result with the first lines of
+    its output (all of it with `verbose`) or its diff, and the turn's notes; nothing of
+    that with `quiet`. Each line goes after the status line is erased and on a line of
+    its own, so it never runs on from streamed text."""
+
+    def __init__(self, status: StatusLine, reply: ReplyWriter, err: Any = None, *,
+                 quiet: bool = False, verbose: bool = False, workspace: Any = None) -> None:
+        self.status = status
+        self.reply = reply
+        self.err = err
+        self.quiet = quiet
+        self.verbose = verbose
+        self.workspace = str(workspace) if workspace is not None else os.getcwd()
+        """Where the file tools' paths are read from, for the diffs."""
+        self._view: Any = None
+
+    async def calls(self, calls: list[dict[str, Any]]) -> None:
+        if self.quiet:
+            return
+        if self._view is None:
+            from hookline.builtins.terminal import OUTPUT_LINES, ToolView
+
+            self._view = ToolView(self.workspace, output_lines=None if self.verbose else
+                                  OUTPUT_LINES, stream=self._err())
+        self.say(await self._view.calls(calls))
+
+    async def results(self, records: list[dict[str, Any]]) -> None:
+        if self.quiet or self._view is None:
+            return
+        from hookline.builtins.terminal import wants_colour
+
+        self.say(await self._view.results(records, wants_colour(self._err())))
+
+    def note(self, note: str | None) -> None:
+        """A retry or compaction note, unless `quiet`."""
+        if note and not self.quiet:
+            self.say([note])
+
+    def say(self, lines: list[str]) -> None:
+        """Lines on stderr, after the status line is erased and on a line of their own."""
+        if not lines:
+            return
+        self.status.clear()
+        if self.reply.midline:
+            self.echo("")
+            self.reply.midline = False
+        for line in lines:
+            self.echo(line)
+
+    def echo(self, line: str) -> None:
+        """One line on stderr as it is: the usage, warning and denial lines of the end."""
+        typer.echo(line, err=True, file=self.err)
+
+    def _err(self) -> Any:
+        return self.err or sys.stderr
+
+
+class TurnUsage:
+    """The turn's token accounting: the input of its last model call (the context meter's,
+    and the long-session warning's), and with `enabled` (`--usage`) its token counts, the
+    session's totals and the meter line that follow the reply on stderr."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.last_input: tuple[str | None, int] | None = None
+        self.session_usage: Any = None
+        self.window_of: Any = None
+        self._totals: Any = None
+
+    def take(self, event: StreamEvent) -> None:
+        """Count a `usage` or `final` event."""
+        if event.kind == "usage":
+            from hookline.builtins.agent import token_counts
+
+            counts = token_counts(event.data.get("usage"))
+            if counts is not None:
+                self.last_input = (event.data.get("model"), counts["input_tokens"])
+        if self.enabled:
+            totals = self.totals()
+            if event.kind == "usage":
+                totals.add(event.data.get("usage"), event.data.get("model"))
+            else:
+                totals.calls += 1
+
+    def totals(self) -> Any:
+        """The turn's `UsageTotals`, priced with the configured prices."""
+        if self._totals is None:
+            from hookline.builtins.terminal import UsageTotals
+
+            from .usage import configured_prices
+
+            self._totals = UsageTotals(configured_prices())
+        return self._totals
+
+    def lines(self) -> Iterator[str]:
+        """The turn's usage line, the session's (when it reported any) and the context
+        meter's (when the window is known), each made as it is printed."""
+        yield self.totals().line()
+        if self.session_usage is not None and self.session_usage.reported:
+            yield self.session_usage.line("session")
+        last = self.last_input
+        if last is not None and self.window_of is not None:
+            from hookline.builtins.terminal import meter_line
+
+            yield meter_line(last[1], self.window_of(last[0]))
 
 
 class StatusLine:

@@ -28,131 +28,11 @@ YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for con
 
 
 def session_commands(framework: Framework) -> typer.Typer:
-    """The `sessions` command group."""
-    group = typer.Typer(name="sessions",
+    """The `sessions` command group; its commands find `framework` as the context's
+    object, so the group works mounted on the application or on its own."""
+    group = typer.Typer(name="sessions", context_settings={"obj": framework},
                         help="List, search, read, rename, archive and delete sessions.")
-
-    @group.callback(invoke_without_command=True)
-    def sessions(ctx: typer.Context) -> None:
-        """List, search, read, rename, archive and delete sessions (no subcommand: list
-        them)."""
-        if ctx.invoked_subcommand is None:
-            list_command(here=False, as_json=False)
-
-    def list_command(
-        here: Annotated[bool, typer.Option("--here", help="Only this folder's sessions.")] = False,
-        as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-    ) -> None:
-        """List sessions, most recent first; * marks this folder's current session."""
-        from hookline.builtins.tape import list_sessions
-
-        found = _with_store(framework, lambda store: list_sessions(
-            store, framework.workspace if here else None))
-        if as_json:
-            typer.echo(json.dumps([item.as_dict() for item in found], indent=2))
-            return
-        for line in session_list(framework, found):
-            typer.echo(line)
-
-    def search(
-        text: Annotated[str, typer.Argument(metavar="TEXT", show_default=False,
-                                            help="Text to look for, in any case.")],
-        as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-    ) -> None:
-        """Find the sessions whose messages contain TEXT, most recent first."""
-        from hookline.builtins.tape import local_date, search_sessions
-
-        found = _with_store(framework, lambda store: search_sessions(store, text))
-        if as_json:
-            typer.echo(json.dumps([item.as_dict() for item in found], indent=2))
-            return
-        if not found:
-            typer.echo(_safe(f"(no session mentions {text!r})"))
-            return
-        rows = [("SESSION", "LAST ACTIVITY", "TITLE")]
-        rows += [(_name(item.session), local_date(item.session.last_activity),
-                  item.session.title or "-") for item in found]
-        lines = [f"    {'you' if item.role == 'user' else 'assistant'}: {item.line}"
-                 for item in found]
-        _table(rows, [None, *lines])
-
-    def show(
-        session_id: SessionIdArgument = None,
-        last: Annotated[int | None, typer.Option(
-            "--last", metavar="N", show_default=False,
-            help="Only the last N turns (a user message and what followed it).")] = None,
-        as_json: Annotated[bool, typer.Option("--json", help="The raw entries, as JSON.")] = False,
-    ) -> None:
-        """Show a session as a transcript: messages, tool calls as run, denials, errors."""
-        from hookline.builtins.tape import find_session, last_turns, transcript
-        from hookline.kernel.tape import TapeQuery
-
-        if last is not None and last < 1:
-            fail(ValueError(f"--last takes a positive number of turns, got {last}"))
-        name = session_id or _current(framework)
-
-        async def read(store: Any) -> tuple[str, list[Any], int]:
-            from hookline.builtins.store import as_async_store
-
-            tape = await find_session(store, name, framework.workspace)
-            if last is not None:
-                return tape, *await last_turns(store, tape, last)
-            return tape, list(await as_async_store(store).fetch_all(TapeQuery(tape))), 0
-
-        tape, entries, turns = _with_store(framework, read)
-        if as_json:
-            typer.echo(json.dumps([{"id": e.id, "kind": e.kind, "payload": e.payload,
-                                    "meta": e.meta, "date": e.date} for e in entries],
-                                  indent=2, ensure_ascii=False))
-            return
-        part = f", the last {min(last, turns)} of {turns} turns" if last is not None else ""
-        typer.echo(_safe(f"session {name} (tape {tape}, {len(entries)} entries{part})"))
-        for line in transcript(entries):
-            typer.echo(_safe(line, keep_newlines=True))
-
-    def rename(session_id: Annotated[str, typer.Argument(metavar="ID", help="Session id.")],
-               title: Annotated[str, typer.Argument(metavar="TITLE", show_default=False,
-                                                    help="The new title.")]) -> None:
-        """Give a session a title that list and search show; a new one replaces it."""
-        from hookline.builtins.tape import checked_title, find_session, rename_session
-
-        try:
-            checked_title(title)
-        except ValueError as exc:
-            fail(exc)  # before the store is opened
-
-        async def act(store: Any) -> str:
-            tape = await find_session(store, session_id, framework.workspace)
-            return await rename_session(store, tape, title)
-
-        typer.echo(_safe(f"renamed session {session_id}: {_with_store(framework, act)}"))
-
-    def archive(session_id: Annotated[str, typer.Argument(metavar="ID", help="Session id.")],
-                yes: YesOption = False) -> None:
-        """Move a session out of the store into <hookline home>/archive (JSON lines)."""
-        from hookline.builtins.config import default_home
-        from hookline.builtins.tape import archive_session
-
-        folder = default_home() / "archive"
-        paths = _confirmed(framework, session_id, yes,
-                           f"archive session {session_id!r} to {folder} and remove it from "
-                           f"the store?",
-                           lambda store, tape: archive_session(
-                               store, tape, folder, _sidecars(framework), label=session_id))
-        for path in paths:
-            typer.echo(f"archived to {path}")
-
-    def delete(session_id: Annotated[str, typer.Argument(metavar="ID", help="Session id.")],
-               yes: YesOption = False) -> None:
-        """Delete a session and its sidecar tapes from the store, for good."""
-        from hookline.builtins.tape import delete_session
-
-        removed = _confirmed(framework, session_id, yes,
-                             f"delete session {session_id!r} for good (no copy is kept)?",
-                             lambda store, tape: delete_session(store, tape,
-                                                                _sidecars(framework)))
-        typer.echo(f"deleted session {session_id} ({removed} entries)")
-
+    group.callback(invoke_without_command=True)(sessions)
     group.command(name="list")(list_command)
     group.command(name="search")(search)
     group.command(name="show")(show)
@@ -160,6 +40,156 @@ def session_commands(framework: Framework) -> typer.Typer:
     group.command(name="archive")(archive)
     group.command(name="delete")(delete)
     return group
+
+
+def sessions(ctx: typer.Context) -> None:
+    """List, search, read, rename, archive and delete sessions (no subcommand: list
+    them)."""
+    if ctx.invoked_subcommand is None:
+        list_command(ctx, here=False, as_json=False)
+
+
+def list_command(
+    ctx: typer.Context,
+    here: Annotated[bool, typer.Option("--here", help="Only this folder's sessions.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """List sessions, most recent first; * marks this folder's current session."""
+    from hookline.builtins.tape import list_sessions
+
+    framework = _framework(ctx)
+    found = _with_store(framework, lambda store: list_sessions(
+        store, framework.workspace if here else None))
+    if as_json:
+        typer.echo(json.dumps([item.as_dict() for item in found], indent=2))
+        return
+    for line in session_list(framework, found):
+        typer.echo(line)
+
+
+def search(
+    ctx: typer.Context,
+    text: Annotated[str, typer.Argument(metavar="TEXT", show_default=False,
+                                        help="Text to look for, in any case.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Find the sessions whose messages contain TEXT, most recent first."""
+    from hookline.builtins.tape import local_date, search_sessions
+
+    found = _with_store(_framework(ctx), lambda store: search_sessions(store, text))
+    if as_json:
+        typer.echo(json.dumps([item.as_dict() for item in found], indent=2))
+        return
+    if not found:
+        typer.echo(_safe(f"(no session mentions {text!r})"))
+        return
+    rows = [("SESSION", "LAST ACTIVITY", "TITLE")]
+    rows += [(_name(item.session), local_date(item.session.last_activity),
+              item.session.title or "-") for item in found]
+    lines = [f"    {'you' if item.role == 'user' else 'assistant'}: {item.line}"
+             for item in found]
+    _table(rows, [None, *lines])
+
+
+def show(
+    ctx: typer.Context,
+    session_id: SessionIdArgument = None,
+    last: Annotated[int | None, typer.Option(
+        "--last", metavar="N", show_default=False,
+        help="Only the last N turns (a user message and what followed it).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="The raw entries, as JSON.")] = False,
+) -> None:
+    """Show a session as a transcript: messages, tool calls as run, denials, errors."""
+    from hookline.builtins.tape import transcript
+
+    if last is not None and last < 1:
+        fail(ValueError(f"--last takes a positive number of turns, got {last}"))
+    framework = _framework(ctx)
+    name = session_id or _current(framework)
+    tape, entries, turns = _with_store(
+        framework, lambda store: _read_session(framework, store, name, last))
+    if as_json:
+        typer.echo(json.dumps([{"id": e.id, "kind": e.kind, "payload": e.payload,
+                                "meta": e.meta, "date": e.date} for e in entries],
+                              indent=2, ensure_ascii=False))
+        return
+    part = f", the last {min(last, turns)} of {turns} turns" if last is not None else ""
+    typer.echo(_safe(f"session {name} (tape {tape}, {len(entries)} entries{part})"))
+    for line in transcript(entries):
+        typer.echo(_safe(line, keep_newlines=True))
+
+
+async def _read_session(framework: Framework, store: Any, name: str,
+                        last: int | None) -> tuple[str, list[Any], int]:
+    """The session's tape, its entries (the last `last` turns' only, when given) and how
+    many turns it has (0 when all entries were read)."""
+    from hookline.builtins.store import as_async_store
+    from hookline.builtins.tape import find_session, last_turns
+    from hookline.kernel.tape import TapeQuery
+
+    tape = await find_session(store, name, framework.workspace)
+    if last is not None:
+        return tape, *await last_turns(store, tape, last)
+    return tape, list(await as_async_store(store).fetch_all(TapeQuery(tape))), 0
+
+
+def rename(ctx: typer.Context,
+           session_id: Annotated[str, typer.Argument(metavar="ID", help="Session id.")],
+           title: Annotated[str, typer.Argument(metavar="TITLE", show_default=False,
+                                                help="The new title.")]) -> None:
+    """Give a session a title that list and search show; a new one replaces it."""
+    from hookline.builtins.tape import checked_title, find_session, rename_session
+
+    try:
+        checked_title(title)
+    except ValueError as exc:
+        fail(exc)  # before the store is opened
+    framework = _framework(ctx)
+
+    async def act(store: Any) -> str:
+        tape = await find_session(store, session_id, framework.workspace)
+        return await rename_session(store, tape, title)
+
+    typer.echo(_safe(f"renamed session {session_id}: {_with_store(framework, act)}"))
+
+
+def archive(ctx: typer.Context,
+            session_id: Annotated[str, typer.Argument(metavar="ID", help="Session id.")],
+            yes: YesOption = False) -> None:
+    """Move a session out of the store into <hookline home>/archive (JSON lines)."""
+    from hookline.builtins.config import default_home
+    from hookline.builtins.tape import archive_session
+
+    framework = _framework(ctx)
+    folder = default_home() / "archive"
+    paths = _confirmed(framework, session_id, yes,
+                       f"archive session {session_id!r} to {folder} and remove it from "
+                       f"the store?",
+                       lambda store, tape: archive_session(
+                           store, tape, folder, _sidecars(framework), label=session_id))
+    for path in paths:
+        typer.echo(f"archived to {path}")
+
+
+def delete(ctx: typer.Context,
+           session_id: Annotated[str, typer.Argument(metavar="ID", help="Session id.")],
+           yes: YesOption = False) -> None:
+    """Delete a session and its sidecar tapes from the store, for good."""
+    from hookline.builtins.tape import delete_session
+
+    framework = _framework(ctx)
+    removed = _confirmed(framework, session_id, yes,
+                         f"delete session {session_id!r} for good (no copy is kept)?",
+                         lambda store, tape: delete_session(store, tape,
+                                                            _sidecars(framework)))
+    typer.echo(f"deleted session {session_id} ({removed} entries)")
+
+
+def _framework(ctx: typer.Context) -> Framework:
+    """The framework the group was made for (the context's object)."""
+    framework = ctx.obj
+    assert isinstance(framework, Framework), "the sessions group was made without a framework"
+    return framework
 
 
 def _confirmed(framework: Framework, session_id: str, yes: bool, question: str,

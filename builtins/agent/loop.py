@@ -11,7 +11,6 @@ does is recorded on a fork of the session tape, merged back when the run closes.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
@@ -53,7 +52,6 @@ from ..models.options import MODEL_OPTIONS_STATE
 from ..tape.fork import TapeRecordError
 from ..tape.naming import should_merge_back
 from ..tape.requests import REQUEST_CONTEXT, REQUEST_META
-from ..tape.spill import model_text
 from ..tape.tape import Tape
 from .compaction import (
     COMPACTION_ANCHOR,
@@ -66,7 +64,13 @@ from .compaction import (
     summary_request,
 )
 from .interruption import close_cut_calls, keep_partial_text
-from .outcome import StepOutcome, as_hookline_error, error_dict, what_ran
+from .outcome import (
+    StepOutcome,
+    StepRequest,
+    as_hookline_error,
+    requested_arguments,
+    tool_record,
+)
 from .usage import add_usage
 
 logger = logging.getLogger(__name__)
@@ -161,6 +165,8 @@ class _Run:
         self.run_id = ""
         self.text_emitted = False
         self.step_text_started = False
+        self.first_meta: dict[str, Any] = {}
+        """Meta for the next message the run records: the request's mark, on its first."""
 
     def _collect_tools(self) -> None:
         offered = offered_tools(self.agent.framework.get_tools())
@@ -228,89 +234,115 @@ class _Run:
                     }, run_id=self.run_id)
 
     async def _steps(self) -> AsyncGenerator[StreamEvent, None]:
+        """The run's steps, until nothing is left to answer. The model's events pass
+        straight through (the hot path: no generator in between)."""
         prompt = self.prompt
         first = prompt if any(not isinstance(item, str) for item in prompt) else "\n".join(prompt)
         new_messages = [ModelMessage.user(first)]
         step_prompt: list[Any] | None = self.prompt
         marked = self.state.get(REQUEST_CONTEXT)  # the request's id and key, with its prompt
-        first_meta = {REQUEST_META: marked} if isinstance(marked, dict) else {}
+        self.first_meta = {REQUEST_META: marked} if isinstance(marked, dict) else {}
         while True:
-            step_started = await self._start_step(step_prompt)
-            run_id = self.run_id
-            # The context is read before the step's new messages are recorded: the tape
-            # keeps only their text, the model gets them whole (media included).
-            context = await self.tape.read_model_messages()
-            # Steered messages came after the step's own prompt: they follow it, in order.
-            new_messages = new_messages + await self._drain_steering()
-            system = self._system_prompt()
-            # Compacted first when the request would pass the budget; again, once, when the
-            # provider refuses it as too long. The step's messages are recorded once.
-            reason = "budget" if self._needs_compaction(system, context + new_messages) \
-                else None
-            recorded = False
+            step = await self._open_step(step_prompt, new_messages)
             while True:
-                if reason is not None:
+                if step.reason is not None:
                     async with contextlib.aclosing(self._compact(
-                            reason, context + new_messages, step_started)) as events:
+                            step.reason, step.conversation(), step.started)) as events:
                         async for event in events:
                             yield event
-                    step_started = await self._start_step(step_prompt)
-                    run_id = self.run_id
-                    system = self._system_prompt()
-                    context = await self.tape.read_model_messages()
-                    if not new_messages:  # mid-turn: say why the conversation is a summary
-                        new_messages = [ModelMessage.user(CONTINUE_AFTER_COMPACTION)]
-                        recorded = False
-                if not recorded:
-                    for message in new_messages:
-                        await self.tape.append("message", message.to_dict(), run_id=run_id,
-                                               **first_meta)
-                        first_meta = {}
-                    await self.tape.flush()  # the prompt is durable before the model sees it
-                    recorded = True
+                    await self._restart_step(step)
+                await self._record_step_messages(step)
                 outcome = StepOutcome()
-                call = self._model_call(run_id, outcome, system, context + new_messages)
+                call = self._model_call(step.run_id, outcome, step.system, step.conversation())
                 try:
                     async with contextlib.aclosing(call):  # closed with us: keeps partial text
                         async for event in call:
                             yield event
                     break
                 except HooklineError as exc:
-                    stated = overflow_limit(exc)
-                    if reason == "overflow" and stated is not None:
-                        exc = HooklineError(ErrorKind.provider, (
-                            f"the model refused the request as too long even after the "
-                            f"context was compacted ({exc.message}); set context_window "
-                            f"lower, or start a new session (--new)"), exc.details)
-                    if reason == "overflow" or stated is None or outcome.text \
-                            or outcome.tool_calls or not self._may_compact():
-                        await self._step_failed(step_started, exc)
-                        raise exc from exc.__cause__
-                    self.agent.meter.overflowed(self.model, stated)
-                    reason = "overflow"
+                    step.reason = await self._refused(step, outcome, exc)
                 except Exception as exc:
-                    await self._step_failed(step_started, exc)
+                    await self._step_failed(step.started, exc)
                     raise
             if outcome.tool_calls:
-                results = [await self._run_tool(run_id, call) for call in outcome.tool_calls]
+                results = [await self._run_tool(step.run_id, call) for call in outcome.tool_calls]
                 yield StreamEvent("tool_result", {"tool_results": results})
             yield StreamEvent("final", {"ok": True, "text": outcome.text,
                                         "tool_calls": [c.to_dict() for c in outcome.tool_calls]})
-            inbox = self.agent.framework.get_steering_inbox()
-            pending = inbox.message_count(self.state) if inbox is not None else 0
-            status: Literal["continue", "ok"] = (
-                "continue" if (outcome.tool_calls or pending) else "ok"
-            )
-            finished = await self._emit(StepFinished(
-                step=self.steps, status=status, state=self.state, tape=self.tape,
-                stream_state=self.stream_state,
-                elapsed_ms=(time.perf_counter() - step_started) * 1000))
-            if status != "continue":
+            next_messages = await self._close_step(step, outcome)
+            if next_messages is None:
                 return
-            step_prompt = None
-            new_messages = []
-            if finished.next_prompt is not None:
-                new_messages = [ModelMessage.user(finished.next_prompt)]
+            step_prompt, new_messages = None, next_messages
+
+    async def _open_step(self, prompt: list[Any] | None,
+                         new_messages: list[ModelMessage]) -> StepRequest:
+        """Start a step. Its context is read before its new messages (steered ones last)
+        are recorded: the tape keeps only their text, the model gets them whole. Compacted
+        first when the request would pass the budget."""
+        started = await self._start_step(prompt)
+        run_id = self.run_id
+        context = await self.tape.read_model_messages()
+        new_messages = new_messages + await self._drain_steering()
+        system = self._system_prompt()
+        reason = "budget" if self._needs_compaction(system, context + new_messages) else None
+        return StepRequest(prompt, started, run_id, system, context, new_messages, reason)
+
+    async def _restart_step(self, step: StepRequest) -> None:
+        """After a compaction: a new step on the summary; mid-turn (nothing new to say),
+        a message saying why the conversation is a summary."""
+        step.started = await self._start_step(step.prompt)
+        step.run_id = self.run_id
+        step.system = self._system_prompt()
+        step.context = await self.tape.read_model_messages()
+        if not step.messages:
+            step.messages = [ModelMessage.user(CONTINUE_AFTER_COMPACTION)]
+            step.recorded = False
+
+    async def _record_step_messages(self, step: StepRequest) -> None:
+        """The step's new messages on the tape, once, durable before the model sees them;
+        the run's first carries the request's mark."""
+        if step.recorded:
+            return
+        for message in step.messages:
+            await self.tape.append("message", message.to_dict(), run_id=step.run_id,
+                                   **self.first_meta)
+            self.first_meta = {}
+        await self.tape.flush()
+        step.recorded = True
+
+    async def _refused(self, step: StepRequest, outcome: StepOutcome, exc: HooklineError) -> str:
+        """A failed model call: `overflow` when the provider refused the request as too
+        long and compacting may help (once, before anything was said); else the step
+        fails with the error."""
+        stated = overflow_limit(exc)
+        if step.reason == "overflow" and stated is not None:
+            exc = HooklineError(ErrorKind.provider, (
+                f"the model refused the request as too long even after the "
+                f"context was compacted ({exc.message}); set context_window "
+                f"lower, or start a new session (--new)"), exc.details)
+        if step.reason == "overflow" or stated is None or outcome.text \
+                or outcome.tool_calls or not self._may_compact():
+            await self._step_failed(step.started, exc)
+            raise exc from exc.__cause__
+        self.agent.meter.overflowed(self.model, stated)
+        return "overflow"
+
+    async def _close_step(self, step: StepRequest, outcome: StepOutcome
+                          ) -> list[ModelMessage] | None:
+        """Announce the step's end; the next step's new messages (a `StepFinished`
+        handler's prompt, if any), or None when nothing is left to answer."""
+        inbox = self.agent.framework.get_steering_inbox()
+        pending = inbox.message_count(self.state) if inbox is not None else 0
+        status: Literal["continue", "ok"] = "continue" if outcome.tool_calls or pending else "ok"
+        finished = await self._emit(StepFinished(
+            step=self.steps, status=status, state=self.state, tape=self.tape,
+            stream_state=self.stream_state,
+            elapsed_ms=(time.perf_counter() - step.started) * 1000))
+        if status != "continue":
+            return None
+        if finished.next_prompt is not None:
+            return [ModelMessage.user(finished.next_prompt)]
+        return []
 
     async def _start_step(self, prompt: list[Any] | None) -> float:
         """Count a new step (refused past `max_steps`) and announce it; its start time."""
@@ -495,15 +527,7 @@ class _Run:
     async def _run_tool(self, run_id: str, spec: ToolCallSpec) -> dict[str, Any]:
         """Run one requested tool call through the interception events; record it."""
         started = time.perf_counter()
-        invalid = None
-        try:
-            arguments = spec.args
-        except ValueError as exc:
-            arguments = {"_raw": spec.arguments}
-            invalid = f"arguments are not valid JSON ({exc}); send one JSON object"
-        if not isinstance(arguments, dict):
-            invalid = invalid or "arguments must be one JSON object"
-            arguments = {"_value": arguments}
+        arguments, invalid = requested_arguments(spec)
         self.state[RUNTIME_TAPE] = self.tape
         context = ToolContext(tape=self.tape, run_id=run_id, state=self.state, events=self.bus)
         call = ToolCall(run_id=run_id, tool=spec.name, arguments=arguments, context=context)
@@ -532,13 +556,7 @@ class _Run:
                 result.error.__cause__ = exc
         result.duration_ms = (time.perf_counter() - started) * 1000
         await self._emit(ToolCallFinished(call=call, result=result, state=self.state))
-        output = result.result
-        if output is None and result.error is not None:
-            output = json.dumps(error_dict(result.error), ensure_ascii=False)
-        output = model_text(output)
-        record = {"call_id": spec.id, "name": spec.name, "output": output,
-                  "is_error": result.error is not None and result.result is None,
-                  **what_ran(decision.action, arguments, call, result)}
+        record = tool_record(spec, decision.action, arguments, call, result)
         await self.tape.append("tool_result", {"results": [record]}, run_id=run_id)
         await self.tape.flush()  # what the tool did is durable before anything else runs
         return record

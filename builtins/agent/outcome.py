@@ -1,20 +1,47 @@
-"""What one model step produced, and what a tool call's record keeps of what happened:
-the agent loop's bookkeeping, apart from its control flow."""
+"""What one model step asks and produced, and what a tool call's record keeps of what
+happened: the agent loop's bookkeeping, apart from its control flow."""
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.interception import LLMCallResult, ToolCall, ToolCallResult
-from hookline.kernel.messages import ToolCallSpec
+from hookline.kernel.messages import ModelMessage, ToolCallSpec
 from hookline.kernel.streaming import StreamEvent
 
 from ..models.base import Finished, Retrying, TextDelta, ToolCallEvent, Usage
+from ..tape.spill import model_text
 
-__all__ = ["StepOutcome", "as_hookline_error", "error_dict", "what_ran"]
+__all__ = ["StepOutcome", "StepRequest", "as_hookline_error", "error_dict", "requested_arguments",
+           "tool_record", "what_ran"]
+
+
+@dataclass(slots=True)
+class StepRequest:
+    """What one model step sends, as it stands: a compaction starts it again with a new
+    context, the messages that are new in the step stay (recorded on the tape once)."""
+
+    prompt: list[Any] | None
+    """The prompt `StepStarted` announces (the run's, on its first step)."""
+    started: float
+    """When the step (or its restart after a compaction) started: `time.perf_counter()`."""
+    run_id: str
+    system: str
+    context: list[ModelMessage]
+    """The tape's context, read before the step's new messages are recorded."""
+    messages: list[ModelMessage]
+    """The step's new messages: its prompt, then the steered ones."""
+    reason: str | None
+    """Why the context is compacted before the next call (`budget`, `overflow`), if it is."""
+    recorded: bool = False
+    """Whether `messages` are on the tape already."""
+
+    def conversation(self) -> list[ModelMessage]:
+        return self.context + self.messages
 
 
 @dataclass
@@ -84,3 +111,31 @@ def what_ran(action: str, requested: dict[str, Any], call: ToolCall,
     if result.error is not None:
         what["error"] = str(getattr(result.error, "message", result.error))
     return what
+
+
+def requested_arguments(spec: ToolCallSpec) -> tuple[dict[str, Any], str | None]:
+    """The arguments a call requested, as one object (the model's text under `_raw`, a
+    value that is no object under `_value`), and why they are invalid, if they are: the
+    call is refused with that unless a hook fixes them."""
+    invalid = None
+    try:
+        arguments = spec.args
+    except ValueError as exc:
+        arguments = {"_raw": spec.arguments}
+        invalid = f"arguments are not valid JSON ({exc}); send one JSON object"
+    if not isinstance(arguments, dict):
+        invalid = invalid or "arguments must be one JSON object"
+        arguments = {"_value": arguments}
+    return arguments, invalid
+
+
+def tool_record(spec: ToolCallSpec, action: str, requested: dict[str, Any], call: ToolCall,
+                result: ToolCallResult) -> dict[str, Any]:
+    """The tool_result record of a call: its output as the model reads it (the error, as
+    JSON, when there is no output) and what ran."""
+    output = result.result
+    if output is None and result.error is not None:
+        output = json.dumps(error_dict(result.error), ensure_ascii=False)
+    return {"call_id": spec.id, "name": spec.name, "output": model_text(output),
+            "is_error": result.error is not None and result.result is None,
+            **what_ran(action, requested, call, result)}
