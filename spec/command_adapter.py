@@ -291,7 +291,7 @@ class CommandAdapter:
         self.lock = threading.RLock()
         weakref.finalize(self, _stop_all, self.started)
         hello = self._start()
-        self.name = str(hello.get("name") or self.argv[0])
+        self.name = str(hello["name"])
         self.supported = {str(item) for item in hello.get("supports", []) or []}
 
     def _start(self) -> dict[str, Any]:
@@ -308,6 +308,11 @@ class CommandAdapter:
                        else "")
             raise CommandError(f"the adapter command `{self.command}` speaks protocol "
                                f"{speaks!r}; this runner speaks {PROTOCOL}{upgrade}")
+        if not isinstance(hello.get("name"), str) or not hello["name"] or "op" in hello:
+            child.stop()
+            self.child = None
+            raise CommandError(f"the adapter command `{self.command}` answered hello without "
+                               f"its kernel's name (an echo of the request?): {hello}")
         return hello
 
     def request(self, child: _Child, op: str, fields: dict[str, Any]) -> dict[str, Any]:

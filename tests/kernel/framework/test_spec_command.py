@@ -192,3 +192,15 @@ def test_adapter_and_adapter_command_exclude_each_other(tmp_path: Path, core_pat
                     command(), cwd=tmp_path, core=core_path)
     assert out.returncode == 2
     assert "argument --adapter-command: not allowed with argument --adapter" in out.stderr
+
+
+def test_a_child_that_echoes_the_requests_is_refused_at_hello(
+        tmp_path: Path, core_path: Path) -> None:
+    """`cat` sends every request back: its hello "reply" names no kernel, so the runner
+    stops there rather than playing 35 fixtures against an echo."""
+    out = run_suite("--adapter-command", "cat", "--json", tmp_path / "r.json", cwd=tmp_path,
+                    core=core_path)
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr.startswith("error: the adapter command `cat` answered hello without "
+                                 "its kernel's name (an echo of the request?)")
+    assert "hello" in json.loads((tmp_path / "r.json").read_text())["error"]
