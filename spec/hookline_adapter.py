@@ -39,7 +39,7 @@ def _importable(name: str) -> bool:
 def _forget_bub_tools() -> None:
     """The previous fixture's tools out of Bub's process-wide registry (``bub_values``
     is imported only by fixtures that made Bub values)."""
-    values = sys.modules.get("bub_values")
+    values = sys.modules.get(f"{__package__}.bub_values")
     if values is not None:
         values.forget_registered()
 
@@ -91,7 +91,7 @@ class HooklineAdapter:
         """A plugin of the ``bub`` group logs as Bub plugins do, through loguru."""
         if group != "bub":
             raise ValueError(f"no entry point group {group!r} here")
-        import bub_values
+        from . import bub_values
 
         bub_values.log(level, message)
 
@@ -108,7 +108,7 @@ class HooklineAdapter:
         if group not in (None, "bub"):
             raise ValueError(f"no entry point group {group!r} here")
         if group == "bub" or tag in ("registered_tool", "attachment"):
-            import bub_values
+            from . import bub_values
 
             return bub_values.make(tag, data)
         if tag == "replace":

@@ -79,9 +79,14 @@ def _run_check(name: str, timeout: float) -> tuple[bool, str]:
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("HOOKLINE_", "BUB_"))}
     env.update(HOME=str(home), HOOKLINE_HOME=str(home / "hookline"), PYTHONUNBUFFERED="1")
+    # This module as a module of its package (its imports are relative), found from the
+    # check's own folder through the folder that holds the package.
+    top = sys.modules[__spec__.name.split(".")[0]]
+    holder = str(Path(top.__file__ or "").resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [holder, env.get("PYTHONPATH")]))
     started = time.monotonic()
     try:
-        done = subprocess.run([sys.executable, __file__, "--check", name], env=env,
+        done = subprocess.run([sys.executable, "-m", __spec__.name, "--check", name], env=env,
                               cwd=home, capture_output=True, text=True, timeout=timeout,
                               check=False)
     except subprocess.TimeoutExpired as exc:
