@@ -8,8 +8,8 @@ the warning the contract names) on the sync ones, ``notify_error`` as isolated
 ``on_error`` observers. It offers no framework, so framework fixtures are skipped.
 ``pluggy_expected.toml`` lists the fixtures pluggy fails, and why.
 
-    python -m spec --adapter pluggy_adapter:PluggyAdapter \\
-        --expected spec/pluggy_expected.toml
+    hookline-conformance --adapter hookline_conformance.pluggy_adapter:PluggyAdapter \\
+        --expected pluggy_expected.toml
 """
 
 from __future__ import annotations
