@@ -48,7 +48,7 @@ async def test_channel_in_process(framework: Any) -> None:
     manager = ChannelManager(framework, enabled_channels="http")
     channel = manager.channels["http"]
     assert isinstance(channel, HttpChannel) and channel.manager_notifies
-    channel.port = 0
+    channel.configure_listener(None, 0, None)
     stop = anyio.Event()
     async with framework.running(), anyio.create_task_group() as group:
         await group.start(manager.run, stop)

@@ -81,7 +81,7 @@ async def _serve(framework: Any, body: Any) -> Any:
 
     manager = ChannelManager(framework, enabled_channels="http")
     channel = manager.channels["http"]
-    channel.port = 0
+    channel.configure_listener(None, 0, None)
     stop = anyio.Event()
     async with framework.running(), anyio.create_task_group() as group:
         await group.start(manager.run, stop)

@@ -136,33 +136,6 @@ class HttpChannel(HttpRoutes, Lifecycle):
         self.listener.configure(host, port, allow_remote)
 
     @property
-    def host(self) -> str | None:
-        """The host to listen on (None: `http_host`)."""
-        return self.listener.host
-
-    @host.setter
-    def host(self, host: str | None) -> None:
-        self.listener.host = host
-
-    @property
-    def port(self) -> int | None:
-        """The port to listen on (None: `http_port`; 0: a free one)."""
-        return self.listener.port
-
-    @port.setter
-    def port(self, port: int | None) -> None:
-        self.listener.port = port
-
-    @property
-    def allow_remote(self) -> bool | None:
-        """Whether a non-loopback host is allowed (None: `http_allow_remote`)."""
-        return self.listener.allow_remote
-
-    @allow_remote.setter
-    def allow_remote(self, allow: bool | None) -> None:
-        self.listener.allow_remote = allow
-
-    @property
     def address(self) -> tuple[str, int] | None:
         """The address bound, once listening."""
         return self.listener.address

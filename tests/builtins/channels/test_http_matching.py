@@ -91,7 +91,7 @@ async def serve_through_relay(framework: Framework, group: TaskGroup, stop: anyi
     manager = ChannelManager(framework, enabled_channels="http")
     channel = manager.channels["http"]
     assert isinstance(channel, HttpChannel)
-    channel.port = 0
+    channel.configure_listener(None, 0, None)
     await group.start(manager.run, stop)
     relay = RelayRouter(manager, deliver)
     framework.router = relay  # after `run` bound the manager: every outbound goes through it

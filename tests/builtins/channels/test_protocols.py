@@ -34,7 +34,8 @@ def test_the_http_channel_listens_for_the_gateway_and_is_no_chat_channel() -> No
     assert not isinstance(channel, ChatChannel)
     channel.configure_listener("::1", None, True)
     assert isinstance(channel, HttpChannel)
-    assert (channel.host, channel.port, channel.allow_remote) == ("::1", 0, True)
+    listener = channel.listener
+    assert (listener.host, listener.port, listener.allow_remote) == ("::1", 0, True)
 
 
 def test_configure_takes_exactly_the_constructor_s_keyword_options() -> None:
