@@ -90,36 +90,6 @@ class TurnPrinter:
     def out(self) -> Any:
         return self.reply.out
 
-    @property
-    def usage(self) -> bool:
-        return self.meter.enabled
-
-    @property
-    def last_input(self) -> tuple[str | None, int] | None:
-        """The model and input tokens of the turn's last model call that reported them."""
-        return self.meter.last_input
-
-    @property
-    def session_usage(self) -> Any:
-        """The session's `UsageTotals` (with `usage`), shown after the turn's."""
-        return self.meter.session_usage
-
-    @session_usage.setter
-    def session_usage(self, totals: Any) -> None:
-        self.meter.session_usage = totals
-
-    @property
-    def window_of(self) -> Any:
-        """The context window of a model (with `usage`: the context meter's)."""
-        return self.meter.window_of
-
-    @window_of.setter
-    def window_of(self, window_of: Any) -> None:
-        self.meter.window_of = window_of
-
-    def usage_totals(self) -> Any:
-        return self.meter.totals()
-
     def approval_asker(self, message: Any) -> Any:
         return self.asker
 

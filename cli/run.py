@@ -142,7 +142,7 @@ def run_command(framework: Framework) -> Any:
                            {"model": model, "system": system})
         _warn_if_nothing_answers(framework)
         if usage:
-            printer.window_of = _window_of(framework)
+            printer.meter.window_of = _window_of(framework)
         # The one error line says what failed; -v shows warnings and the traceback.
         show_logs(logging.WARNING if verbose else logging.ERROR, turn_failures=verbose,
                   verbose=verbose)
@@ -244,12 +244,12 @@ async def _after(framework: Framework, printer: TurnPrinter, session_id: str,
     for a continued session grown long."""
     from .usage import long_session, session_runs, session_totals
 
-    if printer.usage:
-        printer.session_usage = await session_totals(framework, session_id,
-                                                     printer.usage_totals().prices)
+    meter = printer.meter
+    if meter.enabled:
+        meter.session_usage = await session_totals(framework, session_id, meter.totals().prices)
     if address.continued:
         runs = await session_runs(framework, session_id) or []
-        warning = long_session(session_id, len(runs), printer.last_input,
+        warning = long_session(session_id, len(runs), meter.last_input,
                                _limit_of(framework))
         if warning is not None:
             printer.warnings.append(warning)
