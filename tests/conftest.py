@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +12,14 @@ import pytest
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     return request.param
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """An empty folder for the framework's workspace (what the tools act on)."""
+    path = tmp_path / "workspace"
+    path.mkdir()
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -45,13 +45,6 @@ def home(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "workspace"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
 def start(home: Path, workspace: Path) -> Iterator[Any]:
     """Start a gateway: `start(*args, token=..., wait=..., **env)`; the test token unless
     `token=None` (the gateway then makes its own token file)."""

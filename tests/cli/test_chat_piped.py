@@ -17,13 +17,6 @@ OFFLINE_REPLY = '[offline model] You said: "{}"'
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    folder = tmp_path / "workspace"
-    folder.mkdir()
-    return folder
-
-
-@pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
     return {**clean_env(tmp_path / "home"), "HOOKLINE_MODEL": "offline"}
 

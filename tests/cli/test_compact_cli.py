@@ -22,13 +22,6 @@ SPEC = "openai-compatible:test-model"
 SUMMARY = "SUMMARY: the user asked about apples; the answers were long."
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "workspace"
-    path.mkdir()
-    return path
-
-
 def environ(workspace: Path, server: OpenAIServer, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
     env.update(HOOKLINE_HOME=str(workspace.parent / "home"), HOOKLINE_MODEL=SPEC,

@@ -12,7 +12,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from gateway_support import gateway_env, post, start_gateway_process
 from openai_server import OpenAIServer, Reply
 
@@ -20,13 +19,6 @@ HOOKLINE = Path(sys.executable).parent / "hookline"
 SPEC = "openai-compatible:test-model"
 QUOTA = {"message": "You exceeded your current quota, please check your plan and billing "
                     "details.", "type": "insufficient_quota", "code": "insufficient_quota"}
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "workspace"
-    path.mkdir()
-    return path
 
 
 def run(workspace: Path, server: OpenAIServer, **extra: str) -> subprocess.CompletedProcess[str]:

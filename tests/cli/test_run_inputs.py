@@ -11,20 +11,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 from openai_server import OpenAIServer, Reply
 
 HOOKLINE = Path(sys.executable).parent / "hookline"
 SPEC = "openai-compatible:test-model"
 PNG = base64.b64decode(  # a 1x1 transparent PNG
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==")
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "workspace"
-    path.mkdir()
-    return path
 
 
 def run(workspace: Path, server: OpenAIServer, *args: str, stdin: Any = subprocess.DEVNULL,

@@ -20,13 +20,6 @@ pytestmark = pytest.mark.skipif(os.name != "posix", reason="signals are POSIX")
 HELD = "/tool shell " + json.dumps({"command": "touch held; sleep 60"})
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    folder = tmp_path / "workspace"
-    folder.mkdir()
-    return folder
-
-
 def signalled(args: list[str], workspace: Path, signum: int,
               stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run `hookline ARGS`, send `signum` once its turn has marked `held`, wait for it."""

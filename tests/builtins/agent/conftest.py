@@ -29,10 +29,3 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
 def server() -> Iterator[OpenAIServer]:
     with OpenAIServer(api_key=KEY) as running:
         yield running
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "workspace"
-    path.mkdir()
-    return path

@@ -32,13 +32,6 @@ def reply(letter: str, size: int = 6000) -> dict[str, Any]:
 SUMMARY = {"text": "SUMMARY: the user sent three messages; replies were long letters."}
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    folder = tmp_path / "workspace"
-    folder.mkdir()
-    return folder
-
-
 async def session(workspace: Path, turns: list[dict[str, Any]], messages: list[str],
                   *plugins: object, **settings: Any) -> tuple[Any, list[Any], list[Any]]:
     """Run `messages` as turns of one session: the scripted model, the tape's entries and

@@ -44,13 +44,6 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "workspace"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
 def server() -> Iterator[OpenAIServer]:
     with OpenAIServer(api_key="sk-loop") as running:
         yield running

@@ -52,13 +52,6 @@ async def _turn(workspace: Path, turns: list[dict[str, Any]], guard: object
     return result, records, model_of(builtin)
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    folder = tmp_path / "workspace"
-    folder.mkdir()
-    return folder
-
-
 async def test_a_fail_closed_tool_guard_that_raises_denies_the_call(
     workspace: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

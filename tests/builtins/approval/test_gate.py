@@ -40,13 +40,6 @@ class Deskbot:
         return {APPROVAL_ASKER: self}
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    folder = tmp_path / "workspace"
-    folder.mkdir()
-    return folder
-
-
 async def turn(workspace: Path, turns: list[dict[str, Any]], *plugins: object,
                rules: list[dict[str, Any]] | None = None, **settings: Any
                ) -> tuple[Any, list[dict[str, Any]], list[dict[str, Any]], Any]:

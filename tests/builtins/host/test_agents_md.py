@@ -35,13 +35,6 @@ def section(prompt: str) -> str:
     return prompt[prompt.index("AGENTS.md files"):]
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "workspace"
-    path.mkdir()
-    return path
-
-
 async def system_prompts(framework: Framework, turns: int) -> list[str]:
     """The system message of each of `turns` real turns, as the model received it."""
     async with framework.running():

@@ -20,10 +20,3 @@ def home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     path = tmp_path / "home"
     monkeypatch.setenv("HOOKLINE_HOME", str(path))
     return path
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "workspace"
-    path.mkdir()
-    return path

@@ -45,13 +45,6 @@ def home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "workspace"
-    path.mkdir()
-    return path
-
-
 class BigText:
     """Provides `big.text`, a tool returning `n` characters (a run of `x` ending in `END`)."""
 
