@@ -51,7 +51,7 @@ SUITE_VERSION = "0.1.0"
 
 ADAPTER_PROTOCOL = 1
 """The adapter protocol this runner speaks (``runner.Adapter``; spec/README.md). An
-adapter may say which one it was written for with a ``protocol`` attribute."""
+adapter must say which one it was written for, in a ``protocol`` attribute."""
 
 
 PASSED_UNEXPECTEDLY = "passed, but the expected-failures file says it fails"
@@ -353,8 +353,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         prog=prog, description="Play the conformance fixtures against a kernel.")
     adapters = parser.add_mutually_exclusive_group()
     adapters.add_argument("--adapter", default=f"{__package__}.hookline_adapter:HooklineAdapter",
-                        help="module:factory or path/to/file.py:factory returning the "
-                             "adapter (hookline's, which needs hookline installed)")
+                          help="module:factory or path/to/file.py:factory returning the "
+                               "adapter (hookline's, which needs hookline installed)")
     adapters.add_argument("--adapter-command", default=None, metavar="CMD",
                           help="a kernel in a child process speaking JSON lines on stdin/"
                                "stdout (docs/conformance-command.md); kernel fixtures only")
