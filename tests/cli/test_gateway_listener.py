@@ -173,10 +173,11 @@ def test_the_builtin_http_channel_is_a_listener_channel(framework: Framework) ->
 
     channel = HttpChannel(handler, host="127.0.0.1", port=8787)
     assert isinstance(channel, ListenerChannel)
+    listener = channel.listener
     configure_http(framework, channel, None, 0, None)
-    assert (channel.host, channel.port, channel.allow_remote) == ("127.0.0.1", 0, None)
+    assert (listener.host, listener.port, listener.allow_remote) == ("127.0.0.1", 0, None)
     configure_http(framework, channel, "::1", None, True)
-    assert (channel.host, channel.port, channel.allow_remote) == ("::1", 0, True)
+    assert (listener.host, listener.port, listener.allow_remote) == ("::1", 0, True)
     configure_http(framework, None, None, None, None)  # no http channel, no option: nothing
 
 
