@@ -14,8 +14,8 @@ A sync store may also offer `fetch_all_async`, `append_many_async`, `journal_wri
 and `journal_commit_async` (coroutine functions): those are awaited instead of running the
 sync method in a worker thread (`SQLiteTapeStore` has them: its writer thread does the
 writes, so a worker thread waiting for it would be one thread hop too many, and its reads
-are cheaper than the hop). It may also offer `fetch_shared_async`, a read whose entries
-the reader promises not to change (`fetch_shared`).
+are cheaper than the hop). It may also offer `fetch_since_async(tape, entry_id)`, the
+entries from one id on, which the kept context read extends itself with (`fetch_since`).
 """
 
 from __future__ import annotations
@@ -50,10 +50,10 @@ class AsyncStoreAdapter:
         native = _native(store, "fetch_all")
         self._fetch_async = native if inspect.iscoroutinefunction(native) else None
         """The store's own `fetch_all_async`, looked up once: a turn reads at every step."""
-        shared = getattr(store, "fetch_shared_async", None)
-        self._fetch_shared = (shared if shared is not None and not _overridden(
-            type(store), "fetch_all", "fetch_shared_async") else None)
-        """Its `fetch_shared_async`, unless a subclass reads in its own `fetch_all`."""
+        since = getattr(store, "fetch_since_async", None)
+        self._fetch_since = (since if since is not None and not _overridden(
+            type(store), "fetch_all", "fetch_since_async") else None)
+        """Its `fetch_since_async`, unless a subclass reads in its own `fetch_all`."""
 
     async def list_tapes(self) -> list[str]:
         return list(await anyio.to_thread.run_sync(self.store.list_tapes))
@@ -66,11 +66,11 @@ class AsyncStoreAdapter:
             return list(await self._fetch_async(query))
         return await anyio.to_thread.run_sync(_fetch_list, self.store, query)
 
-    async def fetch_shared(self, query: TapeQuery) -> list[TapeEntry]:
-        """`fetch_all` for a reader that never changes the entries (see `fetch_shared`)."""
-        if self._fetch_shared is not None:
-            return list(await self._fetch_shared(query))
-        return await self.fetch_all(query)
+    async def fetch_since(self, tape: str, entry_id: int) -> list[TapeEntry]:
+        """The store's `fetch_since_async` (see `has_fetch_since`)."""
+        if self._fetch_since is None:
+            raise TypeError(f"{self.store!r} has no fetch_since_async")
+        return list(await self._fetch_since(tape, entry_id))
 
     async def append(self, tape: str, entry: TapeEntry) -> Any:
         """Whatever the sync store's append returns (the builtin stores: the stored entry)."""
@@ -129,16 +129,21 @@ async def append_batch(
     return [_stored(await store.append(tape, entry), entry) for entry in batch]
 
 
-async def fetch_shared(store: AsyncTapeStore, query: TapeQuery) -> list[TapeEntry]:
-    """`store.fetch_all(query)` for a reader that never changes what it gets: a store's
-    `fetch_shared_async` may then hand out entries it keeps (`SQLiteTapeStore` keeps
-    the ones it parsed, so a context read parses only the rows it has not seen)."""
+def has_fetch_since(store: AsyncTapeStore) -> bool:
+    """Whether the store reads a tape from one id on (`fetch_since`): its own
+    `fetch_since` (for an adapter: its sync store's `fetch_since_async`), unless a
+    subclass reads in its own `fetch_all`."""
     if isinstance(store, AsyncStoreAdapter):
-        return await store.fetch_shared(query)
-    own = getattr(store, "fetch_shared", None)
-    if own is not None and not _overridden(type(store), "fetch_all", "fetch_shared"):
-        return list(await own(query))
-    return list(await store.fetch_all(query))
+        return store._fetch_since is not None
+    return (getattr(store, "fetch_since", None) is not None
+            and not _overridden(type(store), "fetch_all", "fetch_since"))
+
+
+async def fetch_since(store: AsyncTapeStore, tape: str, entry_id: int) -> list[TapeEntry]:
+    """The entries of `tape` whose id is `entry_id` or more, in id order, from a store
+    that can (`has_fetch_since`): what a kept context read asks, the row it holds last
+    and those written since."""
+    return list(await cast(Any, store).fetch_since(tape, entry_id))
 
 
 def has_batch(store: AsyncTapeStore | TapeStore) -> bool:

@@ -67,6 +67,13 @@ class InMemoryTapeStore:
         # filtering can run outside it; readers get copies so they cannot edit them.
         return [copy_entry(entry) for entry in apply_query(entries, query)]
 
+    async def fetch_since_async(self, tape: str, entry_id: int) -> list[TapeEntry]:
+        """The entries of `tape` whose id is `entry_id` or more, as stored (ids are
+        positions from 1): for the kept context read, which never changes them."""
+        check_tape_name(tape)
+        with self._lock:
+            return self._tapes.get(tape, [])[max(entry_id, 1) - 1:]
+
     def append(self, tape: str, entry: TapeEntry) -> TapeEntry:
         check_tape_name(tape)
         normalised = _normalised(check_entry(entry))

@@ -13,6 +13,7 @@ _PUBLIC = {
     "summary": ("AnchorInfo", "TapeInfo"),
     "fork": ("COMMIT_OBSERVER", "ForkStore", "TapeRecordError", "observed_commit"),
     "context": ("ContextMessages", "answered_calls", "messages_from_entries"),
+    "kept": ("KEPT_CONTEXTS", "KEPT_ENTRIES", "KeptContext", "kept_context"),
     "archive": ("file_safe", "write_archive"),
     "spill": ("SPILL_EVENT", "SPILL_READ_TOOLS", "SPILL_SIDECAR", "SpillSidecar", "find_spill",
               "spill_result"),

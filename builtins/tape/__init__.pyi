@@ -15,6 +15,10 @@ from .fork import COMMIT_OBSERVER as COMMIT_OBSERVER
 from .fork import ForkStore as ForkStore
 from .fork import TapeRecordError as TapeRecordError
 from .fork import observed_commit as observed_commit
+from .kept import KEPT_CONTEXTS as KEPT_CONTEXTS
+from .kept import KEPT_ENTRIES as KEPT_ENTRIES
+from .kept import KeptContext as KeptContext
+from .kept import kept_context as kept_context
 from .naming import session_tape_name as session_tape_name
 from .naming import should_merge_back as should_merge_back
 from .sessions import CURRENT_SESSIONS_FILE as CURRENT_SESSIONS_FILE

@@ -15,24 +15,16 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from functools import partial
 from operator import attrgetter
-from typing import Any, Final
-from weakref import WeakKeyDictionary
+from typing import Any
 
 import anyio
 
 from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import LAST_ANCHOR, AsyncTapeStore, TapeEntry, TapeQuery, apply_query
 
-from ..config.limits import CONTEXT_WINDOW
-from ..store.asyncstore import (
-    AsyncJournal,
-    AsyncStoreAdapter,
-    append_batch,
-    fetch_shared,
-    has_batch,
-)
+from ..store.asyncstore import AsyncJournal, append_batch, has_batch
 from ..store.entries import check_entry, copy_entry, dump_json, is_sidecar_tape
-from .context import ContextMessages
+from .kept import KeptContext, is_anchor, is_context_query, kept_context
 
 __all__ = ["COMMIT_OBSERVER", "ForkStore", "TapeRecordError", "observed_commit"]
 
@@ -89,18 +81,16 @@ class ForkStore:
         self.run = f"fork-{uuid.uuid4().hex}"
         self.pending: list[tuple[str, str, TapeEntry | None]] = []
         self.closed = False
-        self._context: dict[str, ContextMessages] = {}
-        self._prefetched: dict[str, tuple[TapeQuery, list[TapeEntry]]] = {}
+        self._kept: dict[str, KeptContext] = {}
         self._writing = anyio.Lock()
 
-    def context_messages(self, tape: str) -> ContextMessages:
-        """The context converter for `tape`: each step converts only what it added, and
-        each run only what the runs before it added (kept per parent store, see
-        `KEPT_CONVERTERS`)."""
-        converter = self._context.get(tape)
-        if converter is None:
-            converter = self._context[tape] = _kept_converter(self.parent, tape)
-        return converter
+    def kept_context(self, tape: str) -> KeptContext:
+        """The kept context of `tape` (see `kept_context`): each step reads and converts
+        only what it added, and each run only what the runs before it added."""
+        kept = self._kept.get(tape)
+        if kept is None:
+            kept = self._kept[tape] = kept_context(self.parent, tape)
+        return kept
 
     def _check_open(self) -> None:
         if self.closed:
@@ -128,7 +118,6 @@ class ForkStore:
         buffer.reset = True
         buffer.base_id = 0
         buffer.bootstrap = None
-        self._prefetched.pop(tape, None)
         self.pending.append((tape, "reset", None))
 
     async def append(self, tape: str, entry: TapeEntry) -> TapeEntry:
@@ -147,7 +136,6 @@ class ForkStore:
 
     async def _buffer(self, tape: str, entry: TapeEntry, action: str) -> TapeEntry:
         buffer = self.buffers[tape]
-        self._prefetched.pop(tape, None)  # the kept context read no longer holds
         # Normalise through JSON now, so a bad payload fails here and not at merge time.
         payload = json.loads(dump_json(entry.payload, "payload"))
         meta = json.loads(dump_json(entry.meta, "meta"))
@@ -172,16 +160,15 @@ class ForkStore:
         applies the query's tail to the parent's part only, keeping all of the fork's.
 
         The fork's entries are copied once selected, so a reader cannot change them;
-        `shared` returns them as held, and the parent's as it keeps them, for a reader
-        that never changes them (the context conversion, which copies what it returns).
+        `shared` returns them as held, and the parent's through the tape's kept context,
+        for a reader that never changes them (the context conversion, which copies what
+        it returns).
         """
         self._check_open()
-        read = partial(fetch_shared, self.parent) if shared else self.parent.fetch_all
+        read = (partial(self.kept_context(query.tape).read, self.parent) if shared
+                else self.parent.fetch_all)
         buffer = self.buffers.get(query.tape)
-        kept = self._prefetched.pop(query.tape, None)  # used once at most
         if buffer is None or (not buffer.entries and not buffer.reset):
-            if kept is not None and shared and whole_run and kept[0] == query:
-                return kept[1]
             selected = list(await read(query))
             if buffer is not None and buffer.base_id is None:
                 buffer.base_id = _last_id(query, selected)
@@ -193,13 +180,6 @@ class ForkStore:
         held = {id(entry) for entry in buffered}
         return [copy_entry(entry) if id(entry) in held else entry for entry in selected]
 
-    def keep_context_read(self, query: TapeQuery, selected: list[TapeEntry]) -> None:
-        """Keep a context read (`fetch_all(query, whole_run=True, shared=True)`) made before
-        the run wrote anything to the tape: the next read of the tape, if it is the same
-        query, gets it, unless the run has written to the tape since (the run's first step
-        then reads nothing again)."""
-        self._prefetched[query.tape] = (query, selected)
-
     async def _select(
         self, query: TapeQuery, buffered: list[TapeEntry], reset: bool, whole_run: bool,
         read: Callable[[TapeQuery], Awaitable[Iterable[TapeEntry]]],
@@ -208,13 +188,13 @@ class ForkStore:
         if reset:
             return apply_query(buffered, own)
         if query.anchor_range is not None:
-            before = list(await read(TapeQuery(query.tape)))
+            before = list(await self.parent.fetch_all(TapeQuery(query.tape)))
             return apply_query(before + buffered, query)
         if query.anchor is not None:
             wanted = None if query.anchor is LAST_ANCHOR else query.anchor
             # Most runs hold no anchor: knowing that first keeps reads cheap.
             if self._holds_anchor(query.tape, buffered) and any(
-                _is_anchor(entry, wanted) for entry in buffered
+                is_anchor(entry, wanted) for entry in buffered
             ):
                 return apply_query(buffered, own)
         # The parent's part through the whole query (cheap for stores that push anchors,
@@ -223,7 +203,7 @@ class ForkStore:
         parent_query = query if query.tail_entries is None else replace(query, max_entries=None)
         parent = await read(parent_query)
         rest = replace(own, anchor=None)
-        if _leaves_out(rest) or rest.tail_entries is not None:
+        if not is_context_query(rest) or rest.tail_entries is not None:
             return apply_query([*parent, *buffered], rest)
         return [*parent, *buffered]  # a context read: nothing left to filter
 
@@ -304,54 +284,16 @@ class ForkStore:
 
 _kind = attrgetter("kind")
 
-KEPT_CONVERTERS: Final = 256
-"""Session tapes per store whose context converter outlives its run, most recent first:
-the next run's first read then converts only what the last one added."""
-
-KEPT_CONVERTER_ENTRIES: Final = KEPT_CONVERTERS * CONTEXT_WINDOW
-"""Entries those converters may hold together (the builtin window for each): the
-oldest go first, so a context without a window cannot make them hold whole tapes."""
-
-_converters: WeakKeyDictionary[object, dict[str, ContextMessages]] = WeakKeyDictionary()
-
-
-def _kept_converter(parent: AsyncTapeStore, tape: str) -> ContextMessages:
-    # A tape wraps a sync store in an adapter of its own: the store is what lasts.
-    store = parent.store if isinstance(parent, AsyncStoreAdapter) else parent
-    try:
-        kept = _converters.setdefault(store, {})
-    except TypeError:  # a store that cannot be weakly referenced keeps none
-        return ContextMessages(hide_excluded=True)
-    converter = kept.pop(tape, None)
-    if converter is None:
-        converter = ContextMessages(hide_excluded=True)
-    held = sum(map(len, kept.values()))  # once a run: at most 256 lengths
-    while kept and (len(kept) >= KEPT_CONVERTERS or held > KEPT_CONVERTER_ENTRIES):
-        held -= len(kept.pop(next(iter(kept))))
-    kept[tape] = converter  # the most recent last
-    return converter
-
-
-def _leaves_out(query: TapeQuery) -> bool:
-    """Whether `query` leaves out entries between its anchor and the tape's end (kinds,
-    text, dates, or a limit that keeps the first ones)."""
-    return bool(query.kind_filter or query.text_filter is not None
-                or query.date_range is not None or query.max_entries is not None)
-
 
 def _last_id(query: TapeQuery, selected: list[TapeEntry]) -> int | None:
     """The tape's last id, when what `query` selected tells it (`fetch_all` then learns it
     without asking): a selection without filters or limit ends with the tape's last
     entry, and only an empty tape gives none without an anchor."""
-    if _leaves_out(query) or query.anchor_range is not None:
+    if not is_context_query(query):
         return None
     if selected:
         return selected[-1].id
     return 0 if query.anchor is None else None
-
-
-def _is_anchor(entry: TapeEntry, name: str | None) -> bool:
-    return entry.kind == "anchor" and (name is None or entry.payload.get("name") == name)
 
 
 def _is_text_part(part: Any) -> bool:

@@ -215,20 +215,19 @@ class Tape:
 
     async def _has_anchor(self) -> bool:
         """Whether the tape has an anchor. In a fork whose context starts at the last
-        anchor, the context read answers (it fails when there is none) and is kept for
-        the run's first step, so a run starts with one read of the store, not two."""
+        anchor, the context read answers (it fails when there is none): the run's first
+        step then reads only what was written since (see `KeptContext`)."""
         store = self._store
         if not (isinstance(store, ForkStore) and self._context.select is None
                 and self._context.anchor is LAST_ANCHOR):
             return bool(await self.entries(self.query().kinds("anchor").limit(1)))
         query = self._context.build_query(self.query())
         try:
-            selected = await self._context_entries(query, True)
+            await self._context_entries(query, True)
         except HooklineError as exc:
             if exc.kind is not ErrorKind.not_found:
                 raise
             return False
-        store.keep_context_read(query, selected)
         return True
 
     async def flush(self) -> None:
@@ -299,7 +298,7 @@ class Tape:
         entries without copying them and converts only what was added since its last
         read; else None."""
         if isinstance(self._store, ForkStore) and self._context.select is None:
-            return self._store.context_messages(self._name)
+            return self._store.kept_context(self._name).messages
         return None
 
     async def _context_selection(self, shared: bool) -> list[TapeEntry]:

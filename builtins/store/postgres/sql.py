@@ -253,6 +253,11 @@ once, and live ones get that long to reconnect before anyone counts them as dead
 _Row: TypeAlias = tuple[str, str, str | None, str | None, str | None, str | None, str | None]
 
 
+SELECT_SINCE: Final = (f"SELECT {_COLUMNS} FROM hookline_entries e "
+                       f"WHERE e.tape = %(tape)s AND e.id >= %(id)s ORDER BY e.id")
+"""The rows of a tape from one id on (`fetch_since`)."""
+
+
 def _select(tape: str, query: TapeQuery) -> tuple[str, dict[str, Any]]:
     """One statement reading what `query` needs of the tape (see `fetch_all`)."""
     params: dict[str, Any] = {"tape": tape, "kinds": list(query.kind_filter)}

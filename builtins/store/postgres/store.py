@@ -17,7 +17,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
 
@@ -26,7 +26,6 @@ from hookline.kernel.tape import TapeEntry, TapeQuery, apply_query
 
 from ..budget import store_call
 from ..entries import SIDECAR_MARKER, check_batch, check_entry, check_tape_name
-from ..parsed import ParsedEntries, Row
 from ..sqlite.journal import JournalOp
 from ..url import is_postgres_url, redact_url
 from .conn import (
@@ -45,6 +44,7 @@ from .sql import (
     _MIGRATIONS,
     NS_MIGRATE,
     SCHEMA_VERSION,
+    SELECT_SINCE,
     Statement,
     _as_dict,
     _loads,
@@ -120,7 +120,6 @@ class PostgresTapeStore(PostgresLiveness):
         new one after the lock was lost for longer than `grace`."""
         self.recovered: list[str] = []
         """Tapes on which opening the store finished an interrupted run."""
-        self._parsed = ParsedEntries()
         self._pool: AsyncConnectionPool | None = None
         self._groups = WriteGroups(lambda until: self._connection(until=until),
                                    self._outcome_unknown)
@@ -287,20 +286,6 @@ class PostgresTapeStore(PostgresLiveness):
     async def fetch_all(self, query: TapeQuery) -> list[TapeEntry]:
         """The tape's entries in id order, filtered by `apply_query` (see the module doc
         for what is pushed into SQL)."""
-        return await self._fetch(query, self._entries)
-
-    async def fetch_shared(self, query: TapeQuery) -> list[TapeEntry]:
-        """`fetch_all` for a reader that never changes the entries (the context read):
-        rows read before come parsed from the store's `ParsedEntries`, as the same
-        objects."""
-        return await self._fetch(query, self._shared_entries)
-
-    def _shared_entries(self, tape: str, rows: Sequence[Sequence[Any]]) -> list[TapeEntry]:
-        return self._parsed.entries(tape, cast("Sequence[Row]", rows), self._entries)
-
-    async def _fetch(self, query: TapeQuery,
-                     parse: Callable[[str, Sequence[Sequence[Any]]], list[TapeEntry]]
-                     ) -> list[TapeEntry]:
         tape = check_tape_name(query.tape)
         sql, params = _select(tape, query)
         async with self._connection() as conn:
@@ -308,7 +293,17 @@ class PostgresTapeStore(PostgresLiveness):
         rows.sort(key=lambda row: row[0])
         # No rows for an anchored query: the anchor is missing, and apply_query on nothing
         # raises the reference `not_found` error with the reference message.
-        return apply_query(parse(tape, rows), query)
+        return apply_query(self._entries(tape, rows), query)
+
+    async def fetch_since(self, tape: str, entry_id: int) -> list[TapeEntry]:
+        """The entries of `tape` whose id is `entry_id` or more, in id order: what the
+        kept context read asks. Ids are given in commit order (one writer per tape at a
+        time), so a later read never finds an id below one read before."""
+        check_tape_name(tape)
+        async with self._connection() as conn:
+            rows = await (await conn.execute(SELECT_SINCE, {"tape": tape, "id": entry_id})
+                          ).fetchall()
+        return self._entries(tape, rows)
 
     def _entries(self, tape: str, rows: Sequence[Sequence[Any]]) -> list[TapeEntry]:
         """Entries from rows, their JSON parsed in one call."""

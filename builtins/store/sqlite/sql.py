@@ -35,6 +35,7 @@ __all__ = [
     "op_row",
     "rollback",
     "select_entries",
+    "select_since",
     "switch_to_wal",
 ]
 
@@ -42,6 +43,12 @@ COLUMNS: Final = "id, kind, payload, meta, date"
 
 # A write as stored: (tape, action, kind, payload JSON, meta JSON, date); None for a reset.
 Row: TypeAlias = tuple[str, str, str | None, str | None, str | None, str | None]
+
+
+def select_since(conn: sqlite3.Connection, tape: str, entry_id: int) -> list[tuple]:
+    """The rows of `tape` from id `entry_id` on, in id order."""
+    return conn.execute(f"SELECT {COLUMNS} FROM entries WHERE tape = ? AND id >= ? ORDER BY id",
+                        (tape, entry_id)).fetchall()
 
 
 def select_entries(

@@ -25,7 +25,6 @@ from hookline.kernel.tape import TapeEntry, TapeQuery, apply_query
 
 from ...privacy.files import secure_store
 from ..entries import SIDECAR_MARKER, check_batch, check_entry, check_tape_name
-from ..parsed import ParsedEntries
 from .files import (
     FileIdentity,
     damaged_error,
@@ -48,6 +47,7 @@ from .sql import (
     op_row,
     rollback,
     select_entries,
+    select_since,
     switch_to_wal,
 )
 from .writer import GroupWriter, ReaderPool, WriterStopped, wait
@@ -141,7 +141,6 @@ class SQLiteTapeStore:
         self._moved: str | None = None  # what became of the file: see FileIdentity
         self._failed: set[str] = set()  # runs whose commit failed, ended at the next call
         self._journaled: dict[str, int] = {}  # rows of each run's journal known stored
-        self._parsed = ParsedEntries()
         self._owner = Owner(self.path)
         self.recovered: list[str] = []
         """Tapes on which opening the store finished an interrupted run."""
@@ -385,32 +384,31 @@ class SQLiteTapeStore:
         kinds filters. Everything else (dates, text) is left to `apply_query`, which
         defines the semantics. A context read therefore costs its window, not the tape.
         """
-        return self._fetch(query, self._row_entries)
+        return self._fetch(query)
 
     async def fetch_all_async(self, query: TapeQuery) -> list[TapeEntry]:
         """`fetch_all` on the calling thread (what `as_async_store` uses). A read is one
         query on a WAL snapshot of its own: it never waits for the writer, and the window
         it reads costs less than the hop to a worker thread and back would."""
-        return await self._fetch_async(query, self._row_entries)
+        await self._failed_ended()
+        return self._fetch(query)
 
-    async def fetch_shared_async(self, query: TapeQuery) -> list[TapeEntry]:
-        """`fetch_all_async` for a reader that never changes the entries (the context
-        read): rows read before come parsed from the store's `ParsedEntries`, as the
-        same objects."""
-        return await self._fetch_async(query, self._shared_entries)
+    async def fetch_since_async(self, tape: str, entry_id: int) -> list[TapeEntry]:
+        """The entries of `tape` whose id is `entry_id` or more, in id order, read as
+        `fetch_all_async` reads: what the kept context read asks (`fetch_since`)."""
+        await self._failed_ended()
+        check_tape_name(tape)
+        with self._connection() as conn:
+            rows = select_since(conn, tape, entry_id)
+        return self._row_entries(tape, rows)
 
-    async def _fetch_async(self, query: TapeQuery,
-                           parse: Callable[[str, list[tuple]], list[TapeEntry]]
-                           ) -> list[TapeEntry]:
-        if self._failed:  # the writer ends them first; wait for it without blocking
+    async def _failed_ended(self) -> None:
+        """Before a read: the runs whose commit failed are ended by the writer first, so
+        wait for it (without blocking the loop) when there are any."""
+        if self._failed:
             await wait(self._start(None))
-        return self._fetch(query, parse)
 
-    def _shared_entries(self, tape: str, rows: list[tuple]) -> list[TapeEntry]:
-        return self._parsed.entries(tape, rows, self._row_entries)
-
-    def _fetch(self, query: TapeQuery,
-               parse: Callable[[str, list[tuple]], list[TapeEntry]]) -> list[TapeEntry]:
+    def _fetch(self, query: TapeQuery) -> list[TapeEntry]:
         tape = check_tape_name(query.tape)
         with self._connection() as conn:
             try:
@@ -420,7 +418,7 @@ class SQLiteTapeStore:
             rows = [] if start is None else select_entries(conn, tape, start, query)
         # With start None the anchor is missing: apply_query on nothing raises the
         # reference `not_found` error with the reference message.
-        return apply_query(parse(tape, rows), query)
+        return apply_query(self._row_entries(tape, rows), query)
 
     def _row_entries(self, tape: str, rows: list[tuple]) -> list[TapeEntry]:
         """Entries from rows; their JSON is parsed in one call (the cost of reading a tape

@@ -239,9 +239,9 @@ async def test_entries_read_through_a_fork_are_copies(store: object) -> None:
 
 async def test_a_sessions_converter_outlives_its_run_and_those_kept_stay_bounded(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hookline.builtins.tape import fork
+    from hookline.builtins.tape import kept as kept_module
 
-    monkeypatch.setattr(fork, "KEPT_CONVERTER_ENTRIES", 25)
+    monkeypatch.setattr(kept_module, "KEPT_ENTRIES", 25)
     with SQLiteTapeStore(tmp_path / "tapes.db") as store:
         converters = []
         for name in ("a", "a", "b", "c", "d"):  # no window: each reads its whole tape
@@ -250,28 +250,29 @@ async def test_a_sessions_converter_outlives_its_run_and_those_kept_stay_bounded
                 await tape.append("message", {"role": "user", "content": f"{name} {n}"})
             async with tape.fork() as run:
                 assert len(await run.read_messages()) == len(await tape.entries())
-                converters.append(run._store.context_messages(name))  # type: ignore[attr-defined]
+                converters.append(run._store.kept_context(name).messages)  # type: ignore[attr-defined]
         assert converters[1] is converters[0]  # the second run of "a" went on from the first
         assert len(converters[1]) == 20
-        kept = fork._converters[store]
+        kept = kept_module._kept[store]
         assert list(kept) == ["b", "c", "d"]  # "a" (20) went when "c" came: 30 > 25
         assert sum(map(len, kept.values())) <= 25 + 10  # the newest is counted next time
 
 
 def counting(base: type) -> type:
-    """`base` counting the reads made of it (its own `fetch_shared` kept, if any)."""
+    """`base` counting the whole reads made of it (`reads`) and the reads from one id on
+    that a kept context makes (`since`)."""
 
     class Counting(base):  # type: ignore[misc, valid-type]
         reads = 0
+        since = 0
 
         def fetch_all(self, query: Any) -> Any:
             type(self).reads += 1
             return super().fetch_all(query)
 
-        if hasattr(base, "fetch_shared"):
-            def fetch_shared(self, query: Any) -> Any:
-                type(self).reads += 1
-                return super().fetch_shared(query)
+        async def fetch_since_async(self, tape: str, entry_id: int) -> Any:
+            type(self).since += 1
+            return await super().fetch_since_async(tape, entry_id)
 
     return Counting
 
@@ -285,36 +286,36 @@ def counted(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
             yield sqlite_store
 
 
-async def test_a_run_on_an_anchored_tape_reads_the_store_once_before_its_first_step(
+async def test_a_run_on_an_anchored_tape_reads_the_store_whole_once_before_its_first_step(
         counted: Any) -> None:
-    """The anchor check is the context read, kept for the first step; the first append
-    learns the tape's last id from it."""
+    """The anchor check is the context read, kept: the first step reads only the row it
+    ends with; the first append learns the tape's last id from it."""
     tape = Tape(counted, "main", TapeContext(window=3))
     await tape.ensure_bootstrap_anchor()
     for n in range(4):
         await tape.append("message", {"role": "user", "content": f"old {n}"})
-    type(counted).reads = 0
+    type(counted).reads = type(counted).since = 0
     async with tape.fork() as run:
         assert await run.ensure_bootstrap_anchor() is None
         messages = await run.read_model_messages()
         added = await run.append("message", {"role": "user", "content": "new"})
-        assert type(counted).reads == 1
+        assert (type(counted).reads, type(counted).since) == (1, 1)
         assert [m.text for m in messages] == ["old 1", "old 2", "old 3"]
         assert added.id == 6  # the anchor, four messages, then this
     assert [(e.id, e.payload.get("content")) for e in await tape.entries()][-2:] == [
         (5, "old 3"), (6, "new")]
 
 
-async def test_a_write_before_the_first_step_makes_it_read_again(counted: Any) -> None:
+async def test_a_write_before_the_first_step_is_read_from_the_run(counted: Any) -> None:
     tape = Tape(counted, "main", TapeContext(window=None))
     await tape.ensure_bootstrap_anchor()
     await tape.append("message", {"role": "user", "content": "old"})
     async with tape.fork() as run:
         assert await run.ensure_bootstrap_anchor() is None
         await run.append("message", {"role": "user", "content": "from a plugin"})
-        type(counted).reads = 0
+        type(counted).reads = type(counted).since = 0
         assert [m.text for m in await run.read_model_messages()] == ["old", "from a plugin"]
-        assert type(counted).reads == 1
+        assert (type(counted).reads, type(counted).since) == (0, 1)
 
 
 async def test_a_run_on_a_tape_without_an_anchor_buffers_one_and_reads_it(
