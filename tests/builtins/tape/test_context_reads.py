@@ -147,22 +147,13 @@ def test_each_read_returns_copies_unless_shared() -> None:
     assert cache.messages(entries, shared=True) == again
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[object]:
-    if request.param == "memory":
-        yield InMemoryTapeStore()
-    else:
-        with SQLiteTapeStore(tmp_path / "tapes.db") as sqlite_store:
-            yield sqlite_store
-
-
 def from_scratch(entries: list[TapeEntry], context: TapeContext) -> list[dict[str, Any]]:
     return messages_from_entries(entries)
 
 
-async def test_a_runs_reads_match_a_full_conversion_step_after_step(store: object) -> None:
+async def test_a_runs_reads_match_a_full_conversion_step_after_step(any_store: object) -> None:
     """Cached (`read_messages`) against uncached (the same selection through `select`)."""
-    tape = Tape(store, "main", TapeContext(window=6))  # type: ignore[arg-type]
+    tape = Tape(any_store, "main", TapeContext(window=6))  # type: ignore[arg-type]
     await tape.ensure_bootstrap_anchor()
     for n in range(8):
         await tape.append("message", {"role": "user", "content": f"old {n}"})
@@ -209,8 +200,8 @@ async def test_a_runs_reads_match_a_full_conversion_step_after_step(store: objec
     assert await tape.read_messages() == reads[-1]
 
 
-async def test_a_runs_reads_follow_a_reset_in_the_run(store: object) -> None:
-    tape = Tape(store, "main", TapeContext(window=None))  # type: ignore[arg-type]
+async def test_a_runs_reads_follow_a_reset_in_the_run(any_store: object) -> None:
+    tape = Tape(any_store, "main", TapeContext(window=None))  # type: ignore[arg-type]
     await tape.append("message", {"role": "user", "content": "before"})
     async with tape.fork() as run:
         await run.append("message", {"role": "user", "content": "in the run"})
@@ -221,8 +212,8 @@ async def test_a_runs_reads_follow_a_reset_in_the_run(store: object) -> None:
         assert [m["content"] for m in await run.read_messages()] == ["after the reset"]
 
 
-async def test_entries_read_through_a_fork_are_copies(store: object) -> None:
-    tape = Tape(store, "main")  # type: ignore[arg-type]
+async def test_entries_read_through_a_fork_are_copies(any_store: object) -> None:
+    tape = Tape(any_store, "main")  # type: ignore[arg-type]
     await tape.append("message", {"role": "user", "content": [{"type": "text", "text": "old"}]})
     async with tape.fork() as run:
         await run.append("message", {"role": "user", "content": [{"type": "text", "text": "new"}]})

@@ -8,14 +8,13 @@ import random
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from postgres_support import StoreFactory
 
-from hookline.builtins.store import InMemoryTapeStore, SQLiteTapeStore, as_async_store
+from hookline.builtins.store import SQLiteTapeStore, as_async_store
 from hookline.builtins.tape import Tape
 from hookline.builtins.tape.kept import KeptContext
 from hookline.kernel.errors import HooklineError
@@ -32,46 +31,37 @@ def events(*numbers: object) -> list[TapeEntry]:
     return [TapeEntry.new("event", {"n": n}) for n in numbers]
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    if request.param == "memory":
-        yield InMemoryTapeStore()
-    else:
-        with SQLiteTapeStore(tmp_path / "tapes.db") as sqlite_store:
-            yield sqlite_store
-
-
 async def test_a_kept_read_gives_what_the_store_gives_whatever_was_written_between(
-        store: Any) -> None:
+        any_store: Any) -> None:
     """Appends, anchors, resets and windows in a seeded random order: each kept read is
     equal to a plain read of the same query."""
-    adapted = as_async_store(store)
+    adapted = as_async_store(any_store)
     chance = random.Random(7)
     for window in (None, 0, 1, 5):
         tape = f"t{window}"
         query = TapeQuery(tape).last_anchor()
         query = query if window is None else query.tail(window)
         kept = KeptContext()
-        store.append(tape, TapeEntry.new("anchor", {"name": "start"}))
+        any_store.append(tape, TapeEntry.new("anchor", {"name": "start"}))
         for step in range(120):
             roll = chance.random()
             if roll < 0.05:
-                store.reset(tape)
-                store.append(tape, TapeEntry.new("anchor", {"name": "again"}))
+                any_store.reset(tape)
+                any_store.append(tape, TapeEntry.new("anchor", {"name": "again"}))
             elif roll < 0.15:
-                store.append(tape, TapeEntry.new("anchor", {"name": f"a{step}"}))
+                any_store.append(tape, TapeEntry.new("anchor", {"name": f"a{step}"}))
             elif roll < 0.7:
-                store.append_many(tape, events(*range(step, step + chance.randint(1, 3))))
+                any_store.append_many(tape, events(*range(step, step + chance.randint(1, 3))))
             assert await kept.read(adapted, query) == await adapted.fetch_all(query), step
 
 
 async def test_a_kept_read_hands_out_the_entries_it_kept_and_adds_what_was_written(
-        store: Any) -> None:
-    adapted = as_async_store(store)
-    store.append_many("t", [TapeEntry.new("anchor", {"name": "start"}), *events(0, 1, 2)])
+        any_store: Any) -> None:
+    adapted = as_async_store(any_store)
+    any_store.append_many("t", [TapeEntry.new("anchor", {"name": "start"}), *events(0, 1, 2)])
     kept, query = KeptContext(), TapeQuery("t").last_anchor().tail(3)
     first = await kept.read(adapted, query)
-    store.append("t", events(3)[0])
+    any_store.append("t", events(3)[0])
     second = await kept.read(adapted, query)
     assert payloads(second) == [1, 2, 3]
     assert second[0] is first[1] and second[1] is first[2]  # not read again
@@ -82,22 +72,22 @@ async def test_a_kept_read_hands_out_the_entries_it_kept_and_adds_what_was_writt
 
 
 async def test_a_reset_tape_written_again_with_the_same_ids_is_read_as_it_is_now(
-        store: Any) -> None:
-    adapted = as_async_store(store)
+        any_store: Any) -> None:
+    adapted = as_async_store(any_store)
     kept, query = KeptContext(), TapeQuery("t")
-    store.append_many("t", events(0, 1, 2))
+    any_store.append_many("t", events(0, 1, 2))
     assert payloads(await kept.read(adapted, query)) == [0, 1, 2]
-    store.reset("t")
-    store.append_many("t", events(7, 8, 9, 10))
+    any_store.reset("t")
+    any_store.append_many("t", events(7, 8, 9, 10))
     again = await kept.read(adapted, query)
     assert [entry.id for entry in again] == [1, 2, 3, 4]
     assert payloads(again) == [7, 8, 9, 10]
 
 
-async def test_queries_other_than_a_context_read_are_not_kept(store: Any) -> None:
-    adapted = as_async_store(store)
+async def test_queries_other_than_a_context_read_are_not_kept(any_store: Any) -> None:
+    adapted = as_async_store(any_store)
     kept = KeptContext()
-    store.append_many("t", events(0, 1))
+    any_store.append_many("t", events(0, 1))
     assert payloads(await kept.read(adapted, TapeQuery("t").kinds("event"))) == [0, 1]
     assert len(kept) == 0
 
