@@ -12,9 +12,7 @@ variables; ``--keep-identity`` keeps hookline's. Nothing outside DEST is touched
 
 from __future__ import annotations
 
-import argparse
 import re
-import shutil
 import sys
 from pathlib import Path
 
@@ -36,6 +34,8 @@ def vendor(dest: Path, package: str, core: bool = False, keep_identity: bool = F
     if dest.exists():
         raise ValueError(f"{dest} exists: give a folder to create (the copy never merges "
                          f"into one)")
+    import shutil  # a tool's import: `import hookline.kernel.vendor` stays cheap
+
     licence = licence_text()
     shutil.copytree(HERE / "_dispatch" if core else HERE, dest,
                     ignore=shutil.ignore_patterns(*LEFT_OUT))
@@ -67,6 +67,8 @@ def licence_text() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import argparse
+
     parser = argparse.ArgumentParser(prog="python -m hookline.kernel.vendor",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("dest", type=Path, help="the folder to create")
