@@ -190,7 +190,7 @@ def _item_to_dict(item: ContentItem) -> Any:
 
 def _item_from_dict(item: Any) -> ContentItem:
     """A text block as its text; another block as a copy of its own: the dict read may be
-    shared (a store's parsed entries), and a hook may change the message's blocks."""
+    shared (entries a store or a cache keeps), and a hook may change the message's blocks."""
     if isinstance(item, Mapping):
         return str(item.get("text", "")) if item.get("type") == "text" else copy.deepcopy(item)
     return item

@@ -5,6 +5,7 @@ misspelled dispatch sites, and the entry-point loader on a really installed dist
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 import textwrap
@@ -272,6 +273,11 @@ def test_the_step_by_step_of_the_vendoring_page_runs(tmp_path: Path) -> None:
     assert f"`{summary}`" in " ".join(page.split()), "the page shows the run's output"
     licence = tmp_path / "myapp" / "myapp" / "hooks" / "LICENSE"
     assert licence.read_text().startswith("MIT License")
+    copied = tmp_path / "myapp" / "suite" / "conformance"
+    imported = {name for module in copied.glob("*.py") for name in
+                re.findall(r"^\s*from \.(\w+) import", module.read_text(), re.MULTILINE)}
+    missing = imported - {module.stem for module in copied.glob("*.py")}
+    assert not missing, f"the page's copy lacks modules the suite imports: {sorted(missing)}"
 
 
 def test_the_whole_kernel_names_its_release_and_licence_at_its_root() -> None:
