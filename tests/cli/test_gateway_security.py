@@ -154,11 +154,18 @@ def test_an_allowed_origin_gets_cors_answers(start: Any) -> None:
                               "access-control-request-headers": "authorization,content-type"})
     assert preflight.status == 204
     assert preflight.headers["access-control-allow-origin"] == origin
-    assert "authorization" in preflight.headers["access-control-allow-headers"]
+    allowed = {name.strip() for name in
+               preflight.headers["access-control-allow-headers"].split(",")}
+    assert {"authorization", "content-type", "idempotency-key",
+            "x-hookline-session"} <= allowed  # a page may send a retry's key and a session
     assert "POST" in preflight.headers["access-control-allow-methods"]
     reply = post(gateway.url, {"content": "from the app"}, headers={"origin": origin})
     assert reply.status == 200 and "from the app" in reply.json()["content"]
     assert reply.headers["access-control-allow-origin"] == origin
+    assert reply.headers["access-control-expose-headers"] == "retry-after"
+    keyed = post(gateway.url, {"content": "keyed"},
+                 headers={"origin": origin, "idempotency-key": "from-the-page"})
+    assert keyed.status == 200 and keyed.headers["access-control-allow-origin"] == origin
     # The allowed page still needs the token.
     anonymous = post(gateway.url, {"content": "hi"}, token=None, headers={"origin": origin})
     assert anonymous.status == 401

@@ -46,7 +46,9 @@ from ...host.files import open_regular_file
 from ...privacy import HOME_ENV
 
 __all__ = [
+    "IDEMPOTENCY_HEADER",
     "LOCAL_HOSTS",
+    "SESSION_HEADER",
     "TOKEN_FILE_NAME",
     "Guard",
     "HttpError",
@@ -58,8 +60,15 @@ __all__ = [
 TOKEN_FILE_NAME = "http_token"
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 """Host names always accepted: they can only reach this machine."""
+IDEMPOTENCY_HEADER = "idempotency-key"
+"""The header that makes a retry of `POST /v1/messages` run its turn once (`idempotency`)."""
+SESSION_HEADER = "x-hookline-session"
+"""The header naming the session of an OpenAI-compatible request (`openai_body`)."""
 _CORS_METHODS = b"GET, HEAD, POST, OPTIONS"
-_CORS_HEADERS = b"authorization, content-type"
+_CORS_HEADERS = ", ".join(("authorization", "content-type", IDEMPOTENCY_HEADER,
+                           SESSION_HEADER)).encode()
+_CORS_EXPOSED = b"retry-after"
+"""What an allowed page may read of an answer besides the simple headers: when to retry."""
 
 
 class HttpError(Exception):
@@ -268,10 +277,10 @@ class Guard:
         headers = [(b"access-control-allow-origin", origin.encode("latin-1", "replace")),
                    (b"vary", b"Origin")]
         if preflight:
-            headers += [(b"access-control-allow-methods", _CORS_METHODS),
-                        (b"access-control-allow-headers", _CORS_HEADERS),
-                        (b"access-control-max-age", b"600")]
-        return headers
+            return [*headers, (b"access-control-allow-methods", _CORS_METHODS),
+                    (b"access-control-allow-headers", _CORS_HEADERS),
+                    (b"access-control-max-age", b"600")]
+        return [*headers, (b"access-control-expose-headers", _CORS_EXPOSED)]
 
 
 def _clip(text: str, limit: int = 60) -> str:

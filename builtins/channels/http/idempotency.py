@@ -23,7 +23,7 @@ import anyio
 
 from ...config import Settings
 from ...tape.requests import RequestRecords, running_elsewhere
-from .guard import HttpError
+from .guard import IDEMPOTENCY_HEADER, HttpError
 from .kept import MAX_KEPT
 from .reply import Reply
 
@@ -38,7 +38,7 @@ POLL = 0.5
 def idempotency_key(headers: dict[str, list[str]], body: bytes) -> tuple[str, str] | None:
     """The request's key and its body's digest; None without the header; 400 for a
     malformed key."""
-    values = headers.get("idempotency-key")
+    values = headers.get(IDEMPOTENCY_HEADER)
     if not values:
         return None
     key = values[-1].strip()

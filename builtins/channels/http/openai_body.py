@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .guard import HttpError
+from .guard import SESSION_HEADER, HttpError
 from .media import json_type
 from .payload import _check_values, _json_object, check_session_value
 from .wire import dumps
@@ -20,7 +20,6 @@ __all__ = [
     "DEFAULT_SESSION",
     "MODELS_PATH",
     "OPENAI_PATHS",
-    "SESSION_HEADER",
     "CompletionRequest",
     "chunk",
     "completion",
@@ -34,8 +33,6 @@ __all__ = [
 COMPLETIONS_PATH = "/v1/chat/completions"
 MODELS_PATH = "/v1/models"
 OPENAI_PATHS = frozenset({COMPLETIONS_PATH, MODELS_PATH})
-SESSION_HEADER = "x-hookline-session"
-"""The header naming a request's session, as it is."""
 USER_PREFIX = "openai:"
 """A session made from the `user` field is `openai:<user>`."""
 DEFAULT_SESSION = f"{USER_PREFIX}default"
