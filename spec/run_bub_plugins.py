@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .bub_plugin_checks import CHECK_FUNCTIONS
@@ -106,11 +107,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-q", "--quiet", action="store_true", help="only failures and a summary")
     parser.add_argument("--check", help=argparse.SUPPRESS)
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds per check")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="checks run at once (each has a home of its own)")
     parser.add_argument("checks", nargs="*", metavar="CHECK", help=", ".join(CHECKS))
     args = parser.parse_args(argv)
     unknown = [name for name in args.checks if name not in CHECKS]
     if unknown:
         parser.error(f"unknown check {', '.join(unknown)} (choose from {', '.join(CHECKS)})")
+    if args.jobs < 1:
+        parser.error("--jobs must be 1 or more")
     if args.check:
         return _check_main(args.check)
     if sys.version_info < (3, 12):
@@ -125,8 +130,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     failed = 0
     chosen = args.checks or list(CHECKS)
-    for name in chosen:
-        passed, detail = _run_check(name, args.timeout)
+    with ThreadPoolExecutor(args.jobs) as pool:  # each check is a process of its own
+        results = list(pool.map(lambda name: _run_check(name, args.timeout), chosen))
+    for name, (passed, detail) in zip(chosen, results, strict=True):
         failed += not passed
         if not passed:
             print(f"FAIL {name}: {detail}")

@@ -109,3 +109,13 @@ def test_a_documented_failure_is_on_a_check_of_the_difference() -> None:
     assert judged.kind == "unexpected" and "registration.tryfirst-trylast-rejected" in judged.detail
     assert run_on_bub._judge("f.toml", [f"{DIFFERENCE}a"], failure, WANT, [],
                              f"{DIFFERENCE}a").kind == "documented"
+
+
+def test_the_bub_plugin_checks_refuse_a_jobs_count_below_one(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from hookline.spec import run_bub_plugins
+
+    with pytest.raises(SystemExit) as stopped:
+        run_bub_plugins.main(["--jobs", "0"])
+    assert stopped.value.code == 2
+    assert "--jobs must be 1 or more" in capsys.readouterr().err
