@@ -188,6 +188,7 @@ class ForkStore:
         if reset:
             return apply_query(buffered, own)
         if query.anchor_range is not None:
+            # The whole tape, read past `read`: it must not become the kept context.
             before = list(await self.parent.fetch_all(TapeQuery(query.tape)))
             return apply_query(before + buffered, query)
         if query.anchor is not None:
