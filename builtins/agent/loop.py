@@ -30,21 +30,13 @@ from hookline.kernel.events import (
     RunStarted,
     StepFinished,
     StepStarted,
-    ToolCallFinished,
-    ToolCallStarted,
 )
-from hookline.kernel.interception import (
-    LLMCallDecision,
-    LLMCallRequest,
-    ToolCall,
-    ToolCallResult,
-    new_run_id,
-)
-from hookline.kernel.messages import ModelMessage, ToolCallSpec, as_model_messages
+from hookline.kernel.interception import LLMCallDecision, LLMCallRequest, new_run_id
+from hookline.kernel.messages import ModelMessage, as_model_messages
 from hookline.kernel.prompt import to_content, to_legacy_prompt
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent, StreamState
-from hookline.kernel.tools import Tool, ToolContext
-from hookline.kernel.turn import RUNTIME_TAPE, RUNTIME_TOOL_NAMES
+from hookline.kernel.tools import Tool
+from hookline.kernel.turn import RUNTIME_TOOL_NAMES
 
 from ..config import setting_env
 from ..models.base import ModelClient, ToolSchema
@@ -64,13 +56,8 @@ from .compaction import (
     summary_request,
 )
 from .interruption import close_cut_calls, keep_partial_text
-from .outcome import (
-    StepOutcome,
-    StepRequest,
-    as_hookline_error,
-    requested_arguments,
-    tool_record,
-)
+from .outcome import StepOutcome, StepRequest, as_hookline_error
+from .tool_call import run_tool_call
 from .usage import add_usage
 
 logger = logging.getLogger(__name__)
@@ -265,7 +252,9 @@ class _Run:
                     await self._step_failed(step.started, exc)
                     raise
             if outcome.tool_calls:
-                results = [await self._run_tool(step.run_id, call) for call in outcome.tool_calls]
+                results = [await run_tool_call(call, step.run_id, self.tape, self.state,
+                                               self.bus, self._find_tool)
+                           for call in outcome.tool_calls]
                 yield StreamEvent("tool_result", {"tool_results": results})
             yield StreamEvent("final", {"ok": True, "text": outcome.text,
                                         "tool_calls": [c.to_dict() for c in outcome.tool_calls]})
@@ -524,42 +513,9 @@ class _Run:
         self.text_emitted = self.step_text_started = True
         return delta
 
-    async def _run_tool(self, run_id: str, spec: ToolCallSpec) -> dict[str, Any]:
-        """Run one requested tool call through the interception events; record it."""
-        started = time.perf_counter()
-        arguments, invalid = requested_arguments(spec)
-        self.state[RUNTIME_TAPE] = self.tape
-        context = ToolContext(tape=self.tape, run_id=run_id, state=self.state, events=self.bus)
-        call = ToolCall(run_id=run_id, tool=spec.name, arguments=arguments, context=context)
-        event = await self._emit(ToolCallStarted(call=call, state=self.state))
-        call, decision = event.call, event.decision
-        result = ToolCallResult(run_id=run_id, tool=call.tool, arguments=dict(call.arguments))
-        if decision.action == "replace":
-            result.result = decision.result
-        elif decision.action == "deny":
-            result.error = HooklineError(
-                ErrorKind.tool,
-                decision.message or f"Tool '{call.tool}' call denied by policy hook.")
-        else:
-            tool = self.tools.get(call.tool) or self.tool_aliases.get(call.tool)
-            try:
-                if tool is None:
-                    raise HooklineError(ErrorKind.not_found, f"Unknown tool name: {call.tool}")
-                if invalid is not None and call.arguments == arguments:  # no hook fixed them
-                    raise HooklineError(ErrorKind.invalid_input, f"{call.tool}: {invalid}")
-                value = await tool.invoke(dict(call.arguments), context)
-                result.result = tool.render(value)
-            except HooklineError as exc:
-                result.error = exc
-            except Exception as exc:
-                result.error = HooklineError(ErrorKind.tool, f"{type(exc).__name__}: {exc}")
-                result.error.__cause__ = exc
-        result.duration_ms = (time.perf_counter() - started) * 1000
-        await self._emit(ToolCallFinished(call=call, result=result, state=self.state))
-        record = tool_record(spec, decision.action, arguments, call, result)
-        await self.tape.append("tool_result", {"results": [record]}, run_id=run_id)
-        await self.tape.flush()  # what the tool did is durable before anything else runs
-        return record
+    def _find_tool(self, name: str) -> Tool | None:
+        """A tool by the name the model called it, or by its own (`fs.read`)."""
+        return self.tools.get(name) or self.tool_aliases.get(name)
 
     async def _drain_steering(self) -> list[ModelMessage]:
         """Steered envelopes become user messages before the step's own prompt."""
