@@ -10,7 +10,9 @@ Tokens are counted as the request body's characters over 4 (the server cannot to
 "prefix kept" is, for each pair of consecutive requests between compactions, the share
 of the later request that repeats the earlier one from its start (what a prompt cache
 can serve), and "previous kept" the share of the earlier request found whole at the
-start of the later one (whether requests only grow).
+start of the later one (whether requests only grow). "input no cache serves" is the
+input tokens of the session less, for each request (summaries included), what it repeats
+of the request before it from its start.
 
     python benchmarks/bench_long_session.py [--turns N]
 """
@@ -31,6 +33,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from openai_server import OpenAIServer, RecordedRequest, Reply  # noqa: E402
 
+from hookline.builtins.agent.compaction import COMPACTION_PROMPT  # noqa: E402
 from hookline.builtins.config import Settings  # noqa: E402
 from hookline.builtins.plugin import BuiltinPlugin  # noqa: E402
 from hookline.kernel import Framework, TapeContext, hookimpl  # noqa: E402
@@ -45,8 +48,11 @@ def tokens(request: RecordedRequest) -> int:
 
 
 def is_summary(request: RecordedRequest) -> bool:
+    """The prompt is the summary call's system message (the conversation sent as a text)
+    or starts its last message (the conversation's own request repeated)."""
     messages = request.messages
-    return bool(messages) and "summarising a conversation" in str(messages[0].get("content"))
+    return bool(messages) and any(str(message.get("content")).startswith(COMPACTION_PROMPT)
+                                  for message in (messages[0], messages[-1]))
 
 
 class Model:
@@ -109,11 +115,13 @@ async def session(turns: int, compaction: bool) -> dict[str, Any]:
         requests = list(server.requests)
     sizes = [tokens(request) for request in requests]
     shares, kept = [], []
+    served = 0
     for before, after in itertools.pairwise(requests):
-        if is_summary(before) or is_summary(after):
-            continue
         earlier, later = prompt_parts(before), prompt_parts(after)
         same = common_start(earlier, later)
+        served += same
+        if is_summary(before) or is_summary(after):
+            continue
         shares.append(same / sum(map(len, later)))
         kept.append(same / sum(map(len, earlier)))
     if not compaction:
@@ -121,7 +129,8 @@ async def session(turns: int, compaction: bool) -> dict[str, Any]:
     return {"largest": max(sizes), "total": sum(sizes), "calls": len(requests),
             "prefix": sum(shares) / max(1, len(shares)),
             "kept": sum(kept) / max(1, len(kept)), "failed": failed,
-            "summaries": sum(map(is_summary, requests))}
+            "summaries": sum(map(is_summary, requests)),
+            "unserved": sum(sizes) - served // 4}
 
 
 def prompt_parts(request: RecordedRequest) -> list[str]:
@@ -155,6 +164,8 @@ def main() -> None:
     print(f"{'prefix kept, mean share':32}{before['prefix']:>14.0%}{after['prefix']:>14.0%}"
           f"   >= {GOALS['prefix']:.0%}")
     print(f"{'previous kept, mean share':32}{before['kept']:>14.0%}{after['kept']:>14.0%}")
+    print(f"{'input no cache serves (tokens)':32}{before['unserved']:>14,}"
+          f"{after['unserved']:>14,}")
     print(f"{'turns failed':32}{before['failed']:>14}{after['failed']:>14}   0")
     calls = f"{after['calls']} ({after['summaries']})"
     print(f"{'model calls (summaries)':32}{before['calls']:>14}{calls:>14}")

@@ -1,6 +1,8 @@
 """Keeping a session's requests within the model's context: the token budget, the estimate
 of a request's size, and compaction (one model call summarises the context, written as a
-handoff anchor, so the next request starts from the summary; docs/context.md).
+handoff anchor, so the next request starts from the summary; docs/context.md). The
+summary call repeats the request the conversation made, whose start a provider's prompt
+cache holds, when that fits the budget (`/compact` before the budget is reached).
 
 The estimate needs no tokenizer: a request's characters times the tokens per character
 the provider reported for the previous call of that model (4 characters a token until a
@@ -30,7 +32,8 @@ __all__ = [
     "MAX_SUMMARY_TOKENS",
     "ContextMeter",
     "overflow_limit",
-    "summary_request",
+    "summary_as_text",
+    "summary_in_place",
 ]
 
 DEFAULT_WINDOW = 128_000
@@ -150,22 +153,37 @@ class ContextMeter:
             self.configured = stated
 
 
-def summary_request(context: Sequence[ModelMessage], instructions: str,
+def summary_in_place(system: str, conversation: Sequence[ModelMessage],
+                     instructions: str) -> list[ModelMessage]:
+    """The messages of a summary call that repeats the conversation's own request (its
+    system prompt, then its messages), so that a provider's prompt cache serves all of it,
+    then the prompt as the last user message. Sent with the turn's tools, none allowed."""
+    head = [ModelMessage.system(system)] if system else []
+    return [*head, *conversation,
+            ModelMessage.user(f"{COMPACTION_PROMPT}\n\n{_summary_ask(instructions)}")]
+
+
+def summary_as_text(conversation: Sequence[ModelMessage], instructions: str,
                     max_chars: int) -> list[ModelMessage]:
-    """The messages of a summary call: the prompt, then the conversation as one text
-    (past `max_chars`, its middle left out: the start holds the task, the end where it
-    stands), then the request."""
-    lines = [_as_text(message) for message in context]
+    """The messages of a summary call for a conversation too large to repeat: the prompt,
+    then the conversation as one text (past `max_chars`, its middle left out: the start
+    holds the task, the end where it stands), then the request."""
+    lines = [_as_text(message) for message in conversation]
     text = "\n\n".join(line for line in lines if line)
     if len(text) > max_chars:
         head = max_chars // 4
         text = (f"{text[:head]}\n\n[... {len(text) - max_chars:,} characters left out ...]"
                 f"\n\n{text[-(max_chars - head):]}")
+    return [ModelMessage.system(COMPACTION_PROMPT),
+            ModelMessage.user(f"<conversation>\n{text}\n</conversation>\n\n"
+                              f"{_summary_ask(instructions)}")]
+
+
+def _summary_ask(instructions: str) -> str:
     ask = "Summarise the conversation above as instructed."
     if instructions.strip():
         ask += f" The user asks you to focus on: {instructions.strip()}"
-    return [ModelMessage.system(COMPACTION_PROMPT),
-            ModelMessage.user(f"<conversation>\n{text}\n</conversation>\n\n{ask}")]
+    return ask
 
 
 def _as_text(message: ModelMessage) -> str:

@@ -53,7 +53,8 @@ from .compaction import (
     bounded_summary,
     overflow_limit,
     request_chars,
-    summary_request,
+    summary_as_text,
+    summary_in_place,
 )
 from .interruption import close_cut_calls, keep_partial_text
 from .outcome import StepOutcome, StepRequest, as_hookline_error
@@ -378,30 +379,46 @@ class _Run:
     async def _compact(self, reason: str, conversation: list[ModelMessage], started: float,
                        instructions: str = "") -> AsyncGenerator[StreamEvent, None]:
         """Summarise `conversation` in one model call and write it as a handoff anchor; the
-        step ends with status `auto_handoff`."""
+        step ends with status `auto_handoff`. The call repeats the conversation's request
+        when that fits the budget and was not just refused as too long, else sends it as
+        a text (again with half of it when refused as too long, or when the repeated
+        request got no text)."""
         meter = self.agent.meter
-        before = self._estimate(self._system_prompt(), conversation)
+        system, schemas = self._system_prompt(), self._schemas()
+        before = self._estimate(system, conversation)
+        in_place = summary_in_place(system, conversation, instructions)
+        fits = reason != "overflow" and (
+            meter.estimate(self.model, request_chars(in_place, schemas))
+            <= meter.limit(self.model))
         room = max(1000, meter.limit(self.model) - MAX_SUMMARY_TOKENS - 1000)
         chars = meter.chars_for(self.model, room)
+        summary = ""
         self.state[COMPACTION_STATE] = reason  # a before_llm_call may answer it instead
         try:
-            for attempt in range(3):  # a refusal as too long: again with half the text
+            for attempt in range(3):
+                whole = fits and attempt == 0
                 request = LLMCallRequest(
                     run_id=self.run_id, model=self.model, max_tokens=MAX_SUMMARY_TOKENS,
-                    messages=summary_request(conversation, instructions, chars))
+                    tool_names=tuple(self.tools) if whole else (),
+                    messages=in_place if whole else summary_as_text(conversation, instructions,
+                                                                    chars))
                 outcome = StepOutcome()
                 try:
-                    async with contextlib.aclosing(self._plain_call(request, outcome)) as calls:
+                    async with contextlib.aclosing(self._plain_call(
+                            request, outcome, schemas if whole else [])) as calls:
                         async for event in calls:
                             yield event
-                    break
                 except HooklineError as exc:
                     if overflow_limit(exc) is None or attempt == 2:
                         raise
-                    chars //= 2
+                    if not whole:
+                        chars //= 2
+                    continue
+                summary = bounded_summary(outcome.text)
+                if summary or not whole:
+                    break
         finally:
             self.state.pop(COMPACTION_STATE, None)
-        summary = bounded_summary(outcome.text)
         if not summary:
             raise HooklineError(ErrorKind.provider, f"compacting the context failed: the model "
                                                     f"{self.model!r} returned an empty summary")
@@ -416,10 +433,11 @@ class _Run:
             stream_state=self.stream_state,
             elapsed_ms=(time.perf_counter() - started) * 1000))
 
-    async def _plain_call(self, request: LLMCallRequest, outcome: StepOutcome
-                          ) -> AsyncGenerator[StreamEvent, None]:
-        """A model call without tools whose text is not the reply (a summary), through
-        the interception events; its usage counts."""
+    async def _plain_call(self, request: LLMCallRequest, outcome: StepOutcome,
+                          tools: list[ToolSchema]) -> AsyncGenerator[StreamEvent, None]:
+        """A model call whose text is not the reply (a summary), through the interception
+        events: `tools` are offered only to keep the request's start, none may be called.
+        Its usage counts."""
         started = await self._emit(LLMCallStarted(request=request, state=self.state,
                                                   tape=self.tape))
         request = started.request
@@ -429,8 +447,9 @@ class _Run:
         opened = time.perf_counter()
         try:
             client = self.agent.open_model(request.model)
-            stream = client.stream(as_model_messages(request.messages), [],
-                                   max_tokens=request.max_tokens)
+            stream = client.stream(as_model_messages(request.messages), tools,
+                                   max_tokens=request.max_tokens,
+                                   **({"tool_choice": "none"} if tools else {}))
             async with contextlib.aclosing(stream) as events:  # type: ignore[type-var]
                 async for event in events:
                     said = outcome.take(event)

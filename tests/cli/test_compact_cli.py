@@ -35,8 +35,10 @@ def hookline(workspace: Path, env: dict[str, str], *args: str) -> subprocess.Com
 
 
 def is_summary(request: object) -> bool:
+    """The prompt is the summary call's system message, or starts its last message."""
     messages = request.messages  # type: ignore[attr-defined]
-    return bool(messages) and "summarising a conversation" in str(messages[0]["content"])
+    return bool(messages) and any("You are summarising a conversation" in str(
+        message["content"])[:40] for message in (messages[0], messages[-1]))
 
 
 def test_hookline_compact_and_the_next_run_starts_from_the_summary(workspace: Path) -> None:
@@ -47,8 +49,15 @@ def test_hookline_compact_and_the_next_run_starts_from_the_summary(workspace: Pa
         done = hookline(workspace, env, "compact", "--focus", "the apples")
         assert done.returncode == 0, done.stderr
         assert done.stdout.startswith("session cli:") and "compacted about " in done.stdout
-        summary_request = server.requests[1]
-        assert is_summary(summary_request) and not summary_request.tools
+        turn, summary_request = server.requests[0], server.requests[1]
+        assert is_summary(summary_request)
+        # It repeats the turn's request (tools, system prompt, messages) for the prompt
+        # cache, then the reply, then the prompt; no tool may be called.
+        assert summary_request.tools == turn.tools and summary_request.tools
+        assert summary_request.body["tool_choice"] == "none"
+        count = len(turn.messages)
+        assert summary_request.messages[:count] == turn.messages
+        assert summary_request.messages[count]["content"] == "apples " * 300
         assert "focus on: the apples" in summary_request.messages[-1]["content"]
         assert hookline(workspace, env, "run", "-c", "and pears?").returncode == 0
         after = server.requests[2].messages

@@ -37,7 +37,7 @@ async def session(workspace: Path, turns: list[dict[str, Any]], messages: list[s
     """Run `messages` as turns of one session: the scripted model, the tape's entries and
     the step statuses announced."""
     framework, builtin = build_builtin(workspace, turns, *plugins,
-                                       context_window=WINDOW, **settings)
+                                       **{"context_window": WINDOW, **settings})
     statuses: list[str] = []
     builtin.get_agent().bus.on(StepFinished, lambda event: statuses.append(event.status))
     async with framework.running():
@@ -49,7 +49,10 @@ async def session(workspace: Path, turns: list[dict[str, Any]], messages: list[s
 
 
 def is_summary_call(call: Any) -> bool:
-    return bool(call.messages) and call.messages[0].content == COMPACTION_PROMPT
+    """A summary call: the prompt as its system message (the conversation as a text), or
+    at the start of its last message (the conversation's own request repeated)."""
+    return bool(call.messages) and (call.messages[0].content == COMPACTION_PROMPT or str(
+        call.messages[-1].content).startswith(COMPACTION_PROMPT))
 
 
 def size(call: Any) -> int:
@@ -66,7 +69,7 @@ async def test_a_session_past_its_budget_is_compacted_and_goes_on_from_the_summa
     summary_call, after = calls[2], calls[3]
     text = str(summary_call.messages[1].content)
     assert "user: first" in text and "assistant: aaaa" in text and "user: third" in text
-    assert not summary_call.tools, "the summary call offers no tools"
+    assert not summary_call.tools, "past the budget: sent as a text, without tools"
     # The request after it starts from the summary, then the message that was waiting.
     assert size(after) < size(calls[1]) - 5000
     contents = [str(message.content) for message in after.messages]
@@ -95,6 +98,49 @@ async def test_between_compactions_each_request_extends_the_previous_one(
         assert after.tools == before.tools
 
 
+async def compact_between(workspace: Path, turns: list[dict[str, Any]]
+                          ) -> tuple[list[Any], list[Any]]:
+    """Two turns, `/compact` with instructions, one more turn, in a window four times as
+    large: the scripted model's calls and the tape's entries."""
+    framework, builtin = build_builtin(workspace, turns, context_window=WINDOW * 4)
+    async with framework.running():
+        for text in ("one", "two"):
+            await framework.process_inbound({"content": text, "session_id": SESSION})
+        assert await builtin.compact_session(SESSION, "the letters") is not None
+        await framework.process_inbound({"content": "three", "session_id": SESSION})
+        tape = Tape(framework.get_tape_store(), session_tape_name(SESSION, workspace))
+        entries = await tape.entries()
+    return model_of(builtin).calls, entries
+
+
+async def test_a_summary_call_repeats_the_request_when_it_fits(workspace: Path) -> None:
+    """Within the budget, the summary call repeats the last request (a provider's prompt
+    cache serves it), then the reply, then the prompt; it offers the same tools but may
+    call none. An answer without text falls back to the conversation as a text."""
+    calls, entries = await compact_between(workspace, [reply("a"), reply("b"), SUMMARY,
+                                                       reply("c")])
+    assert [is_summary_call(call) for call in calls] == [False, False, True, False]
+    previous, summary_call = calls[1], calls[2]
+    count = len(previous.messages)
+    assert summary_call.messages[:count] == previous.messages, "the prefix is repeated"
+    assert str(summary_call.messages[count].content) == "b" * 6000
+    assert str(summary_call.messages[-1].content).startswith(COMPACTION_PROMPT)
+    assert "focus on: the letters" in str(summary_call.messages[-1].content)
+    assert summary_call.tools == previous.tools and summary_call.tools
+    (anchor,) = [e for e in entries if e.kind == "anchor" and e.payload["name"] == "compaction"]
+    assert anchor.payload["state"]["summary"].startswith("SUMMARY:")
+
+    no_text = {"tool_calls": [{"name": "fs_read", "arguments": {"path": "x"}}]}
+    calls, entries = await compact_between(
+        workspace.parent, [reply("a"), reply("b"), no_text, SUMMARY, reply("c")])
+    assert is_summary_call(calls[2]) and calls[2].tools, "repeated first"
+    assert calls[3].messages[0].content == COMPACTION_PROMPT and not calls[3].tools
+    assert "user: one" in str(calls[3].messages[1].content)
+    (anchor,) = [e for e in entries if e.kind == "anchor" and e.payload["name"] == "compaction"]
+    assert anchor.payload["state"]["summary"].startswith("SUMMARY:")
+    assert not any(e.kind == "tool_result" for e in entries), "no tool ran"
+
+
 async def test_an_overflow_error_compacts_once_and_retries(workspace: Path) -> None:
     overflow = {"error": {"kind": "provider", "message": (
         "openai-compatible:m: the provider rejected the request (HTTP 400: This model's "
@@ -103,6 +149,7 @@ async def test_an_overflow_error_compacts_once_and_retries(workspace: Path) -> N
         workspace, [reply("a", 200), overflow, SUMMARY, reply("b", 10)],
         ["first", "second"], context_budget=1.0)
     assert [is_summary_call(call) for call in model.calls] == [False, False, True, False]
+    assert model.calls[2].messages[0].content == COMPACTION_PROMPT, "refused: not repeated"
     assert str(model.calls[3].messages[-1].content) == "second", "asked again, after it"
     said = [e.payload["content"] for e in entries
             if e.kind == "message" and e.payload.get("role") == "user"]
