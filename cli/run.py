@@ -205,6 +205,7 @@ def _answer(framework: Framework, printer: TurnPrinter, inbound: dict[str, Any],
                 tasks.start_soon(_cancel_on_signal, framework, answering, outcome)
                 if printer.status.enabled:
                     tasks.start_soon(printer.status.tick)
+                _announce_start(framework, printer)
                 with answering:
                     if not address.by_channel:
                         inbound["session_id"] = await _session(framework, address)
@@ -230,6 +231,20 @@ def _answer(framework: Framework, printer: TurnPrinter, inbound: dict[str, Any],
     if "result" not in outcome:
         _not_answered(printer, outcome.get("signal"))
     printer.finish(outcome["result"])
+
+
+def _announce_start(framework: Framework, printer: TurnPrinter) -> None:
+    """With `--json`, the builtin agent's run start becomes the `start` object."""
+    from .run_json import JsonPrinter
+
+    if not isinstance(printer, JsonPrinter):
+        return
+    from hookline.builtins import builtin_services
+    from hookline.kernel.events import RunStarted
+
+    builtin = builtin_services(framework)
+    if builtin is not None:
+        builtin.get_agent().bus.on(RunStarted, printer.run_started)
 
 
 async def _session(framework: Framework, address: Address) -> str:

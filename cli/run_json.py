@@ -9,6 +9,7 @@ import json
 from typing import Any, NoReturn
 
 from hookline.kernel.envelope import get_field
+from hookline.kernel.events import RunStarted
 from hookline.kernel.streaming import StreamEvent
 
 from .output import StatusLine, TurnPrinter, error_text, fail
@@ -27,6 +28,16 @@ class JsonPrinter(TurnPrinter):
 
     def __init__(self, stream: bool, out: Any = None, **options: Any) -> None:
         super().__init__(stream, out, StatusLine(enabled=False), **options)
+        self.started = False
+
+    def run_started(self, event: RunStarted) -> None:
+        """The `start` object, once, when the agent starts the turn's run: the session and
+        the model, before anything else is said (a script can note the session even if
+        the turn never ends)."""
+        if not self.started:
+            self.started = True
+            self.emit("start", session_id=(event.state or {}).get("session_id"),
+                      model=event.model)
 
     def emit(self, kind: str, **fields: Any) -> None:
         self.out.write(json.dumps({"type": kind, "version": JSON_VERSION, **fields},

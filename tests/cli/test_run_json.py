@@ -48,8 +48,8 @@ def of(found: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 
 
 def test_the_documented_table_names_every_event_type() -> None:
-    assert set(documented()) == {"text", "tool_call", "tool_result", "usage", "retry",
-                                 "compaction", "reply", "error"}
+    assert set(documented()) == {"start", "text", "tool_call", "tool_result", "usage",
+                                 "retry", "compaction", "reply", "error"}
 
 
 def test_a_turn_with_tools_is_one_documented_object_per_line(tmp_path: Path) -> None:
@@ -61,7 +61,8 @@ def test_a_turn_with_tools_is_one_documented_object_per_line(tmp_path: Path) -> 
     assert done.returncode == 0, done.stderr
     found = events(done)
     assert [event["type"] for event in found] == [
-        "tool_call", "tool_call", "usage", "tool_result", "tool_result", "usage", "reply"]
+        "start", "tool_call", "tool_call", "usage", "tool_result", "tool_result", "usage",
+        "reply"]
     first, second = of(found, "tool_call")
     assert first == {"type": "tool_call", "version": 1, "id": "c1", "name": "fs_read",
                      "arguments": {"path": "notes.txt"}}
@@ -77,6 +78,8 @@ def test_a_turn_with_tools_is_one_documented_object_per_line(tmp_path: Path) -> 
                                      "cached_tokens": 0}
     [reply] = of(found, "reply")
     assert reply["content"] == "read it" and reply["session_id"].startswith("cli:")
+    assert found[0] == {"type": "start", "version": 1, "session_id": reply["session_id"],
+                        "model": "openai-compatible:test-model"}
     assert done.stderr == "", "no tool lines, no status: stderr is for warnings and errors"
 
 
@@ -100,6 +103,7 @@ def test_an_error_is_the_last_object_and_the_usual_line(tmp_path: Path) -> None:
     *_, last = events(done)
     assert last["type"] == "error" and "the model refuses this request" in last["message"]
     assert done.stderr == f"error: {last['message']}\n"
+    assert [event["type"] for event in events(done)] == ["start", "error"], "started, then failed"
     assert refused.returncode == 1 and [event["type"] for event in events(refused)] == ["error"]
     assert "model option top_p takes a number from 0 to 1" in refused.stdout
 
@@ -137,4 +141,5 @@ def test_stdout_is_json_alone_while_warnings_go_to_stderr(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
     assert "warning:" in done.stderr and "offline" in done.stderr
     types = [event["type"] for event in events(done)]
-    assert types[0] == "tool_call" and types[-1] == "reply" and "tool_result" in types
+    assert types[:2] == ["start", "tool_call"] and types[-1] == "reply"
+    assert "tool_result" in types
