@@ -165,7 +165,7 @@ def summary_in_place(system: str, conversation: Sequence[ModelMessage],
 
 def summary_as_text(conversation: Sequence[ModelMessage], instructions: str,
                     max_chars: int) -> list[ModelMessage]:
-    """The messages of a summary call for a conversation too large to repeat: the prompt,
+    """The messages of a summary call for a conversation not repeated whole: the prompt,
     then the conversation as one text (past `max_chars`, its middle left out: the start
     holds the task, the end where it stands), then the request."""
     lines = [_as_text(message) for message in conversation]

@@ -380,9 +380,9 @@ class _Run:
                        instructions: str = "") -> AsyncGenerator[StreamEvent, None]:
         """Summarise `conversation` in one model call and write it as a handoff anchor; the
         step ends with status `auto_handoff`. The call repeats the conversation's request
-        when that fits the budget and was not just refused as too long, else sends it as
-        a text (again with half of it when refused as too long, or when the repeated
-        request got no text)."""
+        when that fits the budget and was not just refused as too long. Otherwise, or
+        when the repeated request is refused as too long or gets no text, it sends the
+        conversation as a text (again with half of it when that is refused as too long)."""
         meter = self.agent.meter
         system, schemas = self._system_prompt(), self._schemas()
         before = self._estimate(system, conversation)
