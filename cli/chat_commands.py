@@ -175,7 +175,7 @@ class ChatCommands:
         self._say(f"{totals.line()} (session {self.session_id}, the turns of this chat)")
         recorded = await session_totals(self.framework, self.session_id, self._prices())
         if recorded is not None and recorded.reported:
-            self._say(f"{recorded.line('session')} (every turn on its tape)")
+            self._say(f"{recorded.line('session')} (every turn and compaction on its tape)")
         window_of = self._window_of()
         if totals.last_input is not None and window_of is not None:
             from hookline.builtins.terminal import meter_line
@@ -184,6 +184,7 @@ class ChatCommands:
 
     async def compact(self, arguments: str) -> None:
         from hookline.builtins import builtin_services
+        from hookline.builtins.terminal import UsageTotals
 
         builtin = builtin_services(self.framework)
         if builtin is None:
@@ -194,7 +195,11 @@ class ChatCommands:
         self._say("compacting: the model summarises this session's context ...")
         said = await builtin.compact_session(self.session_id, arguments.strip(),
                                              self.channel.model)
-        self._say(compaction_said(self.session_id, said))
+        for line in compaction_said(self.session_id, said, self._prices()):
+            self._say(line)
+        if said is not None:
+            totals = self.usage.setdefault(self.session_id, UsageTotals(self._prices()))
+            totals.add_run(said)
 
     def _window_of(self) -> Any:
         """The context window of a model, as the builtin agent assumes it (or None)."""
@@ -259,10 +264,17 @@ def _looks_like_spec(spec: str) -> bool:
     return bool(sep and provider.strip() and model.strip()) and " " not in spec
 
 
-def compaction_said(session_id: str, said: dict[str, Any] | None) -> str:
-    """What `/compact` and `hookline compact` report."""
+def compaction_said(session_id: str, said: dict[str, Any] | None,
+                    prices: Any = None) -> list[str]:
+    """The lines `/compact` and `hookline compact` report: what was compacted, then what
+    the summary call used (and cost, reported or from `prices`)."""
     if said is None:
-        return f"session {session_id}: nothing to compact yet"
-    return (f"session {session_id}: compacted about {int(said['tokens_before']):,} tokens of "
+        return [f"session {session_id}: nothing to compact yet"]
+    from hookline.builtins.terminal import UsageTotals
+
+    used = UsageTotals(prices)
+    used.add_run({"usage_by_model": said.get("usage_by_model") or {}})
+    return [f"session {session_id}: compacted about {int(said['tokens_before']):,} tokens of "
             f"context into a summary of {int(said['summary_chars']):,} characters (anchor "
-            f"compaction; everything before it stays on the tape)")
+            f"compaction; everything before it stays on the tape)",
+            used.line("the summary call")]

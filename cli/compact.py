@@ -27,13 +27,15 @@ def compact_command(framework: Framework) -> Any:
         async def run() -> str:
             from hookline.builtins import builtin_services
 
+            from .usage import configured_prices
+
             builtin = builtin_services(framework)
             if builtin is None:
                 raise RuntimeError("compaction is the builtin plugin's, which is not loaded")
             async with framework.running():
                 session_id = await choose_session(framework, session, False, False)
                 said = await builtin.compact_session(session_id, focus)
-                return compaction_said(session_id, said)
+                return "\n".join(compaction_said(session_id, said, configured_prices()))
 
         try:
             typer.echo(anyio.run(run))

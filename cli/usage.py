@@ -29,6 +29,27 @@ def configured_prices() -> Mapping[str, Any]:
 async def session_runs(framework: Framework, session_id: str) -> list[Any] | None:
     """The data of every `run` event on the session's tape, oldest first (None without a
     tape store or a tape for the session)."""
+    return await _session_events(framework, session_id, ("run",))
+
+
+async def session_totals(framework: Framework, session_id: str,
+                         prices: Mapping[str, Any]) -> UsageTotals | None:
+    """The usage of every turn recorded on the session's tape, and of every compaction
+    the user asked for (None without a tape store or a tape for the session)."""
+    from hookline.builtins.agent import COMPACT_EVENT
+
+    recorded = await _session_events(framework, session_id, ("run", COMPACT_EVENT))
+    if recorded is None:
+        return None
+    totals = UsageTotals(prices)
+    for data in recorded:
+        totals.add_run(data)
+    return totals
+
+
+async def _session_events(framework: Framework, session_id: str, names: tuple[str, ...]
+                          ) -> list[Any] | None:
+    """The data of the session's tape events with one of `names`, oldest first."""
     from hookline.builtins.store import as_async_store
     from hookline.builtins.tape import SessionError, find_session
     from hookline.kernel.tape import TapeQuery
@@ -40,25 +61,12 @@ async def session_runs(framework: Framework, session_id: str) -> list[Any] | Non
         tape = await find_session(store, session_id, framework.workspace)
     except SessionError:
         return None
-    runs = []
+    found = []
     for entry in await as_async_store(store).fetch_all(TapeQuery(tape).kinds("event")):
         payload = entry.payload if isinstance(entry.payload, dict) else {}
-        if payload.get("name") == "run":
-            runs.append(payload.get("data"))
-    return runs
-
-
-async def session_totals(framework: Framework, session_id: str,
-                         prices: Mapping[str, Any]) -> UsageTotals | None:
-    """The usage of every turn recorded on the session's tape (None without a tape store
-    or a tape for the session)."""
-    runs = await session_runs(framework, session_id)
-    if runs is None:
-        return None
-    totals = UsageTotals(prices)
-    for data in runs:
-        totals.add_run(data)
-    return totals
+        if payload.get("name") in names:
+            found.append(payload.get("data"))
+    return found
 
 
 def long_session(session_id: str, turns: int, last_input: tuple[str | None, int] | None,

@@ -11,6 +11,7 @@ from .loop import AgentConfig as AgentConfig
 from .steering import DEFAULT_KEY as DEFAULT_KEY
 from .steering import InMemorySteeringInbox as InMemorySteeringInbox
 from .steering import steering_key as steering_key
+from .usage import COMPACT_EVENT as COMPACT_EVENT
 from .usage import add_usage as add_usage
 from .usage import reported_cost as reported_cost
 from .usage import token_counts as token_counts

@@ -59,7 +59,7 @@ from .compaction import (
 from .interruption import close_cut_calls, keep_partial_text
 from .outcome import StepOutcome, StepRequest, as_hookline_error
 from .tool_call import run_tool_call
-from .usage import add_usage
+from .usage import COMPACT_EVENT, add_usage
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +113,8 @@ class Agent:
     async def compact(self, session_id: str, state: dict[str, Any], model: str | None = None,
                       instructions: str = "") -> dict[str, Any] | None:
         """Compact the session's context now (`/compact`, `hookline compact`): what the
-        `compaction` event said, or None when there was nothing to compact."""
+        `compaction` event said, with the summary call's `usage_by_model`, or None when
+        there was nothing to compact."""
         run = _Run(self, [""], session_id, state, model or self.config.model, StreamState())
         return await run.compact(instructions)
 
@@ -170,13 +171,19 @@ class _Run:
             if len(context) < 2:
                 return None
             started = await self._start_step(None)
-            said: dict[str, Any] | None = None
-            async with contextlib.aclosing(self._compact("user", context, started,
-                                                         instructions)) as events:
-                async for event in events:
-                    if event.kind == "compaction":
-                        said = dict(event.data)
-            return said
+            said: dict[str, Any] = {}
+            try:
+                async with contextlib.aclosing(self._compact("user", context, started,
+                                                             instructions)) as events:
+                    async for event in events:
+                        if event.kind == "compaction":
+                            said = dict(event.data)
+            finally:  # no run records the summary call: its own event does, for the usage
+                if self.usage_by_model:
+                    await tape.append_event(COMPACT_EVENT, {
+                        "model": self.model, "usage_by_model": self.usage_by_model,
+                    }, run_id=self.run_id)
+            return {**said, "usage_by_model": self.usage_by_model}
 
     async def events(self) -> AsyncIterator[StreamEvent]:
         started = time.perf_counter()

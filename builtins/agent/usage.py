@@ -1,13 +1,17 @@
 """The token usage of a turn: each model call's counts (`token_counts`, whatever names
 the provider used) added up by model for the turn's `run` event (`add_usage`), with the
-cost when the provider reported one. What the terminal shows of it is
-`terminal/usage.py`."""
+cost when the provider reported one; a compaction the user asked for records its own
+(`COMPACT_EVENT`). What the terminal shows of it is `terminal/usage.py`."""
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["add_usage", "reported_cost", "token_counts"]
+__all__ = ["COMPACT_EVENT", "add_usage", "reported_cost", "token_counts"]
+
+COMPACT_EVENT = "compact"
+"""The tape event of a compaction the user asked for (`model`, `usage_by_model`, as a
+`run` event has them): no turn's `run` event counts its summary call."""
 
 _NAMES = (("input_tokens", ("input_tokens", "prompt_tokens")),
           ("output_tokens", ("output_tokens", "completion_tokens")),

@@ -42,13 +42,20 @@ def is_summary(request: object) -> bool:
 
 
 def test_hookline_compact_and_the_next_run_starts_from_the_summary(workspace: Path) -> None:
-    replies = [Reply(text="apples " * 300), Reply(text=SUMMARY), Reply(text="more apples")]
+    cached = {"prompt_tokens": 1600, "completion_tokens": 10,
+              "prompt_tokens_details": {"cached_tokens": 1500}}
+    replies = [Reply(text="apples " * 300, usage={"prompt_tokens": 900, "completion_tokens": 600}),
+               Reply(text=SUMMARY, usage=cached),
+               Reply(text="more apples", usage={"prompt_tokens": 300, "completion_tokens": 2})]
     with OpenAIServer(replies) as server:
         env = environ(workspace, server)
         assert hookline(workspace, env, "run", "tell me about apples").returncode == 0
         done = hookline(workspace, env, "compact", "--focus", "the apples")
         assert done.returncode == 0, done.stderr
-        assert done.stdout.startswith("session cli:") and "compacted about " in done.stdout
+        said, used = done.stdout.splitlines()
+        assert said.startswith("session cli:") and "compacted about " in said
+        assert used == ("the summary call: 1,600 tokens in (1,500 cached), 10 out, over 1 "
+                        "model call; cost not reported")
         turn, summary_request = server.requests[0], server.requests[1]
         assert is_summary(summary_request)
         # It repeats the turn's request (tools, system prompt, messages) for the prompt
@@ -59,8 +66,12 @@ def test_hookline_compact_and_the_next_run_starts_from_the_summary(workspace: Pa
         assert summary_request.messages[:count] == turn.messages
         assert summary_request.messages[count]["content"] == "apples " * 300
         assert "focus on: the apples" in summary_request.messages[-1]["content"]
-        assert hookline(workspace, env, "run", "-c", "and pears?").returncode == 0
+        pears = hookline(workspace, env, "run", "--usage", "-c", "and pears?")
+        assert pears.returncode == 0, pears.stderr
         after = server.requests[2].messages
+    # The session's usage counts the summary call, which no turn's `run` event holds.
+    assert "session: 2,800 tokens in (1,500 cached), 612 out, over 3 model calls" in \
+        pears.stderr
     texts = [str(message["content"]) for message in after]
     assert any(SUMMARY in text for text in texts) and texts[-1] == "and pears?"
     assert not any("apples apples" in text for text in texts)
@@ -94,7 +105,9 @@ def test_run_usage_shows_the_context_meter_with_the_reported_input(workspace: Pa
 
 @pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
 def test_chat_compact_in_a_terminal(workspace: Path) -> None:
-    with OpenAIServer([Reply(text="bananas " * 200), Reply(text=SUMMARY)]) as server:
+    used = {"prompt_tokens": 50, "completion_tokens": 5}
+    replies = [Reply(text="bananas " * 200, usage=used), Reply(text=SUMMARY, usage=used)]
+    with OpenAIServer(replies) as server:
         term = Terminal(workspace, {**clean_env(workspace.parent / "home"),
                                     **{k: v for k, v in environ(workspace, server).items()
                                        if k.startswith("HOOKLINE_")}})
@@ -104,8 +117,17 @@ def test_chat_compact_in_a_terminal(workspace: Path) -> None:
             term.type("tell me about bananas")
             term.wait_for(lambda s: "bananas bananas" in s and last_line(s) == "you>", "reply")
             term.type("/compact keep the fruit")
-            screen = term.wait_for(lambda s: "session long: compacted about" in s, "the line")
+            screen = term.wait_for(lambda s: "the summary call: " in s, "the lines")
             assert "compacting: the model summarises" in screen
+            assert "session long: compacted about" in screen
+            term.type("/usage")
+            screen = term.wait_for(lambda s: "(every turn and compaction on its tape)" in s,
+                                   "/usage")
+            usage = [line for line in screen.splitlines()
+                     if line.startswith(("usage: ", "session: "))]
+            assert len(usage) == 2 and all(
+                "100 tokens in (0 cached), 10 out, over 2 model calls" in line
+                for line in usage), "the summary call counts in the chat's and the session's"
             assert "focus on: keep the fruit" in server.requests[1].messages[-1]["content"]
         finally:
             term.close()

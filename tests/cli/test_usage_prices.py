@@ -66,4 +66,4 @@ def test_chat_usage_prices_this_chat_and_the_whole_session(tmp_path: Path) -> No
     assert lines == [
         f"{TURN}{cost} (session c, the turns of this chat)",
         f"session: 640 tokens in (200 cached), 26 out, over 4 model calls; "
-        f"cost {2 * COST / 1e6:.6g} (from model_prices) (every turn on its tape)"]
+        f"cost {2 * COST / 1e6:.6g} (from model_prices) (every turn and compaction on its tape)"]

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 from builtin_support import build_builtin, model_of
 
+from hookline.builtins.agent import COMPACT_EVENT
 from hookline.builtins.agent.compaction import COMPACTION_PROMPT
 from hookline.builtins.tape import Tape, session_tape_name
-from hookline.kernel import LLMCallDecision, LLMCallRequest, StepFinished, hookimpl
+from hookline.kernel import HooklineError, LLMCallDecision, LLMCallRequest, StepFinished, hookimpl
 
 pytestmark = pytest.mark.anyio
 
@@ -139,6 +140,28 @@ async def test_a_summary_call_repeats_the_request_when_it_fits(workspace: Path) 
     (anchor,) = [e for e in entries if e.kind == "anchor" and e.payload["name"] == "compaction"]
     assert anchor.payload["state"]["summary"].startswith("SUMMARY:")
     assert not any(e.kind == "tool_result" for e in entries), "no tool ran"
+
+
+async def test_a_compaction_asked_for_records_what_its_summary_calls_used(
+        workspace: Path) -> None:
+    """No turn's `run` event holds a `/compact`'s summary calls: a `compact` event does,
+    also when the compaction fails (here: no summary, repeated nor as a text)."""
+    used = {"input_tokens": 70, "output_tokens": 0}
+    empty = {"text": "", "usage": used}
+    framework, builtin = build_builtin(workspace, [reply("a"), reply("b"), empty, empty],
+                                       context_window=WINDOW * 4)
+    async with framework.running():
+        for text in ("one", "two"):
+            await framework.process_inbound({"content": text, "session_id": SESSION})
+        with pytest.raises(HooklineError, match="returned an empty summary"):
+            await builtin.compact_session(SESSION)
+        tape = Tape(framework.get_tape_store(), session_tape_name(SESSION, workspace))
+        entries = await tape.entries()
+    (event,) = [e.payload["data"] for e in entries
+                if e.kind == "event" and e.payload["name"] == COMPACT_EVENT]
+    (row,) = event["usage_by_model"].values()
+    assert (row["input_tokens"], row["calls"]) == (140, 2)
+    assert not any(e.kind == "anchor" and e.payload["name"] == "compaction" for e in entries)
 
 
 async def test_an_overflow_error_compacts_once_and_retries(workspace: Path) -> None:
