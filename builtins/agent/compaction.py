@@ -31,6 +31,7 @@ __all__ = [
     "MAX_SUMMARY_CHARS",
     "MAX_SUMMARY_TOKENS",
     "ContextMeter",
+    "may_send_as_text",
     "overflow_limit",
     "summary_as_text",
     "summary_in_place",
@@ -151,6 +152,13 @@ class ContextMeter:
         self.learned[model] = stated if stated > 0 else int(current * 0.75)
         if self.configured and stated and stated < self.configured:
             self.configured = stated
+
+
+def may_send_as_text(error: HooklineError) -> bool:
+    """Whether a summary call that repeated the request and failed may be sent again as a
+    text (without tools: a server may refuse `tool_choice`): unless the key, the model's
+    name, the quota or a rate limit failed it, which would fail the text the same way."""
+    return (error.details or {}).get("status") not in (401, 403, 404, 429)
 
 
 def summary_in_place(system: str, conversation: Sequence[ModelMessage],

@@ -51,6 +51,7 @@ from .compaction import (
     MAX_SUMMARY_TOKENS,
     ContextMeter,
     bounded_summary,
+    may_send_as_text,
     overflow_limit,
     request_chars,
     summary_as_text,
@@ -388,7 +389,7 @@ class _Run:
         """Summarise `conversation` in one model call and write it as a handoff anchor; the
         step ends with status `auto_handoff`. The call repeats the conversation's request
         when that fits the budget and was not just refused as too long. Otherwise, or
-        when the repeated request is refused as too long or gets no text, it sends the
+        when the repeated request fails (`may_send_as_text`) or gets no text, it sends the
         conversation as a text (again with half of it when that is refused as too long)."""
         meter = self.agent.meter
         system, schemas = self._system_prompt(), self._schemas()
@@ -416,10 +417,11 @@ class _Run:
                         async for event in calls:
                             yield event
                 except HooklineError as exc:
+                    if whole and may_send_as_text(exc):
+                        continue
                     if overflow_limit(exc) is None or attempt == 2:
                         raise
-                    if not whole:
-                        chars //= 2
+                    chars //= 2
                     continue
                 summary = bounded_summary(outcome.text)
                 if summary or not whole:

@@ -103,6 +103,31 @@ def test_run_usage_shows_the_context_meter_with_the_reported_input(workspace: Pa
     assert "context: 12,345 of 32,000 tokens (39%)" in done.stderr
 
 
+def test_a_server_refusing_the_repeated_request_gets_the_conversation_as_a_text(
+        workspace: Path) -> None:
+    """A server that refuses `tool_choice` (HTTP 400) still compacts: the summary call is
+    sent again as the text form, without tools; a rate limit is not sent again."""
+    refusal = Reply.failure(400, "tool_choice is not supported by this server")
+    with OpenAIServer([Reply(text="apples " * 300), refusal, Reply(text=SUMMARY)]) as server:
+        env = environ(workspace, server)
+        assert hookline(workspace, env, "run", "tell me about apples").returncode == 0
+        done = hookline(workspace, env, "compact")
+        repeated, as_text = server.requests[1], server.requests[2]
+    assert done.returncode == 0, done.stderr
+    assert "compacted about " in done.stdout
+    assert repeated.tools and is_summary(repeated)
+    assert not as_text.tools and "<conversation>" in as_text.messages[-1]["content"]
+
+    limited = Reply.failure(429, "slow down", headers={"Retry-After": "0"})
+    with OpenAIServer([Reply(text="pears " * 300), limited, limited, limited]) as server:
+        env = environ(workspace.parent, server)
+        assert hookline(workspace, env, "run", "--new", "tell me about pears").returncode == 0
+        done = hookline(workspace, env, "compact")
+        calls = len(server.requests)
+    assert done.returncode == 1 and "rate limited" in done.stderr
+    assert calls == 4, "the repeated request, retried twice, and nothing more"
+
+
 @pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
 def test_chat_compact_in_a_terminal(workspace: Path) -> None:
     used = {"prompt_tokens": 50, "completion_tokens": 5}
