@@ -1,7 +1,7 @@
-"""What a whole session has used, from the `run` events of its tape: the usage lines of
-`run --usage` and the chat's `/usage` (summed as builtins/terminal/usage.py says, with the
-`model_prices` of the settings), and the warning of a `run` that continued a session
-grown long."""
+"""What a whole session has used, from the `run` and `compact` events of its tape: the
+usage lines of `run --usage` and the chat's `/usage` (summed as builtins/terminal/usage.py
+says, with the `model_prices` of the settings), and the warning of a `run` that
+continued a session grown long."""
 
 from __future__ import annotations
 
