@@ -3,6 +3,7 @@ does (docs/context.md)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Any
 
 import typer
@@ -10,7 +11,7 @@ import typer
 from hookline.kernel import Framework
 
 from .chat_commands import compaction_said
-from .output import fail
+from .output import fail, show_logs
 from .sessions import SessionIdArgument, choose_session
 
 
@@ -24,6 +25,8 @@ def compact_command(framework: Framework) -> Any:
         model call, so its next turns start from the summary; nothing is deleted."""
         import anyio
 
+        show_logs(logging.ERROR, turn_failures=False)  # warnings as `warning:` lines
+
         async def run() -> str:
             from hookline.builtins import builtin_services
 
@@ -34,6 +37,8 @@ def compact_command(framework: Framework) -> Any:
                 raise RuntimeError("compaction is the builtin plugin's, which is not loaded")
             async with framework.running():
                 session_id = await choose_session(framework, session, False, False)
+                if session:
+                    await _check_here(framework, session)
                 said = await builtin.compact_session(session_id, focus)
                 return "\n".join(compaction_said(session_id, said, configured_prices()))
 
@@ -43,3 +48,17 @@ def compact_command(framework: Framework) -> Any:
             fail(exc)
 
     return compact
+
+
+async def _check_here(framework: Framework, session_id: str) -> None:
+    """A session named on the command line must be one of this folder's: an unknown id,
+    or another folder's, would otherwise be "nothing to compact"."""
+    from hookline.builtins.tape import find_session, session_tape_name
+
+    store = framework.get_tape_store()
+    if store is None:
+        return
+    tape = await find_session(store, session_id, framework.workspace)  # SessionError: none
+    if tape != session_tape_name(session_id, framework.workspace):
+        raise RuntimeError(f"session {session_id!r} belongs to another folder; run hookline "
+                           f"compact in that folder (hookline sessions shows which)")

@@ -165,6 +165,11 @@ class _Run:
         self.tool_aliases = {tool.name: tool for tool in offered}
 
     async def compact(self, instructions: str) -> dict[str, Any] | None:
+        if self.model.startswith("offline"):  # its "summary" would replace the context
+            raise HooklineError(ErrorKind.config, (
+                f"the offline model cannot summarise a conversation; set "
+                f"{setting_env('model')} (or model in the config file) to a real model, "
+                f"then compact again"))
         session_tape = self.agent.tape_for(self.session_id, self.state)
         async with session_tape.fork(merge_back=should_merge_back(self.session_id)) as tape:
             self.tape = tape

@@ -103,6 +103,32 @@ def test_run_usage_shows_the_context_meter_with_the_reported_input(workspace: Pa
     assert "context: 12,345 of 32,000 tokens (39%)" in done.stderr
 
 
+def test_hookline_compact_refuses_what_it_cannot_compact(workspace: Path) -> None:
+    """The offline model (its "summary" would replace the context), an unknown session
+    and another folder's session are errors that say what to do; nothing is written."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
+    env["HOOKLINE_HOME"] = str(workspace.parent / "home")
+    assert hookline(workspace, env, "run", "hello there").returncode == 0
+    offline = hookline(workspace, env, "compact")
+    assert offline.returncode == 1 and offline.stdout == ""
+    assert offline.stderr.startswith("error: [config] the offline model cannot summarise")
+    assert "HOOKLINE_MODEL" in offline.stderr
+    shown = hookline(workspace, env, "sessions", "show")
+    assert "--- compaction" not in shown.stdout and "hello there" in shown.stdout
+
+    unknown = hookline(workspace, env, "compact", "nosuch")
+    assert unknown.returncode == 1
+    assert unknown.stderr == ("error: no session 'nosuch' in "
+                              f"{workspace.resolve()} or elsewhere; 'hookline sessions' "
+                              "lists them\n")
+    listed = hookline(workspace, env, "sessions", "list", "--json")
+    (session,) = json.loads(listed.stdout)
+    elsewhere = workspace.parent / "elsewhere"
+    elsewhere.mkdir()
+    other = hookline(elsewhere, env, "compact", session["session_id"])
+    assert other.returncode == 1 and "belongs to another folder" in other.stderr
+
+
 def test_a_server_refusing_the_repeated_request_gets_the_conversation_as_a_text(
         workspace: Path) -> None:
     """A server that refuses `tool_choice` (HTTP 400) still compacts: the summary call is
