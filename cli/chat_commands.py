@@ -197,9 +197,10 @@ class ChatCommands:
                                              self.channel.model)
         for line in compaction_said(self.session_id, said, self._prices()):
             self._say(line)
-        if said is not None:
+        if said is not None:  # the summary call counts; the meter shows what is left
             totals = self.usage.setdefault(self.session_id, UsageTotals(self._prices()))
             totals.add_run(said)
+            totals.last_input = (said.get("model"), int(said["tokens_after"]))
 
     def _window_of(self) -> Any:
         """The context window of a model, as the builtin agent assumes it (or None)."""
@@ -275,6 +276,7 @@ def compaction_said(session_id: str, said: dict[str, Any] | None,
     used = UsageTotals(prices)
     used.add_run({"usage_by_model": said.get("usage_by_model") or {}})
     return [f"session {session_id}: compacted about {int(said['tokens_before']):,} tokens of "
-            f"context into a summary of {int(said['summary_chars']):,} characters (anchor "
-            f"compaction; everything before it stays on the tape)",
+            f"context into about {int(said['tokens_after']):,}, from a summary of "
+            f"{int(said['summary_chars']):,} characters (anchor compaction; everything "
+            f"before it stays on the tape)",
             used.line("the summary call")]

@@ -69,7 +69,8 @@ class JsonPrinter(TurnPrinter):
                                   for key in ("reason", "wait", "attempt", "attempts")})
         elif event.kind == "compaction":
             self.emit("compaction", **{key: data.get(key)
-                                       for key in ("reason", "tokens_before", "summary_chars")})
+                                       for key in ("reason", "tokens_before", "tokens_after",
+                                                   "summary_chars")})
 
     def print_reply(self, result: Any) -> None:
         for outbound in result.outbounds:

@@ -440,8 +440,10 @@ class _Run:
                                                     "tokens": before, "owner": "hookline"},
                                 run_id=self.run_id)
         await self.tape.flush()
+        after = self._estimate(system, await self.tape.read_model_messages())
         yield StreamEvent("compaction", {"reason": reason, "tokens_before": before,
-                                         "summary_chars": len(summary), "model": self.model})
+                                         "tokens_after": after, "summary_chars": len(summary),
+                                         "model": self.model})
         await self._emit(StepFinished(
             step=self.steps, status="auto_handoff", state=self.state, tape=self.tape,
             stream_state=self.stream_state,

@@ -108,5 +108,6 @@ def turn_note(kind: str, data: dict[str, Any]) -> str | None:
                "the request as too long", "user": "asked"}.get(str(data.get("reason")), "")
         return (f"[context] compacted ({why}; about {int(data.get('tokens_before') or 0):,} "
                 f"tokens): the session goes on from a summary of "
-                f"{int(data.get('summary_chars') or 0):,} characters")
+                f"{int(data.get('summary_chars') or 0):,} characters, about "
+                f"{int(data.get('tokens_after') or 0):,} tokens with the system prompt and tools")
     return None

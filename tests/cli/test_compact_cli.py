@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -54,6 +55,9 @@ def test_hookline_compact_and_the_next_run_starts_from_the_summary(workspace: Pa
         assert done.returncode == 0, done.stderr
         said, used = done.stdout.splitlines()
         assert said.startswith("session cli:") and "compacted about " in said
+        before, after = (int(number.replace(",", "")) for number in
+                         re.findall(r"about ([\d,]*\d)", said))
+        assert 0 < after < before - 400, "the reply's 525 tokens or so are gone"
         assert used == ("the summary call: 1,600 tokens in (1,500 cached), 10 out, over 1 "
                         "model call; cost not reported")
         turn, summary_request = server.requests[0], server.requests[1]
@@ -179,6 +183,9 @@ def test_chat_compact_in_a_terminal(workspace: Path) -> None:
             assert len(usage) == 2 and all(
                 "100 tokens in (0 cached), 10 out, over 2 model calls" in line
                 for line in usage), "the summary call counts in the chat's and the session's"
+            (compacted,) = re.findall(r"compacted about [\d,]+ tokens of context into about "
+                                      r"([\d,]*\d)", screen)
+            assert f"context: {compacted} of 128,000 tokens" in screen, "what is left"
             assert "focus on: keep the fruit" in server.requests[1].messages[-1]["content"]
         finally:
             term.close()

@@ -130,6 +130,7 @@ def test_a_compaction_is_a_compaction_object(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     [compaction] = of(events(done), "compaction")
     assert compaction["reason"] == "budget" and compaction["tokens_before"] > 0
+    assert 0 < compaction["tokens_after"] < compaction["tokens_before"] / 2
     assert compaction["summary_chars"] == len("the summary")
 
 
