@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .agent.loop import Agent
     from .config import Settings
     from .host.background import BackgroundProcesses
@@ -25,7 +27,9 @@ class BuiltinServices(Protocol):
     def context_window(self, model: str | None = None) -> int: ...
     def mcp_servers(self) -> McpServers | None: ...
     async def compact_session(self, session_id: str, instructions: str = "",
-                              model: str | None = None) -> dict[str, Any] | None: ...
+                              model: str | None = None,
+                              starting: Callable[[], None] | None = None
+                              ) -> dict[str, Any] | None: ...
 
 
 def builtin_services(framework: Any) -> BuiltinServices | None:

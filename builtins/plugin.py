@@ -11,7 +11,7 @@ import contextlib
 import inspect
 import logging
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -150,10 +150,13 @@ class BuiltinPlugin:
         return self._agent
 
     async def compact_session(self, session_id: str, instructions: str = "",
-                              model: str | None = None) -> dict[str, Any] | None:
-        """Summarise the session's context now (docs/context.md); None: nothing to do."""
+                              model: str | None = None,
+                              starting: Callable[[], None] | None = None
+                              ) -> dict[str, Any] | None:
+        """Summarise the session's context now (docs/context.md); None: nothing to do.
+        `starting` is called once the summary call is about to be made."""
         state = {"session_id": session_id, RUNTIME_WORKSPACE: str(self.framework.workspace)}
-        return await self.get_agent().compact(session_id, state, model, instructions)
+        return await self.get_agent().compact(session_id, state, model, instructions, starting)
 
     def context_window(self, model: str | None = None) -> int:
         """The context window the agent assumes for `model` (default: the configured one)."""

@@ -192,9 +192,10 @@ class ChatCommands:
         busy = getattr(self.framework.router, "busy_sessions", None)
         if busy is not None and self.session_id in busy():
             raise RuntimeError("a turn is running: /compact once it has answered")
-        self._say("compacting: the model summarises this session's context ...")
-        said = await builtin.compact_session(self.session_id, arguments.strip(),
-                                             self.channel.model)
+        said = await builtin.compact_session(
+            self.session_id, arguments.strip(), self.channel.model,
+            starting=lambda: self._say("compacting: the model summarises this session's "
+                                       "context ..."))
         for line in compaction_said(self.session_id, said, self._prices()):
             self._say(line)
         if said is not None:  # the summary call counts; the meter shows what is left

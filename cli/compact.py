@@ -39,7 +39,9 @@ def compact_command(framework: Framework) -> Any:
                 session_id = await choose_session(framework, session, False, False)
                 if session:
                     await _check_here(framework, session)
-                said = await builtin.compact_session(session_id, focus)
+                said = await builtin.compact_session(session_id, focus, starting=lambda: (
+                    typer.echo(f"compacting session {session_id}: the model summarises its "
+                               f"context ...", err=True)))
                 return "\n".join(compaction_said(session_id, said, configured_prices()))
 
         try:

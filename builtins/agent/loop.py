@@ -112,12 +112,13 @@ class Agent:
         framework.agent_plugins.attach(self.bus)
 
     async def compact(self, session_id: str, state: dict[str, Any], model: str | None = None,
-                      instructions: str = "") -> dict[str, Any] | None:
+                      instructions: str = "", starting: Callable[[], None] | None = None
+                      ) -> dict[str, Any] | None:
         """Compact the session's context now (`/compact`, `hookline compact`): what the
         `compaction` event said, with the summary call's `usage_by_model`, or None when
-        there was nothing to compact."""
+        there was nothing to compact. `starting()` says the summary call is next."""
         run = _Run(self, [""], session_id, state, model or self.config.model, StreamState())
-        return await run.compact(instructions)
+        return await run.compact(instructions, starting)
 
     def run_stream(
         self, prompt: Any, session_id: str, state: dict[str, Any], model: str | None = None
@@ -164,7 +165,8 @@ class _Run:
         # Calls may also use the tool's own name (`fs.read` for the model's `fs_read`).
         self.tool_aliases = {tool.name: tool for tool in offered}
 
-    async def compact(self, instructions: str) -> dict[str, Any] | None:
+    async def compact(self, instructions: str, starting: Callable[[], None] | None
+                      ) -> dict[str, Any] | None:
         if self.model.startswith("offline"):  # its "summary" would replace the context
             raise HooklineError(ErrorKind.config, (
                 f"the offline model cannot summarise a conversation; set "
@@ -176,6 +178,8 @@ class _Run:
             context = await tape.read_model_messages()
             if len(context) < 2:
                 return None
+            if starting is not None:
+                starting()
             started = await self._start_step(None)
             said: dict[str, Any] = {}
             try:

@@ -55,6 +55,9 @@ def test_hookline_compact_and_the_next_run_starts_from_the_summary(workspace: Pa
         assert done.returncode == 0, done.stderr
         said, used = done.stdout.splitlines()
         assert said.startswith("session cli:") and "compacted about " in said
+        session_id = said.split()[1].rstrip(":")
+        assert done.stderr == (f"compacting session {session_id}: the model summarises its "
+                               f"context ...\n"), "said before the model is asked"
         before, after = (int(number.replace(",", "")) for number in
                          re.findall(r"about ([\d,]*\d)", said))
         assert 0 < after < before - 400, "the reply's 525 tokens or so are gone"
