@@ -10,6 +10,7 @@ from .loop import Agent as Agent
 from .loop import AgentConfig as AgentConfig
 from .steering import DEFAULT_KEY as DEFAULT_KEY
 from .steering import InMemorySteeringInbox as InMemorySteeringInbox
+from .steering import steered_messages as steered_messages
 from .steering import steering_key as steering_key
 from .usage import COMPACT_EVENT as COMPACT_EVENT
 from .usage import add_usage as add_usage

@@ -19,7 +19,6 @@ from typing import Any, Literal
 
 import anyio
 
-from hookline.kernel.envelope import get_field
 from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.events import (
     ChatFinished,
@@ -59,6 +58,7 @@ from .compaction import (
 )
 from .interruption import close_cut_calls, keep_partial_text
 from .outcome import StepOutcome, StepRequest, as_hookline_error
+from .steering import steered_messages
 from .tool_call import run_tool_call
 from .usage import COMPACT_EVENT, add_usage
 
@@ -289,7 +289,8 @@ class _Run:
         started = await self._start_step(prompt)
         run_id = self.run_id
         context = await self.tape.read_model_messages()
-        new_messages = new_messages + await self._drain_steering()
+        new_messages = new_messages + await steered_messages(
+            self.agent.framework, self.session_id, self.state)
         system = self._system_prompt()
         reason = "budget" if self._needs_compaction(system, context + new_messages) else None
         return StepRequest(prompt, started, run_id, system, context, new_messages, reason)
@@ -555,18 +556,6 @@ class _Run:
     def _find_tool(self, name: str) -> Tool | None:
         """A tool by the name the model called it, or by its own (`fs.read`)."""
         return self.tools.get(name) or self.tool_aliases.get(name)
-
-    async def _drain_steering(self) -> list[ModelMessage]:
-        """Steered envelopes become user messages before the step's own prompt."""
-        inbox = self.agent.framework.get_steering_inbox()
-        if inbox is None:
-            return []
-        messages = []
-        for envelope in await inbox.drain_messages(self.state):
-            session_id = get_field(envelope, "session_id") or self.session_id
-            content = await self.agent.framework.build_prompt(envelope, session_id, self.state)
-            messages.append(ModelMessage.user(content))
-        return messages
 
     async def _record_reply(self, run_id: str, request: LLMCallRequest, outcome: StepOutcome,
                             system: str) -> None:

@@ -1,4 +1,5 @@
-"""The builtin steering inbox: messages waiting to join a running turn, kept in memory.
+"""The builtin steering inbox: messages waiting to join a running turn, kept in memory;
+and how a step takes what any inbox holds (`steered_messages`).
 
 Messages are keyed by the state they are queued with: `_runtime_thread_id` when truthy,
 else `session_id` when truthy, else `"default"`. Admission state and turn state must
@@ -14,9 +15,11 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from typing import Any
 
+from hookline.kernel.envelope import get_field
+from hookline.kernel.messages import ModelMessage
 from hookline.kernel.turn import RUNTIME_THREAD_ID
 
-__all__ = ["DEFAULT_KEY", "InMemorySteeringInbox", "steering_key"]
+__all__ = ["DEFAULT_KEY", "InMemorySteeringInbox", "steered_messages", "steering_key"]
 
 DEFAULT_KEY = "default"
 
@@ -63,3 +66,19 @@ class InMemorySteeringInbox:
         `if inbox:` would mistake it for "no inbox".
         """
         return sum(len(queue) for queue in self._queues.values())
+
+
+async def steered_messages(framework: Any, session_id: str, state: dict[str, Any]
+                           ) -> list[ModelMessage]:
+    """The envelopes steered into the running turn, drained from the framework's inbox, as
+    user messages (each built as its own turn's prompt would be), for the step to send
+    before its own prompt."""
+    inbox = framework.get_steering_inbox()
+    if inbox is None:
+        return []
+    messages = []
+    for envelope in await inbox.drain_messages(state):
+        content = await framework.build_prompt(
+            envelope, get_field(envelope, "session_id") or session_id, state)
+        messages.append(ModelMessage.user(content))
+    return messages
