@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 from hookline.kernel import Framework
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from hookline.builtins.channels import ChatChannel, ChatCommand
     from hookline.builtins.terminal import UsageTotals
     from hookline.kernel.streaming import StreamEvent
@@ -267,7 +269,7 @@ def _looks_like_spec(spec: str) -> bool:
 
 
 def compaction_said(session_id: str, said: dict[str, Any] | None,
-                    prices: Any = None) -> list[str]:
+                    prices: Mapping[str, Any] | None = None) -> list[str]:
     """The lines `/compact` and `hookline compact` report: what was compacted, then what
     the summary call used (and cost, reported or from `prices`)."""
     if said is None:

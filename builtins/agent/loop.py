@@ -167,7 +167,7 @@ class _Run:
 
     async def compact(self, instructions: str, starting: Callable[[], None] | None
                       ) -> dict[str, Any] | None:
-        if self.model.startswith("offline"):  # its "summary" would replace the context
+        if not self._summarises():  # its "summary" would replace the context
             raise HooklineError(ErrorKind.config, (
                 f"the offline model cannot summarise a conversation; set "
                 f"{setting_env('model')} (or model in the config file) to a real model, "
@@ -374,10 +374,14 @@ class _Run:
             elapsed_ms=(time.perf_counter() - started) * 1000))
 
     def _may_compact(self) -> bool:
-        """Compaction is on, for this turn, and for this model (the offline model reads
-        no context: summarising it would only cost a step)."""
+        """Compaction is on, for this turn, and for this model."""
         return (self.agent.config.compaction and self.state.get(COMPACTION_STATE) is not False
-                and not self.model.startswith("offline"))
+                and self._summarises())
+
+    def _summarises(self) -> bool:
+        """Whether the run's model can summarise a conversation: not the offline model,
+        which reads no context and only echoes the last message."""
+        return not self.model.startswith("offline")
 
     def _needs_compaction(self, system: str, conversation: list[ModelMessage]) -> bool:
         """Whether the next request would pass the budget, or the context holds more

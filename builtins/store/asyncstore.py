@@ -66,6 +66,11 @@ class AsyncStoreAdapter:
             return list(await self._fetch_async(query))
         return await anyio.to_thread.run_sync(_fetch_list, self.store, query)
 
+    @property
+    def reads_since(self) -> bool:
+        """Whether the store has a `fetch_since_async` this adapter uses."""
+        return self._fetch_since is not None
+
     async def fetch_since(self, tape: str, entry_id: int) -> list[TapeEntry]:
         """The store's `fetch_since_async` (see `has_fetch_since`)."""
         if self._fetch_since is None:
@@ -134,7 +139,7 @@ def has_fetch_since(store: AsyncTapeStore) -> bool:
     `fetch_since` (for an adapter: its sync store's `fetch_since_async`), unless a
     subclass reads in its own `fetch_all`."""
     if isinstance(store, AsyncStoreAdapter):
-        return store._fetch_since is not None
+        return store.reads_since
     return (getattr(store, "fetch_since", None) is not None
             and not _overridden(type(store), "fetch_all", "fetch_since"))
 
