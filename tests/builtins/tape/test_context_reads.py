@@ -228,7 +228,7 @@ async def test_entries_read_through_a_fork_are_copies(any_store: object) -> None
     assert [e.payload["content"][0]["text"] for e in await tape.entries()] == ["old", "new"]
 
 
-async def test_a_sessions_converter_outlives_its_run_and_those_kept_stay_bounded(
+async def test_a_sessions_kept_context_outlives_its_run_and_those_kept_stay_bounded(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from hookline.builtins.tape import kept as kept_module
 
