@@ -7,7 +7,7 @@ import os
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
-from typing import Any, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 import typer
 
@@ -329,7 +329,11 @@ class StatusLine:
     """A one-line status on stderr while `run` works without `--stream`: the step, the
     tool running and the time it has taken, redrawn in place and erased before anything
     else prints. Only on a terminal (and not with `TERM=dumb`): piped stderr gets nothing,
-    so `run` stays scriptable."""
+    so `run` stays scriptable. A log line printed while it shows erases it first and
+    draws it again after (`drawn`), so the two never share a line."""
+
+    drawn: ClassVar[StatusLine | None] = None
+    """The status line on the screen now, if any."""
 
     def __init__(self, out: Any = None, *, enabled: bool | None = None) -> None:
         self.out = out or sys.stderr
@@ -357,12 +361,19 @@ class StatusLine:
         self._write(f"\r\x1b[K{dim}…{terminal_text(self.text, keep_newlines=False)} "
                     f"{elapsed}s{reset}")
         self._shown = True
+        StatusLine.drawn = self
 
     def clear(self) -> None:
         self.text = ""
+        self.erase()
+
+    def erase(self) -> None:
+        """Take the line off the screen, keeping its text for the next `redraw`."""
         if self._shown:
             self._write("\r\x1b[K")
             self._shown = False
+        if StatusLine.drawn is self:
+            StatusLine.drawn = None
 
     async def tick(self, every: float = 0.5) -> None:
         """Redraw every `every` seconds (the clock) until cancelled."""
@@ -427,6 +438,14 @@ class _StderrHandler(logging.StreamHandler):
     @stream.setter
     def stream(self, value: Any) -> None:
         pass  # always the current sys.stderr
+
+    def emit(self, record: logging.LogRecord) -> None:
+        status = StatusLine.drawn
+        if status is not None:
+            status.erase()
+        super().emit(record)
+        if status is not None:
+            status.redraw()
 
 
 class _OneLine(logging.Formatter):

@@ -14,8 +14,6 @@ from test_cli import hookline
 SLOW_TOOL = '/tool shell {"command": "sleep 3; echo finished"}'
 
 
-
-
 @pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
 def test_the_status_line_shows_the_running_tool_then_disappears(terminal: Terminal) -> None:
     terminal.start("status", "run", "--no-stream", "--plain", SLOW_TOOL)
@@ -48,3 +46,19 @@ def test_piped_stderr_gets_the_tool_lines_but_no_status(tmp_path: Path) -> None:
         "  finished"]
     assert "\x1b" not in done.stdout + done.stderr and "…step" not in done.stderr
     assert "finished" in done.stdout
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+def test_a_warning_said_mid_turn_starts_its_own_line(tmp_path: Path) -> None:
+    """The offline model's notice is logged once the status line shows: the line is erased
+    first, so the warning does not run on from "…step 1: thinking 0s"."""
+    (tmp_path / "workspace").mkdir()
+    terminal = Terminal(tmp_path / "workspace", clean_env(tmp_path / "home"))
+    try:
+        terminal.start("notice", "run", "--no-stream", "--plain", "hello")
+        screen = terminal.wait_for(lambda s: "EXIT=0" in s, "the end of the run")
+    finally:
+        terminal.close()
+    lines = screen.splitlines()
+    assert any(line.startswith("warning: no model is configured") for line in lines), screen
+    assert not any("…step" in line for line in lines), screen
