@@ -33,7 +33,7 @@ from hookline.kernel.errors import ErrorKind, HooklineError
 from .commands import run_command
 from .files import LineSlice, is_inside, read_file, read_file_lines, write_file
 from .processes import LocalProcess, open_local_process, stop_processes
-from .sandbox import Confinement, SandboxPolicy
+from .sandbox import Confinement, SandboxPolicy, in_repository
 
 if TYPE_CHECKING:
     from .background import BackgroundProcesses
@@ -161,7 +161,7 @@ class LocalEnvironment(Environment):
 
     def _check_writable(self, target: str, shown: str) -> None:
         """The file tools keep the sandbox's write rules: nothing in `read-only`, nothing
-        under a protected path (`.git`, `.hookline`, `sandbox_protect`)."""
+        under a protected path (`.git`, `.hookline`, `sandbox_protect`) or any `.git` below."""
         if self.sandbox.mode == "read-only":
             raise HooklineError(
                 ErrorKind.invalid_input,
@@ -170,15 +170,17 @@ class LocalEnvironment(Environment):
                 {"path": shown, "rule": "sandbox.read_only"})
         if not self.sandbox.confined:
             return
-        for protected in self._confinement.protected:
-            if is_inside(target, protected):
-                rule = os.path.relpath(protected, self.workspace)
-                raise HooklineError(
-                    ErrorKind.invalid_input,
-                    f"cannot write {shown!r}: {rule!r} is protected (what runs later outside "
-                    f"the sandbox reads it, as git runs its hooks); only the user changes it. "
-                    f"The list is .git, .hookline and the setting sandbox_protect",
-                    {"path": shown, "rule": f"sandbox.protected:{rule}"})
+        rule = next((os.path.relpath(protected, self.workspace)
+                     for protected in self._confinement.protected
+                     if is_inside(target, protected)), None)
+        rule = rule or in_repository(target, self.workspace)
+        if rule is not None:
+            raise HooklineError(
+                ErrorKind.invalid_input,
+                f"cannot write {shown!r}: {rule!r} is protected (what runs later outside "
+                f"the sandbox reads it, as git runs its hooks); only the user changes it. "
+                f"The list is every .git, .hookline and the setting sandbox_protect",
+                {"path": shown, "rule": f"sandbox.protected:{rule}"})
 
     # -- processes ---------------------------------------------------------------------
 

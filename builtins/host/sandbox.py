@@ -4,7 +4,7 @@ The default (`sandbox = "workspace-write"`) starts every command through a helpe
 of the workspace's own (`confined`, `jail/`): in its own user, pid, mount, network and IPC
 namespaces, under Landlock and seccomp, with no capability. A command may read the file
 system but the hidden paths (the hookline home and its tape store, `sandbox_deny_read`),
-write only the workspace (not its protected paths: `.git`, `.hookline`) and its private
+write only the workspace (not its git repositories or `.hookline`) and its private
 `TMPDIR`, reach no network and nothing of hookline. `read-only` also refuses the workspace;
 `sandbox_network = true` allows TCP and UDP; `off` gives commands the user's full rights.
 Where a layer cannot be applied the others hold and a warning says what is left open; with
@@ -13,6 +13,7 @@ too few of them commands are refused with the reason. See docs/security.md.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import os
@@ -132,6 +133,9 @@ class Confinement:
         self._temporary: str | None = None
         self._spawner: Spawner | None = None
         self._replaced: list[Spawner] = []
+        self._search_cut_said = False
+        self._repositories: set[str] | None = None
+        """The repositories the session's first helper found (None: no command ran)."""
 
     def prepare(self, extra: Mapping[str, str] | None = None
                 ) -> tuple[dict[str, str], Spawner | None]:
@@ -157,6 +161,7 @@ class Confinement:
             spawner.close()
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
+        self._say_new_repositories()
 
     def _check_layout(self) -> None:
         """Landlock grants whole hierarchies: a workspace that holds the hookline home
@@ -201,11 +206,44 @@ class Confinement:
 
     def _helper_policy(self, temporary: str) -> dict[str, object]:
         policy = self.policy
+        protected = dict.fromkeys([*self.protected, *self._repositories_to_protect()])
         return {"mode": policy.mode, "network": policy.network, "workspace": self.workspace,
-                "temporary": temporary, "protected": list(self.protected),
+                "temporary": temporary, "protected": list(protected),
                 "hidden": [*self.hidden, *_resolved(policy.deny_read)],
                 "max_processes": policy.max_processes, "max_file_bytes": policy.max_file_bytes,
                 "without": list(policy.without)}
+
+
+    def _repositories_to_protect(self) -> list[str]:
+        """The repositories to protect (none to look for in read-only), searched again for
+        each helper so that the ones made since are kept too."""
+        if self.policy.mode == "read-only":
+            return []
+        found, cut = repositories(self.workspace, MAX_SEARCHED)
+        if cut and not self._search_cut_said:
+            self._search_cut_said = True
+            logger.warning(
+                "the workspace %s has more than %s entries, so git repositories nested in "
+                "it were looked for in the first ones only: a command may change the hooks "
+                "and config of one not found. Add each to sandbox_protect, or start hookline "
+                "in a smaller folder", self.workspace, f"{MAX_SEARCHED:,}")
+        if self._repositories is None:
+            self._repositories = set(found)
+        return found
+
+    def _say_new_repositories(self) -> None:
+        """A repository a command made is not protected from the commands after it, which
+        may have given it hooks: the user, who may run git there later, is told."""
+        if self._repositories is None:
+            return
+        seen, self._repositories = self._repositories, None
+        made = [os.path.relpath(path, self.workspace)
+                for path in repositories(self.workspace, MAX_SEARCHED)[0] if path not in seen]
+        if made:
+            logger.warning(
+                "commands of this session made git repositories: %s. git runs what their "
+                "hooks and config say (hooks/, core.fsmonitor, core.hooksPath) with your "
+                "rights: look at them before you run git there", ", ".join(made))
 
 
 def _refusal(mode: str, reason: str) -> str:
@@ -265,18 +303,65 @@ def protected_paths(workspace: str, extra: tuple[str, ...] = ()) -> tuple[str, .
     names = [*PROTECTED, *extra]
     found = [os.path.realpath(os.path.join(workspace, os.path.expanduser(name)))
              for name in names]
-    git = os.path.join(workspace, ".git")
-    if os.path.isfile(git):
-        with contextlib.suppress(OSError, UnicodeDecodeError), open(git) as file:
-            line = file.readline().strip()
-            if line.startswith("gitdir:"):
-                target = os.path.join(workspace, line.removeprefix("gitdir:").strip())
-                found.append(os.path.realpath(target))
+    found.extend(_git_file_target(os.path.join(workspace, GIT)))
     return tuple(dict.fromkeys(found))
 
 
-PROTECTED = (".git", ".hookline")
+def in_repository(target: str, workspace: str) -> str | None:
+    """The `.git` (as a path relative to the workspace) that `target` is or lies in, at
+    any depth: the file tools refuse it even where no command was kept from it, since a
+    repository made during the session is not protected from commands."""
+    parts = os.path.relpath(target, workspace).split(os.sep)
+    return os.path.join(*parts[:parts.index(GIT) + 1]) if GIT in parts else None
+
+
+GIT = ".git"
+
+PROTECTED = (GIT, ".hookline")
 """Names in the workspace kept read-only: what runs later outside the sandbox reads them."""
+
+MAX_SEARCHED = 200_000
+"""Entries of the workspace looked through for nested git repositories, at most (about a
+second): a workspace as large as a home folder must not hold up the first command."""
+
+
+def repositories(workspace: str, limit: int) -> tuple[list[str], bool]:
+    """Every `.git` in the workspace at any depth (a nested clone, a submodule's or
+    worktree's `.git` file) and where such a file points inside it: git, run there later
+    outside the sandbox, runs their hooks and config. Searched breadth first, links not
+    followed; the flag says whether `limit` entries cut the search short."""
+    found: list[str] = []
+    folders, searched = collections.deque([workspace]), 0
+    while folders:
+        try:
+            with os.scandir(folders.popleft()) as entries:
+                listed = list(entries)
+        except OSError:
+            continue
+        searched += len(listed)
+        if searched > limit:
+            return found, True
+        for entry in listed:
+            if entry.name == GIT:
+                found.extend(path for path in [os.path.realpath(entry.path),
+                                               *_git_file_target(entry.path)]
+                             if is_inside(path, workspace))
+            elif entry.is_dir(follow_symlinks=False):
+                folders.append(entry.path)
+    return found, False
+
+
+def _git_file_target(path: str) -> list[str]:
+    """Where a `.git` file (a worktree's, a submodule's) points, resolved; nothing for a
+    `.git` folder."""
+    if not os.path.isfile(path):
+        return []
+    with contextlib.suppress(OSError, UnicodeDecodeError), open(path) as file:
+        line = file.readline().strip()
+        if line.startswith("gitdir:"):
+            target = os.path.join(os.path.dirname(path), line.removeprefix("gitdir:").strip())
+            return [os.path.realpath(target)]
+    return []
 
 
 def private_temp_root() -> str:

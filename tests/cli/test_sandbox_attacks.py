@@ -55,6 +55,12 @@ def places() -> Iterator[dict[str, Path]]:
     found["outside"] = found["user"] / "notes.txt"
     found["outside"].write_text("the user's notes\n")
     subprocess.run(["git", "init", "-q", str(found["workspace"])], check=True)
+    # Repositories nested in it: a clone of its own, and one whose `.git` file points to
+    # its folder elsewhere in the workspace (as --separate-git-dir makes).
+    workspace = found["workspace"]
+    subprocess.run(["git", "init", "-q", str(workspace / "vendor" / "lib")], check=True)
+    subprocess.run(["git", "init", "-q", f"--separate-git-dir={workspace / 'linked' / 'gitdir'}",
+                    str(workspace / "linked" / "tree")], check=True)
     try:
         yield found
     finally:
@@ -152,8 +158,9 @@ def ready(places: dict[str, Path], user: str) -> dict[Path, int]:
 def check_untouched(places: dict[str, Path], modes: dict[Path, int]) -> None:
     for path, mode in modes.items():
         assert path.stat().st_mode == mode, path
-    assert "fsmonitor" not in (places["workspace"] / ".git" / "config").read_text()
-    assert not (places["workspace"] / ".git" / "hooks" / "pre-commit").exists()
+    for repository in (".git", "vendor/lib/.git", "linked/gitdir"):
+        assert "fsmonitor" not in (places["workspace"] / repository / "config").read_text()
+        assert not (places["workspace"] / repository / "hooks" / "pre-commit").exists()
 
 
 @pytest.mark.parametrize("user", ["root", "nobody"])
@@ -293,7 +300,8 @@ def test_read_only_is_read_only_for_the_file_tools_too(places: dict[str, Path]) 
     assert "read-only" in done.stdout, done.stdout
 
 
-@pytest.mark.parametrize("path", [".git/hooks/pre-commit", ".git/config", ".hookline/x.toml"])
+@pytest.mark.parametrize("path", [".git/hooks/pre-commit", ".git/config", ".hookline/x.toml",
+                                  "vendor/lib/.git/config", "new/.git/config"])
 def test_the_file_tools_refuse_protected_paths(places: dict[str, Path], path: str) -> None:
     prompt = tool_line("fs_write", path=path, content="touch /tmp/owned\n")
     done = hookline_run(places, prompt)

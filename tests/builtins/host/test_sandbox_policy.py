@@ -91,6 +91,68 @@ async def test_the_shell_tools_background_command_is_confined_and_filtered(
 
 
 @pytest.mark.anyio
+async def test_a_nested_repository_is_protected_at_any_depth(
+        layout: tuple[Path, Path, Path]) -> None:
+    workspace, home, _ = layout
+    nested = workspace / "deep" / "down" / "lib" / ".git"
+    (nested / "hooks").mkdir(parents=True)
+    (nested / "config").write_text("[core]\n")
+    env = environment(workspace, home)
+    try:
+        result = await env.run("echo '[core] fsmonitor = evil' >> deep/down/lib/.git/config; "
+                               "touch deep/down/lib/.git/hooks/pre-commit; touch deep/ok")
+    finally:
+        await env.close()
+    assert result.stderr.count("Read-only file system") == 2, result.stderr
+    assert (nested / "config").read_text() == "[core]\n"
+    assert (workspace / "deep" / "ok").exists()
+
+
+@pytest.mark.anyio
+async def test_repositories_commands_made_are_said_when_the_session_ends(
+        layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture) -> None:
+    """A command may make a repository and give it hooks in one go, before any helper
+    could protect it: the user, who may run git there later, is told which."""
+    workspace, home, _ = layout
+    (workspace / "old" / ".git").mkdir(parents=True)
+    env = environment(workspace, home)
+    try:
+        result = await env.run("git init -q made && mkdir -p a/b && git init -q a/b && "
+                               "echo '[core] fsmonitor = evil' >> a/b/.git/config && echo ok")
+        assert "ok" in result.stdout, result.stderr
+    finally:
+        await env.close()
+    said = [r.getMessage() for r in caplog.records if "made git repositories" in r.getMessage()]
+    assert len(said) == 1, said
+    assert "made/.git" in said[0] and "a/b/.git" in said[0] and "old" not in said[0]
+    assert "look at them before you run git there" in said[0]
+
+
+@pytest.mark.anyio
+async def test_a_search_cut_short_is_said_once_with_the_fix(
+        layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A workspace too large to look through: the repositories past the limit are not
+    protected, and the user is told so once, with what to do."""
+    workspace, home, _ = layout
+    monkeypatch.setattr(sandbox, "MAX_SEARCHED", 5)
+    for number in range(10):
+        (workspace / f"file{number}").write_text("")
+    (workspace / "sub" / "lib" / ".git").mkdir(parents=True)
+    env = environment(workspace, home)
+    try:
+        for _ in range(2):
+            result = await env.run("touch sub/lib/.git/config && echo written")
+            assert "written" in result.stdout, result.stderr
+            await env.close()  # the next command starts a new helper, which searches again
+    finally:
+        await env.close()
+    said = [r.getMessage() for r in caplog.records if "were looked for" in r.getMessage()]
+    assert len(said) == 1 and "more than 5 entries" in said[0], said
+    assert "sandbox_protect" in said[0]
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize("without", [(), ("namespaces",), ("seccomp",), ("landlock",)])
 async def test_a_spawned_command_is_confined_with_each_layer_missing(
     layout: tuple[Path, Path, Path], without: tuple[str, ...], caplog: pytest.LogCaptureFixture,
