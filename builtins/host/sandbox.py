@@ -134,8 +134,9 @@ class Confinement:
         self._spawner: Spawner | None = None
         self._replaced: list[Spawner] = []
         self._search_cut_said = False
-        self._repositories: set[str] | None = None
-        """The repositories the session's first helper found (None: no command ran)."""
+        self._existing: set[str] | None = None
+        """The protected paths and repositories there were when the session's first helper
+        started (None: no command ran)."""
 
     def prepare(self, extra: Mapping[str, str] | None = None
                 ) -> tuple[dict[str, str], Spawner | None]:
@@ -161,7 +162,7 @@ class Confinement:
             spawner.close()
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
-        self._say_new_repositories()
+        self._say_what_commands_made()
 
     def _check_layout(self) -> None:
         """Landlock grants whole hierarchies: a workspace that holds the hookline home
@@ -213,7 +214,6 @@ class Confinement:
                 "max_processes": policy.max_processes, "max_file_bytes": policy.max_file_bytes,
                 "without": list(policy.without)}
 
-
     def _repositories_to_protect(self) -> list[str]:
         """The repositories to protect (none to look for in read-only), searched again for
         each helper so that the ones made since are kept too."""
@@ -227,23 +227,28 @@ class Confinement:
                 "it were looked for in the first ones only: a command may change the hooks "
                 "and config of one not found. Add each to sandbox_protect, or start hookline "
                 "in a smaller folder", self.workspace, f"{MAX_SEARCHED:,}")
-        if self._repositories is None:
-            self._repositories = set(found)
+        if self._existing is None:
+            self._existing = self._existing_protected(found)
         return found
 
-    def _say_new_repositories(self) -> None:
-        """A repository a command made is not protected from the commands after it, which
-        may have given it hooks: the user, who may run git there later, is told."""
-        if self._repositories is None:
+    def _existing_protected(self, found: list[str]) -> set[str]:
+        return {path for path in self.protected if os.path.lexists(path)} | set(found)
+
+    def _say_what_commands_made(self) -> None:
+        """A protected path or repository a command made was not protected from the
+        commands after it, which may have given it hooks: the user, who may run git
+        there later, is told."""
+        if self._existing is None:
             return
-        seen, self._repositories = self._repositories, None
-        made = [os.path.relpath(path, self.workspace)
-                for path in repositories(self.workspace, MAX_SEARCHED)[0] if path not in seen]
+        seen, self._existing = self._existing, None
+        now = self._existing_protected(repositories(self.workspace, MAX_SEARCHED)[0])
+        made = sorted(os.path.relpath(path, self.workspace) for path in now - seen)
         if made:
             logger.warning(
-                "commands of this session made git repositories: %s. git runs what their "
-                "hooks and config say (hooks/, core.fsmonitor, core.hooksPath) with your "
-                "rights: look at them before you run git there", ", ".join(made))
+                "commands of this session made %s, which hookline protects only once they "
+                "exist. What runs later outside the sandbox reads them (git runs a "
+                "repository's hooks and config, core.fsmonitor for one, with your rights): "
+                "look at them before you run git there", ", ".join(made))
 
 
 def _refusal(mode: str, reason: str) -> str:

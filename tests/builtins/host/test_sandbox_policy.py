@@ -109,22 +109,26 @@ async def test_a_nested_repository_is_protected_at_any_depth(
 
 
 @pytest.mark.anyio
-async def test_repositories_commands_made_are_said_when_the_session_ends(
+async def test_what_commands_made_of_the_protected_is_said_when_the_session_ends(
         layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture) -> None:
-    """A command may make a repository and give it hooks in one go, before any helper
-    could protect it: the user, who may run git there later, is told which."""
+    """A command may make a repository (or a protected path that was missing) and give it
+    hooks in one go, before any helper could protect it: the user, who may run git there
+    later, is told which."""
     workspace, home, _ = layout
     (workspace / "old" / ".git").mkdir(parents=True)
-    env = environment(workspace, home)
+    env = environment(workspace, home, protect=(".vscode",))
     try:
         result = await env.run("git init -q made && mkdir -p a/b && git init -q a/b && "
-                               "echo '[core] fsmonitor = evil' >> a/b/.git/config && echo ok")
+                               "echo '[core] fsmonitor = evil' >> a/b/.git/config && "
+                               "mkdir .vscode .hookline && echo ok")
         assert "ok" in result.stdout, result.stderr
     finally:
         await env.close()
-    said = [r.getMessage() for r in caplog.records if "made git repositories" in r.getMessage()]
+    said = [r.getMessage() for r in caplog.records if "commands of this session made" in
+            r.getMessage()]
     assert len(said) == 1, said
-    assert "made/.git" in said[0] and "a/b/.git" in said[0] and "old" not in said[0]
+    assert said[0].startswith("commands of this session made .hookline, .vscode, a/b/.git, "
+                              "made/.git, which"), said[0]
     assert "look at them before you run git there" in said[0]
 
 
