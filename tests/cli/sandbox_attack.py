@@ -4,7 +4,8 @@
 
 SETTINGS_JSON names what to aim at: `secrets` (values that must not be found anywhere in
 /proc), `port` (a TCP listener on 127.0.0.1), `outside` (a file of the user's outside the
-workspace), `home` (the hookline home), `ssh_key` (a key in the fake HOME). Each attack
+workspace), `home` (the hookline home), `ssh_key` (a key in the fake HOME), `terminal`
+(a pseudo-terminal of the host's, as hookline's own would be). Each attack
 adds its name and "blocked: <why>" or "OPEN: <what worked>" to the JSON object printed
 after each attack (the last line holds every outcome, the earlier ones survive a kill).
 """
@@ -192,6 +193,23 @@ def git_hooks(settings: dict) -> str:
     return f"OPEN: {written}" if written else "blocked: .git is read-only"
 
 
+def terminals(settings: dict) -> str:
+    """Read what the user types into the terminal hookline runs in (`terminal`, a pty of
+    the host), or any other; the consoles and what they show; the kernel's log."""
+    targets = [settings["terminal"], "/dev/console", "/dev/tty1", "/dev/vcs", "/dev/vcsa",
+               "/dev/kmsg", "/dev/input/event0"]
+    if os.path.isdir("/dev/pts"):
+        targets += [f"/dev/pts/{name}" for name in os.listdir("/dev/pts") if name.isdigit()]
+    opened = []
+    for path in dict.fromkeys(targets):
+        try:
+            os.close(os.open(path, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK))
+            opened.append(path)
+        except OSError:
+            continue
+    return f"OPEN: {opened}" if opened else "blocked: no terminal, console or kernel log"
+
+
 def ssh_key(settings: dict) -> str:
     try:
         with open(settings["ssh_key"]) as file:
@@ -227,7 +245,8 @@ ATTACKS: dict[str, Callable[[dict], str]] = {
     "environ": environ_secrets, "mem": read_memory, "fds": list_fds, "ptrace": ptrace_attach,
     "pidfd_getfd": take_fd, "mptcp": mptcp, "tcp": tcp, "udp": udp,
     "listen_unbound": listen_unbound, "netlink": netlink, "metadata": metadata,
-    "git": git_hooks, "ssh_key": ssh_key, "privileges": privileges, "kernel": kernel_surface,
+    "git": git_hooks, "terminals": terminals, "ssh_key": ssh_key, "privileges": privileges,
+    "kernel": kernel_surface,
     "kill": kill_hookline,
 }
 

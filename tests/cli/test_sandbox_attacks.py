@@ -42,8 +42,9 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture
 def places() -> Iterator[dict[str, Path]]:
-    """Workspace (a git repository), hookline home, fake user HOME with an ssh key, and a
-    file of the user's outside the workspace: under /var/tmp, open to `nobody` to enter."""
+    """Workspace (a git repository), hookline home, fake user HOME with an ssh key, a file
+    of the user's outside the workspace (under /var/tmp, open to `nobody` to enter) and a
+    pseudo-terminal of the host's, as the one hookline would run in."""
     root = Path(tempfile.mkdtemp(prefix="hookline-attack-test-", dir="/var/tmp"))
     root.chmod(0o755)
     found = {name: root / name for name in ("workspace", "home", "user")}
@@ -61,13 +62,18 @@ def places() -> Iterator[dict[str, Path]]:
     subprocess.run(["git", "init", "-q", str(workspace / "vendor" / "lib")], check=True)
     subprocess.run(["git", "init", "-q", f"--separate-git-dir={workspace / 'linked' / 'gitdir'}",
                     str(workspace / "linked" / "tree")], check=True)
+    terminal, typed = os.openpty()
+    found["terminal"] = Path(os.ttyname(typed))
     try:
         yield found
     finally:
+        os.close(terminal)
+        os.close(typed)
         shutil.rmtree(root, ignore_errors=True)
 
 
 def hand_to(places: dict[str, Path], user: str) -> None:
+    shutil.chown(places["terminal"], user)  # as a user's own terminal is theirs
     for path in (places["workspace"], places["home"], places["user"]):
         shutil.chown(path, user)
         for inner in path.rglob("*"):
@@ -128,6 +134,7 @@ def tool_line(tool: str, **arguments: str) -> str:
 def aims(places: dict[str, Path], port: int) -> str:
     return json.dumps({"secrets": list(SECRETS.values()), "port": port,
                        "outside": str(places["outside"]), "home": str(places["home"]),
+                       "terminal": str(places["terminal"]),
                        "ssh_key": str(places["user"] / ".ssh" / "id_ed25519")})
 
 
@@ -312,7 +319,8 @@ def test_the_file_tools_refuse_protected_paths(places: dict[str, Path], path: st
 
 def test_ordinary_work_still_works(places: dict[str, Path]) -> None:
     """A small Python project built and tested, a background server on a Unix socket in
-    the workspace, `chmod +x` and `touch` there; then the user's own git sees it all."""
+    the workspace, `chmod +x` and `touch` there, a pseudo-terminal; then the user's own
+    git sees it all."""
     workspace = places["workspace"]
     (workspace / "calc.py").write_text("def add(a, b):\n    return a + b\n")
     (workspace / "test_calc.py").write_text(
@@ -328,9 +336,11 @@ def test_ordinary_work_still_works(places: dict[str, Path]) -> None:
                "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); "
                "s.connect('app.sock'); print(s.recv(4).decode())\"; "
                "echo '#!/bin/sh' > run.sh && chmod +x run.sh && touch -d 2020-01-01 calc.py "
-               "&& ./run.sh && echo all-done")
+               "&& ./run.sh && echo all-done; python3 -c \"import os, pty; m, s = pty.openpty(); "
+               "os.write(s, b'pty-ok'); print(os.read(m, 6).decode())\"")
     done = hookline_run(places, tool_line("shell", command=command))
     assert "OK" in done.stdout and "pong" in done.stdout and "all-done" in done.stdout, done.stdout
+    assert "pty-ok" in done.stdout, done.stdout  # a pseudo-terminal of the sandbox's own
     assert os.access(workspace / "run.sh", os.X_OK)
     git = ["git", "-C", str(workspace), "-c", "user.name=t", "-c", "user.email=t@example.org"]
     status = subprocess.run([*git, "status", "--short"], capture_output=True, text=True,

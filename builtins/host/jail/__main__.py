@@ -138,8 +138,10 @@ def confine(config: dict[str, Any], isolated: bool) -> dict[str, Any]:
             ruleset = landlock.build(
                 workspace=workspace if writable_workspace else None,
                 temporary=temporary,
-                extra_writable=[] if config["network"] or not mounted else ["/dev/shm"],
-                hidden=[] if mounted else config["hidden"] + [os.path.dirname(temporary)],
+                extra_writable=["/dev/shm", "/dev/pts"] if mounted else [],
+                # Without mounts /dev is the host's: only its harmless devices are granted.
+                hidden=[] if mounted else [*config["hidden"], os.path.dirname(temporary),
+                                           "/dev"],
                 network=config["network"], watched=watched)
             ruleset.confine()
             ruleset.close()

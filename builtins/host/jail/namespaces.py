@@ -5,9 +5,10 @@ needed where unprivileged user namespaces are allowed). `lay_out` then shapes wh
 commands see: every mount read-only (so no mode, owner, time or extended attribute outside
 the write set changes), the workspace and the session's private temporary folder writable
 again (the other sessions' hidden), the protected paths inside them read-only, hidden
-paths masked by an empty entry nobody may open, and with the network closed `/run` and
-`/dev/shm` replaced and the sockets in /tmp masked (no socket of the host's services stays
-reachable by its path). `drop_capabilities` empties every set.
+paths masked by an empty entry nobody may open, /dev the sandbox's own (no terminal, disk
+or console of the host's), and with the network closed `/run` replaced and the sockets in
+/tmp masked (no socket of the host's services stays reachable by its path).
+`drop_capabilities` empties every set.
 
 Standard library only: the helper program imports it (docs/security.md, "How it is
 built").
@@ -42,9 +43,18 @@ _SYS_MOUNT_SETATTR: Final = 442  # the same on every architecture
 _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
 _CAPABILITY_VERSION_3: Final = 0x20080522
 
-REPLACED: Final = ("/run", "/dev/shm")
-"""Folders shown empty (fresh tmpfs) when the network is closed: host sockets live there.
-/run stays read-only; /dev/shm is the sandbox's own shared memory."""
+REPLACED: Final = ("/run",)
+"""Folders shown empty (a fresh tmpfs, read-only) when the network is closed: host
+sockets live there."""
+
+DEVICES: Final = ("null", "zero", "full", "random", "urandom", "tty")
+"""The host's devices a sandbox's own /dev shows: none holds a terminal's input or
+screen, a disk or the kernel's log (`tty` is only the command's controlling terminal,
+and commands have none)."""
+
+DEVICE_LINKS: Final = (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                       ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2"),
+                       ("ptmx", "pts/ptmx"))
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -122,8 +132,8 @@ def lay_out(*, temporary: str, workspace: str, writable_workspace: bool,
     Everything read-only; over the folder of every session's private temporary folder
     (`temporary`'s parent) a tmpfs showing only this one's, writable; the workspace
     writable again unless read-only, its `protected` paths read-only; `hidden` paths masked
-    by an entry of mode 000 that nobody may open; with the network closed, /run and
-    /dev/shm replaced and the sockets in the system's temporary folder masked too."""
+    by an entry of mode 000 that nobody may open; /dev the sandbox's own; with the network
+    closed, /run replaced and the sockets in the system's temporary folder masked too."""
     private_root = os.path.dirname(temporary)
     kept: list[int] = []
 
@@ -133,6 +143,8 @@ def lay_out(*, temporary: str, workspace: str, writable_workspace: bool,
 
     try:
         own, work = keep(temporary), keep(workspace)
+        devices = {name: keep(f"/dev/{name}") for name in DEVICES
+                   if os.path.exists(f"/dev/{name}")}
         guarded = [(path, keep(path)) for path in protected if os.path.lexists(path)]
         roots = dict.fromkeys(("/tmp", os.path.dirname(private_root)))  # TMPDIR may differ
         sockets = [] if network else _socket_places(roots, keep_open=(workspace, private_root))
@@ -141,6 +153,9 @@ def lay_out(*, temporary: str, workspace: str, writable_workspace: bool,
         except OSError as exc:
             raise MountsUnavailable(exc.errno, f"the namespaces may not mount ({exc})") from None
         _set_read_only("/", True, recursive=True)
+        _private_dev(devices)
+        for place in (private_root, workspace):  # in /dev/shm, they were left behind
+            os.makedirs(place, exist_ok=True)
         # The sessions' folder shows this one's only, beside the masks: an empty folder
         # and an empty file of mode 000.
         _mount("tmpfs", private_root, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=16k,mode=0700")
@@ -171,6 +186,28 @@ def lay_out(*, temporary: str, workspace: str, writable_workspace: bool,
     finally:
         for fd in kept:
             os.close(fd)
+
+
+def _private_dev(devices: dict[str, str]) -> None:
+    """/dev as the sandbox's own: the harmless `devices` (name: a path to bind), the
+    usual links, its own shared memory and its own pseudo-terminals. The host's /dev/pts
+    would let a command read what you type into your terminal, its consoles and `vcs`
+    what they show, as root."""
+    _mount("tmpfs", "/dev", "tmpfs", _MS_NOSUID | _MS_NOEXEC, "size=64k,mode=0755")
+    for name, source in devices.items():
+        os.close(os.open(f"/dev/{name}", os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o666))
+        _bind(source, f"/dev/{name}", read_only=False)
+    for name, target in DEVICE_LINKS:
+        os.symlink(target, f"/dev/{name}")
+    os.mkdir("/dev/shm")
+    _mount("tmpfs", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV, "size=64m,mode=1777")
+    os.mkdir("/dev/pts")
+    try:
+        _mount("devpts", "/dev/pts", "devpts", _MS_NOSUID | _MS_NOEXEC,
+               "newinstance,ptmxmode=0666,mode=0620")
+    except OSError:  # a system that refuses a devpts of the sandbox's own: no ptys
+        os.unlink("/dev/ptmx")
+    _set_read_only("/dev", True, recursive=False)
 
 
 def _socket_places(roots: Iterable[str], keep_open: tuple[str, ...]) -> list[str]:
