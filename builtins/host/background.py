@@ -25,7 +25,8 @@ process groups are stopped, and Windows stops the direct shell process only.
 Output: stdout and stderr of a background process go, merged, to a log file in a private
 temporary directory under `private_temp_root()` (so the process never blocks on a full
 pipe, no task has to read it, and no sandboxed command of another session reads it);
-`output(id)` returns its tail. The directory is removed when the scope exits.
+`output(id)` returns its tail. The directory is removed when the scope exits (or, after
+SIGKILL, by a later `PrivateFolder`).
 """
 
 from __future__ import annotations
@@ -35,9 +36,7 @@ import itertools
 import json
 import logging
 import os
-import shutil
 import subprocess
-import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -64,7 +63,7 @@ from .proctable import (
     reap,
     release_subreaper,
 )
-from .sandbox import private_temp_root
+from .sandbox import PrivateFolder
 
 if TYPE_CHECKING:
     from .confined import Spawner
@@ -153,7 +152,7 @@ class BackgroundProcesses:
         self.tail_bytes = tail_bytes
         self._entries: dict[str, _Entry] = {}
         self._ids = itertools.count(1)
-        self._directory: str | None = None
+        self._directory: PrivateFolder | None = None
         self._active = False
         self._owner = ""
         self._tracked: dict[int, tuple[LocalProcess, int]] = {}
@@ -225,7 +224,7 @@ class BackgroundProcesses:
         if not isinstance(command, str) or not command.strip():
             raise HooklineError(ErrorKind.invalid_input, "the background command is empty")
         process_id = f"bg{next(self._ids)}"
-        log_path = os.path.join(self._directory, f"{process_id}.log")
+        log_path = os.path.join(self._directory.path, f"{process_id}.log")
         log = await anyio.to_thread.run_sync(open, log_path, "wb")
         try:
             process = await open_local_process(
@@ -320,9 +319,7 @@ class BackgroundProcesses:
         self._owner = uuid.uuid4().hex
         self._record_lock = anyio.Lock()
         try:
-            self._directory = await anyio.to_thread.run_sync(
-                lambda: tempfile.mkdtemp(prefix="hookline-bg-", dir=private_temp_root())
-            )
+            self._directory = await anyio.to_thread.run_sync(PrivateFolder, "hookline-bg-")
             if records is not None:
                 self._record = await anyio.to_thread.run_sync(
                     _open_record, Path(records), self._owner, self.stop_grace
@@ -356,9 +353,7 @@ class BackgroundProcesses:
                     directory, self._directory = self._directory, None
                     record, self._record = self._record, None
                     if directory is not None:
-                        await anyio.to_thread.run_sync(
-                            lambda: shutil.rmtree(directory, ignore_errors=True)
-                        )
+                        await anyio.to_thread.run_sync(directory.remove)
                     if record is not None:
                         await anyio.to_thread.run_sync(record.remove)
                     if subreaper:

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import fcntl
 import logging
 import os
 import shutil
 import stat
 import tempfile
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -130,7 +132,7 @@ class Confinement:
         self.hidden = tuple(os.path.realpath(path) for path in policy.hidden)
         self.protected = protected_paths(self.workspace, policy.protect)
         self._lock = threading.Lock()
-        self._temporary: str | None = None
+        self._temporary: PrivateFolder | None = None
         self._spawner: Spawner | None = None
         self._replaced: list[Spawner] = []
         self._search_cut_said = False
@@ -161,7 +163,7 @@ class Confinement:
         for spawner in spawners:
             spawner.close()
         if folder is not None:
-            shutil.rmtree(folder, ignore_errors=True)
+            folder.remove()
         self._say_what_commands_made()
 
     def _check_layout(self) -> None:
@@ -181,9 +183,10 @@ class Confinement:
                     f"workspace (the default is ~/.hookline){other}")
 
     def _current_spawner(self) -> Spawner:
-        if self._temporary is None or not os.path.isdir(self._temporary):
-            self._temporary = tempfile.mkdtemp(prefix="hookline-tool-",
-                                               dir=private_temp_root())
+        if self._temporary is None or not os.path.isdir(self._temporary.path):
+            if self._temporary is not None:
+                self._temporary.remove()
+            self._temporary = PrivateFolder("hookline-tool-")
             if self._spawner is not None:  # its mounts and rules name the old folder
                 self._replaced.append(self._spawner)
                 self._spawner = None
@@ -193,7 +196,7 @@ class Confinement:
         from .confined import Spawner
 
         try:
-            spawner = Spawner(self._helper_policy(self._temporary))
+            spawner = Spawner(self._helper_policy(self._temporary.path))
         except OSError as exc:
             raise HooklineError(ErrorKind.config, _refusal(self.policy.mode, str(exc))) from None
         _check_layers(self.policy.mode, spawner)
@@ -383,6 +386,54 @@ def private_temp_root() -> str:
             f"uid {os.getuid()} with mode 0700); another user may have made it. Remove it, "
             f"or set TMPDIR to a folder of your own"))
     return root
+
+
+ABANDONED_AFTER = 600.0
+"""Seconds a folder nobody holds is left before it counts as abandoned: the moment
+between making a folder and holding it, and a hookline of a version without the hold."""
+
+
+class PrivateFolder:
+    """A new folder under `private_temp_root()`, held (an exclusive `flock`) until
+    `remove()`. Making one first removes the folders nobody holds any more: a process
+    killed (SIGKILL, a crash) before removing its own leaves them, with what its commands
+    wrote."""
+
+    def __init__(self, prefix: str) -> None:
+        root = private_temp_root()
+        _remove_abandoned(root)
+        self.path = tempfile.mkdtemp(prefix=prefix, dir=root)
+        self._held = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fcntl.flock(self._held, fcntl.LOCK_EX)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+        held, self._held = self._held, -1
+        if held >= 0:
+            os.close(held)
+
+
+def _remove_abandoned(root: str) -> None:
+    now = time.time()
+    with os.scandir(root) as entries:
+        folders = [entry for entry in entries
+                   if entry.name.startswith("hookline-") and entry.is_dir(follow_symlinks=False)]
+    for folder in folders:
+        try:
+            if now - folder.stat(follow_symlinks=False).st_mtime < ABANDONED_AFTER:
+                continue
+            held = os.open(folder.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+                           | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # its process is alive
+        else:
+            shutil.rmtree(folder.path, ignore_errors=True)
+        finally:
+            os.close(held)
 
 
 def _resolved(paths: tuple[str, ...]) -> list[str]:

@@ -222,20 +222,29 @@ def _socket_places(roots: Iterable[str], keep_open: tuple[str, ...]) -> list[str
         except OSError:
             continue
         for entry in entries:
+            if any(_related(entry.path, kept) for kept in keep_open):
+                continue
             try:
-                mode = entry.stat(follow_symlinks=False).st_mode
-                if stat.S_ISSOCK(mode) or (stat.S_ISDIR(mode) and _holds_a_socket(entry.path)):
+                if _is_socket(entry) or (entry.is_dir(follow_symlinks=False)
+                                         and _holds_a_socket(entry.path)):
                     places[entry.path] = None
             except OSError:
                 continue
-    return [place for place in places
-            if not any(_related(place, kept) for kept in keep_open)]
+    return list(places)
+
+
+def _is_socket(entry: os.DirEntry[str]) -> bool:
+    """Asks the file system only what the folder's listing does not say: a busy /tmp
+    holds a hundred thousand files, and the first command of a session waits for this."""
+    if (entry.is_dir(follow_symlinks=False) or entry.is_file(follow_symlinks=False)
+            or entry.is_symlink()):
+        return False
+    return stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode)
 
 
 def _holds_a_socket(folder: str) -> bool:
     with os.scandir(folder) as entries:
-        return any(stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode)
-                   for entry in entries)
+        return any(_is_socket(entry) for entry in entries)
 
 
 def _related(one: str, other: str) -> bool:

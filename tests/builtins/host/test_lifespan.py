@@ -192,8 +192,9 @@ async def test_the_log_directory_is_removed_and_ids_stay_unique(tmp_path: Path) 
     processes = BackgroundProcesses()
     async with asynccontextmanager(processes.lifespan)():
         first = await processes.start("echo one", cwd=tmp_path)
-        directory = processes._directory
-        assert directory is not None and os.path.isdir(directory)
+        assert processes._directory is not None
+        directory = processes._directory.path
+        assert os.path.isdir(directory)
     assert not os.path.exists(directory)
     async with asynccontextmanager(processes.lifespan)():
         second = await processes.start("echo two", cwd=tmp_path)

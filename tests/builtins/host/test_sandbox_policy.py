@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
+import subprocess
+import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -384,3 +388,36 @@ def test_a_private_root_made_by_someone_else_is_refused_with_the_fix(
     assert "Remove it, or set TMPDIR" in caught.value.message
     squatted.chmod(0o700)
     assert sandbox.private_temp_root() == str(squatted)
+
+
+def test_folders_of_killed_processes_are_removed_when_another_is_made(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process killed by SIGKILL cannot remove its private folder: the next one made
+    removes it, once old enough, while a folder a live process holds stays."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time\nfrom hookline.builtins.host.sandbox import "
+         "PrivateFolder\nfolder = PrivateFolder('hookline-tool-')\n"
+         "open(folder.path + '/written', 'w').write('a secret')\nprint(folder.path, "
+         "flush=True)\ntime.sleep(60)"],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert child.stdout is not None
+    killed = Path(child.stdout.readline().strip())
+    live = sandbox.PrivateFolder("hookline-bg-")
+    recent = Path(sandbox.private_temp_root()) / "hookline-tool-recent"
+    recent.mkdir()
+    try:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        old = time.time() - sandbox.ABANDONED_AFTER - 1
+        for folder in (killed, Path(live.path)):
+            os.utime(folder, (old, old))
+        assert (killed / "written").exists()
+        made = sandbox.PrivateFolder("hookline-tool-")
+        assert not killed.exists()
+        assert os.path.isdir(live.path) and recent.is_dir() and os.path.isdir(made.path)
+        made.remove()
+        made.remove()  # a second time is harmless
+        assert not os.path.exists(made.path)
+    finally:
+        live.remove()
