@@ -161,7 +161,7 @@ class LocalEnvironment(Environment):
 
     def _check_writable(self, target: str, shown: str) -> None:
         """The file tools keep the sandbox's write rules: nothing in `read-only`, nothing
-        under a protected path (`.git`, `.hookline`, `sandbox_protect`) or any `.git` below."""
+        under a protected path (`protected_paths`) or any `.git` below."""
         if self.sandbox.mode == "read-only":
             raise HooklineError(
                 ErrorKind.invalid_input,
@@ -179,7 +179,8 @@ class LocalEnvironment(Environment):
                 ErrorKind.invalid_input,
                 f"cannot write {shown!r}: {rule!r} is protected (what runs later outside "
                 f"the sandbox reads it, as git runs its hooks); only the user changes it. "
-                f"The list is every .git, .hookline and the setting sandbox_protect",
+                f"The list is every .git, .hookline, hookline's own Python environment and "
+                f"the setting sandbox_protect",
                 {"path": shown, "rule": f"sandbox.protected:{rule}"})
 
     # -- processes ---------------------------------------------------------------------

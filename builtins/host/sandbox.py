@@ -20,6 +20,7 @@ import logging
 import os
 import shutil
 import stat
+import sys
 import tempfile
 import threading
 import time
@@ -307,11 +308,17 @@ LEFT_OPEN = {
 
 def protected_paths(workspace: str, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
     """Paths inside the workspace no command or file tool may change: `.git` (and where a
-    worktree's `.git` file points), `.hookline`, and the `sandbox_protect` entries."""
+    worktree's `.git` file points), `.hookline`, the `sandbox_protect` entries, and the
+    Python environment hookline runs from when it lies there (a `.venv` of the project):
+    hookline runs it again, outside the sandbox, and a `.pth` file dropped in its
+    site-packages runs at every start."""
     names = [*PROTECTED, *extra]
     found = [os.path.realpath(os.path.join(workspace, os.path.expanduser(name)))
              for name in names]
     found.extend(_git_file_target(os.path.join(workspace, GIT)))
+    environment = os.path.realpath(sys.prefix)
+    if is_inside(environment, workspace) and environment != workspace:
+        found.append(environment)
     return tuple(dict.fromkeys(found))
 
 

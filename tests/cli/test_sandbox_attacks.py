@@ -370,3 +370,29 @@ def test_processes_over_the_bound_cannot_start(
     prompt = tool_line("shell", command=command)
     done = hookline_run(places, prompt, nobody_python, HOOKLINE_SANDBOX_MAX_PROCESSES="20")
     assert "Cannot fork" in done.stdout and "finished" in done.stdout, done.stdout
+
+
+def test_hooklines_own_environment_in_the_workspace_stays_as_it_is(
+        places: dict[str, Path]) -> None:
+    """hookline run from a virtual environment inside the workspace (the README's `.venv`):
+    it runs again later outside the sandbox, and a `.pth` file in its site-packages runs at
+    every start, so neither a command nor a file tool may change it."""
+    workspace = places["workspace"]
+    venv = workspace / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next(venv.glob("lib/python*/site-packages"))
+    # This environment's packages (hookline's editable install among them), seen from there.
+    (site / "outer.pth").write_text(
+        f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
+    runner = [str(venv / "bin" / "python"), "-c",
+              "import sys; sys.argv[0] = 'hookline'; from hookline.cli import main; "
+              "sys.exit(main())"]
+    planted = "for f in .venv/lib/python*/site-packages; do echo 'import os' > $f/evil.pth; done"
+    done = hookline_run(places, tool_line("shell", command=planted), runner)
+    assert done.returncode == 0, done.stderr
+    assert "Read-only file system" in done.stdout, done.stdout
+    done = hookline_run(places, tool_line("fs_write", path=".venv/bin/hookline", content="x"),
+                        runner)
+    assert "'.venv' is protected" in done.stdout, done.stdout
+    assert not (site / "evil.pth").exists()
+    assert (venv / "bin" / "python").exists() and not (venv / "bin" / "hookline").exists()
