@@ -372,21 +372,21 @@ def test_processes_over_the_bound_cannot_start(
     assert "Cannot fork" in done.stdout and "finished" in done.stdout, done.stdout
 
 
+@pytest.mark.parametrize("user", ["root", "nobody"])
 def test_hooklines_own_environment_in_the_workspace_stays_as_it_is(
-        places: dict[str, Path]) -> None:
+        places: dict[str, Path], user: str, nobody_python: list[str]) -> None:
     """hookline run from a virtual environment inside the workspace (the README's `.venv`):
     it runs again later outside the sandbox, and a `.pth` file in its site-packages runs at
     every start, so neither a command nor a file tool may change it."""
     workspace = places["workspace"]
     venv = workspace / ".venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    subprocess.run([SYSTEM_PYTHON, "-m", "venv", "--without-pip", str(venv)], check=True)
     site = next(venv.glob("lib/python*/site-packages"))
-    # This environment's packages (hookline's editable install among them), seen from there.
-    (site / "outer.pth").write_text(
-        f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
-    runner = [str(venv / "bin" / "python"), "-c",
-              "import sys; sys.argv[0] = 'hookline'; from hookline.cli import main; "
-              "sys.exit(main())"]
+    ready(places, user)
+    # nobody's way to hookline's code and packages, from the environment's own Python.
+    code = nobody_python[nobody_python.index(SYSTEM_PYTHON) + 1:]
+    runner = [*(nobody_python[:nobody_python.index(SYSTEM_PYTHON)] if user == "nobody"
+                else []), str(venv / "bin" / "python"), *code]
     planted = "for f in .venv/lib/python*/site-packages; do echo 'import os' > $f/evil.pth; done"
     done = hookline_run(places, tool_line("shell", command=planted), runner)
     assert done.returncode == 0, done.stderr
