@@ -421,3 +421,4 @@ def test_folders_of_killed_processes_are_removed_when_another_is_made(
         assert not os.path.exists(made.path)
     finally:
         live.remove()
+        child.stdout.close()
