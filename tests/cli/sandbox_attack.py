@@ -223,8 +223,11 @@ def privileges(settings: dict) -> str:
         status = dict(line.split(":", 1) for line in file if ":" in line)
     shown = {name: status[name].strip() for name in ("CapEff", "CapPrm", "CapBnd", "CapAmb",
                                                      "NoNewPrivs", "Seccomp")}
+    with open("/proc/self/oom_score_adj") as file:  # out of memory, a command ends first
+        shown["oom_score_adj"] = file.read().strip()
     confined = (all(int(shown[name], 16) == 0 for name in ("CapEff", "CapPrm", "CapBnd", "CapAmb"))
-                and shown["NoNewPrivs"] == "1" and shown["Seccomp"] == "2")
+                and shown["NoNewPrivs"] == "1" and shown["Seccomp"] == "2"
+                and shown["oom_score_adj"] == "1000")
     return f"{'blocked' if confined else 'OPEN'}: {shown}"
 
 
