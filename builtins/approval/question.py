@@ -14,6 +14,8 @@ from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from hookline.kernel.turn import RUNTIME_PREFIX
 
+from ..terminal import terminal_text
+
 __all__ = [
     "ANSWER_DECISIONS",
     "ANSWER_KEYS",
@@ -67,14 +69,22 @@ class Question:
         return data
 
     def lines(self) -> list[str]:
-        """The question for a terminal, without its diff (shown apart, coloured)."""
-        lines = [f"approve {self.tool}? {self.summary}"]
+        """The question for a terminal, without its diff (shown apart, coloured). What the
+        model wrote (the command, its words, the reason that quotes them) has its control
+        characters shown escaped, and its lines after the first marked `|`: no escape
+        sequence may erase the command, and no line of the model's pass for one of these."""
+        lines = _marked(f"approve {self.tool}? ", self.summary)
         if self.escalate:
-            lines.append(f"  escalation: {self.escalate}")
+            lines += _marked("  escalation: ", self.escalate)
         if self.justification:
-            lines.append(f"  the model says: {self.justification}")
-        lines.append(f"  why asked: {self.reason}")
+            lines += _marked("  the model says: ", self.justification)
+        lines += _marked("  why asked: ", self.reason)
         return lines
+
+
+def _marked(head: str, text: str) -> list[str]:
+    first, *more = terminal_text(text).split("\n")
+    return [head + first, *(f"    | {line}" for line in more)]
 
 
 @dataclass(frozen=True)
