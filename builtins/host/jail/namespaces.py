@@ -144,7 +144,7 @@ def lay_out(*, temporary: str, workspace: str, writable_workspace: bool,
     try:
         own, work = keep(temporary), keep(workspace)
         devices = {name: keep(f"/dev/{name}") for name in DEVICES
-                   if os.path.exists(f"/dev/{name}")}
+                   if _is_device(f"/dev/{name}")}
         guarded = [(path, keep(path)) for path in protected if os.path.lexists(path)]
         roots = dict.fromkeys(("/tmp", os.path.dirname(private_root)))  # TMPDIR may differ
         sockets = [] if network else _socket_places(roots, keep_open=(workspace, private_root))
@@ -208,6 +208,14 @@ def _private_dev(devices: dict[str, str]) -> None:
     except OSError:  # a system that refuses a devpts of the sandbox's own: no ptys
         os.unlink("/dev/ptmx")
     _set_read_only("/dev", True, recursive=False)
+
+
+def _is_device(path: str) -> bool:
+    """A character device itself (not a link to one, which a bind would not take)."""
+    try:
+        return stat.S_ISCHR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _socket_places(roots: Iterable[str], keep_open: tuple[str, ...]) -> list[str]:
