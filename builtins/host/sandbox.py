@@ -248,11 +248,12 @@ class Confinement:
         now = self._existing_protected(repositories(self.workspace, MAX_SEARCHED)[0])
         made = sorted(os.path.relpath(path, self.workspace) for path in now - seen)
         if made:
+            more = f" and {len(made) - MAX_NAMED:,} more" if len(made) > MAX_NAMED else ""
             logger.warning(
                 "commands of this session made %s, which hookline protects only once they "
                 "exist. What runs later outside the sandbox reads them (git runs a "
                 "repository's hooks and config, core.fsmonitor for one, with your rights): "
-                "look at them before you run git there", ", ".join(made))
+                "look at them before you run git there", ", ".join(made[:MAX_NAMED]) + more)
 
 
 def _refusal(mode: str, reason: str) -> str:
@@ -334,6 +335,9 @@ GIT = ".git"
 
 PROTECTED = (GIT, ".hookline")
 """Names in the workspace kept read-only: what runs later outside the sandbox reads them."""
+
+MAX_NAMED = 20
+"""Paths a warning names, at most (the rest are counted)."""
 
 MAX_SEARCHED = 200_000
 """Entries of the workspace looked through for nested git repositories, at most (about a

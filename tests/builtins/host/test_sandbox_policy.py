@@ -137,6 +137,20 @@ async def test_what_commands_made_of_the_protected_is_said_when_the_session_ends
 
 
 @pytest.mark.anyio
+async def test_many_repositories_made_are_counted_past_the_first_named(
+        layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture) -> None:
+    workspace, home, _ = layout
+    env = environment(workspace, home)
+    try:
+        await env.run("for n in $(seq 25); do mkdir -p r$n/.git; done")
+    finally:
+        await env.close()
+    said = [r.getMessage() for r in caplog.records if "commands of this session made" in
+            r.getMessage()]
+    assert len(said) == 1 and said[0].count("/.git") == 20 and "and 5 more" in said[0], said
+
+
+@pytest.mark.anyio
 async def test_a_search_cut_short_is_said_once_with_the_fix(
         layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture,
         monkeypatch: pytest.MonkeyPatch) -> None:
