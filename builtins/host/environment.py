@@ -147,17 +147,18 @@ class LocalEnvironment(Environment):
         return target, os.path.relpath(target, self.workspace)
 
     def _read_bytes(self, path: StrPath, max_bytes: int | None = None) -> bytes:
-        return read_file(*self._locate(path), max_bytes)
+        return read_file(*self._locate(path), max_bytes, root=self.workspace)
 
     def _read_lines(
         self, path: StrPath, offset: int, limit: int | None, max_chars: int
     ) -> LineSlice:
-        return read_file_lines(*self._locate(path), offset, limit, max_chars)
+        return read_file_lines(*self._locate(path), offset, limit, max_chars,
+                               root=self.workspace)
 
     def _write_bytes(self, path: StrPath, data: bytes) -> None:
         target, shown = self._locate(path)
         self._check_writable(target, shown)
-        write_file(target, shown, data)
+        write_file(self.workspace, target, shown, data)
 
     def _check_writable(self, target: str, shown: str) -> None:
         """The file tools keep the sandbox's write rules: nothing in `read-only`, nothing

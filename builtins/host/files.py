@@ -7,6 +7,10 @@ confines it to the workspace) and under the builtin plugin's `AGENTS.md` read:
   is already resolved) and checks the opened descriptor with `fstat`, so a FIFO, a device
   or a socket is refused with a clear error instead of blocking a worker thread, and
   nothing can be swapped in between the check and the open (`open_regular_file`);
+- with a `root` (the workspace), the path is opened one folder at a time from the root,
+  never through a link: a sandboxed command may swap a folder of the resolved path for a
+  link to `~/.ssh` while a file tool works, and the tool, which runs with the user's
+  rights, must then fail rather than follow it (`_open_folder`);
 - a file with more than one hard link is not read, since it may be a name for a file
   outside the workspace (`open_single_link`);
 - `read_line_slice` reads a slice of lines in bounded memory and time, whatever the
@@ -26,8 +30,8 @@ import contextlib
 import errno
 import os
 import re
+import secrets
 import stat
-import tempfile
 from dataclasses import dataclass
 from typing import IO, BinaryIO
 
@@ -63,6 +67,8 @@ _OPEN_FLAGS = (
     | getattr(os, "O_CLOEXEC", 0)
     | getattr(os, "O_BINARY", 0)
 )
+
+_FOLDER_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
 
 _SLICE_CHUNK = 65536
 
@@ -116,15 +122,51 @@ def _check_regular(mode: int, path: str, name: str, action: str) -> None:
     )
 
 
+def _open_folder(root: str, folder: str, *, name: str, create: bool = False) -> int:
+    """A descriptor of `folder` (resolved, inside `root`), opened from `root` one name at
+    a time without following a link, each missing one made first with `create`. A link
+    met on the way was swapped in since the path was resolved: a `HooklineError` saying
+    to try again; a file where a folder should be is `NotADirectoryError`."""
+    fd = os.open(root, _FOLDER_FLAGS)
+    try:
+        relative = os.path.relpath(folder, root)
+        for part in [] if relative == os.curdir else relative.split(os.sep):
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, dir_fd=fd)
+            try:
+                inner = os.open(part, _FOLDER_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+            except NotADirectoryError as exc:
+                if stat.S_ISLNK(os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode):
+                    raise _swapped(name) from exc
+                raise NotADirectoryError(
+                    errno.ENOTDIR, "a parent path is a file, not a directory", name) from exc
+            os.close(fd)
+            fd = inner
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _swapped(name: str) -> HooklineError:
+    return HooklineError(
+        ErrorKind.temporary,
+        f"cannot open {name!r}: a folder of its path was replaced by a symbolic link "
+        f"after the path was resolved; try again",
+        {"path": name})
+
+
 def open_regular_file(
-    path: str, *, name: str | None = None, action: str = "read"
+    path: str, *, name: str | None = None, action: str = "read", root: str | None = None
 ) -> tuple[BinaryIO, os.stat_result]:
     """Open `path` for reading, only if it is a regular file; return it and its `fstat`.
 
     Never blocks: the open uses `O_NONBLOCK`, so a FIFO with no writer or a device cannot
     hold the calling thread, and the type is checked with `fstat` on the opened descriptor,
     so a file swapped in after a check cannot slip through. `O_NOFOLLOW` refuses a final
-    symbolic link: pass a path that is already resolved. A FIFO, device or socket is a
+    symbolic link: pass a path that is already resolved; with `root`, no link on the way
+    from it is followed either (`_open_folder`). A FIFO, device or socket is a
     `HooklineError(invalid_input)` naming `name` (default `path`) and what it is; a
     directory is `IsADirectoryError`, other failures the usual `OSError`.
     """
@@ -134,7 +176,14 @@ def open_regular_file(
     with contextlib.suppress(OSError):  # the open reports a missing file properly
         _check_regular(os.lstat(path).st_mode, path, shown, action)
     try:
-        fd = os.open(path, _OPEN_FLAGS)
+        if root is None:
+            fd = os.open(path, _OPEN_FLAGS)
+        else:
+            folder = _open_folder(root, os.path.dirname(path), name=shown)
+            try:
+                fd = os.open(os.path.basename(path), _OPEN_FLAGS, dir_fd=folder)
+            finally:
+                os.close(folder)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise HooklineError(
@@ -270,13 +319,15 @@ def read_line_slice(
 # -- whole files -----------------------------------------------------------------------
 
 
-def open_single_link(target: str, name: str) -> tuple[BinaryIO, os.stat_result]:
-    """Open a regular file for reading; refuse one with more than one hard link.
+def open_single_link(target: str, name: str, root: str | None = None
+                     ) -> tuple[BinaryIO, os.stat_result]:
+    """Open a regular file for reading (from `root`, see `open_regular_file`); refuse one
+    with more than one hard link.
 
     A second hard link may be a name for a file outside the workspace, and nothing in the
     file says where its other names are, so such a file is not read at all.
     """
-    handle, info = open_regular_file(target, name=name)
+    handle, info = open_regular_file(target, name=name, root=root)
     if info.st_nlink > 1:
         handle.close()
         raise HooklineError(
@@ -290,9 +341,10 @@ def open_single_link(target: str, name: str) -> tuple[BinaryIO, os.stat_result]:
     return handle, info
 
 
-def read_file(target: str, name: str, max_bytes: int | None = None) -> bytes:
+def read_file(target: str, name: str, max_bytes: int | None = None, *,
+              root: str | None = None) -> bytes:
     """The whole file; with `max_bytes`, a larger file is refused with `FileTooLarge`."""
-    handle, info = open_single_link(target, name)
+    handle, info = open_single_link(target, name, root)
     with handle:
         if max_bytes is None:
             return handle.read()
@@ -305,50 +357,56 @@ def read_file(target: str, name: str, max_bytes: int | None = None) -> bytes:
 
 
 def read_file_lines(
-    target: str, name: str, offset: int, limit: int | None, max_chars: int
+    target: str, name: str, offset: int, limit: int | None, max_chars: int, *,
+    root: str | None = None,
 ) -> LineSlice:
     """`limit` lines from line `offset` of the file; see `read_line_slice`."""
-    handle, _info = open_single_link(target, name)
+    handle, _info = open_single_link(target, name, root)
     with handle:
         return read_line_slice(handle, offset, limit, max_chars)
 
 
-def write_file(target: str, name: str, data: bytes) -> None:
-    """Write `data` as the whole file, creating missing parent directories.
+def write_file(root: str, target: str, name: str, data: bytes) -> None:
+    """Write `data` as the whole file `target` (resolved, inside `root`), creating missing
+    parent directories; every folder is opened from `root` without following a link
+    (`_open_folder`), and the file is made and renamed in the folder so opened.
 
     A FIFO, socket or device under the name is refused, never replaced by a file. An
     existing file keeps its mode; a new one gets 0666 masked by the process umask.
     """
+    folder = _open_folder(root, os.path.dirname(target), name=name, create=True)
+    leaf = os.path.basename(target)
     try:
-        existing: os.stat_result | None = os.lstat(target)
-    except FileNotFoundError:
-        existing = None
-    if existing is not None:
-        # Replacing a FIFO or a device by a file is never what was meant.
-        _check_regular(existing.st_mode, target, name, "write")
-    parent = os.path.dirname(target)
-    try:
-        os.makedirs(parent, exist_ok=True)
-    except FileExistsError as exc:  # a file sits where a parent directory should be
-        raise NotADirectoryError(
-            errno.ENOTDIR, "a parent path is a file, not a directory", parent
-        ) from exc
-    # Write a sibling file and rename it over the target: a failure part way leaves
-    # the old file intact instead of truncated. The rename replaces this name only, so
-    # other hard links to the old file (inside the workspace or not) keep its content.
-    handle, temporary = tempfile.mkstemp(dir=parent, prefix=".hookline-", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        # mkstemp makes 0600: keep the old file's mode; a new file (or one replacing a
-        # link swapped in) gets what open(name, 0o666) would, under the process umask.
-        keep = existing is not None and stat.S_ISREG(existing.st_mode)
-        mode = stat.S_IMODE(existing.st_mode) if existing and keep else 0o666 & ~process_umask()
-        os.chmod(temporary, mode)
-        os.replace(temporary, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+        try:
+            existing: os.stat_result | None = os.stat(leaf, dir_fd=folder,
+                                                      follow_symlinks=False)
+        except FileNotFoundError:
+            existing = None
+        if existing is not None:
+            # Replacing a FIFO or a device by a file is never what was meant.
+            _check_regular(existing.st_mode, target, name, "write")
+        # Write a sibling file and rename it over the target: a failure part way leaves
+        # the old file intact instead of truncated. The rename replaces this name only,
+        # so other hard links to the old file (inside the workspace or not) keep its
+        # content.
+        temporary = f".hookline-{secrets.token_hex(8)}.tmp"
+        handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o600, dir_fd=folder)
+        try:
+            with os.fdopen(handle, "wb") as stream:
+                stream.write(data)
+                stream.flush()
+                # A new file (or one replacing a link swapped in) gets what open(name,
+                # 0o666) would, under the process umask; an existing one keeps its mode.
+                keep = existing is not None and stat.S_ISREG(existing.st_mode)
+                mode = (stat.S_IMODE(existing.st_mode) if existing and keep
+                        else 0o666 & ~process_umask())
+                os.fchmod(stream.fileno(), mode)
+                os.fsync(stream.fileno())
+            os.replace(temporary, leaf, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary, dir_fd=folder)
+            raise
+    finally:
+        os.close(folder)

@@ -234,7 +234,7 @@ def proposed_change(workspace: str, tool: str, arguments: dict[str, Any]) -> lis
     record = {"name": name}
     try:
         data = read_file(LocalEnvironment(workspace).resolve_path(path), path,
-                         MAX_SNAPSHOT_BYTES)
+                         MAX_SNAPSHOT_BYTES, root=str(workspace))
         before: str | None = data.decode("utf-8")
     except FileNotFoundError:
         before = _MISSING

@@ -182,6 +182,38 @@ async def test_a_symlink_swapped_in_after_resolving_is_not_followed(
     assert "secret" not in caught.value.message
 
 
+@pytest.mark.anyio
+async def test_a_folder_swapped_for_a_link_after_resolving_is_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race of test_sandbox_policy's swapping command, made certain: the path was
+    resolved while `dir` was a folder, and it is a link to an outside folder now."""
+    workspace, outside = tmp_path / "ws", tmp_path / "outside"
+    workspace.mkdir()
+    outside.mkdir()
+    (outside / "secret.txt").write_text("secret\n")
+    (workspace / "dir").symlink_to(outside)
+    env = LocalEnvironment(workspace)
+    monkeypatch.setattr(env, "resolve_path", lambda path: str(workspace / "dir" / path))
+    for call in (env.read_text("secret.txt"), env.write_text("planted.txt", "x")):
+        with pytest.raises(HooklineError) as caught:
+            await call
+        assert caught.value.kind is ErrorKind.temporary
+        assert str(outside) not in caught.value.message
+        assert "a folder of its path was replaced by a symbolic link" in caught.value.message
+    assert sorted(path.name for path in outside.iterdir()) == ["secret.txt"]
+
+
+@pytest.mark.anyio
+async def test_a_file_where_a_folder_should_be_is_said(tmp_path: Path) -> None:
+    (tmp_path / "notes").write_text("a file\n")
+    env = LocalEnvironment(tmp_path)
+    with pytest.raises(NotADirectoryError, match="a parent path is a file"):
+        await env.write_text("notes/today.txt", "x")
+    with pytest.raises(NotADirectoryError):
+        await env.read_text("notes/today.txt")
+
+
 def test_a_fifo_named_agents_md_does_not_hang_the_system_prompt(tmp_path: Path,
                                                                 mkfifo: Any) -> None:
     from hookline.kernel import Framework

@@ -3,6 +3,7 @@ layout check, the environment policy and the ruleset's refresh, under asyncio an
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -436,3 +437,35 @@ def test_folders_of_killed_processes_are_removed_when_another_is_made(
     finally:
         live.remove()
         child.stdout.close()
+
+
+@pytest.mark.anyio
+async def test_a_folder_swapped_for_a_link_never_leads_the_file_tools_outside(
+        layout: tuple[Path, Path, Path]) -> None:
+    """The file tools run with the user's rights, outside the sandbox. A sandboxed
+    command swaps a folder of the workspace for a link to an outside folder, over and
+    over, while they read and write through it: once the path is resolved, no link on
+    the way is followed, so nothing outside is read or written. (Before, 3,000 tries read
+    the outside secret once and wrote 16 files outside.)"""
+    workspace, home, outside = layout
+    (workspace / "swap").mkdir()
+    (workspace / "swap" / "secret.txt").write_text("inside")
+    (outside / "secret.txt").write_text("OUTSIDE SECRET")
+    processes = BackgroundProcesses(stop_grace=0.5)
+    read: list[str] = []
+    async with asynccontextmanager(processes.lifespan)():
+        env = environment(workspace, home, processes)
+        await env.start_background(f"while true; do mv swap real; ln -s {outside} swap; "
+                                   f"rm swap; mv real swap; done")
+        try:
+            while not (workspace / "real").exists() and not (workspace / "swap").is_symlink():
+                await anyio.sleep(0.01)
+            for number in range(2000):
+                with contextlib.suppress(HooklineError, OSError):
+                    read.append(await env.read_text("swap/secret.txt"))
+                with contextlib.suppress(HooklineError, OSError):
+                    await env.write_text(f"swap/planted{number}.txt", "x")
+        finally:
+            await env.close()
+    assert not any("OUTSIDE" in text for text in read)
+    assert list(outside.glob("planted*")) == []
