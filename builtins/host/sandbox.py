@@ -37,7 +37,7 @@ from ..config import (
     setting_env,
 )
 from ..privacy import HOME_ENV
-from .files import is_inside
+from .files import is_inside, open_regular_file
 from .toolenv import EnvironmentPolicy
 
 if TYPE_CHECKING:
@@ -370,13 +370,18 @@ def repositories(workspace: str, limit: int) -> tuple[list[str], bool]:
     return found, False
 
 
+MAX_GITDIR_LINE = 4096
+"""Bytes of a `.git` file read for its `gitdir:` line: a command may make that file a
+FIFO or gigabytes without a newline, and hookline reads it outside the sandbox."""
+
+
 def _git_file_target(path: str) -> list[str]:
     """Where a `.git` file (a worktree's, a submodule's) points, resolved; nothing for a
-    `.git` folder."""
-    if not os.path.isfile(path):
-        return []
-    with contextlib.suppress(OSError, UnicodeDecodeError), open(path) as file:
-        line = file.readline().strip()
+    `.git` folder or anything but a regular file (opened without blocking)."""
+    with contextlib.suppress(OSError, HooklineError, UnicodeDecodeError):
+        handle, _info = open_regular_file(os.path.realpath(path))
+        with handle:
+            line = handle.readline(MAX_GITDIR_LINE).decode().strip()
         if line.startswith("gitdir:"):
             target = os.path.join(os.path.dirname(path), line.removeprefix("gitdir:").strip())
             return [os.path.realpath(target)]

@@ -11,7 +11,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import tracemalloc
 from collections.abc import Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -469,3 +471,37 @@ async def test_a_folder_swapped_for_a_link_never_leads_the_file_tools_outside(
             await env.close()
     assert not any("OUTSIDE" in text for text in read)
     assert list(outside.glob("planted*")) == []
+
+
+def test_a_git_file_a_command_made_a_fifo_or_huge_is_not_read_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """hookline reads `.git` files outside the sandbox, where commands make them: a FIFO
+    swapped in after a look must not hang it, nor a gigabyte without a newline fill its
+    memory."""
+    for name in ("fifo", "huge", "linked"):
+        (tmp_path / name).mkdir()
+    os.mkfifo(tmp_path / "fifo" / ".git")
+    with open(tmp_path / "huge" / ".git", "wb") as file:
+        file.truncate(1 << 30)  # sparse: a gigabyte of zeros
+    (tmp_path / "linked" / ".git").write_text("gitdir: ../store\n")
+    real_isfile = os.path.isfile
+    # As if the FIFO had been a regular file when looked at, and was swapped just after.
+    monkeypatch.setattr(os.path, "isfile", lambda path: path.endswith("fifo/.git")
+                        or real_isfile(path))
+    found: list[list[str]] = []
+
+    def search() -> None:
+        tracemalloc.start()
+        try:
+            found.append(sandbox.repositories(str(tmp_path), sandbox.MAX_SEARCHED)[0])
+            found.append([str(tracemalloc.get_traced_memory()[1])])
+        finally:
+            tracemalloc.stop()
+
+    searching = threading.Thread(target=search, daemon=True)
+    searching.start()
+    searching.join(20)
+    assert found, "the search hung on the FIFO"
+    assert sorted(os.path.relpath(path, tmp_path) for path in found[0]) == [
+        "fifo/.git", "huge/.git", "linked/.git", "store"]
+    assert int(found[1][0]) < 1 << 20, "the search read the huge file whole"
