@@ -61,13 +61,12 @@ class TerminalAsker:
         import anyio.to_thread
 
         from hookline.builtins.approval import ANSWER_KEYS, Answer, parse_answer
-        from hookline.builtins.terminal import render_diff, wants_colour
+        from hookline.builtins.terminal import wants_colour
 
         enabled, self.status.enabled = self.status.enabled, False  # no redraw meanwhile
         try:
             self.status.clear()
-            lines = question.lines()
-            lines += render_diff(list(question.diff), wants_colour(self.stderr))
+            lines = question.lines(wants_colour(self.stderr))
             for line in lines:
                 typer.echo(line, err=True, file=self.stderr)
             while True:

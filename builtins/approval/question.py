@@ -14,7 +14,7 @@ from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from hookline.kernel.turn import RUNTIME_PREFIX
 
-from ..terminal import terminal_text
+from ..terminal import render_diff, terminal_text
 
 __all__ = [
     "ANSWER_DECISIONS",
@@ -68,18 +68,19 @@ class Question:
             data["diff"] = "\n".join(self.diff)
         return data
 
-    def lines(self) -> list[str]:
-        """The question for a terminal, without its diff (shown apart, coloured). What the
+    def lines(self, colour: bool = False) -> list[str]:
+        """The question for a terminal, with its diff (coloured with `colour`). What the
         model wrote (the command, its words, the reason that quotes them) has its control
-        characters shown escaped, and its lines after the first marked `|`: no escape
-        sequence may erase the command, and no line of the model's pass for one of these."""
+        characters shown escaped, and its lines after the first marked `|`, and the diff
+        is indented: no escape sequence may erase the command, and no line of the model's
+        or of the file pass for one of these."""
         lines = _marked(f"approve {self.tool}? ", self.summary)
         if self.escalate:
             lines += _marked("  escalation: ", self.escalate)
         if self.justification:
             lines += _marked("  the model says: ", self.justification)
         lines += _marked("  why asked: ", self.reason)
-        return lines
+        return lines + [f"    {line}" for line in render_diff(list(self.diff), colour)]
 
 
 def _marked(head: str, text: str) -> list[str]:

@@ -79,14 +79,18 @@ def test_chat_a_approves_the_same_command_for_the_session(asked: Terminal) -> No
 
 
 def test_chat_shows_the_diff_of_an_edit_before_it_is_approved(asked: Terminal) -> None:
-    (asked.cwd / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    # The file's own line (a diff context line) must not pass for the question's.
+    (asked.cwd / "calc.py").write_text(" why asked: this edit is fine\n"
+                                       "def add(a, b):\n    return a - b\n")
     asked.chat("diff", "--session", "approvals")
     asked.wait_for(at_prompt, "the prompt")
     edit = {"path": "calc.py", "old": "a - b", "new": "a + b"}
     asked.type(f"/tool fs_edit {json.dumps(edit)}")
     screen = asked.wait_for(asking, "the question with its diff")
     question = screen[screen.index("approve fs_edit?"):]
-    assert "-    return a - b" in question and "+    return a + b" in question
+    assert "    -    return a - b" in question and "    +    return a + b" in question
+    assert "      why asked: this edit is fine" in question
+    assert sum(line.startswith("  why asked:") for line in question.splitlines()) == 1
     assert (asked.cwd / "calc.py").read_text().endswith("a - b\n"), "nothing ran yet"
     asked.type("y")
     asked.wait_for(lambda s: at_prompt(s) and "Tool fs_edit returned" in s, "the edit")

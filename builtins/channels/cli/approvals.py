@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ...approval.question import ANSWER_KEYS, Answer, Question, parse_answer
-from ...terminal.tool_view import colour_allowed, render_diff
+from ...terminal.tool_view import colour_allowed
 
 if TYPE_CHECKING:
     from .screen import Screen
@@ -54,8 +54,7 @@ class ChatAsker:
         pending = self._pending = _Pending(question)
         prompt = screen.editor.prompt if screen.editor is not None else None
         colour = screen.is_interactive() and colour_allowed()
-        lines = [*question.lines(), *render_diff(list(question.diff), colour),
-                 f"  answer: {ANSWER_KEYS}"]
+        lines = [*question.lines(colour), f"  answer: {ANSWER_KEYS}"]
         if screen.editor is not None:  # the question is the prompt: drawn with it, kept
             await screen.editor.settle()
             self._set_prompt("\n".join(lines) + "\n" + QUESTION_PROMPT)
