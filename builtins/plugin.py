@@ -29,12 +29,12 @@ from hookline.kernel.envelope import (
     default_session_id,
     get_field,
 )
-from hookline.kernel.events import StepStarted
+from hookline.kernel.events import RunFinished, StepStarted
 from hookline.kernel.interception import ToolCall, ToolCallDecision, ToolCallResult
 from hookline.kernel.models import ModelChoice, ModelOptions
 from hookline.kernel.tape import TapeContext
 from hookline.kernel.tools import Tool
-from hookline.kernel.turn import RUNTIME_THREAD_ID, RUNTIME_WORKSPACE
+from hookline.kernel.turn import RUNTIME_ENVIRONMENT, RUNTIME_THREAD_ID, RUNTIME_WORKSPACE
 
 from .config.limits import CONTEXT_WINDOW, check_session_fields
 from .models.options import MODEL_OPTIONS_STATE, checked_model_options
@@ -145,6 +145,7 @@ class BuiltinPlugin:
                                  CONTEXT_WINDOW, settings.compaction)
             self._agent = Agent(self.framework, config, ModelOpener(settings), self.tape_for)
             self._agent.bus.on(StepStarted, self._refresh_instructions)
+            self._agent.bus.on(RunFinished, self._say_what_commands_made)
             if self.mcp_servers() is not None:
                 self._agent.prepare_tools = self._prepare_mcp
         return self._agent
@@ -299,6 +300,15 @@ class BuiltinPlugin:
 
     def _workspace_of(self, state: dict[str, Any]) -> Path:
         return Path(state.get(RUNTIME_WORKSPACE) or self.framework.workspace)
+
+    async def _say_what_commands_made(self, event: RunFinished) -> None:
+        """After each run: the repositories its commands made, said while the user may
+        still be there (see `LocalEnvironment.say_what_commands_made`)."""
+        from .host import LocalEnvironment
+
+        environment = event.state.get(RUNTIME_ENVIRONMENT)
+        if isinstance(environment, LocalEnvironment):
+            await environment.say_what_commands_made()
 
     async def _refresh_instructions(self, event: StepStarted) -> None:
         """Before each model call: the `AGENTS.md` files checked (read in a worker thread

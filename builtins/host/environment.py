@@ -262,6 +262,11 @@ class LocalEnvironment(Environment):
             self._escalated[escalate] = sibling
         return sibling
 
+    async def say_what_commands_made(self) -> None:
+        """Warn about the repositories and protected paths commands made since the last
+        look (`Confinement.say_what_commands_made`); nothing if none started."""
+        await anyio.to_thread.run_sync(self._confinement.say_what_commands_made)
+
     async def close(self) -> None:
         """Stop every process started through `spawn` that is still running."""
         escalated, self._escalated = list(self._escalated.values()), {}

@@ -139,7 +139,8 @@ class Confinement:
         self._search_cut_said = False
         self._existing: set[str] | None = None
         """The protected paths and repositories there were when the session's first helper
-        started (None: no command ran)."""
+        started, and those said since (None: no command ran)."""
+        self._started_since_said = False
 
     def prepare(self, extra: Mapping[str, str] | None = None
                 ) -> tuple[dict[str, str], Spawner | None]:
@@ -152,6 +153,7 @@ class Confinement:
         self._check_layout()
         with self._lock:
             spawner = self._current_spawner()
+            self._started_since_said = True
         for name in ("TMPDIR", "TMP", "TEMP"):
             environ[name] = spawner.report.tmpdir
         return {**environ, **(extra or {})}, spawner
@@ -165,7 +167,9 @@ class Confinement:
             spawner.close()
         if folder is not None:
             folder.remove()
-        self._say_what_commands_made()
+        self._started_since_said = True  # a background command may have made one since
+        self.say_what_commands_made()
+        self._existing = None
 
     def _check_layout(self) -> None:
         """Landlock grants whole hierarchies: a workspace that holds the hookline home
@@ -238,14 +242,20 @@ class Confinement:
     def _existing_protected(self, found: list[str]) -> set[str]:
         return {path for path in self.protected if os.path.lexists(path)} | set(found)
 
-    def _say_what_commands_made(self) -> None:
-        """A protected path or repository a command made was not protected from the
-        commands after it, which may have given it hooks: the user, who may run git
-        there later, is told."""
-        if self._existing is None:
-            return
-        seen, self._existing = self._existing, None
+    def say_what_commands_made(self) -> None:
+        """A protected path or repository a command made is not protected from the
+        commands after it, which may give it hooks: the user, who may run git there
+        later, is told, once for each, if a command started since the last look (the
+        builtin plugin looks at the end of each run, `close` once more). Blocking."""
+        with self._lock:
+            if self._existing is None or not self._started_since_said:
+                return
+            self._started_since_said = False
+            seen = self._existing
         now = self._existing_protected(repositories(self.workspace, MAX_SEARCHED)[0])
+        with self._lock:
+            if self._existing is not None:
+                self._existing = self._existing | now  # `seen` stays as it was
         made = sorted(os.path.relpath(path, self.workspace) for path in now - seen)
         if made:
             more = f" and {len(made) - MAX_NAMED:,} more" if len(made) > MAX_NAMED else ""
