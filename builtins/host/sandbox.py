@@ -141,6 +141,9 @@ class Confinement:
         """The protected paths and repositories there were when the session's first helper
         started, and those said since (None: no command ran)."""
         self._started_since_said = False
+        self._unprotected = False
+        """A command made something to protect that the current helper does not: the next
+        command gets a new helper, which does."""
 
     def prepare(self, extra: Mapping[str, str] | None = None
                 ) -> tuple[dict[str, str], Spawner | None]:
@@ -195,9 +198,10 @@ class Confinement:
             if self._spawner is not None:  # its mounts and rules name the old folder
                 self._replaced.append(self._spawner)
                 self._spawner = None
-        if self._spawner is not None and all(_mtime(path) == seen
-                                             for path, seen in self._spawner.report.watched):
+        if self._spawner is not None and not self._unprotected and all(
+                _mtime(path) == seen for path, seen in self._spawner.report.watched):
             return self._spawner
+        self._unprotected = False
         from .confined import Spawner
 
         try:
@@ -244,9 +248,10 @@ class Confinement:
 
     def say_what_commands_made(self) -> None:
         """A protected path or repository a command made is not protected from the
-        commands after it, which may give it hooks: the user, who may run git there
+        commands of its helper, which may give it hooks: the user, who may run git there
         later, is told, once for each, if a command started since the last look (the
-        builtin plugin looks at the end of each run, `close` once more). Blocking."""
+        builtin plugin looks at the end of each run, `close` once more), and the next
+        command gets a new helper, which protects it. Blocking."""
         with self._lock:
             if self._existing is None or not self._started_since_said:
                 return
@@ -258,6 +263,8 @@ class Confinement:
                 self._existing = self._existing | now  # `seen` stays as it was
         made = sorted(os.path.relpath(path, self.workspace) for path in now - seen)
         if made:
+            with self._lock:
+                self._unprotected = True
             more = f" and {len(made) - MAX_NAMED:,} more" if len(made) > MAX_NAMED else ""
             logger.warning(
                 "commands of this session made %s, which hookline protects only once they "

@@ -140,6 +140,23 @@ async def test_what_commands_made_of_the_protected_is_said_when_the_session_ends
 
 
 @pytest.mark.anyio
+async def test_a_repository_said_made_is_protected_from_the_next_command(
+        layout: tuple[Path, Path, Path]) -> None:
+    workspace, home, _ = layout
+    env = environment(workspace, home)
+    try:
+        made = await env.run("git init -q made && echo '[core]' >> made/.git/config && echo ok")
+        assert "ok" in made.stdout, made.stderr
+        await env.say_what_commands_made()  # as the builtin plugin does after each run
+        after = await env.run("echo '[core] fsmonitor = evil' >> made/.git/config; "
+                              "touch made/file && echo still-writable")
+    finally:
+        await env.close()
+    assert "Read-only file system" in after.stderr and "still-writable" in after.stdout
+    assert "fsmonitor" not in (workspace / "made" / ".git" / "config").read_text()
+
+
+@pytest.mark.anyio
 async def test_many_repositories_made_are_counted_past_the_first_named(
         layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture) -> None:
     workspace, home, _ = layout
