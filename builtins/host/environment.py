@@ -264,8 +264,10 @@ class LocalEnvironment(Environment):
 
     async def say_what_commands_made(self) -> None:
         """Warn about the repositories and protected paths commands made since the last
-        look (`Confinement.say_what_commands_made`); nothing if none started."""
-        await anyio.to_thread.run_sync(self._confinement.say_what_commands_made)
+        look (`Confinement.say_what_commands_made`); nothing, and no worker thread, if
+        none started: the builtin plugin asks after every run."""
+        if self._confinement.started_since_said:
+            await anyio.to_thread.run_sync(self._confinement.say_what_commands_made)
 
     async def close(self) -> None:
         """Stop every process started through `spawn` that is still running."""

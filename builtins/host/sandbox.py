@@ -201,7 +201,6 @@ class Confinement:
         if self._spawner is not None and not self._unprotected and all(
                 _mtime(path) == seen for path, seen in self._spawner.report.watched):
             return self._spawner
-        self._unprotected = False
         from .confined import Spawner
 
         try:
@@ -211,7 +210,7 @@ class Confinement:
         _check_layers(self.policy.mode, spawner)
         if self._spawner is not None:  # its commands keep running until they end
             self._replaced.append(self._spawner)
-        self._spawner = spawner
+        self._spawner, self._unprotected = spawner, False
         for old in [old for old in self._replaced if old.idle()]:
             self._replaced.remove(old)
             old.close()
@@ -245,6 +244,12 @@ class Confinement:
 
     def _existing_protected(self, found: list[str]) -> set[str]:
         return {path for path in self.protected if os.path.lexists(path)} | set(found)
+
+    @property
+    def started_since_said(self) -> bool:
+        """A command started since the last `say_what_commands_made`: only then is there
+        anything for it to look at."""
+        return self._started_since_said
 
     def say_what_commands_made(self) -> None:
         """A protected path or repository a command made is not protected from the

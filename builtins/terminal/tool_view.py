@@ -233,8 +233,9 @@ def proposed_change(workspace: str, tool: str, arguments: dict[str, Any]) -> lis
     path = str(arguments.get("path", "?"))
     record = {"name": name}
     try:
-        data = read_file(LocalEnvironment(workspace).resolve_path(path), path,
-                         MAX_SNAPSHOT_BYTES, root=str(workspace))
+        environment = LocalEnvironment(workspace)  # its workspace is resolved, as the path
+        data = read_file(environment.resolve_path(path), path, MAX_SNAPSHOT_BYTES,
+                         root=environment.workspace)
         before: str | None = data.decode("utf-8")
     except FileNotFoundError:
         before = _MISSING
