@@ -53,23 +53,27 @@ Stream = int | IO[Any] | None
 @dataclass(frozen=True)
 class HelperReport:
     """What a helper says once confined: the layers it could not apply, the temporary
-    folder as commands see it, and the folders whose change needs a new helper."""
+    folder as commands see it, the folders whose change needs a new helper, and whether
+    mounts of its own shape what commands see (only then can it `protect`)."""
 
     missing: tuple[str, ...]
     tmpdir: str
     watched: tuple[tuple[str, int], ...]
+    mounted: bool
 
 
 class Spawner:
-    """One sandbox helper process and the socket hookline asks it through."""
+    """One sandbox helper process and the sockets hookline asks it through: one to start
+    commands, one to protect paths."""
 
     def __init__(self, policy: Mapping[str, Any]) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._keeper, keeper_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self._lock = threading.Lock()
         self._channel = ours
         self._started: weakref.WeakSet[ConfinedProcess] = weakref.WeakSet()
         try:
-            _fork_helper(policy, theirs)
+            _fork_helper(policy, [theirs, keeper_end])
             ours.settimeout(START_TIMEOUT)
             answer = wire.receive(ours)
             ours.settimeout(None)
@@ -78,12 +82,14 @@ class Spawner:
             answer, reason = None, str(exc)
         finally:
             theirs.close()
+            keeper_end.close()
         if answer is None or reason:
             self.close()
             raise OSError(f"the sandbox helper could not confine itself: {reason}")
         report = answer[0]
         self.report = HelperReport(tuple(report["missing"]), report["tmpdir"],
-                                   tuple((path, when) for path, when in report["watched"]))
+                                   tuple((path, when) for path, when in report["watched"]),
+                                   report["mounted"])
 
     def popen(self, argv: str | Sequence[str], *, stdin: Stream, stdout: Stream,
               stderr: Stream, cwd: str | None, env: Mapping[str, str] | None) -> ConfinedProcess:
@@ -123,6 +129,21 @@ class Spawner:
             ends.close_theirs()
         return process
 
+    def protect(self, paths: Sequence[str]) -> bool:
+        """Make `paths` read-only to this helper's commands from now on, the running ones
+        too (they share its mount namespace; one that holds a folder open inside keeps it).
+        False when that failed: a new helper protects them. Blocking."""
+        if not self.report.mounted:  # without mounts of its own it protects none at all
+            return True
+        with self._lock:
+            try:
+                self._keeper.settimeout(START_TIMEOUT)
+                wire.send(self._keeper, {"protect": list(paths)})
+                answer = wire.receive(self._keeper)
+            except (OSError, ValueError):
+                return False
+        return answer is not None and "error" not in answer[0]
+
     def idle(self) -> bool:
         """True when no command this helper started is still running."""
         return all(process.returncode is not None for process in list(self._started))
@@ -130,6 +151,7 @@ class Spawner:
     def close(self) -> None:
         """End the helper: with its pid namespace every process in it is killed."""
         self._channel.close()
+        self._keeper.close()
 
 
 class _Template:
@@ -159,14 +181,14 @@ _template: _Template | None = None
 _template_lock = threading.Lock()
 
 
-def _fork_helper(policy: Mapping[str, Any], end: socket.socket) -> None:
-    """Ask the template (started now if it is not running) for a helper on `end`."""
+def _fork_helper(policy: Mapping[str, Any], ends: Sequence[socket.socket]) -> None:
+    """Ask the template (started now if it is not running) for a helper on `ends`."""
     global _template
     with _template_lock:
         if _template is None or _template.process.poll() is not None:
             _template = _Template()
         try:
-            wire.send(_template.channel, dict(policy), [end.fileno()])
+            wire.send(_template.channel, dict(policy), [end.fileno() for end in ends])
         except OSError as exc:
             code = _template.process.poll()
             raise OSError(f"the sandbox template ended (status {code}): {exc}") from None

@@ -142,8 +142,8 @@ class Confinement:
         started, and those said since (None: no command ran)."""
         self._started_since_said = False
         self._unprotected = False
-        """A command made something to protect that the current helper does not: the next
-        command gets a new helper, which does."""
+        """A command made something to protect that the current helper failed to protect
+        in place: the next command gets a new helper, which does."""
 
     def prepare(self, extra: Mapping[str, str] | None = None
                 ) -> tuple[dict[str, str], Spawner | None]:
@@ -255,8 +255,9 @@ class Confinement:
         """A protected path or repository a command made is not protected from the
         commands of its helper, which may give it hooks: the user, who may run git there
         later, is told, once for each, if a command started since the last look (the
-        builtin plugin looks at the end of each run, `close` once more), and the next
-        command gets a new helper, which protects it. Blocking."""
+        builtin plugin looks at the end of each run, `close` once more), and it is made
+        read-only in the running sandbox (else the next command gets a new helper, which
+        protects it). Blocking."""
         with self._lock:
             if self._existing is None or not self._started_since_said:
                 return
@@ -268,14 +269,25 @@ class Confinement:
                 self._existing = self._existing | now  # `seen` stays as it was
         made = sorted(os.path.relpath(path, self.workspace) for path in now - seen)
         if made:
-            with self._lock:
-                self._unprotected = True
+            self._protect_in_place(sorted(now - seen))
             more = f" and {len(made) - MAX_NAMED:,} more" if len(made) > MAX_NAMED else ""
             logger.warning(
                 "commands of this session made %s, which hookline protects only once they "
                 "exist. What runs later outside the sandbox reads them (git runs a "
                 "repository's hooks and config, core.fsmonitor for one, with your rights): "
                 "look at them before you run git there", ", ".join(made[:MAX_NAMED]) + more)
+
+    def _protect_in_place(self, paths: list[str]) -> None:
+        """Protect `paths` in every running helper now, for the commands still running
+        there too; where the current one failed, the next command gets a new helper."""
+        with self._lock:
+            current, replaced = self._spawner, list(self._replaced)
+        for old in replaced:
+            old.protect(paths)
+        if current is not None and not current.protect(paths):
+            with self._lock:
+                if self._spawner is current:
+                    self._unprotected = True
 
 
 def _refusal(mode: str, reason: str) -> str:

@@ -2,17 +2,18 @@
 
 hookline starts this program once (`python -E -s -S <this file> <fd>`, an empty
 environment, a socket) as the template: for each sandbox hookline sends it the policy with
-one end of a new socket, and the template forks a helper (a fork of a small process costs
-about a millisecond where a new interpreter costs tens), which reports on that socket. The
-template holds nothing of hookline's and is in no sandbox's namespaces. The helper enters
-new namespaces where the system allows them, forks the first process of the new pid
-namespace (which serves from then on: its parent only waits), lays out the mounts, mounts
-a /proc of its own, sets no_new_privs and resource limits, applies Landlock, drops every
-capability, becomes non-dumpable and installs the seccomp filter. Each start request
-then carries the command's three streams and a status pipe; the helper starts the command
-in a session of its own (`posix_spawn`; `subprocess` alone would double the program's
-start-up), answers with a pidfd, and writes the exit status to the pipe once it has
-reaped it.
+one end of each of two new sockets, and the template forks a helper (a fork of a small
+process costs about a millisecond where a new interpreter costs tens), which reports on
+the first. The template holds nothing of hookline's and is in no sandbox's namespaces.
+The helper enters new namespaces where the system allows them and forks the first process
+of the new pid namespace, which serves from then on (its parent waits, and on the second
+socket makes read-only what commands made that needs protecting). That process lays out
+the mounts, mounts a /proc of its own, sets no_new_privs and resource limits, applies
+Landlock, drops every capability, becomes non-dumpable and installs the seccomp filter.
+Each start request then carries the command's three streams and a status pipe; the helper
+starts the command in a session of its own (`posix_spawn`; `subprocess` alone would
+double the program's start-up), answers with a pidfd, and writes the exit status to the
+pipe once it has reaped it.
 
 Nothing of hookline's process is in the helper: not its memory, descriptors, environment
 or Landlock domain. When the socket closes (hookline closed the sandbox, or died), the
@@ -30,6 +31,7 @@ import resource
 import select
 import signal
 import socket
+import stat
 import struct
 import sys
 
@@ -59,7 +61,8 @@ def main() -> int:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             code = 1
             try:
-                code = helper(socket.socket(fileno=fds[0]), config)
+                keeper = socket.socket(fileno=fds[1]) if len(fds) > 1 else None
+                code = helper(socket.socket(fileno=fds[0]), config, keeper)
             finally:
                 os._exit(code)
         for fd in fds:
@@ -75,8 +78,10 @@ def _reap_helpers(*_: object) -> None:
         return
 
 
-def helper(channel: socket.socket, config: dict[str, Any]) -> int:
-    """One sandbox: confine, report, then start commands until `channel` closes."""
+def helper(channel: socket.socket, config: dict[str, Any],
+           keeper: socket.socket | None) -> int:
+    """One sandbox: confine, report, then start commands until `channel` closes (and, with
+    mounts of its own, protect on `keeper`'s requests what commands made since)."""
     # The template's non-dumpable mark would make /proc/self/uid_map root's: a user could
     # not map itself. The helper takes the mark again once confined.
     _libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
@@ -89,11 +94,12 @@ def helper(channel: socket.socket, config: dict[str, Any]) -> int:
             config["missing_reason"] = str(exc)
     if isolated:
         child = os.fork()
-        if child:  # the parent stays outside the pid namespace and only waits
+        if child:  # the parent stays outside the pid namespace: it waits, and mounts
             channel.close()
-            _, status = os.waitpid(child, 0)
-            return os.waitstatus_to_exitcode(status)
+            return keep(child, keeper)
         _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if keeper is not None:
+        keeper.close()
     try:
         report = confine(config, isolated)
     except Exception as exc:  # whatever failed, hookline runs nothing and says why
@@ -160,7 +166,47 @@ def confine(config: dict[str, Any], isolated: bool) -> dict[str, Any]:
         except OSError as exc:
             missing.append(f"seccomp: {exc}")
     return {"ready": True, "missing": missing, "tmpdir": temporary,
-            "watched": watched}
+            "watched": watched, "mounted": mounted}
+
+
+def keep(child: int, keeper: socket.socket | None) -> int:
+    """The helper's parent, until the helper ends: in its user and mount namespaces with
+    every capability there, but outside its pid namespace, where no command can name it.
+    On hookline's request it makes paths read-only (a repository a command made): a mount
+    in this namespace reaches every command at once, the running ones too."""
+    _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    if keeper is not None:
+        ended = os.pidfd_open(child)
+        poll = select.poll()
+        poll.register(keeper, select.POLLIN)
+        poll.register(ended, select.POLLIN)
+        while all(fd != ended for fd, _events in poll.poll()):
+            received = wire.receive(keeper)
+            if received is None:
+                break
+            request, fds = received
+            for fd in fds:
+                os.close(fd)
+            wire.send(keeper, protect(request.get("protect", [])))
+        keeper.close()
+    _, status = os.waitpid(child, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def protect(paths: list[str]) -> dict[str, Any]:
+    """Mount each of `paths` read-only over itself; one gone, or now a link, is left."""
+    done = 0
+    for path in paths:
+        try:
+            if stat.S_ISLNK(os.lstat(path).st_mode):
+                continue
+            namespaces.protect(path)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            return {"error": str(exc), "protected": done}
+        done += 1
+    return {"protected": done}
 
 
 def _ended_first_out_of_memory() -> None:

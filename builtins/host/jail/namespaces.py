@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from typing import Final
 
 __all__ = ["MountsUnavailable", "NamespacesUnavailable", "drop_capabilities", "enter", "lay_out",
-           "mount_proc"]
+           "mount_proc", "protect"]
 
 CLONE_NEWNS: Final = 0x00020000
 CLONE_NEWIPC: Final = 0x08000000
@@ -186,6 +186,12 @@ def lay_out(*, temporary: str, workspace: str, writable_workspace: bool,
     finally:
         for fd in kept:
             os.close(fd)
+
+
+def protect(path: str) -> None:
+    """Make `path` read-only from now on, for every process of the mount namespace (the
+    caller is in it, with its capabilities, and the mounts are laid out)."""
+    _bind(path, path, read_only=True)
 
 
 def _private_dev(devices: dict[str, str]) -> None:

@@ -140,8 +140,15 @@ async def test_what_commands_made_of_the_protected_is_said_when_the_session_ends
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("in_place", [True, False], ids=["in-place", "new-helper"])
 async def test_a_repository_said_made_is_protected_from_the_next_command(
-        layout: tuple[Path, Path, Path]) -> None:
+        layout: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch,
+        in_place: bool) -> None:
+    """Where the running sandbox fails to protect it, the next command gets a new one."""
+    from hookline.builtins.host.confined import Spawner
+
+    if not in_place:
+        monkeypatch.setattr(Spawner, "protect", lambda self, paths: False)
     workspace, home, _ = layout
     env = environment(workspace, home)
     try:
@@ -154,6 +161,39 @@ async def test_a_repository_said_made_is_protected_from_the_next_command(
         await env.close()
     assert "Read-only file system" in after.stderr and "still-writable" in after.stdout
     assert "fsmonitor" not in (workspace / "made" / ".git" / "config").read_text()
+
+
+@pytest.mark.anyio
+async def test_a_repository_said_made_is_protected_in_place_from_running_commands_too(
+        layout: tuple[Path, Path, Path]) -> None:
+    """The running sandbox protects it: a command still running there can no longer
+    change it, and what it started stays in sight of the next command (its pid
+    namespace, its loopback)."""
+    workspace, home, _ = layout
+    config = workspace / "made" / ".git" / "config"
+    processes = BackgroundProcesses(stop_grace=0.5)
+    async with asynccontextmanager(processes.lifespan)():
+        env = environment(workspace, home, processes)
+        try:
+            await env.start_background(
+                "git init -q made && echo $$ > pid && "
+                "while echo x >> made/.git/config 2>/dev/null; do sleep 0.02; done; "
+                "echo refused > refused; sleep 60")
+            with anyio.fail_after(20):
+                while not (config.exists() and "x" in config.read_text()):
+                    await anyio.sleep(0.02)
+            await env.say_what_commands_made()  # as the builtin plugin does after each run
+            with anyio.fail_after(10):
+                while not (workspace / "refused").exists():
+                    await anyio.sleep(0.02)
+            written = config.read_text()
+            after = await env.run("kill -0 $(cat pid) && echo still-seen; "
+                                  "echo y >> made/.git/config")
+        finally:
+            await env.close()
+    assert "still-seen" in after.stdout, after.stderr
+    assert "Read-only file system" in after.stderr
+    assert config.read_text() == written
 
 
 @pytest.mark.anyio
