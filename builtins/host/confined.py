@@ -142,7 +142,7 @@ class Spawner:
                 answer = wire.receive(self._keeper)
             except (OSError, ValueError):
                 return False
-        return answer is not None and "error" not in answer[0]
+        return answer is not None and not answer[0]["errors"]
 
     def idle(self) -> bool:
         """True when no command this helper started is still running."""

@@ -31,7 +31,6 @@ import resource
 import select
 import signal
 import socket
-import stat
 import struct
 import sys
 
@@ -194,19 +193,17 @@ def keep(child: int, keeper: socket.socket | None) -> int:
 
 
 def protect(paths: list[str]) -> dict[str, Any]:
-    """Mount each of `paths` read-only over itself; one gone, or now a link, is left."""
-    done = 0
+    """Mount each of `paths` read-only over itself (one gone since is left); the errors
+    name those that could not be (hookline then starts a new helper, which does)."""
+    errors: list[str] = []
     for path in paths:
         try:
-            if stat.S_ISLNK(os.lstat(path).st_mode):
-                continue
             namespaces.protect(path)
         except FileNotFoundError:
             continue
         except OSError as exc:
-            return {"error": str(exc), "protected": done}
-        done += 1
-    return {"protected": done}
+            errors.append(str(exc))
+    return {"errors": errors}
 
 
 def _ended_first_out_of_memory() -> None:

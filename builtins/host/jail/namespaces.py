@@ -17,6 +17,7 @@ built").
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import stat
 from collections.abc import Iterable
@@ -36,9 +37,11 @@ CLONE_NEWNET: Final = 0x40000000
 
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_BIND, _MS_REC, _MS_PRIVATE = 0x1000, 0x4000, 0x40000
-_AT_FDCWD, _AT_RECURSIVE = -100, 0x8000
+_AT_FDCWD, _AT_EMPTY_PATH, _AT_RECURSIVE = -100, 0x1000, 0x8000
 _MOUNT_ATTR_RDONLY: Final = 0x1
-_SYS_MOUNT_SETATTR: Final = 442  # the same on every architecture
+_OPEN_TREE_CLONE, _MOVE_MOUNT_F_EMPTY_PATH, _MOVE_MOUNT_T_EMPTY_PATH = 0x1, 0x4, 0x40
+# The same numbers on every architecture (the syscall table shared since Linux 5.1).
+_SYS_OPEN_TREE, _SYS_MOVE_MOUNT, _SYS_MOUNT_SETATTR = 428, 429, 442
 
 _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
 _CAPABILITY_VERSION_3: Final = 0x20080522
@@ -190,8 +193,28 @@ def lay_out(*, temporary: str, workspace: str, writable_workspace: bool,
 
 def protect(path: str) -> None:
     """Make `path` read-only from now on, for every process of the mount namespace (the
-    caller is in it, with its capabilities, and the mounts are laid out)."""
-    _bind(path, path, read_only=True)
+    caller is in it, with its capabilities, and the mounts are laid out). The entry opened
+    is the one mounted over: a link a command swapped in meanwhile is refused, never
+    followed."""
+    entry = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if stat.S_ISLNK(os.fstat(entry).st_mode):
+            raise OSError(errno.ELOOP, f"{path} is a link now, not what was found")
+        tree = _libc.syscall(_SYS_OPEN_TREE, entry, b"", _OPEN_TREE_CLONE | os.O_CLOEXEC
+                             | _AT_RECURSIVE | _AT_EMPTY_PATH)
+        if tree < 0:
+            _check(tree, f"open_tree {path}")
+        try:
+            attr = _MountAttr(_MOUNT_ATTR_RDONLY, 0, 0, 0)
+            _check(_libc.syscall(_SYS_MOUNT_SETATTR, tree, b"", _AT_EMPTY_PATH | _AT_RECURSIVE,
+                                 ctypes.byref(attr), ctypes.sizeof(attr)), f"mount_setattr {path}")
+            _check(_libc.syscall(_SYS_MOVE_MOUNT, tree, b"", entry, b"",
+                                 _MOVE_MOUNT_F_EMPTY_PATH | _MOVE_MOUNT_T_EMPTY_PATH),
+                   f"move_mount {path}")
+        finally:
+            os.close(tree)
+    finally:
+        os.close(entry)
 
 
 def _private_dev(devices: dict[str, str]) -> None:

@@ -197,6 +197,31 @@ async def test_a_repository_said_made_is_protected_in_place_from_running_command
 
 
 @pytest.mark.anyio
+async def test_a_link_swapped_in_for_a_repository_is_not_followed_when_protecting(
+        layout: tuple[Path, Path, Path]) -> None:
+    """A command may swap a link in between hookline's search and the mount: the
+    running sandbox then says it failed (a new helper takes over) and protects nothing
+    the link names."""
+    workspace, home, _ = layout
+    env = environment(workspace, home)
+    try:
+        await env.run("mkdir elsewhere made && ln -s ../elsewhere made/.git")
+        spawner = env._confinement._spawner
+        assert spawner is not None and spawner.report.mounted
+        protected = await anyio.to_thread.run_sync(
+            spawner.protect, [str(workspace / "made" / ".git"), str(workspace / "gone")])
+        refused = await env.run("touch elsewhere/writable")
+        real = await anyio.to_thread.run_sync(spawner.protect, [str(workspace / "made")])
+        after = await env.run("touch made/file elsewhere/still")
+    finally:
+        await env.close()
+    assert protected is False and refused.returncode == 0, refused.stderr
+    assert real is True and "Read-only file system" in after.stderr
+    assert (workspace / "elsewhere" / "still").exists()
+    assert not (workspace / "made" / "file").exists()
+
+
+@pytest.mark.anyio
 async def test_many_repositories_made_are_counted_past_the_first_named(
         layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture) -> None:
     workspace, home, _ = layout
