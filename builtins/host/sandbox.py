@@ -272,10 +272,11 @@ class Confinement:
             self._protect_in_place(sorted(now - seen))
             more = f" and {len(made) - MAX_NAMED:,} more" if len(made) > MAX_NAMED else ""
             logger.warning(
-                "commands of this session made %s, which hookline protects only once they "
-                "exist. What runs later outside the sandbox reads them (git runs a "
-                "repository's hooks and config, core.fsmonitor for one, with your rights): "
-                "look at them before you run git there", ", ".join(made[:MAX_NAMED]) + more)
+                "commands of this session made %s, which hookline keeps read-only only from "
+                "now on: until now commands could change them, and what runs later outside "
+                "the sandbox reads them (git runs a repository's hooks and config, "
+                "core.fsmonitor for one, with your rights): look at them before you run git "
+                "there", ", ".join(made[:MAX_NAMED]) + more)
 
     def _protect_in_place(self, paths: list[str]) -> None:
         """Protect `paths` in every running helper now, for the commands still running
