@@ -393,10 +393,11 @@ class StatusLine:
 
 
 ALWAYS_WARN = ("hookline.builtins.privacy.files", "hookline.builtins.host.instructions",
-               "hookline.builtins.host.sandbox", "hookline.builtins.models.offline", AGENT_HOOK_LOG)
+               "hookline.builtins.host.sandbox", "hookline.builtins.host.protection",
+               "hookline.builtins.models.offline", AGENT_HOOK_LOG)
 """Loggers whose warnings are shown whatever ``level``: a file made private, an
-``AGENTS.md`` kept from the model, a weakened sandbox, the offline model answering, a
-plugin's agent hook failing (rare lines the user must see)."""
+``AGENTS.md`` kept from the model, a weakened sandbox, a repository commands made, the
+offline model answering, a plugin's agent hook failing (rare lines the user must see)."""
 
 
 def show_logs(level: int = logging.INFO, *, turn_failures: bool = True,

@@ -34,11 +34,14 @@ from .processes import STOP_GRACE as STOP_GRACE
 from .processes import LocalProcess as LocalProcess
 from .processes import open_local_process as open_local_process
 from .processes import stop_processes as stop_processes
+from .protection import MadeWatch as MadeWatch
+from .protection import in_repository as in_repository
+from .protection import protected_paths as protected_paths
+from .protection import repositories as repositories
 from .sandbox import Confinement as Confinement
 from .sandbox import SandboxPolicy as SandboxPolicy
 from .sandbox import check_exposure as check_exposure
 from .sandbox import private_temp_root as private_temp_root
-from .sandbox import protected_paths as protected_paths
 from .toolenv import DEFAULT_DROP as DEFAULT_DROP
 from .toolenv import EnvironmentPolicy as EnvironmentPolicy
 from .tools import MAX_OUTPUT as MAX_OUTPUT

@@ -33,7 +33,8 @@ from hookline.kernel.errors import ErrorKind, HooklineError
 from .commands import run_command
 from .files import LineSlice, is_inside, read_file, read_file_lines, write_file
 from .processes import LocalProcess, open_local_process, stop_processes
-from .sandbox import Confinement, SandboxPolicy, in_repository
+from .protection import in_repository
+from .sandbox import Confinement, SandboxPolicy
 
 if TYPE_CHECKING:
     from .background import BackgroundProcesses
@@ -257,17 +258,21 @@ class LocalEnvironment(Environment):
         sibling = self._escalated.get(escalate)
         if sibling is None:
             changed = ({"network": True} if escalate == "network" else {"mode": "off"})
-            sibling = LocalEnvironment(self.workspace, processes=self.processes,
-                                       sandbox=dataclasses.replace(self.sandbox, **changed))
+            policy = dataclasses.replace(self.sandbox, **changed)
+            sibling = LocalEnvironment(self.workspace, processes=self.processes, sandbox=policy)
+            # What its commands make is looked for, named and protected with this one's.
+            sibling._confinement = Confinement(policy, self.workspace, self._confinement.watch)
             self._escalated[escalate] = sibling
         return sibling
 
     async def say_what_commands_made(self) -> None:
         """Warn about the repositories and protected paths commands made since the last
-        look (`Confinement.say_what_commands_made`); nothing, and no worker thread, if
-        none started: the builtin plugin asks after every run."""
-        if self._confinement.started_since_said:
-            await anyio.to_thread.run_sync(self._confinement.say_what_commands_made)
+        look, here or in an escalation, and protect them (`MadeWatch.say_what_made`);
+        nothing, and no worker thread, if none started: the builtin plugin asks after
+        every run."""
+        watch = self._confinement.watch
+        if watch.started_since_said:
+            await anyio.to_thread.run_sync(watch.say_what_made)
 
     async def close(self) -> None:
         """Stop every process started through `spawn` that is still running."""

@@ -13,14 +13,12 @@ too few of them commands are refused with the reason. See docs/security.md.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import fcntl
 import logging
 import os
 import shutil
 import stat
-import sys
 import tempfile
 import threading
 import time
@@ -37,14 +35,15 @@ from ..config import (
     setting_env,
 )
 from ..privacy import HOME_ENV
-from .files import is_inside, open_regular_file
+from .files import is_inside
+from .protection import MadeWatch, protected_paths
 from .toolenv import EnvironmentPolicy
 
 if TYPE_CHECKING:
     from ..config import Settings
     from .confined import Spawner
 
-__all__ = ["Confinement", "SandboxPolicy", "check_exposure", "private_temp_root", "protected_paths"]
+__all__ = ["Confinement", "SandboxPolicy", "check_exposure", "private_temp_root"]
 
 logger = logging.getLogger(__name__)  # every command shows its warnings (cli ALWAYS_WARN)
 
@@ -127,20 +126,19 @@ class Confinement:
     `close()` ends each one (and with it every process it started) and removes the folder.
     """
 
-    def __init__(self, policy: SandboxPolicy, workspace: str) -> None:
+    def __init__(self, policy: SandboxPolicy, workspace: str,
+                 watch: MadeWatch | None = None) -> None:
         self.policy = policy
         self.workspace = os.path.realpath(workspace)
         self.hidden = tuple(os.path.realpath(path) for path in policy.hidden)
         self.protected = protected_paths(self.workspace, policy.protect)
+        self.watch = watch or MadeWatch(self.workspace, self.protected)
+        """What commands made, shared with the sandboxes of the same session's escalations."""
+        self.watch.join(self._protect_in_place)
         self._lock = threading.Lock()
         self._temporary: PrivateFolder | None = None
         self._spawner: Spawner | None = None
         self._replaced: list[Spawner] = []
-        self._search_cut_said = False
-        self._existing: set[str] | None = None
-        """The protected paths and repositories there were when the session's first helper
-        started, and those said since (None: no command ran)."""
-        self._started_since_said = False
         self._unprotected = False
         """A command made something to protect that the current helper failed to protect
         in place: the next command gets a new helper, which does."""
@@ -151,12 +149,12 @@ class Confinement:
         and the helper that must start it (None when the sandbox is off).
         Blocking (it may start the helper): call it from a worker thread."""
         environ = self.policy.environment.apply(os.environ)
+        self.watch.started()
         if not self.policy.confined:
             return {**environ, **(extra or {})}, None
         self._check_layout()
         with self._lock:
             spawner = self._current_spawner()
-            self._started_since_said = True
         for name in ("TMPDIR", "TMP", "TEMP"):
             environ[name] = spawner.report.tmpdir
         return {**environ, **(extra or {})}, spawner
@@ -170,9 +168,9 @@ class Confinement:
             spawner.close()
         if folder is not None:
             folder.remove()
-        self._started_since_said = True  # a background command may have made one since
-        self.say_what_commands_made()
-        self._existing = None
+        self.watch.started()  # a background command may have made one since
+        self.watch.say_what_made()
+        self.watch.reset()
 
     def _check_layout(self) -> None:
         """Landlock grants whole hierarchies: a workspace that holds the hookline home
@@ -228,55 +226,7 @@ class Confinement:
     def _repositories_to_protect(self) -> list[str]:
         """The repositories to protect (none to look for in read-only), searched again for
         each helper so that the ones made since are kept too."""
-        if self.policy.mode == "read-only":
-            return []
-        found, cut = repositories(self.workspace, MAX_SEARCHED)
-        if cut and not self._search_cut_said:
-            self._search_cut_said = True
-            logger.warning(
-                "the workspace %s has more than %s entries, so git repositories nested in "
-                "it were looked for in the first ones only: a command may change the hooks "
-                "and config of one not found. Add each to sandbox_protect, or start hookline "
-                "in a smaller folder", self.workspace, f"{MAX_SEARCHED:,}")
-        if self._existing is None:
-            self._existing = self._existing_protected(found)
-        return found
-
-    def _existing_protected(self, found: list[str]) -> set[str]:
-        return {path for path in self.protected if os.path.lexists(path)} | set(found)
-
-    @property
-    def started_since_said(self) -> bool:
-        """A command started since the last `say_what_commands_made`: only then is there
-        anything for it to look at."""
-        return self._started_since_said
-
-    def say_what_commands_made(self) -> None:
-        """A protected path or repository a command made is not protected from the
-        commands of its helper, which may give it hooks: the user, who may run git there
-        later, is told, once for each, if a command started since the last look (the
-        builtin plugin looks at the end of each run, `close` once more), and it is made
-        read-only in the running sandbox (else the next command gets a new helper, which
-        protects it). Blocking."""
-        with self._lock:
-            if self._existing is None or not self._started_since_said:
-                return
-            self._started_since_said = False
-            seen = self._existing
-        now = self._existing_protected(repositories(self.workspace, MAX_SEARCHED)[0])
-        with self._lock:
-            if self._existing is not None:
-                self._existing = self._existing | now  # `seen` stays as it was
-        made = sorted(os.path.relpath(path, self.workspace) for path in now - seen)
-        if made:
-            self._protect_in_place(sorted(now - seen))
-            more = f" and {len(made) - MAX_NAMED:,} more" if len(made) > MAX_NAMED else ""
-            logger.warning(
-                "commands of this session made %s, which hookline keeps read-only only from "
-                "now on: until now commands could change them, and what runs later outside "
-                "the sandbox reads them (git runs a repository's hooks and config, "
-                "core.fsmonitor for one, with your rights): look at them before you run git "
-                "there", ", ".join(made[:MAX_NAMED]) + more)
+        return [] if self.policy.mode == "read-only" else self.watch.search()
 
     def _protect_in_place(self, paths: list[str]) -> None:
         """Protect `paths` in every running helper now, for the commands still running
@@ -340,87 +290,6 @@ LEFT_OPEN = {
         "inside their namespaces."),
 }
 """What a missing layer leaves open, and the fix, said once at start."""
-
-
-def protected_paths(workspace: str, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """Paths inside the workspace no command or file tool may change: `.git` (and where a
-    worktree's `.git` file points), `.hookline`, the `sandbox_protect` entries, and the
-    Python environment hookline runs from when it lies there (a `.venv` of the project):
-    hookline runs it again, outside the sandbox, and a `.pth` file dropped in its
-    site-packages runs at every start."""
-    names = [*PROTECTED, *extra]
-    found = [os.path.realpath(os.path.join(workspace, os.path.expanduser(name)))
-             for name in names]
-    found.extend(_git_file_target(os.path.join(workspace, GIT)))
-    environment = os.path.realpath(sys.prefix)
-    if is_inside(environment, workspace) and environment != workspace:
-        found.append(environment)
-    return tuple(dict.fromkeys(found))
-
-
-def in_repository(target: str, workspace: str) -> str | None:
-    """The `.git` (as a path relative to the workspace) that `target` is or lies in, at
-    any depth: the file tools refuse it even where no command was kept from it, since a
-    repository made during the session is not protected from commands."""
-    parts = os.path.relpath(target, workspace).split(os.sep)
-    return os.path.join(*parts[:parts.index(GIT) + 1]) if GIT in parts else None
-
-
-GIT = ".git"
-
-PROTECTED = (GIT, ".hookline")
-"""Names in the workspace kept read-only: what runs later outside the sandbox reads them."""
-
-MAX_NAMED = 20
-"""Paths a warning names, at most (the rest are counted)."""
-
-MAX_SEARCHED = 200_000
-"""Entries of the workspace looked through for nested git repositories, at most (about a
-second): a workspace as large as a home folder must not hold up the first command."""
-
-
-def repositories(workspace: str, limit: int) -> tuple[list[str], bool]:
-    """Every `.git` in the workspace at any depth (a nested clone, a submodule's or
-    worktree's `.git` file) and where such a file points inside it: git, run there later
-    outside the sandbox, runs their hooks and config. Searched breadth first, links not
-    followed; the flag says whether `limit` entries cut the search short."""
-    found: list[str] = []
-    folders, searched = collections.deque([workspace]), 0
-    while folders:
-        try:
-            with os.scandir(folders.popleft()) as entries:
-                listed = list(entries)
-        except OSError:
-            continue
-        searched += len(listed)
-        if searched > limit:
-            return found, True
-        for entry in listed:
-            if entry.name == GIT:
-                found.extend(path for path in [os.path.realpath(entry.path),
-                                               *_git_file_target(entry.path)]
-                             if is_inside(path, workspace))
-            elif entry.is_dir(follow_symlinks=False):
-                folders.append(entry.path)
-    return found, False
-
-
-MAX_GITDIR_LINE = 4096
-"""Bytes of a `.git` file read for its `gitdir:` line: a command may make that file a
-FIFO or gigabytes without a newline, and hookline reads it outside the sandbox."""
-
-
-def _git_file_target(path: str) -> list[str]:
-    """Where a `.git` file (a worktree's, a submodule's) points, resolved; nothing for a
-    `.git` folder or anything but a regular file (opened without blocking)."""
-    with contextlib.suppress(OSError, HooklineError, UnicodeDecodeError):
-        handle, _info = open_regular_file(os.path.realpath(path))
-        with handle:
-            line = handle.readline(MAX_GITDIR_LINE).decode().strip()
-        if line.startswith("gitdir:"):
-            target = os.path.join(os.path.dirname(path), line.removeprefix("gitdir:").strip())
-            return [os.path.realpath(target)]
-    return []
 
 
 def private_temp_root() -> str:

@@ -1,0 +1,203 @@
+"""What commands must not change in the workspace, and what they made of it.
+
+git runs a repository's hooks and config with the user's rights, and hookline runs what
+`.hookline` and its own Python environment hold: `protected_paths` and `repositories` find
+them, each sandbox keeps them read-only and the file tools refuse them. A command may make
+one (`git init`, `git clone`, a `.hookline`) where no sandbox protects it yet: the
+`MadeWatch` of a session, shared by its sandbox and those of the escalations the user
+approved, looks after each run that started a command in any of them, names each thing
+made once, and has every one of them protect it from then on.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import os
+import sys
+import threading
+import weakref
+from collections.abc import Callable
+
+from hookline.kernel.errors import HooklineError
+
+from .files import is_inside, open_regular_file
+
+__all__ = ["MadeWatch", "in_repository", "protected_paths", "repositories"]
+
+logger = logging.getLogger(__name__)  # every command shows its warnings (cli ALWAYS_WARN)
+
+GIT = ".git"
+
+PROTECTED = (GIT, ".hookline")
+"""Names in the workspace kept read-only: what runs later outside the sandbox reads them."""
+
+MAX_NAMED = 20
+"""Paths a warning names, at most (the rest are counted)."""
+
+MAX_SEARCHED = 200_000
+"""Entries of the workspace looked through for nested git repositories, at most (about a
+second): a workspace as large as a home folder must not hold up the first command."""
+
+MAX_GITDIR_LINE = 4096
+"""Bytes of a `.git` file read for its `gitdir:` line: a command may make that file a
+FIFO or gigabytes without a newline, and hookline reads it outside the sandbox."""
+
+
+def protected_paths(workspace: str, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Paths inside the workspace no command or file tool may change: `.git` (and where a
+    worktree's `.git` file points), `.hookline`, the `sandbox_protect` entries, and the
+    Python environment hookline runs from when it lies there (a `.venv` of the project):
+    hookline runs it again, outside the sandbox, and a `.pth` file dropped in its
+    site-packages runs at every start."""
+    names = [*PROTECTED, *extra]
+    found = [os.path.realpath(os.path.join(workspace, os.path.expanduser(name)))
+             for name in names]
+    found.extend(_git_file_target(os.path.join(workspace, GIT)))
+    environment = os.path.realpath(sys.prefix)
+    if is_inside(environment, workspace) and environment != workspace:
+        found.append(environment)
+    return tuple(dict.fromkeys(found))
+
+
+def in_repository(target: str, workspace: str) -> str | None:
+    """The `.git` (as a path relative to the workspace) that `target` is or lies in, at
+    any depth: the file tools refuse it even where no command was kept from it, since a
+    repository made during the session is not protected from commands."""
+    parts = os.path.relpath(target, workspace).split(os.sep)
+    return os.path.join(*parts[:parts.index(GIT) + 1]) if GIT in parts else None
+
+
+def repositories(workspace: str, limit: int) -> tuple[list[str], bool]:
+    """Every `.git` in the workspace at any depth (a nested clone, a submodule's or
+    worktree's `.git` file) and where such a file points inside it: git, run there later
+    outside the sandbox, runs their hooks and config. Searched breadth first, links not
+    followed; the flag says whether `limit` entries cut the search short."""
+    found: list[str] = []
+    folders, searched = collections.deque([workspace]), 0
+    while folders:
+        try:
+            with os.scandir(folders.popleft()) as entries:
+                listed = list(entries)
+        except OSError:
+            continue
+        searched += len(listed)
+        if searched > limit:
+            return found, True
+        for entry in listed:
+            if entry.name == GIT:
+                found.extend(path for path in [os.path.realpath(entry.path),
+                                               *_git_file_target(entry.path)]
+                             if is_inside(path, workspace))
+            elif entry.is_dir(follow_symlinks=False):
+                folders.append(entry.path)
+    return found, False
+
+
+def _git_file_target(path: str) -> list[str]:
+    """Where a `.git` file (a worktree's, a submodule's) points, resolved; nothing for a
+    `.git` folder or anything but a regular file (opened without blocking)."""
+    with contextlib.suppress(OSError, HooklineError, UnicodeDecodeError):
+        handle, _info = open_regular_file(os.path.realpath(path))
+        with handle:
+            line = handle.readline(MAX_GITDIR_LINE).decode().strip()
+        if line.startswith("gitdir:"):
+            target = os.path.join(os.path.dirname(path), line.removeprefix("gitdir:").strip())
+            return [os.path.realpath(target)]
+    return []
+
+
+class MadeWatch:
+    """What a session's commands made that needs protecting, across its sandboxes (its
+    own, and those of approved escalations, which write the same workspace).
+
+    The first search (`search`, at the first helper's start) is what existed before any
+    command ran; after each run in which a command started (`started`), `say_what_made`
+    searches again, names what is new, once, and hands it to every sandbox that joined
+    (`join`), which protects it in its running helpers."""
+
+    def __init__(self, workspace: str, protected: tuple[str, ...]) -> None:
+        self.workspace = workspace
+        self.protected = protected
+        self._lock = threading.Lock()
+        self._existing: set[str] | None = None
+        """What there was at the first search, and what was said since (None: no helper
+        started since the watch began or was reset)."""
+        self._started = False
+        self._cut_said = False
+        self._protectors: list[weakref.WeakMethod[Callable[[list[str]], None]]] = []
+
+    def join(self, protect: Callable[[list[str]], None]) -> None:
+        """Have `protect`, a sandbox's method, called with what commands made, once found.
+        Held weakly: a sandbox dropped without `close` still ends (its helper with it) as
+        soon as nothing else holds it."""
+        with self._lock:
+            self._protectors = [ref for ref in self._protectors if ref() is not None]
+            self._protectors.append(weakref.WeakMethod(protect))
+
+    def search(self) -> list[str]:
+        """The repositories there are now, for a new helper to protect; a search cut
+        short by `MAX_SEARCHED` is said once. Blocking."""
+        found, cut = repositories(self.workspace, MAX_SEARCHED)
+        with self._lock:
+            say_cut = cut and not self._cut_said
+            self._cut_said = self._cut_said or cut
+            if self._existing is None:
+                self._existing = self._existing_protected(found)
+        if say_cut:
+            logger.warning(
+                "the workspace %s has more than %s entries, so git repositories nested in "
+                "it were looked for in the first ones only: a command may change the hooks "
+                "and config of one not found. Add each to sandbox_protect, or start hookline "
+                "in a smaller folder", self.workspace, f"{MAX_SEARCHED:,}")
+        return found
+
+    def started(self) -> None:
+        """A command is starting, in any of the session's sandboxes or escalations."""
+        self._started = True
+
+    @property
+    def started_since_said(self) -> bool:
+        """A command started since the last `say_what_made`: only then is there anything
+        for it to look at."""
+        return self._started
+
+    def say_what_made(self) -> None:
+        """A protected path or repository a command made was not protected from the
+        commands that ran since, which may have given it hooks: the user, who may run git
+        there later, is told, once for each, and every sandbox protects it from now on.
+        Nothing unless a command started since the last look (the builtin plugin looks
+        at the end of each run, a sandbox's `close` once more). Blocking."""
+        with self._lock:
+            if self._existing is None or not self._started:
+                return
+            self._started = False
+            seen = self._existing
+        now = self._existing_protected(repositories(self.workspace, MAX_SEARCHED)[0])
+        with self._lock:
+            if self._existing is not None:
+                self._existing = self._existing | now  # `seen` stays as it was
+            protectors = [ref() for ref in self._protectors]
+        made = sorted(now - seen)
+        if not made:
+            return
+        for protect in protectors:
+            if protect is not None:
+                protect(made)
+        named = sorted(os.path.relpath(path, self.workspace) for path in made)
+        more = f" and {len(named) - MAX_NAMED:,} more" if len(named) > MAX_NAMED else ""
+        logger.warning(
+            "commands of this session made %s, which hookline keeps read-only only from "
+            "now on: until now commands could change them, and what runs later outside "
+            "the sandbox reads them (git runs a repository's hooks and config, "
+            "core.fsmonitor for one, with your rights): look at them before you run git "
+            "there", ", ".join(named[:MAX_NAMED]) + more)
+
+    def reset(self) -> None:
+        """The session's sandboxes closed: the next helper's search starts anew."""
+        with self._lock:
+            self._existing = None
+
+    def _existing_protected(self, found: list[str]) -> set[str]:
+        return {path for path in self.protected if os.path.lexists(path)} | set(found)

@@ -1,0 +1,238 @@
+"""What commands must not change in the workspace: every git repository at any depth,
+the ones commands make (named once, then protected in every sandbox of the session, the
+running commands included), and the `.git` files hookline reads, under asyncio and trio."""
+
+from __future__ import annotations
+
+import os
+import threading
+import tracemalloc
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+from sandbox_support import environment
+
+from hookline.builtins.host import protection
+from hookline.builtins.host.background import BackgroundProcesses
+
+
+@pytest.mark.anyio
+async def test_a_nested_repository_is_protected_at_any_depth(
+        layout: tuple[Path, Path, Path]) -> None:
+    workspace, home, _ = layout
+    nested = workspace / "deep" / "down" / "lib" / ".git"
+    (nested / "hooks").mkdir(parents=True)
+    (nested / "config").write_text("[core]\n")
+    env = environment(workspace, home)
+    try:
+        result = await env.run("echo '[core] fsmonitor = evil' >> deep/down/lib/.git/config; "
+                               "touch deep/down/lib/.git/hooks/pre-commit; touch deep/ok")
+    finally:
+        await env.close()
+    assert result.stderr.count("Read-only file system") == 2, result.stderr
+    assert (nested / "config").read_text() == "[core]\n"
+    assert (workspace / "deep" / "ok").exists()
+
+
+@pytest.mark.anyio
+async def test_what_commands_made_of_the_protected_is_said_when_the_session_ends(
+        layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture) -> None:
+    """A command may make a repository (or a protected path that was missing) and give it
+    hooks in one go, before any helper could protect it: the user, who may run git there
+    later, is told which."""
+    workspace, home, _ = layout
+    (workspace / "old" / ".git").mkdir(parents=True)
+    env = environment(workspace, home, protect=(".vscode",))
+    try:
+        result = await env.run("git init -q made && mkdir -p a/b && git init -q a/b && "
+                               "echo '[core] fsmonitor = evil' >> a/b/.git/config && "
+                               "mkdir .vscode .hookline && echo ok")
+        assert "ok" in result.stdout, result.stderr
+    finally:
+        await env.close()
+    said = [r.getMessage() for r in caplog.records if "commands of this session made" in
+            r.getMessage()]
+    assert len(said) == 1, said
+    assert said[0].startswith("commands of this session made .hookline, .vscode, a/b/.git, "
+                              "made/.git, which"), said[0]
+    assert "look at them before you run git there" in said[0]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("in_place", [True, False], ids=["in-place", "new-helper"])
+async def test_a_repository_said_made_is_protected_from_the_next_command(
+        layout: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch,
+        in_place: bool) -> None:
+    """Where the running sandbox fails to protect it, the next command gets a new one."""
+    from hookline.builtins.host.confined import Spawner
+
+    if not in_place:
+        monkeypatch.setattr(Spawner, "protect", lambda self, paths: False)
+    workspace, home, _ = layout
+    env = environment(workspace, home)
+    try:
+        made = await env.run("git init -q made && echo '[core]' >> made/.git/config && echo ok")
+        assert "ok" in made.stdout, made.stderr
+        await env.say_what_commands_made()  # as the builtin plugin does after each run
+        after = await env.run("echo '[core] fsmonitor = evil' >> made/.git/config; "
+                              "touch made/file && echo still-writable")
+    finally:
+        await env.close()
+    assert "Read-only file system" in after.stderr and "still-writable" in after.stdout
+    assert "fsmonitor" not in (workspace / "made" / ".git" / "config").read_text()
+
+
+@pytest.mark.anyio
+async def test_a_repository_said_made_is_protected_in_place_from_running_commands_too(
+        layout: tuple[Path, Path, Path]) -> None:
+    """The running sandbox protects it: a command still running there can no longer
+    change it, and what it started stays in sight of the next command (its pid
+    namespace, its loopback)."""
+    workspace, home, _ = layout
+    config = workspace / "made" / ".git" / "config"
+    processes = BackgroundProcesses(stop_grace=0.5)
+    async with asynccontextmanager(processes.lifespan)():
+        env = environment(workspace, home, processes)
+        try:
+            await env.start_background(
+                "git init -q made && echo $$ > pid && "
+                "while echo x >> made/.git/config 2>/dev/null; do sleep 0.02; done; "
+                "echo refused > refused; sleep 60")
+            with anyio.fail_after(20):
+                while not (config.exists() and "x" in config.read_text()):
+                    await anyio.sleep(0.02)
+            await env.say_what_commands_made()  # as the builtin plugin does after each run
+            with anyio.fail_after(10):
+                while not (workspace / "refused").exists():
+                    await anyio.sleep(0.02)
+            written = config.read_text()
+            after = await env.run("kill -0 $(cat pid) && echo still-seen; "
+                                  "echo y >> made/.git/config")
+        finally:
+            await env.close()
+    assert "still-seen" in after.stdout, after.stderr
+    assert "Read-only file system" in after.stderr
+    assert config.read_text() == written
+
+
+@pytest.mark.anyio
+async def test_a_link_swapped_in_for_a_repository_is_not_followed_when_protecting(
+        layout: tuple[Path, Path, Path]) -> None:
+    """A command may swap a link in between hookline's search and the mount: the
+    running sandbox then says it failed (a new helper takes over) and protects nothing
+    the link names."""
+    workspace, home, _ = layout
+    env = environment(workspace, home)
+    try:
+        await env.run("mkdir elsewhere made && ln -s ../elsewhere made/.git")
+        spawner = env._confinement._spawner
+        assert spawner is not None and spawner.report.mounted
+        protected = await anyio.to_thread.run_sync(
+            spawner.protect, [str(workspace / "made" / ".git"), str(workspace / "gone")])
+        refused = await env.run("touch elsewhere/writable")
+        real = await anyio.to_thread.run_sync(spawner.protect, [str(workspace / "made")])
+        after = await env.run("touch made/file elsewhere/still")
+    finally:
+        await env.close()
+    assert protected is False and refused.returncode == 0, refused.stderr
+    assert real is True and "Read-only file system" in after.stderr
+    assert (workspace / "elsewhere" / "still").exists()
+    assert not (workspace / "made" / "file").exists()
+
+
+@pytest.mark.anyio
+async def test_a_repository_an_escalated_command_made_is_named_and_protected_everywhere(
+        layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture) -> None:
+    """An approved command (`git clone` with the network, say) runs in a sandbox of its
+    own: what it made is named after its run, once, and protected in both."""
+    workspace, home, _ = layout
+    env = environment(workspace, home)
+    network = env.escalated("network")
+    try:
+        await env.run("true")  # the session's own sandbox, as before the approval
+        made = await network.run("git init -q cloned && echo ok")
+        assert "ok" in made.stdout, made.stderr
+        await env.say_what_commands_made()  # as the builtin plugin does after each run
+        inside = await env.run("echo '[core] fsmonitor = evil' >> cloned/.git/config")
+        again = await network.run("touch cloned/.git/hooks/pre-commit")
+    finally:
+        await env.close()
+    said = [r.getMessage() for r in caplog.records if "commands of this session made" in
+            r.getMessage()]
+    assert len(said) == 1 and "made cloned/.git, which" in said[0], said
+    assert "Read-only file system" in inside.stderr and "Read-only" in again.stderr
+    assert "fsmonitor" not in (workspace / "cloned" / ".git" / "config").read_text()
+
+
+@pytest.mark.anyio
+async def test_many_repositories_made_are_counted_past_the_first_named(
+        layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture) -> None:
+    workspace, home, _ = layout
+    env = environment(workspace, home)
+    try:
+        await env.run("for n in $(seq 25); do mkdir -p r$n/.git; done")
+    finally:
+        await env.close()
+    said = [r.getMessage() for r in caplog.records if "commands of this session made" in
+            r.getMessage()]
+    assert len(said) == 1 and said[0].count("/.git") == 20 and "and 5 more" in said[0], said
+
+
+@pytest.mark.anyio
+async def test_a_search_cut_short_is_said_once_with_the_fix(
+        layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A workspace too large to look through: the repositories past the limit are not
+    protected, and the user is told so once, with what to do."""
+    workspace, home, _ = layout
+    monkeypatch.setattr(protection, "MAX_SEARCHED", 5)
+    for number in range(10):
+        (workspace / f"file{number}").write_text("")
+    (workspace / "sub" / "lib" / ".git").mkdir(parents=True)
+    env = environment(workspace, home)
+    try:
+        for _ in range(2):
+            result = await env.run("touch sub/lib/.git/config && echo written")
+            assert "written" in result.stdout, result.stderr
+            await env.close()  # the next command starts a new helper, which searches again
+    finally:
+        await env.close()
+    said = [r.getMessage() for r in caplog.records if "were looked for" in r.getMessage()]
+    assert len(said) == 1 and "more than 5 entries" in said[0], said
+    assert "sandbox_protect" in said[0]
+
+
+def test_a_git_file_a_command_made_a_fifo_or_huge_is_not_read_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """hookline reads `.git` files outside the sandbox, where commands make them: a FIFO
+    swapped in after a look must not hang it, nor a gigabyte without a newline fill its
+    memory."""
+    for name in ("fifo", "huge", "linked"):
+        (tmp_path / name).mkdir()
+    os.mkfifo(tmp_path / "fifo" / ".git")
+    with open(tmp_path / "huge" / ".git", "wb") as file:
+        file.truncate(1 << 30)  # sparse: a gigabyte of zeros
+    (tmp_path / "linked" / ".git").write_text("gitdir: ../store\n")
+    real_isfile = os.path.isfile
+    # As if the FIFO had been a regular file when looked at, and was swapped just after.
+    monkeypatch.setattr(os.path, "isfile", lambda path: path.endswith("fifo/.git")
+                        or real_isfile(path))
+    found: list[list[str]] = []
+
+    def search() -> None:
+        tracemalloc.start()
+        try:
+            found.append(protection.repositories(str(tmp_path), protection.MAX_SEARCHED)[0])
+            found.append([str(tracemalloc.get_traced_memory()[1])])
+        finally:
+            tracemalloc.stop()
+
+    searching = threading.Thread(target=search, daemon=True)
+    searching.start()
+    searching.join(20)
+    assert found, "the search hung on the FIFO"
+    assert sorted(os.path.relpath(path, tmp_path) for path in found[0]) == [
+        "fifo/.git", "huge/.git", "linked/.git", "store"]
+    assert int(found[1][0]) < 1 << 20, "the search read the huge file whole"

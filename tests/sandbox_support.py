@@ -1,0 +1,20 @@
+"""A sandboxed `LocalEnvironment` for the tests of the shell sandbox (the `layout` fixture
+of tests/builtins/host/conftest.py gives its folders)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hookline.builtins.host.background import BackgroundProcesses
+from hookline.builtins.host.environment import LocalEnvironment
+from hookline.builtins.host.sandbox import SandboxPolicy
+
+REFUSED = ("Permission denied", "Read-only file system")
+"""What a command is told when the sandbox keeps it from a file."""
+
+
+def environment(workspace: Path, home: Path, processes: BackgroundProcesses | None = None,
+                **policy: object) -> LocalEnvironment:
+    """The workspace's environment, sandboxed by `policy`, with `home` hidden."""
+    return LocalEnvironment(workspace, processes=processes,
+                            sandbox=SandboxPolicy(hidden=(str(home),), **policy))  # type: ignore[arg-type]
