@@ -19,6 +19,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import select
 import signal
 import socket
 import struct
@@ -43,6 +44,9 @@ HELPER = os.path.join(os.path.dirname(__file__), "jail", "__main__.py")
 
 START_TIMEOUT = 30.0
 """Seconds the helper may take to confine itself and report."""
+
+_ENDED = ("the sandbox helper ended (killed: out of memory, or by a signal) with every "
+          "process it ran; run the command again, in a new sandbox")
 
 _KILLED = -signal.SIGKILL
 """The status of a command whose helper ended before it (the pid namespace was killed)."""
@@ -110,10 +114,14 @@ class Spawner:
                 if self._channel.fileno() < 0:
                     raise OSError("this sandbox was closed (its session's environment was "
                                   "closed); start the command again")
-                wire.send(self._channel, request, [child_in, child_out, child_err, status_write])
-                answer = wire.receive(self._channel)
+                try:
+                    wire.send(self._channel, request,
+                              [child_in, child_out, child_err, status_write])
+                    answer = wire.receive(self._channel)
+                except (BrokenPipeError, ConnectionResetError):
+                    answer = None
                 if answer is None:
-                    raise OSError("the sandbox helper has ended; start a new session")
+                    raise OSError(_ENDED)
                 reply, fds = answer
                 if "errno" in reply:
                     raise OSError(reply["errno"], reply["message"], reply.get("filename"))
@@ -143,6 +151,17 @@ class Spawner:
             except (OSError, ValueError):
                 return False
         return answer is not None and not answer[0]["errors"]
+
+    def ended(self) -> bool:
+        """True when the helper is gone (killed: out of memory, by a signal), and every
+        command it ran with it: its socket hung up. It says nothing unasked, so anything
+        to read between requests is its end."""
+        with self._lock:
+            if self._channel.fileno() < 0:
+                return True
+            poll = select.poll()
+            poll.register(self._channel, select.POLLIN)
+            return bool(poll.poll(0))
 
     def idle(self) -> bool:
         """True when no command this helper started is still running."""

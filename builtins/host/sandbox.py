@@ -196,6 +196,13 @@ class Confinement:
             if self._spawner is not None:  # its mounts and rules name the old folder
                 self._replaced.append(self._spawner)
                 self._spawner = None
+        if self._spawner is not None and self._spawner.ended():
+            logger.warning(
+                "the sandbox of this session ended (its helper was killed: out of memory, or "
+                "by a signal), and every process it ran with it, background ones too; a new "
+                "one starts for this command")
+            self._spawner.close()
+            self._spawner = None
         if self._spawner is not None and not self._unprotected and all(
                 _mtime(path) == seen for path, seen in self._spawner.report.watched):
             return self._spawner

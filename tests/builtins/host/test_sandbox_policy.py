@@ -18,7 +18,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from procs import read_pids, wait_gone
+from procs import host_pid, read_pids, wait_gone
 from sandbox_support import REFUSED, environment
 
 from hookline.builtins.host import sandbox
@@ -70,6 +70,27 @@ async def test_the_shell_tools_background_command_is_confined_and_filtered(
     assert "token=\n" in output and "s3cret-value" not in output
     assert "NoNewPrivs:\t1" in output
     assert not (outside / "escape").exists() and "the secret" not in output
+
+
+@pytest.mark.anyio
+async def test_a_helper_killed_is_replaced_at_the_next_command_and_said(
+        layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture) -> None:
+    """Out of memory the kernel may end the helper itself (its score is its commands'):
+    the session's next command gets a new sandbox, not a broken pipe."""
+    workspace, home, _ = layout
+    env = environment(workspace, home)
+    try:
+        await env.run("true")
+        helper = host_pid(1)  # the first process of the session's pid namespace
+        os.kill(helper, signal.SIGKILL)
+        assert await wait_gone([helper]) == []
+        after = await env.run("echo again")
+    finally:
+        await env.close()
+    assert after.stdout == "again\n", after.stderr
+    said = [r.getMessage() for r in caplog.records if "sandbox of this session ended" in
+            r.getMessage()]
+    assert len(said) == 1, said
 
 
 @pytest.mark.anyio
