@@ -228,7 +228,7 @@ class Confinement:
                 "temporary": temporary, "protected": list(protected),
                 "hidden": [*self.hidden, *_resolved(policy.deny_read)],
                 "max_processes": policy.max_processes, "max_file_bytes": policy.max_file_bytes,
-                "without": list(policy.without)}
+                "without": list(policy.without), "guarded": [os.getpid(), os.getpgrp()]}
 
     def _repositories_to_protect(self) -> list[str]:
         """The repositories to protect (none to look for in read-only), searched again for
@@ -277,8 +277,9 @@ def _check_layers(mode: str, spawner: Spawner) -> None:
 LEFT_OPEN = {
     "namespaces": (
         "Without namespaces, commands can change the modes and times of your files outside "
-        "the workspace, reach path-named Unix sockets (an ssh-agent, docker.sock) and see "
-        "every process of the machine; the workspace's .git stays writable to them. Allow "
+        "the workspace, reach path-named Unix sockets (an ssh-agent, docker.sock), see "
+        "every process of the machine and, before Linux 6.12, signal your other ones; the "
+        "workspace's .git stays writable to them. Allow "
         "unprivileged user namespaces (sysctl user.max_user_namespaces, or kernel."
         "apparmor_restrict_unprivileged_userns=0 on Ubuntu) to close that."),
     "mounts": (

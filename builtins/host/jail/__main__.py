@@ -159,9 +159,12 @@ def confine(config: dict[str, Any], isolated: bool) -> dict[str, Any]:
         missing.append("seccomp: turned off by sandbox_without")
     else:
         try:
-            # Without a pid namespace the helper is a process like its commands: no
-            # signal of theirs may reach it (with one, the kernel keeps them from its init).
-            seccomp.install(config["network"], guarded=None if isolated else os.getpid())
+            # Without a pid namespace the helper is a process like its commands: no signal
+            # of theirs may reach it, its template (whose group it is in) or hookline
+            # (Landlock keeps signals in the sandbox only from Linux 6.12). With one, they
+            # cannot name a process outside it, and the kernel keeps them from its init.
+            guarded = (os.getpid(), os.getpgrp(), os.getppid(), *config["guarded"])
+            seccomp.install(config["network"], guarded=() if isolated else guarded)
         except OSError as exc:
             missing.append(f"seccomp: {exc}")
     return {"ready": True, "missing": missing, "tmpdir": temporary,

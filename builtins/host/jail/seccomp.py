@@ -82,8 +82,9 @@ _CLONE3: Final = (435, 435)
 _SOCKET: Final = (41, 198)
 _SOCKETPAIR: Final = (53, 199)
 _IOCTL: Final = (16, 29)
-_SIGNALLING: Final = ((62, 129), (200, 130), (234, 131), (434, 434))
-"""kill, tkill, tgkill, pidfd_open: their first argument names the process."""
+_SIGNALLING: Final = ((62, 129), (200, 130), (234, 131), (129, 138), (297, 240), (434, 434))
+"""kill, tkill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo, pidfd_open: their first
+argument names the process (or, negative, its group)."""
 
 _NAMESPACE_FLAGS: Final = (0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000
                            | 0x20000000 | 0x40000000 | 0x00000080)
@@ -125,10 +126,10 @@ def _errno(code: int) -> _Row:
     return (_RET_K, 0, 0, _RET_ERRNO | code)
 
 
-def program(machine: str, network: bool, guarded: int | None = None
-            ) -> list[_Row]:
+def program(machine: str, network: bool, guarded: Sequence[int] = ()) -> list[_Row]:
     """The filter as (code, jt, jf, k) rows; `machine` is `os.uname().machine`. With
-    `guarded` (a pid), no signal reaches that process: not by its pid, its group or -1."""
+    `guarded` (pids), no signal reaches those processes or the groups they lead: not by
+    pid, by group, by -1 or through a pidfd."""
     if machine not in _AUDIT_ARCH:
         raise SeccompUnavailable(f"no seccomp filter is written for {machine} "
                                  f"(x86_64 and aarch64 are)")
@@ -154,8 +155,8 @@ def program(machine: str, network: bool, guarded: int | None = None
     rows += [(_JEQ_K, 0, 4, _IOCTL[column]), (_LD_W_ABS, 0, 0, _OFFSET_ARG1),
              (_JEQ_K, 0, 1, _TIOCSTI), _errno(errno.EPERM),
              (_LD_W_ABS, 0, 0, _OFFSET_NR)]
-    if guarded is not None:
-        targets = (guarded, -guarded & 0xFFFFFFFF, 0xFFFFFFFF)
+    if guarded:
+        targets = sorted({0xFFFFFFFF, *guarded, *(-pid & 0xFFFFFFFF for pid in guarded)})
         for numbers in _SIGNALLING:
             rows += _on_first_argument(numbers[column], targets, refuse_listed=True)
     families = sorted(allowed)
@@ -177,7 +178,7 @@ def _on_first_argument(call: int, values: Sequence[int], refuse_listed: bool) ->
     return [(_JEQ_K, 0, len(check), call), *check]
 
 
-def install(network: bool, guarded: int | None = None) -> None:
+def install(network: bool, guarded: Sequence[int] = ()) -> None:
     """Filter the calling thread and what it starts from now on (no_new_privs must be set).
     Raises `SeccompUnavailable` when the kernel refuses, so nothing runs unfiltered."""
     machine = os.uname().machine

@@ -25,6 +25,7 @@ PROBE = textwrap.dedent("""
     assert libc.prctl(38, 1, 0, 0, 0) == 0  # no_new_privs
     network, guarded, other = json.loads(sys.argv[2])
     seccomp.install(network, guarded)
+    info = (ctypes.c_int * 32)(0, 0, -1)  # a siginfo_t: no signal, SI_QUEUE (as sigqueue)
     found = {}
 
     def attempt(name, action):
@@ -46,8 +47,15 @@ PROBE = textwrap.dedent("""
     attempt("netlink", lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0).close())
     attempt("ptrace", lambda: call(101 if x86 else 117, 16, other, 0, 0))
     attempt("unshare", lambda: call(272 if x86 else 97, 0x10000000))
-    attempt("kill guarded", lambda: os.kill(guarded, 0))
-    attempt("kill its group", lambda: os.kill(-guarded, 0))
+    for number, pid in enumerate(guarded):
+        attempt(f"kill guarded {number}", lambda: os.kill(pid, 0))
+        attempt(f"kill group {number}", lambda: os.kill(-pid, 0))
+        attempt(f"sigqueue guarded {number}",
+                lambda: call(129 if x86 else 138, pid, 0, info))
+        attempt(f"tgsigqueue guarded {number}",
+                lambda: call(297 if x86 else 240, pid, pid, 0, info))
+        attempt(f"pidfd guarded {number}", lambda: os.close(os.pidfd_open(pid)))
+    attempt("sigqueue other", lambda: call(129 if x86 else 138, other, 0, info))
     attempt("kill everyone", lambda: os.kill(-1, 0))
     attempt("kill other", lambda: os.kill(other, 0))
     attempt("fork", lambda: os.waitpid(os.fork() or os._exit(0), 0))
@@ -55,7 +63,7 @@ PROBE = textwrap.dedent("""
 """)
 
 
-def probe(network: bool, guarded: int) -> dict[str, str]:
+def probe(network: bool, guarded: list[int]) -> dict[str, str]:
     other = subprocess.Popen(["sleep", "30"])
     try:
         done = subprocess.run(
@@ -71,21 +79,27 @@ def probe(network: bool, guarded: int) -> dict[str, str]:
 
 
 def test_the_closed_network_filter_refuses_what_it_lists() -> None:
-    guarded = subprocess.Popen(["sleep", "30"])
+    """Without a pid namespace the helper guards itself, its template and hookline: no
+    call that signals by pid or group reaches them, sigqueue's included."""
+    guarded = [subprocess.Popen(["sleep", "30"], start_new_session=True) for _ in range(2)]
     try:
-        found = probe(network=False, guarded=guarded.pid)
+        found = probe(network=False, guarded=[process.pid for process in guarded])
     finally:
-        guarded.kill()
-        guarded.wait()
+        for process in guarded:
+            process.kill()
+            process.wait()
+    signalling = {f"{call} {number}": "EPERM" for number in (0, 1) for call in (
+        "kill guarded", "kill group", "sigqueue guarded", "tgsigqueue guarded",
+        "pidfd guarded")}
     assert found == {
         "unix": "allowed", "inet": "EPERM", "udp": "EPERM", "mptcp": "EPERM",
-        "netlink": "EPERM", "ptrace": "EPERM", "unshare": "EPERM", "kill guarded": "EPERM",
-        "kill its group": "EPERM", "kill everyone": "EPERM", "kill other": "allowed",
+        "netlink": "EPERM", "ptrace": "EPERM", "unshare": "EPERM", **signalling,
+        "sigqueue other": "allowed", "kill everyone": "EPERM", "kill other": "allowed",
         "fork": "allowed"}
 
 
 def test_the_open_network_filter_allows_tcp_and_udp_only() -> None:
-    found = probe(network=True, guarded=2**22 + 7)
+    found = probe(network=True, guarded=[2**22 + 7])
     assert (found["unix"], found["inet"], found["udp"]) == ("allowed",) * 3
     assert (found["netlink"], found["ptrace"]) == ("EPERM", "EPERM")
     assert found["kill other"] == "allowed"
@@ -93,7 +107,7 @@ def test_the_open_network_filter_allows_tcp_and_udp_only() -> None:
 
 def test_every_denied_call_has_a_number_on_both_architectures() -> None:
     for machine in ("x86_64", "aarch64"):
-        rows = seccomp.program(machine, network=False, guarded=1234)
+        rows = seccomp.program(machine, network=False, guarded=(1234, 5678, 9012))
         assert rows[-1] == (0x06, 0, 0, 0x7FFF0000)  # the last row allows
         assert all(0 <= jt < 256 and 0 <= jf < 256 for _code, jt, jf, _k in rows)
     with pytest.raises(seccomp.SeccompUnavailable, match="x86_64 and aarch64"):
