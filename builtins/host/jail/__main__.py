@@ -164,7 +164,10 @@ def confine(config: dict[str, Any], isolated: bool) -> dict[str, Any]:
             # (Landlock keeps signals in the sandbox only from Linux 6.12). With one, they
             # cannot name a process outside it, and the kernel keeps them from its init.
             guarded = (os.getpid(), os.getpgrp(), os.getppid(), *config["guarded"])
-            seccomp.install(config["network"], guarded=() if isolated else guarded)
+            # Without mounts the host's Unix sockets (a D-Bus session bus, docker.sock) are
+            # not masked, and nothing tells them from one a command made: none is opened.
+            seccomp.install(config["network"], guarded=() if isolated else guarded,
+                            unix_sockets=mounted or config["network"])
         except OSError as exc:
             missing.append(f"seccomp: {exc}")
     return {"ready": True, "missing": missing, "tmpdir": temporary,

@@ -126,10 +126,12 @@ def _errno(code: int) -> _Row:
     return (_RET_K, 0, 0, _RET_ERRNO | code)
 
 
-def program(machine: str, network: bool, guarded: Sequence[int] = ()) -> list[_Row]:
+def program(machine: str, network: bool, guarded: Sequence[int] = (),
+            unix_sockets: bool = True) -> list[_Row]:
     """The filter as (code, jt, jf, k) rows; `machine` is `os.uname().machine`. With
     `guarded` (pids), no signal reaches those processes or the groups they lead: not by
-    pid, by group, by -1 or through a pidfd."""
+    pid, by group, by -1 or through a pidfd. Without `unix_sockets`, `socket(AF_UNIX)` is
+    refused too (a pair, which reaches nothing, is still made)."""
     if machine not in _AUDIT_ARCH:
         raise SeccompUnavailable(f"no seccomp filter is written for {machine} "
                                  f"(x86_64 and aarch64 are)")
@@ -159,9 +161,9 @@ def program(machine: str, network: bool, guarded: Sequence[int] = ()) -> list[_R
         targets = sorted({0xFFFFFFFF, *guarded, *(-pid & 0xFFFFFFFF for pid in guarded)})
         for numbers in _SIGNALLING:
             rows += _on_first_argument(numbers[column], targets, refuse_listed=True)
-    families = sorted(allowed)
-    for numbers in (_SOCKET, _SOCKETPAIR):
-        rows += _on_first_argument(numbers[column], families, refuse_listed=False)
+    sockets = sorted(allowed - (set() if unix_sockets else {_AF_UNIX}))
+    rows += _on_first_argument(_SOCKET[column], sockets, refuse_listed=False)
+    rows += _on_first_argument(_SOCKETPAIR[column], sorted(allowed), refuse_listed=False)
     rows.append((_RET_K, 0, 0, _RET_ALLOW))
     return rows
 
@@ -178,11 +180,11 @@ def _on_first_argument(call: int, values: Sequence[int], refuse_listed: bool) ->
     return [(_JEQ_K, 0, len(check), call), *check]
 
 
-def install(network: bool, guarded: Sequence[int] = ()) -> None:
+def install(network: bool, guarded: Sequence[int] = (), unix_sockets: bool = True) -> None:
     """Filter the calling thread and what it starts from now on (no_new_privs must be set).
     Raises `SeccompUnavailable` when the kernel refuses, so nothing runs unfiltered."""
     machine = os.uname().machine
-    rows = program(machine, network, guarded)
+    rows = program(machine, network, guarded, unix_sockets)
     array = (_Filter * len(rows))(*(_Filter(*row) for row in rows))
     prog = _Program(len(rows), ctypes.cast(array, ctypes.POINTER(_Filter)))
     libc = ctypes.CDLL(None, use_errno=True)

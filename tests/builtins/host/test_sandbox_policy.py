@@ -299,10 +299,12 @@ async def test_tmp_is_read_only_and_other_sessions_folders_are_not_there(
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("without", [(), ("namespaces",)], ids=["mounts", "landlock-only"])
 async def test_sockets_in_tmp_are_masked_while_the_network_is_closed(
-    layout: tuple[Path, Path, Path],
+    layout: tuple[Path, Path, Path], without: tuple[str, ...]
 ) -> None:
-    """An agent's socket in /tmp (ssh-agent, tmux, X11 keep theirs there) is no way out."""
+    """An agent's socket in /tmp (ssh-agent, tmux, X11 keep theirs there) is no way out.
+    Without mounts to mask them, no Unix socket is opened at all (a pair still is)."""
     workspace, home, _ = layout
     folder = Path(tempfile.mkdtemp(prefix="ssh-", dir="/tmp"))  # where ssh-agent keeps one
     path = folder / f"agent.{os.getpid()}"
@@ -311,10 +313,12 @@ async def test_sockets_in_tmp_are_masked_while_the_network_is_closed(
     agent.listen(1)
     connect = ("python3 -c \"import socket, sys; s = socket.socket(socket.AF_UNIX); "
                f"s.connect('{path}'); print('connected')\"")
-    closed, open_ = environment(workspace, home), environment(workspace, home, network=True)
+    closed = environment(workspace, home, without=without)
+    open_ = environment(workspace, home, network=True, without=without)
     try:
         refused = await closed.run(connect)
         reached = await open_.run(connect)
+        pair = await closed.run("python3 -c \"import socket; socket.socketpair(); print('pair')\"")
     finally:
         await closed.close()
         await open_.close()
@@ -322,6 +326,7 @@ async def test_sockets_in_tmp_are_masked_while_the_network_is_closed(
         shutil.rmtree(folder)
     assert "connected" not in refused.stdout and refused.returncode != 0
     assert "connected" in reached.stdout, reached.stderr  # the mask is for a closed network
+    assert pair.stdout == "pair\n", pair.stderr
 
 
 def test_a_private_root_made_by_someone_else_is_refused_with_the_fix(

@@ -23,8 +23,8 @@ PROBE = textwrap.dedent("""
     import seccomp
     libc = ctypes.CDLL(None, use_errno=True)
     assert libc.prctl(38, 1, 0, 0, 0) == 0  # no_new_privs
-    network, guarded, other = json.loads(sys.argv[2])
-    seccomp.install(network, guarded)
+    network, guarded, other, unix_sockets = json.loads(sys.argv[2])
+    seccomp.install(network, guarded, unix_sockets)
     info = (ctypes.c_int * 32)(0, 0, -1)  # a siginfo_t: no signal, SI_QUEUE (as sigqueue)
     found = {}
 
@@ -41,6 +41,7 @@ PROBE = textwrap.dedent("""
 
     x86 = os.uname().machine == "x86_64"
     attempt("unix", lambda: socket.socket(socket.AF_UNIX).close())
+    attempt("pair", lambda: [end.close() for end in socket.socketpair()])
     attempt("inet", lambda: socket.socket(socket.AF_INET).close())
     attempt("udp", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close())
     attempt("mptcp", lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262).close())
@@ -63,12 +64,12 @@ PROBE = textwrap.dedent("""
 """)
 
 
-def probe(network: bool, guarded: list[int]) -> dict[str, str]:
+def probe(network: bool, guarded: list[int], unix_sockets: bool = True) -> dict[str, str]:
     other = subprocess.Popen(["sleep", "30"])
     try:
         done = subprocess.run(
             [sys.executable, "-c", PROBE, seccomp.__file__, json.dumps([network, guarded,
-                                                                         other.pid])],
+                                                                         other.pid, unix_sockets])],
             capture_output=True, text=True, timeout=60)
     finally:
         other.kill()
@@ -92,7 +93,7 @@ def test_the_closed_network_filter_refuses_what_it_lists() -> None:
         "kill guarded", "kill group", "sigqueue guarded", "tgsigqueue guarded",
         "pidfd guarded")}
     assert found == {
-        "unix": "allowed", "inet": "EPERM", "udp": "EPERM", "mptcp": "EPERM",
+        "unix": "allowed", "pair": "allowed", "inet": "EPERM", "udp": "EPERM", "mptcp": "EPERM",
         "netlink": "EPERM", "ptrace": "EPERM", "unshare": "EPERM", **signalling,
         "sigqueue other": "allowed", "kill everyone": "EPERM", "kill other": "allowed",
         "fork": "allowed"}
@@ -103,6 +104,13 @@ def test_the_open_network_filter_allows_tcp_and_udp_only() -> None:
     assert (found["unix"], found["inet"], found["udp"]) == ("allowed",) * 3
     assert (found["netlink"], found["ptrace"]) == ("EPERM", "EPERM")
     assert found["kill other"] == "allowed"
+
+
+def test_without_unix_sockets_only_a_pair_is_made() -> None:
+    """Where no mount masks the host's sockets, a command opens none (a pair reaches
+    nothing, and pipes, asyncio and multiprocessing need it)."""
+    found = probe(network=False, guarded=[2**22 + 7], unix_sockets=False)
+    assert (found["unix"], found["pair"], found["inet"]) == ("EPERM", "allowed", "EPERM")
 
 
 def test_every_denied_call_has_a_number_on_both_architectures() -> None:
