@@ -29,6 +29,7 @@ from .table import DEFAULT_HTTP_TIMEOUT as DEFAULT_HTTP_TIMEOUT
 from .table import DEFAULT_MAX_FILE_BYTES as DEFAULT_MAX_FILE_BYTES
 from .table import DEFAULT_MAX_PROCESSES as DEFAULT_MAX_PROCESSES
 from .table import DEFAULT_MAX_STEPS as DEFAULT_MAX_STEPS
+from .table import DEFAULT_PROTECT as DEFAULT_PROTECT
 from .table import Settings as Settings
 from .table import SettingsError as SettingsError
 from .table import setting_env as setting_env

@@ -44,6 +44,7 @@ __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
     "DEFAULT_MAX_PROCESSES",
     "DEFAULT_MAX_STEPS",
+    "DEFAULT_PROTECT",
     "Settings",
     "SettingsError",
     "setting_env",
@@ -61,6 +62,11 @@ DEFAULT_DENY_READ = ("~/.ssh", "~/.aws", "~/.azure", "~/.config/gcloud", "~/.con
                      "~/.netrc", "~/.docker/config.json", "~/.kube", "~/.pgpass", "~/.gnupg",
                      "~/.git-credentials")
 """Credentials outside the hookline home that no command may read (`sandbox_deny_read`)."""
+
+DEFAULT_PROTECT = (".vscode", ".idea")
+"""Editor folders kept read-only in the workspace (`sandbox_protect`): their settings name
+programs the editor runs when it opens the folder (an interpreter, a linter, a task on
+folder open), outside the sandbox."""
 DEFAULT_MAX_PROCESSES = 4096
 """Processes one sandbox may hold at once (RLIMIT_NPROC)."""
 DEFAULT_MAX_FILE_BYTES = 8 * 1024**3
@@ -213,7 +219,7 @@ class Settings:
     sandbox_deny_read: tuple[str, ...] = field(default=DEFAULT_DENY_READ, metadata=setting(
         parse.path_list, "a list of paths (comma separated in the environment)",
         "~/.ssh,~/.netrc", '["~/.ssh", "~/.netrc"]'))
-    sandbox_protect: tuple[str, ...] = field(default=(), metadata=setting(
+    sandbox_protect: tuple[str, ...] = field(default=DEFAULT_PROTECT, metadata=setting(
         parse.path_list, "a list of paths in the workspace (comma separated in the "
         "environment)", ".vscode,Makefile", '[".vscode", "Makefile"]'))
     sandbox_without: tuple[str, ...] = field(default=(), metadata=setting(

@@ -182,7 +182,7 @@ class LocalEnvironment(Environment):
                 f"cannot write {shown!r}: {rule!r} is protected (what runs later outside "
                 f"the sandbox reads it, as git runs its hooks); only the user changes it. "
                 f"The list is every .git, .hookline, hookline's own Python environment and "
-                f"the setting sandbox_protect",
+                f"the setting sandbox_protect (by default .vscode and .idea)",
                 {"path": shown, "rule": f"sandbox.protected:{rule}"})
 
     # -- processes ---------------------------------------------------------------------

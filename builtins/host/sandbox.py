@@ -32,6 +32,7 @@ from ..config import (
     DEFAULT_DENY_READ,
     DEFAULT_MAX_FILE_BYTES,
     DEFAULT_MAX_PROCESSES,
+    DEFAULT_PROTECT,
     setting_env,
 )
 from ..privacy import HOME_ENV
@@ -60,7 +61,7 @@ class SandboxPolicy:
     hidden: tuple[str, ...] = ()
     environment: EnvironmentPolicy = field(default_factory=EnvironmentPolicy)
     deny_read: tuple[str, ...] = DEFAULT_DENY_READ
-    protect: tuple[str, ...] = ()
+    protect: tuple[str, ...] = DEFAULT_PROTECT
     max_processes: int = DEFAULT_MAX_PROCESSES
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     without: tuple[str, ...] = ()

@@ -16,6 +16,7 @@ from sandbox_support import environment
 
 from hookline.builtins.host import protection
 from hookline.builtins.host.background import BackgroundProcesses
+from hookline.kernel.errors import HooklineError
 
 
 @pytest.mark.anyio
@@ -34,6 +35,39 @@ async def test_a_nested_repository_is_protected_at_any_depth(
     assert result.stderr.count("Read-only file system") == 2, result.stderr
     assert (nested / "config").read_text() == "[core]\n"
     assert (workspace / "deep" / "ok").exists()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("protect", [None, ()], ids=["default", "none"])
+async def test_editor_settings_are_protected_by_default_and_can_be_opened(
+        layout: tuple[Path, Path, Path], protect: tuple[str, ...] | None) -> None:
+    """An editor runs what its folder's settings name (an interpreter, a task on folder
+    open) with the user's rights: `.vscode` and `.idea` are kept by default, and
+    `sandbox_protect = []` gives them back."""
+    workspace, home, _ = layout
+    for folder in (".vscode", ".idea"):
+        (workspace / folder).mkdir()
+    settings = workspace / ".vscode" / "settings.json"
+    settings.write_text("{}\n")
+    env = environment(workspace, home, **({} if protect is None else {"protect": protect}))
+    try:
+        command = await env.run("echo '{\"python.defaultInterpreterPath\": \"./evil\"}' "
+                                "> .vscode/settings.json; touch .idea/workspace.xml")
+        try:
+            await env.write_text(".vscode/launch.json", "{}")
+            refused = None
+        except HooklineError as exc:
+            refused = str(exc)
+    finally:
+        await env.close()
+    if protect is None:
+        assert command.stderr.count("Read-only file system") == 2, command.stderr
+        assert settings.read_text() == "{}\n"
+        assert refused is not None and "'.vscode' is protected" in refused
+        assert "by default .vscode and .idea" in refused
+    else:
+        assert command.returncode == 0 and refused is None, command.stderr
+        assert "evil" in settings.read_text()
 
 
 @pytest.mark.anyio
