@@ -163,7 +163,8 @@ class LocalEnvironment(Environment):
 
     def _check_writable(self, target: str, shown: str) -> None:
         """The file tools keep the sandbox's write rules: nothing in `read-only`, nothing
-        under a protected path (`protected_paths`) or any `.git` below."""
+        under a protected path (`protected_paths`, and what the session's searches found,
+        `MadeWatch.known`) or any `.git` below."""
         if self.sandbox.mode == "read-only":
             raise HooklineError(
                 ErrorKind.invalid_input,
@@ -172,8 +173,9 @@ class LocalEnvironment(Environment):
                 {"path": shown, "rule": "sandbox.read_only"})
         if not self.sandbox.confined:
             return
+        confinement = self._confinement
         rule = next((os.path.relpath(protected, self.workspace)
-                     for protected in self._confinement.protected
+                     for protected in (*confinement.protected, *confinement.watch.known())
                      if is_inside(target, protected)), None)
         rule = rule or in_repository(target, self.workspace)
         if rule is not None:
@@ -181,8 +183,9 @@ class LocalEnvironment(Environment):
                 ErrorKind.invalid_input,
                 f"cannot write {shown!r}: {rule!r} is protected (what runs later outside "
                 f"the sandbox reads it, as git runs its hooks); only the user changes it. "
-                f"The list is every .git, .hookline, hookline's own Python environment and "
-                f"the setting sandbox_protect (by default .vscode and .idea)",
+                f"The list is every .git and what a repository's config has git run from "
+                f"the workspace (a core.hooksPath folder), .hookline, hookline's own Python "
+                f"environment and the setting sandbox_protect (by default .vscode and .idea)",
                 {"path": shown, "rule": f"sandbox.protected:{rule}"})
 
     # -- processes ---------------------------------------------------------------------

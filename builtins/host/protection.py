@@ -23,6 +23,7 @@ from collections.abc import Callable
 from hookline.kernel.errors import HooklineError
 
 from .files import is_inside, open_regular_file
+from .gitconfig import run_by_git
 
 __all__ = ["MadeWatch", "in_repository", "protected_paths", "repositories"]
 
@@ -47,7 +48,9 @@ FIFO or gigabytes without a newline, and hookline reads it outside the sandbox."
 
 def protected_paths(workspace: str, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
     """Paths inside the workspace no command or file tool may change: `.git` (and where a
-    worktree's `.git` file points), `.hookline`, the `sandbox_protect` entries, and the
+    worktree's `.git` file points), what the config of the repository at or above the
+    workspace has git run from it (`gitconfig.run_by_git`: a `core.hooksPath` folder, say),
+    `.hookline`, the `sandbox_protect` entries, and the
     Python environment hookline runs from when it lies there (a `.venv` of the project):
     hookline runs it again, outside the sandbox, and a `.pth` file dropped in its
     site-packages runs at every start."""
@@ -55,6 +58,7 @@ def protected_paths(workspace: str, extra: tuple[str, ...] = ()) -> tuple[str, .
     found = [os.path.realpath(os.path.join(workspace, os.path.expanduser(name)))
              for name in names]
     found.extend(_git_file_target(os.path.join(workspace, GIT)))
+    found.extend(_run_by_enclosing_repository(workspace))
     environment = os.path.realpath(sys.prefix)
     if is_inside(environment, workspace) and environment != workspace:
         found.append(environment)
@@ -71,8 +75,9 @@ def in_repository(target: str, workspace: str) -> str | None:
 
 def repositories(workspace: str, limit: int) -> tuple[list[str], bool]:
     """Every `.git` in the workspace at any depth (a nested clone, a submodule's or
-    worktree's `.git` file) and where such a file points inside it: git, run there later
-    outside the sandbox, runs their hooks and config. Searched breadth first, links not
+    worktree's `.git` file), where such a file points inside it, and what their config has
+    git run from the workspace: git, run there later outside the sandbox, runs their hooks
+    and config. Searched breadth first, links not
     followed; the flag says whether `limit` entries cut the search short."""
     found: list[str] = []
     folders, searched = collections.deque([workspace]), 0
@@ -90,9 +95,32 @@ def repositories(workspace: str, limit: int) -> tuple[list[str], bool]:
                 found.extend(path for path in [os.path.realpath(entry.path),
                                                *_git_file_target(entry.path)]
                              if is_inside(path, workspace))
+                found.extend(path for path in _run_by_repository(entry.path, workspace)
+                             if os.path.lexists(path))  # one made later is said then
             elif entry.is_dir(follow_symlinks=False):
                 folders.append(entry.path)
     return found, False
+
+
+def _run_by_repository(git: str, workspace: str) -> list[str]:
+    """What the config of the repository whose `.git` (a folder, or a file pointing to
+    one) is at `git` has git run or read from inside the workspace."""
+    top = os.path.realpath(os.path.dirname(git))
+    gitdirs = _git_file_target(git) or [os.path.realpath(git)]
+    return [path for gitdir in gitdirs if os.path.isdir(gitdir)
+            for path in run_by_git(top, gitdir, workspace)]
+
+
+def _run_by_enclosing_repository(workspace: str) -> list[str]:
+    """`_run_by_repository` for the nearest `.git` at or above the workspace: a
+    workspace inside a repository is reached by that repository's hooks."""
+    folder = workspace
+    while not os.path.lexists(os.path.join(folder, GIT)):
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return []
+        folder = parent
+    return _run_by_repository(os.path.join(folder, GIT), workspace)
 
 
 def _git_file_target(path: str) -> list[str]:
@@ -156,6 +184,13 @@ class MadeWatch:
     def started(self) -> None:
         """A command is starting, in any of the session's sandboxes or escalations."""
         self._started = True
+
+    def known(self) -> frozenset[str]:
+        """Everything protected found so far, after a first search if none ran yet: the
+        file tools refuse it too. Blocking."""
+        if self._existing is None:
+            self.search()
+        return frozenset(self._existing or ())
 
     @property
     def started_since_said(self) -> bool:

@@ -62,6 +62,13 @@ def places() -> Iterator[dict[str, Path]]:
     subprocess.run(["git", "init", "-q", str(workspace / "vendor" / "lib")], check=True)
     subprocess.run(["git", "init", "-q", f"--separate-git-dir={workspace / 'linked' / 'gitdir'}",
                     str(workspace / "linked" / "tree")], check=True)
+    # What their config has git run from the worktree: husky's hooks folder, an include.
+    subprocess.run(["git", "-C", str(workspace), "config", "core.hooksPath", ".husky/_"],
+                   check=True)
+    (workspace / ".husky" / "_").mkdir(parents=True)
+    subprocess.run(["git", "-C", str(workspace / "vendor" / "lib"), "config", "include.path",
+                    "../shared.gitconfig"], check=True)
+    (workspace / "vendor" / "lib" / "shared.gitconfig").write_text("[user]\n\tname = t\n")
     terminal, typed = os.openpty()
     found["terminal"] = Path(os.ttyname(typed))
     try:
@@ -168,6 +175,8 @@ def check_untouched(places: dict[str, Path], modes: dict[Path, int]) -> None:
     for repository in (".git", "vendor/lib/.git", "linked/gitdir"):
         assert "fsmonitor" not in (places["workspace"] / repository / "config").read_text()
         assert not (places["workspace"] / repository / "hooks" / "pre-commit").exists()
+    assert not (places["workspace"] / ".husky" / "_" / "pre-commit").exists()
+    assert "fsmonitor" not in (places["workspace"] / "vendor/lib/shared.gitconfig").read_text()
 
 
 @pytest.mark.parametrize("user", ["root", "nobody"])
@@ -308,7 +317,8 @@ def test_read_only_is_read_only_for_the_file_tools_too(places: dict[str, Path]) 
 
 
 @pytest.mark.parametrize("path", [".git/hooks/pre-commit", ".git/config", ".hookline/x.toml",
-                                  "vendor/lib/.git/config", "new/.git/config"])
+                                  "vendor/lib/.git/config", "new/.git/config",
+                                  ".husky/_/pre-commit", "vendor/lib/shared.gitconfig"])
 def test_the_file_tools_refuse_protected_paths(places: dict[str, Path], path: str) -> None:
     prompt = tool_line("fs_write", path=path, content="touch /tmp/owned\n")
     done = hookline_run(places, prompt)

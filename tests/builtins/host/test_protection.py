@@ -19,6 +19,12 @@ from hookline.builtins.host.background import BackgroundProcesses
 from hookline.kernel.errors import HooklineError
 
 
+def made_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The warnings that name what commands made."""
+    return [record.getMessage() for record in caplog.records
+            if "commands of this session made" in record.getMessage()]
+
+
 @pytest.mark.anyio
 async def test_a_nested_repository_is_protected_at_any_depth(
         layout: tuple[Path, Path, Path]) -> None:
@@ -71,6 +77,60 @@ async def test_editor_settings_are_protected_by_default_and_can_be_opened(
 
 
 @pytest.mark.anyio
+async def test_what_a_repository_s_config_has_git_run_is_protected_too(
+        layout: tuple[Path, Path, Path]) -> None:
+    """husky points core.hooksPath into the worktree, and a config may include a file
+    of it: writing there would have the user's next `git commit` run a command's code."""
+    workspace, home, _ = layout
+    (workspace / ".git").mkdir()
+    (workspace / ".git" / "config").write_text(
+        "[core]\n\thooksPath = .husky/_\n[include]\n\tpath = ../.gitconfig-project\n")
+    (workspace / ".husky" / "_").mkdir(parents=True)
+    (workspace / ".gitconfig-project").write_text("[user]\n\tname = someone\n")
+    nested = workspace / "vendor" / "lib"
+    (nested / ".git").mkdir(parents=True)
+    (nested / ".git" / "config").write_text("[core]\n\tfsmonitor = ./watch.sh\n")
+    (nested / "watch.sh").write_text("exit 0\n")
+    env = environment(workspace, home)
+    try:
+        command = await env.run(
+            "echo 'touch /tmp/pwned' > .husky/_/pre-commit; "
+            "printf '[core]\\n\\tfsmonitor = ./x\\n' >> .gitconfig-project; "
+            "echo 'touch /tmp/pwned' > vendor/lib/watch.sh; touch .husky/ok-beside")
+        refused = []
+        for path in (".husky/_/h", "vendor/lib/watch.sh"):
+            with pytest.raises(HooklineError) as caught:
+                await env.write_text(path, "touch /tmp/pwned\n")
+            refused.append(str(caught.value))
+    finally:
+        await env.close()
+    assert command.stderr.count("Read-only file system") == 3, command.stderr
+    assert not (workspace / ".husky" / "_" / "pre-commit").exists()
+    assert "fsmonitor" not in (workspace / ".gitconfig-project").read_text()
+    assert (workspace / ".husky" / "ok-beside").exists()
+    assert "'.husky/_' is protected" in refused[0]
+    assert "'vendor/lib/watch.sh' is protected" in refused[1]
+
+
+@pytest.mark.anyio
+async def test_a_hooks_folder_a_command_made_is_named_and_protected(
+        layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture) -> None:
+    workspace, home, _ = layout
+    (workspace / ".git").mkdir()
+    (workspace / ".git" / "config").write_text("[core]\n\thooksPath = githooks\n")
+    env = environment(workspace, home)
+    try:
+        await env.run("mkdir githooks && echo 'touch /tmp/pwned' > githooks/pre-commit")
+        await env.say_what_commands_made()  # as the builtin plugin does after each run
+        after = await env.run("echo more >> githooks/pre-commit")
+    finally:
+        await env.close()
+    said = made_warnings(caplog)
+    assert len(said) == 1 and "made githooks, which" in said[0], said
+    assert "Read-only file system" in after.stderr
+
+
+@pytest.mark.anyio
 async def test_what_commands_made_of_the_protected_is_said_when_the_session_ends(
         layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture) -> None:
     """A command may make a repository (or a protected path that was missing) and give it
@@ -86,8 +146,7 @@ async def test_what_commands_made_of_the_protected_is_said_when_the_session_ends
         assert "ok" in result.stdout, result.stderr
     finally:
         await env.close()
-    said = [r.getMessage() for r in caplog.records if "commands of this session made" in
-            r.getMessage()]
+    said = made_warnings(caplog)
     assert len(said) == 1, said
     assert said[0].startswith("commands of this session made .hookline, .vscode, a/b/.git, "
                               "made/.git, which"), said[0]
@@ -193,8 +252,7 @@ async def test_a_repository_an_escalated_command_made_is_named_and_protected_eve
         again = await network.run("touch cloned/.git/hooks/pre-commit")
     finally:
         await env.close()
-    said = [r.getMessage() for r in caplog.records if "commands of this session made" in
-            r.getMessage()]
+    said = made_warnings(caplog)
     assert len(said) == 1 and "made cloned/.git, which" in said[0], said
     assert "Read-only file system" in inside.stderr and "Read-only" in again.stderr
     assert "fsmonitor" not in (workspace / "cloned" / ".git" / "config").read_text()
@@ -209,8 +267,7 @@ async def test_many_repositories_made_are_counted_past_the_first_named(
         await env.run("for n in $(seq 25); do mkdir -p r$n/.git; done")
     finally:
         await env.close()
-    said = [r.getMessage() for r in caplog.records if "commands of this session made" in
-            r.getMessage()]
+    said = made_warnings(caplog)
     assert len(said) == 1 and said[0].count("/.git") == 20 and "and 5 more" in said[0], said
 
 

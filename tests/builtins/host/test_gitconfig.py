@@ -1,0 +1,73 @@
+"""What a repository's config has git run from its worktree, read as git reads config:
+sections, quotes, escapes, comments, continued lines and includes."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from hookline.builtins.host.gitconfig import config_entries, run_by_git
+
+
+def repository(tmp_path: Path, config: str) -> tuple[Path, Path]:
+    workspace = tmp_path / "workspace"
+    git = workspace / ".git"
+    git.mkdir(parents=True)
+    (git / "config").write_text(config)
+    return workspace, git
+
+
+def test_values_are_read_as_git_reads_them(tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    config.write_text(
+        '[core]\n\thooksPath = .husky/_   # husky sets this\n'
+        '[Core "ignored subsection"] fsmonitor = "./tools/fs monitor.sh" ; a comment\n'
+        '[include]\n  path = ../shared\\\n.gitconfig\n'
+        '[alias] bare\n  ; a comment line\n  quoted = "a \\"b\\" \\\\ c\\td"\n')
+    assert config_entries(str(config)) == [
+        ("core", "hookspath", ".husky/_"),
+        ("core", "fsmonitor", "./tools/fs monitor.sh"),
+        ("include", "path", "../shared.gitconfig"),
+        ("alias", "bare", ""),
+        ("alias", "quoted", 'a "b" \\ c\td'),
+    ]
+
+
+def test_what_git_runs_from_the_workspace_is_found_through_includes(tmp_path: Path) -> None:
+    workspace, git = repository(tmp_path, (
+        "[core]\n  hooksPath = .husky/_\n  fsmonitor = true\n"
+        "[include]\n  path = ../.gitconfig-project\n  path = ~/outside.gitconfig\n"
+        '[includeIf "gitdir:~/work/"]\n  path = ../.gitconfig-local\n'))
+    (workspace / ".gitconfig-project").write_text(
+        "[core]\n  fsmonitor = tools/watch.sh --quiet\n[include]\n  path = .git/config\n")
+    (workspace / ".gitconfig-local").write_text("[core]\n  hooksPath = /etc/hooks\n")
+    found = run_by_git(str(workspace), str(git), str(workspace))
+    assert sorted(os.path.relpath(path, workspace) for path in found) == [
+        ".git/config", ".gitconfig-local", ".gitconfig-project", ".husky/_", "tools/watch.sh"]
+
+
+def test_a_linked_worktree_reads_its_repository_s_config(tmp_path: Path) -> None:
+    workspace, git = repository(tmp_path, "[core]\n  hooksPath = githooks\n")
+    linked = git / "worktrees" / "feature"
+    linked.mkdir(parents=True)
+    (linked / "commondir").write_text("../..\n")
+    top = workspace / "feature"
+    top.mkdir()
+    found = run_by_git(str(top), str(linked), str(workspace))
+    assert found == [str(top / "githooks")]
+
+
+def test_a_fifo_or_endless_config_neither_hangs_nor_fills_memory(tmp_path: Path) -> None:
+    workspace, git = repository(tmp_path, "[include]\n  path = ../fifo\n  path = ../huge\n")
+    os.mkfifo(workspace / "fifo")
+    with open(workspace / "huge", "wb") as file:
+        file.truncate(1 << 30)  # sparse: a gigabyte of zeros, no newline
+    found: list[list[str]] = []
+    searching = threading.Thread(
+        target=lambda: found.append(run_by_git(str(workspace), str(git), str(workspace))),
+        daemon=True)
+    searching.start()
+    searching.join(20)
+    assert found, "reading the config hung on the FIFO"
+    assert sorted(os.path.relpath(path, workspace) for path in found[0]) == ["fifo", "huge"]
