@@ -21,7 +21,7 @@ from hookline.kernel.errors import HooklineError
 
 from .files import is_inside, open_regular_file
 
-__all__ = ["config_entries", "run_by_git"]
+__all__ = ["config_entries", "run_by_git", "user_configs"]
 
 MAX_CONFIG_BYTES = 1 << 20
 """Bytes of one config file read, at most."""
@@ -39,9 +39,11 @@ def run_by_git(top: str, gitdir: str, workspace: str) -> list[str]:
     """The paths inside `workspace` that the config of the repository `gitdir`, whose
     worktree is `top`, has git run or read: the `core.hooksPath` folder and a
     `core.fsmonitor` program (relative to `top`), and included config files (relative to
-    the file that includes them), followed through their own includes. The config of a
-    linked worktree's repository (`commondir`) and `config.worktree` count too."""
-    configs = [os.path.join(gitdir, "config"), os.path.join(gitdir, "config.worktree")]
+    the file that includes them), followed through their own includes. The user's and the
+    system's config, a linked worktree's repository's (`commondir`) and `config.worktree`
+    count too."""
+    configs = [*user_configs(), os.path.join(gitdir, "config"),
+               os.path.join(gitdir, "config.worktree")]
     common = _first_line(os.path.join(gitdir, "commondir"))
     if common:
         configs.append(os.path.join(gitdir, common, "config"))
@@ -63,6 +65,14 @@ def run_by_git(top: str, gitdir: str, workspace: str) -> list[str]:
                 found.append(included)
                 pending.append((included, depth + 1))
     return list(dict.fromkeys(path for path in found if is_inside(path, workspace)))
+
+
+def user_configs() -> list[str]:
+    """The config files git reads for every repository (a relative `core.hooksPath` in
+    them names a folder of each repository's worktree)."""
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+    return ["/etc/gitconfig", os.path.join(xdg, "git", "config"),
+            os.path.expanduser("~/.gitconfig")]
 
 
 def _program(command: str) -> str:

@@ -7,7 +7,19 @@ import os
 import threading
 from pathlib import Path
 
+import pytest
+
 from hookline.builtins.host.gitconfig import config_entries, run_by_git
+
+
+@pytest.fixture(autouse=True)
+def user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A home of the test's own: the user's git config is read too."""
+    home = tmp_path / "user"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    return home
 
 
 def repository(tmp_path: Path, config: str) -> tuple[Path, Path]:
@@ -56,6 +68,15 @@ def test_a_linked_worktree_reads_its_repository_s_config(tmp_path: Path) -> None
     top.mkdir()
     found = run_by_git(str(top), str(linked), str(workspace))
     assert found == [str(top / "githooks")]
+
+
+def test_a_relative_hooks_folder_of_the_user_s_config_is_each_repository_s(
+        tmp_path: Path, user: Path) -> None:
+    """`git config --global core.hooksPath .githooks` names a folder of every worktree."""
+    workspace, git = repository(tmp_path, "[user]\n\tname = someone\n")
+    (user / ".gitconfig").write_text("[core]\n\thooksPath = .githooks\n")
+    assert run_by_git(str(workspace), str(git), str(workspace)) == [
+        str(workspace / ".githooks")]
 
 
 def test_a_fifo_or_endless_config_neither_hangs_nor_fills_memory(tmp_path: Path) -> None:
