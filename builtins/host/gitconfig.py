@@ -2,8 +2,10 @@
 
 A repository's config is protected (it lives in `.git`), but it may name files in the
 worktree that git then runs with the user's rights: the hooks folder `core.hooksPath`
-names (husky sets `.husky/_`), a `core.fsmonitor` program, and files `include.path` or
-`includeIf.<condition>.path` add to the config (which may name anything in turn). A
+names (husky sets `.husky/_`), a `core.fsmonitor` program, the program another key names
+by a path (a filter, a diff driver, an editor, a credential helper, a `!` alias), and
+files `include.path` or `includeIf.<condition>.path` add to the config (which may name
+anything in turn). A
 command that could write those would have its code run by the user's next `git commit` or
 `git status`, as `.git/hooks` would: `run_by_git` finds them so that they are protected too.
 
@@ -29,6 +31,14 @@ MAX_CONFIG_BYTES = 1 << 20
 MAX_INCLUDE_DEPTH = 10
 """Includes followed within includes, as deep as git itself follows them."""
 
+PROGRAM_KEYS = frozenset({
+    ("core", "editor"), ("core", "pager"), ("core", "sshcommand"), ("core", "askpass"),
+    ("sequence", "editor"), ("diff", "external"), ("diff", "textconv"), ("diff", "command"),
+    ("filter", "clean"), ("filter", "smudge"), ("filter", "process"), ("merge", "driver"),
+    ("gpg", "program"), ("credential", "helper")})
+"""Keys whose value is a command git runs (a subsection, as `filter.<driver>.clean`, left
+out); `!` aliases are commands too."""
+
 BOOLEANS = frozenset({"", "true", "false", "yes", "no", "on", "off", "1", "0"})
 """`core.fsmonitor` values that are not a program."""
 
@@ -37,9 +47,10 @@ _ESCAPES = {"n": "\n", "t": "\t", "b": "\b"}
 
 def run_by_git(top: str, gitdir: str, workspace: str) -> list[str]:
     """The paths inside `workspace` that the config of the repository `gitdir`, whose
-    worktree is `top`, has git run or read: the `core.hooksPath` folder and a
-    `core.fsmonitor` program (relative to `top`), and included config files (relative to
-    the file that includes them), followed through their own includes. The user's and the
+    worktree is `top`, has git run or read: the `core.hooksPath` folder, a
+    `core.fsmonitor` program and each program another key names by a path
+    (`PROGRAM_KEYS`, `!` aliases; relative to `top`), and included config files (relative
+    to the file that includes them), followed through their own includes. The user's and the
     system's config, a linked worktree's repository's (`commondir`) and `config.worktree`
     count too."""
     configs = [*user_configs(), os.path.join(gitdir, "config"),
@@ -60,6 +71,8 @@ def run_by_git(top: str, gitdir: str, workspace: str) -> list[str]:
                 found.append(_resolved(value, top))
             elif section == "core" and key == "fsmonitor" and value.lower() not in BOOLEANS:
                 found.append(_resolved(_program(value), top))
+            elif program := _named_program(section, key, value):
+                found.append(_resolved(program, top))
             elif section in ("include", "includeif") and key == "path" and value:
                 included = _resolved(value, os.path.dirname(config))
                 found.append(included)
@@ -73,6 +86,21 @@ def user_configs() -> list[str]:
     xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
     return ["/etc/gitconfig", os.path.join(xdg, "git", "config"),
             os.path.expanduser("~/.gitconfig")]
+
+
+def _named_program(section: str, key: str, value: str) -> str | None:
+    """The program a `PROGRAM_KEYS` entry or a `!` alias names by a path; None for any
+    other entry, and for a bare name, which git looks for on PATH."""
+    if section == "alias":
+        if not value.startswith("!"):  # an alias of git's own commands
+            return None
+        command = value[1:]
+    elif (section, key) in PROGRAM_KEYS:
+        command = value.removeprefix("!")  # a credential helper may be a shell command
+    else:
+        return None
+    program = _program(command)
+    return program if "/" in program else None
 
 
 def _program(command: str) -> str:

@@ -66,6 +66,10 @@ def places() -> Iterator[dict[str, Path]]:
     subprocess.run(["git", "-C", str(workspace), "config", "core.hooksPath", ".husky/_"],
                    check=True)
     (workspace / ".husky" / "_").mkdir(parents=True)
+    subprocess.run(["git", "-C", str(workspace), "config", "filter.demo.clean",
+                    "./tools/clean.sh %f"], check=True)
+    (workspace / "tools").mkdir()
+    (workspace / "tools" / "clean.sh").write_text("cat\n")
     subprocess.run(["git", "-C", str(workspace / "vendor" / "lib"), "config", "include.path",
                     "../shared.gitconfig"], check=True)
     (workspace / "vendor" / "lib" / "shared.gitconfig").write_text("[user]\n\tname = t\n")
@@ -176,7 +180,8 @@ def check_untouched(places: dict[str, Path], modes: dict[Path, int]) -> None:
         assert "fsmonitor" not in (places["workspace"] / repository / "config").read_text()
         assert not (places["workspace"] / repository / "hooks" / "pre-commit").exists()
     assert not (places["workspace"] / ".husky" / "_" / "pre-commit").exists()
-    assert "fsmonitor" not in (places["workspace"] / "vendor/lib/shared.gitconfig").read_text()
+    for program in ("vendor/lib/shared.gitconfig", "tools/clean.sh"):
+        assert "fsmonitor" not in (places["workspace"] / program).read_text()
 
 
 @pytest.mark.parametrize("user", ["root", "nobody"])
@@ -318,7 +323,8 @@ def test_read_only_is_read_only_for_the_file_tools_too(places: dict[str, Path]) 
 
 @pytest.mark.parametrize("path", [".git/hooks/pre-commit", ".git/config", ".hookline/x.toml",
                                   "vendor/lib/.git/config", "new/.git/config",
-                                  ".husky/_/pre-commit", "vendor/lib/shared.gitconfig"])
+                                  ".husky/_/pre-commit", "vendor/lib/shared.gitconfig",
+                                  "tools/clean.sh"])
 def test_the_file_tools_refuse_protected_paths(places: dict[str, Path], path: str) -> None:
     prompt = tool_line("fs_write", path=path, content="touch /tmp/owned\n")
     done = hookline_run(places, prompt)

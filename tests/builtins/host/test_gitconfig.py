@@ -59,6 +59,21 @@ def test_what_git_runs_from_the_workspace_is_found_through_includes(tmp_path: Pa
         ".git/config", ".gitconfig-local", ".gitconfig-project", ".husky/_", "tools/watch.sh"]
 
 
+def test_a_program_another_key_names_by_a_path_is_found(tmp_path: Path) -> None:
+    """A filter, a diff driver, an editor, a credential helper, a `!` alias: git runs
+    them, relative to the worktree; a bare name is looked for on PATH, not here."""
+    workspace, git = repository(tmp_path, (
+        '[filter "lfs"]\n\tclean = ./tools/clean %f\n\tsmudge = git-lfs smudge\n'
+        '[diff "pdf"]\n\ttextconv = tools/pdf2text\n'
+        "[core]\n\teditor = vim\n\tsshCommand = ./bin/ssh -v\n"
+        "[credential]\n\thelper = !./bin/creds get\n\thelper = store\n"
+        "[alias]\n\tst = status\n\tship = !./scripts/ship.sh --now\n"
+        "[user]\n\tname = ./not/a/program\n"))
+    found = run_by_git(str(workspace), str(git), str(workspace))
+    assert sorted(os.path.relpath(path, workspace) for path in found) == [
+        "bin/creds", "bin/ssh", "scripts/ship.sh", "tools/clean", "tools/pdf2text"]
+
+
 def test_a_linked_worktree_reads_its_repository_s_config(tmp_path: Path) -> None:
     workspace, git = repository(tmp_path, "[core]\n  hooksPath = githooks\n")
     linked = git / "worktrees" / "feature"
