@@ -38,6 +38,7 @@ from .protection import MadeWatch as MadeWatch
 from .protection import in_repository as in_repository
 from .protection import protected_paths as protected_paths
 from .protection import repositories as repositories
+from .protection import watch_for as watch_for
 from .sandbox import Confinement as Confinement
 from .sandbox import SandboxPolicy as SandboxPolicy
 from .sandbox import check_exposure as check_exposure

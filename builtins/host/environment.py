@@ -261,16 +261,15 @@ class LocalEnvironment(Environment):
         sibling = self._escalated.get(escalate)
         if sibling is None:
             changed = ({"network": True} if escalate == "network" else {"mode": "off"})
-            policy = dataclasses.replace(self.sandbox, **changed)
-            sibling = LocalEnvironment(self.workspace, processes=self.processes, sandbox=policy)
-            # What its commands make is looked for, named and protected with this one's.
-            sibling._confinement = Confinement(policy, self.workspace, self._confinement.watch)
+            sibling = LocalEnvironment(self.workspace, processes=self.processes,
+                                       sandbox=dataclasses.replace(self.sandbox, **changed))
             self._escalated[escalate] = sibling
         return sibling
 
     async def say_what_commands_made(self) -> None:
         """Warn about the repositories and protected paths commands made since the last
-        look, here or in an escalation, and protect them (`MadeWatch.say_what_made`);
+        look, here or in another sandbox of the workspace (an escalation's, another
+        session's), and protect them in each (`MadeWatch.say_what_made`);
         nothing, and no worker thread, if none started: the builtin plugin asks after
         every run."""
         watch = self._confinement.watch

@@ -4,9 +4,10 @@ git runs a repository's hooks and config with the user's rights, and hookline ru
 `.hookline` and its own Python environment hold: `protected_paths` and `repositories` find
 them, each sandbox keeps them read-only and the file tools refuse them. A command may make
 one (`git init`, `git clone`, a `.hookline`) where no sandbox protects it yet: the
-`MadeWatch` of a session, shared by its sandbox and those of the escalations the user
-approved, looks after each run that started a command in any of them, names each thing
-made once, and has every one of them protect it from then on.
+`MadeWatch` of the workspace, shared by every sandbox of this process there (each
+session's, an approved escalation's, an MCP server's), looks after each run that started
+a command in any of them, names each thing made once, and has every one of them protect
+it from then on.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from hookline.kernel.errors import HooklineError
 from .files import is_inside, open_regular_file
 from .gitconfig import run_by_git
 
-__all__ = ["MadeWatch", "in_repository", "protected_paths", "repositories"]
+__all__ = ["MadeWatch", "in_repository", "protected_paths", "repositories", "watch_for"]
 
 logger = logging.getLogger(__name__)  # every command shows its warnings (cli ALWAYS_WARN)
 
@@ -137,8 +138,8 @@ def _git_file_target(path: str) -> list[str]:
 
 
 class MadeWatch:
-    """What a session's commands made that needs protecting, across its sandboxes (its
-    own, and those of approved escalations, which write the same workspace).
+    """What commands made in a workspace that needs protecting, across the sandboxes of
+    this process that write it (`watch_for`).
 
     The first search (`search`, at the first helper's start) is what existed before any
     command ran; after each run in which a command started (`started`), `say_what_made`
@@ -150,8 +151,8 @@ class MadeWatch:
         self.protected = protected
         self._lock = threading.Lock()
         self._existing: set[str] | None = None
-        """What there was at the first search, and what was said since (None: no helper
-        started since the watch began or was reset)."""
+        """What there was at the first search, and what was said since (None: no search
+        yet)."""
         self._started = False
         self._cut_said = False
         self._protectors: list[weakref.WeakMethod[Callable[[list[str]], None]]] = []
@@ -223,16 +224,26 @@ class MadeWatch:
         named = sorted(os.path.relpath(path, self.workspace) for path in made)
         more = f" and {len(named) - MAX_NAMED:,} more" if len(named) > MAX_NAMED else ""
         logger.warning(
-            "commands of this session made %s, which hookline keeps read-only only from "
-            "now on: until now commands could change them, and what runs later outside "
-            "the sandbox reads them (git runs a repository's hooks and config, "
+            "commands run in this workspace made %s, which hookline keeps read-only only "
+            "from now on: until now commands could change them, and what runs later "
+            "outside the sandbox reads them (git runs a repository's hooks and config, "
             "core.fsmonitor for one, with your rights): look at them before you run git "
             "there", ", ".join(named[:MAX_NAMED]) + more)
 
-    def reset(self) -> None:
-        """The session's sandboxes closed: the next helper's search starts anew."""
-        with self._lock:
-            self._existing = None
-
     def _existing_protected(self, found: list[str]) -> set[str]:
         return {path for path in self.protected if os.path.lexists(path)} | set(found)
+
+
+_watches: weakref.WeakValueDictionary[tuple[str, tuple[str, ...]], MadeWatch] = (
+    weakref.WeakValueDictionary())
+_watches_lock = threading.Lock()
+
+
+def watch_for(workspace: str, protected: tuple[str, ...]) -> MadeWatch:
+    """The watch of `workspace` (with `protected` its fixed protected paths) in this
+    process, shared by every sandbox that writes it; it goes with the last of them."""
+    with _watches_lock:
+        watch = _watches.get((workspace, protected))
+        if watch is None:
+            watch = _watches[(workspace, protected)] = MadeWatch(workspace, protected)
+        return watch

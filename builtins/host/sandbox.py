@@ -37,7 +37,7 @@ from ..config import (
 )
 from ..privacy import HOME_ENV
 from .files import is_inside
-from .protection import MadeWatch, protected_paths
+from .protection import protected_paths, watch_for
 from .toolenv import EnvironmentPolicy
 
 if TYPE_CHECKING:
@@ -127,14 +127,13 @@ class Confinement:
     `close()` ends each one (and with it every process it started) and removes the folder.
     """
 
-    def __init__(self, policy: SandboxPolicy, workspace: str,
-                 watch: MadeWatch | None = None) -> None:
+    def __init__(self, policy: SandboxPolicy, workspace: str) -> None:
         self.policy = policy
         self.workspace = os.path.realpath(workspace)
         self.hidden = tuple(os.path.realpath(path) for path in policy.hidden)
         self.protected = protected_paths(self.workspace, policy.protect)
-        self.watch = watch or MadeWatch(self.workspace, self.protected)
-        """What commands made, shared with the sandboxes of the same session's escalations."""
+        self.watch = watch_for(self.workspace, self.protected)
+        """What commands made, shared with every other sandbox of the workspace here."""
         self.watch.join(self._protect_in_place)
         self._lock = threading.Lock()
         self._temporary: PrivateFolder | None = None
@@ -171,7 +170,6 @@ class Confinement:
             folder.remove()
         self.watch.started()  # a background command may have made one since
         self.watch.say_what_made()
-        self.watch.reset()
 
     def _check_layout(self) -> None:
         """Landlock grants whole hierarchies: a workspace that holds the hookline home

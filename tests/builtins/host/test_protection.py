@@ -22,7 +22,7 @@ from hookline.kernel.errors import HooklineError
 def made_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     """The warnings that name what commands made."""
     return [record.getMessage() for record in caplog.records
-            if "commands of this session made" in record.getMessage()]
+            if "commands run in this workspace made" in record.getMessage()]
 
 
 @pytest.mark.anyio
@@ -148,7 +148,7 @@ async def test_what_commands_made_of_the_protected_is_said_when_the_session_ends
         await env.close()
     said = made_warnings(caplog)
     assert len(said) == 1, said
-    assert said[0].startswith("commands of this session made .hookline, .vscode, a/b/.git, "
+    assert said[0].startswith("commands run in this workspace made .hookline, .vscode, a/b/.git, "
                               "made/.git, which"), said[0]
     assert "look at them before you run git there" in said[0]
 
@@ -208,6 +208,27 @@ async def test_a_repository_said_made_is_protected_in_place_from_running_command
     assert "still-seen" in after.stdout, after.stderr
     assert "Read-only file system" in after.stderr
     assert config.read_text() == written
+
+
+@pytest.mark.anyio
+async def test_what_one_session_made_is_protected_in_another_s_sandbox_and_said_once(
+        layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture) -> None:
+    """Two sessions of one gateway in one workspace: what the first one's commands made
+    is named once, and kept from the second one's commands too."""
+    workspace, home, _ = layout
+    first, second = environment(workspace, home), environment(workspace, home)
+    try:
+        await second.run("true")  # its sandbox runs before the repository is made
+        await first.run("git init -q made")
+        await first.say_what_commands_made()
+        await second.say_what_commands_made()
+        after = await second.run("echo '[core] fsmonitor = evil' >> made/.git/config")
+    finally:
+        await first.close()
+        await second.close()
+    said = made_warnings(caplog)
+    assert len(said) == 1 and "made made/.git, which" in said[0], said
+    assert "Read-only file system" in after.stderr
 
 
 @pytest.mark.anyio
