@@ -25,8 +25,12 @@ from .files import is_inside, open_regular_file
 
 __all__ = ["config_entries", "run_by_git", "user_configs"]
 
-MAX_CONFIG_BYTES = 1 << 20
-"""Bytes of one config file read, at most."""
+MAX_CONFIG_BYTES = 64 * 1024
+"""Bytes of one config file read, at most (git's are a few hundred)."""
+
+MAX_CONFIG_FILES = 16
+"""Config files read for one repository, at most (its includes are files a command may
+have made, as many as it likes)."""
 
 MAX_INCLUDE_DEPTH = 10
 """Includes followed within includes, as deep as git itself follows them."""
@@ -63,7 +67,7 @@ def run_by_git(top: str, gitdir: str, workspace: str) -> list[str]:
     pending = [(os.path.realpath(config), 0) for config in configs]
     while pending:
         config, depth = pending.pop()
-        if config in read or depth > MAX_INCLUDE_DEPTH:
+        if config in read or depth > MAX_INCLUDE_DEPTH or len(read) >= MAX_CONFIG_FILES:
             continue
         read.add(config)
         for section, key, value in config_entries(config):

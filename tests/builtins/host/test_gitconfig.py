@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from hookline.builtins.host import gitconfig
 from hookline.builtins.host.gitconfig import config_entries, run_by_git
 
 
@@ -92,6 +93,25 @@ def test_a_relative_hooks_folder_of_the_user_s_config_is_each_repository_s(
     (user / ".gitconfig").write_text("[core]\n\thooksPath = .githooks\n")
     assert run_by_git(str(workspace), str(git), str(workspace)) == [
         str(workspace / ".githooks")]
+
+
+def test_includes_are_followed_to_a_bound(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command may make a thousand files that include each other: hookline reads a
+    bounded number of them."""
+    read: list[str] = []
+    entries = gitconfig.config_entries
+    monkeypatch.setattr(gitconfig, "config_entries",
+                        lambda path: read.append(path) or entries(path))
+    workspace, git = repository(tmp_path, "[include]\n" + "".join(
+        f"\tpath = ../made/{number}\n" for number in range(1000)))
+    (workspace / "made").mkdir()
+    for number in range(1000):
+        (workspace / "made" / str(number)).write_text("[core]\n\thooksPath = hooks\n")
+    found = run_by_git(str(workspace), str(git), str(workspace))
+    assert len(read) == gitconfig.MAX_CONFIG_FILES
+    assert len([path for path in found if "/made/" in path]) == 1000  # each is protected
+    assert str(workspace / "hooks") in found
 
 
 def test_a_fifo_or_endless_config_neither_hangs_nor_fills_memory(tmp_path: Path) -> None:
