@@ -25,6 +25,12 @@ def made_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
             if "commands run in this workspace made" in record.getMessage()]
 
 
+def said_once(caplog: pytest.LogCaptureFixture, made: str) -> None:
+    """`made` was named, in one warning only."""
+    said = made_warnings(caplog)
+    assert len(said) == 1 and f"made {made}, which" in said[0], said
+
+
 @pytest.mark.anyio
 async def test_a_nested_repository_is_protected_at_any_depth(
         layout: tuple[Path, Path, Path]) -> None:
@@ -125,8 +131,7 @@ async def test_a_hooks_folder_a_command_made_is_named_and_protected(
         after = await env.run("echo more >> githooks/pre-commit")
     finally:
         await env.close()
-    said = made_warnings(caplog)
-    assert len(said) == 1 and "made githooks, which" in said[0], said
+    said_once(caplog, "githooks")
     assert "Read-only file system" in after.stderr
 
 
@@ -226,8 +231,7 @@ async def test_what_one_session_made_is_protected_in_another_s_sandbox_and_said_
     finally:
         await first.close()
         await second.close()
-    said = made_warnings(caplog)
-    assert len(said) == 1 and "made made/.git, which" in said[0], said
+    said_once(caplog, "made/.git")
     assert "Read-only file system" in after.stderr
 
 
@@ -273,8 +277,7 @@ async def test_a_repository_an_escalated_command_made_is_named_and_protected_eve
         again = await network.run("touch cloned/.git/hooks/pre-commit")
     finally:
         await env.close()
-    said = made_warnings(caplog)
-    assert len(said) == 1 and "made cloned/.git, which" in said[0], said
+    said_once(caplog, "cloned/.git")
     assert "Read-only file system" in inside.stderr and "Read-only" in again.stderr
     assert "fsmonitor" not in (workspace / "cloned" / ".git" / "config").read_text()
 
