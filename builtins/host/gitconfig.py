@@ -36,27 +36,24 @@ MAX_INCLUDE_DEPTH = 10
 """Includes followed within includes, as deep as git itself follows them."""
 
 PROGRAM_KEYS = frozenset({
-    ("core", "editor"), ("core", "pager"), ("core", "sshcommand"), ("core", "askpass"),
+    ("core", "fsmonitor"), ("core", "editor"), ("core", "pager"), ("core", "sshcommand"),
+    ("core", "askpass"),
     ("sequence", "editor"), ("diff", "external"), ("diff", "textconv"), ("diff", "command"),
     ("filter", "clean"), ("filter", "smudge"), ("filter", "process"), ("merge", "driver"),
     ("gpg", "program"), ("credential", "helper")})
 """Keys whose value is a command git runs (a subsection, as `filter.<driver>.clean`, left
 out); `!` aliases are commands too."""
 
-BOOLEANS = frozenset({"", "true", "false", "yes", "no", "on", "off", "1", "0"})
-"""`core.fsmonitor` values that are not a program."""
-
 _ESCAPES = {"n": "\n", "t": "\t", "b": "\b"}
 
 
 def run_by_git(top: str, gitdir: str, workspace: str) -> list[str]:
     """The paths inside `workspace` that the config of the repository `gitdir`, whose
-    worktree is `top`, has git run or read: the `core.hooksPath` folder, a
-    `core.fsmonitor` program and each program another key names by a path
-    (`PROGRAM_KEYS`, `!` aliases; relative to `top`), and included config files (relative
-    to the file that includes them), followed through their own includes. The user's and the
-    system's config, a linked worktree's repository's (`commondir`) and `config.worktree`
-    count too."""
+    worktree is `top`, has git run or read: the `core.hooksPath` folder and each program
+    a key names by a path (`PROGRAM_KEYS`, `!` aliases; relative to `top`), and included
+    config files (relative to the file that includes them), followed through their own
+    includes. The user's and the system's config, a linked worktree's repository's
+    (`commondir`) and `config.worktree` count too."""
     configs = [*user_configs(), os.path.join(gitdir, "config"),
                os.path.join(gitdir, "config.worktree")]
     common = _first_line(os.path.join(gitdir, "commondir"))
@@ -73,8 +70,6 @@ def run_by_git(top: str, gitdir: str, workspace: str) -> list[str]:
         for section, key, value in config_entries(config):
             if section == "core" and key == "hookspath" and value:
                 found.append(_resolved(value, top))
-            elif section == "core" and key == "fsmonitor" and value.lower() not in BOOLEANS:
-                found.append(_resolved(_program(value), top))
             elif program := _named_program(section, key, value):
                 found.append(_resolved(program, top))
             elif section in ("include", "includeif") and key == "path" and value:
@@ -94,7 +89,8 @@ def user_configs() -> list[str]:
 
 def _named_program(section: str, key: str, value: str) -> str | None:
     """The program a `PROGRAM_KEYS` entry or a `!` alias names by a path; None for any
-    other entry, and for a bare name, which git looks for on PATH."""
+    other entry, and for a bare name (which git looks for on PATH, or a boolean such as
+    `core.fsmonitor = true`)."""
     if section == "alias":
         if not value.startswith("!"):  # an alias of git's own commands
             return None

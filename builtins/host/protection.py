@@ -51,10 +51,9 @@ def protected_paths(workspace: str, extra: tuple[str, ...] = ()) -> tuple[str, .
     """Paths inside the workspace no command or file tool may change: `.git` (and where a
     worktree's `.git` file points), what the config of the repository at or above the
     workspace has git run from it (`gitconfig.run_by_git`: a `core.hooksPath` folder, say),
-    `.hookline`, the `sandbox_protect` entries, and the
-    Python environment hookline runs from when it lies there (a `.venv` of the project):
-    hookline runs it again, outside the sandbox, and a `.pth` file dropped in its
-    site-packages runs at every start."""
+    `.hookline`, the `sandbox_protect` entries, and the Python environment hookline runs
+    from when it lies there (a `.venv` of the project): hookline runs it again, outside
+    the sandbox, and a `.pth` file dropped in its site-packages runs at every start."""
     names = [*PROTECTED, *extra]
     found = [os.path.realpath(os.path.join(workspace, os.path.expanduser(name)))
              for name in names]
@@ -77,9 +76,9 @@ def in_repository(target: str, workspace: str) -> str | None:
 def repositories(workspace: str, limit: int) -> tuple[list[str], bool]:
     """Every `.git` in the workspace at any depth (a nested clone, a submodule's or
     worktree's `.git` file), where such a file points inside it, and what their config has
-    git run from the workspace: git, run there later outside the sandbox, runs their hooks
-    and config. Searched breadth first, links not
-    followed; the flag says whether `limit` entries cut the search short."""
+    git run from the workspace (once it exists: one made later is said then): git, run
+    there later outside the sandbox, runs their hooks and config. Searched breadth first,
+    links not followed; the flag says whether `limit` entries cut the search short."""
     found: list[str] = []
     folders, searched = collections.deque([workspace]), 0
     while folders:
@@ -93,22 +92,21 @@ def repositories(workspace: str, limit: int) -> tuple[list[str], bool]:
             return found, True
         for entry in listed:
             if entry.name == GIT:
-                found.extend(path for path in [os.path.realpath(entry.path),
-                                               *_git_file_target(entry.path)]
+                targets = _git_file_target(entry.path)
+                found.extend(path for path in [os.path.realpath(entry.path), *targets]
                              if is_inside(path, workspace))
-                found.extend(path for path in _run_by_repository(entry.path, workspace)
-                             if os.path.lexists(path))  # one made later is said then
+                found.extend(path for path in _run_by_repository(entry.path, targets, workspace)
+                             if os.path.lexists(path))
             elif entry.is_dir(follow_symlinks=False):
                 folders.append(entry.path)
     return found, False
 
 
-def _run_by_repository(git: str, workspace: str) -> list[str]:
-    """What the config of the repository whose `.git` (a folder, or a file pointing to
-    one) is at `git` has git run or read from inside the workspace."""
+def _run_by_repository(git: str, targets: list[str], workspace: str) -> list[str]:
+    """What the config of the repository whose `.git` is at `git` (a folder, or a file
+    pointing to `targets`) has git run or read from inside the workspace."""
     top = os.path.realpath(os.path.dirname(git))
-    gitdirs = _git_file_target(git) or [os.path.realpath(git)]
-    return [path for gitdir in gitdirs if os.path.isdir(gitdir)
+    return [path for gitdir in targets or [os.path.realpath(git)] if os.path.isdir(gitdir)
             for path in run_by_git(top, gitdir, workspace)]
 
 
@@ -121,7 +119,8 @@ def _run_by_enclosing_repository(workspace: str) -> list[str]:
         if parent == folder:
             return []
         folder = parent
-    return _run_by_repository(os.path.join(folder, GIT), workspace)
+    git = os.path.join(folder, GIT)
+    return _run_by_repository(git, _git_file_target(git), workspace)
 
 
 def _git_file_target(path: str) -> list[str]:
@@ -183,7 +182,7 @@ class MadeWatch:
         return found
 
     def started(self) -> None:
-        """A command is starting, in any of the session's sandboxes or escalations."""
+        """A command is starting, in any of the workspace's sandboxes."""
         self._started = True
 
     def known(self) -> frozenset[str]:
