@@ -62,7 +62,6 @@ DEFAULT_DENY_READ = ("~/.ssh", "~/.aws", "~/.azure", "~/.config/gcloud", "~/.con
                      "~/.netrc", "~/.docker/config.json", "~/.kube", "~/.pgpass", "~/.gnupg",
                      "~/.git-credentials")
 """Credentials outside the hookline home that no command may read (`sandbox_deny_read`)."""
-
 DEFAULT_PROTECT = (".vscode", ".idea")
 """Editor folders kept read-only in the workspace (`sandbox_protect`): their settings name
 programs the editor runs when it opens the folder (an interpreter, a linter, a task on

@@ -398,8 +398,8 @@ def write_file(root: str, target: str, name: str, data: bytes) -> None:
                 stream.flush()
                 # A new file (or one replacing a link swapped in) gets what open(name,
                 # 0o666) would, under the process umask; an existing one keeps its mode.
-                keep = existing is not None and stat.S_ISREG(existing.st_mode)
-                mode = (stat.S_IMODE(existing.st_mode) if existing and keep
+                mode = (stat.S_IMODE(existing.st_mode)
+                        if existing is not None and stat.S_ISREG(existing.st_mode)
                         else 0o666 & ~process_umask())
                 os.fchmod(stream.fileno(), mode)
                 os.fsync(stream.fileno())
