@@ -123,8 +123,10 @@ class Confinement:
 
     The helper (`confined.Spawner`) is started on first use and again when a folder its
     Landlock rules enumerated changes (a new entry beside a hidden path needs its own rule;
-    only without namespaces); a helper replaced stays while a command it started runs.
-    `close()` ends each one (and with it every process it started) and removes the folder.
+    only without namespaces), when it ended (killed), or when it failed to protect in place
+    what commands made (`watch`, shared with the workspace's other sandboxes); a helper
+    replaced stays while a command it started runs. `close()` ends each one (and with it
+    every process it started) and removes the folder.
     """
 
     def __init__(self, policy: SandboxPolicy, workspace: str) -> None:
