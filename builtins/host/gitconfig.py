@@ -5,9 +5,10 @@ worktree that git then runs with the user's rights: the hooks folder `core.hooks
 names (husky sets `.husky/_`), a `core.fsmonitor` program, the program another key names
 by a path (a filter, a diff driver, an editor, a credential helper, a `!` alias), and
 files `include.path` or `includeIf.<condition>.path` add to the config (which may name
-anything in turn). A
-command that could write those would have its code run by the user's next `git commit` or
-`git status`, as `.git/hooks` would: `run_by_git` finds them so that they are protected too.
+anything in turn). A command that could write those would have its code run by the
+user's next `git commit` or `git status`, as `.git/hooks` would: `run_by_git` finds them
+so that they are protected too. A repository a command made was not protected while it
+was made, so anything in it may run: `what_git_runs` lists what does, for the user to see.
 
 hookline reads these files outside the sandbox, where commands may have made them: each is
 opened without blocking, regular files only, and read up to `MAX_CONFIG_BYTES`.
@@ -17,13 +18,15 @@ from __future__ import annotations
 
 import os
 import shlex
+import stat
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from hookline.kernel.errors import HooklineError
 
 from .files import is_inside, open_regular_file
 
-__all__ = ["config_entries", "run_by_git", "user_configs"]
+__all__ = ["Entry", "config_entries", "run_by_git", "user_configs", "what_git_runs"]
 
 MAX_CONFIG_BYTES = 64 * 1024
 """Bytes of one config file read, at most (git's are a few hundred)."""
@@ -37,12 +40,44 @@ MAX_INCLUDE_DEPTH = 10
 
 PROGRAM_KEYS = frozenset({
     ("core", "fsmonitor"), ("core", "editor"), ("core", "pager"), ("core", "sshcommand"),
-    ("core", "askpass"),
+    ("core", "askpass"), ("core", "gitproxy"), ("core", "alternaterefscommand"),
     ("sequence", "editor"), ("diff", "external"), ("diff", "textconv"), ("diff", "command"),
     ("filter", "clean"), ("filter", "smudge"), ("filter", "process"), ("merge", "driver"),
-    ("gpg", "program"), ("credential", "helper")})
-"""Keys whose value is a command git runs (a subsection, as `filter.<driver>.clean`, left
-out); `!` aliases are commands too."""
+    ("gpg", "program"), ("gpg", "defaultkeycommand"), ("credential", "helper"),
+    ("interactive", "difffilter"), ("remote", "uploadpack"), ("remote", "receivepack"),
+    ("uploadpack", "packobjectshook"), ("hook", "command"), ("browser", "cmd"),
+    ("browser", "path"), ("man", "cmd"), ("difftool", "cmd"), ("difftool", "path"),
+    ("mergetool", "cmd"), ("mergetool", "path"), ("guitool", "cmd"),
+    ("sendemail", "smtpserver"), ("sendemail", "tocmd"), ("sendemail", "cccmd"),
+    ("sendemail", "sendmailcmd")})
+"""Keys whose value is a command git (or a command of git's) runs, the subsection left
+out (`filter.<driver>.clean` is `("filter", "clean")`); `pager.<command>` and `!` aliases
+are commands too."""
+
+BOOLEANS = frozenset({"", "true", "false", "yes", "no", "on", "off", "1", "0"})
+"""Values that switch a key on or off rather than name a command (`core.fsmonitor = true`
+is git's own daemon, `pager.log = false` no pager)."""
+
+MAX_HOOKS_LISTED = 1000
+"""Entries of a hooks folder looked at, at most (a command may make millions)."""
+
+MAX_SHOWN = 80
+"""Characters of a config value a warning quotes, at most."""
+
+
+class Entry(NamedTuple):
+    """One entry of a git config file: `section` and `key` lowercased, `subsection` as
+    written (git compares it case-sensitively), the value unquoted and unescaped."""
+
+    section: str
+    subsection: str
+    key: str
+    value: str
+
+    @property
+    def name(self) -> str:
+        """The entry's name as `git config` spells it: `filter.lfs.clean`."""
+        return ".".join(part for part in (self.section, self.subsection, self.key) if part)
 
 _ESCAPES = {"n": "\n", "t": "\t", "b": "\b"}
 
@@ -67,13 +102,13 @@ def run_by_git(top: str, gitdir: str, workspace: str) -> list[str]:
         if config in read or depth > MAX_INCLUDE_DEPTH or len(read) >= MAX_CONFIG_FILES:
             continue
         read.add(config)
-        for section, key, value in config_entries(config):
-            if section == "core" and key == "hookspath" and value:
-                found.append(_resolved(value, top))
-            elif program := _named_program(section, key, value):
-                found.append(_resolved(program, top))
-            elif section in ("include", "includeif") and key == "path" and value:
-                included = _resolved(value, os.path.dirname(config))
+        for entry in config_entries(config):
+            if _names_hooks(entry):
+                found.append(_resolved(entry.value, top))
+            elif (program := _program(_command(entry))) and "/" in program:
+                found.append(_resolved(program, top))  # a bare name is looked for on PATH
+            elif _includes(entry):
+                included = _resolved(entry.value, os.path.dirname(config))
                 found.append(included)
                 pending.append((included, depth + 1))
     return list(dict.fromkeys(path for path in found if is_inside(path, workspace)))
@@ -87,20 +122,40 @@ def user_configs() -> list[str]:
             os.path.expanduser("~/.gitconfig")]
 
 
-def _named_program(section: str, key: str, value: str) -> str | None:
-    """The program a `PROGRAM_KEYS` entry or a `!` alias names by a path; None for any
-    other entry, and for a bare name (which git looks for on PATH, or a boolean such as
-    `core.fsmonitor = true`)."""
-    if section == "alias":
-        if not value.startswith("!"):  # an alias of git's own commands
-            return None
-        command = value[1:]
-    elif (section, key) in PROGRAM_KEYS:
-        command = value.removeprefix("!")  # a credential helper may be a shell command
-    else:
-        return None
-    program = _program(command)
-    return program if "/" in program else None
+def what_git_runs(gitdir: str) -> list[str]:
+    """What git would run with the user's rights in the repository `gitdir`, as its own
+    files set it up: each hook (an executable file of its `hooks` folder, the samples
+    left out), and each entry of its config that names a command, a hooks folder, a file
+    to include or an `ext::` transport (which runs a command). A fresh `git init` or
+    `git clone` has none of them; a repository a command made may have any."""
+    found = [f"hook {name}" for name in _hooks(os.path.join(gitdir, "hooks"))]
+    for config in ("config", "config.worktree"):
+        found.extend(f"{entry.name} = {_shown(entry.value)}"
+                     for entry in config_entries(os.path.join(gitdir, config))
+                     if _names_hooks(entry) or _command(entry) or _includes(entry)
+                     or (entry.key in ("url", "pushurl") and entry.value.startswith("ext::")))
+    return found
+
+
+def _names_hooks(entry: Entry) -> bool:
+    return (entry.section, entry.key) == ("core", "hookspath") and bool(entry.value)
+
+
+def _includes(entry: Entry) -> bool:
+    return entry.section in ("include", "includeif") and entry.key == "path" and bool(
+        entry.value)
+
+
+def _command(entry: Entry) -> str:
+    """The command `entry` has git run: a `PROGRAM_KEYS` entry, a `pager.<command>` or a
+    `!` alias that names one; empty for any other entry or a boolean."""
+    if entry.section == "alias":
+        # An alias without `!` is one of git's own commands.
+        return entry.value[1:] if entry.value.startswith("!") else ""
+    if (entry.section, entry.key) in PROGRAM_KEYS or entry.section == "pager":
+        command = entry.value.removeprefix("!")  # a credential helper may be a shell command
+        return "" if command.strip().lower() in BOOLEANS else command
+    return ""
 
 
 def _program(command: str) -> str:
@@ -110,6 +165,35 @@ def _program(command: str) -> str:
     except ValueError:  # an unclosed quote: the shell would refuse it too
         words = command.split()
     return words[0] if words else command
+
+
+def _hooks(folder: str) -> list[str]:
+    """The hooks of `folder` git would run: executable files (or links), by name, the
+    first `MAX_HOOKS_LISTED` entries looked at."""
+    found: list[str] = []
+    try:
+        with os.scandir(folder) as entries:
+            for number, entry in enumerate(entries):
+                if number >= MAX_HOOKS_LISTED:
+                    break
+                if not entry.name.endswith(".sample") and _executable(entry):
+                    found.append(entry.name)
+    except OSError:
+        return found
+    return sorted(found)
+
+
+def _executable(entry: os.DirEntry[str]) -> bool:
+    try:
+        info = entry.stat()  # a link is followed, as git follows it
+    except OSError:
+        return entry.is_symlink()  # dangling now, it may point somewhere later
+    return stat.S_ISREG(info.st_mode) and bool(info.st_mode & 0o111)
+
+
+def _shown(value: str) -> str:
+    """A value as a warning quotes it: in quotes, cut to `MAX_SHOWN` characters."""
+    return repr(value if len(value) <= MAX_SHOWN else value[:MAX_SHOWN] + "...")
 
 
 def _resolved(value: str, base: str) -> str:
@@ -131,25 +215,40 @@ def _text(path: str) -> str:
         return handle.read(MAX_CONFIG_BYTES).decode("utf-8", "replace")
 
 
-def config_entries(path: str) -> list[tuple[str, str, str]]:
-    """(section, key, value) of each entry of the git config file at `path`: section and
-    key lowercased (a subsection left out), the value unquoted and unescaped, a key
-    without `=` an empty value."""
-    entries: list[tuple[str, str, str]] = []
-    section = ""
+def config_entries(path: str) -> list[Entry]:
+    """Each entry of the git config file at `path` (`Entry`); a key without `=` has an
+    empty value."""
+    entries: list[Entry] = []
+    section = subsection = ""
     lines = iter(_text(path).splitlines())
     for raw in lines:
         line = raw.strip()
         if line.startswith("["):  # a key may follow the header on its line
-            header, _, line = line[1:].partition("]")
-            words = header.split(maxsplit=1)
-            section = words[0].split(".", 1)[0].lower() if words else ""
-            line = line.strip()
+            section, subsection, line = _header(line[1:])
         if not line or line[0] in "#;":
             continue
         key, _, rest = line.partition("=")
-        entries.append((section, key.strip().lower(), _value(rest, lines)))
+        entries.append(Entry(section, subsection, key.strip().lower(), _value(rest, lines)))
     return entries
+
+
+def _header(text: str) -> tuple[str, str, str]:
+    """Section, subsection and what follows the header, of a header line after its `[`:
+    `[filter "a \\"b\\""]`, or the older `[filter.lfs]` (its subsection lowercased)."""
+    name_end = next((index for index, char in enumerate(text) if char in ' \t"]'), len(text))
+    name, rest = text[:name_end], text[name_end:].lstrip()
+    section, dot, dotted = name.partition(".")
+    if dot:
+        return section.lower(), dotted.lower(), rest.removeprefix("]").strip()
+    subsection: list[str] = []
+    if rest.startswith('"'):
+        index = 1
+        while index < len(rest) and rest[index] != '"':
+            escaped = rest[index] == "\\" and index + 1 < len(rest)
+            subsection.append(rest[index + 1] if escaped else rest[index])
+            index += 2 if escaped else 1
+        rest = rest[index + 1:].lstrip()
+    return section.lower(), "".join(subsection), rest.removeprefix("]").strip()
 
 
 def _value(text: str, lines: Iterator[str]) -> str:

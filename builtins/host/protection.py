@@ -24,7 +24,7 @@ from collections.abc import Callable
 from hookline.kernel.errors import HooklineError
 
 from .files import is_inside, open_regular_file
-from .gitconfig import run_by_git
+from .gitconfig import run_by_git, what_git_runs
 
 __all__ = ["MadeWatch", "in_repository", "protected_paths", "repositories", "watch_for"]
 
@@ -220,7 +220,7 @@ class MadeWatch:
         for protect in protectors:
             if protect is not None:
                 protect(made)
-        named = sorted(os.path.relpath(path, self.workspace) for path in made)
+        named = sorted(self._shown(path) for path in made)
         more = f" and {len(named) - MAX_NAMED:,} more" if len(named) > MAX_NAMED else ""
         logger.warning(
             "commands run in this workspace made %s, which hookline keeps read-only only "
@@ -228,6 +228,28 @@ class MadeWatch:
             "outside the sandbox reads them (git runs a repository's hooks and config, "
             "core.fsmonitor for one, with your rights): look at them before you run git "
             "there", ", ".join(named[:MAX_NAMED]) + more)
+        self._say_what_runs(made)
+
+    def _say_what_runs(self, made: list[str]) -> None:
+        """What git would run in each repository commands made (`what_git_runs`): a fresh
+        `git init` or `git clone` has nothing, so anything is said, on a line of its own,
+        for the user to look at before running git there. A `.git` file is followed to
+        where it points, inside the workspace or not (a command's `TMPDIR`, say)."""
+        gitdirs = [gitdir for path in made if os.path.basename(path) == GIT
+                   for gitdir in _git_file_target(path) or [path]]
+        for gitdir in dict.fromkeys(gitdirs):
+            runs = what_git_runs(gitdir)
+            if not runs:
+                continue
+            more = f"; and {len(runs) - MAX_NAMED:,} more" if len(runs) > MAX_NAMED else ""
+            logger.warning(
+                "%s, which commands made, has git run with your rights: %s%s. Unless you "
+                "set these up yourself, remove them before you run git there",
+                self._shown(gitdir), "; ".join(runs[:MAX_NAMED]), more)
+
+    def _shown(self, path: str) -> str:
+        """`path` relative to the workspace when it lies in it, else in full."""
+        return os.path.relpath(path, self.workspace) if is_inside(path, self.workspace) else path
 
     def _existing_protected(self, found: list[str]) -> set[str]:
         return {path for path in self.protected if os.path.lexists(path)} | set(found)

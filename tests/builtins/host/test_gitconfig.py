@@ -37,14 +37,20 @@ def test_values_are_read_as_git_reads_them(tmp_path: Path) -> None:
         '[core]\n\thooksPath = .husky/_   # husky sets this\n'
         '[Core "ignored subsection"] fsmonitor = "./tools/fs monitor.sh" ; a comment\n'
         '[include]\n  path = ../shared\\\n.gitconfig\n'
-        '[alias] bare\n  ; a comment line\n  quoted = "a \\"b\\" \\\\ c\\td"\n')
-    assert config_entries(str(config)) == [
-        ("core", "hookspath", ".husky/_"),
-        ("core", "fsmonitor", "./tools/fs monitor.sh"),
-        ("include", "path", "../shared.gitconfig"),
-        ("alias", "bare", ""),
-        ("alias", "quoted", 'a "b" \\ c\td'),
+        '[alias] bare\n  ; a comment line\n  quoted = "a \\"b\\" \\\\ c\\td"\n'
+        '[filter "a \\"quoted\\" ]name"]clean = x\n[Branch.Main]\n\tremote = origin\n')
+    entries = config_entries(str(config))
+    assert entries == [
+        ("core", "", "hookspath", ".husky/_"),
+        ("core", "ignored subsection", "fsmonitor", "./tools/fs monitor.sh"),
+        ("include", "", "path", "../shared.gitconfig"),
+        ("alias", "", "bare", ""),
+        ("alias", "", "quoted", 'a "b" \\ c\td'),
+        ("filter", 'a "quoted" ]name', "clean", "x"),
+        ("branch", "main", "remote", "origin"),
     ]
+    assert entries[1].name == "core.ignored subsection.fsmonitor"
+    assert entries[0].name == "core.hookspath"
 
 
 def test_what_git_runs_from_the_workspace_is_found_through_includes(tmp_path: Path) -> None:
@@ -61,18 +67,21 @@ def test_what_git_runs_from_the_workspace_is_found_through_includes(tmp_path: Pa
 
 
 def test_a_program_another_key_names_by_a_path_is_found(tmp_path: Path) -> None:
-    """A filter, a diff driver, an editor, a credential helper, a `!` alias: git runs
-    them, relative to the worktree; a bare name is looked for on PATH, not here."""
+    """A filter, a diff driver, an editor, a credential helper, a pager, a remote's
+    `uploadpack`, a `!` alias: git runs them, relative to the worktree; a bare name is
+    looked for on PATH, not here."""
     workspace, git = repository(tmp_path, (
         '[filter "lfs"]\n\tclean = ./tools/clean %f\n\tsmudge = git-lfs smudge\n'
         '[diff "pdf"]\n\ttextconv = tools/pdf2text\n'
         "[core]\n\teditor = vim\n\tsshCommand = ./bin/ssh -v\n"
         "[credential]\n\thelper = !./bin/creds get\n\thelper = store\n"
         "[alias]\n\tst = status\n\tship = !./scripts/ship.sh --now\n"
-        "[user]\n\tname = ./not/a/program\n"))
+        "[user]\n\tname = ./not/a/program\n[pager]\n\tlog = ./tools/pager\n\tdiff = false\n"
+        '[remote "origin"]\n\tuploadpack = bin/upload\n\turl = ./not/a/program\n'))
     found = run_by_git(str(workspace), str(git), str(workspace))
     assert sorted(os.path.relpath(path, workspace) for path in found) == [
-        "bin/creds", "bin/ssh", "scripts/ship.sh", "tools/clean", "tools/pdf2text"]
+        "bin/creds", "bin/ssh", "bin/upload", "scripts/ship.sh", "tools/clean", "tools/pager",
+        "tools/pdf2text"]
 
 
 def test_a_linked_worktree_reads_its_repository_s_config(tmp_path: Path) -> None:
@@ -127,3 +136,39 @@ def test_a_fifo_or_endless_config_neither_hangs_nor_fills_memory(tmp_path: Path)
     searching.join(20)
     assert found, "reading the config hung on the FIFO"
     assert sorted(os.path.relpath(path, workspace) for path in found[0]) == ["fifo", "huge"]
+
+
+def test_what_git_would_run_in_a_repository_is_listed(tmp_path: Path) -> None:
+    """What a repository a command made could have git run: its executable hooks (not
+    the samples, not a plain file) and each config entry that names a command, a hooks
+    folder, an include or an `ext::` transport; switches and git's own commands are not."""
+    git = tmp_path / ".git"
+    (git / "hooks").mkdir(parents=True)
+    for name, mode in (("pre-commit", 0o755), ("pre-push.sample", 0o755),
+                       ("post-checkout", 0o644)):
+        (git / "hooks" / name).write_text("#!/bin/sh\n")
+        (git / "hooks" / name).chmod(mode)
+    (git / "hooks" / "post-merge").symlink_to("/nowhere/yet")
+    (git / "config").write_text(
+        "[core]\n\tbare = false\n\tfsmonitor = true\n\tpager = less -R\n"
+        '[pager]\n\tlog = false\n\tdiff = ./show\n[alias]\n\tst = status\n\tx = !evil\n'
+        '[remote "origin"]\n\turl = ext::sh -c evil\n\tfetch = +refs/heads/*:refs/x/*\n'
+        '[include]\n\tpath = ../more\n[filter "lfs"]\n\tsmudge = git-lfs smudge %f\n')
+    (git / "config.worktree").write_text("[core]\n\thooksPath = " + "h" * 200 + "\n")
+    assert gitconfig.what_git_runs(str(git)) == [
+        "hook post-merge", "hook pre-commit", "core.pager = 'less -R'",
+        "pager.diff = './show'", "alias.x = '!evil'", "remote.origin.url = 'ext::sh -c evil'",
+        "include.path = '../more'", "filter.lfs.smudge = 'git-lfs smudge %f'",
+        "core.hookspath = '" + "h" * 80 + "...'"]
+    assert gitconfig.what_git_runs(str(tmp_path / "missing")) == []
+
+
+def test_a_hooks_folder_of_a_million_entries_is_looked_at_to_a_bound(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gitconfig, "MAX_HOOKS_LISTED", 5)
+    hooks = tmp_path / ".git" / "hooks"
+    hooks.mkdir(parents=True)
+    for number in range(20):
+        (hooks / f"hook-{number}").write_text("")
+        (hooks / f"hook-{number}").chmod(0o755)
+    assert len(gitconfig.what_git_runs(str(tmp_path / ".git"))) == 5

