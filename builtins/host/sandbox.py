@@ -129,9 +129,12 @@ class Confinement:
     every process it started) and removes the folder.
     """
 
-    def __init__(self, policy: SandboxPolicy, workspace: str) -> None:
+    def __init__(self, policy: SandboxPolicy, workspace: str,
+                 owner: str = "this session") -> None:
         self.policy = policy
         self.workspace = os.path.realpath(workspace)
+        self.owner = owner
+        """Whose sandbox this is, as its warnings name it."""
         self.hidden = tuple(os.path.realpath(path) for path in policy.hidden)
         self.protected = protected_paths(self.workspace, policy.protect)
         self.watch = watch_for(self.workspace, self.protected)
@@ -199,9 +202,9 @@ class Confinement:
                 self._spawner = None
         if self._spawner is not None and self._spawner.ended():
             logger.warning(
-                "the sandbox of this session ended (its helper was killed: out of memory, or "
-                "by a signal), and every process it ran with it, background ones too; a new "
-                "one starts for this command")
+                "the sandbox of %s ended (its helper was killed: out of memory, or by a "
+                "signal), and every process it ran with it, background ones too; a new one "
+                "starts now", self.owner)
             self._spawner.close()
             self._spawner = None
         if self._spawner is not None and not self._unprotected and all(

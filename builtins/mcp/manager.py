@@ -198,5 +198,6 @@ class McpServers:
             from ..host.sandbox import Confinement
 
             policy = dataclasses.replace(self._policy(), network=config.network)
-            confinement = self._confinements[config.name] = Confinement(policy, workspace)
+            confinement = self._confinements[config.name] = Confinement(
+                policy, workspace, owner=f"the MCP server {config.name!r}")
         return confinement
