@@ -269,10 +269,13 @@ class LocalEnvironment(Environment):
     async def say_what_commands_made(self) -> None:
         """Warn about the repositories and protected paths commands made since the last
         look, here or in another sandbox of the workspace (an escalation's, another
-        session's), and protect them in each (`MadeWatch.say_what_made`);
-        nothing, and no worker thread, if none started: the builtin plugin asks after
-        every run."""
+        session's, an MCP server's), and protect them in each (`MadeWatch.say_what_made`);
+        nothing, and no worker thread, if none started and none of this environment's is
+        still running: the builtin plugin asks after every run."""
         watch = self._confinement.watch
+        if any(environment._confinement.busy()
+               for environment in (self, *self._escalated.values())):
+            watch.started()
         if watch.started_since_said:
             await anyio.to_thread.run_sync(watch.say_what_made)
 

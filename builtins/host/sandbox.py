@@ -239,6 +239,13 @@ class Confinement:
         each helper so that the ones made since are kept too."""
         return [] if self.policy.mode == "read-only" else self.watch.search()
 
+    def busy(self) -> bool:
+        """A command this sandbox started is still running (a background one, say): it
+        may make a repository at any time."""
+        with self._lock:
+            spawners = [*self._replaced, *([self._spawner] if self._spawner else [])]
+        return not all(spawner.idle() for spawner in spawners)
+
     def _protect_in_place(self, paths: list[str]) -> None:
         """Protect `paths` in every running helper now, for the commands still running
         there too; where the current one failed, the next command gets a new helper."""

@@ -30,9 +30,11 @@ from hookline.kernel.tools import Tool
 from .cache import CACHE_FOLDER, ListedTool, ToolCache
 from .config import NAME_SEPARATOR, ServerConfig, server_configs
 from .connection import Connection
-from .tools import make_tools
+from .tools import Caller, make_tools
 
 if TYPE_CHECKING:
+    from mcp_types import CallToolResult
+
     from ..config import Settings
     from ..host.background import BackgroundProcesses
     from ..host.sandbox import Confinement, SandboxPolicy
@@ -146,9 +148,22 @@ class McpServers:
         offered: list[Tool] = []
         for connection in self.connections.values():
             if connection.tools is not None:
-                offered += make_tools(connection.config, connection.tools, connection.call,
-                                      self._steer, self._warned)
+                offered += make_tools(connection.config, connection.tools,
+                                      self._caller(connection), self._steer, self._warned)
         return offered
+
+    def _caller(self, connection: Connection) -> Caller:
+        """`connection.call`, after which the workspace's watch looks again at the end of
+        the run: a stdio server's call is a command of its sandbox, which may have made a
+        repository (`MadeWatch`)."""
+        async def call(tool: str, arguments: dict[str, Any]) -> CallToolResult:
+            try:
+                return await connection.call(tool, arguments)
+            finally:
+                confinement = self._confinements.get(connection.config.name)
+                if confinement is not None:
+                    confinement.watch.started()
+        return call
 
     def states(self) -> list[ServerState]:
         """Each configured server's state and offered tool count, in the file's order."""

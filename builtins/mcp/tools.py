@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from .cache import ListedTool
 
-__all__ = ["MAX_IMAGE_BYTES", "make_tools", "result_parts"]
+__all__ = ["MAX_IMAGE_BYTES", "Caller", "make_tools", "result_parts"]
 
 logger = logging.getLogger(__name__)
 

@@ -296,6 +296,33 @@ async def test_a_link_swapped_in_for_a_repository_is_not_followed_when_protectin
 
 
 @pytest.mark.anyio
+async def test_what_a_background_command_makes_later_is_said_after_the_next_run(
+        layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture) -> None:
+    """A background command still running may make a repository during a later run that
+    starts no command: it is looked for after that run too, not only at the end."""
+    workspace, home, _ = layout
+    processes = BackgroundProcesses(stop_grace=0.5)
+    async with asynccontextmanager(processes.lifespan)():
+        env = environment(workspace, home, processes)
+        try:
+            await env.start_background("while [ ! -e go ]; do sleep 0.02; done; "
+                                       "git init -q later; sleep 60")
+            await env.say_what_commands_made()  # the run that started it: nothing yet
+            assert made_warnings(caplog) == []
+            (workspace / "go").touch()
+            with anyio.fail_after(20):
+                while not (workspace / "later" / ".git" / "HEAD").exists():
+                    await anyio.sleep(0.02)
+            await env.say_what_commands_made()  # a later run that started no command
+            said = made_warnings(caplog)
+            after = await env.run("touch later/.git/hooks/pre-commit")
+        finally:
+            await env.close()
+    assert len(said) == 1 and "made later/.git, which" in said[0], said
+    assert "Read-only file system" in after.stderr
+
+
+@pytest.mark.anyio
 async def test_a_repository_an_escalated_command_made_is_named_and_protected_everywhere(
         layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture) -> None:
     """An approved command (`git clone` with the network, say) runs in a sandbox of its

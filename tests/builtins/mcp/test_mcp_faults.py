@@ -142,5 +142,25 @@ async def test_a_stdio_server_cannot_write_outside_the_workspace(
     assert (workspace / "inside.txt").read_text() == "y"
 
 
+async def test_what_a_stdio_server_makes_in_a_later_call_is_said_after_that_run(
+        model: OpenAIServer, workspace: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The server's sandbox writes the workspace: a protected path one of its calls
+    makes in the second run is named at the end of that run, not only when the servers
+    end."""
+    model.add(call("files__write", {"path": "first.txt", "text": "x"}, "first"),
+              Reply(text="one"),
+              call("files__write", {"path": ".hookline", "text": "x"}, "made"),
+              Reply(text="two"))
+    framework, _ = build(workspace, model.base_url, {"files": stdio_server()})
+    async with framework.running():
+        await turn(framework, "one")
+        assert tool_output(model.requests[1], "first") == "written"
+        await turn(framework, "two")
+        said = [record.getMessage() for record in caplog.records
+                if "commands run in this workspace made" in record.getMessage()]
+    assert tool_output(model.requests[3], "made") == "written"
+    assert len(said) == 1 and "made .hookline, which" in said[0], said
+
+
 def test_the_python_running_the_tests_is_one_mcp_supports() -> None:
     assert sys.version_info >= (3, 11)
