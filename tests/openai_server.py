@@ -13,6 +13,10 @@ headers, parsed JSON body) so a test can check what the client sent.
         ...
         assert server.requests[0].body["messages"][-1]["content"] == "hello"
 
+`POST <anything>/messages` is answered as Anthropic's Messages API streams (text only,
+`x-api-key` checked): the usage's `prompt_tokens` and `cached_tokens` become its
+`input_tokens` (the uncached part) and `cache_read_input_tokens`.
+
 Use it from tests in this folder with `from openai_server import OpenAIServer, Reply`.
 Other helpers: `Reply.failure(status, message)` for HTTP errors, `closed_port_url()` for
 a URL nobody listens on, `Reply(hold=True)` for a stream that stays open until the client
@@ -233,6 +237,9 @@ class _Handler(BaseHTTPRequestHandler):
             raw,
         )
         number = self.owner._record(request)
+        if self.path.rstrip("/").endswith("/messages"):
+            self._messages(request, body, number)
+            return
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._send_json(404, _error_body(f"no route {self.path}", "not_found_error"))
             return
@@ -340,6 +347,41 @@ class _Handler(BaseHTTPRequestHandler):
                 0,
             )
         self._event("[DONE]", 0)
+
+    def _messages(self, request: RecordedRequest, body: Any, number: int) -> None:
+        """The Messages API: a streamed text reply, or the reply's error."""
+        if self.owner.api_key is not None and (
+                request.headers.get("x-api-key") != self.owner.api_key):
+            self._send_json(401, _error_body("invalid x-api-key", "authentication_error"))
+            return
+        reply = self.owner._next_reply(request, number)
+        if reply.status != 200 or not isinstance(body, dict) or not body.get("stream"):
+            self._send_json(reply.status if reply.status != 200 else 400,
+                            _error_body(str(reply.error or "a stream was expected")),
+                            reply.headers)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        usage = dict(reply.usage or {})
+        cached = usage.get("cached_tokens", 0)
+        events: list[dict[str, Any]] = [
+            {"type": "message_start", "message": {
+                "id": "msg_loopback", "type": "message", "role": "assistant",
+                "model": body.get("model", self.owner.model), "content": [],
+                "usage": {"input_tokens": usage.get("prompt_tokens", 0) - cached,
+                          "cache_read_input_tokens": cached, "output_tokens": 1}}},
+            {"type": "content_block_start", "index": 0,
+             "content_block": {"type": "text", "text": ""}},
+            *({"type": "content_block_delta", "index": 0,
+               "delta": {"type": "text_delta", "text": piece}} for piece in reply.chunks()),
+            {"type": "content_block_stop", "index": 0},
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+             "usage": {"output_tokens": usage.get("completion_tokens", 0)}},
+            {"type": "message_stop"}]
+        for event in events:
+            self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+        self.wfile.flush()
 
     def _hold(self) -> None:
         """Keep the response open until the client goes away or the server stops."""

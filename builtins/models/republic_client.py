@@ -18,6 +18,8 @@ through republic 0.6 and reports hookline events and errors only:
   early, so a client can be used from any event loop; retries (HTTP 408/409/429/5xx and
   dropped connections, before any event was produced) are done here with `anyio.sleep`,
   so the client runs on asyncio and trio alike.
+- A provider that caches a prompt only up to a breakpoint is asked to cache each request
+  (`CACHE_BREAKPOINTS`).
 
 republic is imported lazily: importing this module stays cheap.
 """
@@ -67,6 +69,14 @@ __all__ = [
 
 NEEDS_API_BASE = frozenset({"openai-compatible"})
 """Providers with no endpoint of their own: without `api_base` they are refused."""
+
+CACHE_BREAKPOINTS: dict[str, dict[str, Any]] = {
+    "anthropic": {"cache_control": {"type": "ephemeral"}}}
+"""What each provider that caches prompts only up to a breakpoint is sent, in every
+request's body, for its cache to hit. Anthropic puts a top-level `cache_control` at the
+end of the request, which the next request repeats (between two compactions it is this
+one plus what was added), and reads the cache back at a tenth of the input price. Others
+(OpenAI, DeepSeek, Gemini) cache on their own."""
 
 
 def _ensure_providers() -> None:
@@ -243,6 +253,9 @@ class RepublicModel:
             options["api_base"] = self.api_base
         if self.api_format:
             options["api_format"] = self.api_format
+        if self.provider in CACHE_BREAKPOINTS:  # an extra_body of the caller's wins
+            options["extra_body"] = {**CACHE_BREAKPOINTS[self.provider],
+                                     **(options.get("extra_body") or {})}
         options["max_retries"] = 0  # retried here, backend-neutrally
         if http_client is not None:
             options["http_client"] = http_client

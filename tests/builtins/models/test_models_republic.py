@@ -44,7 +44,7 @@ ECHO = ToolSchema(
 
 @pytest.fixture(autouse=True)
 def _clean_republic_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for provider in ("OPENAI_COMPATIBLE", "OPENAI", "OLLAMA"):
+    for provider in ("OPENAI_COMPATIBLE", "OPENAI", "OLLAMA", "ANTHROPIC"):
         monkeypatch.delenv(f"REPUBLIC_{provider}_API_KEY", raising=False)
         monkeypatch.delenv(f"REPUBLIC_{provider}_API_BASE", raising=False)
 
@@ -183,6 +183,38 @@ async def test_other_provider_specs(
     )
     assert events[-1].text == "fine"
     assert server.requests[0].body[field] == 5
+
+
+async def test_anthropic_is_asked_to_cache_each_request_and_its_cache_reads_are_counted(
+        server: OpenAIServer) -> None:
+    """Anthropic caches a prompt only up to a breakpoint: every request carries one (a
+    top-level `cache_control`, which it puts at the request's end), and the tokens read
+    from its cache come back as `cached_tokens`. Other providers are sent none."""
+    server.add(Reply(text="cached", usage={"prompt_tokens": 5000, "cached_tokens": 4000,
+                                           "completion_tokens": 3}),
+               Reply(text="plain"))
+    events = await collect(model_for(server, "anthropic:claude-test"),
+                           [ModelMessage.system("Be brief."), ModelMessage.user("x")])
+    assert events[-1].text == "cached"
+    usage = events[-1].usage
+    assert (usage["input_tokens"], usage["cached_tokens"]) == (5000, 4000)
+    await collect(model_for(server), [ModelMessage.user("x")])
+    anthropic, openai = server.requests
+    assert anthropic.path == "/v1/messages"
+    assert anthropic.body["cache_control"] == {"type": "ephemeral"}
+    assert anthropic.body["system"] == "Be brief."
+    assert "cache_control" not in openai.body
+
+
+async def test_a_callers_extra_body_wins_over_the_cache_breakpoint(
+        server: OpenAIServer) -> None:
+    server.add(Reply(text="an hour"))
+    hour = {"type": "ephemeral", "ttl": "1h"}
+    await collect(model_for(server, "anthropic:claude-test",
+                            extra_body={"cache_control": hour, "metadata": {"user_id": "u"}}),
+                  [ModelMessage.user("x")])
+    body = server.requests[0].body
+    assert body["cache_control"] == hour and body["metadata"] == {"user_id": "u"}
 
 
 async def test_open_model_uses_settings(server: OpenAIServer, tmp_path: Any) -> None:
