@@ -5,10 +5,12 @@ worktree that git then runs with the user's rights: the hooks folder `core.hooks
 names (husky sets `.husky/_`), a `core.fsmonitor` program, the program another key names
 by a path (a filter, a diff driver, an editor, a credential helper, a `!` alias), and
 files `include.path` or `includeIf.<condition>.path` add to the config (which may name
-anything in turn). A command that could write those would have its code run by the
-user's next `git commit` or `git status`, as `.git/hooks` would: `run_by_git` finds them
-so that they are protected too. A repository a command made was not protected while it
-was made, so anything in it may run: `what_git_runs` lists what does, for the user to see.
+anything in turn); and hook managers' hooks run or read more of it (husky's `.husky/_`
+runs `.husky/<hook>`, lefthook's read `lefthook.yml`). A command that could write those
+would have its code run by the user's next `git commit` or `git status`, as `.git/hooks`
+would: `run_by_git` finds them so that they are protected too. A repository a command
+made was not protected while it was made, so anything in it may run: `what_git_runs`
+lists what does, for the user to see.
 
 hookline reads these files outside the sandbox, where commands may have made them: each is
 opened without blocking, regular files only, and read up to `MAX_CONFIG_BYTES`.
@@ -58,8 +60,24 @@ BOOLEANS = frozenset({"", "true", "false", "yes", "no", "on", "off", "1", "0"})
 """Values that switch a key on or off rather than name a command (`core.fsmonitor = true`
 is git's own daemon, `pager.log = false` no pager)."""
 
-MAX_HOOKS_LISTED = 1000
-"""Entries of a hooks folder looked at, at most (a command may make millions)."""
+GIT_HOOKS = (
+    "applypatch-msg", "pre-applypatch", "post-applypatch", "pre-commit", "pre-merge-commit",
+    "prepare-commit-msg", "commit-msg", "post-commit", "pre-rebase", "post-checkout",
+    "post-merge", "pre-push", "pre-receive", "update", "proc-receive", "post-receive",
+    "post-update", "reference-transaction", "push-to-checkout", "pre-auto-gc",
+    "post-rewrite", "sendemail-validate", "fsmonitor-watchman", "p4-changelist",
+    "p4-prepare-changelist", "p4-post-changelist", "p4-pre-submit", "post-index-change")
+"""The hooks git runs, by name (githooks(5)); no other file of a hooks folder runs."""
+
+MAX_HOOK_BYTES = 4096
+"""Bytes of a hook read to see which hook manager installed it."""
+
+LEFTHOOK_FILES = (*(f"{folder}{name}.{extension}" for folder in ("", ".", ".config/")
+                    for name in ("lefthook", "lefthook-local")
+                    for extension in ("yml", "yaml", "json", "jsonc", "toml")),
+                  ".lefthook", ".lefthook-local")
+"""What lefthook's hooks read from the worktree at each run: its config files, any of
+which may name a command, and the folders of its scripts."""
 
 MAX_SHOWN = 80
 """Characters of a config value a warning quotes, at most."""
@@ -85,16 +103,18 @@ _ESCAPES = {"n": "\n", "t": "\t", "b": "\b"}
 def run_by_git(top: str, gitdir: str, workspace: str) -> list[str]:
     """The paths inside `workspace` that the config of the repository `gitdir`, whose
     worktree is `top`, has git run or read: the `core.hooksPath` folder and each program
-    a key names by a path (`PROGRAM_KEYS`, `!` aliases; relative to `top`), and included
+    a key names by a path (`PROGRAM_KEYS`, `!` aliases; relative to `top`), included
     config files (relative to the file that includes them), followed through their own
-    includes. The user's and the system's config, a linked worktree's repository's
-    (`commondir`) and `config.worktree` count too."""
+    includes, and what hook managers' hooks run from the worktree (`_read_by_hooks`).
+    The user's and the system's config, a linked worktree's repository's (`commondir`)
+    and `config.worktree` count too."""
     configs = [*user_configs(), os.path.join(gitdir, "config"),
                os.path.join(gitdir, "config.worktree")]
     common = _first_line(os.path.join(gitdir, "commondir"))
     if common:
         configs.append(os.path.join(gitdir, common, "config"))
     found: list[str] = []
+    hooks = [os.path.join(gitdir, common or "", "hooks")]
     read: set[str] = set()
     pending = [(os.path.realpath(config), 0) for config in configs]
     while pending:
@@ -104,14 +124,28 @@ def run_by_git(top: str, gitdir: str, workspace: str) -> list[str]:
         read.add(config)
         for entry in config_entries(config):
             if _names_hooks(entry):
-                found.append(_resolved(entry.value, top))
+                hooks.append(_resolved(entry.value, top))
             elif (program := _program(_command(entry))) and "/" in program:
                 found.append(_resolved(program, top))  # a bare name is looked for on PATH
             elif _includes(entry):
                 included = _resolved(entry.value, os.path.dirname(config))
                 found.append(included)
                 pending.append((included, depth + 1))
+    found += [*hooks[1:], *_read_by_hooks(hooks, top)]
     return list(dict.fromkeys(path for path in found if is_inside(path, workspace)))
+
+
+def _read_by_hooks(folders: list[str], top: str) -> list[str]:
+    """What the hooks of `folders` run from the worktree, where a hook manager put them
+    there: husky's hooks folder (`core.hooksPath = .husky/_`) runs the hook of the same
+    name in its parent (`.husky/pre-commit`), and lefthook's hooks read its config
+    (`LEFTHOOK_FILES`). A hook that names lefthook, among the first bytes git would run,
+    says it is lefthook's."""
+    found = [os.path.dirname(folder) for folder in folders if os.path.basename(folder) == "_"]
+    if any(b"lefthook" in _head(os.path.join(folder, hook))
+           for folder in folders for hook in GIT_HOOKS):
+        found += [os.path.join(top, name) for name in LEFTHOOK_FILES]
+    return found
 
 
 def user_configs() -> list[str]:
@@ -168,26 +202,15 @@ def _program(command: str) -> str:
 
 
 def _hooks(folder: str) -> list[str]:
-    """The hooks of `folder` git would run: executable files (or links), by name, the
-    first `MAX_HOOKS_LISTED` entries looked at."""
-    found: list[str] = []
-    try:
-        with os.scandir(folder) as entries:
-            for number, entry in enumerate(entries):
-                if number >= MAX_HOOKS_LISTED:
-                    break
-                if not entry.name.endswith(".sample") and _executable(entry):
-                    found.append(entry.name)
-    except OSError:
-        return found
-    return sorted(found)
+    """The hooks of `folder` git would run: executable files (or links) of `GIT_HOOKS`."""
+    return [name for name in GIT_HOOKS if _executable(os.path.join(folder, name))]
 
 
-def _executable(entry: os.DirEntry[str]) -> bool:
+def _executable(path: str) -> bool:
     try:
-        info = entry.stat()  # a link is followed, as git follows it
+        info = os.stat(path)  # a link is followed, as git follows it
     except OSError:
-        return entry.is_symlink()  # dangling now, it may point somewhere later
+        return os.path.islink(path)  # dangling now, it may point somewhere later
     return stat.S_ISREG(info.st_mode) and bool(info.st_mode & 0o111)
 
 
@@ -207,12 +230,17 @@ def _first_line(path: str) -> str:
 
 def _text(path: str) -> str:
     """The file's first `MAX_CONFIG_BYTES`, or nothing for a missing or irregular one."""
+    return _head(path, MAX_CONFIG_BYTES).decode("utf-8", "replace")
+
+
+def _head(path: str, size: int = MAX_HOOK_BYTES) -> bytes:
+    """The first `size` bytes of a regular file (opened without blocking), else none."""
     try:
         handle, _info = open_regular_file(path)
     except (OSError, HooklineError):
-        return ""
+        return b""
     with handle:
-        return handle.read(MAX_CONFIG_BYTES).decode("utf-8", "replace")
+        return handle.read(size)
 
 
 def config_entries(path: str) -> list[Entry]:

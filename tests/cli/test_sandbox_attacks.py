@@ -73,6 +73,11 @@ def places() -> Iterator[dict[str, Path]]:
     subprocess.run(["git", "-C", str(workspace / "vendor" / "lib"), "config", "include.path",
                     "../shared.gitconfig"], check=True)
     (workspace / "vendor" / "lib" / "shared.gitconfig").write_text("[user]\n\tname = t\n")
+    # What hook managers' hooks run from the worktree: husky's own hooks (.husky/<hook>,
+    # run from .husky/_) and lefthook's config.
+    (workspace / "vendor" / "lib" / ".git" / "hooks" / "commit-msg").write_text(
+        "#!/bin/sh\nlefthook run commit-msg \"$@\"\n")
+    (workspace / "vendor" / "lib" / "lefthook.yml").write_text("commit-msg:\n  jobs: []\n")
     terminal, typed = os.openpty()
     found["terminal"] = Path(os.ttyname(typed))
     try:
@@ -180,7 +185,8 @@ def check_untouched(places: dict[str, Path], modes: dict[Path, int]) -> None:
         assert "fsmonitor" not in (places["workspace"] / repository / "config").read_text()
         assert not (places["workspace"] / repository / "hooks" / "pre-commit").exists()
     assert not (places["workspace"] / ".husky" / "_" / "pre-commit").exists()
-    for program in ("vendor/lib/shared.gitconfig", "tools/clean.sh"):
+    assert not (places["workspace"] / ".husky" / "pre-commit").exists()
+    for program in ("vendor/lib/shared.gitconfig", "tools/clean.sh", "vendor/lib/lefthook.yml"):
         assert "fsmonitor" not in (places["workspace"] / program).read_text()
 
 
@@ -323,8 +329,9 @@ def test_read_only_is_read_only_for_the_file_tools_too(places: dict[str, Path]) 
 
 @pytest.mark.parametrize("path", [".git/hooks/pre-commit", ".git/config", ".hookline/x.toml",
                                   "vendor/lib/.git/config", "new/.git/config",
-                                  ".husky/_/pre-commit", "vendor/lib/shared.gitconfig",
-                                  "tools/clean.sh"])
+                                  ".husky/_/pre-commit", ".husky/pre-commit",
+                                  "vendor/lib/shared.gitconfig", "tools/clean.sh",
+                                  "vendor/lib/lefthook.yml"])
 def test_the_file_tools_refuse_protected_paths(places: dict[str, Path], path: str) -> None:
     prompt = tool_line("fs_write", path=path, content="touch /tmp/owned\n")
     done = hookline_run(places, prompt)

@@ -63,7 +63,8 @@ def test_what_git_runs_from_the_workspace_is_found_through_includes(tmp_path: Pa
     (workspace / ".gitconfig-local").write_text("[core]\n  hooksPath = /etc/hooks\n")
     found = run_by_git(str(workspace), str(git), str(workspace))
     assert sorted(os.path.relpath(path, workspace) for path in found) == [
-        ".git/config", ".gitconfig-local", ".gitconfig-project", ".husky/_", "tools/watch.sh"]
+        ".git/config", ".gitconfig-local", ".gitconfig-project", ".husky", ".husky/_",
+        "tools/watch.sh"]
 
 
 def test_a_program_another_key_names_by_a_path_is_found(tmp_path: Path) -> None:
@@ -140,8 +141,9 @@ def test_a_fifo_or_endless_config_neither_hangs_nor_fills_memory(tmp_path: Path)
 
 def test_what_git_would_run_in_a_repository_is_listed(tmp_path: Path) -> None:
     """What a repository a command made could have git run: its executable hooks (not
-    the samples, not a plain file) and each config entry that names a command, a hooks
-    folder, an include or an `ext::` transport; switches and git's own commands are not."""
+    the samples, not a file that is not executable) and each config entry that names a
+    command, a hooks folder, an include or an `ext::` transport; switches and git's own
+    commands are not."""
     git = tmp_path / ".git"
     (git / "hooks").mkdir(parents=True)
     for name, mode in (("pre-commit", 0o755), ("pre-push.sample", 0o755),
@@ -156,19 +158,29 @@ def test_what_git_would_run_in_a_repository_is_listed(tmp_path: Path) -> None:
         '[include]\n\tpath = ../more\n[filter "lfs"]\n\tsmudge = git-lfs smudge %f\n')
     (git / "config.worktree").write_text("[core]\n\thooksPath = " + "h" * 200 + "\n")
     assert gitconfig.what_git_runs(str(git)) == [
-        "hook post-merge", "hook pre-commit", "core.pager = 'less -R'",
+        "hook pre-commit", "hook post-merge", "core.pager = 'less -R'",
         "pager.diff = './show'", "alias.x = '!evil'", "remote.origin.url = 'ext::sh -c evil'",
         "include.path = '../more'", "filter.lfs.smudge = 'git-lfs smudge %f'",
         "core.hookspath = '" + "h" * 80 + "...'"]
     assert gitconfig.what_git_runs(str(tmp_path / "missing")) == []
 
 
-def test_a_hooks_folder_of_a_million_entries_is_looked_at_to_a_bound(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gitconfig, "MAX_HOOKS_LISTED", 5)
-    hooks = tmp_path / ".git" / "hooks"
-    hooks.mkdir(parents=True)
-    for number in range(20):
-        (hooks / f"hook-{number}").write_text("")
-        (hooks / f"hook-{number}").chmod(0o755)
-    assert len(gitconfig.what_git_runs(str(tmp_path / ".git"))) == 5
+def test_what_hook_managers_run_from_the_worktree_is_found(tmp_path: Path) -> None:
+    """husky's hooks folder `<folder>/_` runs the hooks of `<folder>`; lefthook's hooks
+    (in `.git/hooks`, or a linked worktree's repository's) read its config files."""
+    workspace, git = repository(tmp_path, "[core]\n\thooksPath = .config/husky/_\n")
+    assert sorted(os.path.relpath(path, workspace)
+                  for path in run_by_git(str(workspace), str(git), str(workspace))) == [
+        ".config/husky", ".config/husky/_"]
+    (git / "config").write_text("[core]\n\tbare = false\n")
+    (git / "hooks").mkdir()
+    (git / "hooks" / "pre-commit.sample").write_text("lefthook run pre-commit\n")
+    assert run_by_git(str(workspace), str(git), str(workspace)) == []  # not a hook git runs
+    (git / "hooks" / "pre-push").write_text('#!/bin/sh\ncall_lefthook run "pre-push" "$@"\n')
+    linked = git / "worktrees" / "feature"
+    linked.mkdir(parents=True)
+    (linked / "commondir").write_text("../..\n")
+    for gitdir, top in ((git, workspace), (linked, workspace / "feature")):
+        found = run_by_git(str(top), str(gitdir), str(workspace))
+        assert str(top / "lefthook.yml") in found and str(top / ".lefthook") in found
+        assert str(top / ".config" / "lefthook-local.toml") in found

@@ -85,8 +85,10 @@ async def test_editor_settings_are_protected_by_default_and_can_be_opened(
 @pytest.mark.anyio
 async def test_what_a_repository_s_config_has_git_run_is_protected_too(
         layout: tuple[Path, Path, Path]) -> None:
-    """husky points core.hooksPath into the worktree, and a config may include a file
-    of it: writing there would have the user's next `git commit` run a command's code."""
+    """husky points core.hooksPath into the worktree (`.husky/_`, whose hooks run the
+    ones of `.husky`), lefthook's hooks read its config from there, and a config may
+    include a file of it: writing there would have the user's next `git commit` run a
+    command's code."""
     workspace, home, _ = layout
     (workspace / ".git").mkdir()
     (workspace / ".git" / "config").write_text(
@@ -94,28 +96,36 @@ async def test_what_a_repository_s_config_has_git_run_is_protected_too(
     (workspace / ".husky" / "_").mkdir(parents=True)
     (workspace / ".gitconfig-project").write_text("[user]\n\tname = someone\n")
     nested = workspace / "vendor" / "lib"
-    (nested / ".git").mkdir(parents=True)
+    (nested / ".git" / "hooks").mkdir(parents=True)
     (nested / ".git" / "config").write_text("[core]\n\tfsmonitor = ./watch.sh\n")
+    (nested / ".git" / "hooks" / "pre-push").write_text("#!/bin/sh\nlefthook run pre-push\n")
     (nested / "watch.sh").write_text("exit 0\n")
+    (nested / "lefthook.yml").write_text("pre-push:\n  commands: {}\n")
     env = environment(workspace, home)
     try:
         command = await env.run(
             "echo 'touch /tmp/pwned' > .husky/_/pre-commit; "
+            "echo 'touch /tmp/pwned' > .husky/pre-commit; "
             "printf '[core]\\n\\tfsmonitor = ./x\\n' >> .gitconfig-project; "
-            "echo 'touch /tmp/pwned' > vendor/lib/watch.sh; touch .husky/ok-beside")
+            "echo 'touch /tmp/pwned' > vendor/lib/watch.sh; "
+            "echo 'pre-push: {run: touch /tmp/pwned}' >> vendor/lib/lefthook.yml; "
+            "touch ok-beside vendor/lib/ok-beside")
         refused = []
-        for path in (".husky/_/h", "vendor/lib/watch.sh"):
+        for path in (".husky/pre-commit", "vendor/lib/watch.sh", "vendor/lib/lefthook.yml"):
             with pytest.raises(HooklineError) as caught:
                 await env.write_text(path, "touch /tmp/pwned\n")
             refused.append(str(caught.value))
     finally:
         await env.close()
-    assert command.stderr.count("Read-only file system") == 3, command.stderr
+    assert command.stderr.count("Read-only file system") == 5, command.stderr
     assert not (workspace / ".husky" / "_" / "pre-commit").exists()
+    assert not (workspace / ".husky" / "pre-commit").exists()
     assert "fsmonitor" not in (workspace / ".gitconfig-project").read_text()
-    assert (workspace / ".husky" / "ok-beside").exists()
-    assert "'.husky/_' is protected" in refused[0]
+    assert "pwned" not in (nested / "lefthook.yml").read_text()
+    assert (workspace / "ok-beside").exists() and (nested / "ok-beside").exists()
+    assert "'.husky' is protected" in refused[0]
     assert "'vendor/lib/watch.sh' is protected" in refused[1]
+    assert "'vendor/lib/lefthook.yml' is protected" in refused[2]
 
 
 @pytest.mark.anyio
