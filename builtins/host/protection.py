@@ -35,6 +35,10 @@ GIT = ".git"
 PROTECTED = (GIT, ".hookline")
 """Names in the workspace kept read-only: what runs later outside the sandbox reads them."""
 
+BARE = frozenset({"HEAD", "objects", "refs"})
+"""What a folder holds when it is a git repository of its own, a bare one (`x.git`, a
+local remote) or a `.git` folder."""
+
 MAX_NAMED = 20
 """Paths a warning names, at most (the rest are counted)."""
 
@@ -75,21 +79,30 @@ def in_repository(target: str, workspace: str) -> str | None:
 
 def repositories(workspace: str, limit: int) -> tuple[list[str], bool]:
     """Every `.git` in the workspace at any depth (a nested clone, a submodule's or
-    worktree's `.git` file), where such a file points inside it, and what their config has
-    git run from the workspace (once it exists: one made later is said then): git, run
-    there later outside the sandbox, runs their hooks and config. Searched breadth first,
-    links not followed; the flag says whether `limit` entries cut the search short."""
+    worktree's `.git` file), where such a file points inside it, every bare repository
+    (a folder of `BARE`: git runs its hooks when you push to it), and what their config
+    has git run from the workspace (once it exists: one made later is said then): git,
+    run there later outside the sandbox, runs their hooks and config. Searched breadth
+    first, links not followed; the flag says whether `limit` entries cut the search
+    short."""
     found: list[str] = []
     folders, searched = collections.deque([workspace]), 0
     while folders:
+        folder = folders.popleft()
         try:
-            with os.scandir(folders.popleft()) as entries:
+            with os.scandir(folder) as entries:
                 listed = list(entries)
         except OSError:
             continue
         searched += len(listed)
         if searched > limit:
             return found, True
+        if folder != workspace and BARE.issubset(entry.name for entry in listed):
+            bare = os.path.realpath(folder)
+            found.append(bare)
+            found.extend(path for path in run_by_git(bare, bare, workspace)
+                         if os.path.lexists(path))
+            continue
         for entry in listed:
             if entry.name == GIT:
                 targets = _git_file_target(entry.path)
@@ -134,6 +147,14 @@ def _git_file_target(path: str) -> list[str]:
             target = os.path.join(os.path.dirname(path), line.removeprefix("gitdir:").strip())
             return [os.path.realpath(target)]
     return []
+
+
+def _git_folders(path: str) -> list[str]:
+    """The repository folders a protected path is: a `.git` folder (or where a `.git`
+    file points), a bare repository; none for anything else."""
+    if os.path.basename(path) == GIT:
+        return _git_file_target(path) or [path]
+    return [path] if os.path.lexists(os.path.join(path, "HEAD")) else []
 
 
 class MadeWatch:
@@ -235,8 +256,7 @@ class MadeWatch:
         `git init` or `git clone` has nothing, so anything is said, on a line of its own,
         for the user to look at before running git there. A `.git` file is followed to
         where it points, inside the workspace or not (a command's `TMPDIR`, say)."""
-        gitdirs = [gitdir for path in made if os.path.basename(path) == GIT
-                   for gitdir in _git_file_target(path) or [path]]
+        gitdirs = [gitdir for path in made for gitdir in _git_folders(path)]
         for gitdir in dict.fromkeys(gitdirs):
             runs = what_git_runs(gitdir)
             if not runs:

@@ -185,7 +185,8 @@ def git_hooks(settings: dict) -> str:
     for path in (".git/hooks/pre-commit", ".git/config", "vendor/lib/.git/config",
                  "vendor/lib/.git/hooks/pre-commit", "linked/gitdir/config",
                  ".husky/_/pre-commit", ".husky/pre-commit", "vendor/lib/shared.gitconfig",
-                 "tools/clean.sh", "vendor/lib/lefthook.yml"):
+                 "tools/clean.sh", "vendor/lib/lefthook.yml", "remote.git/config",
+                 "remote.git/hooks/post-receive"):
         try:
             with open(path, "a") as file:
                 file.write("\n[core]\n\tfsmonitor = touch /tmp/owned\n")

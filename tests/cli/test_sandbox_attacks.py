@@ -62,6 +62,8 @@ def places() -> Iterator[dict[str, Path]]:
     subprocess.run(["git", "init", "-q", str(workspace / "vendor" / "lib")], check=True)
     subprocess.run(["git", "init", "-q", f"--separate-git-dir={workspace / 'linked' / 'gitdir'}",
                     str(workspace / "linked" / "tree")], check=True)
+    # A bare repository (a local remote): git runs its hooks when the user pushes to it.
+    subprocess.run(["git", "init", "-q", "--bare", str(workspace / "remote.git")], check=True)
     # What their config has git run from the worktree: husky's hooks folder, an include.
     subprocess.run(["git", "-C", str(workspace), "config", "core.hooksPath", ".husky/_"],
                    check=True)
@@ -181,9 +183,10 @@ def ready(places: dict[str, Path], user: str) -> dict[Path, int]:
 def check_untouched(places: dict[str, Path], modes: dict[Path, int]) -> None:
     for path, mode in modes.items():
         assert path.stat().st_mode == mode, path
-    for repository in (".git", "vendor/lib/.git", "linked/gitdir"):
+    for repository in (".git", "vendor/lib/.git", "linked/gitdir", "remote.git"):
         assert "fsmonitor" not in (places["workspace"] / repository / "config").read_text()
         assert not (places["workspace"] / repository / "hooks" / "pre-commit").exists()
+    assert not (places["workspace"] / "remote.git" / "hooks" / "post-receive").exists()
     assert not (places["workspace"] / ".husky" / "_" / "pre-commit").exists()
     assert not (places["workspace"] / ".husky" / "pre-commit").exists()
     for program in ("vendor/lib/shared.gitconfig", "tools/clean.sh", "vendor/lib/lefthook.yml"):
@@ -331,7 +334,7 @@ def test_read_only_is_read_only_for_the_file_tools_too(places: dict[str, Path]) 
                                   "vendor/lib/.git/config", "new/.git/config",
                                   ".husky/_/pre-commit", ".husky/pre-commit",
                                   "vendor/lib/shared.gitconfig", "tools/clean.sh",
-                                  "vendor/lib/lefthook.yml"])
+                                  "vendor/lib/lefthook.yml", "remote.git/hooks/post-receive"])
 def test_the_file_tools_refuse_protected_paths(places: dict[str, Path], path: str) -> None:
     prompt = tool_line("fs_write", path=path, content="touch /tmp/owned\n")
     done = hookline_run(places, prompt)

@@ -5,6 +5,7 @@ running commands included), and the `.git` files hookline reads, under asyncio a
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 import tracemalloc
 from contextlib import asynccontextmanager
@@ -47,6 +48,37 @@ async def test_a_nested_repository_is_protected_at_any_depth(
     assert result.stderr.count("Read-only file system") == 2, result.stderr
     assert (nested / "config").read_text() == "[core]\n"
     assert (workspace / "deep" / "ok").exists()
+
+
+@pytest.mark.anyio
+async def test_a_bare_repository_is_protected_and_one_made_is_named_with_its_hooks(
+        layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture) -> None:
+    """git runs a bare repository's hooks when the user pushes to it (a local remote):
+    one in the workspace is kept like a `.git`, and one a command makes is named."""
+    workspace, home, _ = layout
+    subprocess.run(["git", "init", "-q", "--bare", str(workspace / "remote.git")], check=True)
+    env = environment(workspace, home)
+    try:
+        attack = await env.run("echo 'touch /tmp/pwned' > remote.git/hooks/post-receive; "
+                               "echo '[core] fsmonitor = evil' >> remote.git/config")
+        with pytest.raises(HooklineError) as refused:
+            await env.write_text("remote.git/hooks/post-receive", "touch /tmp/pwned\n")
+        made = await env.run("git init -q --bare made.git && "
+                             "printf '#!/bin/sh\\n' > made.git/hooks/post-receive && "
+                             "chmod +x made.git/hooks/post-receive && echo ok")
+        await env.say_what_commands_made()  # as the builtin plugin does after each run
+    finally:
+        await env.close()
+    assert attack.stderr.count("Read-only file system") == 2, attack.stderr
+    assert not (workspace / "remote.git" / "hooks" / "post-receive").exists()
+    assert "'remote.git' is protected" in str(refused.value)
+    assert "ok" in made.stdout, made.stderr
+    said_once(caplog, "made.git")
+    runs = [record.getMessage() for record in caplog.records
+            if "which commands made, has git run" in record.getMessage()]
+    assert runs == ["made.git, which commands made, has git run with your rights: hook "
+                    "post-receive. Unless you set these up yourself, remove them before you "
+                    "run git there"], runs
 
 
 @pytest.mark.anyio
