@@ -183,10 +183,11 @@ class LocalEnvironment(Environment):
                 ErrorKind.invalid_input,
                 f"cannot write {shown!r}: {rule!r} is protected (what runs later outside "
                 f"the sandbox reads it, as git runs its hooks); only the user changes it. "
-                f"The list is every .git and bare repository, what a repository's config "
-                f"or hooks have git run from the workspace (a core.hooksPath folder, "
-                f"lefthook.yml), .hookline, hookline's own Python environment and the "
-                f"setting sandbox_protect (by default .vscode and .idea)",
+                f"The list is every .git, .hg, .jj and bare repository, what a "
+                f"repository's config or hooks have git run from the workspace (a "
+                f"core.hooksPath folder, lefthook.yml), .hookline, hookline's own Python "
+                f"environment and the setting sandbox_protect (by default .vscode and "
+                f".idea)",
                 {"path": shown, "rule": f"sandbox.protected:{rule}"})
 
     # -- processes ---------------------------------------------------------------------

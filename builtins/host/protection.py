@@ -32,7 +32,14 @@ logger = logging.getLogger(__name__)  # every command shows its warnings (cli AL
 
 GIT = ".git"
 
-PROTECTED = (GIT, ".hookline")
+OTHER_REPOSITORIES = (".hg", ".jj")
+"""The folders of other version control systems that run what their config names with
+the user's rights: Mercurial the `[hooks]` and `[extensions]` of `.hg/hgrc`, Jujutsu the
+aliases and tools of its repository config. Kept like a `.git`, at any depth."""
+
+REPOSITORY_FOLDERS = (GIT, *OTHER_REPOSITORIES)
+
+PROTECTED = (*REPOSITORY_FOLDERS, ".hookline")
 """Names in the workspace kept read-only: what runs later outside the sandbox reads them."""
 
 BARE = frozenset({"HEAD", "objects", "refs"})
@@ -70,16 +77,19 @@ def protected_paths(workspace: str, extra: tuple[str, ...] = ()) -> tuple[str, .
 
 
 def in_repository(target: str, workspace: str) -> str | None:
-    """The `.git` (as a path relative to the workspace) that `target` is or lies in, at
-    any depth: the file tools refuse it even where no command was kept from it, since a
-    repository made during the session is not protected from commands."""
+    """The `.git` (or `OTHER_REPOSITORIES` folder; as a path relative to the workspace)
+    that `target` is or lies in, at any depth: the file tools refuse it even where no
+    command was kept from it, since a repository made during the session is not
+    protected from commands."""
     parts = os.path.relpath(target, workspace).split(os.sep)
-    return os.path.join(*parts[:parts.index(GIT) + 1]) if GIT in parts else None
+    depth = next((index for index, part in enumerate(parts) if part in REPOSITORY_FOLDERS), None)
+    return None if depth is None else os.path.join(*parts[:depth + 1])
 
 
 def repositories(workspace: str, limit: int) -> tuple[list[str], bool]:
     """Every `.git` in the workspace at any depth (a nested clone, a submodule's or
-    worktree's `.git` file), where such a file points inside it, every bare repository
+    worktree's `.git` file), where such a file points inside it, each folder of
+    `OTHER_REPOSITORIES`, every bare repository
     (a folder of `BARE`: git runs its hooks when you push to it), and what their config
     has git run from the workspace (once it exists: one made later is said then): git,
     run there later outside the sandbox, runs their hooks and config. Searched breadth
@@ -110,6 +120,8 @@ def repositories(workspace: str, limit: int) -> tuple[list[str], bool]:
                              if is_inside(path, workspace))
                 found.extend(path for path in _run_by_repository(entry.path, targets, workspace)
                              if os.path.lexists(path))
+            elif entry.name in OTHER_REPOSITORIES:
+                found.append(os.path.realpath(entry.path))
             elif entry.is_dir(follow_symlinks=False):
                 folders.append(entry.path)
     return found, False

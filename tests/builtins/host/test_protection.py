@@ -51,6 +51,36 @@ async def test_a_nested_repository_is_protected_at_any_depth(
 
 
 @pytest.mark.anyio
+async def test_mercurial_and_jujutsu_repositories_are_protected_at_any_depth(
+        layout: tuple[Path, Path, Path]) -> None:
+    """Mercurial runs the hooks and extensions `.hg/hgrc` names, Jujutsu the aliases of
+    its repository config: both kept like a `.git`."""
+    workspace, home, _ = layout
+    (workspace / ".hg").mkdir()
+    (workspace / ".hg" / "hgrc").write_text("[ui]\nusername = someone\n")
+    (workspace / "sub" / ".jj" / "repo").mkdir(parents=True)
+    env = environment(workspace, home)
+    try:
+        attack = await env.run(
+            "echo '[hooks]' >> .hg/hgrc; "
+            "echo 'aliases.x = [\"util\", \"exec\"]' > sub/.jj/repo/config.toml; "
+            "touch sub/ok")
+        refused = []
+        for path in (".hg/hgrc", "sub/.jj/repo/config.toml", "new/.hg/hgrc"):
+            with pytest.raises(HooklineError) as caught:
+                await env.write_text(path, "[hooks]\n")
+            refused.append(str(caught.value))
+    finally:
+        await env.close()
+    assert attack.stderr.count("Read-only file system") == 2, attack.stderr
+    assert (workspace / ".hg" / "hgrc").read_text() == "[ui]\nusername = someone\n"
+    assert not (workspace / "sub" / ".jj" / "repo" / "config.toml").exists()
+    assert (workspace / "sub" / "ok").exists()
+    assert ["'.hg' is protected" in refused[0], "'sub/.jj' is protected" in refused[1],
+            "'new/.hg' is protected" in refused[2]] == [True] * 3, refused
+
+
+@pytest.mark.anyio
 async def test_a_bare_repository_is_protected_and_one_made_is_named_with_its_hooks(
         layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture) -> None:
     """git runs a bare repository's hooks when the user pushes to it (a local remote):
