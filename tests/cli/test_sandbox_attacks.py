@@ -64,6 +64,9 @@ def places() -> Iterator[dict[str, Path]]:
                     str(workspace / "linked" / "tree")], check=True)
     # A bare repository (a local remote): git runs its hooks when the user pushes to it.
     subprocess.run(["git", "init", "-q", "--bare", str(workspace / "remote.git")], check=True)
+    # A Mercurial repository nested in it: hg runs the [hooks] of its hgrc.
+    (workspace / "vendor" / "hg" / ".hg").mkdir(parents=True)
+    (workspace / "vendor" / "hg" / ".hg" / "hgrc").write_text("[ui]\nusername = t\n")
     # What their config has git run from the worktree: husky's hooks folder, an include.
     subprocess.run(["git", "-C", str(workspace), "config", "core.hooksPath", ".husky/_"],
                    check=True)
@@ -187,6 +190,7 @@ def check_untouched(places: dict[str, Path], modes: dict[Path, int]) -> None:
         assert "fsmonitor" not in (places["workspace"] / repository / "config").read_text()
         assert not (places["workspace"] / repository / "hooks" / "pre-commit").exists()
     assert not (places["workspace"] / "remote.git" / "hooks" / "post-receive").exists()
+    assert "fsmonitor" not in (places["workspace"] / "vendor" / "hg" / ".hg" / "hgrc").read_text()
     assert not (places["workspace"] / ".husky" / "_" / "pre-commit").exists()
     assert not (places["workspace"] / ".husky" / "pre-commit").exists()
     for program in ("vendor/lib/shared.gitconfig", "tools/clean.sh", "vendor/lib/lefthook.yml"):
@@ -334,7 +338,8 @@ def test_read_only_is_read_only_for_the_file_tools_too(places: dict[str, Path]) 
                                   "vendor/lib/.git/config", "new/.git/config",
                                   ".husky/_/pre-commit", ".husky/pre-commit",
                                   "vendor/lib/shared.gitconfig", "tools/clean.sh",
-                                  "vendor/lib/lefthook.yml", "remote.git/hooks/post-receive"])
+                                  "vendor/lib/lefthook.yml", "remote.git/hooks/post-receive",
+                                  "vendor/hg/.hg/hgrc"])
 def test_the_file_tools_refuse_protected_paths(places: dict[str, Path], path: str) -> None:
     prompt = tool_line("fs_write", path=path, content="touch /tmp/owned\n")
     done = hookline_run(places, prompt)
