@@ -42,6 +42,13 @@ REPOSITORY_FOLDERS = (GIT, *OTHER_REPOSITORIES)
 PROTECTED = (*REPOSITORY_FOLDERS, ".hookline")
 """Names in the workspace kept read-only: what runs later outside the sandbox reads them."""
 
+STARTUP = (".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc",
+           ".zprofile", ".zshenv", ".zlogin", ".zlogout", ".gitconfig", ".config", ".local",
+           ".pam_environment", ".xprofile", ".xsessionrc")
+"""Files and folders of a home folder that shells, git and login sessions run or read with
+the user's rights (`.local/bin` leads PATH, `.config` holds git's, fish's, autostart's
+and systemd's): watched when missing, where the workspace holds the home folder."""
+
 BARE = frozenset({"HEAD", "objects", "refs"})
 """What a folder holds when it is a git repository of its own, a bare one (`x.git`, a
 local remote) or a `.git` folder."""
@@ -62,18 +69,37 @@ def protected_paths(workspace: str, extra: tuple[str, ...] = ()) -> tuple[str, .
     """Paths inside the workspace no command or file tool may change: `.git` (and where a
     worktree's `.git` file points), what the config of the repository at or above the
     workspace has git run from it (`gitconfig.run_by_git`: a `core.hooksPath` folder, say),
-    `.hookline`, the `sandbox_protect` entries, and the Python environment hookline runs
+    `.hookline`, the `sandbox_protect` entries, the Python environment hookline runs
     from when it lies there (a `.venv` of the project): hookline runs it again, outside
-    the sandbox, and a `.pth` file dropped in its site-packages runs at every start."""
+    the sandbox, and a `.pth` file dropped in its site-packages runs at every start; and
+    the hidden entries of the user's home folder when the workspace holds it."""
     names = [*PROTECTED, *extra]
     found = [os.path.realpath(os.path.join(workspace, os.path.expanduser(name)))
              for name in names]
     found.extend(_git_file_target(os.path.join(workspace, GIT)))
     found.extend(_run_by_enclosing_repository(workspace))
+    found.extend(_home_startup(workspace))
     environment = os.path.realpath(sys.prefix)
     if is_inside(environment, workspace) and environment != workspace:
         found.append(environment)
     return tuple(dict.fromkeys(found))
+
+
+def _home_startup(workspace: str) -> list[str]:
+    """Where the workspace holds the user's home folder (hookline started there, its own
+    home kept elsewhere): every hidden entry of it and the `STARTUP` names, which run
+    with the user's rights outside the sandbox; its other folders (projects) stay
+    writable."""
+    home = os.path.realpath(os.path.expanduser("~"))
+    if not is_inside(home, workspace):
+        return []
+    try:
+        with os.scandir(home) as entries:
+            hidden = [entry.name for entry in entries if entry.name.startswith(".")]
+    except OSError:
+        hidden = []
+    return [os.path.realpath(os.path.join(home, name))
+            for name in dict.fromkeys([*hidden, *STARTUP])]
 
 
 def in_repository(target: str, workspace: str) -> str | None:
