@@ -62,10 +62,13 @@ DEFAULT_DENY_READ = ("~/.ssh", "~/.aws", "~/.azure", "~/.config/gcloud", "~/.con
                      "~/.netrc", "~/.docker/config.json", "~/.kube", "~/.pgpass", "~/.gnupg",
                      "~/.git-credentials")
 """Credentials outside the hookline home that no command may read (`sandbox_deny_read`)."""
-DEFAULT_PROTECT = (".vscode", ".idea")
-"""Editor folders kept read-only in the workspace (`sandbox_protect`): their settings name
-programs the editor runs when it opens the folder (an interpreter, a linter, a task on
-folder open), outside the sandbox."""
+DEFAULT_PROTECT = (".vscode", ".idea", ".devcontainer", ".devcontainer.json", ".mcp.json",
+                   ".claude/settings.json", ".claude/settings.local.json", ".cursor/mcp.json",
+                   ".gemini/settings.json")
+"""Settings kept read-only in the workspace (`sandbox_protect`) because a program the user
+opens there later runs what they name, outside the sandbox: an editor's (an interpreter,
+a linter, a task on folder open), a dev container's (`initializeCommand` runs on the
+host), other agents' (their hooks and MCP servers)."""
 DEFAULT_MAX_PROCESSES = 4096
 """Processes one sandbox may hold at once (RLIMIT_NPROC)."""
 DEFAULT_MAX_FILE_BYTES = 8 * 1024**3

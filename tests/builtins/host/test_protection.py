@@ -150,17 +150,23 @@ async def test_a_bare_repository_is_protected_and_one_made_is_named_with_its_hoo
 async def test_editor_settings_are_protected_by_default_and_can_be_opened(
         layout: tuple[Path, Path, Path], protect: tuple[str, ...] | None) -> None:
     """An editor runs what its folder's settings name (an interpreter, a task on folder
-    open) with the user's rights: `.vscode` and `.idea` are kept by default, and
+    open) with the user's rights, another agent its hooks and MCP servers: `.vscode`,
+    `.idea`, `.mcp.json`, `.claude/settings.json` and the like are kept by default, and
     `sandbox_protect = []` gives them back."""
     workspace, home, _ = layout
-    for folder in (".vscode", ".idea"):
+    for folder in (".vscode", ".idea", ".claude"):
         (workspace / folder).mkdir()
     settings = workspace / ".vscode" / "settings.json"
     settings.write_text("{}\n")
+    for name in (".mcp.json", ".claude/settings.json"):
+        (workspace / name).write_text("{}\n")
     env = environment(workspace, home, **({} if protect is None else {"protect": protect}))
     try:
         command = await env.run("echo '{\"python.defaultInterpreterPath\": \"./evil\"}' "
-                                "> .vscode/settings.json; touch .idea/workspace.xml")
+                                "> .vscode/settings.json; touch .idea/workspace.xml; "
+                                "echo '{\"mcpServers\": {}}' > .mcp.json; "
+                                "echo '{\"hooks\": {}}' > .claude/settings.json; "
+                                "touch .claude/CLAUDE.md")
         try:
             await env.write_text(".vscode/launch.json", "{}")
             refused = None
@@ -169,10 +175,12 @@ async def test_editor_settings_are_protected_by_default_and_can_be_opened(
     finally:
         await env.close()
     if protect is None:
-        assert command.stderr.count("Read-only file system") == 2, command.stderr
+        assert command.stderr.count("Read-only file system") == 4, command.stderr
         assert settings.read_text() == "{}\n"
+        assert (workspace / ".mcp.json").read_text() == "{}\n"
+        assert (workspace / ".claude" / "CLAUDE.md").exists()  # the rest of it is not kept
         assert refused is not None and "'.vscode' is protected" in refused
-        assert "by default .vscode and .idea" in refused
+        assert "by default the settings editors and other agents run" in refused
     else:
         assert command.returncode == 0 and refused is None, command.stderr
         assert "evil" in settings.read_text()
