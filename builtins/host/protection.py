@@ -16,6 +16,7 @@ import collections
 import contextlib
 import logging
 import os
+import re
 import sys
 import threading
 import weakref
@@ -52,6 +53,9 @@ and systemd's): watched when missing, where the workspace holds the home folder.
 BARE = frozenset({"HEAD", "objects", "refs"})
 """What a folder holds when it is a git repository of its own, a bare one (`x.git`, a
 local remote) or a `.git` folder."""
+
+_COMMIT = re.compile(rb"[0-9a-f]{40}|[0-9a-f]{64}")
+"""A detached `HEAD`: a SHA-1 or SHA-256 commit id."""
 
 MAX_NAMED = 20
 """Paths a warning names, at most (the rest are counted)."""
@@ -115,12 +119,11 @@ def in_repository(target: str, workspace: str) -> str | None:
 def repositories(workspace: str, limit: int) -> tuple[list[str], bool]:
     """Every `.git` in the workspace at any depth (a nested clone, a submodule's or
     worktree's `.git` file), where such a file points inside it, each folder of
-    `OTHER_REPOSITORIES`, every bare repository
-    (a folder of `BARE`: git runs its hooks when you push to it), and what their config
-    has git run from the workspace (once it exists: one made later is said then): git,
-    run there later outside the sandbox, runs their hooks and config. Searched breadth
-    first, links not followed; the flag says whether `limit` entries cut the search
-    short."""
+    `OTHER_REPOSITORIES`, every bare repository (`_is_bare`: git runs its hooks when you
+    push to it), and what their config has git run from the workspace (once it exists:
+    one made later is said then): git, run there later outside the sandbox, runs their
+    hooks and config. Searched breadth first, links not followed; the flag says whether
+    `limit` entries cut the search short."""
     found: list[str] = []
     folders, searched = collections.deque([workspace]), 0
     while folders:
@@ -133,7 +136,7 @@ def repositories(workspace: str, limit: int) -> tuple[list[str], bool]:
         searched += len(listed)
         if searched > limit:
             return found, True
-        if folder != workspace and BARE.issubset(entry.name for entry in listed):
+        if folder != workspace and _is_bare(folder, {entry.name for entry in listed}):
             bare = os.path.realpath(folder)
             found.append(bare)
             found.extend(path for path in run_by_git(bare, bare, workspace)
@@ -185,6 +188,19 @@ def _git_file_target(path: str) -> list[str]:
             target = os.path.join(os.path.dirname(path), line.removeprefix("gitdir:").strip())
             return [os.path.realpath(target)]
     return []
+
+
+def _is_bare(folder: str, names: set[str]) -> bool:
+    """Whether `folder`, holding `names`, is a repository as git tells one: `BARE` there,
+    and a `HEAD` that names a branch or a commit."""
+    if not BARE.issubset(names):
+        return False
+    with contextlib.suppress(OSError, HooklineError):
+        handle, _info = open_regular_file(os.path.join(folder, "HEAD"))
+        with handle:
+            head = handle.readline(MAX_GITDIR_LINE).strip()
+        return head.startswith(b"ref: refs/") or _COMMIT.fullmatch(head) is not None
+    return False
 
 
 def _git_folders(path: str) -> list[str]:

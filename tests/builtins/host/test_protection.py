@@ -121,12 +121,16 @@ async def test_a_bare_repository_is_protected_and_one_made_is_named_with_its_hoo
     one in the workspace is kept like a `.git`, and one a command makes is named."""
     workspace, home, _ = layout
     subprocess.run(["git", "init", "-q", "--bare", str(workspace / "remote.git")], check=True)
+    for name in ("objects", "refs"):  # a project that only looks like one: HEAD is not git's
+        (workspace / "project" / name).mkdir(parents=True)
+    (workspace / "project" / "HEAD").write_text("the head of the project\n")
     env = environment(workspace, home)
     try:
         attack = await env.run("echo 'touch /tmp/pwned' > remote.git/hooks/post-receive; "
                                "echo '[core] fsmonitor = evil' >> remote.git/config")
         with pytest.raises(HooklineError) as refused:
             await env.write_text("remote.git/hooks/post-receive", "touch /tmp/pwned\n")
+        project = await env.run("touch project/objects/written && echo written")
         made = await env.run("git init -q --bare made.git && "
                              "printf '#!/bin/sh\\n' > made.git/hooks/post-receive && "
                              "chmod +x made.git/hooks/post-receive && echo ok")
@@ -137,6 +141,7 @@ async def test_a_bare_repository_is_protected_and_one_made_is_named_with_its_hoo
     assert not (workspace / "remote.git" / "hooks" / "post-receive").exists()
     assert "'remote.git' is protected" in str(refused.value)
     assert "ok" in made.stdout, made.stderr
+    assert "written" in project.stdout, project.stderr
     said_once(caplog, "made.git")
     runs = [record.getMessage() for record in caplog.records
             if "which commands made, has git run" in record.getMessage()]
