@@ -1,8 +1,9 @@
 """What commands must not change in the workspace, and what they made of it.
 
-git runs a repository's hooks and config with the user's rights, and hookline runs what
-`.hookline` and its own Python environment hold: `protected_paths` and `repositories` find
-them, each sandbox keeps them read-only and the file tools refuse them. A command may make
+git runs a repository's hooks and config with the user's rights (Mercurial and Jujutsu
+theirs), shells and git the startup files of a home folder, and hookline what `.hookline`
+and its own Python environment hold: `protected_paths` and `repositories` find them,
+each sandbox keeps them read-only and the file tools refuse them. A command may make
 one (`git init`, `git clone`, a `.hookline`) where no sandbox protects it yet: the
 `MadeWatch` of the workspace, shared by every sandbox of this process there (each
 session's, an approved escalation's, an MCP server's), looks after each run that started
