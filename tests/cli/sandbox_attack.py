@@ -186,7 +186,8 @@ def git_hooks(settings: dict) -> str:
                  "vendor/lib/.git/hooks/pre-commit", "linked/gitdir/config",
                  ".husky/_/pre-commit", ".husky/pre-commit", "vendor/lib/shared.gitconfig",
                  "tools/clean.sh", "vendor/lib/lefthook.yml", "remote.git/config",
-                 "remote.git/hooks/post-receive", "vendor/hg/.hg/hgrc"):
+                 "remote.git/hooks/post-receive", "vendor/hg/.hg/hgrc",
+                 ".vscode/settings.json", ".mcp.json", ".claude/settings.json"):
         try:
             with open(path, "a") as file:
                 file.write("\n[core]\n\tfsmonitor = touch /tmp/owned\n")

@@ -64,6 +64,10 @@ def places() -> Iterator[dict[str, Path]]:
                     str(workspace / "linked" / "tree")], check=True)
     # A bare repository (a local remote): git runs its hooks when the user pushes to it.
     subprocess.run(["git", "init", "-q", "--bare", str(workspace / "remote.git")], check=True)
+    # Settings an editor and other agents run programs from (sandbox_protect's default).
+    for settings in (".vscode/settings.json", ".mcp.json", ".claude/settings.json"):
+        (workspace / settings).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / settings).write_text("{}\n")
     # A Mercurial repository nested in it: hg runs the [hooks] of its hgrc.
     (workspace / "vendor" / "hg" / ".hg").mkdir(parents=True)
     (workspace / "vendor" / "hg" / ".hg" / "hgrc").write_text("[ui]\nusername = t\n")
@@ -192,6 +196,8 @@ def check_untouched(places: dict[str, Path], modes: dict[Path, int]) -> None:
         assert not (places["workspace"] / repository / "hooks" / "pre-commit").exists()
     assert not (places["workspace"] / "remote.git" / "hooks" / "post-receive").exists()
     assert "fsmonitor" not in (places["workspace"] / "vendor" / "hg" / ".hg" / "hgrc").read_text()
+    for settings in (".vscode/settings.json", ".mcp.json", ".claude/settings.json"):
+        assert (places["workspace"] / settings).read_text() == "{}\n", settings
     assert not (places["workspace"] / ".husky" / "_" / "pre-commit").exists()
     assert not (places["workspace"] / ".husky" / "pre-commit").exists()
     for program in ("vendor/lib/shared.gitconfig", "tools/clean.sh", "vendor/lib/lefthook.yml"):
@@ -366,7 +372,8 @@ def test_read_only_is_read_only_for_the_file_tools_too(places: dict[str, Path]) 
                                   ".husky/_/pre-commit", ".husky/pre-commit",
                                   "vendor/lib/shared.gitconfig", "tools/clean.sh",
                                   "vendor/lib/lefthook.yml", "remote.git/hooks/post-receive",
-                                  "vendor/hg/.hg/hgrc"])
+                                  "vendor/hg/.hg/hgrc", ".vscode/tasks.json", ".mcp.json",
+                                  ".claude/settings.json"])
 def test_the_file_tools_refuse_protected_paths(places: dict[str, Path], path: str) -> None:
     prompt = tool_line("fs_write", path=path, content="touch /tmp/owned\n")
     done = hookline_run(places, prompt)
