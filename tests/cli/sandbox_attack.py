@@ -3,11 +3,12 @@
     python3 sandbox_attack.py SETTINGS_JSON > result.json
 
 SETTINGS_JSON names what to aim at: `secrets` (values that must not be found anywhere in
-/proc), `port` (a TCP listener on 127.0.0.1), `outside` (a file of the user's outside the
-workspace), `home` (the hookline home), `ssh_key` (a key in the fake HOME), `terminal`
-(a pseudo-terminal of the host's, as hookline's own would be). Each attack
-adds its name and "blocked: <why>" or "OPEN: <what worked>" to the JSON object printed
-after each attack (the last line holds every outcome, the earlier ones survive a kill).
+/proc), `port` (a TCP listener on 127.0.0.1), `segment` (a System V shared memory id of
+the host's), `outside` (a file of the user's outside the workspace), `home` (the hookline
+home), `ssh_key` (a key in the fake HOME), `terminal` (a pseudo-terminal of the host's, as
+hookline's own would be). Each attack adds its name and "blocked: <why>" or "OPEN: <what
+worked>" to the JSON object printed after each attack (the last line holds every outcome,
+the earlier ones survive a kill).
 """
 
 from __future__ import annotations
@@ -248,12 +249,32 @@ def kernel_surface(settings: dict) -> str:
     return f"OPEN: {opened}" if opened else "blocked: io_uring, bpf, unshare refused"
 
 
+def shared_memory(settings: dict) -> str:
+    """Attach the host's System V shared memory (an X server's images, say): the segment
+    aimed at, and any /proc/sysvipc/shm lists."""
+    segments = {settings["segment"]}
+    try:
+        with open("/proc/sysvipc/shm") as listing:
+            segments |= {int(line.split()[1]) for line in listing.readlines()[1:]
+                         if line.strip()}
+    except OSError:
+        pass
+    LIBC.shmat.restype = ctypes.c_void_p
+    attached = []
+    for segment in sorted(segments):
+        address = LIBC.shmat(segment, None, 0o10000)  # SHM_RDONLY
+        if address not in (None, 2**64 - 1):
+            attached.append(ctypes.string_at(address, 18).decode(errors="replace"))
+            LIBC.shmdt(ctypes.c_void_p(address))
+    return f"OPEN: {attached}" if attached else "blocked: no segment attached"
+
+
 ATTACKS: dict[str, Callable[[dict], str]] = {
     "environ": environ_secrets, "mem": read_memory, "fds": list_fds, "ptrace": ptrace_attach,
     "pidfd_getfd": take_fd, "mptcp": mptcp, "tcp": tcp, "udp": udp,
     "listen_unbound": listen_unbound, "netlink": netlink, "metadata": metadata,
     "git": git_hooks, "terminals": terminals, "ssh_key": ssh_key, "privileges": privileges,
-    "kernel": kernel_surface,
+    "kernel": kernel_surface, "shared_memory": shared_memory,
     "kill": kill_hookline,
 }
 

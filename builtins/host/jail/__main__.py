@@ -166,8 +166,9 @@ def confine(config: dict[str, Any], isolated: bool) -> dict[str, Any]:
             guarded = (os.getpid(), os.getpgrp(), os.getppid(), *config["guarded"])
             # Without mounts the host's Unix sockets (a D-Bus session bus, docker.sock) are
             # not masked, and nothing tells them from one a command made: none is opened.
+            # Without an IPC namespace the host's System V objects are in reach: none is.
             seccomp.install(config["network"], guarded=() if isolated else guarded,
-                            unix_sockets=mounted or config["network"])
+                            unix_sockets=mounted or config["network"], ipc=isolated)
         except OSError as exc:
             missing.append(f"seccomp: {exc}")
     return {"ready": True, "missing": missing, "tmpdir": temporary,

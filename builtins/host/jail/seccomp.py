@@ -77,6 +77,16 @@ _CALLS: Final[dict[str, tuple[int, int | None]]] = {  # docs/security.md names e
     "ioperm": (173, None),
     "uselib": (134, None),
 }
+_IPC_CALLS: Final[dict[str, tuple[int, int]]] = {
+    "shmget": (29, 194), "shmat": (30, 196), "shmctl": (31, 195),
+    "semget": (64, 190), "semop": (65, 193), "semtimedop": (220, 192), "semctl": (66, 191),
+    "msgget": (68, 186), "msgsnd": (69, 189), "msgrcv": (70, 188), "msgctl": (71, 187),
+    "mq_open": (240, 180), "mq_unlink": (241, 181),
+}
+"""System V IPC and POSIX message queues: without an IPC namespace of its own a command
+would reach the host's objects by key, id (listed in /proc/sysvipc) or name, an X
+server's shared images among them. Refused there (`ipc=False`); `shmdt` and the calls on
+a queue already open reach nothing more."""
 _CLONE: Final = (56, 220)
 _CLONE3: Final = (435, 435)
 _SOCKET: Final = (41, 198)
@@ -127,18 +137,19 @@ def _errno(code: int) -> _Row:
 
 
 def program(machine: str, network: bool, guarded: Sequence[int] = (),
-            unix_sockets: bool = True) -> list[_Row]:
+            unix_sockets: bool = True, ipc: bool = True) -> list[_Row]:
     """The filter as (code, jt, jf, k) rows; `machine` is `os.uname().machine`. With
     `guarded` (pids), no signal reaches those processes or the groups they lead: not by
     pid, by group, by -1 or through a pidfd. Without `unix_sockets`, `socket(AF_UNIX)` is
-    refused too (a pair, which reaches nothing, is still made)."""
+    refused too (a pair, which reaches nothing, is still made); without `ipc`, the
+    `_IPC_CALLS`."""
     if machine not in _AUDIT_ARCH:
         raise SeccompUnavailable(f"no seccomp filter is written for {machine} "
                                  f"(x86_64 and aarch64 are)")
     column = 0 if machine == "x86_64" else 1
     allowed = {_AF_UNIX} | ({_AF_INET, _AF_INET6} if network else set())
-    denied = sorted(number for numbers in _CALLS.values()
-                    if (number := numbers[column]) is not None)
+    calls = [*_CALLS.values(), *(() if ipc else _IPC_CALLS.values())]
+    denied = sorted(number for numbers in calls if (number := numbers[column]) is not None)
     rows: list[_Row] = [
         (_LD_W_ABS, 0, 0, _OFFSET_ARCH),
         (_JEQ_K, 1, 0, _AUDIT_ARCH[machine]),
@@ -180,11 +191,12 @@ def _on_first_argument(call: int, values: Sequence[int], refuse_listed: bool) ->
     return [(_JEQ_K, 0, len(check), call), *check]
 
 
-def install(network: bool, guarded: Sequence[int] = (), unix_sockets: bool = True) -> None:
+def install(network: bool, guarded: Sequence[int] = (), unix_sockets: bool = True,
+            ipc: bool = True) -> None:
     """Filter the calling thread and what it starts from now on (no_new_privs must be set).
     Raises `SeccompUnavailable` when the kernel refuses, so nothing runs unfiltered."""
     machine = os.uname().machine
-    rows = program(machine, network, guarded, unix_sockets)
+    rows = program(machine, network, guarded, unix_sockets, ipc)
     array = (_Filter * len(rows))(*(_Filter(*row) for row in rows))
     prog = _Program(len(rows), ctypes.cast(array, ctypes.POINTER(_Filter)))
     libc = ctypes.CDLL(None, use_errno=True)

@@ -181,6 +181,45 @@ async def test_entries_created_beside_the_home_are_granted_on_the_next_command(
     assert result.stdout == "readable", result.stderr
 
 
+ATTACH = """
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+address = libc.shmat(int(sys.argv[1]), None, 0o10000)  # SHM_RDONLY
+print(ctypes.string_at(address, 10).decode() if address not in (None, 2**64 - 1)
+      else f"refused {ctypes.get_errno()}")
+"""
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("without", [(), ("namespaces",)], ids=["namespaces", "fallback"])
+async def test_the_host_s_shared_memory_cannot_be_attached(
+        layout: tuple[Path, Path, Path], without: tuple[str, ...]) -> None:
+    """A segment of the user's (an X server's images, say) is listed with its id in
+    /proc/sysvipc/shm: a command attaches none, in its own IPC namespace or, without
+    namespaces, under the seccomp filter."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    segment = libc.shmget(0, 4096, 0o1600)  # IPC_PRIVATE, IPC_CREAT | 0600
+    assert segment >= 0, ctypes.get_errno()
+    address = libc.shmat(segment, None, 0)
+    try:
+        ctypes.memmove(address, b"the secret", 10)
+        workspace, home, _ = layout
+        (workspace / "attach.py").write_text(ATTACH)
+        env = environment(workspace, home, without=without)
+        try:
+            result = await env.run(f"python3 attach.py {segment}")
+        finally:
+            await env.close()
+    finally:
+        libc.shmdt(ctypes.c_void_p(address))
+        libc.shmctl(segment, 0, None)  # IPC_RMID
+    assert "the secret" not in result.stdout and "refused" in result.stdout, result.stderr
+
+
 @pytest.mark.anyio
 async def test_off_runs_unconfined_but_still_filters_the_environment(
     layout: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch

@@ -23,8 +23,8 @@ PROBE = textwrap.dedent("""
     import seccomp
     libc = ctypes.CDLL(None, use_errno=True)
     assert libc.prctl(38, 1, 0, 0, 0) == 0  # no_new_privs
-    network, guarded, other, unix_sockets = json.loads(sys.argv[2])
-    seccomp.install(network, guarded, unix_sockets)
+    network, guarded, other, unix_sockets, ipc = json.loads(sys.argv[2])
+    seccomp.install(network, guarded, unix_sockets, ipc)
     info = (ctypes.c_int * 32)(0, 0, -1)  # a siginfo_t: no signal, SI_QUEUE (as sigqueue)
     found = {}
 
@@ -60,16 +60,29 @@ PROBE = textwrap.dedent("""
     attempt("kill everyone", lambda: os.kill(-1, 0))
     attempt("kill other", lambda: os.kill(other, 0))
     attempt("fork", lambda: os.waitpid(os.fork() or os._exit(0), 0))
+
+    def made(number, remove):  # a private object, removed at once when it was made
+        made_id = libc.syscall(number, 0, 4096, 0o1600)  # IPC_PRIVATE, IPC_CREAT | 0600
+        if made_id < 0:
+            raise OSError(ctypes.get_errno(), "")
+        remove(made_id)
+
+    attempt("shm", lambda: made(29 if x86 else 194,
+                                lambda shm: call(31 if x86 else 195, shm, 0, None)))
+    attempt("msg", lambda: call(71 if x86 else 187, libc.syscall(68 if x86 else 186, 0,
+                                                                 0o1600), 0, None))
+    attempt("mq", lambda: call(240 if x86 else 180, b"hookline-probe-none", 0, 0, None))
     print(json.dumps(found))
 """)
 
 
-def probe(network: bool, guarded: list[int], unix_sockets: bool = True) -> dict[str, str]:
+def probe(network: bool, guarded: list[int], unix_sockets: bool = True,
+          ipc: bool = True) -> dict[str, str]:
     other = subprocess.Popen(["sleep", "30"])
     try:
         done = subprocess.run(
-            [sys.executable, "-c", PROBE, seccomp.__file__, json.dumps([network, guarded,
-                                                                         other.pid, unix_sockets])],
+            [sys.executable, "-c", PROBE, seccomp.__file__,
+             json.dumps([network, guarded, other.pid, unix_sockets, ipc])],
             capture_output=True, text=True, timeout=60)
     finally:
         other.kill()
@@ -96,7 +109,7 @@ def test_the_closed_network_filter_refuses_what_it_lists() -> None:
         "unix": "allowed", "pair": "allowed", "inet": "EPERM", "udp": "EPERM", "mptcp": "EPERM",
         "netlink": "EPERM", "ptrace": "EPERM", "unshare": "EPERM", **signalling,
         "sigqueue other": "allowed", "kill everyone": "EPERM", "kill other": "allowed",
-        "fork": "allowed"}
+        "fork": "allowed", "shm": "allowed", "msg": "allowed", "mq": "ENOENT"}
 
 
 def test_the_open_network_filter_allows_tcp_and_udp_only() -> None:
@@ -113,9 +126,17 @@ def test_without_unix_sockets_only_a_pair_is_made() -> None:
     assert (found["unix"], found["pair"], found["inet"]) == ("EPERM", "allowed", "EPERM")
 
 
+def test_without_an_ipc_namespace_no_system_v_object_or_message_queue_is_reached() -> None:
+    """Without a namespace of its own a command would attach the host's shared memory by
+    its id (an X server's images, say): making, attaching or opening one is refused."""
+    found = probe(network=False, guarded=[2**22 + 7], ipc=False)
+    assert (found["shm"], found["msg"], found["mq"]) == ("EPERM",) * 3
+    assert (found["pair"], found["fork"]) == ("allowed", "allowed")
+
+
 def test_every_denied_call_has_a_number_on_both_architectures() -> None:
     for machine in ("x86_64", "aarch64"):
-        rows = seccomp.program(machine, network=False, guarded=(1234, 5678, 9012))
+        rows = seccomp.program(machine, network=False, guarded=(1234, 5678, 9012), ipc=False)
         assert rows[-1] == (0x06, 0, 0, 0x7FFF0000)  # the last row allows
         assert all(0 <= jt < 256 and 0 <= jf < 256 for _code, jt, jf, _k in rows)
     with pytest.raises(seccomp.SeccompUnavailable, match="x86_64 and aarch64"):
