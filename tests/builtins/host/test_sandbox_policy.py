@@ -4,6 +4,7 @@ layout check, the environment policy and the ruleset's refresh, under asyncio an
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import os
 import shutil
@@ -198,8 +199,6 @@ async def test_the_host_s_shared_memory_cannot_be_attached(
     """A segment of the user's (an X server's images, say) is listed with its id in
     /proc/sysvipc/shm: a command attaches none, in its own IPC namespace or, without
     namespaces, under the seccomp filter."""
-    import ctypes
-
     libc = ctypes.CDLL(None, use_errno=True)
     libc.shmat.restype = ctypes.c_void_p
     segment = libc.shmget(0, 4096, 0o1600)  # IPC_PRIVATE, IPC_CREAT | 0600
