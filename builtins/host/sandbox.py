@@ -105,6 +105,11 @@ class SandboxPolicy:
         if self.environment.inherit:
             lines.append("tool processes inherit hookline's whole environment, secrets "
                          "included (tool_env = inherit); remove it to filter them out")
+        opened = [name for name in DEFAULT_PROTECT if name not in self.protect]
+        if self.mode == "workspace-write" and opened:
+            lines.append(f"commands may change {', '.join(opened)} (sandbox_protect leaves "
+                         f"them out): an editor or agent you open there later runs what "
+                         f"they name; add them back to sandbox_protect to keep them")
         return lines
 
 

@@ -252,6 +252,9 @@ def test_policy_warnings() -> None:
     assert "OFF" in SandboxPolicy(mode="off").warnings()[0]
     assert "network" in SandboxPolicy(network=True).warnings()[0]
     assert "inherit" in SandboxPolicy(environment=EnvironmentPolicy(inherit=True)).warnings()[0]
+    [opened] = SandboxPolicy(protect=(".vscode", ".idea", "Makefile")).warnings()
+    assert opened.startswith("commands may change .devcontainer, .devcontainer.json, .mcp.json")
+    assert SandboxPolicy(protect=(), mode="read-only").warnings() == []  # nothing is written
 
 
 @pytest.mark.anyio
