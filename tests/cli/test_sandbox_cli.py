@@ -128,6 +128,15 @@ def test_off_gives_full_rights_and_is_warned(places: dict[str, Path]) -> None:
     assert "the shell sandbox is OFF (sandbox = off)" in done.stderr
 
 
+def test_settings_left_out_of_sandbox_protect_are_writable_and_warned(
+        places: dict[str, Path]) -> None:
+    (places["workspace"] / ".vscode").mkdir()
+    done = shell(places, "echo '{}' > .vscode/settings.json && echo written",
+                 HOOKLINE_SANDBOX_PROTECT=".idea")
+    assert "written" in done.stdout, done.stdout
+    assert "warning: commands may change .vscode, .devcontainer" in done.stderr
+
+
 def tool_environment(places: dict[str, Path], **extra: str) -> str:
     """What `env` prints inside a tool process (kept in a file: the offline model shortens
     long results)."""
