@@ -15,7 +15,7 @@ import anyio
 import pytest
 from sandbox_support import environment
 
-from hookline.builtins.host import protection
+from hookline.builtins.host import CommandResult, LocalEnvironment, protection
 from hookline.builtins.host.background import BackgroundProcesses
 from hookline.kernel.errors import HooklineError
 
@@ -30,6 +30,22 @@ def said_once(caplog: pytest.LogCaptureFixture, made: str) -> None:
     """`made` was named, in one warning only."""
     said = made_warnings(caplog)
     assert len(said) == 1 and f"made {made}, which" in said[0], said
+
+
+async def run_then_write(env: LocalEnvironment, command: str, paths: tuple[str, ...]
+                         ) -> tuple[CommandResult, list[str]]:
+    """`command` run in the sandbox, then each of `paths` written by the file tools, which
+    must refuse it: the command's result and the refusals (the environment closed)."""
+    try:
+        result = await env.run(command)
+        refused = []
+        for path in paths:
+            with pytest.raises(HooklineError) as caught:
+                await env.write_text(path, "touch /tmp/pwned\n")
+            refused.append(str(caught.value))
+    finally:
+        await env.close()
+    return result, refused
 
 
 @pytest.mark.anyio
@@ -93,19 +109,11 @@ async def test_mercurial_and_jujutsu_repositories_are_protected_at_any_depth(
     (workspace / ".hg").mkdir()
     (workspace / ".hg" / "hgrc").write_text("[ui]\nusername = someone\n")
     (workspace / "sub" / ".jj" / "repo").mkdir(parents=True)
-    env = environment(workspace, home)
-    try:
-        attack = await env.run(
-            "echo '[hooks]' >> .hg/hgrc; "
-            "echo 'aliases.x = [\"util\", \"exec\"]' > sub/.jj/repo/config.toml; "
-            "touch sub/ok")
-        refused = []
-        for path in (".hg/hgrc", "sub/.jj/repo/config.toml", "new/.hg/hgrc"):
-            with pytest.raises(HooklineError) as caught:
-                await env.write_text(path, "[hooks]\n")
-            refused.append(str(caught.value))
-    finally:
-        await env.close()
+    attack, refused = await run_then_write(
+        environment(workspace, home),
+        "echo '[hooks]' >> .hg/hgrc; "
+        "echo 'aliases.x = [\"util\", \"exec\"]' > sub/.jj/repo/config.toml; touch sub/ok",
+        (".hg/hgrc", "sub/.jj/repo/config.toml", "new/.hg/hgrc"))
     assert attack.stderr.count("Read-only file system") == 2, attack.stderr
     assert (workspace / ".hg" / "hgrc").read_text() == "[ui]\nusername = someone\n"
     assert not (workspace / "sub" / ".jj" / "repo" / "config.toml").exists()
@@ -210,22 +218,15 @@ async def test_what_a_repository_s_config_has_git_run_is_protected_too(
     (nested / ".git" / "hooks" / "pre-push").write_text("#!/bin/sh\nlefthook run pre-push\n")
     (nested / "watch.sh").write_text("exit 0\n")
     (nested / "lefthook.yml").write_text("pre-push:\n  commands: {}\n")
-    env = environment(workspace, home)
-    try:
-        command = await env.run(
-            "echo 'touch /tmp/pwned' > .husky/_/pre-commit; "
-            "echo 'touch /tmp/pwned' > .husky/pre-commit; "
-            "printf '[core]\\n\\tfsmonitor = ./x\\n' >> .gitconfig-project; "
-            "echo 'touch /tmp/pwned' > vendor/lib/watch.sh; "
-            "echo 'pre-push: {run: touch /tmp/pwned}' >> vendor/lib/lefthook.yml; "
-            "touch ok-beside vendor/lib/ok-beside")
-        refused = []
-        for path in (".husky/pre-commit", "vendor/lib/watch.sh", "vendor/lib/lefthook.yml"):
-            with pytest.raises(HooklineError) as caught:
-                await env.write_text(path, "touch /tmp/pwned\n")
-            refused.append(str(caught.value))
-    finally:
-        await env.close()
+    command, refused = await run_then_write(
+        environment(workspace, home),
+        "echo 'touch /tmp/pwned' > .husky/_/pre-commit; "
+        "echo 'touch /tmp/pwned' > .husky/pre-commit; "
+        "printf '[core]\\n\\tfsmonitor = ./x\\n' >> .gitconfig-project; "
+        "echo 'touch /tmp/pwned' > vendor/lib/watch.sh; "
+        "echo 'pre-push: {run: touch /tmp/pwned}' >> vendor/lib/lefthook.yml; "
+        "touch ok-beside vendor/lib/ok-beside",
+        (".husky/pre-commit", "vendor/lib/watch.sh", "vendor/lib/lefthook.yml"))
     assert command.stderr.count("Read-only file system") == 5, command.stderr
     assert not (workspace / ".husky" / "_" / "pre-commit").exists()
     assert not (workspace / ".husky" / "pre-commit").exists()
