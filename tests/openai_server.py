@@ -14,8 +14,9 @@ headers, parsed JSON body) so a test can check what the client sent.
         assert server.requests[0].body["messages"][-1]["content"] == "hello"
 
 `POST <anything>/messages` is answered as Anthropic's Messages API streams (text only,
-`x-api-key` checked): the usage's `prompt_tokens` and `cached_tokens` become its
-`input_tokens` (the uncached part) and `cache_read_input_tokens`.
+`x-api-key` checked): the usage's `prompt_tokens`, `cached_tokens` and
+`cache_write_tokens` become its `input_tokens` (the rest), `cache_read_input_tokens` and
+`cache_creation_input_tokens`.
 
 Use it from tests in this folder with `from openai_server import OpenAIServer, Reply`.
 Other helpers: `Reply.failure(status, message)` for HTTP errors, `closed_port_url()` for
@@ -364,13 +365,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
         usage = dict(reply.usage or {})
-        cached = usage.get("cached_tokens", 0)
+        cached, written = usage.get("cached_tokens", 0), usage.get("cache_write_tokens", 0)
         events: list[dict[str, Any]] = [
             {"type": "message_start", "message": {
                 "id": "msg_loopback", "type": "message", "role": "assistant",
                 "model": body.get("model", self.owner.model), "content": [],
-                "usage": {"input_tokens": usage.get("prompt_tokens", 0) - cached,
-                          "cache_read_input_tokens": cached, "output_tokens": 1}}},
+                "usage": {"input_tokens": usage.get("prompt_tokens", 0) - cached - written,
+                          "cache_read_input_tokens": cached,
+                          "cache_creation_input_tokens": written, "output_tokens": 1}}},
             {"type": "content_block_start", "index": 0,
              "content_block": {"type": "text", "text": ""}},
             *({"type": "content_block_delta", "index": 0,

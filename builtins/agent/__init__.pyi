@@ -14,5 +14,6 @@ from .steering import steered_messages as steered_messages
 from .steering import steering_key as steering_key
 from .usage import COMPACT_EVENT as COMPACT_EVENT
 from .usage import add_usage as add_usage
+from .usage import cache_writes as cache_writes
 from .usage import reported_cost as reported_cost
 from .usage import token_counts as token_counts

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["COMPACT_EVENT", "add_usage", "reported_cost", "token_counts"]
+__all__ = ["COMPACT_EVENT", "add_usage", "cache_writes", "reported_cost", "token_counts"]
 
 COMPACT_EVENT = "compact"
 """The tape event of a compaction the user asked for (`model`, `usage_by_model`, as a
@@ -29,6 +29,15 @@ def token_counts(usage: Any) -> dict[str, int] | None:
             for key, names in _NAMES}
 
 
+def cache_writes(usage: Any) -> int:
+    """The input tokens a call wrote to the provider's prompt cache (Anthropic bills them
+    above the input price); 0 when it reported none. Kept apart from `token_counts`,
+    whose three counts are what `run --json` and the HTTP channel show."""
+    written = usage.get("cache_write_tokens") if isinstance(usage, dict) else None
+    return int(written) if isinstance(written, int | float) and not isinstance(
+        written, bool) else 0
+
+
 def reported_cost(usage: Any) -> float | None:
     """The cost the provider reported in a call's usage, or None."""
     cost = usage.get("cost") if isinstance(usage, dict) else None
@@ -37,7 +46,8 @@ def reported_cost(usage: Any) -> float | None:
 
 def add_usage(by_model: dict[str, dict[str, Any]], model: str, usage: Any) -> None:
     """Add one call's usage to a turn's counts by model (what its `run` event records as
-    `usage_by_model`: the counts, `calls`, and `cost` when the provider reported one)."""
+    `usage_by_model`: the counts, `calls`, `cache_write_tokens` when the provider reported
+    cache writes, and `cost` when it reported one)."""
     counts = token_counts(usage)
     if counts is None:
         return
@@ -45,6 +55,8 @@ def add_usage(by_model: dict[str, dict[str, Any]], model: str, usage: Any) -> No
                                       "cached_tokens": 0, "calls": 0})
     for key, value in counts.items():
         row[key] += value
+    if written := cache_writes(usage):  # only where a provider reports them
+        row["cache_write_tokens"] = row.get("cache_write_tokens", 0) + written
     row["calls"] += 1
     cost = reported_cost(usage)
     if cost is not None:

@@ -79,18 +79,25 @@ def aliases(value: Any) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class ModelPrice:
-    """What a model's tokens cost, per million: `input` (not cached), `cached_input` (the
-    input tokens the provider served from its cache) and `output`."""
+    """What a model's tokens cost, per million: `input` (neither read from the provider's
+    prompt cache nor written to it), `output`, `cached_input` (read from the cache) and
+    `cache_write_input` (written to it, which Anthropic bills above the input price)."""
 
     input: float
     output: float
     cached_input: float
+    cache_write_input: float
+
+
+_PRICE_NAMES = ("input", "output", "cached_input", "cache_write_input")
+"""A price row's keys, in the order the environment's `spec=a/b/c/d` gives them."""
 
 
 def model_prices(value: Any) -> dict[str, ModelPrice]:
     """Model spec -> prices. The file: a table per spec with `input`, `output` and
-    optionally `cached_input` (default: `input`); the environment:
-    `spec=input/output[/cached_input]`, comma separated."""
+    optionally `cached_input` and `cache_write_input` (each defaults to `input`); the
+    environment: `spec=input/output[/cached_input[/cache_write_input]]`, comma
+    separated."""
     if isinstance(value, str):
         pairs = [item.rpartition("=") for item in value.split(",") if item.strip()]
         if not all(sep for _, sep, _ in pairs):
@@ -98,20 +105,20 @@ def model_prices(value: Any) -> dict[str, ModelPrice]:
         value = {}
         for spec, _, numbers in pairs:
             parts = numbers.split("/")
-            if len(parts) not in (2, 3):
+            if not 2 <= len(parts) <= len(_PRICE_NAMES):
                 raise Invalid
-            names = ("input", "output", "cached_input")[:len(parts)]
-            value[spec.strip()] = dict(zip(names, parts, strict=True))
+            value[spec.strip()] = dict(zip(_PRICE_NAMES, parts, strict=False))
     if not isinstance(value, dict):
         raise Invalid
     found = {}
     for spec, row in value.items():
         if not isinstance(row, dict) or not {"input", "output"} <= set(row) \
-                or not set(row) <= {"input", "output", "cached_input"}:
+                or not set(row) <= set(_PRICE_NAMES):
             raise Invalid
         prices = {name: _price(amount) for name, amount in row.items()}
-        found[model_spec(spec)] = ModelPrice(prices["input"], prices["output"],
-                                             prices.get("cached_input", prices["input"]))
+        found[model_spec(spec)] = ModelPrice(
+            prices["input"], prices["output"], prices.get("cached_input", prices["input"]),
+            prices.get("cache_write_input", prices["input"]))
     return found
 
 

@@ -252,8 +252,8 @@ class Settings:
         parse.boolean, "true or false", "true", "true"))
     model_prices: Mapping[str, parse.ModelPrice] = field(default_factory=dict, metadata=setting(
         parse.model_prices, "a table of model specs to prices per million tokens: input, "
-        "output and optionally cached_input, non-negative numbers "
-        "(spec=input/output/cached_input,... in the environment)",
+        "output and optionally cached_input and cache_write_input, non-negative numbers "
+        "(spec=input/output/cached_input/cache_write_input,... in the environment)",
         "openai:gpt-4o-mini=0.15/0.6/0.075",
         '{ "openai:gpt-4o-mini" = { input = 0.15, output = 0.6, cached_input = 0.075 } }'))
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)

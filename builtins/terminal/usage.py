@@ -4,15 +4,16 @@ from the `run` events of a session's tape.
 
 The cost is what the provider reported as `cost` in a call's usage, else, when the
 `model_prices` setting has the call's model, the tokens times its prices per million
-(input tokens the provider served from its cache at the cached price, the other input
-tokens at the input price). hookline has no price list of its own: prices change."""
+(input tokens the provider served from its cache at the cached price, those it wrote to
+its cache at the cache-write price, the other input tokens at the input price). hookline
+has no price list of its own: prices change."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..agent.usage import reported_cost, token_counts
+from ..agent.usage import cache_writes, reported_cost, token_counts
 
 if TYPE_CHECKING:
     from ..config import ModelPrice
@@ -34,6 +35,8 @@ class UsageTotals:
         self.calls = 0
         self.reported = 0
         self.tokens = {"in": 0, "out": 0, "cached": 0}
+        self.written = 0
+        """Input tokens written to the providers' prompt caches."""
         self.cost: float | None = None
         """The cost the provider reported."""
         self.priced: float | None = None
@@ -49,7 +52,7 @@ class UsageTotals:
         if counts is None:
             return
         self.last_input = (model or self.model, counts["input_tokens"])
-        self._add(counts, 1, reported_cost(usage), model or self.model)
+        self._add(counts, cache_writes(usage), 1, reported_cost(usage), model or self.model)
 
     def add_run(self, data: Any) -> None:
         """A turn as its tape's `run` event recorded it: `usage_by_model`, or for a turn
@@ -63,16 +66,18 @@ class UsageTotals:
                 calls = row.get("calls", 1) if isinstance(row, dict) else 1
                 if counts is not None and isinstance(calls, int):
                     self.calls += calls
-                    self._add(counts, calls, reported_cost(row), str(model))
+                    self._add(counts, cache_writes(row), calls, reported_cost(row),
+                              str(model))
         elif isinstance(data.get("usage"), dict):
             self.calls += 1
             self.add(data["usage"], data.get("model"))
 
-    def _add(self, counts: dict[str, int], calls: int, cost: float | None,
+    def _add(self, counts: dict[str, int], written: int, calls: int, cost: float | None,
              model: str | None) -> None:
         self.reported += calls
         for key, value in counts.items():
             self.tokens[_SHORT[key]] += value
+        self.written += written
         if cost is not None:
             self.cost = (self.cost or 0.0) + cost
             return
@@ -82,9 +87,10 @@ class UsageTotals:
         if price is None:
             self.unpriced.add(model or "an unnamed model")
             return
-        uncached = max(0, counts["input_tokens"] - counts["cached_tokens"])
+        uncached = max(0, counts["input_tokens"] - counts["cached_tokens"] - written)
         self.priced = (self.priced or 0.0) + (
             uncached * price.input + counts["cached_tokens"] * price.cached_input
+            + written * price.cache_write_input
             + counts["output_tokens"] * price.output) / 1_000_000
 
     def line(self, label: str = "usage") -> str:
@@ -94,7 +100,8 @@ class UsageTotals:
                     f"{calls} call{'' if calls == 1 else 's'})" if calls
                     else f"{label}: no model call finished")
         tokens = self.tokens
-        text = (f"{label}: {tokens['in']:,} tokens in ({tokens['cached']:,} cached), "
+        written = f", {self.written:,} written to the cache" if self.written else ""
+        text = (f"{label}: {tokens['in']:,} tokens in ({tokens['cached']:,} cached{written}), "
                 f"{tokens['out']:,} out, over {calls} model call{'' if calls == 1 else 's'}")
         if self.reported < calls:
             text += f" ({calls - self.reported} reported none)"

@@ -189,15 +189,18 @@ async def test_anthropic_is_asked_to_cache_each_request_and_its_cache_reads_are_
         server: OpenAIServer) -> None:
     """Anthropic caches a prompt only up to a breakpoint: every request carries one (a
     top-level `cache_control`, which it puts at the request's end), and the tokens read
-    from its cache come back as `cached_tokens`. Other providers are sent none."""
+    from its cache and written to it come back as `cached_tokens` and
+    `cache_write_tokens`. Other providers are sent none."""
     server.add(Reply(text="cached", usage={"prompt_tokens": 5000, "cached_tokens": 4000,
+                                           "cache_write_tokens": 600,
                                            "completion_tokens": 3}),
                Reply(text="plain"))
     events = await collect(model_for(server, "anthropic:claude-test"),
                            [ModelMessage.system("Be brief."), ModelMessage.user("x")])
     assert events[-1].text == "cached"
     usage = events[-1].usage
-    assert (usage["input_tokens"], usage["cached_tokens"]) == (5000, 4000)
+    assert (usage["input_tokens"], usage["cached_tokens"], usage["cache_write_tokens"]) == (
+        5000, 4000, 600)
     await collect(model_for(server), [ModelMessage.user("x")])
     anthropic, openai = server.requests
     assert anthropic.path == "/v1/messages"
