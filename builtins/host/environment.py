@@ -186,9 +186,10 @@ class LocalEnvironment(Environment):
                 f"The list is every .git, .hg, .jj and bare repository, what a "
                 f"repository's config or hooks have git run from the workspace (a "
                 f"core.hooksPath folder, lefthook.yml), .hookline, hookline's own Python "
-                f"environment and the setting sandbox_protect (by default the settings "
-                f"editors and other agents run programs from: .vscode, .idea, .mcp.json "
-                f"and more)",
+                f"environment, the hidden entries of your home folder when the workspace "
+                f"holds it (.bashrc, .gitconfig), and the setting sandbox_protect (by "
+                f"default the settings editors and other agents run programs from: "
+                f".vscode, .idea, .mcp.json and more)",
                 {"path": shown, "rule": f"sandbox.protected:{rule}"})
 
     # -- processes ---------------------------------------------------------------------
