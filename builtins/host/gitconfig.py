@@ -97,6 +97,7 @@ class Entry(NamedTuple):
         """The entry's name as `git config` spells it: `filter.lfs.clean`."""
         return ".".join(part for part in (self.section, self.subsection, self.key) if part)
 
+
 _ESCAPES = {"n": "\n", "t": "\t", "b": "\b"}
 
 
@@ -158,8 +159,8 @@ def user_configs() -> list[str]:
 
 def what_git_runs(gitdir: str) -> list[str]:
     """What git would run with the user's rights in the repository `gitdir`, as its own
-    files set it up: each hook (an executable file of its `hooks` folder, the samples
-    left out), and each entry of its config that names a command, a hooks folder, a file
+    files set it up: each hook (an executable file of its `hooks` folder with a name of
+    `GIT_HOOKS`), and each entry of its config that names a command, a hooks folder, a file
     to include or an `ext::` transport (which runs a command). A fresh `git init` or
     `git clone` has none of them; a repository a command made may have any."""
     found = [f"hook {name}" for name in _hooks(os.path.join(gitdir, "hooks"))]
