@@ -19,13 +19,15 @@ through republic 0.6 and reports hookline events and errors only:
   dropped connections, before any event was produced) are done here with `anyio.sleep`,
   so the client runs on asyncio and trio alike.
 - A provider that caches a prompt only up to a breakpoint is asked to cache each request
-  (`CACHE_BREAKPOINTS`).
+  (`CACHE_BREAKPOINTS`), unless its endpoint refuses that field (said once, then left
+  out).
 
 republic is imported lazily: importing this module stays cheap.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
@@ -65,7 +67,7 @@ __all__ = [
     "to_republic_tools",
 ]
 
-
+logger = logging.getLogger(__name__)
 
 NEEDS_API_BASE = frozenset({"openai-compatible"})
 """Providers with no endpoint of their own: without `api_base` they are refused."""
@@ -216,6 +218,8 @@ class RepublicModel:
         self.retry_delay = retry_delay
         self.max_retry_delay = max_retry_delay
         self.options = dict(options)
+        self.cache_breakpoint = True
+        """Whether requests carry `CACHE_BREAKPOINTS` (until the endpoint refuses one)."""
         self.env_prefix = str(self.options.get("env_prefix") or env_prefix(provider))
         if provider in NEEDS_API_BASE and not (self.api_base
                                                or os.environ.get(f"{self.env_prefix}_API_BASE")):
@@ -253,7 +257,7 @@ class RepublicModel:
             options["api_base"] = self.api_base
         if self.api_format:
             options["api_format"] = self.api_format
-        if self.provider in CACHE_BREAKPOINTS:  # an extra_body of the caller's wins
+        if self.provider in CACHE_BREAKPOINTS and self.cache_breakpoint:  # the caller's wins
             options["extra_body"] = {**CACHE_BREAKPOINTS[self.provider],
                                      **(options.get("extra_body") or {})}
         options["max_retries"] = 0  # retried here, backend-neutrally
@@ -325,6 +329,14 @@ class RepublicModel:
                             chat_model.stream(republic_messages, **chat_options))
                         break
                     except (APIStatusError, APIConnectionError) as exc:
+                        if self._refuses_breakpoint(exc):
+                            self.cache_breakpoint = False  # for this model's later calls too
+                            logger.warning(
+                                "%s: the endpoint refused the prompt-cache breakpoint "
+                                "(cache_control), so hookline sends its requests without one "
+                                "from now on; they are not cached", self.name)
+                            chat_model = self._provider(client).get_model(self.model)
+                            continue
                         wait = self._retry_wait(exc, attempt)
                         if wait is None:
                             raise self._error(exc, attempts=attempt + 1) from exc
@@ -353,6 +365,13 @@ class RepublicModel:
                 f"{self.name}: the model call failed: {type(exc).__name__}: {exc}",
                 details=self._details(),
             ) from exc
+
+    def _refuses_breakpoint(self, exc: Any) -> bool:
+        """A 400 that names `cache_control` while one is sent: an endpoint that speaks the
+        provider's API but not its caching (a proxy that checks every field)."""
+        return (self.cache_breakpoint and self.provider in CACHE_BREAKPOINTS
+                and getattr(exc, "status_code", None) == 400
+                and "cache_control" in str(exc))
 
     def _retry_wait(self, exc: Any, attempt: int) -> float | None:
         """Seconds to wait before trying again, or None: the error is not one waiting

@@ -209,6 +209,23 @@ async def test_anthropic_is_asked_to_cache_each_request_and_its_cache_reads_are_
     assert "cache_control" not in openai.body
 
 
+async def test_an_endpoint_refusing_the_breakpoint_is_asked_again_without_it(
+        server: OpenAIServer, caplog: pytest.LogCaptureFixture) -> None:
+    """A proxy that speaks Anthropic's API but checks every field answers 400: the request
+    is sent again without the breakpoint, said once, and later ones go without it."""
+    server.add(Reply.failure(400, "cache_control: Extra inputs are not permitted"),
+               Reply(text="uncached"), Reply(text="again"))
+    model = model_for(server, "anthropic:claude-test")
+    assert (await collect(model, [ModelMessage.user("x")]))[-1].text == "uncached"
+    assert (await collect(model, [ModelMessage.user("y")]))[-1].text == "again"
+    refused, *later = server.requests
+    assert refused.body["cache_control"] == {"type": "ephemeral"}
+    assert [("cache_control" in request.body) for request in later] == [False, False]
+    said = [record.getMessage() for record in caplog.records if "cache_control" in
+            record.getMessage()]
+    assert len(said) == 1 and "not cached" in said[0], said
+
+
 async def test_a_callers_extra_body_wins_over_the_cache_breakpoint(
         server: OpenAIServer) -> None:
     server.add(Reply(text="an hour"))
