@@ -42,3 +42,18 @@ def test_run_names_it_once_at_the_end(tmp_path: Path) -> None:
                           timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stderr.count(MADE) == 1 and f"{MADE} made/.git" in done.stderr
+
+
+def test_run_names_what_git_would_run_in_a_repository_made(tmp_path: Path) -> None:
+    """A command that makes a repository may give it a hook: `hookline run` names it, on
+    a line of its own, for the user to remove before running git there."""
+    (tmp_path / "workspace").mkdir()
+    env = {**clean_env(tmp_path / "home"), "HOOKLINE_MODEL": "offline"}
+    plant = ("git init -q made && printf '#!/bin/sh\\ntouch /tmp/owned\\n' > "
+             "made/.git/hooks/post-checkout && chmod +x made/.git/hooks/post-checkout")
+    done = subprocess.run([str(HOOKLINE), "run", tool(plant)], env=env,
+                          cwd=tmp_path / "workspace", capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert ("warning: made/.git, which commands made, has git run with your rights: hook "
+            "post-checkout. Unless you set these up yourself") in done.stderr, done.stderr
