@@ -294,16 +294,18 @@ LEFT_OPEN = {
     "namespaces": (
         "Without namespaces, commands can change the modes and times of your files outside "
         "the workspace, see every process of the machine and, before Linux 6.12, signal "
-        "your other ones; the workspace's .git stays writable to them. Nothing masks the "
-        "host's Unix sockets (a D-Bus session bus, docker.sock), so commands may open no "
-        "Unix socket (a socketpair works). Allow unprivileged user namespaces (sysctl "
-        "user.max_user_namespaces, or kernel.apparmor_restrict_unprivileged_userns=0 on "
-        "Ubuntu) to close that."),
+        "your other ones; the workspace's .git and its other protected paths stay writable "
+        "to them. Nothing masks the host's Unix sockets (a D-Bus session bus, docker.sock) "
+        "or its System V IPC, so commands may open no Unix socket (a socketpair works) and "
+        "use no shared memory segment or message queue of that kind. Allow unprivileged "
+        "user namespaces (sysctl user.max_user_namespaces, or "
+        "kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu) to close that."),
     "mounts": (
         "The namespaces may not mount (Ubuntu 24.04's AppArmor default does this): commands "
         "still run in their own pid and network namespaces, under Landlock and seccomp, but "
         "can change the modes and times of your files outside the workspace and see the "
-        "machine's processes; the workspace's .git stays writable to them. Nothing masks the "
+        "machine's processes; the workspace's .git and its other protected paths stay "
+        "writable to them. Nothing masks the "
         "host's Unix sockets, so commands may open no Unix socket (a socketpair works). "
         "Allow unprivileged user namespaces to mount (sysctl "
         "kernel.apparmor_restrict_unprivileged_userns=0, or an AppArmor profile for the "
