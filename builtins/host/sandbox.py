@@ -305,11 +305,10 @@ LEFT_OPEN = {
         "still run in their own pid and network namespaces, under Landlock and seccomp, but "
         "can change the modes and times of your files outside the workspace and see the "
         "machine's processes; the workspace's .git and its other protected paths stay "
-        "writable to them. Nothing masks the "
-        "host's Unix sockets, so commands may open no Unix socket (a socketpair works). "
-        "Allow unprivileged user namespaces to mount (sysctl "
-        "kernel.apparmor_restrict_unprivileged_userns=0, or an AppArmor profile for the "
-        "Python running hookline) to close that."),
+        "writable to them. Nothing masks the host's Unix sockets, so commands may open no "
+        "Unix socket (a socketpair works). Allow unprivileged user namespaces to mount "
+        "(sysctl kernel.apparmor_restrict_unprivileged_userns=0, or an AppArmor profile for "
+        "the Python running hookline) to close that."),
     "landlock": (
         "Without Landlock, only the mounts keep commands in the workspace; a kernel with "
         "Landlock enabled (lsm=landlock) adds the second layer."),
