@@ -7,11 +7,14 @@ right after the cancel asks before leaving."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 from openai_server import OpenAIServer, Reply
 from terminal_support import TMUX, Terminal, clean_env, last_line
+
+from hookline.cli.chat import DOUBLE_PRESS_SECONDS
 
 pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
 
@@ -78,7 +81,11 @@ def test_a_second_ctrl_c_right_after_a_cancel_asks_before_leaving(tmp_path: Path
             assert "CHAT-EXIT" not in screen
             terminal.type("again")
             terminal.wait_for(lambda s: "still here" in s and at_prompt(s), "a reply")
-            terminal.keys("C-c")  # long after the cancel, at the prompt: leave at once
+            # The prompt stays on screen while a turn runs, and the turn goes on a moment
+            # after its reply (it records it): a Ctrl-C then cancels it. Pressed long
+            # after the cancel (past the double press), with the turn over, it leaves.
+            time.sleep(2 * DOUBLE_PRESS_SECONDS)
+            terminal.keys("C-c")
             terminal.wait_for(lambda s: "CHAT-EXIT=0" in s, "the exit")
         finally:
             terminal.close()
