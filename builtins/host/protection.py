@@ -363,11 +363,14 @@ _watches: weakref.WeakValueDictionary[tuple[str, tuple[str, ...]], MadeWatch] = 
 _watches_lock = threading.Lock()
 
 
-def watch_for(workspace: str, protected: tuple[str, ...]) -> MadeWatch:
-    """The watch of `workspace` (with `protected` its fixed protected paths) in this
-    process, shared by every sandbox that writes it; it goes with the last of them."""
+def watch_for(workspace: str, extra: tuple[str, ...] = ()) -> MadeWatch:
+    """The watch of `workspace` in this process, with `extra` (`sandbox_protect`), shared
+    by every sandbox that writes it; it goes with the last of them. Its protected paths
+    are found once, when it is made: keyed by what they were found from, not by what was
+    found (a dotfile new in a home folder held would make another watch)."""
     with _watches_lock:
-        watch = _watches.get((workspace, protected))
+        watch = _watches.get((workspace, extra))
         if watch is None:
-            watch = _watches[(workspace, protected)] = MadeWatch(workspace, protected)
+            watch = _watches[(workspace, extra)] = MadeWatch(
+                workspace, protected_paths(workspace, extra))
         return watch

@@ -37,7 +37,7 @@ from ..config import (
 )
 from ..privacy import HOME_ENV
 from .files import is_inside
-from .protection import protected_paths, watch_for
+from .protection import watch_for
 from .toolenv import EnvironmentPolicy
 
 if TYPE_CHECKING:
@@ -141,9 +141,9 @@ class Confinement:
         self.owner = owner
         """Whose sandbox this is, as its warnings name it."""
         self.hidden = tuple(os.path.realpath(path) for path in policy.hidden)
-        self.protected = protected_paths(self.workspace, policy.protect)
-        self.watch = watch_for(self.workspace, self.protected)
+        self.watch = watch_for(self.workspace, policy.protect)
         """What commands made, shared with every other sandbox of the workspace here."""
+        self.protected = self.watch.protected
         self.watch.join(self._protect_in_place)
         self._lock = threading.Lock()
         self._temporary: PrivateFolder | None = None
