@@ -23,9 +23,8 @@ def token_counts(usage: Any) -> dict[str, int] | None:
     names the provider used); None when it is no usage at all."""
     if not isinstance(usage, dict):
         return None
-    return {key: next((int(usage[name]) for name in names
-                       if isinstance(usage.get(name), int | float)
-                       and not isinstance(usage.get(name), bool)), 0)
+    return {key: next((int(number) for name in names
+                       if (number := _number(usage, name)) is not None), 0)
             for key, names in _NAMES}
 
 
@@ -33,15 +32,19 @@ def cache_writes(usage: Any) -> int:
     """The input tokens a call wrote to the provider's prompt cache (Anthropic bills them
     above the input price); 0 when it reported none. Kept apart from `token_counts`,
     whose three counts are what `run --json` and the HTTP channel show."""
-    written = usage.get("cache_write_tokens") if isinstance(usage, dict) else None
-    return int(written) if isinstance(written, int | float) and not isinstance(
-        written, bool) else 0
+    return int(_number(usage, "cache_write_tokens") or 0)
 
 
 def reported_cost(usage: Any) -> float | None:
     """The cost the provider reported in a call's usage, or None."""
-    cost = usage.get("cost") if isinstance(usage, dict) else None
-    return float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
+    return _number(usage, "cost")
+
+
+def _number(usage: Any, name: str) -> float | None:
+    """`usage[name]` when `usage` is a dict and that is a number (not a bool), else None."""
+    value = usage.get(name) if isinstance(usage, dict) else None
+    return float(value) if isinstance(value, int | float) and not isinstance(
+        value, bool) else None
 
 
 def add_usage(by_model: dict[str, dict[str, Any]], model: str, usage: Any) -> None:
