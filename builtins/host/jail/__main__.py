@@ -120,7 +120,8 @@ def confine(config: dict[str, Any], isolated: bool) -> dict[str, Any]:
             namespaces.lay_out(
                 temporary=temporary, workspace=workspace,
                 writable_workspace=writable_workspace, protected=config["protected"],
-                hidden=config["hidden"], network=config["network"])
+                hidden=config["hidden"], service_sockets=config["service_sockets"],
+                network=config["network"])
             namespaces.mount_proc()
             mounted = True
         except namespaces.MountsUnavailable as exc:  # the pid and network ones still hold

@@ -129,14 +129,17 @@ def _bind(source: str, target: str, read_only: bool) -> None:
 
 
 def lay_out(*, temporary: str, workspace: str, writable_workspace: bool,
-            protected: Iterable[str], hidden: Iterable[str], network: bool) -> None:
+            protected: Iterable[str], hidden: Iterable[str], service_sockets: Iterable[str],
+            network: bool) -> None:
     """Shape the mount namespace (the caller is inside a new one, with its capabilities).
 
     Everything read-only; over the folder of every session's private temporary folder
     (`temporary`'s parent) a tmpfs showing only this one's, writable; the workspace
     writable again unless read-only, its `protected` paths read-only; `hidden` paths masked
     by an entry of mode 000 that nobody may open; /dev the sandbox's own; with the network
-    closed, /run replaced and the sockets in the system's temporary folder masked too."""
+    closed, /run replaced and the sockets in the system's temporary folder masked too, and
+    the `service_sockets` folders (container engines', the home folder's too) masked like
+    hidden paths."""
     private_root = os.path.dirname(temporary)
     kept: list[int] = []
 
@@ -150,7 +153,11 @@ def lay_out(*, temporary: str, workspace: str, writable_workspace: bool,
                    if _is_device(f"/dev/{name}")}
         guarded = [(path, keep(path)) for path in protected if os.path.lexists(path)]
         roots = dict.fromkeys(("/tmp", os.path.dirname(private_root)))  # TMPDIR may differ
-        sockets = [] if network else _socket_places(roots, keep_open=(workspace, private_root))
+        keep_open = (workspace, private_root)
+        sockets = [] if network else [
+            *_socket_places(roots, keep_open),
+            *(place for place in service_sockets  # in a workspace that holds the home, too
+              if not any(_holds(place, kept) for kept in keep_open))]
         try:
             _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
         except OSError as exc:
@@ -286,8 +293,12 @@ def _holds_a_socket(folder: str) -> bool:
 
 def _related(one: str, other: str) -> bool:
     """`one` is `other`, or one of them lies in the other."""
-    return (one == other or one.startswith(other.rstrip("/") + "/")
-            or other.startswith(one.rstrip("/") + "/"))
+    return _holds(one, other) or _holds(other, one)
+
+
+def _holds(folder: str, path: str) -> bool:
+    """`path` is `folder` or lies in it (masking `folder` would hide it)."""
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
 def mount_proc() -> None:
