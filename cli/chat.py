@@ -145,8 +145,9 @@ async def run_chat(framework: Framework, session: str | None, model: str | None,
 async def _handle_interrupts(manager: "ChannelManager", channel: Channel,
                              stop: "anyio.Event", ended_by: list[int],
                              say: Callable[[str], None]) -> None:
-    """SIGINT cancels the running turns; with none running it ends the session, unless
-    it came right after one that cancelled a turn (then it asks for one more). SIGTERM
+    """SIGINT cancels what has not answered yet (running turns, queued lines; a turn past
+    its answer is left to finish); with nothing such it ends the session, unless it came
+    right after one that cancelled a turn (then it asks for one more). SIGTERM
     ends the session now: its running turns are cancelled (the channel then reports the
     lines left without an answer); `ended_by` records it. The channel hears of cancelled
     turns through `Channel.turns_cancelled`, which every channel has (a chat channel says
@@ -167,7 +168,7 @@ async def _handle_interrupts(manager: "ChannelManager", channel: Channel,
                 for session_id in manager.busy_sessions():
                     await manager.quit_session(session_id)
                 continue
-            busy = manager.busy_sessions()
+            busy = manager.unanswered_sessions()
             if not busy and time.monotonic() - cancelled_at < DOUBLE_PRESS_SECONDS:
                 say("(press Ctrl-C again to quit)")  # a second press meant for the turn
                 cancelled_at = -math.inf
@@ -175,9 +176,11 @@ async def _handle_interrupts(manager: "ChannelManager", channel: Channel,
             if not busy:
                 stop.set()
                 return
-            for session_id in busy:
-                await manager.quit_session(session_id, "cancelled with Ctrl-C")
-            channel.turns_cancelled(busy)
+            cancelled = [session_id for session_id in busy
+                         if await manager.quit_session(session_id, "cancelled with Ctrl-C",
+                                                       keep_answered=True)]
+            if cancelled:  # else only queued lines were dropped, each said
+                channel.turns_cancelled(cancelled)
             cancelled_at = time.monotonic()
 
 

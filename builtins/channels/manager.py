@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import AsyncIterable, Iterable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -63,6 +63,9 @@ class _Turn:
     task_id: int | None = None
     ending: bool = False
     """`process_inbound` returned: the turn reads no more steering messages."""
+    answered: bool = False
+    """Its model stream ended, or an outbound of its session went to a channel: the turn
+    is past its model and tools, only finishing."""
 
     @property
     def live(self) -> bool:
@@ -241,6 +244,14 @@ class ChannelManager:
         return [session_id for session_id, session in self._sessions.items()
                 if any(turn.live for turn in session.running)]
 
+    def unanswered_sessions(self) -> list[str]:
+        """Ids of the sessions with a message still to answer: a running turn that has not
+        sent its answer, or a pending message. A turn past its answer is only finishing
+        (the other `dispatch_outbound` hooks, the steering leftovers)."""
+        return [session_id for session_id, session in self._sessions.items()
+                if session.pending or any(turn.live and not turn.answered
+                                          for turn in session.running)]
+
     def _follow_up(self, session_id: str, message: Any) -> _Applied:
         if not self._scheduling:
             return "stopping"  # a queued message would never start
@@ -361,10 +372,12 @@ class ChannelManager:
         elif not session.pending:
             del self._sessions[session_id]
 
-    async def quit_session(self, session_id: str, reason: str = "the session was quit") -> int:
+    async def quit_session(self, session_id: str, reason: str = "the session was quit",
+                           *, keep_answered: bool = False) -> int:
         """Forget a session's pending and steering messages (each reported `drop` to its
         channel, which may owe a sender an answer, with `reason`) and cancel its running
-        turns (except the calling task's own). Returns how many turns were cancelled."""
+        turns (except the calling task's own, and with `keep_answered` those past their
+        answer, left to finish). Returns how many turns were cancelled."""
         inbox = self.framework.get_steering_inbox()
         forgotten: list[Any] = []
         if inbox is not None:
@@ -385,7 +398,7 @@ class ChannelManager:
         current = anyio.get_current_task().id
         cancelled = 0
         for turn in list(session.running):
-            if turn.task_id != current:
+            if turn.task_id != current and not (keep_answered and turn.answered):
                 turn.scope.cancel()
                 cancelled += 1
         return cancelled
@@ -394,9 +407,24 @@ class ChannelManager:
 
     def wrap_stream(self, message: Any, stream: AsyncStreamEvents
                     ) -> AsyncIterable[StreamEvent]:
-        """Let the message's (running) output channel observe or wrap the model stream."""
+        """Let the message's (running) output channel observe or wrap the model stream;
+        its turn is answered once the stream ends."""
         channel = self.active.get(output_name(message))
-        return stream if channel is None else channel.stream_events(message, stream)
+        shown = stream if channel is None else channel.stream_events(message, stream)
+        return self._answered_at_end(message, shown)
+
+    async def _answered_at_end(self, message: Any, stream: AsyncIterable[StreamEvent]
+                               ) -> AsyncIterator[StreamEvent]:
+        async for event in stream:
+            yield event
+        for turn in self._running(message):
+            if turn.message is message:
+                turn.answered = True
+
+    def _running(self, message: Any) -> list[_Turn]:
+        """The running turns of the message's session."""
+        session = self._sessions.get(str(get_field(message, "session_id") or ""))
+        return session.running if session is not None else []
 
     def approval_asker(self, message: Any) -> Any:
         """Who asks a person about the message's tool calls: its channel's asker, when
@@ -413,6 +441,8 @@ class ChannelManager:
             logger.warning("channel.dispatch_skipped channel=%s reason=%s", name or "(none)",
                            "not running" if name in self.channels else "unknown channel")
             return False
+        for turn in self._running(message):
+            turn.answered = True
         await channel.send(channel_message(name, message))
         return True
 

@@ -2,11 +2,13 @@
 server (tests/openai_server.py) whose first reply streams three words and then stalls:
 the cancelled reply is shown once and never carried into the next one, in Markdown and
 plain modes; the next request tells the model the turn was interrupted; a second Ctrl-C
-right after the cancel asks before leaving."""
+right after the cancel asks before leaving; a turn whose reply is shown is left to
+finish (a plugin installed through an entry point still handles its reply)."""
 
 from __future__ import annotations
 
 import json
+import textwrap
 import time
 from pathlib import Path
 
@@ -22,13 +24,13 @@ STALLED = Reply(text=["beta1 ", "beta2 ", "beta3"], hold=True)
 """Streams its words, then keeps the stream open until the client goes."""
 
 
-def terminal_for(tmp_path: Path, server: OpenAIServer) -> Terminal:
+def terminal_for(tmp_path: Path, server: OpenAIServer, **extra: str) -> Terminal:
     workspace = tmp_path / "workspace"
     workspace.mkdir(exist_ok=True)
     return Terminal(workspace, {**clean_env(tmp_path / "home"),
                                 "HOOKLINE_MODEL": "openai-compatible:test-model",
                                 "HOOKLINE_API_BASE": server.base_url,
-                                "HOOKLINE_API_KEY": "sk-test"})
+                                "HOOKLINE_API_KEY": "sk-test", **extra})
 
 
 def at_prompt(screen: str) -> bool:
@@ -81,9 +83,9 @@ def test_a_second_ctrl_c_right_after_a_cancel_asks_before_leaving(tmp_path: Path
             assert "CHAT-EXIT" not in screen
             terminal.type("again")
             terminal.wait_for(lambda s: "still here" in s and at_prompt(s), "a reply")
-            # The prompt stays on screen while a turn runs, and the turn goes on a moment
-            # after its reply (it records it): a Ctrl-C then cancels it. Pressed long
-            # after the cancel (past the double press), with the turn over, it leaves.
+            # The prompt stays on screen while a turn runs, and its last words show a
+            # moment before its model has finished: a Ctrl-C then cancels it. Pressed long
+            # after the cancel (past the double press), with the model done, it leaves.
             time.sleep(2 * DOUBLE_PRESS_SECONDS)
             terminal.keys("C-c")
             terminal.wait_for(lambda s: "CHAT-EXIT=0" in s, "the exit")
@@ -106,3 +108,54 @@ def test_a_line_queued_behind_a_cancelled_turn_says_why_it_was_dropped(
             terminal.close()
     assert "(not answered (cancelled with Ctrl-C): a queued line)" in screen, screen
     assert "session was quit" not in screen
+
+
+RECORDER = """
+import os
+from pathlib import Path
+
+import anyio
+
+from hookline.kernel import hookimpl
+
+MARKS = Path(os.environ["RECORDER_DIR"])
+
+
+class Recorder:
+    def __init__(self, framework):
+        self.framework = framework
+
+    @hookimpl(trylast=True)  # after the chat's own: the reply is on screen
+    async def dispatch_outbound(self, message):
+        (MARKS / "finishing").write_text("1")
+        await anyio.sleep(2)
+        (MARKS / "recorded").write_text(message["content"])
+        return True
+"""
+
+
+def test_ctrl_c_after_the_reply_leaves_and_lets_the_turn_finish(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    dist = site / "recorder-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: recorder\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[hookline]\nrecorder = recorder:Recorder\n")
+    (site / "recorder.py").write_text(textwrap.dedent(RECORDER))
+    with OpenAIServer([Reply(text="The whole reply.")]) as server:
+        terminal = terminal_for(tmp_path, server, PYTHONPATH=str(site),
+                                RECORDER_DIR=str(tmp_path))
+        try:
+            terminal.chat("finishing")
+            terminal.wait_for(at_prompt, "the prompt")
+            terminal.type("hello")
+            terminal.wait_for(lambda s: "The whole reply." in s, "the reply")
+            deadline = time.monotonic() + 30
+            while not (tmp_path / "finishing").exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert not (tmp_path / "recorded").exists()  # the turn is still finishing
+            terminal.keys("C-c")
+            screen = terminal.wait_for(lambda s: "CHAT-EXIT=" in s, "the exit")
+        finally:
+            terminal.close()
+    assert "CHAT-EXIT=0" in screen and "(turn cancelled)" not in screen, screen
+    assert (tmp_path / "recorded").read_text() == "The whole reply."

@@ -41,6 +41,7 @@ _ALLOWED_WRITES = frozenset({
     "self.framework.router",  # binding the router is what `run` is documented to do
     "turn.task_id",  # the manager's own `_Turn` record
     "turn.ending",
+    "turn.answered",
     "session.steered",  # the manager's own `_Session` record
     "session.steering",
 })

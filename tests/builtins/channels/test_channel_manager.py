@@ -382,6 +382,52 @@ async def test_quit_session_cancels_its_turns_and_forgets_its_queue(setup: Setup
     assert "queued" not in str(setup.model.calls) and "steered" not in str(setup.model.calls)
 
 
+@pytest.mark.parametrize("finishing_hook", ["save_state", "dispatch_outbound"])
+@pytest.mark.anyio
+async def test_a_turn_past_its_answer_is_not_unanswered_and_may_be_left_to_finish(
+        setup: Setup, finishing_hook: str) -> None:
+    """Once its model stream ended, a turn is only finishing (here a plugin's `save_state`,
+    or its `dispatch_outbound` after the channel's): `unanswered_sessions` leaves it out
+    until a follow-up queues, and `quit_session(keep_answered=True)` lets it finish."""
+    setup.policy.decisions["queued"] = AdmitDecision.follow_up()
+    finishing, release, finished = anyio.Event(), anyio.Event(), []
+
+    async def finish(name: str) -> None:
+        finishing.set()
+        await release.wait()
+        finished.append(name)
+
+    class SlowSave:
+        @hookimpl
+        async def save_state(self) -> None:
+            await finish("save_state")
+
+    class SlowDispatch:
+        @hookimpl(trylast=True)
+        async def dispatch_outbound(self) -> bool:
+            await finish("dispatch_outbound")
+            return True
+
+    slow = SlowSave() if finishing_hook == "save_state" else SlowDispatch()
+    setup.framework.registry.register(slow, name="slow")
+    fake = FakeChannel()
+    async with setup.serving({"fake": fake}) as manager:
+        await manager.receive(message("wait:a"))
+        await setup.model.started("wait:a").wait()
+        assert manager.unanswered_sessions() == ["s1"]  # its model is still running
+        setup.model.gate("wait:a").set()
+        await finishing.wait()
+        assert manager.busy_sessions() == ["s1"] and manager.unanswered_sessions() == []
+        await manager.receive(message("queued"))
+        assert manager.unanswered_sessions() == ["s1"]  # the follow-up is not answered
+        assert await manager.quit_session("s1", keep_answered=True) == 0
+        assert manager.unanswered_sessions() == []
+        release.set()
+        await until(lambda: manager.busy_sessions() == [])
+    assert finished == [finishing_hook] and fake.replies() == ["reply to wait:a"]
+    assert "queued" not in str(setup.model.calls)
+
+
 @pytest.mark.anyio
 async def test_a_failing_channel_stops_the_manager_with_a_clear_error(setup: Setup) -> None:
     log: list[Any] = []
