@@ -18,6 +18,7 @@ import contextlib
 import logging
 import os
 import re
+import stat
 import sys
 import threading
 import weakref
@@ -243,16 +244,17 @@ class MadeWatch:
 
     The first search (`search`, at the first helper's start) is what existed before any
     command ran; after each run in which a command started (`started`), `say_what_made`
-    searches again, names what is new, once, and hands it to every sandbox that joined
-    (`join`), which protects it in its running helpers."""
+    searches again, names what is new (or another folder at a known path), once, and
+    hands it to every sandbox that joined (`join`), which protects it in its running
+    helpers."""
 
     def __init__(self, workspace: str, protected: tuple[str, ...]) -> None:
         self.workspace = workspace
         self.protected = protected
         self._lock = threading.Lock()
-        self._existing: set[str] | None = None
-        """What there was at the first search, and what was said since (None: no search
-        yet)."""
+        self._existing: dict[str, tuple[int, int] | None] | None = None
+        """What there was at the first search, and what was said since, with the identity
+        each had then (`_identity`; None: no search yet)."""
         self._started = False
         self._cut_said = False
         self._protectors: list[weakref.WeakMethod[Callable[[list[str]], None]]] = []
@@ -315,9 +317,10 @@ class MadeWatch:
         now = self._existing_protected(repositories(self.workspace, MAX_SEARCHED)[0])
         with self._lock:
             if self._existing is not None:
-                self._existing = self._existing | now  # `seen` stays as it was
+                self._existing = {**self._existing, **now}  # `seen` stays as it was
             protectors = [ref() for ref in self._protectors]
-        made = sorted(now - seen)
+        made = sorted(path for path, identity in now.items()
+                      if path not in seen or seen[path] != identity)
         if not made:
             return
         for protect in protectors:
@@ -353,9 +356,21 @@ class MadeWatch:
         """`path` relative to the workspace when it lies in it, else in full."""
         return os.path.relpath(path, self.workspace) if is_inside(path, self.workspace) else path
 
-    def _existing_protected(self, found: list[str]) -> set[str]:
-        replaced = {path for path, target in self._links.items() if _link(path) != target}
-        return {path for path in self.protected if os.path.lexists(path)} | set(found) | replaced
+    def _existing_protected(self, found: list[str]) -> dict[str, tuple[int, int] | None]:
+        replaced = [path for path, target in self._links.items() if _link(path) != target]
+        existing = {}
+        for path in [*self.protected, *found, *replaced]:
+            with contextlib.suppress(OSError):
+                existing[path] = _identity(os.lstat(path))
+        return existing
+
+
+def _identity(entry: os.stat_result) -> tuple[int, int] | None:
+    """A folder's device and inode: another one at a known path was put there in place of
+    what was (moved away with the folder that held it by a command that started before
+    that folder was pinned). None for a file: programs replace theirs as they save them (a
+    shell its history, an editor its settings)."""
+    return (entry.st_dev, entry.st_ino) if stat.S_ISDIR(entry.st_mode) else None
 
 
 _watches: weakref.WeakValueDictionary[tuple[str, tuple[str, ...]], MadeWatch] = (

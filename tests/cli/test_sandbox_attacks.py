@@ -284,7 +284,7 @@ def test_without_namespaces_only_what_the_warning_names_stays_open(
     prompt = tool_line("shell", command=command)
     done = hookline_run(places, prompt, HOOKLINE_SANDBOX_WITHOUT="namespaces")
     assert done.returncode == 0, done.stderr
-    check_results(places, frozenset({"metadata", "git"}))
+    check_results(places, frozenset({"metadata", "git", "moved_away"}))
     warning = [line for line in done.stderr.splitlines() if "sandbox is weaker" in line]
     assert len(warning) == 1 and "modes and times" in warning[0] and ".git" in warning[0]
 
@@ -314,7 +314,7 @@ def test_where_namespaces_may_not_mount_only_what_the_warning_names_stays_open(
     runner = [sys.executable, "-c", MOUNTS_REFUSED, str(HOOKLINE)]
     done = hookline_run(places, tool_line("shell", command=command), runner)
     assert done.returncode == 0, done.stderr
-    check_results(places, frozenset({"metadata", "git"}))
+    check_results(places, frozenset({"metadata", "git", "moved_away"}))
     warning = [line for line in done.stderr.splitlines() if "sandbox is weaker" in line]
     assert len(warning) == 1 and "mounts: " in warning[0] and "AppArmor" in warning[0], \
         done.stderr

@@ -95,7 +95,7 @@ def helper(channel: socket.socket, config: dict[str, Any],
         child = os.fork()
         if child:  # the parent stays outside the pid namespace: it waits, and mounts
             channel.close()
-            return keep(child, keeper)
+            return keep(child, keeper, config)
         _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if keeper is not None:
         keeper.close()
@@ -176,12 +176,15 @@ def confine(config: dict[str, Any], isolated: bool) -> dict[str, Any]:
             "watched": watched, "mounted": mounted}
 
 
-def keep(child: int, keeper: socket.socket | None) -> int:
+def keep(child: int, keeper: socket.socket | None, config: dict[str, Any]) -> int:
     """The helper's parent, until the helper ends: in its user and mount namespaces with
     every capability there, but outside its pid namespace, where no command can name it.
     On hookline's request it makes paths read-only (a repository a command made): a mount
     in this namespace reaches every command at once, the running ones too."""
     _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    workspace = config["workspace"]
+    pinned = set(namespaces.folders_to_pin(  # by the layout, as this finds them
+        workspace, [path for path in config["protected"] if os.path.lexists(path)]))
     if keeper is not None:
         ended = os.pidfd_open(child)
         poll = select.poll()
@@ -194,19 +197,25 @@ def keep(child: int, keeper: socket.socket | None) -> int:
             request, fds = received
             for fd in fds:
                 os.close(fd)
-            wire.send(keeper, protect(request.get("protect", [])))
+            wire.send(keeper, protect(request.get("protect", []), workspace, pinned))
         keeper.close()
     _, status = os.waitpid(child, 0)
     return os.waitstatus_to_exitcode(status)
 
 
-def protect(paths: list[str]) -> dict[str, Any]:
-    """Mount each of `paths` read-only over itself (one gone since is left); the errors
-    name those that could not be (hookline then starts a new helper, which does)."""
+def protect(paths: list[str], workspace: str, pinned: set[str]) -> dict[str, Any]:
+    """Mount each of `paths` read-only over itself (one gone since is left), then pin the
+    folders of the workspace that hold it and are not `pinned` yet (after: a command
+    whose folder is in one still sees the path read-only). The errors name what could not
+    be done (hookline then starts a new helper, which does)."""
     errors: list[str] = []
     for path in paths:
         try:
             namespaces.protect(path)
+            for folder in namespaces.folders_to_pin(workspace, [path]):
+                if folder not in pinned:
+                    namespaces.pin(folder)
+                    pinned.add(folder)
         except FileNotFoundError:
             continue
         except OSError as exc:

@@ -4,7 +4,8 @@
 needed where unprivileged user namespaces are allowed). `lay_out` then shapes what its
 commands see: every mount read-only (so no mode, owner, time or extended attribute outside
 the write set changes), the workspace and the session's private temporary folder writable
-again (the other sessions' hidden), the protected paths inside them read-only, hidden
+again (the other sessions' hidden), the protected paths inside them read-only (and the
+folders that hold them pinned, so that none can be moved away and replaced), hidden
 paths masked by an empty entry nobody may open, /dev the sandbox's own (no terminal, disk
 or console of the host's), and with the network closed `/run` replaced and the sockets in
 /tmp masked (no socket of the host's services stays reachable by its path).
@@ -26,8 +27,8 @@ TYPE_CHECKING = False  # not typing's: the helper imports no module it can do wi
 if TYPE_CHECKING:
     from typing import Final
 
-__all__ = ["MountsUnavailable", "NamespacesUnavailable", "drop_capabilities", "enter", "lay_out",
-           "mount_proc", "protect"]
+__all__ = ["MountsUnavailable", "NamespacesUnavailable", "drop_capabilities", "enter",
+           "folders_to_pin", "lay_out", "mount_proc", "pin", "protect"]
 
 CLONE_NEWNS: Final = 0x00020000
 CLONE_NEWIPC: Final = 0x08000000
@@ -182,6 +183,8 @@ def lay_out(*, temporary: str, workspace: str, writable_workspace: bool,
                     _mount("tmpfs", replaced, "tmpfs", _MS_NOSUID | _MS_NODEV,
                            "size=64m,mode=1777")
         _bind(work, workspace, read_only=not writable_workspace)
+        for folder in folders_to_pin(workspace, [path for path, _ in guarded]):
+            pin(folder)
         for path, source in guarded:
             _bind(source, path, read_only=True)
         for path in [*hidden, *sockets]:
@@ -203,6 +206,31 @@ def protect(path: str) -> None:
     caller is in it, with its capabilities, and the mounts are laid out). The entry opened
     is the one mounted over: a link a command swapped in meanwhile is refused, never
     followed."""
+    _mount_over_itself(path, read_only=True)
+
+
+def pin(folder: str) -> None:
+    """Mount `folder` over itself as it is, submounts included: a mount point cannot be
+    renamed or removed, so what lies in it stays at its path. Else a command could move a
+    protected repository away with the folder that holds it and put a copy of its own, with
+    hooks, at its path."""
+    _mount_over_itself(folder, read_only=False)
+
+
+def folders_to_pin(workspace: str, paths: Iterable[str]) -> list[str]:
+    """The folders between `workspace` and each of `paths` that lies in it (neither end
+    included), outermost first: pinned in that order, each pin holds the ones before."""
+    inside = workspace.rstrip("/") + "/"
+    found: dict[str, None] = {}
+    for path in paths:
+        parent = os.path.dirname(path)
+        while parent.startswith(inside):
+            found[parent] = None
+            parent = os.path.dirname(parent)
+    return sorted(found, key=lambda folder: folder.count("/"))
+
+
+def _mount_over_itself(path: str, read_only: bool) -> None:
     entry = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         if stat.S_ISLNK(os.fstat(entry).st_mode):
@@ -212,9 +240,11 @@ def protect(path: str) -> None:
         if tree < 0:
             _check(tree, f"open_tree {path}")
         try:
-            attr = _MountAttr(_MOUNT_ATTR_RDONLY, 0, 0, 0)
-            _check(_libc.syscall(_SYS_MOUNT_SETATTR, tree, b"", _AT_EMPTY_PATH | _AT_RECURSIVE,
-                                 ctypes.byref(attr), ctypes.sizeof(attr)), f"mount_setattr {path}")
+            if read_only:
+                attr = _MountAttr(_MOUNT_ATTR_RDONLY, 0, 0, 0)
+                _check(_libc.syscall(_SYS_MOUNT_SETATTR, tree, b"",
+                                     _AT_EMPTY_PATH | _AT_RECURSIVE, ctypes.byref(attr),
+                                     ctypes.sizeof(attr)), f"mount_setattr {path}")
             _check(_libc.syscall(_SYS_MOVE_MOUNT, tree, b"", entry, b"",
                                  _MOVE_MOUNT_F_EMPTY_PATH | _MOVE_MOUNT_T_EMPTY_PATH),
                    f"move_mount {path}")
