@@ -6,7 +6,8 @@ names (husky sets `.husky/_`), a `core.fsmonitor` program, the program another k
 by a path (a filter, a diff driver, an editor, a credential helper, a `!` alias), and
 files `include.path` or `includeIf.<condition>.path` add to the config (which may name
 anything in turn); and hook managers' hooks run or read more of it (husky's `.husky/_`
-runs `.husky/<hook>`, lefthook's read `lefthook.yml`). A command that could write those
+runs `.husky/<hook>`, lefthook's read `lefthook.yml`, pre-commit's
+`.pre-commit-config.yaml`). A command that could write those
 would have its code run by the user's next `git commit` or `git status`, as `.git/hooks`
 would: `run_by_git` finds them so that they are protected too. A repository a command
 made was not protected while it was made, so anything in it may run: `what_git_runs`
@@ -19,6 +20,7 @@ opened without blocking, regular files only, and read up to `MAX_CONFIG_BYTES`.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import stat
 from collections.abc import Iterator
@@ -78,6 +80,12 @@ LEFTHOOK_FILES = (*(f"{folder}{name}.{extension}" for folder in ("", ".", ".conf
                   ".lefthook", ".lefthook-local")
 """What lefthook's hooks read from the worktree at each run: its config files, any of
 which may name a command, and the folders of its scripts."""
+
+PRE_COMMIT_CONFIG = ".pre-commit-config.yaml"
+"""What pre-commit's (and prek's) hooks read from the worktree at each run unless the hook
+names another (`hook-impl --config=...`): its `repo: local` hooks run any command."""
+
+_PRE_COMMIT_NAMED = re.compile(rb"--config=([^\s)\"']+)")
 
 MAX_SHOWN = 80
 """Characters of a config value a warning quotes, at most."""
@@ -139,13 +147,18 @@ def run_by_git(top: str, gitdir: str, workspace: str) -> list[str]:
 def _read_by_hooks(folders: list[str], top: str) -> list[str]:
     """What the hooks of `folders` run from the worktree, where a hook manager put them
     there: husky's hooks folder (`core.hooksPath = .husky/_`) runs the hook of the same
-    name in its parent (`.husky/pre-commit`), and lefthook's hooks read its config
-    (`LEFTHOOK_FILES`). A hook that names lefthook, among the first bytes git would run,
-    says it is lefthook's."""
+    name in its parent (`.husky/pre-commit`), lefthook's hooks read its config
+    (`LEFTHOOK_FILES`), pre-commit's theirs (`PRE_COMMIT_CONFIG`, or the one the hook
+    names). The first bytes of a hook git would run say whose it is: one that names
+    lefthook, or that runs `hook-impl` (pre-commit's and prek's)."""
     found = [os.path.dirname(folder) for folder in folders if os.path.basename(folder) == "_"]
-    if any(b"lefthook" in _head(os.path.join(folder, hook))
-           for folder in folders for hook in GIT_HOOKS):
+    heads = [_head(os.path.join(folder, hook)) for folder in folders for hook in GIT_HOOKS]
+    if any(b"lefthook" in head for head in heads):
         found += [os.path.join(top, name) for name in LEFTHOOK_FILES]
+    for head in heads:
+        if b"hook-impl" in head:
+            named = _PRE_COMMIT_NAMED.findall(head) or [PRE_COMMIT_CONFIG.encode()]
+            found += [os.path.join(top, os.fsdecode(name)) for name in named]
     return found
 
 

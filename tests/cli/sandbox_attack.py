@@ -188,7 +188,8 @@ def git_hooks(settings: dict) -> str:
     for path in (".git/hooks/pre-commit", ".git/config", "vendor/lib/.git/config",
                  "vendor/lib/.git/hooks/pre-commit", "linked/gitdir/config",
                  ".husky/_/pre-commit", ".husky/pre-commit", "vendor/lib/shared.gitconfig",
-                 "tools/clean.sh", "vendor/lib/lefthook.yml", "remote.git/config",
+                 "tools/clean.sh", "vendor/lib/lefthook.yml",
+                 "linked/tree/.pre-commit-config.yaml", "remote.git/config",
                  "remote.git/hooks/post-receive", "vendor/hg/.hg/hgrc",
                  ".vscode/settings.json", ".mcp.json", ".claude/settings.json"):
         try:

@@ -90,6 +90,11 @@ def places() -> Iterator[dict[str, Path]]:
     (workspace / "vendor" / "lib" / ".git" / "hooks" / "commit-msg").write_text(
         "#!/bin/sh\nlefthook run commit-msg \"$@\"\n")
     (workspace / "vendor" / "lib" / "lefthook.yml").write_text("commit-msg:\n  jobs: []\n")
+    # pre-commit's hooks read its config, whose local hooks run any command.
+    (workspace / "linked" / "gitdir" / "hooks" / "pre-push").write_text(
+        "#!/usr/bin/env bash\nARGS=(hook-impl --config=.pre-commit-config.yaml "
+        "--hook-type=pre-push)\n")
+    (workspace / "linked" / "tree" / ".pre-commit-config.yaml").write_text("repos: []\n")
     terminal, typed = os.openpty()
     found["terminal"] = Path(os.ttyname(typed))
     found["engine"] = found["user"] / ".docker" / "desktop" / "docker.sock"
@@ -227,7 +232,8 @@ def check_untouched(places: dict[str, Path], modes: dict[Path, int]) -> None:
         assert (places["workspace"] / settings).read_text() == "{}\n", settings
     assert not (places["workspace"] / ".husky" / "_" / "pre-commit").exists()
     assert not (places["workspace"] / ".husky" / "pre-commit").exists()
-    for program in ("vendor/lib/shared.gitconfig", "tools/clean.sh", "vendor/lib/lefthook.yml"):
+    for program in ("vendor/lib/shared.gitconfig", "tools/clean.sh", "vendor/lib/lefthook.yml",
+                    "linked/tree/.pre-commit-config.yaml"):
         assert "fsmonitor" not in (places["workspace"] / program).read_text()
 
 

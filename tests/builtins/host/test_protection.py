@@ -295,7 +295,8 @@ async def test_editor_settings_are_protected_by_default_and_can_be_opened(
 async def test_what_a_repository_s_config_has_git_run_is_protected_too(
         layout: tuple[Path, Path, Path]) -> None:
     """husky points core.hooksPath into the worktree (`.husky/_`, whose hooks run the
-    ones of `.husky`), lefthook's hooks read its config from there, and a config may
+    ones of `.husky`), lefthook's and pre-commit's hooks read their config from there, and
+    a config may
     include a file of it: writing there would have the user's next `git commit` run a
     command's code."""
     workspace, home, _ = layout
@@ -310,6 +311,10 @@ async def test_what_a_repository_s_config_has_git_run_is_protected_too(
     (nested / ".git" / "hooks" / "pre-push").write_text("#!/bin/sh\nlefthook run pre-push\n")
     (nested / "watch.sh").write_text("exit 0\n")
     (nested / "lefthook.yml").write_text("pre-push:\n  commands: {}\n")
+    (nested / ".git" / "hooks" / "pre-commit").write_text(
+        "#!/usr/bin/env bash\nARGS=(hook-impl --config=.pre-commit-config.yaml "
+        "--hook-type=pre-commit)\n")
+    (nested / ".pre-commit-config.yaml").write_text("repos: []\n")
     command, refused = await run_then_write(
         environment(workspace, home),
         "echo 'touch /tmp/pwned' > .husky/_/pre-commit; "
@@ -317,9 +322,11 @@ async def test_what_a_repository_s_config_has_git_run_is_protected_too(
         "printf '[core]\\n\\tfsmonitor = ./x\\n' >> .gitconfig-project; "
         "echo 'touch /tmp/pwned' > vendor/lib/watch.sh; "
         "echo 'pre-push: {run: touch /tmp/pwned}' >> vendor/lib/lefthook.yml; "
+        "echo '- repo: local' >> vendor/lib/.pre-commit-config.yaml; "
         "touch ok-beside vendor/lib/ok-beside",
-        (".husky/pre-commit", "vendor/lib/watch.sh", "vendor/lib/lefthook.yml"))
-    assert command.stderr.count("Read-only file system") == 5, command.stderr
+        (".husky/pre-commit", "vendor/lib/watch.sh", "vendor/lib/lefthook.yml",
+         "vendor/lib/.pre-commit-config.yaml"))
+    assert command.stderr.count("Read-only file system") == 6, command.stderr
     assert not (workspace / ".husky" / "_" / "pre-commit").exists()
     assert not (workspace / ".husky" / "pre-commit").exists()
     assert "fsmonitor" not in (workspace / ".gitconfig-project").read_text()
@@ -328,6 +335,8 @@ async def test_what_a_repository_s_config_has_git_run_is_protected_too(
     assert "'.husky' is protected" in refused[0]
     assert "'vendor/lib/watch.sh' is protected" in refused[1]
     assert "'vendor/lib/lefthook.yml' is protected" in refused[2]
+    assert "'vendor/lib/.pre-commit-config.yaml' is protected" in refused[3]
+    assert (nested / ".pre-commit-config.yaml").read_text() == "repos: []\n"
 
 
 @pytest.mark.anyio
