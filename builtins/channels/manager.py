@@ -247,7 +247,7 @@ class ChannelManager:
     def unanswered_sessions(self) -> list[str]:
         """Ids of the sessions with a message still to answer: a running turn that has not
         sent its answer, or a pending message. A turn past its answer is only finishing
-        (the other `dispatch_outbound` hooks, the steering leftovers)."""
+        (`save_state`, the rest of `dispatch_outbound`, the steering leftovers)."""
         return [session_id for session_id, session in self._sessions.items()
                 if session.pending or any(turn.live and not turn.answered
                                           for turn in session.running)]
