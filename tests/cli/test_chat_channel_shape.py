@@ -146,10 +146,11 @@ class BusyManager:
     def __init__(self) -> None:
         self.quit: list[str] = []
 
-    def busy_sessions(self) -> list[str]:
+    def unanswered_sessions(self) -> list[str]:
         return ["s1"]
 
-    async def quit_session(self, session_id: str, reason: str = "") -> int:
+    async def quit_session(self, session_id: str, reason: str = "", *,
+                           keep_answered: bool = False) -> int:
         self.quit.append(session_id)
         return 1
 
