@@ -281,6 +281,19 @@ def test_started_in_the_home_folder_the_startup_files_stay_the_users(
     assert (home / "project" / "written").exists()
 
 
+def test_with_the_network_open_only_the_network_and_the_host_s_sockets_are_reached(
+    places: dict[str, Path], listener: int, segment: int
+) -> None:
+    """`sandbox_network = true` (warned at every start): TCP and UDP to anywhere, and the
+    host's path-named sockets (a container engine's too); everything else holds."""
+    command = attack_command(places, listener, segment)
+    done = hookline_run(places, tool_line("shell", command=command),
+                        HOOKLINE_SANDBOX_NETWORK="true")
+    assert done.returncode == 0, done.stderr
+    check_results(places, frozenset({"tcp", "udp", "mptcp", "listen_unbound", "engine"}))
+    assert "may open network connections (sandbox_network = true)" in done.stderr
+
+
 def test_without_namespaces_only_what_the_warning_names_stays_open(
     places: dict[str, Path], listener: int, segment: int
 ) -> None:
