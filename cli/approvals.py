@@ -60,7 +60,7 @@ class TerminalAsker:
     async def ask(self, question: Question) -> Answer:
         import anyio.to_thread
 
-        from hookline.builtins.approval import ANSWER_KEYS, Answer, parse_answer
+        from hookline.builtins.approval import Answer, parse_answer
         from hookline.builtins.terminal import wants_colour
 
         enabled, self.status.enabled = self.status.enabled, False  # no redraw meanwhile
@@ -70,7 +70,8 @@ class TerminalAsker:
             for line in lines:
                 typer.echo(line, err=True, file=self.stderr)
             while True:
-                typer.echo(f"answer ({ANSWER_KEYS}): ", err=True, file=self.stderr, nl=False)
+                typer.echo(f"answer ({question.answer_keys}): ", err=True, file=self.stderr,
+                           nl=False)
                 line = await anyio.to_thread.run_sync(self.stdin.readline,
                                                       abandon_on_cancel=True)
                 if not line:  # end of input: nobody is there to approve

@@ -9,7 +9,8 @@ asks a person, by the rules and the turn's approval policy; and records each dec
 | `auto` | runs | runs (sandboxed) | runs | runs | denied | denied |
 
 A question nobody can answer (no asker in the state) is a denial, so `never` is what any
-policy becomes without a terminal. An answer "always" is kept for the session, in memory.
+policy becomes without a terminal. An answer "always" is kept for the session, in memory,
+except for a command that leaves the sandbox: each of those is asked.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import logging
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from hookline.kernel.interception import ToolCall, ToolCallDecision, ToolCallResult
@@ -206,6 +207,9 @@ class ApprovalGate:
                            type(asker).__name__, type(exc).__name__, exc)
             answer = Answer("deny", f"the question could not be asked ({type(exc).__name__})",
                             by="nobody")
+        if answer.decision == "approve_session" and not question.always_allowed:
+            answer = replace(answer, decision="approve")  # whoever offered "always" anyway
+            record["note"] = "approved once: a command that leaves the sandbox is asked each time"
         record.update(decision={"approve": "approved", "approve_session": "approved_session",
                                 "deny": "denied"}[answer.decision], by=answer.by)
         if answer.message:

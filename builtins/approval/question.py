@@ -61,12 +61,29 @@ class Question:
         """The question as JSON data (the gateway's `approval` event)."""
         data: dict[str, Any] = {"id": self.id, "tool": self.tool, "arguments": self.arguments,
                                 "summary": self.summary, "justification": self.justification,
-                                "reason": self.reason}
+                                "reason": self.reason, "approve_session": self.always_allowed}
         if self.escalate:
             data["escalate"] = self.escalate
         if self.diff:
             data["diff"] = "\n".join(self.diff)
         return data
+
+    @property
+    def always_allowed(self) -> bool:
+        """Whether "always this session" may be answered: not for a command that leaves
+        the sandbox, since what it runs (a script, a Makefile, a package's install
+        scripts) may be changed by sandboxed commands after it, then run again unasked."""
+        return self.escalate != "unsandboxed"
+
+    @property
+    def answer_keys(self) -> str:
+        """The answers this question takes, said in words."""
+        return ANSWER_KEYS if self.always_allowed else ONCE_KEYS
+
+    @property
+    def prompt(self) -> str:
+        """What a terminal prompts with while this question waits."""
+        return f"approve? [{'y/n/a/e' if self.always_allowed else 'y/n/e'}] "
 
     def lines(self, colour: bool = False) -> list[str]:
         """The question for a terminal, with its diff (coloured with `colour`). What the
@@ -113,6 +130,8 @@ _KEYS: dict[str, AnswerDecision] = {
 }
 ANSWER_KEYS = "y = yes, n = no (n <message> tells the model why), a = always this session, " \
               "e = edit the command"
+ONCE_KEYS = "y = yes (this once: a command that leaves the sandbox is asked each time), " \
+            "n = no (n <message> tells the model why), e = edit the command"
 
 
 def parse_answer(line: str) -> Answer | Literal["edit"] | None:

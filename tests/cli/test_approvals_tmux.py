@@ -1,8 +1,8 @@
 """Approvals at a real terminal (tmux runs the console script): the chat's inline
-questions (deny with a reason the model receives, always for the session, the diff of an
-edit, lines typed meanwhile queued), `run` asking on its terminal and deciding by the
-policy without one (exit status 3), and an escalation that opens the network for one
-command only."""
+questions (deny with a reason the model receives, always for the session but never for a
+command that leaves the sandbox, the diff of an edit, lines typed meanwhile queued), `run`
+asking on its terminal and deciding by the policy without one (exit status 3), and an
+escalation that opens the network for one command only."""
 
 from __future__ import annotations
 
@@ -76,6 +76,23 @@ def test_chat_a_approves_the_same_command_for_the_session(asked: Terminal) -> No
                            env=asked.env, capture_output=True, text=True, timeout=60)
     assert "[approval] shell approved_session by user" in shown.stdout, shown.stdout
     assert "[approval] shell approved by session" in shown.stdout
+
+
+def test_chat_asks_each_time_for_a_command_that_leaves_the_sandbox(asked: Terminal) -> None:
+    """No "always" is offered for an unsandboxed escalation; typed anyway, it is once."""
+    line = ('/tool shell {"command": "echo x >> log.txt", "escalate": "unsandboxed", '
+            '"justification": "writes outside"}')
+    asked.chat("outside", "--session", "approvals")
+    asked.wait_for(at_prompt, "the prompt")
+    asked.type(line)
+    screen = asked.wait_for(lambda s: last_line(s) == "approve? [y/n/e]", "the question")
+    assert "a = always" not in screen and "asked each time" in screen, screen
+    asked.type("a")
+    asked.wait_for(lambda s: at_prompt(s) and "Tool shell returned" in s, "the first run")
+    asked.type(line)
+    asked.wait_for(lambda s: last_line(s) == "approve? [y/n/e]"
+                   and s.count("approve shell?") == 2, "the question again")
+    assert (asked.cwd / "log.txt").read_text() == "x\n"
 
 
 def test_chat_shows_the_diff_of_an_edit_before_it_is_approved(asked: Terminal) -> None:

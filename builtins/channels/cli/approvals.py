@@ -15,15 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ...approval.question import ANSWER_KEYS, Answer, Question, parse_answer
+from ...approval.question import Answer, Question, parse_answer
 from ...terminal.tool_view import colour_allowed
 
 if TYPE_CHECKING:
     from .screen import Screen
 
-__all__ = ["QUESTION_PROMPT", "ChatAsker"]
+__all__ = ["ChatAsker"]
 
-QUESTION_PROMPT = "approve? [y/n/a/e] "
 EDIT_PROMPT = "command> "
 
 
@@ -54,13 +53,13 @@ class ChatAsker:
         pending = self._pending = _Pending(question)
         prompt = screen.editor.prompt if screen.editor is not None else None
         colour = screen.is_interactive() and colour_allowed()
-        lines = [*question.lines(colour), f"  answer: {ANSWER_KEYS}"]
+        lines = [*question.lines(colour), f"  answer: {question.answer_keys}"]
         if screen.editor is not None:  # the question is the prompt: drawn with it, kept
             await screen.editor.settle()
-            self._set_prompt("\n".join(lines) + "\n" + QUESTION_PROMPT)
+            self._set_prompt("\n".join(lines) + "\n" + question.prompt)
         else:
             screen.show_lines(lines)
-            self._set_prompt(QUESTION_PROMPT)
+            self._set_prompt(question.prompt)
         try:
             await pending.done.wait()
         finally:
@@ -84,7 +83,7 @@ class ChatAsker:
         answer = parse_answer(line)
         if answer is None:
             self.screen.say(f"(sent as a message, after this turn; the question still "
-                             f"waits: {ANSWER_KEYS})")
+                             f"waits: {pending.question.answer_keys})")
             return False
         if answer == "edit":
             command = pending.question.arguments.get("command")

@@ -171,6 +171,29 @@ async def test_an_escalation_asks_once_and_without_a_grant_the_tool_refuses(
         assert f"the approval policy is {policy}" in records[-1]["error"]
 
 
+async def test_a_command_that_leaves_the_sandbox_is_asked_each_time(workspace: Path) -> None:
+    """"Always" is not offered for an unsandboxed escalation, and taken as once if an
+    asker sends it anyway: the sandboxed commands after it could change what it runs
+    (here its script) and have it run again, unasked, with the user's rights."""
+    bot = Deskbot(Answer("approve_session"), Answer("deny", "not after that edit"))
+    outside = shell("sh build.sh", escalate="unsandboxed", justification="writes ~/.cache")
+    (workspace / "build.sh").write_text("echo built\n")
+    _r, records, events, _m = await turn(
+        workspace, [{"tool_calls": [outside, shell("echo 'echo owned' > build.sh"), outside]},
+                    {"text": "ok"}], bot, approval="on-request")
+    assert [r["outcome"] for r in records] == ["ran", "ran", "denied"]
+    assert [q.summary for q in bot.questions] == ["sh build.sh", "sh build.sh"]
+    question = bot.questions[0]
+    assert not question.always_allowed and question.prompt == "approve? [y/n/e] "
+    assert "a = always" not in question.answer_keys
+    assert events[0]["decision"] == "approved" and "asked each time" in events[0]["note"]
+    network = shell("pip download x", escalate="network", justification="the index")
+    bot = Deskbot(Answer("approve_session"))
+    _r, records, _e, _m = await turn(
+        workspace, [{"tool_calls": [network, network]}, {"text": "ok"}], bot)
+    assert len(bot.questions) == 1 and bot.questions[0].prompt == "approve? [y/n/a/e] "
+
+
 async def test_a_broken_rules_file_stops_what_writes_or_runs_but_not_reads(
         workspace: Path) -> None:
     (workspace / ".hookline").mkdir()
@@ -188,4 +211,8 @@ def test_question_json_is_what_the_gateway_sends() -> None:
                         "network", ("-a", "+b"))
     assert json.loads(json.dumps(question.as_dict())) == {
         "id": "q1", "tool": "shell", "arguments": {"command": "ls"}, "summary": "ls",
-        "justification": "because", "reason": "why", "escalate": "network", "diff": "-a\n+b"}
+        "justification": "because", "reason": "why", "escalate": "network", "diff": "-a\n+b",
+        "approve_session": True}
+    outside = Question("q2", "s", "shell", {"command": "make"}, "make", "why",
+                       escalate="unsandboxed")
+    assert outside.as_dict()["approve_session"] is False
