@@ -8,12 +8,12 @@ finish (a plugin installed through an entry point still handles its reply)."""
 from __future__ import annotations
 
 import json
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
 from openai_server import OpenAIServer, Reply
+from plugin_site import install_plugin
 from terminal_support import TMUX, Terminal, clean_env, last_line
 
 from hookline.cli.chat import DOUBLE_PRESS_SECONDS
@@ -135,12 +135,7 @@ class Recorder:
 
 
 def test_ctrl_c_after_the_reply_leaves_and_lets_the_turn_finish(tmp_path: Path) -> None:
-    site = tmp_path / "site"
-    dist = site / "recorder-0.1.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: recorder\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[hookline]\nrecorder = recorder:Recorder\n")
-    (site / "recorder.py").write_text(textwrap.dedent(RECORDER))
+    site = install_plugin(tmp_path / "site", "recorder", RECORDER, "recorder = recorder:Recorder")
     with OpenAIServer([Reply(text="The whole reply.")]) as server:
         terminal = terminal_for(tmp_path, server, PYTHONPATH=str(site),
                                 RECORDER_DIR=str(tmp_path))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import json
-import textwrap
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +26,7 @@ from gateway_support import (
     gateway_env,
     start_gateway_process,
 )
+from plugin_site import install_plugin
 
 COUNTING_PLUGIN = '''
 import os
@@ -68,13 +68,8 @@ LEAKY_WORDS = ("db.internal", "10.9.8.7", "6543", "tapes_prod", "psycopg", "reas
 
 @pytest.fixture
 def gateway(tmp_path: Path) -> Iterator[Gateway]:
-    site = tmp_path / "site"
-    dist = site / "counting_plugin-0.1.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: counting-plugin\n"
-                                   "Version: 0.1\n")
-    (dist / "entry_points.txt").write_text("[hookline]\ncount = counting_plugin:CountingPlugin\n")
-    (site / "counting_plugin.py").write_text(textwrap.dedent(COUNTING_PLUGIN))
+    site = install_plugin(tmp_path / "site", "counting_plugin", COUNTING_PLUGIN,
+                          "count = counting_plugin:CountingPlugin")
     home = tmp_path / "home"
     home.mkdir()
     started = start_gateway_process(["--port", "0"], gateway_env(home, PYTHONPATH=str(site)),

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import textwrap
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -34,6 +33,7 @@ from gateway_support import (
     start_gateway_process,
     tape_payloads,
 )
+from plugin_site import install_plugin
 
 GATE_PLUGIN = '''
 import os
@@ -102,12 +102,8 @@ class GatePlugin:
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    site = tmp_path / "site"
-    dist = site / "gate_plugin-0.1.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: gate-plugin\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[hookline]\ngate = gate_plugin:GatePlugin\n")
-    (site / "gate_plugin.py").write_text(textwrap.dedent(GATE_PLUGIN))
+    site = install_plugin(tmp_path / "site", "gate_plugin", GATE_PLUGIN,
+                          "gate = gate_plugin:GatePlugin")
     (tmp_path / "gates").mkdir()
     return gateway_env(tmp_path / "home", PYTHONPATH=str(site), GATE_DIR=str(tmp_path / "gates"))
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from gateway_support import HOOKLINE, gateway_env
+from plugin_site import install_plugin
 
 from hookline.builtins.channels import ListenerChannel
 from hookline.builtins.channels.http.channel import HttpChannel
@@ -77,12 +77,8 @@ class ChannelPlugin:
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    site = tmp_path / "site"
-    dist = site / "own_http-0.1.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: own-http\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[hookline]\nownhttp = own_http:ChannelPlugin\n")
-    (site / "own_http.py").write_text(textwrap.dedent(CHANNEL_PLUGIN))
+    site = install_plugin(tmp_path / "site", "own_http", CHANNEL_PLUGIN,
+                          "ownhttp = own_http:ChannelPlugin")
     (tmp_path / "workspace").mkdir()
     return gateway_env(tmp_path / "home", PYTHONPATH=str(site),
                        RECORD_FILE=str(tmp_path / "record.json"))

@@ -17,7 +17,6 @@ import socket
 import ssl
 import stat
 import subprocess
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from gateway_support import (
     post_stream,
     start_gateway_process,
 )
+from plugin_site import install_plugin
 
 PROBE_PLUGIN = '''
 import os
@@ -60,12 +60,8 @@ class ProbePlugin:
 
 @pytest.fixture
 def probe_env(tmp_path: Path) -> dict[str, str]:
-    site = tmp_path / "site"
-    dist = site / "probe_plugin-0.1.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: probe-plugin\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[hookline]\nprobe = probe_plugin:ProbePlugin\n")
-    (site / "probe_plugin.py").write_text(textwrap.dedent(PROBE_PLUGIN))
+    site = install_plugin(tmp_path / "site", "probe_plugin", PROBE_PLUGIN,
+                          "probe = probe_plugin:ProbePlugin")
     return {"PYTHONPATH": str(site)}
 
 

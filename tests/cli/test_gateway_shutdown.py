@@ -15,7 +15,6 @@ import re
 import signal
 import stat
 import subprocess
-import textwrap
 import threading
 import time
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from typing import Any
 
 import pytest
 from gateway_support import Gateway, gateway_env, post, start_gateway_process
+from plugin_site import install_plugin
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="signals and FIFOs are POSIX")
 
@@ -66,12 +66,8 @@ def ask(gateway: Gateway, content: str, timeout: float = 60.0) -> tuple[int, Any
 
 @pytest.fixture
 def start_gateway(tmp_path: Path) -> Iterator[Any]:
-    site = tmp_path / "site"
-    dist = site / "block_plugin-0.1.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: block-plugin\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[hookline]\nblock = block_plugin:BlockPlugin\n")
-    (site / "block_plugin.py").write_text(textwrap.dedent(BLOCK_PLUGIN))
+    site = install_plugin(tmp_path / "site", "block_plugin", BLOCK_PLUGIN,
+                          "block = block_plugin:BlockPlugin")
     environ = gateway_env(tmp_path / "home", PYTHONPATH=str(site), BLOCK_DIR=str(tmp_path))
     workspace = tmp_path / "workspace"
     workspace.mkdir()

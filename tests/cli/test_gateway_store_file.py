@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +30,7 @@ from gateway_support import (
     start_gateway_process,
     tape_payloads,
 )
+from plugin_site import install_plugin
 
 from hookline.builtins.store import COMMIT_FAILED_ERROR, backup_database, check_database
 
@@ -181,14 +181,8 @@ class LockingPlugin:
 
 def install_locking_plugin(tmp_path: Path) -> str:
     """The plugin above on a PYTHONPATH folder; returns that folder."""
-    site = tmp_path / "site"
-    dist = site / "locking_plugin-0.1.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: locking-plugin\n"
-                                   "Version: 0.1\n")
-    (dist / "entry_points.txt").write_text("[hookline]\nlock = locking_plugin:LockingPlugin\n")
-    (site / "locking_plugin.py").write_text(textwrap.dedent(LOCKING_PLUGIN))
-    return str(site)
+    return str(install_plugin(tmp_path / "site", "locking_plugin", LOCKING_PLUGIN,
+                              "lock = locking_plugin:LockingPlugin"))
 
 
 def test_a_temporary_store_failure_answers_503_with_retry_after_though_healthy_again(

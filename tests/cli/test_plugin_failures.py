@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from plugin_site import install_plugin
 from test_cli import hookline
 
 PLUGIN = '''
@@ -38,12 +39,7 @@ class BrokenPrompt:
 
 
 def installed(tmp_path: Path, *entry: str) -> dict[str, str]:
-    site = tmp_path / "site"
-    dist = site / "faulty-0.1.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: faulty\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[hookline]\n" + "".join(f"{e}\n" for e in entry))
-    (site / "faulty.py").write_text(PLUGIN)
+    site = install_plugin(tmp_path / "site", "faulty", PLUGIN, *entry)
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
     env.update(HOOKLINE_HOME=str(tmp_path / "home"), HOOKLINE_MODEL="offline",
                PYTHONPATH=str(site))
