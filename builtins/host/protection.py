@@ -8,7 +8,8 @@ one (`git init`, `git clone`, a `.hookline`) where no sandbox protects it yet: t
 `MadeWatch` of the workspace, shared by every sandbox of this process there (each
 session's, an approved escalation's, an MCP server's), looks after each run that started
 a command in any of them, names each thing made once, and has every one of them protect
-it from then on.
+it from then on; where a sandbox cannot keep them read-only (no mounts), it also names
+what commands changed of what git runs (`changes.py`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections.abc import Callable
 
 from hookline.kernel.errors import HooklineError
 
+from .changes import Fingerprint, changed, fingerprint
 from .files import is_inside, open_regular_file
 from .gitconfig import run_by_git, what_git_runs
 
@@ -260,6 +262,9 @@ class MadeWatch:
         self._protectors: list[weakref.WeakMethod[Callable[[list[str]], None]]] = []
         self._links = _home_links(workspace)
         """Links kept as they were (`_home_links`): one replaced is named as made."""
+        self._unkept: Fingerprint | None = None
+        """What git runs, as it was at the last look, once a sandbox could not keep it
+        read-only (`unkept`); None while every one could."""
 
     def join(self, protect: Callable[[list[str]], None]) -> None:
         """Have `protect`, a sandbox's method, called with what commands made, once found.
@@ -290,6 +295,19 @@ class MadeWatch:
         """A command is starting, in any of the workspace's sandboxes."""
         self._started = True
 
+    def unkept(self) -> None:
+        """A sandbox of the workspace cannot keep its protected paths read-only (no
+        mounts): from now on each look also names what commands changed of what git runs
+        (`changes.py`), from how it is now, before that sandbox's first command.
+        Blocking."""
+        with self._lock:
+            if self._unkept is not None:
+                return
+        found = fingerprint(repositories(self.workspace, MAX_SEARCHED)[0])
+        with self._lock:
+            if self._unkept is None:
+                self._unkept = found
+
     def known(self) -> frozenset[str]:
         """Everything protected found so far, after a first search if none ran yet: the
         file tools refuse it too. Blocking."""
@@ -314,13 +332,20 @@ class MadeWatch:
                 return
             self._started = False
             seen = self._existing
-        now = self._existing_protected(repositories(self.workspace, MAX_SEARCHED)[0])
+        found = repositories(self.workspace, MAX_SEARCHED)[0]
+        now = self._existing_protected(found)
+        files = fingerprint(found) if self._unkept is not None else None
         with self._lock:
             if self._existing is not None:
                 self._existing = {**self._existing, **now}  # `seen` stays as it was
             protectors = [ref() for ref in self._protectors]
+            before = self._unkept
+            if files is not None:
+                self._unkept = files
         made = sorted(path for path, identity in now.items()
                       if path not in seen or seen[path] != identity)
+        if before is not None and files is not None:
+            self._say_what_changed(changed(before, files), made)
         if not made:
             return
         for protect in protectors:
@@ -335,6 +360,20 @@ class MadeWatch:
             "core.fsmonitor for one, with your rights): look at them before you run git "
             "there", ", ".join(named[:MAX_NAMED]) + more)
         self._say_what_runs(made)
+
+    def _say_what_changed(self, files: list[str], made: list[str]) -> None:
+        """Changes to what git runs, where no sandbox kept it (those in a repository
+        made are said with it)."""
+        files = [file for file in files if not any(is_inside(file, path) for path in made)]
+        if not files:
+            return
+        named = [self._shown(file) for file in files]
+        more = f" and {len(named) - MAX_NAMED:,} more" if len(named) > MAX_NAMED else ""
+        logger.warning(
+            "commands may have changed %s: what git runs with your rights, which the sandbox "
+            "cannot keep read-only here (see the warning at start). Unless you changed them "
+            "yourself, look at them before you run git there",
+            ", ".join(named[:MAX_NAMED]) + more)
 
     def _say_what_runs(self, made: list[str]) -> None:
         """What git would run in each repository commands made (`what_git_runs`): a fresh

@@ -228,6 +228,8 @@ class Confinement:
         except OSError as exc:
             raise HooklineError(ErrorKind.config, _refusal(self.policy.mode, str(exc))) from None
         _check_layers(self.policy.mode, spawner)
+        if self.policy.mode == "workspace-write" and not spawner.report.mounted:
+            self.watch.unkept()  # what git runs stays writable: its changes are named
         if self._spawner is not None:  # its commands keep running until they end
             self._replaced.append(self._spawner)
         self._spawner, self._unprotected = spawner, False
@@ -302,8 +304,9 @@ LEFT_OPEN = {
         "Without namespaces, commands can change the modes and times of your files outside "
         "the workspace, see every process of the machine and, before Linux 6.12, signal "
         "your other ones; the workspace's .git and its other protected paths stay writable "
-        "to them. Nothing masks the host's Unix sockets (a D-Bus session bus, docker.sock) "
-        "or its System V IPC, so commands may open no Unix socket (a socketpair works) and "
+        "to them (what they change of what git runs is named after each turn). Nothing "
+        "masks the host's Unix sockets (a D-Bus session bus, docker.sock) or its System V "
+        "IPC, so commands may open no Unix socket (a socketpair works) and "
         "use no shared memory segment or message queue of that kind. Allow unprivileged "
         "user namespaces (sysctl user.max_user_namespaces, or "
         "kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu) to close that."),
@@ -312,7 +315,8 @@ LEFT_OPEN = {
         "still run in their own pid and network namespaces, under Landlock and seccomp, but "
         "can change the modes and times of your files outside the workspace and see the "
         "machine's processes; the workspace's .git and its other protected paths stay "
-        "writable to them. Nothing masks the host's Unix sockets, so commands may open no "
+        "writable to them (what they change of what git runs is named after each turn). "
+        "Nothing masks the host's Unix sockets, so commands may open no "
         "Unix socket (a socketpair works). Allow unprivileged user namespaces to mount "
         "(sysctl kernel.apparmor_restrict_unprivileged_userns=0, or an AppArmor profile for "
         "the Python running hookline) to close that."),

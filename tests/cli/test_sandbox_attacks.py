@@ -306,6 +306,7 @@ def test_without_namespaces_only_what_the_warning_names_stays_open(
     check_results(places, frozenset({"metadata", "git", "moved_away"}))
     warning = [line for line in done.stderr.splitlines() if "sandbox is weaker" in line]
     assert len(warning) == 1 and "modes and times" in warning[0] and ".git" in warning[0]
+    check_changes_named(done.stderr)
 
 
 MOUNTS_REFUSED = """
@@ -337,6 +338,17 @@ def test_where_namespaces_may_not_mount_only_what_the_warning_names_stays_open(
     warning = [line for line in done.stderr.splitlines() if "sandbox is weaker" in line]
     assert len(warning) == 1 and "mounts: " in warning[0] and "AppArmor" in warning[0], \
         done.stderr
+    check_changes_named(done.stderr)
+
+
+def check_changes_named(stderr: str) -> None:
+    """Where nothing kept them read-only, what the attacks changed of what git runs is
+    named after the turn."""
+    (changes,) = [line for line in stderr.splitlines() if "commands may have changed" in line]
+    for path in (".git/config", "linked/gitdir/config",
+                 "remote.git/config", ".husky/_/pre-commit", ".husky/pre-commit",
+                 "tools/clean.sh", "linked/tree/.pre-commit-config.yaml"):
+        assert path in changes, (path, changes)
 
 
 @pytest.mark.parametrize("user", ["root", "nobody"])

@@ -1,7 +1,8 @@
 """The folders that hold a protected path stay where they are: a command that moved one
 away (its read-only mount goes with it) could put a copy of its own, with hooks, in its
 place. Pinned when the sandbox starts and, for a repository a command made, when it is
-protected; without mounts, what is put in place of a known repository is named."""
+protected; without mounts, what is put in place of a known repository is named, and so is
+what commands change of what git runs."""
 
 from __future__ import annotations
 
@@ -73,3 +74,33 @@ async def test_a_repository_put_in_place_of_a_known_one_is_named(
     said = [record.getMessage() for record in caplog.records]
     assert any("vendor/lib/.git, which commands made, has git run with your rights: hook "
                "pre-commit" in line for line in said), said
+
+
+@pytest.mark.anyio
+async def test_without_mounts_what_commands_change_of_what_git_runs_is_named(
+        layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture) -> None:
+    """Where nothing keeps it read-only, a hook planted, a config changed, a lefthook
+    config rewritten are named after the turn, once; what git does not run (its objects,
+    a commit's index) and the worktree are not."""
+    workspace, home, _ = layout
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    nested = workspace / "vendor" / "lib"
+    subprocess.run(["git", "init", "-q", str(nested)], check=True)
+    (nested / ".git" / "hooks" / "pre-push").write_text("#!/bin/sh\nlefthook run pre-push\n")
+    (nested / "lefthook.yml").write_text("pre-push: {}\n")
+    env = environment(workspace, home, without=("namespaces",))
+    try:
+        await env.run("printf '#!/bin/sh\\ncurl evil\\n' > .git/hooks/pre-commit; "
+                      "git config core.fsmonitor ./x; echo 'pre-push: {run: x}' >> "
+                      "vendor/lib/lefthook.yml; git -c user.name=t -c user.email=t@t "
+                      "commit -q --allow-empty -m one; echo code > main.py")
+        await env.say_what_commands_made()
+        await env.run("true")
+        await env.say_what_commands_made()
+    finally:
+        await env.close()
+    said = [record.getMessage() for record in caplog.records
+            if "commands may have changed" in record.getMessage()]
+    assert len(said) == 1, said
+    assert said[0].startswith("commands may have changed .git/config, .git/hooks/pre-commit, "
+                              "vendor/lib/lefthook.yml: what git runs"), said
