@@ -365,14 +365,12 @@ class MadeWatch:
         for protect in protectors:
             if protect is not None:
                 protect(made)
-        named = sorted(self._shown(path) for path in made)
-        more = f" and {len(named) - MAX_NAMED:,} more" if len(named) > MAX_NAMED else ""
         logger.warning(
             "commands run in this workspace made %s, which hookline keeps read-only only "
             "from now on: until now commands could change them, and what runs later "
             "outside the sandbox reads them (git runs a repository's hooks and config, "
             "core.fsmonitor for one, with your rights): look at them before you run git "
-            "there", ", ".join(named[:MAX_NAMED]) + more)
+            "there", _listed(sorted(self._shown(path) for path in made), ", "))
         self._say_what_runs(made)
 
     def _say_what_changed(self, files: list[str], made: list[str]) -> None:
@@ -381,13 +379,11 @@ class MadeWatch:
         files = [file for file in files if not any(is_inside(file, path) for path in made)]
         if not files:
             return
-        named = [self._shown(file) for file in files]
-        more = f" and {len(named) - MAX_NAMED:,} more" if len(named) > MAX_NAMED else ""
         logger.warning(
             "commands may have changed %s: git or your shell runs them with your rights, and "
             "the sandbox cannot keep them read-only here (see the warning at start). Unless "
             "you changed them yourself, look at them before you run git there or open a new "
-            "shell", ", ".join(named[:MAX_NAMED]) + more)
+            "shell", _listed([self._shown(file) for file in files], ", "))
 
     def _say_what_runs(self, made: list[str]) -> None:
         """What git would run in each repository commands made (`what_git_runs`): a fresh
@@ -399,11 +395,10 @@ class MadeWatch:
             runs = what_git_runs(gitdir)
             if not runs:
                 continue
-            more = f"; and {len(runs) - MAX_NAMED:,} more" if len(runs) > MAX_NAMED else ""
             logger.warning(
-                "%s, which commands made, has git run with your rights: %s%s. Unless you "
+                "%s, which commands made, has git run with your rights: %s. Unless you "
                 "set these up yourself, remove them before you run git there",
-                self._shown(gitdir), "; ".join(runs[:MAX_NAMED]), more)
+                self._shown(gitdir), _listed(runs, "; "))
 
     def _shown(self, path: str) -> str:
         """`path` relative to the workspace when it lies in it, else in full."""
@@ -416,6 +411,12 @@ class MadeWatch:
             with contextlib.suppress(OSError):
                 existing[path] = _identity(os.lstat(path))
         return existing
+
+
+def _listed(names: list[str], separator: str) -> str:
+    """The first `MAX_NAMED` of `names`, the rest counted."""
+    rest = len(names) - MAX_NAMED
+    return separator.join(names[:MAX_NAMED]) + (f" and {rest:,} more" if rest > 0 else "")
 
 
 def _identity(entry: os.stat_result) -> tuple[int, int] | None:
