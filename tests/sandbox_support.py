@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from hookline.builtins.host.background import BackgroundProcesses
 from hookline.builtins.host.environment import LocalEnvironment
 from hookline.builtins.host.sandbox import SandboxPolicy
@@ -18,3 +20,15 @@ def environment(workspace: Path, home: Path, processes: BackgroundProcesses | No
     """The workspace's environment, sandboxed by `policy`, with `home` hidden."""
     return LocalEnvironment(workspace, processes=processes,
                             sandbox=SandboxPolicy(hidden=(str(home),), **policy))  # type: ignore[arg-type]
+
+
+def made_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The warnings that name what commands made."""
+    return [record.getMessage() for record in caplog.records
+            if "commands run in this workspace made" in record.getMessage()]
+
+
+def said_once(caplog: pytest.LogCaptureFixture, made: str) -> None:
+    """`made` was named, in one warning only."""
+    said = made_warnings(caplog)
+    assert len(said) == 1 and f"made {made}, which" in said[0], said

