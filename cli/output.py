@@ -80,6 +80,9 @@ class TurnPrinter:
         """Who asks about tool calls that need a person (None: the policy decides)."""
         self.warnings: list[str] = []
         """Lines said on stderr once the reply is out (a session grown long)."""
+        self.model_done = False
+        """The model stream ended: the turn is only finishing (its state saved, its reply
+        handed to the plugins)."""
         self._step = 1
 
     @property
@@ -102,6 +105,7 @@ class TurnPrinter:
             self._keep(event)
             await self.show(event)
             yield event
+        self.model_done = True
 
     def _keep(self, event: StreamEvent) -> None:
         """What the command needs of an event, shown or not: errors, denials, usage."""

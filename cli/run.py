@@ -202,7 +202,7 @@ def _answer(framework: Framework, printer: TurnPrinter, inbound: dict[str, Any],
         answering = anyio.CancelScope()
         try:
             async with framework.running(), anyio.create_task_group() as tasks:
-                tasks.start_soon(_cancel_on_signal, framework, answering, outcome)
+                tasks.start_soon(_cancel_on_signal, framework, printer, answering, outcome)
                 if printer.status.enabled:
                     tasks.start_soon(printer.status.tick)
                 _announce_start(framework, printer)
@@ -323,10 +323,11 @@ def _stream_setting() -> bool:
     return settings.stream if settings.sources.get("stream", "default") != "default" else False
 
 
-async def _cancel_on_signal(framework: Framework, answering: Any,
+async def _cancel_on_signal(framework: Framework, printer: TurnPrinter, answering: Any,
                             outcome: dict[str, Any]) -> None:
-    """SIGINT or SIGTERM cancels the turn (its run is recorded as cancelled); a second
-    one, while the turn unwinds, ends the process at once."""
+    """SIGINT or SIGTERM cancels the turn (its run is recorded as cancelled), unless its
+    model has finished: the turn is then only finishing, and is left to; a second one,
+    while the turn unwinds or finishes, ends the process at once."""
     import anyio
 
     try:
@@ -343,7 +344,8 @@ async def _cancel_on_signal(framework: Framework, answering: Any,
                     sys.stderr.flush()
                 os._exit(128 + signum)
             outcome["signal"] = signum
-            answering.cancel()
+            if not printer.model_done:
+                answering.cancel()
 
 
 def _not_answered_text(signum: int) -> str:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from plugin_site import install_plugin
 from terminal_support import clean_env
 from test_cli import HOOKLINE, hookline
 
@@ -86,3 +87,55 @@ def test_a_signal_during_hookline_run_says_the_message_was_not_answered(
                       f"was not answered"], done.stderr  # one line (after the tool line)
     assert done.stderr.endswith(errors[0] + "\n")
     assert done.stdout == ""
+
+
+SLOW_SAVE = """
+import os
+from pathlib import Path
+
+import anyio
+
+from hookline.kernel import hookimpl
+
+MARKS = Path(os.environ["MARKS"])
+
+
+class SlowSave:
+    def __init__(self, framework):
+        self.framework = framework
+
+    @hookimpl
+    async def save_state(self):
+        (MARKS / "saving").write_text("1")
+        await anyio.sleep(2)
+        (MARKS / "saved").write_text("1")
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_once_the_model_has_finished_lets_hookline_run_finish(
+        workspace: Path, tmp_path: Path, signum: int) -> None:
+    """The reply is whole; the turn is saving its state (a plugin that takes its time):
+    the signal lets it finish, and the reply is printed."""
+    assert HOOKLINE
+    site = install_plugin(tmp_path / "site", "slow_save", SLOW_SAVE, "slow = slow_save:SlowSave")
+    env = {**clean_env(workspace.parent / "home"), "PYTHONPATH": str(site),
+           "MARKS": str(tmp_path)}
+    proc = subprocess.Popen([HOOKLINE, "run", "hello"], cwd=workspace, text=True, env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "saving").exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the turn never saved its state"
+            time.sleep(0.02)
+        proc.send_signal(signum)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, (stdout, stderr)
+    assert 'You said: "hello"' in stdout and "not answered" not in stderr
+    assert (tmp_path / "saved").exists()
