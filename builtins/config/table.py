@@ -60,8 +60,14 @@ TAPES_NAME = "tapes.db"
 CONFIG_NAME = "config.toml"
 DEFAULT_DENY_READ = ("~/.ssh", "~/.aws", "~/.azure", "~/.config/gcloud", "~/.config/gh",
                      "~/.netrc", "~/.docker/config.json", "~/.kube", "~/.pgpass", "~/.gnupg",
-                     "~/.git-credentials")
-"""Credentials outside the hookline home that no command may read (`sandbox_deny_read`)."""
+                     "~/.git-credentials", "~/.npmrc", "~/.pypirc", "~/.cargo/credentials",
+                     "~/.cargo/credentials.toml", "~/.gem/credentials", "~/.config/rclone",
+                     "~/.vault-token", "~/.local/share/keyrings", "~/.mozilla",
+                     "~/.config/google-chrome", "~/.config/chromium", "~/.bash_history",
+                     "~/.zsh_history")
+"""Credentials outside the hookline home that no command may read (`sandbox_deny_read`):
+cloud and ssh keys, package registries' publishing tokens, keyrings, browser profiles
+(cookies, saved passwords) and shell histories (secrets typed on a command line)."""
 DEFAULT_PROTECT = (".vscode", ".idea", ".devcontainer", ".devcontainer.json", ".mcp.json",
                    ".claude/settings.json", ".claude/settings.local.json", ".cursor/mcp.json",
                    ".gemini/settings.json")

@@ -5,7 +5,7 @@
 SETTINGS_JSON names what to aim at: `secrets` (values that must not be found anywhere in
 /proc), `port` (a TCP listener on 127.0.0.1), `segment` (a System V shared memory id of
 the host's), `outside` (a file of the user's outside the workspace), `home` (the hookline
-home), `ssh_key` (a key in the fake HOME), `engine` (a container engine's socket listening
+home), `credentials` (secrets in the fake HOME), `engine` (a container engine's socket listening
 in the fake HOME, where Docker Desktop keeps its own), `terminal` (a pseudo-terminal of
 the host's, as hookline's own would be). Each attack adds its name and "blocked: <why>"
 or "OPEN: <what worked>" to the JSON object printed after each attack (the last line holds
@@ -235,12 +235,17 @@ def terminals(settings: dict) -> str:
     return f"OPEN: {opened}" if opened else "blocked: no terminal, console or kernel log"
 
 
-def ssh_key(settings: dict) -> str:
-    try:
-        with open(settings["ssh_key"]) as file:
-            return f"OPEN: {file.read(20)!r}"
-    except OSError as exc:
-        return f"blocked: {exc.strerror}"
+def credentials(settings: dict) -> str:
+    """Read the user's secrets in the fake HOME: an ssh key, publishing tokens, a browser's
+    cookies, a shell history."""
+    read, refused = [], set()
+    for path in settings["credentials"]:
+        try:
+            with open(path) as file:
+                read.append(f"{path}: {file.read(20)!r}")
+        except OSError as exc:
+            refused.add(exc.strerror)
+    return f"OPEN: {read}" if read else f"blocked: {', '.join(sorted(refused))}"
 
 
 def container_engine(settings: dict) -> str:
@@ -302,7 +307,7 @@ ATTACKS: dict[str, Callable[[dict], str]] = {
     "environ": environ_secrets, "mem": read_memory, "fds": list_fds, "ptrace": ptrace_attach,
     "pidfd_getfd": take_fd, "mptcp": mptcp, "tcp": tcp, "udp": udp,
     "listen_unbound": listen_unbound, "netlink": netlink, "metadata": metadata,
-    "git": git_hooks, "moved_away": moved_away, "terminals": terminals, "ssh_key": ssh_key,
+    "git": git_hooks, "moved_away": moved_away, "terminals": terminals, "credentials": credentials,
     "engine": container_engine, "privileges": privileges, "kernel": kernel_surface,
     "shared_memory": shared_memory,
     "kill": kill_hookline,

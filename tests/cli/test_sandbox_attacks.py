@@ -37,6 +37,10 @@ SECRETS = {"HOOKLINE_API_KEY": "sk-attack-secret-1",
            "HOOKLINE_HTTP_TOKEN": "token-attack-secret-0123456789abcdefghijklmnop",
            "OPENAI_API_KEY": "sk-attack-secret-2"}
 
+CREDENTIALS = (".ssh/id_ed25519", ".npmrc", ".pypirc", ".cargo/credentials.toml",
+               ".mozilla/firefox/user.default/cookies.sqlite", ".bash_history")
+"""Secrets of the user in the fake HOME that `sandbox_deny_read` keeps by default."""
+
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or os.geteuid() != 0 or SETPRIV is None,
     reason="runs as root and as nobody (setpriv) on Linux")
@@ -44,7 +48,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture
 def places() -> Iterator[dict[str, Path]]:
-    """Workspace (a git repository), hookline home, fake user HOME with an ssh key, a file
+    """Workspace (a git repository), hookline home, fake user HOME with secrets, a file
     of the user's outside the workspace (under /var/tmp, open to `nobody` to enter) and a
     pseudo-terminal of the host's, as the one hookline would run in, and a container
     engine listening in that HOME, where Docker Desktop keeps its socket."""
@@ -54,8 +58,9 @@ def places() -> Iterator[dict[str, Path]]:
     for path in found.values():
         path.mkdir()
     found["home"].chmod(0o700)
-    (found["user"] / ".ssh").mkdir()
-    (found["user"] / ".ssh" / "id_ed25519").write_text("PRIVATE KEY of the user\n")
+    for secret in CREDENTIALS:
+        (found["user"] / secret).parent.mkdir(parents=True, exist_ok=True)
+        (found["user"] / secret).write_text("SECRET of the user\n")
     found["outside"] = found["user"] / "notes.txt"
     found["outside"].write_text("the user's notes\n")
     subprocess.run(["git", "init", "-q", str(found["workspace"])], check=True)
@@ -192,7 +197,7 @@ def aims(places: dict[str, Path], port: int, segment: int) -> str:
     return json.dumps({"secrets": list(SECRETS.values()), "port": port, "segment": segment,
                        "outside": str(places["outside"]), "home": str(places["home"]),
                        "terminal": str(places["terminal"]),
-                       "ssh_key": str(places["user"] / ".ssh" / "id_ed25519"),
+                       "credentials": [str(places["user"] / secret) for secret in CREDENTIALS],
                        "engine": str(places["engine"])})
 
 
