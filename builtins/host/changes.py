@@ -2,9 +2,10 @@
 
 Without mounts (Ubuntu 24.04's AppArmor default, some containers; the start warning says
 so) a command can change a repository's hooks and config, and what they run from the
-worktree: git runs it later, outside the sandbox, with the user's rights. `fingerprint`
-takes what the repositories' search found (`protection.repositories`), so that after each
-turn the watch names what changed since, for the user to look at before running git.
+worktree: git runs it later, outside the sandbox, with the user's rights (and a shell,
+the startup files of a home folder the workspace holds). `fingerprint` takes what the
+repositories' search found (`protection.repositories`) and those startup files, so that
+after each turn the watch names what changed since, for the user to look at first.
 
 A repository is looked at where git, Mercurial or Jujutsu read what they run (a git
 folder's `config` and `hooks`, `.hg/hgrc`, `.jj/repo/config.toml`), not its objects,
@@ -26,9 +27,10 @@ Fingerprint = dict[str, tuple[int, int, int]]
 READ_BY_REPOSITORY = {".hg": ("hgrc",), ".jj": (os.path.join("repo", "config.toml"),)}
 """What Mercurial and Jujutsu read from their repository folder and run."""
 
+
 def fingerprint(found: Iterable[str]) -> Fingerprint:
     """The files `found` stands for (repository folders, the files and folders their
-    config has git run from the worktree), each with its identity now."""
+    config has git run from the worktree, startup files), each with its identity now."""
     files: Fingerprint = {}
     for path in found:
         for file in _read_there(path):
