@@ -244,7 +244,7 @@ class Confinement:
         return {"mode": policy.mode, "network": policy.network, "workspace": self.workspace,
                 "temporary": temporary, "protected": list(protected),
                 "hidden": [*self.hidden, *_resolved(policy.deny_read)],
-                "service_sockets": [] if policy.network else _resolved(SERVICE_SOCKETS),
+                "service_sockets": _resolved(SERVICE_SOCKETS),
                 "max_processes": policy.max_processes, "max_file_bytes": policy.max_file_bytes,
                 "without": list(policy.without), "guarded": [os.getpid(), os.getpgrp()]}
 
@@ -304,22 +304,22 @@ LEFT_OPEN = {
         "Without namespaces, commands can change the modes and times of your files outside "
         "the workspace, see every process of the machine and, before Linux 6.12, signal "
         "your other ones; the workspace's .git and its other protected paths stay writable "
-        "to them (what they change of what git or a shell runs is named after each turn). Nothing "
-        "masks the host's Unix sockets (a D-Bus session bus, docker.sock) or its System V "
-        "IPC, so commands may open no Unix socket (a socketpair works) and "
-        "use no shared memory segment or message queue of that kind. Allow unprivileged "
-        "user namespaces (sysctl user.max_user_namespaces, or "
+        "to them (what they change of what git or a shell runs is named after each turn). "
+        "Nothing masks the host's Unix sockets (a D-Bus session bus, docker.sock) or its "
+        "System V IPC, so commands may open no Unix socket (a socketpair works) and use no "
+        "shared memory segment or message queue of that kind. Allow unprivileged user "
+        "namespaces (sysctl user.max_user_namespaces, or "
         "kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu) to close that."),
     "mounts": (
         "The namespaces may not mount (Ubuntu 24.04's AppArmor default does this): commands "
         "still run in their own pid and network namespaces, under Landlock and seccomp, but "
         "can change the modes and times of your files outside the workspace and see the "
         "machine's processes; the workspace's .git and its other protected paths stay "
-        "writable to them (what they change of what git or a shell runs is named after each turn). "
-        "Nothing masks the host's Unix sockets, so commands may open no "
-        "Unix socket (a socketpair works). Allow unprivileged user namespaces to mount "
-        "(sysctl kernel.apparmor_restrict_unprivileged_userns=0, or an AppArmor profile for "
-        "the Python running hookline) to close that."),
+        "writable to them (what they change of what git or a shell runs is named after each "
+        "turn). Nothing masks the host's Unix sockets, so commands may open no Unix socket "
+        "(a socketpair works). Allow unprivileged user namespaces to mount (sysctl "
+        "kernel.apparmor_restrict_unprivileged_userns=0, or an AppArmor profile for the "
+        "Python running hookline) to close that."),
     "landlock": (
         "Without Landlock, only the mounts keep commands in the workspace; a kernel with "
         "Landlock enabled (lsm=landlock) adds the second layer."),

@@ -157,7 +157,7 @@ def lay_out(*, temporary: str, workspace: str, writable_workspace: bool,
         keep_open = (workspace, private_root)
         sockets = [] if network else [
             *_socket_places(roots, keep_open),
-            *(place for place in service_sockets  # in a workspace that holds the home, too
+            *(place for place in service_sockets  # also in a workspace that holds the home
               if not any(_holds(place, kept) for kept in keep_open))]
         try:
             _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
