@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from hookline.builtins.host import CommandResult
 from hookline.builtins.host.background import BackgroundProcesses
 from hookline.builtins.host.environment import LocalEnvironment
 from hookline.builtins.host.sandbox import SandboxPolicy
@@ -32,3 +33,23 @@ def said_once(caplog: pytest.LogCaptureFixture, made: str) -> None:
     """`made` was named, in one warning only."""
     said = made_warnings(caplog)
     assert len(said) == 1 and f"made {made}, which" in said[0], said
+
+
+def changed_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The warnings that name what commands changed of what git or a shell runs, where no
+    sandbox kept it read-only."""
+    return [record.getMessage() for record in caplog.records
+            if "commands may have changed" in record.getMessage()]
+
+
+async def run_once(workspace: Path, home: Path, command: str, **policy: object
+                   ) -> CommandResult:
+    """`command` run in a sandbox of its own (`environment`), what it made or changed
+    looked at as the builtin plugin does after a run, the sandbox closed after."""
+    env = environment(workspace, home, **policy)
+    try:
+        result = await env.run(command)
+        await env.say_what_commands_made()
+        return result
+    finally:
+        await env.close()

@@ -21,21 +21,23 @@ pytestmark = pytest.mark.skipif(os.name != "posix", reason="signals are POSIX")
 HELD = "/tool shell " + json.dumps({"command": "touch held; sleep 60"})
 
 
-def signalled(args: list[str], workspace: Path, signum: int,
-              stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run `hookline ARGS`, send `signum` once its turn has marked `held`, wait for it."""
+def signalled(args: list[str], workspace: Path, signum: int, stdin: str | None = None,
+              mark: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run `hookline ARGS` (with `env` added), send `signum` once its turn has made `mark`
+    (by default the workspace's `held`), wait for it."""
     assert HOOKLINE
+    mark = mark or workspace / "held"
     typed = workspace.parent / "stdin.txt"  # piped input: read to its end at once
     typed.write_text(stdin or "")
     with typed.open() as source:
         proc = subprocess.Popen([HOOKLINE, *args], cwd=workspace, text=True,
-                                env=clean_env(workspace.parent / "home"), stdin=source,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                env={**clean_env(workspace.parent / "home"), **env},
+                                stdin=source, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60
-        while not (workspace / "held").exists():
+        while not mark.exists():
             assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the turn never ran its command"
+            assert time.monotonic() < deadline, f"the turn never made {mark.name}"
             time.sleep(0.02)
         proc.send_signal(signum)
         stdout, stderr = proc.communicate(timeout=60)
@@ -117,25 +119,9 @@ def test_a_signal_once_the_model_has_finished_lets_hookline_run_finish(
         workspace: Path, tmp_path: Path, signum: int) -> None:
     """The reply is whole; the turn is saving its state (a plugin that takes its time):
     the signal lets it finish, and the reply is printed."""
-    assert HOOKLINE
     site = install_plugin(tmp_path / "site", "slow_save", SLOW_SAVE, "slow = slow_save:SlowSave")
-    env = {**clean_env(workspace.parent / "home"), "PYTHONPATH": str(site),
-           "MARKS": str(tmp_path)}
-    proc = subprocess.Popen([HOOKLINE, "run", "hello"], cwd=workspace, text=True, env=env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        while not (tmp_path / "saving").exists():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the turn never saved its state"
-            time.sleep(0.02)
-        proc.send_signal(signum)
-        stdout, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, (stdout, stderr)
-    assert 'You said: "hello"' in stdout and "not answered" not in stderr
+    done = signalled(["run", "hello"], workspace, signum, mark=tmp_path / "saving",
+                     PYTHONPATH=str(site), MARKS=str(tmp_path))
+    assert done.returncode == 0, done
+    assert 'You said: "hello"' in done.stdout and "not answered" not in done.stderr
     assert (tmp_path / "saved").exists()

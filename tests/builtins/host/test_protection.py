@@ -13,7 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from sandbox_support import environment, made_warnings, said_once
+from sandbox_support import environment, made_warnings, run_once, said_once
 
 from hookline.builtins.host import CommandResult, LocalEnvironment, protection
 from hookline.builtins.host.background import BackgroundProcesses
@@ -43,12 +43,9 @@ async def test_a_nested_repository_is_protected_at_any_depth(
     nested = workspace / "deep" / "down" / "lib" / ".git"
     (nested / "hooks").mkdir(parents=True)
     (nested / "config").write_text("[core]\n")
-    env = environment(workspace, home)
-    try:
-        result = await env.run("echo '[core] fsmonitor = evil' >> deep/down/lib/.git/config; "
-                               "touch deep/down/lib/.git/hooks/pre-commit; touch deep/ok")
-    finally:
-        await env.close()
+    result = await run_once(workspace, home,
+                            "echo '[core] fsmonitor = evil' >> deep/down/lib/.git/config; "
+                            "touch deep/down/lib/.git/hooks/pre-commit; touch deep/ok")
     assert result.stderr.count("Read-only file system") == 2, result.stderr
     assert (nested / "config").read_text() == "[core]\n"
     assert (workspace / "deep" / "ok").exists()
