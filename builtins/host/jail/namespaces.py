@@ -11,8 +11,7 @@ or console of the host's), and with the network closed `/run` replaced and the s
 /tmp masked (no socket of the host's services stays reachable by its path).
 `drop_capabilities` empties every set.
 
-Standard library only: the helper program imports it (docs/security.md, "How it is
-built").
+Standard library only: the helper program imports it (docs/sandbox-design.md).
 """
 
 from __future__ import annotations
