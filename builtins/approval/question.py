@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from hookline.kernel.turn import RUNTIME_PREFIX
 
+from ..host.tools import UNSANDBOXED
 from ..terminal import render_diff, terminal_text
 
 __all__ = [
@@ -73,7 +74,7 @@ class Question:
         """Whether "always this session" may be answered: not for a command that leaves
         the sandbox, since what it runs (a script, a Makefile, a package's install
         scripts) may be changed by sandboxed commands after it, then run again unasked."""
-        return self.escalate != "unsandboxed"
+        return self.escalate != UNSANDBOXED
 
     @property
     def answer_keys(self) -> str:

@@ -62,7 +62,9 @@ def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     }
 
 
-ESCALATIONS = ("network", "unsandboxed")
+UNSANDBOXED = "unsandboxed"
+"""The escalation that runs a command outside the sandbox, with the user's rights."""
+ESCALATIONS = ("network", UNSANDBOXED)
 """What a shell call may ask to leave behind for one command (`escalate`)."""
 ESCALATION_GRANT = RUNTIME_PREFIX + "escalation_grant"
 """State key of the one escalation a person approved: `(command, escalate)`, taken by the
