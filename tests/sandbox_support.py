@@ -36,7 +36,7 @@ def said_once(caplog: pytest.LogCaptureFixture, made: str) -> None:
 
 
 def changed_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
-    """The warnings that name what commands changed of what git or a shell runs, where no
+    """The warnings that name what commands changed of what runs later, where no
     sandbox kept it read-only."""
     return [record.getMessage() for record in caplog.records
             if "commands may have changed" in record.getMessage()]

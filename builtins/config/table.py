@@ -58,23 +58,32 @@ DEFAULT_HTTP_BODY_TIMEOUT = 30.0
 DEFAULT_HTTP_APPROVAL_TIMEOUT = 120.0
 TAPES_NAME = "tapes.db"
 CONFIG_NAME = "config.toml"
-DEFAULT_DENY_READ = ("~/.ssh", "~/.aws", "~/.azure", "~/.config/gcloud", "~/.config/gh",
-                     "~/.netrc", "~/.docker/config.json", "~/.kube", "~/.pgpass", "~/.gnupg",
-                     "~/.git-credentials", "~/.npmrc", "~/.pypirc", "~/.cargo/credentials",
-                     "~/.cargo/credentials.toml", "~/.gem/credentials", "~/.config/rclone",
-                     "~/.vault-token", "~/.local/share/keyrings", "~/.mozilla",
+DEFAULT_DENY_READ = ("~/.ssh", "~/.aws", "~/.azure", "~/.config/gcloud", "~/.oci",
+                     "~/.config/gh", "~/.config/glab-cli", "~/.netrc", "~/.docker/config.json",
+                     "~/.config/containers/auth.json", "~/.kube", "~/.pgpass", "~/.gnupg",
+                     "~/.git-credentials", "~/.password-store", "~/.config/op", "~/.npmrc",
+                     "~/.pypirc", "~/.cargo/credentials", "~/.cargo/credentials.toml",
+                     "~/.gem/credentials", "~/.terraform.d/credentials.tfrc.json",
+                     "~/.databrickscfg", "~/.s3cfg", "~/.config/rclone", "~/.vault-token",
+                     "~/.local/share/keyrings", "~/.mozilla", "~/.thunderbird",
                      "~/.config/google-chrome", "~/.config/chromium", "~/.bash_history",
-                     "~/.zsh_history")
+                     "~/.zsh_history", "~/.local/share/fish/fish_history", "~/.python_history",
+                     "~/.psql_history", "~/.mysql_history")
 """Credentials outside the hookline home that no command may read (`sandbox_deny_read`):
-cloud and ssh keys, package registries' publishing tokens, keyrings, browser profiles
-(cookies, saved passwords) and shell histories (secrets typed on a command line)."""
-DEFAULT_PROTECT = (".vscode", ".idea", ".devcontainer", ".devcontainer.json", ".mcp.json",
-                   ".claude/settings.json", ".claude/settings.local.json", ".cursor/mcp.json",
-                   ".gemini/settings.json")
+cloud, ssh and forge keys, container registries' logins, password stores, package
+registries' publishing tokens, keyrings, browser and mail profiles (cookies, saved
+passwords) and shell and database histories (secrets typed on a command line)."""
+DEFAULT_PROTECT = (".vscode", ".idea", ".zed", ".helix", ".devcontainer", ".devcontainer.json",
+                   ".mcp.json", ".claude/settings.json", ".claude/settings.local.json",
+                   ".claude/hooks", ".cursor/mcp.json", ".cursor/hooks.json", ".cursor/hooks",
+                   ".gemini/settings.json", ".codex/config.toml", "opencode.json",
+                   "opencode.jsonc", ".opencode", "mise.toml", ".mise.toml", "mise.local.toml",
+                   ".mise.local.toml", ".mise", ".config/mise.toml", ".config/mise")
 """Settings kept read-only in the workspace (`sandbox_protect`) because a program the user
 opens there later runs what they name, outside the sandbox: an editor's (an interpreter,
-a linter, a task on folder open), a dev container's (`initializeCommand` runs on the
-host), other agents' (their hooks and MCP servers)."""
+a language server, a task on folder open), a dev container's (`initializeCommand` runs on
+the host), other agents' (their hooks and MCP servers), mise's (its hooks and `[env]`
+run when a shell enters the folder, once it was trusted by path)."""
 DEFAULT_MAX_PROCESSES = 4096
 """Processes one sandbox may hold at once (RLIMIT_NPROC)."""
 DEFAULT_MAX_FILE_BYTES = 8 * 1024**3

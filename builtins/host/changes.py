@@ -1,11 +1,12 @@
-"""What commands changed of what git runs, where no sandbox could keep it read-only.
+"""What commands changed of what runs later, where no sandbox could keep it read-only.
 
 Without mounts (Ubuntu 24.04's AppArmor default, some containers; the start warning says
 so) a command can change a repository's hooks and config, and what they run from the
 worktree: git runs it later, outside the sandbox, with the user's rights (and a shell,
-the startup files of a home folder the workspace holds). `fingerprint` takes what the
-repositories' search found (`protection.repositories`) and those startup files, so that
-after each turn the watch names what changed since, for the user to look at first.
+the startup files of a home folder the workspace holds; an editor or agent, the
+`sandbox_protect` settings; hookline, its own environment). `fingerprint` takes what the
+repositories' search found (`protection.repositories`) and those files, so that after
+each turn the watch names what changed since, for the user to look at first.
 
 A repository is looked at where git, Mercurial or Jujutsu read what they run (a git
 folder's `config` and `hooks`, `.hg/hgrc`, `.jj/repo/config.toml`), not its objects,
@@ -26,6 +27,11 @@ Fingerprint = dict[str, tuple[int, int, int]]
 
 READ_BY_REPOSITORY = {".hg": ("hgrc",), ".jj": (os.path.join("repo", "config.toml"),)}
 """What Mercurial and Jujutsu read from their repository folder and run."""
+
+REWRITTEN_AS_THEY_RUN = {".idea": frozenset({"workspace.xml", "usage.statistics.xml"})}
+"""Files of a settings folder its own program rewrites all day (a JetBrains IDE its window
+layout and recent runs): named after every turn, they would teach the user to skip the
+warning."""
 
 
 def fingerprint(found: Iterable[str]) -> Fingerprint:
@@ -60,7 +66,8 @@ def _read_there(path: str) -> list[str]:
         return [path]
     if os.path.lexists(os.path.join(path, "HEAD")):
         return [os.path.join(path, "config"), *_entries(os.path.join(path, "hooks"))]
-    return _entries(path)
+    rewritten = REWRITTEN_AS_THEY_RUN.get(name, frozenset())
+    return [entry for entry in _entries(path) if os.path.basename(entry) not in rewritten]
 
 
 def _entries(folder: str) -> list[str]:

@@ -21,6 +21,7 @@ import os
 import re
 import stat
 import sys
+import sysconfig
 import threading
 import weakref
 from collections.abc import Callable
@@ -81,16 +82,43 @@ def protected_paths(workspace: str, extra: tuple[str, ...] = ()) -> tuple[str, .
     from when it lies there (a `.venv` of the project): hookline runs it again, outside
     the sandbox, and a `.pth` file dropped in its site-packages runs at every start; and
     the hidden entries of the user's home folder when the workspace holds it."""
-    names = [*PROTECTED, *extra]
-    found = [os.path.realpath(os.path.join(workspace, os.path.expanduser(name)))
-             for name in names]
+    found = _named(workspace, (*PROTECTED, *extra))
     found.extend(_git_file_target(os.path.join(workspace, GIT)))
     found.extend(_run_by_enclosing_repository(workspace))
     found.extend(_home_startup(workspace))
-    environment = os.path.realpath(sys.prefix)
-    if is_inside(environment, workspace) and environment != workspace:
+    environment = _own_environment(workspace)
+    if environment is not None:
         found.append(environment)
     return tuple(dict.fromkeys(found))
+
+
+def _named(workspace: str, names: tuple[str, ...]) -> list[str]:
+    """Where each of `names` (relative to the workspace, or `~`) leads."""
+    return [os.path.realpath(os.path.join(workspace, os.path.expanduser(name)))
+            for name in names]
+
+
+def _own_environment(workspace: str) -> str | None:
+    """The Python environment hookline runs from, when it lies in the workspace."""
+    environment = os.path.realpath(sys.prefix)
+    inside = is_inside(environment, workspace) and environment != workspace
+    return environment if inside else None
+
+
+def _settings_run(workspace: str, extra: tuple[str, ...]) -> list[str]:
+    """What runs later, outside the sandbox, from the `sandbox_protect` settings and from
+    hookline's own Python environment in the workspace: the settings (folders looked into
+    one level, `changes.py`), and the environment's scripts, `pyvenv.cfg` and the top of
+    its site-packages, where a `.pth` file or a `sitecustomize` runs at every start (not
+    the packages' own files)."""
+    found = _named(workspace, extra)
+    environment = _own_environment(workspace)
+    if environment is not None:
+        where = {"base": environment, "platbase": environment}
+        found += [os.path.join(environment, "pyvenv.cfg"),
+                  *(sysconfig.get_path(name, vars=where)
+                    for name in ("scripts", "purelib", "platlib"))]
+    return list(dict.fromkeys(found))
 
 
 def _home_startup(workspace: str) -> list[str]:
@@ -266,7 +294,8 @@ class MadeWatch:
     hands it to every sandbox that joined (`join`), which protects it in its running
     helpers."""
 
-    def __init__(self, workspace: str, protected: tuple[str, ...]) -> None:
+    def __init__(self, workspace: str, protected: tuple[str, ...],
+                 extra: tuple[str, ...] = ()) -> None:
         self.workspace = workspace
         self.protected = protected
         self._lock = threading.Lock()
@@ -279,10 +308,10 @@ class MadeWatch:
         self._links = _home_links(workspace)
         """Links kept as they were (`_home_links`): one replaced is named as made."""
         self._unkept: Fingerprint | None = None
-        """What git runs (and a held home folder's shells), as it was at the last look,
-        once a sandbox could not keep it read-only (`unkept`); None while every one
-        could."""
-        self._home_run = _home_run(workspace)
+        """What git runs (and a held home folder's shells, the settings and hookline's
+        environment), as it was at the last look, once a sandbox could not keep it
+        read-only (`unkept`); None while every one could."""
+        self._run_later = [*_home_run(workspace), *_settings_run(workspace, extra)]
 
     def join(self, protect: Callable[[list[str]], None]) -> None:
         """Have `protect`, a sandbox's method, called with what commands made, once found.
@@ -316,12 +345,13 @@ class MadeWatch:
     def unkept(self) -> None:
         """A sandbox of the workspace cannot keep its protected paths read-only (no
         mounts): from now on each look also names what commands changed of what git runs
-        (`changes.py`) or of a held home folder's startup files, from how they are now,
-        before that sandbox's first command. Blocking."""
+        (`changes.py`), of a held home folder's startup files, of the `sandbox_protect`
+        settings or of hookline's own environment (`_settings_run`), from how they are
+        now, before that sandbox's first command. Blocking."""
         with self._lock:
             if self._unkept is not None:
                 return
-        found = fingerprint([*repositories(self.workspace, MAX_SEARCHED)[0], *self._home_run])
+        found = fingerprint([*repositories(self.workspace, MAX_SEARCHED)[0], *self._run_later])
         with self._lock:
             if self._unkept is None:
                 self._unkept = found
@@ -352,7 +382,7 @@ class MadeWatch:
             seen = self._existing
         found = repositories(self.workspace, MAX_SEARCHED)[0]
         now = self._existing_protected(found)
-        files = fingerprint([*found, *self._home_run]) if self._unkept is not None else None
+        files = fingerprint([*found, *self._run_later]) if self._unkept is not None else None
         with self._lock:
             if self._existing is not None:
                 self._existing = {**self._existing, **now}  # `seen` stays as it was
@@ -378,16 +408,17 @@ class MadeWatch:
         self._say_what_runs(made)
 
     def _say_what_changed(self, files: list[str], made: list[str]) -> None:
-        """Changes to what git or a shell runs, where no sandbox kept it (those in a
-        repository made are said with it)."""
+        """Changes to what runs later outside the sandbox (git, a shell, an editor, an
+        agent, hookline), where no sandbox kept it (those in a repository made are said
+        with it)."""
         files = [file for file in files if not any(is_inside(file, path) for path in made)]
         if not files:
             return
         logger.warning(
-            "commands may have changed %s: git or your shell runs them with your rights, and "
-            "the sandbox cannot keep them read-only here (see the warning at start). Unless "
-            "you changed them yourself, look at them before you run git there or open a new "
-            "shell", _listed([self._shown(file) for file in files], ", "))
+            "commands may have changed %s: git, your shell, an editor or agent you open there, "
+            "or hookline itself, runs them later with your rights, and the sandbox cannot "
+            "keep them read-only here (see the warning at start). Unless you changed them "
+            "yourself, look at them first", _listed([self._shown(file) for file in files], ", "))
 
     def _say_what_runs(self, made: list[str]) -> None:
         """What git would run in each repository commands made (`what_git_runs`): a fresh
@@ -445,5 +476,5 @@ def watch_for(workspace: str, extra: tuple[str, ...] = ()) -> MadeWatch:
         watch = _watches.get((workspace, extra))
         if watch is None:
             watch = _watches[(workspace, extra)] = MadeWatch(
-                workspace, protected_paths(workspace, extra))
+                workspace, protected_paths(workspace, extra), extra)
         return watch

@@ -114,7 +114,7 @@ class SandboxPolicy:
         opened = [name for name in DEFAULT_PROTECT if name not in self.protect]
         if self.mode == "workspace-write" and opened:
             lines.append(f"commands may change {', '.join(opened)} (sandbox_protect leaves "
-                         f"them out): an editor or agent you open there later runs what "
+                         f"them out): an editor, agent or mise you run there later runs what "
                          f"they name; add them back to sandbox_protect to keep them")
         return lines
 
@@ -304,7 +304,8 @@ LEFT_OPEN = {
         "Without namespaces, commands can change the modes and times of your files outside "
         "the workspace, see every process of the machine and, before Linux 6.12, signal "
         "your other ones; the workspace's .git and its other protected paths stay writable "
-        "to them (what they change of what git or a shell runs is named after each turn). "
+        "to them (what they change of what runs later outside the sandbox is named after "
+        "each turn). "
         "Nothing masks the host's Unix sockets (a D-Bus session bus, docker.sock) or its "
         "System V IPC, so commands may open no Unix socket (a socketpair works) and use no "
         "shared memory segment or message queue of that kind. Allow unprivileged user "
@@ -315,9 +316,9 @@ LEFT_OPEN = {
         "still run in their own pid and network namespaces, under Landlock and seccomp, but "
         "can change the modes and times of your files outside the workspace and see the "
         "machine's processes; the workspace's .git and its other protected paths stay "
-        "writable to them (what they change of what git or a shell runs is named after each "
-        "turn). Nothing masks the host's Unix sockets, so commands may open no Unix socket "
-        "(a socketpair works). Allow unprivileged user namespaces to mount (sysctl "
+        "writable to them (what they change of what runs later outside the sandbox is named "
+        "after each turn). Nothing masks the host's Unix sockets, so commands may open no "
+        "Unix socket (a socketpair works). Allow unprivileged user namespaces to mount (sysctl "
         "kernel.apparmor_restrict_unprivileged_userns=0, or an AppArmor profile for the "
         "Python running hookline) to close that."),
     "landlock": (

@@ -5,11 +5,12 @@
 SETTINGS_JSON names what to aim at: `secrets` (values that must not be found anywhere in
 /proc), `port` (a TCP listener on 127.0.0.1), `segment` (a System V shared memory id of
 the host's), `outside` (a file of the user's outside the workspace), `home` (the hookline
-home), `credentials` (secrets in the fake HOME), `engine` (a container engine's socket listening
-in the fake HOME, where Docker Desktop keeps its own), `terminal` (a pseudo-terminal of
-the host's, as hookline's own would be). Each attack adds its name and "blocked: <why>"
-or "OPEN: <what worked>" to the JSON object printed after each attack (the last line holds
-every outcome, the earlier ones survive a kill).
+home), `credentials` (secrets in the fake HOME), `engine` (a container engine's socket
+listening in the fake HOME, where Docker Desktop keeps its own), `terminal` (a
+pseudo-terminal of the host's, as hookline's own would be), `settings` (files of the
+workspace an editor or another agent runs programs from). Each attack adds its name and
+"blocked: <why>" or "OPEN: <what worked>" to the JSON object printed after each attack (the
+last line holds every outcome, the earlier ones survive a kill).
 """
 
 from __future__ import annotations
@@ -190,8 +191,7 @@ def git_hooks(settings: dict) -> str:
                  ".husky/_/pre-commit", ".husky/pre-commit", "vendor/lib/shared.gitconfig",
                  "tools/clean.sh", "vendor/lib/lefthook.yml",
                  "linked/tree/.pre-commit-config.yaml", "remote.git/config",
-                 "remote.git/hooks/post-receive", "vendor/hg/.hg/hgrc",
-                 ".vscode/settings.json", ".mcp.json", ".claude/settings.json"):
+                 "remote.git/hooks/post-receive", "vendor/hg/.hg/hgrc", *settings["settings"]):
         try:
             with open(path, "a") as file:
                 file.write("\n[core]\n\tfsmonitor = touch /tmp/owned\n")

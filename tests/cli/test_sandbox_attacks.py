@@ -38,8 +38,16 @@ SECRETS = {"HOOKLINE_API_KEY": "sk-attack-secret-1",
            "OPENAI_API_KEY": "sk-attack-secret-2"}
 
 CREDENTIALS = (".ssh/id_ed25519", ".npmrc", ".pypirc", ".cargo/credentials.toml",
-               ".mozilla/firefox/user.default/cookies.sqlite", ".bash_history")
+               ".mozilla/firefox/user.default/cookies.sqlite", ".bash_history",
+               ".terraform.d/credentials.tfrc.json", ".config/glab-cli/config.yml",
+               ".psql_history")
 """Secrets of the user in the fake HOME that `sandbox_deny_read` keeps by default."""
+
+SETTINGS = (".vscode/settings.json", ".mcp.json", ".claude/settings.json",
+            ".cursor/hooks.json", ".helix/languages.toml", ".codex/config.toml",
+            "opencode.json", "mise.toml")
+"""Settings in the workspace that an editor, another agent or mise runs programs from
+(`sandbox_protect` keeps them by default)."""
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or os.geteuid() != 0 or SETPRIV is None,
@@ -72,8 +80,7 @@ def places() -> Iterator[dict[str, Path]]:
                     str(workspace / "linked" / "tree")], check=True)
     # A bare repository (a local remote): git runs its hooks when the user pushes to it.
     subprocess.run(["git", "init", "-q", "--bare", str(workspace / "remote.git")], check=True)
-    # Settings an editor and other agents run programs from (sandbox_protect's default).
-    for settings in (".vscode/settings.json", ".mcp.json", ".claude/settings.json"):
+    for settings in SETTINGS:
         (workspace / settings).parent.mkdir(parents=True, exist_ok=True)
         (workspace / settings).write_text("{}\n")
     # A Mercurial repository nested in it: hg runs the [hooks] of its hgrc.
@@ -198,7 +205,7 @@ def aims(places: dict[str, Path], port: int, segment: int) -> str:
                        "outside": str(places["outside"]), "home": str(places["home"]),
                        "terminal": str(places["terminal"]),
                        "credentials": [str(places["user"] / secret) for secret in CREDENTIALS],
-                       "engine": str(places["engine"])})
+                       "engine": str(places["engine"]), "settings": SETTINGS})
 
 
 def attack_command(places: dict[str, Path], port: int, segment: int) -> str:
@@ -233,7 +240,7 @@ def check_untouched(places: dict[str, Path], modes: dict[Path, int]) -> None:
         assert not (places["workspace"] / repository / "hooks" / "pre-commit").exists()
     assert not (places["workspace"] / "remote.git" / "hooks" / "post-receive").exists()
     assert "fsmonitor" not in (places["workspace"] / "vendor" / "hg" / ".hg" / "hgrc").read_text()
-    for settings in (".vscode/settings.json", ".mcp.json", ".claude/settings.json"):
+    for settings in SETTINGS:
         assert (places["workspace"] / settings).read_text() == "{}\n", settings
     assert not (places["workspace"] / ".husky" / "_" / "pre-commit").exists()
     assert not (places["workspace"] / ".husky" / "pre-commit").exists()
@@ -347,12 +354,13 @@ def test_where_namespaces_may_not_mount_only_what_the_warning_names_stays_open(
 
 
 def check_changes_named(stderr: str) -> None:
-    """Where nothing kept them read-only, what the attacks changed of what git runs is
-    named after the turn."""
+    """Where nothing kept them read-only, what the attacks changed of what git, an editor
+    or another agent runs is named after the turn."""
     (changes,) = [line for line in stderr.splitlines() if "commands may have changed" in line]
     for path in (".git/config", "linked/gitdir/config",
                  "remote.git/config", ".husky/_/pre-commit", ".husky/pre-commit",
-                 "tools/clean.sh", "linked/tree/.pre-commit-config.yaml"):
+                 "tools/clean.sh", "linked/tree/.pre-commit-config.yaml",
+                 ".vscode/settings.json", "opencode.json", "mise.toml"):
         assert path in changes, (path, changes)
 
 
@@ -441,8 +449,7 @@ def test_read_only_is_read_only_for_the_file_tools_too(places: dict[str, Path]) 
                                   ".husky/_/pre-commit", ".husky/pre-commit",
                                   "vendor/lib/shared.gitconfig", "tools/clean.sh",
                                   "vendor/lib/lefthook.yml", "remote.git/hooks/post-receive",
-                                  "vendor/hg/.hg/hgrc", ".vscode/tasks.json", ".mcp.json",
-                                  ".claude/settings.json"])
+                                  "vendor/hg/.hg/hgrc", ".vscode/tasks.json", *SETTINGS[1:]])
 def test_the_file_tools_refuse_protected_paths(places: dict[str, Path], path: str) -> None:
     prompt = tool_line("fs_write", path=path, content="touch /tmp/owned\n")
     done = hookline_run(places, prompt)

