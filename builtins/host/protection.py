@@ -402,9 +402,10 @@ class MadeWatch:
         logger.warning(
             "commands run in this workspace made %s, which hookline keeps read-only only "
             "from now on: until now commands could change them, and what runs later "
-            "outside the sandbox reads them (git runs a repository's hooks and config, "
-            "core.fsmonitor for one, with your rights): look at them before you run git "
-            "there", _listed(sorted(self._shown(path) for path in made), ", "))
+            "outside the sandbox, with your rights, reads them (git a repository's hooks "
+            "and config, core.fsmonitor for one; an editor or agent its settings): look at "
+            "them before you run git, an editor or an agent there",
+            _listed(sorted(self._shown(path) for path in made), ", "))
         self._say_what_runs(made)
 
     def _say_what_changed(self, files: list[str], made: list[str]) -> None:
