@@ -20,6 +20,8 @@ import os
 import stat
 from collections.abc import Iterable
 
+from .gitconfig import is_git_folder
+
 __all__ = ["Fingerprint", "changed", "fingerprint"]
 
 Fingerprint = dict[str, tuple[int, int, int]]
@@ -64,7 +66,7 @@ def _read_there(path: str) -> list[str]:
         return [os.path.join(path, read) for read in READ_BY_REPOSITORY[name]]
     if not os.path.isdir(path) or os.path.islink(path):
         return [path]
-    if os.path.lexists(os.path.join(path, "HEAD")):
+    if is_git_folder(path):
         return [os.path.join(path, "config"), *_entries(os.path.join(path, "hooks"))]
     rewritten = REWRITTEN_AS_THEY_RUN.get(name, frozenset())
     return [entry for entry in _entries(path) if os.path.basename(entry) not in rewritten]

@@ -30,7 +30,8 @@ from hookline.kernel.errors import HooklineError
 
 from .files import is_inside, open_regular_file
 
-__all__ = ["Entry", "config_entries", "run_by_git", "user_configs", "what_git_runs"]
+__all__ = ["Entry", "config_entries", "is_git_folder", "run_by_git", "user_configs",
+           "what_git_runs"]
 
 MAX_CONFIG_BYTES = 64 * 1024
 """Bytes of one config file read, at most (git's are a few hundred)."""
@@ -168,6 +169,12 @@ def user_configs() -> list[str]:
     xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
     return ["/etc/gitconfig", os.path.join(xdg, "git", "config"),
             os.path.expanduser("~/.gitconfig")]
+
+
+def is_git_folder(path: str) -> bool:
+    """Whether `path` holds a repository's own files (a `.git` folder, a bare repository):
+    git takes a folder with a `HEAD` for one."""
+    return os.path.lexists(os.path.join(path, "HEAD"))
 
 
 def what_git_runs(gitdir: str) -> list[str]:

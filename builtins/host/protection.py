@@ -30,7 +30,7 @@ from hookline.kernel.errors import HooklineError
 
 from .changes import Fingerprint, changed, fingerprint
 from .files import is_inside, open_regular_file
-from .gitconfig import run_by_git, what_git_runs
+from .gitconfig import is_git_folder, run_by_git, what_git_runs
 
 __all__ = ["MadeWatch", "in_repository", "protected_paths", "repositories", "watch_for"]
 
@@ -281,7 +281,7 @@ def _git_folders(path: str) -> list[str]:
     file points), a bare repository; none for anything else."""
     if os.path.basename(path) == GIT:
         return _git_file_target(path) or [path]
-    return [path] if os.path.lexists(os.path.join(path, "HEAD")) else []
+    return [path] if is_git_folder(path) else []
 
 
 class MadeWatch:
