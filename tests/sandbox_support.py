@@ -11,6 +11,7 @@ from hookline.builtins.host import CommandResult
 from hookline.builtins.host.background import BackgroundProcesses
 from hookline.builtins.host.environment import LocalEnvironment
 from hookline.builtins.host.sandbox import SandboxPolicy
+from hookline.kernel.errors import HooklineError
 
 REFUSED = ("Permission denied", "Read-only file system")
 """What a command is told when the sandbox keeps it from a file."""
@@ -53,3 +54,19 @@ async def run_once(workspace: Path, home: Path, command: str, **policy: object
         return result
     finally:
         await env.close()
+
+
+async def run_then_write(env: LocalEnvironment, command: str, paths: tuple[str, ...]
+                         ) -> tuple[CommandResult, list[str]]:
+    """`command` run in the sandbox, then each of `paths` written by the file tools, which
+    must refuse it: the command's result and the refusals (the environment closed)."""
+    try:
+        result = await env.run(command)
+        refused = []
+        for path in paths:
+            with pytest.raises(HooklineError) as caught:
+                await env.write_text(path, "touch /tmp/pwned\n")
+            refused.append(str(caught.value))
+    finally:
+        await env.close()
+    return result, refused

@@ -42,6 +42,7 @@ from ..privacy.files import process_umask
 __all__ = [
     "FileTooLarge",
     "LineSlice",
+    "file_start",
     "is_inside",
     "open_regular_file",
     "open_single_link",
@@ -317,6 +318,18 @@ def read_line_slice(
 
 
 # -- whole files -----------------------------------------------------------------------
+
+
+def file_start(path: str, size: int) -> bytes:
+    """The first `size` bytes of a regular file (opened without blocking, so a FIFO a
+    command put there cannot hold hookline), else none: for a look at what a program run
+    later reads, where missing or odd is nothing to look at."""
+    try:
+        handle, _info = open_regular_file(path)
+    except (OSError, HooklineError):
+        return b""
+    with handle:
+        return handle.read(size)
 
 
 def open_single_link(target: str, name: str, root: str | None = None

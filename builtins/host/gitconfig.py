@@ -26,9 +26,7 @@ import stat
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from hookline.kernel.errors import HooklineError
-
-from .files import is_inside, open_regular_file
+from .files import file_start, is_inside
 
 __all__ = ["Entry", "config_entries", "is_git_folder", "run_by_git", "user_configs",
            "what_git_runs"]
@@ -153,7 +151,8 @@ def _read_by_hooks(folders: list[str], top: str) -> list[str]:
     names). The first bytes of a hook git would run say whose it is: one that names
     lefthook, or that runs `hook-impl` (pre-commit's and prek's)."""
     found = [os.path.dirname(folder) for folder in folders if os.path.basename(folder) == "_"]
-    heads = [_head(os.path.join(folder, hook)) for folder in folders for hook in GIT_HOOKS]
+    heads = [file_start(os.path.join(folder, hook), MAX_HOOK_BYTES)
+             for folder in folders for hook in GIT_HOOKS]
     if any(b"lefthook" in head for head in heads):
         found += [os.path.join(top, name) for name in LEFTHOOK_FILES]
     for head in heads:
@@ -251,17 +250,7 @@ def _first_line(path: str) -> str:
 
 def _text(path: str) -> str:
     """The file's first `MAX_CONFIG_BYTES`, or nothing for a missing or irregular one."""
-    return _head(path, MAX_CONFIG_BYTES).decode("utf-8", "replace")
-
-
-def _head(path: str, size: int = MAX_HOOK_BYTES) -> bytes:
-    """The first `size` bytes of a regular file (opened without blocking), else none."""
-    try:
-        handle, _info = open_regular_file(path)
-    except (OSError, HooklineError):
-        return b""
-    with handle:
-        return handle.read(size)
+    return file_start(path, MAX_CONFIG_BYTES).decode("utf-8", "replace")
 
 
 def config_entries(path: str) -> list[Entry]:

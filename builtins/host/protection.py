@@ -29,6 +29,7 @@ from collections.abc import Callable
 from hookline.kernel.errors import HooklineError
 
 from .changes import Fingerprint, changed, fingerprint
+from .direnv import ENVRC, loaded_by_envrc
 from .files import is_inside, open_regular_file
 from .gitconfig import is_git_folder, run_by_git, what_git_runs
 
@@ -195,8 +196,9 @@ def repositories(workspace: str, limit: int) -> tuple[list[str], bool]:
     `OTHER_REPOSITORIES`, every bare repository (`_is_bare`: git runs its hooks when you
     push to it), and what their config has git run from the workspace (once it exists:
     one made later is said then): git, run there later outside the sandbox, runs their
-    hooks and config. Searched breadth first, links not followed; the flag says whether
-    `limit` entries cut the search short."""
+    hooks and config. So is what a direnv `.envrc` loads (`direnv.py`), which your shell
+    runs as you enter its folder. Searched breadth first, links not followed; the flag
+    says whether `limit` entries cut the search short."""
     found: list[str] = []
     folders, searched = collections.deque([workspace]), 0
     while folders:
@@ -224,6 +226,9 @@ def repositories(workspace: str, limit: int) -> tuple[list[str], bool]:
                              if os.path.lexists(path))
             elif entry.name in OTHER_REPOSITORIES:
                 found.append(os.path.realpath(entry.path))
+            elif entry.name == ENVRC:
+                found.extend(path for path in loaded_by_envrc(entry.path, workspace)
+                             if os.path.lexists(path))
             elif entry.is_dir(follow_symlinks=False):
                 folders.append(entry.path)
     return found, False

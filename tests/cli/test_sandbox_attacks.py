@@ -45,9 +45,10 @@ CREDENTIALS = (".ssh/id_ed25519", ".npmrc", ".pypirc", ".cargo/credentials.toml"
 
 SETTINGS = (".vscode/settings.json", ".mcp.json", ".claude/settings.json",
             ".cursor/hooks.json", ".helix/languages.toml", ".codex/config.toml",
-            "opencode.json", "mise.toml")
+            "opencode.json", "mise.toml", ".env")
 """Settings in the workspace that an editor, another agent or mise runs programs from
-(`sandbox_protect` keeps them by default)."""
+(`sandbox_protect` keeps them by default), and the `.env` the workspace's `.envrc` has
+direnv load into your shell."""
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or os.geteuid() != 0 or SETPRIV is None,
@@ -80,6 +81,7 @@ def places() -> Iterator[dict[str, Path]]:
                     str(workspace / "linked" / "tree")], check=True)
     # A bare repository (a local remote): git runs its hooks when the user pushes to it.
     subprocess.run(["git", "init", "-q", "--bare", str(workspace / "remote.git")], check=True)
+    (workspace / ".envrc").write_text("dotenv\n")
     for settings in SETTINGS:
         (workspace / settings).parent.mkdir(parents=True, exist_ok=True)
         (workspace / settings).write_text("{}\n")

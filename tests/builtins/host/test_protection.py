@@ -13,27 +13,11 @@ from pathlib import Path
 
 import anyio
 import pytest
-from sandbox_support import environment, made_warnings, run_once, said_once
+from sandbox_support import environment, made_warnings, run_once, run_then_write, said_once
 
-from hookline.builtins.host import CommandResult, LocalEnvironment, protection
+from hookline.builtins.host import protection
 from hookline.builtins.host.background import BackgroundProcesses
 from hookline.kernel.errors import HooklineError
-
-
-async def run_then_write(env: LocalEnvironment, command: str, paths: tuple[str, ...]
-                         ) -> tuple[CommandResult, list[str]]:
-    """`command` run in the sandbox, then each of `paths` written by the file tools, which
-    must refuse it: the command's result and the refusals (the environment closed)."""
-    try:
-        result = await env.run(command)
-        refused = []
-        for path in paths:
-            with pytest.raises(HooklineError) as caught:
-                await env.write_text(path, "touch /tmp/pwned\n")
-            refused.append(str(caught.value))
-    finally:
-        await env.close()
-    return result, refused
 
 
 @pytest.mark.anyio
@@ -144,7 +128,7 @@ async def test_editor_settings_are_protected_by_default_and_can_be_opened(
         assert (workspace / ".mcp.json").read_text() == "{}\n"
         assert (workspace / ".claude" / "CLAUDE.md").exists()  # the rest of it is not kept
         assert refused is not None and "'.vscode' is protected" in refused
-        assert "by default the settings editors and other agents run" in refused
+        assert "by default the settings editors, other agents and mise run" in refused
     else:
         assert command.returncode == 0 and refused is None, command.stderr
         assert "evil" in settings.read_text()
