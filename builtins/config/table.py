@@ -77,13 +77,11 @@ DEFAULT_PROTECT = (".vscode", ".idea", ".zed", ".helix", ".devcontainer", ".devc
                    ".mcp.json", ".claude/settings.json", ".claude/settings.local.json",
                    ".claude/hooks", ".cursor/mcp.json", ".cursor/hooks.json", ".cursor/hooks",
                    ".gemini/settings.json", ".codex/config.toml", "opencode.json",
-                   "opencode.jsonc", ".opencode", "mise.toml", ".mise.toml", "mise.local.toml",
-                   ".mise.local.toml", ".mise", ".config/mise.toml", ".config/mise")
+                   "opencode.jsonc", ".opencode")
 """Settings kept read-only in the workspace (`sandbox_protect`) because a program the user
 opens there later runs what they name, outside the sandbox: an editor's (an interpreter,
 a language server, a task on folder open), a dev container's (`initializeCommand` runs on
-the host), other agents' (their hooks and MCP servers), mise's (its hooks and `[env]`
-run when a shell enters the folder, once it was trusted by path)."""
+the host), other agents' (their hooks, plugins and MCP servers)."""
 DEFAULT_MAX_PROCESSES = 4096
 """Processes one sandbox may hold at once (RLIMIT_NPROC)."""
 DEFAULT_MAX_FILE_BYTES = 8 * 1024**3

@@ -186,12 +186,12 @@ class LocalEnvironment(Environment):
                 f"a shell its startup files); only the user changes it. "
                 f"The list is every .git, .hg, .jj and bare repository, what a "
                 f"repository's config or hooks have git run from the workspace (a "
-                f"core.hooksPath folder, lefthook.yml), what a direnv .envrc loads (its "
-                f".env, a flake.nix), .hookline, hookline's own Python "
-                f"environment, the hidden entries of your home folder when the workspace "
-                f"holds it (.bashrc, .gitconfig), and the setting sandbox_protect (by "
-                f"default the settings editors, other agents and mise run programs from: "
-                f".vscode, .idea, .mcp.json, mise.toml and more)",
+                f"core.hooksPath folder, lefthook.yml), mise's config files, what they "
+                f"and a direnv .envrc load (a .env, a flake.nix), .hookline, hookline's own "
+                f"Python environment, the hidden entries of your home folder when the "
+                f"workspace holds it (.bashrc, .gitconfig), and the setting sandbox_protect (by "
+                f"default the settings editors and other agents run programs from: "
+                f".vscode, .idea, .mcp.json and more)",
                 {"path": shown, "rule": f"sandbox.protected:{rule}"})
 
     # -- processes ---------------------------------------------------------------------

@@ -32,6 +32,7 @@ from .changes import Fingerprint, changed, fingerprint
 from .direnv import ENVRC, loaded_by_envrc
 from .files import is_inside, open_regular_file
 from .gitconfig import is_git_folder, run_by_git, what_git_runs
+from .mise import config_root, loaded_by_mise, may_be_config
 
 __all__ = ["MadeWatch", "in_repository", "protected_paths", "repositories", "watch_for"]
 
@@ -196,9 +197,10 @@ def repositories(workspace: str, limit: int) -> tuple[list[str], bool]:
     `OTHER_REPOSITORIES`, every bare repository (`_is_bare`: git runs its hooks when you
     push to it), and what their config has git run from the workspace (once it exists:
     one made later is said then): git, run there later outside the sandbox, runs their
-    hooks and config. So is what a direnv `.envrc` loads (`direnv.py`), which your shell
-    runs as you enter its folder. Searched breadth first, links not followed; the flag
-    says whether `limit` entries cut the search short."""
+    hooks and config. So are what a direnv `.envrc` loads (`direnv.py`) and mise's config
+    files with what they load (`mise.py`), which your shell runs as you enter a folder.
+    Searched breadth first, links not followed; the flag says whether `limit` entries cut
+    the search short."""
     found: list[str] = []
     folders, searched = collections.deque([workspace]), 0
     while folders:
@@ -228,6 +230,9 @@ def repositories(workspace: str, limit: int) -> tuple[list[str], bool]:
                 found.append(os.path.realpath(entry.path))
             elif entry.name == ENVRC:
                 found.extend(path for path in loaded_by_envrc(entry.path, workspace)
+                             if os.path.lexists(path))
+            elif may_be_config(entry.name) and config_root(entry.path) is not None:
+                found.extend(path for path in loaded_by_mise(entry.path, workspace)
                              if os.path.lexists(path))
             elif entry.is_dir(follow_symlinks=False):
                 folders.append(entry.path)

@@ -114,7 +114,7 @@ class SandboxPolicy:
         opened = [name for name in DEFAULT_PROTECT if name not in self.protect]
         if self.mode == "workspace-write" and opened:
             lines.append(f"commands may change {', '.join(opened)} (sandbox_protect leaves "
-                         f"them out): an editor, agent or mise you run there later runs what "
+                         f"them out): an editor or agent you open there later runs what "
                          f"they name; add them back to sandbox_protect to keep them")
         return lines
 

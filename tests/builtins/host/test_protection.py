@@ -128,7 +128,7 @@ async def test_editor_settings_are_protected_by_default_and_can_be_opened(
         assert (workspace / ".mcp.json").read_text() == "{}\n"
         assert (workspace / ".claude" / "CLAUDE.md").exists()  # the rest of it is not kept
         assert refused is not None and "'.vscode' is protected" in refused
-        assert "by default the settings editors, other agents and mise run" in refused
+        assert "by default the settings editors and other agents run" in refused
     else:
         assert command.returncode == 0 and refused is None, command.stderr
         assert "evil" in settings.read_text()

@@ -254,7 +254,7 @@ def test_policy_warnings() -> None:
     assert "inherit" in SandboxPolicy(environment=EnvironmentPolicy(inherit=True)).warnings()[0]
     [opened] = SandboxPolicy(protect=(".vscode", ".idea", "Makefile")).warnings()
     assert opened.startswith("commands may change .zed, .helix, .devcontainer, .devcontainer.json")
-    assert "Makefile" not in opened and ".idea" not in opened and "mise.toml" in opened
+    assert "Makefile" not in opened and ".idea" not in opened and ".opencode" in opened
     assert SandboxPolicy(protect=(), mode="read-only").warnings() == []  # nothing is written
 
 
