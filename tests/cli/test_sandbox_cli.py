@@ -134,7 +134,7 @@ def test_settings_left_out_of_sandbox_protect_are_writable_and_warned(
     done = shell(places, "echo '{}' > .vscode/settings.json && echo written",
                  HOOKLINE_SANDBOX_PROTECT=".idea")
     assert "written" in done.stdout, done.stdout
-    assert "warning: commands may change .vscode, .devcontainer" in done.stderr
+    assert "warning: commands may change .vscode, .zed, .helix, .devcontainer" in done.stderr
 
 
 def tool_environment(places: dict[str, Path], **extra: str) -> str:
