@@ -300,8 +300,9 @@ def read_rules_file(path: Path) -> Any:
 
     try:
         data = tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise RuleError(f"the rules file {path} is not valid TOML: {exc}; fix it") from exc
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        why = "it nests too deep" if isinstance(exc, RecursionError) else str(exc)
+        raise RuleError(f"the rules file {path} is not valid TOML: {why}; fix it") from exc
     unknown = sorted(set(data) - {RULES_TABLE})
     if unknown:
         raise RuleError(f"the rules file {path} may hold only [[rules]] tables, not "

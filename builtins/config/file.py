@@ -72,9 +72,10 @@ def read_config_file(path: Path) -> dict[str, Any]:
 
     try:
         data = tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        why = "it nests too deep" if isinstance(exc, RecursionError) else str(exc)
         raise SettingsError(
-            f"The config file {path} is not valid TOML: {exc}. "
+            f"The config file {path} is not valid TOML: {why}. "
             "Fix the file (see the hookline settings documentation) or remove it.",
             key="config",
             source=f"file:{path}",

@@ -67,7 +67,7 @@ def loaded_by_mise(path: str, workspace: str) -> list[str]:
     root = config_root(path) or os.path.dirname(path)
     try:
         config = tomllib.loads(file_start(path, MAX_CONFIG_BYTES).decode("utf-8", "replace"))
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):  # a command may nest arrays deep
         config = {}
     directives = _table(_table(config.get("env")).get("_"))
     named = [*_paths(directives.get("file")), *_paths(directives.get("source")),

@@ -128,6 +128,9 @@ def test_a_rules_file_that_is_not_toml_or_holds_other_tables_is_refused(tmp_path
     target.write_text("[[rules]\n")
     with pytest.raises(RuleError, match="not valid TOML"):
         load_rules(None, tmp_path / "config.toml", str(tmp_path), tmp_path / "home")
+    target.write_text("a = " + "[" * 20_000)  # a command's, past Python's recursion limit
+    with pytest.raises(RuleError, match="not valid TOML: it nests too deep; fix it"):
+        load_rules(None, tmp_path / "config.toml", str(tmp_path), tmp_path / "home")
 
 
 # -- properties ------------------------------------------------------------------------

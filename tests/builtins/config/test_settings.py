@@ -207,6 +207,9 @@ def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
         load_settings({}, home=tmp_path)
     assert f"The config file {path} is not valid TOML" in caught.value.message
     assert "line 1" in caught.value.message
+    config(tmp_path, "a = " + "[" * 20_000)
+    with pytest.raises(SettingsError, match="is not valid TOML: it nests too deep"):
+        load_settings({}, home=tmp_path)
 
 
 def test_unreadable_config(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ def test_which_files_are_mise_s_config(path: str, root: str | None) -> None:
      'leave = { script = "tools/leave.sh" }', ["scripts/enter.sh", "tools/leave.sh"]),
     ('env_file = ".env.old"', [".env.old"]),  # the older name
     ('[env\n_.file = ".env"', []),  # not TOML: the file itself only
+    ("a = " + "[" * 20_000, []),  # nested past Python's recursion limit: the same
 ])
 def test_what_a_mise_config_loads(tmp_path: Path, config: str, loaded: list[str]) -> None:
     workspace = tmp_path.resolve()
