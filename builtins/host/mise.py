@@ -62,7 +62,7 @@ def config_root(path: str) -> str | None:
 
 def loaded_by_mise(path: str, workspace: str) -> list[str]:
     """The files inside `workspace` that the mise config file `path` loads or runs, with
-    the file itself: its `_.file` and `_.source` (globs expanded), and each hook's program
+    the file itself: its `_.file` and `_.source` (`_matches`), and each hook's program
     where a path names it (a bare name is looked for on PATH)."""
     root = config_root(path) or os.path.dirname(path)
     try:
@@ -75,10 +75,19 @@ def loaded_by_mise(path: str, workspace: str) -> list[str]:
     found = [os.path.realpath(path)]
     for name in named:
         pattern = os.path.join(root, os.path.expanduser(name))
-        found += [os.path.realpath(match) for match in glob.glob(pattern)] or [pattern]
+        found += [os.path.realpath(match) for match in _matches(pattern)] or [pattern]
     found += [os.path.realpath(os.path.join(root, program))
               for program in _hook_programs(_table(config.get("hooks")))]
     return list(dict.fromkeys(file for file in found if is_inside(file, workspace)))
+
+
+def _matches(pattern: str) -> list[str]:
+    """The files a `_.source` glob names, where its wildcards are in the file's name only
+    (`./scripts/*.sh`): a command writes the config, and a wildcard in a folder's name
+    (`/*/*/*/*`) would have hookline walk the machine; such a pattern is taken as a name."""
+    if any(char in "*?[" for char in os.path.dirname(pattern)):
+        return []
+    return glob.glob(pattern)
 
 
 def _table(value: Any) -> dict[str, Any]:

@@ -28,6 +28,7 @@ def test_which_files_are_mise_s_config(path: str, root: str | None) -> None:
     ('[env]\n_.file = ".env"', [".env"]),
     ('[env]\n_.file = [".env", { path = ".env.local", redact = true }]', [".env", ".env.local"]),
     ('[env]\n_.source = "./scripts/*.sh"', ["scripts/a.sh", "scripts/b.sh"]),  # a glob
+    ('[env]\n_.source = "./*/*.sh"', ["*/*.sh"]),  # folders by wildcard: not walked
     ('[env]\n_.path = ["./bin"]\nA = "1"', []),  # the project's scripts stay writable
     ('[hooks]\nenter = "./scripts/enter.sh --quiet"\ncd = ["echo hi", "bash x.sh"]\n'
      'leave = { script = "tools/leave.sh" }', ["scripts/enter.sh", "tools/leave.sh"]),
