@@ -187,9 +187,10 @@ class LocalEnvironment(Environment):
                 f"The list is every .git, .hg, .jj and bare repository, what a "
                 f"repository's config or hooks have git run from the workspace (a "
                 f"core.hooksPath folder, lefthook.yml), mise's config files, what they "
-                f"and a direnv .envrc load (a .env, a flake.nix), .hookline, hookline's own "
-                f"Python environment, the hidden entries of your home folder when the "
-                f"workspace holds it (.bashrc, .gitconfig), and the setting sandbox_protect (by "
+                f"and a direnv .envrc load (a .env, a flake.nix), *.code-workspace files, "
+                f".hookline, hookline's own Python environment, the hidden entries of your "
+                f"home folder when the workspace holds it (.bashrc, .gitconfig), and the "
+                f"setting sandbox_protect (by "
                 f"default the settings editors and other agents run programs from: "
                 f".vscode, .idea, .mcp.json and more)",
                 {"path": shown, "rule": f"sandbox.protected:{rule}"})

@@ -47,6 +47,10 @@ aliases and tools of its repository config. Kept like a `.git`, at any depth."""
 
 REPOSITORY_FOLDERS = (GIT, *OTHER_REPOSITORIES)
 
+EDITOR_WORKSPACE = ".code-workspace"
+"""How a VS Code workspace file ends, at any depth: opened, it runs its tasks (one on
+folder open, once you allowed automatic tasks) and settings as `.vscode` does."""
+
 PROTECTED = (*REPOSITORY_FOLDERS, ".hookline")
 """Names in the workspace kept read-only: what runs later outside the sandbox reads them."""
 
@@ -198,7 +202,8 @@ def repositories(workspace: str, limit: int) -> tuple[list[str], bool]:
     push to it), and what their config has git run from the workspace (once it exists:
     one made later is said then): git, run there later outside the sandbox, runs their
     hooks and config. So are what a direnv `.envrc` loads (`direnv.py`) and mise's config
-    files with what they load (`mise.py`), which your shell runs as you enter a folder.
+    files with what they load (`mise.py`), which your shell runs as you enter a folder,
+    and VS Code's workspace files (`EDITOR_WORKSPACE`).
     Searched breadth first, links not followed; the flag says whether `limit` entries cut
     the search short."""
     found: list[str] = []
@@ -234,6 +239,8 @@ def repositories(workspace: str, limit: int) -> tuple[list[str], bool]:
             elif may_be_config(entry.name) and config_root(entry.path) is not None:
                 found.extend(path for path in loaded_by_mise(entry.path, workspace)
                              if os.path.lexists(path))
+            elif entry.name.endswith(EDITOR_WORKSPACE):
+                found.append(os.path.realpath(entry.path))
             elif entry.is_dir(follow_symlinks=False):
                 folders.append(entry.path)
     return found, False

@@ -45,7 +45,7 @@ CREDENTIALS = (".ssh/id_ed25519", ".npmrc", ".pypirc", ".cargo/credentials.toml"
 
 SETTINGS = (".vscode/settings.json", ".mcp.json", ".claude/settings.json",
             ".cursor/hooks.json", ".helix/languages.toml", ".codex/config.toml",
-            "opencode.json", "mise.toml", ".env")
+            "opencode.json", "mise.toml", ".env", "app.code-workspace")
 """Settings in the workspace that an editor, another agent or mise runs programs from
 (`sandbox_protect` keeps them by default), and the `.env` the workspace's `.envrc` has
 direnv load into your shell."""

@@ -135,6 +135,25 @@ async def test_editor_settings_are_protected_by_default_and_can_be_opened(
 
 
 @pytest.mark.anyio
+async def test_a_vs_code_workspace_file_is_protected_at_any_depth(
+        layout: tuple[Path, Path, Path]) -> None:
+    """Opened in VS Code, a `.code-workspace` file runs its tasks and settings as
+    `.vscode` does, wherever it lies and whatever `sandbox_protect` says."""
+    workspace, home, _ = layout
+    (workspace / "tools").mkdir()
+    for name in ("app.code-workspace", "tools/dev.code-workspace"):
+        (workspace / name).write_text("{}\n")
+    command, refused = await run_then_write(
+        environment(workspace, home, protect=()),
+        "echo '{\"tasks\": {}}' > app.code-workspace; echo x >> tools/dev.code-workspace; "
+        "touch tools/ok", ("tools/dev.code-workspace",))
+    assert command.stderr.count("Read-only file system") == 2, command.stderr
+    assert (workspace / "app.code-workspace").read_text() == "{}\n"
+    assert (workspace / "tools" / "ok").exists()
+    assert "'tools/dev.code-workspace' is protected" in refused[0], refused
+
+
+@pytest.mark.anyio
 async def test_what_a_repository_s_config_has_git_run_is_protected_too(
         layout: tuple[Path, Path, Path]) -> None:
     """husky points core.hooksPath into the worktree (`.husky/_`, whose hooks run the
