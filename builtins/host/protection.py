@@ -420,8 +420,9 @@ class MadeWatch:
             "commands run in this workspace made %s, which hookline keeps read-only only "
             "from now on: until now commands could change them, and what runs later "
             "outside the sandbox, with your rights, reads them (git a repository's hooks "
-            "and config, core.fsmonitor for one; an editor or agent its settings): look at "
-            "them before you run git, an editor or an agent there",
+            "and config, core.fsmonitor for one; your shell what direnv or mise load; an "
+            "editor or agent its settings): look at them before you run git, a shell, an "
+            "editor or an agent there",
             _listed(sorted(self._shown(path) for path in made), ", "))
         self._say_what_runs(made)
 

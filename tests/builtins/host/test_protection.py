@@ -238,7 +238,7 @@ async def test_what_commands_made_of_the_protected_is_said_when_the_session_ends
     assert len(said) == 1, said
     assert said[0].startswith("commands run in this workspace made .hookline, .vscode, a/b/.git, "
                               "made/.git, which"), said[0]
-    assert "look at them before you run git, an editor or an agent there" in said[0]
+    assert "look at them before you run git, a shell, an editor or an agent there" in said[0]
 
 
 @pytest.mark.anyio
