@@ -64,8 +64,8 @@ class _Turn:
     ending: bool = False
     """`process_inbound` returned: the turn reads no more steering messages."""
     answered: bool = False
-    """Its model stream ended, or an outbound of its session went to a channel: the turn
-    is past its model and tools, only finishing."""
+    """Its model stream ended, or it sent an outbound to a channel: the turn is past its
+    model and tools, only finishing."""
 
     @property
     def live(self) -> bool:
@@ -441,8 +441,10 @@ class ChannelManager:
             logger.warning("channel.dispatch_skipped channel=%s reason=%s", name or "(none)",
                            "not running" if name in self.channels else "unknown channel")
             return False
+        current = anyio.get_current_task().id
         for turn in self._running(message):
-            turn.answered = True
+            if turn.task_id == current:  # one sent from another task answers no turn
+                turn.answered = True
         await channel.send(channel_message(name, message))
         return True
 

@@ -429,6 +429,22 @@ async def test_a_turn_past_its_answer_is_not_unanswered_and_may_be_left_to_finis
 
 
 @pytest.mark.anyio
+async def test_an_outbound_sent_from_outside_a_turn_answers_none(setup: Setup) -> None:
+    """A message a plugin sends to the session from a task of its own (a reminder, say)
+    while the turn's model still runs leaves the turn unanswered: Ctrl-C still cancels
+    it. Its own reply answers it."""
+    fake = FakeChannel()
+    async with setup.serving({"fake": fake}) as manager:
+        await manager.receive(message("wait:a"))
+        await setup.model.started("wait:a").wait()
+        assert await manager.dispatch(message("a reminder"))
+        assert manager.unanswered_sessions() == ["s1"]
+        setup.model.gate("wait:a").set()
+        await until(lambda: manager.busy_sessions() == [])
+    assert fake.replies() == ["a reminder", "reply to wait:a"]
+
+
+@pytest.mark.anyio
 async def test_a_failing_channel_stops_the_manager_with_a_clear_error(setup: Setup) -> None:
     log: list[Any] = []
 
