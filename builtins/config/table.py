@@ -61,18 +61,22 @@ CONFIG_NAME = "config.toml"
 DEFAULT_DENY_READ = ("~/.ssh", "~/.aws", "~/.azure", "~/.config/gcloud", "~/.oci",
                      "~/.config/gh", "~/.config/glab-cli", "~/.netrc", "~/.docker/config.json",
                      "~/.config/containers/auth.json", "~/.kube", "~/.pgpass", "~/.gnupg",
-                     "~/.git-credentials", "~/.password-store", "~/.config/op", "~/.npmrc",
-                     "~/.pypirc", "~/.cargo/credentials", "~/.cargo/credentials.toml",
-                     "~/.gem/credentials", "~/.terraform.d/credentials.tfrc.json",
-                     "~/.databrickscfg", "~/.s3cfg", "~/.config/rclone", "~/.vault-token",
+                     "~/.git-credentials", "~/.cache/git/credential", "~/.git-credential-cache",
+                     "~/.1password", "~/.bitwarden-ssh-agent.sock", "~/.password-store",
+                     "~/.config/op", "~/.npmrc", "~/.pypirc", "~/.cargo/credentials",
+                     "~/.cargo/credentials.toml", "~/.gem/credentials",
+                     "~/.terraform.d/credentials.tfrc.json", "~/.databrickscfg", "~/.s3cfg",
+                     "~/.config/rclone", "~/.vault-token",
                      "~/.local/share/keyrings", "~/.mozilla", "~/.thunderbird",
                      "~/.config/google-chrome", "~/.config/chromium", "~/.bash_history",
                      "~/.zsh_history", "~/.local/share/fish/fish_history", "~/.python_history",
                      "~/.psql_history", "~/.mysql_history")
 """Credentials outside the hookline home that no command may read (`sandbox_deny_read`):
-cloud, ssh and forge keys, container registries' logins, password stores, package
-registries' publishing tokens, keyrings, browser and mail profiles (cookies, saved
-passwords) and shell and database histories (secrets typed on a command line)."""
+cloud, ssh and forge keys, the sockets of git's credential cache and of password
+managers' SSH agents (a folder masked holds the socket made later too), container
+registries' logins, password stores, package registries' publishing tokens, keyrings,
+browser and mail profiles (cookies, saved passwords) and shell and database histories
+(secrets typed on a command line)."""
 DEFAULT_PROTECT = (".vscode", ".idea", ".zed", ".helix", ".devcontainer", ".devcontainer.json",
                    ".mcp.json", ".claude/settings.json", ".claude/settings.local.json",
                    ".claude/hooks", ".cursor/mcp.json", ".cursor/hooks.json", ".cursor/hooks",

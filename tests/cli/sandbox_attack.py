@@ -8,7 +8,8 @@ the host's), `outside` (a file of the user's outside the workspace), `home` (the
 home), `credentials` (secrets in the fake HOME), `engine` (a container engine's socket
 listening in the fake HOME, where Docker Desktop keeps its own), `terminal` (a
 pseudo-terminal of the host's, as hookline's own would be), `settings` (files of the
-workspace an editor or another agent runs programs from). Each attack adds its name and
+workspace an editor or another agent runs programs from), `agents` (credential agents'
+sockets listening in the fake HOME). Each attack adds its name and
 "blocked: <why>" or "OPEN: <what worked>" to the JSON object printed after each attack (the
 last line holds every outcome, the earlier ones survive a kill).
 """
@@ -257,6 +258,21 @@ def container_engine(settings: dict) -> str:
     return reached("connected to the engine", connect)
 
 
+def credential_agents(settings: dict) -> str:
+    """Ask the user's credential agents in the home folder: git's credential cache for the
+    token of the last push, a password manager's SSH agent for a signature."""
+    reached_ones, refused = [], set()
+    for path in settings["agents"]:
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.connect(path)
+            reached_ones.append(path)
+        except OSError as exc:
+            refused.add(exc.strerror)
+    return (f"OPEN: connected to {reached_ones}" if reached_ones
+            else f"blocked: {', '.join(sorted(refused))}")
+
+
 def privileges(settings: dict) -> str:
     with open("/proc/self/status") as file:
         status = dict(line.split(":", 1) for line in file if ":" in line)
@@ -308,8 +324,8 @@ ATTACKS: dict[str, Callable[[dict], str]] = {
     "pidfd_getfd": take_fd, "mptcp": mptcp, "tcp": tcp, "udp": udp,
     "listen_unbound": listen_unbound, "netlink": netlink, "metadata": metadata,
     "git": git_hooks, "moved_away": moved_away, "terminals": terminals, "credentials": credentials,
-    "engine": container_engine, "privileges": privileges, "kernel": kernel_surface,
-    "shared_memory": shared_memory,
+    "engine": container_engine, "agents": credential_agents, "privileges": privileges,
+    "kernel": kernel_surface, "shared_memory": shared_memory,
     "kill": kill_hookline,
 }
 

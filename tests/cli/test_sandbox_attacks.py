@@ -43,6 +43,10 @@ CREDENTIALS = (".ssh/id_ed25519", ".npmrc", ".pypirc", ".cargo/credentials.toml"
                ".psql_history")
 """Secrets of the user in the fake HOME that `sandbox_deny_read` keeps by default."""
 
+AGENTS = (".cache/git/credential/socket", ".1password/agent.sock")
+"""Sockets in the fake HOME that hand out the user's secrets: git's credential cache (the
+token of the last push), 1Password's SSH agent (signs with the user's keys)."""
+
 SETTINGS = (".vscode/settings.json", ".mcp.json", ".claude/settings.json",
             ".cursor/hooks.json", ".helix/languages.toml", ".codex/config.toml",
             "opencode.json", "mise.toml", ".env", "app.code-workspace")
@@ -112,14 +116,17 @@ def places() -> Iterator[dict[str, Path]]:
     terminal, typed = os.openpty()
     found["terminal"] = Path(os.ttyname(typed))
     found["engine"] = found["user"] / ".docker" / "desktop" / "docker.sock"
-    found["engine"].parent.mkdir(parents=True)
-    engine = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    engine.bind(str(found["engine"]))
-    engine.listen(8)
+    listening = []
+    for place in (found["engine"], *(found["user"] / agent for agent in AGENTS)):
+        place.parent.mkdir(parents=True, exist_ok=True)
+        listening.append(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+        listening[-1].bind(str(place))
+        listening[-1].listen(8)
     try:
         yield found
     finally:
-        engine.close()
+        for sock in listening:
+            sock.close()
         os.close(terminal)
         os.close(typed)
         shutil.rmtree(root, ignore_errors=True)
@@ -207,7 +214,8 @@ def aims(places: dict[str, Path], port: int, segment: int) -> str:
                        "outside": str(places["outside"]), "home": str(places["home"]),
                        "terminal": str(places["terminal"]),
                        "credentials": [str(places["user"] / secret) for secret in CREDENTIALS],
-                       "engine": str(places["engine"]), "settings": SETTINGS})
+                       "engine": str(places["engine"]), "settings": SETTINGS,
+                       "agents": [str(places["user"] / agent) for agent in AGENTS]})
 
 
 def attack_command(places: dict[str, Path], port: int, segment: int) -> str:
