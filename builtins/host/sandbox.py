@@ -57,6 +57,17 @@ containers, with the host's root as a volume. Masked when the network is closed,
 /run is."""
 
 
+def _terminal_server_folder() -> str:
+    """Where tmux keeps its server's socket (`$TMUX_TMPDIR/tmux-<uid>`), to which `tmux
+    send-keys` types into your shells. Made here when missing, mode 0700 as tmux makes it
+    (and takes it), so that a sandbox masks it with the network closed even when the
+    server starts after the sandbox did."""
+    folder = os.path.join(os.environ.get("TMUX_TMPDIR") or "/tmp", f"tmux-{os.getuid()}")
+    with contextlib.suppress(OSError):  # there already, or /tmp not writable: as it is
+        os.mkdir(folder, 0o700)
+    return os.path.realpath(folder)
+
+
 @dataclass(frozen=True)
 class SandboxPolicy:
     """How the processes of tools are confined (settings `sandbox`, `sandbox_network`,
@@ -244,7 +255,8 @@ class Confinement:
         return {"mode": policy.mode, "network": policy.network, "workspace": self.workspace,
                 "temporary": temporary, "protected": list(protected),
                 "hidden": [*self.hidden, *_resolved(policy.deny_read)],
-                "service_sockets": _resolved(SERVICE_SOCKETS),
+                "service_sockets": [*_resolved(SERVICE_SOCKETS),
+                                    *([] if policy.network else [_terminal_server_folder()])],
                 "max_processes": policy.max_processes, "max_file_bytes": policy.max_file_bytes,
                 "without": list(policy.without), "guarded": [os.getpid(), os.getpgrp()]}
 

@@ -371,6 +371,32 @@ async def test_sockets_in_tmp_are_masked_while_the_network_is_closed(
     assert pair.stdout == "pair\n", pair.stderr
 
 
+@pytest.mark.anyio
+async def test_a_tmux_server_started_after_the_sandbox_is_out_of_its_reach(
+    layout: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tmux makes its socket folder at its first start, which may come after the session's
+    sandbox did (a chat left running all day); `tmux send-keys` would type into your
+    shell. hookline makes that folder first (mode 0700, as tmux does), and masks it."""
+    workspace, home, _ = layout
+    monkeypatch.setenv("TMUX_TMPDIR", str(tmp_path))
+    folder = tmp_path / f"tmux-{os.getuid()}"
+    env = environment(workspace, home)
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        await env.run("true")  # the sandbox starts, before any tmux server
+        folder.mkdir(mode=0o700, exist_ok=True)  # what tmux does at its first start
+        server.bind(str(folder / "default"))
+        server.listen(1)
+        result = await env.run("python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); "
+                               f"s.connect('{folder}/default'); print('connected')\"")
+    finally:
+        await env.close()
+        server.close()
+    assert "connected" not in result.stdout and result.returncode != 0, result.stdout
+    assert folder.stat().st_mode & 0o777 == 0o700
+
+
 def test_a_private_root_made_by_someone_else_is_refused_with_the_fix(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
