@@ -48,7 +48,7 @@ def loaded_by_envrc(envrc: str, workspace: str) -> list[str]:
     """The files inside `workspace` that the `.envrc` at `envrc` loads, resolved from its
     folder; those missing too (one made later is said then)."""
     folder = os.path.dirname(envrc)
-    text = file_start(envrc, MAX_ENVRC_BYTES).decode("utf-8", "replace")
+    text = file_start(os.path.realpath(envrc), MAX_ENVRC_BYTES).decode("utf-8", "replace")
     found = [_resolved(name, folder) for line in text.splitlines()
              for words in _commands(line) for name in _loaded(words)]
     return list(dict.fromkeys(path for path in found if is_inside(path, workspace)))

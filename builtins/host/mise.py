@@ -66,7 +66,8 @@ def loaded_by_mise(path: str, workspace: str) -> list[str]:
     where a path names it (a bare name is looked for on PATH)."""
     root = config_root(path) or os.path.dirname(path)
     try:
-        config = tomllib.loads(file_start(path, MAX_CONFIG_BYTES).decode("utf-8", "replace"))
+        text = file_start(os.path.realpath(path), MAX_CONFIG_BYTES)
+        config = tomllib.loads(text.decode("utf-8", "replace"))
     except (tomllib.TOMLDecodeError, RecursionError):  # a command may nest arrays deep
         config = {}
     directives = _table(_table(config.get("env")).get("_"))

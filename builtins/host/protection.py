@@ -51,6 +51,10 @@ EDITOR_WORKSPACE = ".code-workspace"
 """How a VS Code workspace file ends, at any depth: opened, it runs its tasks (one on
 folder open, once you allowed automatic tasks) and settings as `.vscode` does."""
 
+RUN_FROM_FILE_ENDINGS = (ENVRC, EDITOR_WORKSPACE)
+"""How the names `_run_from_file` looks at end (besides mise's), for a search of the
+workspace to pass over every other file at the cost of one test."""
+
 PROTECTED = (*REPOSITORY_FOLDERS, ".hookline")
 """Names in the workspace kept read-only: what runs later outside the sandbox reads them."""
 
@@ -233,17 +237,26 @@ def repositories(workspace: str, limit: int) -> tuple[list[str], bool]:
                              if os.path.lexists(path))
             elif entry.name in OTHER_REPOSITORIES:
                 found.append(os.path.realpath(entry.path))
-            elif entry.name == ENVRC:
-                found.extend(path for path in loaded_by_envrc(entry.path, workspace)
-                             if os.path.lexists(path))
-            elif may_be_config(entry.name) and config_root(entry.path) is not None:
-                found.extend(path for path in loaded_by_mise(entry.path, workspace)
-                             if os.path.lexists(path))
-            elif entry.name.endswith(EDITOR_WORKSPACE):
-                found.append(os.path.realpath(entry.path))
-            elif entry.is_dir(follow_symlinks=False):
+            elif entry.is_dir(follow_symlinks=False):  # a folder named `.envrc` is searched
                 folders.append(entry.path)
+            elif entry.name.endswith(RUN_FROM_FILE_ENDINGS) or may_be_config(entry.name):
+                found.extend(_run_from_file(entry, workspace))
     return found, False
+
+
+def _run_from_file(entry: os.DirEntry[str], workspace: str) -> list[str]:
+    """What a file of the workspace has run later outside the sandbox, told by its name:
+    what an `.envrc` loads, a mise config file with what it loads, a VS Code workspace
+    file; those that exist (one made later is said then)."""
+    if entry.name == ENVRC:
+        found = loaded_by_envrc(entry.path, workspace)
+    elif may_be_config(entry.name) and config_root(entry.path) is not None:
+        found = loaded_by_mise(entry.path, workspace)
+    elif entry.name.endswith(EDITOR_WORKSPACE):
+        found = [os.path.realpath(entry.path)]
+    else:
+        return []
+    return [path for path in found if os.path.lexists(path)]
 
 
 def _run_by_repository(git: str, targets: list[str], workspace: str) -> list[str]:

@@ -37,6 +37,18 @@ def test_what_an_envrc_loads(tmp_path: Path, envrc: str, loaded: list[str]) -> N
     assert [os.path.relpath(path, workspace) for path in found] == loaded
 
 
+def test_an_envrc_that_is_a_link_is_read_where_it_points(tmp_path: Path) -> None:
+    """An `.envrc` kept with the dotfiles and linked into the project: direnv reads it
+    through the link, from the project's folder."""
+    workspace = tmp_path.resolve() / "project"
+    workspace.mkdir()
+    (tmp_path / "dotfiles").mkdir()
+    (tmp_path / "dotfiles" / "envrc").write_text("dotenv\n")
+    (workspace / ".envrc").symlink_to(tmp_path / "dotfiles" / "envrc")
+    assert loaded_by_envrc(str(workspace / ".envrc"), str(workspace)) == [
+        str(workspace / ".env")]
+
+
 def test_an_envrc_a_command_made_a_fifo_is_not_waited_on(tmp_path: Path) -> None:
     """hookline reads `.envrc` files outside the sandbox, where a command may have put a
     FIFO with no writer in place of one."""

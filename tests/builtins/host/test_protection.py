@@ -472,6 +472,18 @@ async def test_a_search_cut_short_is_said_once_with_the_fix(
     assert "sandbox_protect" in said[0]
 
 
+def test_a_folder_named_as_a_file_the_search_reads_is_searched_too(tmp_path: Path) -> None:
+    """A command that names a folder `.envrc`, `mise.toml` or `x.code-workspace` cannot
+    hide a repository in it from the search."""
+    workspace = tmp_path.resolve()
+    names = (".envrc", "mise.toml", "x.code-workspace")
+    for name in names:
+        subprocess.run(["git", "init", "-q", str(workspace / name / "lib")], check=True)
+    found, cut = protection.repositories(str(workspace), 10_000)
+    gits = sorted(os.path.relpath(path, workspace) for path in found if path.endswith(".git"))
+    assert gits == [f"{name}/lib/.git" for name in sorted(names)] and not cut
+
+
 def test_a_git_file_a_command_made_a_fifo_or_huge_is_not_read_whole(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """hookline reads `.git` files outside the sandbox, where commands make them: a FIFO
