@@ -19,7 +19,7 @@ _PUBLIC = {
     "background": ("OWNER_ENV", "BackgroundInfo", "BackgroundProcesses", "ProcessRecord"),
     "tools": ("MAX_OUTPUT", "MAX_READ_CHARS", "builtin_tools"),
     "sandbox": ("Confinement", "SandboxPolicy", "check_exposure", "private_temp_root"),
-    "protection": ("MadeWatch", "in_repository", "protected_paths", "repositories",
+    "protection": ("MadeWatch", "in_repository", "protected_paths", "to_protect",
                    "watch_for"),
     "toolenv": ("DEFAULT_DROP", "EnvironmentPolicy"),
     "instructions": ("AGENTS_FILE", "MAX_AGENTS_BYTES", "MAX_AGENTS_TOTAL",

@@ -38,7 +38,7 @@ from .processes import stop_processes as stop_processes
 from .protection import MadeWatch as MadeWatch
 from .protection import in_repository as in_repository
 from .protection import protected_paths as protected_paths
-from .protection import repositories as repositories
+from .protection import to_protect as to_protect
 from .protection import watch_for as watch_for
 from .sandbox import Confinement as Confinement
 from .sandbox import SandboxPolicy as SandboxPolicy

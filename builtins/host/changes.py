@@ -5,7 +5,7 @@ so) a command can change a repository's hooks and config, and what they run from
 worktree: git runs it later, outside the sandbox, with the user's rights (and a shell,
 the startup files of a home folder the workspace holds; an editor or agent, the
 `sandbox_protect` settings; hookline, its own environment). `fingerprint` takes what the
-repositories' search found (`protection.repositories`) and those files, so that after
+workspace's search found (`protection.to_protect`) and those files, so that after
 each turn the watch names what changed since, for the user to look at first.
 
 A repository is looked at where git, Mercurial or Jujutsu read what they run (a git

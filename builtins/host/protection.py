@@ -1,15 +1,16 @@
 """What commands must not change in the workspace, and what they made of it.
 
 git runs a repository's hooks and config with the user's rights (Mercurial and Jujutsu
-theirs), shells and git the startup files of a home folder, and hookline what `.hookline`
-and its own Python environment hold: `protected_paths` and `repositories` find them,
-each sandbox keeps them read-only and the file tools refuse them. A command may make
-one (`git init`, `git clone`, a `.hookline`) where no sandbox protects it yet: the
+theirs), shells and git the startup files of a home folder, a shell entering a folder
+what direnv and mise load, editors and agents their settings, and hookline what
+`.hookline` and its own Python environment hold: `protected_paths` and `to_protect` find
+them, each sandbox keeps them read-only and the file tools refuse them. A command may
+make one (`git init`, `git clone`, a `.hookline`) where no sandbox protects it yet: the
 `MadeWatch` of the workspace, shared by every sandbox of this process there (each
 session's, an approved escalation's, an MCP server's), looks after each run that started
 a command in any of them, names each thing made once, and has every one of them protect
 it from then on; where a sandbox cannot keep them read-only (no mounts), it also names
-what commands changed of what git runs (`changes.py`).
+what commands changed of what runs later (`changes.py`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from .files import is_inside, open_regular_file
 from .gitconfig import is_git_folder, run_by_git, what_git_runs
 from .mise import config_root, loaded_by_mise, may_be_config
 
-__all__ = ["MadeWatch", "in_repository", "protected_paths", "repositories", "watch_for"]
+__all__ = ["MadeWatch", "in_repository", "protected_paths", "to_protect", "watch_for"]
 
 logger = logging.getLogger(__name__)  # every command shows its warnings (cli ALWAYS_WARN)
 
@@ -199,17 +200,17 @@ def in_repository(target: str, workspace: str) -> str | None:
     return None if depth is None else os.path.join(*parts[:depth + 1])
 
 
-def repositories(workspace: str, limit: int) -> tuple[list[str], bool]:
-    """Every `.git` in the workspace at any depth (a nested clone, a submodule's or
-    worktree's `.git` file), where such a file points inside it, each folder of
-    `OTHER_REPOSITORIES`, every bare repository (`_is_bare`: git runs its hooks when you
-    push to it), and what their config has git run from the workspace (once it exists:
-    one made later is said then): git, run there later outside the sandbox, runs their
-    hooks and config. So are what a direnv `.envrc` loads (`direnv.py`) and mise's config
-    files with what they load (`mise.py`), which your shell runs as you enter a folder,
-    and VS Code's workspace files (`EDITOR_WORKSPACE`).
-    Searched breadth first, links not followed; the flag says whether `limit` entries cut
-    the search short."""
+def to_protect(workspace: str, limit: int) -> tuple[list[str], bool]:
+    """What a search of the workspace finds to protect: every `.git` in it at any depth
+    (a nested clone, a submodule's or worktree's `.git` file), where such a file points
+    inside it, each folder of `OTHER_REPOSITORIES`, every bare repository (`_is_bare`:
+    git runs its hooks when you push to it), and what their config has git run from the
+    workspace (once it exists: one made later is said then): git, run there later
+    outside the sandbox, runs their hooks and config. So are what a direnv `.envrc`
+    loads (`direnv.py`) and mise's config files with what they load (`mise.py`), which
+    your shell runs as you enter a folder, and VS Code's workspace files
+    (`EDITOR_WORKSPACE`). Searched breadth first, links not followed; the flag says
+    whether `limit` entries cut the search short."""
     found: list[str] = []
     folders, searched = collections.deque([workspace]), 0
     while folders:
@@ -354,7 +355,7 @@ class MadeWatch:
     def search(self) -> list[str]:
         """The repositories there are now, for a new helper to protect; a search cut
         short by `MAX_SEARCHED` is said once. Blocking."""
-        found, cut = repositories(self.workspace, MAX_SEARCHED)
+        found, cut = to_protect(self.workspace, MAX_SEARCHED)
         with self._lock:
             say_cut = cut and not self._cut_said
             self._cut_said = self._cut_said or cut
@@ -381,7 +382,7 @@ class MadeWatch:
         with self._lock:
             if self._unkept is not None:
                 return
-        found = fingerprint([*repositories(self.workspace, MAX_SEARCHED)[0], *self._run_later])
+        found = fingerprint([*to_protect(self.workspace, MAX_SEARCHED)[0], *self._run_later])
         with self._lock:
             if self._unkept is None:
                 self._unkept = found
@@ -410,7 +411,7 @@ class MadeWatch:
                 return
             self._started = False
             seen = self._existing
-        found = repositories(self.workspace, MAX_SEARCHED)[0]
+        found = to_protect(self.workspace, MAX_SEARCHED)[0]
         now = self._existing_protected(found)
         files = fingerprint([*found, *self._run_later]) if self._unkept is not None else None
         with self._lock:

@@ -479,7 +479,7 @@ def test_a_folder_named_as_a_file_the_search_reads_is_searched_too(tmp_path: Pat
     names = (".envrc", "mise.toml", "x.code-workspace")
     for name in names:
         subprocess.run(["git", "init", "-q", str(workspace / name / "lib")], check=True)
-    found, cut = protection.repositories(str(workspace), 10_000)
+    found, cut = protection.to_protect(str(workspace), 10_000)
     gits = sorted(os.path.relpath(path, workspace) for path in found if path.endswith(".git"))
     assert gits == [f"{name}/lib/.git" for name in sorted(names)] and not cut
 
@@ -504,7 +504,7 @@ def test_a_git_file_a_command_made_a_fifo_or_huge_is_not_read_whole(
     def search() -> None:
         tracemalloc.start()
         try:
-            found.append(protection.repositories(str(tmp_path), protection.MAX_SEARCHED)[0])
+            found.append(protection.to_protect(str(tmp_path), protection.MAX_SEARCHED)[0])
             found.append([str(tracemalloc.get_traced_memory()[1])])
         finally:
             tracemalloc.stop()
