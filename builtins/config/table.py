@@ -81,7 +81,8 @@ DEFAULT_PROTECT = (".vscode", ".idea", ".zed", ".helix", ".devcontainer", ".devc
                    ".mcp.json", ".claude/settings.json", ".claude/settings.local.json",
                    ".claude/hooks", ".cursor/mcp.json", ".cursor/hooks.json", ".cursor/hooks",
                    ".gemini/settings.json", ".codex/config.toml", "opencode.json",
-                   "opencode.jsonc", ".opencode")
+                   "opencode.jsonc", ".opencode", ".roo/mcp.json", ".windsurf/hooks.json",
+                   ".kiro/settings", ".kiro/hooks", ".kiro/agents", ".warp/.mcp.json")
 """Settings kept read-only in the workspace (`sandbox_protect`) because a program the user
 opens there later runs what they name, outside the sandbox: an editor's (an interpreter,
 a language server, a task on folder open), a dev container's (`initializeCommand` runs on

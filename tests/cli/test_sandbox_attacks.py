@@ -10,6 +10,7 @@ with its session however it detached.
 
 from __future__ import annotations
 
+import ast
 import ctypes
 import importlib
 import json
@@ -49,7 +50,8 @@ token of the last push), 1Password's SSH agent (signs with the user's keys)."""
 
 SETTINGS = (".vscode/settings.json", ".mcp.json", ".claude/settings.json",
             ".cursor/hooks.json", ".helix/languages.toml", ".codex/config.toml",
-            "opencode.json", "mise.toml", ".env", "app.code-workspace")
+            "opencode.json", ".roo/mcp.json", ".kiro/hooks/lint.kiro.hook", "mise.toml",
+            ".env", "app.code-workspace")
 """Settings in the workspace that an editor, another agent or mise runs programs from
 (`sandbox_protect` keeps them by default), and the `.env` the workspace's `.envrc` has
 direnv load into your shell."""
@@ -325,10 +327,10 @@ def test_without_namespaces_only_what_the_warning_names_stays_open(
     prompt = tool_line("shell", command=command)
     done = hookline_run(places, prompt, HOOKLINE_SANDBOX_WITHOUT="namespaces")
     assert done.returncode == 0, done.stderr
-    check_results(places, frozenset({"metadata", "git", "moved_away"}))
+    results = check_results(places, frozenset({"metadata", "git", "moved_away"}))
     warning = [line for line in done.stderr.splitlines() if "sandbox is weaker" in line]
     assert len(warning) == 1 and "modes and times" in warning[0] and ".git" in warning[0]
-    check_changes_named(done.stderr)
+    check_changes_named(done.stderr, results)
 
 
 MOUNTS_REFUSED = """
@@ -356,22 +358,33 @@ def test_where_namespaces_may_not_mount_only_what_the_warning_names_stays_open(
     runner = [sys.executable, "-c", MOUNTS_REFUSED, str(HOOKLINE)]
     done = hookline_run(places, tool_line("shell", command=command), runner)
     assert done.returncode == 0, done.stderr
-    check_results(places, frozenset({"metadata", "git", "moved_away"}))
+    results = check_results(places, frozenset({"metadata", "git", "moved_away"}))
     warning = [line for line in done.stderr.splitlines() if "sandbox is weaker" in line]
     assert len(warning) == 1 and "mounts: " in warning[0] and "AppArmor" in warning[0], \
         done.stderr
-    check_changes_named(done.stderr)
+    check_changes_named(done.stderr, results)
 
 
-def check_changes_named(stderr: str) -> None:
-    """Where nothing kept them read-only, what the attacks changed of what git, an editor
-    or another agent runs is named after the turn."""
-    (changes,) = [line for line in stderr.splitlines() if "commands may have changed" in line]
-    for path in (".git/config", "linked/gitdir/config",
-                 "remote.git/config", ".husky/_/pre-commit", ".husky/pre-commit",
-                 "tools/clean.sh", "linked/tree/.pre-commit-config.yaml",
-                 ".vscode/settings.json", "opencode.json", "mise.toml"):
-        assert path in changes, (path, changes)
+def check_changes_named(stderr: str, results: dict[str, str]) -> None:
+    """Where nothing kept them read-only, each file the `git` attack wrote of what git, a
+    shell, an editor or another agent runs is named after the turn, or counted past the
+    first names (the warning lists them in order); one in a repository the `moved_away`
+    attack put in place of another is named with that repository instead."""
+    made = listed_in(stderr, "commands run in this workspace made ", ", which")[0]
+    written = [path for path in ast.literal_eval(results["git"].removeprefix("OPEN: "))
+               if not any(path.startswith(f"{repository}/") for repository in made)]
+    names, counted = listed_in(stderr, "commands may have changed ", ": git, your shell")
+    assert len(names) + counted == len(written), (written, names, counted)
+    for path in written:
+        assert path in names or (counted and path > names[-1]), (path, names)
+
+
+def listed_in(stderr: str, before: str, after: str) -> tuple[list[str], int]:
+    """The paths a warning line of `stderr` lists between `before` and `after`, and how
+    many more it counts."""
+    (line,) = [line for line in stderr.splitlines() if before in line]
+    named, _, more = line.split(before, 1)[1].split(after, 1)[0].partition(" and ")
+    return named.split(", "), int(more.split()[0].replace(",", "")) if more else 0
 
 
 @pytest.mark.parametrize("user", ["root", "nobody"])
