@@ -182,8 +182,9 @@ class LocalEnvironment(Environment):
             raise HooklineError(
                 ErrorKind.invalid_input,
                 f"cannot write {shown!r}: {rule!r} is protected (what runs later outside "
-                f"the sandbox reads it: git a repository's hooks, an editor its settings, "
-                f"a shell its startup files); only the user changes it. "
+                f"the sandbox reads it: git a repository's hooks, an editor or agent its "
+                f"settings, a shell its startup files and what direnv or mise load); only "
+                f"the user changes it. "
                 f"The list is every .git, .hg, .jj and bare repository, what a "
                 f"repository's config or hooks have git run from the workspace (a "
                 f"core.hooksPath folder, lefthook.yml), mise's config files, what they "
