@@ -26,6 +26,9 @@ __all__ = ["config_root", "loaded_by_mise", "may_be_config"]
 MAX_CONFIG_BYTES = 64 * 1024
 """Bytes of a mise config file read, at most."""
 
+_CONFIG_ROOT = re.compile(r"\{\{\s*config_root\s*\}\}")
+"""The template mise fills with the config's project folder."""
+
 _CONFIG_NAME = re.compile(r"\.?mise(\.[\w-]+)*\.toml")
 """`mise.toml`, `.mise.toml`, `mise.local.toml`, one for an environment (`mise.dev.toml`)."""
 
@@ -74,21 +77,27 @@ def loaded_by_mise(path: str, workspace: str) -> list[str]:
     named = [*_paths(directives.get("file")), *_paths(directives.get("source")),
              *_paths(config.get("env_file")), *_paths(config.get("dotenv"))]  # older names
     found = [os.path.realpath(path)]
-    for name in named:
-        pattern = os.path.join(root, os.path.expanduser(name))
-        found += [os.path.realpath(match) for match in _matches(pattern)] or [pattern]
-    found += [os.path.realpath(os.path.join(root, program))
+    for name in (_expanded(name, root) for name in named):
+        found += [os.path.realpath(match) for match in _matches(name, root)] or [
+            os.path.join(root, name)]
+    found += [os.path.realpath(os.path.join(root, _expanded(program, root)))
               for program in _hook_programs(_table(config.get("hooks")))]
     return list(dict.fromkeys(file for file in found if is_inside(file, workspace)))
 
 
-def _matches(pattern: str) -> list[str]:
-    """The files a `_.source` glob names, where its wildcards are in the file's name only
-    (`./scripts/*.sh`): a command writes the config, and a wildcard in a folder's name
-    (`/*/*/*/*`) would have hookline walk the machine; such a pattern is taken as a name."""
-    if any(char in "*?[" for char in os.path.dirname(pattern)):
+def _expanded(name: str, root: str) -> str:
+    """`name` with `~` and the `{{config_root}}` of mise's templates put in."""
+    return os.path.expanduser(_CONFIG_ROOT.sub(lambda _match: root, name))
+
+
+def _matches(name: str, root: str) -> list[str]:
+    """The files a `_.source` glob names from `root`, where its wildcards are in the file's
+    name only (`./scripts/*.sh`): a command writes the config, and a wildcard in a
+    folder's name (`/*/*/*/*`) would have hookline walk the machine; such a pattern is
+    taken as a name."""
+    if any(char in "*?[" for char in os.path.dirname(name)):
         return []
-    return glob.glob(pattern)
+    return glob.glob(os.path.join(glob.escape(root), name))
 
 
 def _table(value: Any) -> dict[str, Any]:

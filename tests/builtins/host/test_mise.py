@@ -29,6 +29,8 @@ def test_which_files_are_mise_s_config(path: str, root: str | None) -> None:
     ('[env]\n_.file = [".env", { path = ".env.local", redact = true }]', [".env", ".env.local"]),
     ('[env]\n_.source = "./scripts/*.sh"', ["scripts/a.sh", "scripts/b.sh"]),  # a glob
     ('[env]\n_.source = "./*/*.sh"', ["*/*.sh"]),  # folders by wildcard: not walked
+    ('[env]\n_.source = "{{ config_root }}/scripts/a.sh"\n[hooks]\n'
+     'enter = "{{config_root}}/scripts/b.sh"', ["scripts/a.sh", "scripts/b.sh"]),
     ('[env]\n_.path = ["./bin"]\nA = "1"', []),  # the project's scripts stay writable
     ('[hooks]\nenter = "./scripts/enter.sh --quiet"\ncd = ["echo hi", "bash x.sh"]\n'
      'leave = { script = "tools/leave.sh" }', ["scripts/enter.sh", "tools/leave.sh"]),
@@ -44,6 +46,17 @@ def test_what_a_mise_config_loads(tmp_path: Path, config: str, loaded: list[str]
     (workspace / "mise.toml").write_text(config + "\n")
     found = loaded_by_mise(str(workspace / "mise.toml"), str(workspace))
     assert [os.path.relpath(path, workspace) for path in found] == ["mise.toml", *loaded]
+
+
+def test_a_glob_is_matched_in_a_folder_whose_name_looks_like_one(tmp_path: Path) -> None:
+    """`proj[1]` is a folder's name, not a pattern: only the config's own wildcards
+    match."""
+    workspace = tmp_path.resolve() / "proj[1]"
+    (workspace / "scripts").mkdir(parents=True)
+    (workspace / "scripts" / "env.sh").write_text("export A=1\n")
+    (workspace / "mise.toml").write_text('[env]\n_.source = "scripts/*.sh"\n')
+    found = loaded_by_mise(str(workspace / "mise.toml"), str(workspace))
+    assert found == [str(workspace / "mise.toml"), str(workspace / "scripts" / "env.sh")]
 
 
 @pytest.mark.anyio
