@@ -101,6 +101,8 @@ def _used(kind: str, arguments: list[str]) -> list[str]:
 
 
 def _resolved(name: str, folder: str) -> str:
-    """`name` from `folder`; a folder stands for its `.envrc` (as `source_env` reads it)."""
+    """`name` from `folder` (where direnv runs the `.envrc`: its `$PWD`); a folder stands
+    for its `.envrc` (as `source_env` reads it)."""
+    name = name.replace("${PWD}", folder).replace("$PWD", folder)
     path = os.path.realpath(os.path.join(folder, os.path.expanduser(name)))
     return os.path.join(path, ENVRC) if os.path.isdir(path) else path

@@ -17,6 +17,7 @@ from hookline.builtins.host.direnv import loaded_by_envrc
 @pytest.mark.parametrize(("envrc", "loaded"), [
     ("dotenv", [".env"]),
     ("dotenv_if_exists .env.local  # the developer's own", [".env.local"]),
+    ('dotenv "$PWD/.env.dev"\nsource_env_if_exists "${PWD}/sub"', [".env.dev", "sub/.envrc"]),
     ("source_env_if_exists sub\nsource ./scripts/env.sh", ["sub/.envrc", "scripts/env.sh"]),
     ("if has nix; then use flake; fi", ["flake.nix", "flake.lock"]),
     ("has nix && use flake ./nix#dev || dotenv .env.dev",
