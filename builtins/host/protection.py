@@ -80,6 +80,11 @@ MAX_SEARCHED = 200_000
 """Entries of the workspace looked through for nested git repositories, at most (about a
 second): a workspace as large as a home folder must not hold up the first command."""
 
+MAX_LOADERS_READ = 2 * 1024 * 1024
+"""Bytes of `.envrc` and mise config files one search reads, at most (a project's are a
+few hundred each): a command that wrote thousands of large ones must not hold up the
+first command and the end of every turn for minutes."""
+
 MAX_GITDIR_LINE = 4096
 """Bytes of a `.git` file read for its `gitdir:` line: a command may make that file a
 FIFO or gigabytes without a newline, and hookline reads it outside the sandbox."""
@@ -210,9 +215,9 @@ def to_protect(workspace: str, limit: int) -> tuple[list[str], bool]:
     loads (`direnv.py`) and mise's config files with what they load (`mise.py`), which
     your shell runs as you enter a folder, and VS Code's workspace files
     (`EDITOR_WORKSPACE`). Searched breadth first, links not followed; the flag says
-    whether `limit` entries cut the search short."""
+    whether `limit` entries (or `MAX_LOADERS_READ`) cut the search short."""
     found: list[str] = []
-    folders, searched = collections.deque([workspace]), 0
+    folders, searched, read = collections.deque([workspace]), 0, 0
     while folders:
         folder = folders.popleft()
         try:
@@ -241,8 +246,17 @@ def to_protect(workspace: str, limit: int) -> tuple[list[str], bool]:
             elif entry.is_dir(follow_symlinks=False):  # a folder named `.envrc` is searched
                 folders.append(entry.path)
             elif entry.name.endswith(RUN_FROM_FILE_ENDINGS) or may_be_config(entry.name):
+                read += _size(entry)
+                if read > MAX_LOADERS_READ:
+                    return found, True
                 found.extend(_run_from_file(entry, workspace))
     return found, False
+
+
+def _size(entry: os.DirEntry[str]) -> int:
+    with contextlib.suppress(OSError):
+        return entry.stat().st_size
+    return 0
 
 
 def _run_from_file(entry: os.DirEntry[str], workspace: str) -> list[str]:
@@ -363,10 +377,12 @@ class MadeWatch:
                 self._existing = self._existing_protected(found)
         if say_cut:
             logger.warning(
-                "the workspace %s has more than %s entries, so git repositories nested in "
-                "it were looked for in the first ones only: a command may change the hooks "
-                "and config of one not found. Add each to sandbox_protect, or start hookline "
-                "in a smaller folder", self.workspace, f"{MAX_SEARCHED:,}")
+                "the workspace %s is too large to search whole (more than %s entries, or "
+                "%s MB of .envrc and mise files), so what runs later from it (nested git "
+                "repositories, what direnv and mise load) was looked for in the first part "
+                "only: a command may change one not found. Add each to sandbox_protect, or "
+                "start hookline in a smaller folder", self.workspace, f"{MAX_SEARCHED:,}",
+                MAX_LOADERS_READ // 2**20)
         return found
 
     def started(self) -> None:

@@ -467,9 +467,24 @@ async def test_a_search_cut_short_is_said_once_with_the_fix(
             await env.close()  # the next command starts a new helper, which searches again
     finally:
         await env.close()
-    said = [r.getMessage() for r in caplog.records if "were looked for" in r.getMessage()]
+    said = [r.getMessage() for r in caplog.records if "first part only" in r.getMessage()]
     assert len(said) == 1 and "more than 5 entries" in said[0], said
     assert "sandbox_protect" in said[0]
+
+
+def test_a_search_reads_a_bounded_amount_of_envrc_and_mise_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Thousands of large `.envrc` files a command wrote would hold up every turn: past
+    `MAX_LOADERS_READ` bytes the search stops, cut short as by the entries' limit."""
+    workspace = tmp_path.resolve()
+    monkeypatch.setattr(protection, "MAX_LOADERS_READ", 1000)
+    for number in range(3):
+        (workspace / f"p{number}").mkdir()
+        (workspace / f"p{number}" / ".envrc").write_text("dotenv\n" * 60)  # 420 bytes
+        (workspace / f"p{number}" / ".env").write_text("A=1\n")
+    found, cut = protection.to_protect(str(workspace), 10_000)
+    assert cut and sorted(os.path.relpath(path, workspace) for path in found) == [
+        "p0/.env", "p1/.env"]
 
 
 def test_a_folder_named_as_a_file_the_search_reads_is_searched_too(tmp_path: Path) -> None:
