@@ -80,10 +80,10 @@ MAX_SEARCHED = 200_000
 """Entries of the workspace looked through for nested git repositories, at most (about a
 second): a workspace as large as a home folder must not hold up the first command."""
 
-MAX_LOADERS_READ = 2 * 1024 * 1024
-"""Bytes of `.envrc` and mise config files one search reads, at most (a project's are a
-few hundred each): a command that wrote thousands of large ones must not hold up the
-first command and the end of every turn for minutes."""
+MAX_CONFIGS_READ = 2 * 1024 * 1024
+"""Bytes of repositories' config, `.envrc` and mise files one search reads, at most (a
+project's are a few hundred each): a command that wrote thousands of large ones must not
+hold up the first command and the end of every turn for minutes."""
 
 MAX_GITDIR_LINE = 4096
 """Bytes of a `.git` file read for its `gitdir:` line: a command may make that file a
@@ -215,7 +215,7 @@ def to_protect(workspace: str, limit: int) -> tuple[list[str], bool]:
     loads (`direnv.py`) and mise's config files with what they load (`mise.py`), which
     your shell runs as you enter a folder, and VS Code's workspace files
     (`EDITOR_WORKSPACE`). Searched breadth first, links not followed; the flag says
-    whether `limit` entries (or `MAX_LOADERS_READ`) cut the search short."""
+    whether `limit` entries (or `MAX_CONFIGS_READ`) cut the search short."""
     found: list[str] = []
     folders, searched, read = collections.deque([workspace]), 0, 0
     while folders:
@@ -229,6 +229,9 @@ def to_protect(workspace: str, limit: int) -> tuple[list[str], bool]:
         if searched > limit:
             return found, True
         if folder != workspace and _is_bare(folder, {entry.name for entry in listed}):
+            read += _size(os.path.join(folder, "config"))
+            if read > MAX_CONFIGS_READ:
+                return found, True
             bare = os.path.realpath(folder)
             found.append(bare)
             found.extend(path for path in run_by_git(bare, bare, workspace)
@@ -236,6 +239,9 @@ def to_protect(workspace: str, limit: int) -> tuple[list[str], bool]:
             continue
         for entry in listed:
             if entry.name == GIT:
+                read += _size(os.path.join(entry.path, "config"))
+                if read > MAX_CONFIGS_READ:
+                    return found, True
                 targets = _git_file_target(entry.path)
                 found.extend(path for path in [os.path.realpath(entry.path), *targets]
                              if is_inside(path, workspace))
@@ -246,16 +252,16 @@ def to_protect(workspace: str, limit: int) -> tuple[list[str], bool]:
             elif entry.is_dir(follow_symlinks=False):  # a folder named `.envrc` is searched
                 folders.append(entry.path)
             elif entry.name.endswith(RUN_FROM_FILE_ENDINGS) or may_be_config(entry.name):
-                read += _size(entry)
-                if read > MAX_LOADERS_READ:
+                read += _size(entry.path)
+                if read > MAX_CONFIGS_READ:
                     return found, True
                 found.extend(_run_from_file(entry, workspace))
     return found, False
 
 
-def _size(entry: os.DirEntry[str]) -> int:
+def _size(path: str) -> int:
     with contextlib.suppress(OSError):
-        return entry.stat().st_size
+        return os.stat(path).st_size
     return 0
 
 
@@ -367,8 +373,8 @@ class MadeWatch:
             self._protectors.append(weakref.WeakMethod(protect))
 
     def search(self) -> list[str]:
-        """The repositories there are now, for a new helper to protect; a search cut
-        short by `MAX_SEARCHED` is said once. Blocking."""
+        """What there is to protect now (`to_protect`), for a new helper; a search cut
+        short is said once. Blocking."""
         found, cut = to_protect(self.workspace, MAX_SEARCHED)
         with self._lock:
             say_cut = cut and not self._cut_said
@@ -378,11 +384,12 @@ class MadeWatch:
         if say_cut:
             logger.warning(
                 "the workspace %s is too large to search whole (more than %s entries, or "
-                "%s MB of .envrc and mise files), so what runs later from it (nested git "
-                "repositories, what direnv and mise load) was looked for in the first part "
-                "only: a command may change one not found. Add each to sandbox_protect, or "
-                "start hookline in a smaller folder", self.workspace, f"{MAX_SEARCHED:,}",
-                MAX_LOADERS_READ // 2**20)
+                "%s MB of git config, .envrc and mise files), so what runs later from it "
+                "(nested git repositories, what direnv and mise load) was looked for in "
+                "the first part only: a command may change one not found. Add each to "
+                "sandbox_protect, or start hookline in a smaller folder", self.workspace,
+                f"{MAX_SEARCHED:,}",
+                MAX_CONFIGS_READ // 2**20)
         return found
 
     def started(self) -> None:

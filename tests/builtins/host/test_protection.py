@@ -472,19 +472,27 @@ async def test_a_search_cut_short_is_said_once_with_the_fix(
     assert "sandbox_protect" in said[0]
 
 
-def test_a_search_reads_a_bounded_amount_of_envrc_and_mise_files(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Thousands of large `.envrc` files a command wrote would hold up every turn: past
-    `MAX_LOADERS_READ` bytes the search stops, cut short as by the entries' limit."""
+@pytest.mark.parametrize("kind", [".envrc", "git config"])
+def test_a_search_reads_a_bounded_amount_of_config(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    """Thousands of large `.envrc` files or repositories' configs a command wrote would
+    hold up every turn: past `MAX_CONFIGS_READ` bytes the search stops, cut short as by
+    the entries' limit."""
     workspace = tmp_path.resolve()
-    monkeypatch.setattr(protection, "MAX_LOADERS_READ", 1000)
+    monkeypatch.setattr(protection, "MAX_CONFIGS_READ", 1000)
     for number in range(3):
-        (workspace / f"p{number}").mkdir()
-        (workspace / f"p{number}" / ".envrc").write_text("dotenv\n" * 60)  # 420 bytes
-        (workspace / f"p{number}" / ".env").write_text("A=1\n")
+        folder = workspace / f"p{number}"
+        if kind == ".envrc":
+            folder.mkdir()
+            (folder / ".envrc").write_text("dotenv\n" * 60)  # 420 bytes
+            (folder / ".env").write_text("A=1\n")
+        else:
+            subprocess.run(["git", "init", "-q", str(folder)], check=True)
+            with (folder / ".git" / "config").open("a") as config:
+                config.write("[alias]\n" + "\ta = log\n" * 40)  # over 400 bytes
     found, cut = protection.to_protect(str(workspace), 10_000)
-    assert cut and sorted(os.path.relpath(path, workspace) for path in found) == [
-        "p0/.env", "p1/.env"]
+    reached = {os.path.relpath(path, workspace).split(os.sep)[0] for path in found}
+    assert cut and len(reached) == 2, reached  # the third is past the budget
 
 
 def test_a_folder_named_as_a_file_the_search_reads_is_searched_too(tmp_path: Path) -> None:
