@@ -218,6 +218,13 @@ def to_protect(workspace: str, limit: int) -> tuple[list[str], bool]:
     whether `limit` entries (or `MAX_CONFIGS_READ`) cut the search short."""
     found: list[str] = []
     folders, searched, read = collections.deque([workspace]), 0, 0
+
+    def over_budget(config: str) -> bool:
+        """Whether reading `config` too passes `MAX_CONFIGS_READ`."""
+        nonlocal read
+        read += _size(config)
+        return read > MAX_CONFIGS_READ
+
     while folders:
         folder = folders.popleft()
         try:
@@ -229,8 +236,7 @@ def to_protect(workspace: str, limit: int) -> tuple[list[str], bool]:
         if searched > limit:
             return found, True
         if folder != workspace and _is_bare(folder, {entry.name for entry in listed}):
-            read += _size(os.path.join(folder, "config"))
-            if read > MAX_CONFIGS_READ:
+            if over_budget(os.path.join(folder, "config")):
                 return found, True
             bare = os.path.realpath(folder)
             found.append(bare)
@@ -239,8 +245,7 @@ def to_protect(workspace: str, limit: int) -> tuple[list[str], bool]:
             continue
         for entry in listed:
             if entry.name == GIT:
-                read += _size(os.path.join(entry.path, "config"))
-                if read > MAX_CONFIGS_READ:
+                if over_budget(os.path.join(entry.path, "config")):
                     return found, True
                 targets = _git_file_target(entry.path)
                 found.extend(path for path in [os.path.realpath(entry.path), *targets]
@@ -252,8 +257,7 @@ def to_protect(workspace: str, limit: int) -> tuple[list[str], bool]:
             elif entry.is_dir(follow_symlinks=False):  # a folder named `.envrc` is searched
                 folders.append(entry.path)
             elif entry.name.endswith(RUN_FROM_FILE_ENDINGS) or may_be_config(entry.name):
-                read += _size(entry.path)
-                if read > MAX_CONFIGS_READ:
+                if over_budget(entry.path):
                     return found, True
                 found.extend(_run_from_file(entry, workspace))
     return found, False
