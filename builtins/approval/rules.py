@@ -296,13 +296,12 @@ def read_rules_file(path: Path) -> Any:
             raw = handle.read(MAX_RULES_BYTES + 1)
     finally:
         os.close(fd)
-    import tomllib
+    from ..config import parse_toml
 
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as exc:
-        why = "it nests too deep" if isinstance(exc, RecursionError) else str(exc)
-        raise RuleError(f"the rules file {path} is not valid TOML: {why}; fix it") from exc
+        data = parse_toml(raw)
+    except ValueError as exc:
+        raise RuleError(f"the rules file {path} is not valid TOML: {exc}; fix it") from exc
     unknown = sorted(set(data) - {RULES_TABLE})
     if unknown:
         raise RuleError(f"the rules file {path} may hold only [[rules]] tables, not "

@@ -15,8 +15,8 @@ from __future__ import annotations
 from hookline.kernel._lazy import LazyExports as _LazyExports
 
 _PUBLIC = {
-    "file": ("MAX_CONFIG_BYTES", "default_home", "merge_config", "read_config_file",
-             "update_config", "write_config"),
+    "file": ("MAX_CONFIG_BYTES", "default_home", "merge_config", "parse_toml",
+             "read_config_file", "update_config", "write_config"),
     "load": ("load_settings", "parse_setting", "settings_from_config"),
     "parsers": ("API_FORMATS", "APPROVAL_POLICIES", "MIN_HTTP_TOKEN_LENGTH", "SANDBOX_MODES",
                 "TOOL_ENV_MODES", "ModelPrice"),

@@ -9,6 +9,7 @@ edit the table, never this file.
 from .file import MAX_CONFIG_BYTES as MAX_CONFIG_BYTES
 from .file import default_home as default_home
 from .file import merge_config as merge_config
+from .file import parse_toml as parse_toml
 from .file import read_config_file as read_config_file
 from .file import update_config as update_config
 from .file import write_config as write_config

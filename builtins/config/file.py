@@ -18,6 +18,7 @@ __all__ = [
     "MAX_CONFIG_BYTES",
     "default_home",
     "merge_config",
+    "parse_toml",
     "read_config_file",
     "update_config",
     "write_config",
@@ -41,6 +42,17 @@ def _unreadable_config(path: Path, exc: OSError) -> SettingsError:
         key="config",
         source=f"file:{path}",
     )
+
+
+def parse_toml(raw: bytes) -> dict[str, Any]:
+    """The TOML document in `raw`; a `ValueError` says what is wrong: tomllib's message,
+    bad UTF-8, or nesting deeper than Python recurses (a file a command wrote may)."""
+    import tomllib  # only with a file to parse
+
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise ValueError("it nests too deep") from None
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -68,14 +80,11 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise _unreadable_config(path, exc) from exc
     finally:
         os.close(fd)
-    import tomllib  # only with a config file to parse
-
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as exc:
-        why = "it nests too deep" if isinstance(exc, RecursionError) else str(exc)
+        data = parse_toml(raw)
+    except ValueError as exc:
         raise SettingsError(
-            f"The config file {path} is not valid TOML: {why}. "
+            f"The config file {path} is not valid TOML: {exc}. "
             "Fix the file (see the hookline settings documentation) or remove it.",
             key="config",
             source=f"file:{path}",

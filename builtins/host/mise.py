@@ -16,9 +16,9 @@ import glob
 import os
 import re
 import shlex
-import tomllib
 from typing import Any
 
+from ..config import parse_toml
 from .files import file_start, is_inside
 
 __all__ = ["config_root", "loaded_by_mise", "may_be_config"]
@@ -69,9 +69,8 @@ def loaded_by_mise(path: str, workspace: str) -> list[str]:
     where a path names it (a bare name is looked for on PATH)."""
     root = config_root(path) or os.path.dirname(path)
     try:
-        text = file_start(os.path.realpath(path), MAX_CONFIG_BYTES)
-        config = tomllib.loads(text.decode("utf-8", "replace"))
-    except (tomllib.TOMLDecodeError, RecursionError):  # a command may nest arrays deep
+        config = parse_toml(file_start(os.path.realpath(path), MAX_CONFIG_BYTES))
+    except ValueError:  # not TOML (or nested too deep): the file itself only
         config = {}
     directives = _table(_table(config.get("env")).get("_"))
     named = [*_paths(directives.get("file")), *_paths(directives.get("source")),
