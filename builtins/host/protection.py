@@ -77,7 +77,7 @@ MAX_NAMED = 20
 """Paths a warning names, at most (the rest are counted)."""
 
 MAX_SEARCHED = 200_000
-"""Entries of the workspace looked through for nested git repositories, at most (about a
+"""Entries of the workspace looked through for what to protect in it, at most (about a
 second): a workspace as large as a home folder must not hold up the first command."""
 
 MAX_CONFIGS_READ = 2 * 1024 * 1024
@@ -275,7 +275,7 @@ def _run_from_file(entry: os.DirEntry[str], workspace: str) -> list[str]:
     file; those that exist (one made later is said then)."""
     if entry.name == ENVRC:
         found = loaded_by_envrc(entry.path, workspace)
-    elif may_be_config(entry.name) and config_root(entry.path) is not None:
+    elif config_root(entry.path) is not None:
         found = loaded_by_mise(entry.path, workspace)
     elif entry.name.endswith(EDITOR_WORKSPACE):
         found = [os.path.realpath(entry.path)]
@@ -400,19 +400,19 @@ class MadeWatch:
         """A command is starting, in any of the workspace's sandboxes."""
         self._started = True
 
-    def unkept(self) -> None:
+    def unkept(self, found: list[str]) -> None:
         """A sandbox of the workspace cannot keep its protected paths read-only (no
         mounts): from now on each look also names what commands changed of what git runs
         (`changes.py`), of a held home folder's startup files, of the `sandbox_protect`
         settings or of hookline's own environment (`_settings_run`), from how they are
-        now, before that sandbox's first command. Blocking."""
+        now (`found`, what that sandbox's `search` found), before its first command."""
         with self._lock:
             if self._unkept is not None:
                 return
-        found = fingerprint([*to_protect(self.workspace, MAX_SEARCHED)[0], *self._run_later])
+        files = fingerprint([*found, *self._run_later])
         with self._lock:
             if self._unkept is None:
-                self._unkept = found
+                self._unkept = files
 
     def known(self) -> frozenset[str]:
         """Everything protected found so far, after a first search if none ran yet: the

@@ -60,8 +60,8 @@ containers, with the host's root as a volume. Masked when the network is closed,
 def _terminal_server_folder() -> str:
     """Where tmux keeps its server's socket (`$TMUX_TMPDIR/tmux-<uid>`), to which `tmux
     send-keys` types into your shells. Made here when missing, mode 0700 as tmux makes it
-    (and takes it), so that a sandbox masks it with the network closed even when the
-    server starts after the sandbox did."""
+    (and takes it), so that a sandbox masks it (with the network closed, as it does the
+    other `SERVICE_SOCKETS`) even when the server starts after the sandbox did."""
     folder = os.path.join(os.environ.get("TMUX_TMPDIR") or "/tmp", f"tmux-{os.getuid()}")
     with contextlib.suppress(OSError):  # there already, or /tmp not writable: as it is
         os.mkdir(folder, 0o700)
@@ -235,12 +235,13 @@ class Confinement:
         from .confined import Spawner
 
         try:
-            spawner = Spawner(self._helper_policy(self._temporary.path))
+            found = self._found_to_protect()
+            spawner = Spawner(self._helper_policy(self._temporary.path, found))
         except OSError as exc:
             raise HooklineError(ErrorKind.config, _refusal(self.policy.mode, str(exc))) from None
         _check_layers(self.policy.mode, spawner)
         if self.policy.mode == "workspace-write" and not spawner.report.mounted:
-            self.watch.unkept()  # what git runs stays writable: its changes are named
+            self.watch.unkept(found)  # what runs later stays writable: its changes are named
         if self._spawner is not None:  # its commands keep running until they end
             self._replaced.append(self._spawner)
         self._spawner, self._unprotected = spawner, False
@@ -249,20 +250,20 @@ class Confinement:
             old.close()
         return spawner
 
-    def _helper_policy(self, temporary: str) -> dict[str, object]:
+    def _helper_policy(self, temporary: str, found: list[str]) -> dict[str, object]:
         policy = self.policy
-        protected = dict.fromkeys([*self.protected, *self._repositories_to_protect()])
+        protected = dict.fromkeys([*self.protected, *found])
         return {"mode": policy.mode, "network": policy.network, "workspace": self.workspace,
                 "temporary": temporary, "protected": list(protected),
                 "hidden": [*self.hidden, *_resolved(policy.deny_read)],
-                "service_sockets": [*_resolved(SERVICE_SOCKETS),
-                                    *([] if policy.network else [_terminal_server_folder()])],
+                "service_sockets": [*_resolved(SERVICE_SOCKETS), _terminal_server_folder()],
                 "max_processes": policy.max_processes, "max_file_bytes": policy.max_file_bytes,
                 "without": list(policy.without), "guarded": [os.getpid(), os.getpgrp()]}
 
-    def _repositories_to_protect(self) -> list[str]:
-        """The repositories to protect (none to look for in read-only), searched again for
-        each helper so that the ones made since are kept too."""
+    def _found_to_protect(self) -> list[str]:
+        """What the workspace's search finds to protect (nothing to look for in
+        read-only), searched again for each helper so that what was made since is kept
+        too."""
         return [] if self.policy.mode == "read-only" else self.watch.search()
 
     def busy(self) -> bool:
@@ -317,11 +318,10 @@ LEFT_OPEN = {
         "the workspace, see every process of the machine and, before Linux 6.12, signal "
         "your other ones; the workspace's .git and its other protected paths stay writable "
         "to them (what they change of what runs later outside the sandbox is named after "
-        "each turn). "
-        "Nothing masks the host's Unix sockets (a D-Bus session bus, docker.sock) or its "
-        "System V IPC, so commands may open no Unix socket (a socketpair works) and use no "
-        "shared memory segment or message queue of that kind. Allow unprivileged user "
-        "namespaces (sysctl user.max_user_namespaces, or "
+        "each turn). Nothing masks the host's Unix sockets (a D-Bus session bus, "
+        "docker.sock) or its System V IPC, so commands may open no Unix socket (a "
+        "socketpair works) and use no shared memory segment or message queue of that kind. "
+        "Allow unprivileged user namespaces (sysctl user.max_user_namespaces, or "
         "kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu) to close that."),
     "mounts": (
         "The namespaces may not mount (Ubuntu 24.04's AppArmor default does this): commands "
