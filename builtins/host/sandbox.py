@@ -62,10 +62,11 @@ def _terminal_server_folder() -> str:
     send-keys` types into your shells. Made here when missing, mode 0700 as tmux makes it
     (and takes it), so that a sandbox masks it (with the network closed, as it does the
     other `SERVICE_SOCKETS`) even when the server starts after the sandbox did."""
-    folder = os.path.join(os.environ.get("TMUX_TMPDIR") or "/tmp", f"tmux-{os.getuid()}")
+    base = os.path.realpath(os.environ.get("TMUX_TMPDIR") or "/tmp")
+    folder = os.path.join(base, f"tmux-{os.getuid()}")
     with contextlib.suppress(OSError):  # there already, or /tmp not writable: as it is
         os.mkdir(folder, 0o700)
-    return os.path.realpath(folder)
+    return folder  # not resolved: a link another user put there is not followed
 
 
 @dataclass(frozen=True)

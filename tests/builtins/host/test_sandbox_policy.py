@@ -397,6 +397,24 @@ async def test_a_tmux_server_started_after_the_sandbox_is_out_of_its_reach(
     assert folder.stat().st_mode & 0o777 == 0o700
 
 
+@pytest.mark.anyio
+async def test_a_link_put_in_place_of_tmux_s_folder_is_not_followed(
+    layout: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another local user who puts a link at `/tmp/tmux-<uid>` first cannot have the
+    sandbox hide where it points (a folder of yours that commands read)."""
+    workspace, home, outside = layout
+    monkeypatch.setenv("TMUX_TMPDIR", str(tmp_path))
+    (outside / "notes.txt").write_text("readable")
+    (tmp_path / f"tmux-{os.getuid()}").symlink_to(outside)
+    env = environment(workspace, home)
+    try:
+        result = await env.run(f"cat {outside}/notes.txt")
+    finally:
+        await env.close()
+    assert result.stdout == "readable", result.stderr
+
+
 def test_a_private_root_made_by_someone_else_is_refused_with_the_fix(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
