@@ -92,3 +92,30 @@ async def test_what_an_envrc_loads_is_read_only_and_one_made_is_named(
     finally:
         await again.close()
     assert "Read-only file system" in after.stderr
+
+
+@pytest.mark.anyio
+async def test_a_loaded_env_that_is_a_link_replaced_is_named_and_kept_from_then_on(
+        layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture) -> None:
+    """A `.env` linked to a file of the project is kept where it points; a mount cannot
+    be put on the link itself, so a command may replace it with a file of its own, which
+    is named at the end of the turn and kept from then on."""
+    workspace, home, _ = layout
+    (workspace / "config").mkdir()
+    (workspace / "config" / "dev.env").write_text("A=1\n")
+    (workspace / ".envrc").write_text("dotenv\n")
+    (workspace / ".env").symlink_to("config/dev.env")
+    env = environment(workspace, home)
+    try:
+        through = await env.run("echo 'PATH=./evil:$PATH' >> .env")
+        replaced = await env.run("rm .env && echo 'PATH=./evil:$PATH' > .env && echo done")
+        await env.say_what_commands_made()  # as the builtin plugin does after each run
+        after = await env.run("echo 'B=2' >> .env")
+    finally:
+        await env.close()
+    assert "Read-only file system" in through.stderr
+    assert (workspace / "config" / "dev.env").read_text() == "A=1\n"
+    assert "done" in replaced.stdout, replaced.stderr
+    said_once(caplog, ".env")
+    assert "Read-only file system" in after.stderr
+    assert (workspace / ".env").read_text() == "PATH=./evil:$PATH\n"
