@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from hookline.kernel.interception import ToolCall, ToolCallDecision, ToolCallResult
 from hookline.kernel.turn import RUNTIME_TAPE, RUNTIME_WORKSPACE
 
-from ..host.tools import ESCALATION_GRANT
+from ..host.tools import ESCALATION_GRANT, failed_command
 from .question import APPROVAL_ASKER, APPROVAL_POLICY, APPROVAL_RECORD, Answer, Question
 from .rules import RuleError, RuleSet, Verdict, load_rules, tool_key
 
@@ -102,12 +102,14 @@ class ApprovalGate:
         return decision
 
     def note_result(self, call: ToolCall, result: ToolCallResult, state: dict[str, Any]) -> None:
-        """Keep the session's last failed shell command: an escalation of it shows why."""
+        """Keep the session's last shell command that ran in the sandbox and failed: an
+        escalation of it shows why. A call that never ran (refused arguments, denied) is
+        not a failure of the sandbox's."""
         if tool_key(call.tool) != "shell" or call.arguments.get("escalate"):
             return
-        text = str(result.result if result.result is not None else result.error or "")
-        if result.error is None and text.startswith("exit code: 0"):
+        if result.error is not None or not failed_command(result.result):
             return
+        text = str(result.result)
         session_id = str(state.get("session_id") or "")
         tail = "\n".join(text.strip().splitlines()[-6:])
         self._failed[session_id] = (str(call.arguments.get("command") or ""), tail)

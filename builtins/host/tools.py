@@ -24,6 +24,7 @@ read hard-linked files, read slices in bounded memory and edit files of up to
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -242,6 +243,17 @@ def format_command_result(result: CommandResult, timeout: float, max_output: int
             f"[output truncated: only the first {max_output} bytes of each stream are kept]"
         )
     return "\n".join(lines)
+
+
+_COMMAND_RESULT = re.compile(r"(?P<timed_out>\[timed out [^\n]*\n)?exit code: (?P<code>-?\d+)\n")
+"""The start of `format_command_result`'s text."""
+
+
+def failed_command(text: object) -> bool:
+    """Whether a shell call's result (`format_command_result`) says its command ran and
+    failed: a non-zero exit code, or killed at its timeout. Not a call that never ran."""
+    ran = _COMMAND_RESULT.match(text) if isinstance(text, str) else None
+    return ran is not None and (ran["code"] != "0" or ran["timed_out"] is not None)
 
 
 # -- the tools -------------------------------------------------------------------------

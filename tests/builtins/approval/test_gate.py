@@ -216,3 +216,24 @@ def test_question_json_is_what_the_gateway_sends() -> None:
     outside = Question("q2", "s", "shell", {"command": "make"}, "make", "why",
                        escalate="unsandboxed")
     assert outside.as_dict()["approve_session"] is False
+
+
+@pytest.mark.parametrize(("first", "shown"), [
+    (shell("exit 3"), "exit code: 3"),
+    (shell("exit 3", network=True), None),  # refused arguments: it never ran
+    (shell("echo fine"), None),
+])
+async def test_an_escalation_shows_the_failure_of_the_same_command_only_if_it_ran(
+        workspace: Path, first: dict[str, Any], shown: str | None) -> None:
+    """The question of an escalation says how the same command failed in the sandbox;
+    a call of it that never ran (its arguments refused) or that worked is no such failure."""
+    command = first["arguments"]["command"]
+    bot = Deskbot(Answer("deny", "no"))
+    escalated = shell(command, escalate="network", justification="needs the index")
+    await turn(workspace, [{"tool_calls": [first]}, {"tool_calls": [escalated]},
+                           {"text": "ok"}], bot)
+    (question,) = bot.questions
+    if shown is None:
+        assert "In the sandbox it failed" not in question.reason, question.reason
+    else:
+        assert f"In the sandbox it failed:\n{shown}" in question.reason, question.reason
