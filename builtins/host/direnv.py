@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import shlex
 
-from .files import file_start, is_inside
+from .files import ReadBudget, file_start, is_inside
 
 __all__ = ["ENVRC", "loaded_by_envrc"]
 
@@ -44,11 +44,13 @@ KEYWORDS = frozenset({"if", "then", "elif", "else", "fi", "while", "until", "do"
 """Words of bash that come before a command without being one."""
 
 
-def loaded_by_envrc(envrc: str, workspace: str) -> list[str]:
+def loaded_by_envrc(envrc: str, workspace: str, budget: ReadBudget | None = None
+                    ) -> list[str]:
     """The files inside `workspace` that the `.envrc` at `envrc` loads, resolved from its
-    folder; those missing too (one made later is said then)."""
+    folder; those missing too (one made later is said then). Read within `budget`."""
     folder = os.path.dirname(envrc)
-    text = file_start(os.path.realpath(envrc), MAX_ENVRC_BYTES).decode("utf-8", "replace")
+    text = file_start(os.path.realpath(envrc), MAX_ENVRC_BYTES, budget).decode("utf-8",
+                                                                                "replace")
     found = [_resolved(name, folder) for line in text.splitlines()
              for words in _commands(line) for name in _loaded(words)]
     return list(dict.fromkeys(path for path in found if is_inside(path, workspace)))

@@ -42,6 +42,7 @@ from ..privacy.files import process_umask
 __all__ = [
     "FileTooLarge",
     "LineSlice",
+    "ReadBudget",
     "file_start",
     "is_inside",
     "open_regular_file",
@@ -320,16 +321,37 @@ def read_line_slice(
 # -- whole files -----------------------------------------------------------------------
 
 
-def file_start(path: str, size: int) -> bytes:
+class ReadBudget:
+    """The bytes one look at the workspace may still read with `file_start` (git config,
+    `.envrc` and mise files, hooks' first lines): a command may write thousands of large
+    ones, or have many repositories include the same one, and reading them all would hold
+    up the first command and the end of every turn for minutes. Once `spent`, nothing
+    more is read."""
+
+    def __init__(self, limit: int) -> None:
+        self.left = limit
+
+    @property
+    def spent(self) -> bool:
+        return self.left < 0
+
+
+def file_start(path: str, size: int, budget: ReadBudget | None = None) -> bytes:
     """The first `size` bytes of a regular file (opened without blocking, so a FIFO a
     command put there cannot hold hookline), else none: for a look at what a program run
-    later reads, where missing or odd is nothing to look at."""
+    later reads, where missing or odd is nothing to look at. What is read is taken from
+    `budget`; nothing is, once it is spent."""
+    if budget is not None and budget.spent:
+        return b""
     try:
         handle, _info = open_regular_file(path)
     except (OSError, HooklineError):
         return b""
     with handle:
-        return handle.read(size)
+        data = handle.read(size)
+    if budget is not None:
+        budget.left -= len(data)
+    return data
 
 
 def open_single_link(target: str, name: str, root: str | None = None

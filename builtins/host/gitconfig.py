@@ -14,11 +14,14 @@ made was not protected while it was made, so anything in it may run: `what_git_r
 lists what does, for the user to see.
 
 hookline reads these files outside the sandbox, where commands may have made them: each is
-opened without blocking, regular files only, and read up to `MAX_CONFIG_BYTES`.
+opened without blocking, regular files only, and read up to `MAX_CONFIG_BYTES`, within
+what a `ReadBudget` leaves of a look at the workspace. The user's own config files, which
+commands cannot write and every repository reads, are parsed again only once changed.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shlex
@@ -26,7 +29,7 @@ import stat
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from .files import file_start, is_inside
+from .files import ReadBudget, file_start, is_inside
 
 __all__ = ["Entry", "config_entries", "is_git_folder", "run_by_git", "user_configs",
            "what_git_runs"]
@@ -108,17 +111,18 @@ class Entry(NamedTuple):
 _ESCAPES = {"n": "\n", "t": "\t", "b": "\b"}
 
 
-def run_by_git(top: str, gitdir: str, workspace: str) -> list[str]:
+def run_by_git(top: str, gitdir: str, workspace: str,
+               budget: ReadBudget | None = None) -> list[str]:
     """The paths inside `workspace` that the config of the repository `gitdir`, whose
     worktree is `top`, has git run or read: the `core.hooksPath` folder and each program
     a key names by a path (`PROGRAM_KEYS`, `!` aliases; relative to `top`), included
     config files (relative to the file that includes them), followed through their own
     includes, and what hook managers' hooks run from the worktree (`_read_by_hooks`).
     The user's and the system's config, a linked worktree's repository's (`commondir`)
-    and `config.worktree` count too."""
-    configs = [*user_configs(), os.path.join(gitdir, "config"),
-               os.path.join(gitdir, "config.worktree")]
-    common = _first_line(os.path.join(gitdir, "commondir"))
+    and `config.worktree` count too. The repository's files are read within `budget`."""
+    users = [os.path.realpath(config) for config in user_configs()]
+    configs = [*users, os.path.join(gitdir, "config"), os.path.join(gitdir, "config.worktree")]
+    common = _first_line(os.path.join(gitdir, "commondir"), budget)
     if common:
         configs.append(os.path.join(gitdir, common, "config"))
     found: list[str] = []
@@ -130,7 +134,8 @@ def run_by_git(top: str, gitdir: str, workspace: str) -> list[str]:
         if config in read or depth > MAX_INCLUDE_DEPTH or len(read) >= MAX_CONFIG_FILES:
             continue
         read.add(config)
-        for entry in config_entries(config):
+        entries = _user_entries(config) if config in users else config_entries(config, budget)
+        for entry in entries:
             if _names_hooks(entry):
                 hooks.append(_resolved(entry.value, top))
             elif (program := _program(_command(entry))) and "/" in program:
@@ -139,11 +144,11 @@ def run_by_git(top: str, gitdir: str, workspace: str) -> list[str]:
                 included = _resolved(entry.value, os.path.dirname(config))
                 found.append(included)
                 pending.append((included, depth + 1))
-    found += [*hooks[1:], *_read_by_hooks(hooks, top)]
+    found += [*hooks[1:], *_read_by_hooks(list(dict.fromkeys(hooks)), top, budget)]
     return list(dict.fromkeys(path for path in found if is_inside(path, workspace)))
 
 
-def _read_by_hooks(folders: list[str], top: str) -> list[str]:
+def _read_by_hooks(folders: list[str], top: str, budget: ReadBudget | None) -> list[str]:
     """What the hooks of `folders` run from the worktree, where a hook manager put them
     there: husky's hooks folder (`core.hooksPath = .husky/_`) runs the hook of the same
     name in its parent (`.husky/pre-commit`), lefthook's hooks read its config
@@ -151,7 +156,7 @@ def _read_by_hooks(folders: list[str], top: str) -> list[str]:
     names). The first bytes of a hook git would run say whose it is: one that names
     lefthook, or that runs `hook-impl` (pre-commit's and prek's)."""
     found = [os.path.dirname(folder) for folder in folders if os.path.basename(folder) == "_"]
-    heads = [file_start(os.path.join(folder, hook), MAX_HOOK_BYTES)
+    heads = [file_start(os.path.join(folder, hook), MAX_HOOK_BYTES, budget)
              for folder in folders for hook in GIT_HOOKS]
     if any(b"lefthook" in head for head in heads):
         found += [os.path.join(top, name) for name in LEFTHOOK_FILES]
@@ -243,22 +248,37 @@ def _resolved(value: str, base: str) -> str:
     return os.path.realpath(os.path.join(base, os.path.expanduser(value)))
 
 
-def _first_line(path: str) -> str:
-    lines = _text(path).splitlines()
+def _first_line(path: str, budget: ReadBudget | None = None) -> str:
+    lines = _text(path, budget).splitlines()
     return lines[0].strip() if lines else ""
 
 
-def _text(path: str) -> str:
+def _text(path: str, budget: ReadBudget | None = None) -> str:
     """The file's first `MAX_CONFIG_BYTES`, or nothing for a missing or irregular one."""
-    return file_start(path, MAX_CONFIG_BYTES).decode("utf-8", "replace")
+    return file_start(path, MAX_CONFIG_BYTES, budget).decode("utf-8", "replace")
 
 
-def config_entries(path: str) -> list[Entry]:
+def _user_entries(path: str) -> tuple[Entry, ...]:
+    """The entries of one of the user's own config files, parsed again only once it
+    changed: every repository of the workspace reads them."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return ()
+    return _parsed(path, info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(path: str, *identity: int) -> tuple[Entry, ...]:
+    return tuple(config_entries(path))
+
+
+def config_entries(path: str, budget: ReadBudget | None = None) -> list[Entry]:
     """Each entry of the git config file at `path` (`Entry`); a key without `=` has an
     empty value."""
     entries: list[Entry] = []
     section = subsection = ""
-    lines = iter(_text(path).splitlines())
+    lines = iter(_text(path, budget).splitlines())
     for raw in lines:
         line = raw.strip()
         if line.startswith("["):  # a key may follow the header on its line

@@ -19,7 +19,7 @@ import shlex
 from typing import Any
 
 from ..config import parse_toml
-from .files import file_start, is_inside
+from .files import ReadBudget, file_start, is_inside
 
 __all__ = ["config_root", "loaded_by_mise", "may_be_config"]
 
@@ -63,13 +63,14 @@ def config_root(path: str) -> str | None:
     return None
 
 
-def loaded_by_mise(path: str, workspace: str) -> list[str]:
+def loaded_by_mise(path: str, workspace: str, budget: ReadBudget | None = None
+                   ) -> list[str]:
     """The files inside `workspace` that the mise config file `path` loads or runs, with
     the file itself: its `_.file` and `_.source` (`_matches`), and each hook's program
-    where a path names it (a bare name is looked for on PATH)."""
+    where a path names it (a bare name is looked for on PATH). Read within `budget`."""
     root = config_root(path) or os.path.dirname(path)
     try:
-        config = parse_toml(file_start(os.path.realpath(path), MAX_CONFIG_BYTES))
+        config = parse_toml(file_start(os.path.realpath(path), MAX_CONFIG_BYTES, budget))
     except ValueError:  # not TOML (or nested too deep): the file itself only
         config = {}
     directives = _table(_table(config.get("env")).get("_"))

@@ -31,7 +31,7 @@ from hookline.kernel.errors import HooklineError
 
 from .changes import Fingerprint, changed, fingerprint
 from .direnv import ENVRC, loaded_by_envrc
-from .files import is_inside, open_regular_file
+from .files import ReadBudget, is_inside, open_regular_file
 from .gitconfig import is_git_folder, run_by_git, what_git_runs
 from .mise import config_root, loaded_by_mise, may_be_config
 
@@ -81,9 +81,9 @@ MAX_SEARCHED = 200_000
 second): a workspace as large as a home folder must not hold up the first command."""
 
 MAX_CONFIGS_READ = 2 * 1024 * 1024
-"""Bytes of repositories' config, `.envrc` and mise files one search reads, at most (a
-project's are a few hundred each): a command that wrote thousands of large ones must not
-hold up the first command and the end of every turn for minutes."""
+"""Bytes of repositories' config (with what it includes), hooks' first lines, `.envrc`
+and mise files one search reads, at most (`ReadBudget`; a project's are a few hundred
+each, and the user's own git config is not counted)."""
 
 MAX_GITDIR_LINE = 4096
 """Bytes of a `.git` file read for its `gitdir:` line: a command may make that file a
@@ -217,14 +217,8 @@ def to_protect(workspace: str, limit: int) -> tuple[list[str], bool]:
     (`EDITOR_WORKSPACE`). Searched breadth first, links not followed; the flag says
     whether `limit` entries (or `MAX_CONFIGS_READ`) cut the search short."""
     found: list[str] = []
-    folders, searched, read = collections.deque([workspace]), 0, 0
-
-    def over_budget(config: str) -> bool:
-        """Whether reading `config` too passes `MAX_CONFIGS_READ`."""
-        nonlocal read
-        read += _size(config)
-        return read > MAX_CONFIGS_READ
-
+    folders, searched = collections.deque([workspace]), 0
+    budget = ReadBudget(MAX_CONFIGS_READ)
     while folders:
         folder = folders.popleft()
         try:
@@ -236,47 +230,40 @@ def to_protect(workspace: str, limit: int) -> tuple[list[str], bool]:
         if searched > limit:
             return found, True
         if folder != workspace and _is_bare(folder, {entry.name for entry in listed}):
-            if over_budget(os.path.join(folder, "config")):
-                return found, True
             bare = os.path.realpath(folder)
             found.append(bare)
-            found.extend(path for path in run_by_git(bare, bare, workspace)
+            found.extend(path for path in run_by_git(bare, bare, workspace, budget)
                          if os.path.lexists(path))
+            if budget.spent:
+                return found, True
             continue
         for entry in listed:
             if entry.name == GIT:
-                if over_budget(os.path.join(entry.path, "config")):
-                    return found, True
                 targets = _git_file_target(entry.path)
                 found.extend(path for path in [os.path.realpath(entry.path), *targets]
                              if is_inside(path, workspace))
-                found.extend(path for path in _run_by_repository(entry.path, targets, workspace)
+                found.extend(path for path in _run_by_repository(entry.path, targets, workspace,
+                                                                 budget)
                              if os.path.lexists(path))
             elif entry.name in OTHER_REPOSITORIES:
                 found.append(os.path.realpath(entry.path))
             elif entry.is_dir(follow_symlinks=False):  # a folder named `.envrc` is searched
                 folders.append(entry.path)
             elif entry.name.endswith(RUN_FROM_FILE_ENDINGS) or may_be_config(entry.name):
-                if over_budget(entry.path):
-                    return found, True
-                found.extend(_run_from_file(entry, workspace))
+                found.extend(_run_from_file(entry, workspace, budget))
+            if budget.spent:
+                return found, True
     return found, False
 
 
-def _size(path: str) -> int:
-    with contextlib.suppress(OSError):
-        return os.stat(path).st_size
-    return 0
-
-
-def _run_from_file(entry: os.DirEntry[str], workspace: str) -> list[str]:
+def _run_from_file(entry: os.DirEntry[str], workspace: str, budget: ReadBudget) -> list[str]:
     """What a file of the workspace has run later outside the sandbox, told by its name:
     what an `.envrc` loads, a mise config file with what it loads, a VS Code workspace
     file; those that exist (one made later is said then)."""
     if entry.name == ENVRC:
-        found = loaded_by_envrc(entry.path, workspace)
+        found = loaded_by_envrc(entry.path, workspace, budget)
     elif config_root(entry.path) is not None:
-        found = loaded_by_mise(entry.path, workspace)
+        found = loaded_by_mise(entry.path, workspace, budget)
     elif entry.name.endswith(EDITOR_WORKSPACE):
         found = [os.path.realpath(entry.path)]
     else:
@@ -284,12 +271,13 @@ def _run_from_file(entry: os.DirEntry[str], workspace: str) -> list[str]:
     return [path for path in found if os.path.lexists(path)]
 
 
-def _run_by_repository(git: str, targets: list[str], workspace: str) -> list[str]:
+def _run_by_repository(git: str, targets: list[str], workspace: str,
+                       budget: ReadBudget | None = None) -> list[str]:
     """What the config of the repository whose `.git` is at `git` (a folder, or a file
     pointing to `targets`) has git run or read from inside the workspace."""
     top = os.path.realpath(os.path.dirname(git))
     return [path for gitdir in targets or [os.path.realpath(git)] if os.path.isdir(gitdir)
-            for path in run_by_git(top, gitdir, workspace)]
+            for path in run_by_git(top, gitdir, workspace, budget)]
 
 
 def _run_by_enclosing_repository(workspace: str) -> list[str]:
@@ -388,7 +376,7 @@ class MadeWatch:
         if say_cut:
             logger.warning(
                 "the workspace %s is too large to search whole (more than %s entries, or "
-                "%s MB of git config, .envrc and mise files), so what runs later from it "
+                "%s MB of git config, hooks, .envrc and mise files), so what runs later from it "
                 "(nested git repositories, what direnv and mise load) was looked for in "
                 "the first part only: a command may change one not found. Add each to "
                 "sandbox_protect, or start hookline in a smaller folder", self.workspace,

@@ -112,7 +112,8 @@ def test_includes_are_followed_to_a_bound(
     read: list[str] = []
     entries = gitconfig.config_entries
     monkeypatch.setattr(gitconfig, "config_entries",
-                        lambda path: read.append(path) or entries(path))
+                        lambda path, budget=None: read.append(path) or entries(path, budget))
+    gitconfig._parsed.cache_clear()  # the user's own config files are read once changed
     workspace, git = repository(tmp_path, "[include]\n" + "".join(
         f"\tpath = ../made/{number}\n" for number in range(1000)))
     (workspace / "made").mkdir()

@@ -472,27 +472,46 @@ async def test_a_search_cut_short_is_said_once_with_the_fix(
     assert "sandbox_protect" in said[0]
 
 
-@pytest.mark.parametrize("kind", [".envrc", "git config"])
+@pytest.mark.parametrize("kind", [".envrc", "git config", "git include"])
 def test_a_search_reads_a_bounded_amount_of_config(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
-    """Thousands of large `.envrc` files or repositories' configs a command wrote would
-    hold up every turn: past `MAX_CONFIGS_READ` bytes the search stops, cut short as by
-    the entries' limit."""
+    """Thousands of large `.envrc` files or repositories' configs a command wrote, or
+    repositories that all include one large file, would hold up every turn: past
+    `MAX_CONFIGS_READ` bytes the search stops, cut short as by the entries' limit."""
     workspace = tmp_path.resolve()
     monkeypatch.setattr(protection, "MAX_CONFIGS_READ", 1000)
-    for number in range(3):
+    (workspace / "shared.conf").write_text("[alias]\n" + "\ta = log\n" * 40)  # over 400 bytes
+    for number in range(4):
         folder = workspace / f"p{number}"
         if kind == ".envrc":
             folder.mkdir()
             (folder / ".envrc").write_text("dotenv\n" * 60)  # 420 bytes
             (folder / ".env").write_text("A=1\n")
-        else:
-            subprocess.run(["git", "init", "-q", str(folder)], check=True)
-            with (folder / ".git" / "config").open("a") as config:
-                config.write("[alias]\n" + "\ta = log\n" * 40)  # over 400 bytes
+            continue
+        subprocess.run(["git", "init", "-q", str(folder)], check=True)
+        with (folder / ".git" / "config").open("a") as config:
+            if kind == "git config":
+                config.write("[alias]\n" + "\ta = log\n" * 40)
+            else:
+                config.write(f"[include]\n\tpath = {workspace / 'shared.conf'}\n")
     found, cut = protection.to_protect(str(workspace), 10_000)
     reached = {os.path.relpath(path, workspace).split(os.sep)[0] for path in found}
-    assert cut and len(reached) == 2, reached  # the third is past the budget
+    assert cut and "p3" not in reached and "p0" in reached, reached
+
+
+def test_the_user_s_own_git_config_is_not_counted_against_the_search(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every repository reads your `~/.gitconfig`, which commands cannot write: a long one
+    does not cut short the search of a workspace of many repositories."""
+    workspace = tmp_path.resolve() / "workspace"
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / ".gitconfig").write_text("[alias]\n" + "\ta = log\n" * 200)
+    monkeypatch.setattr(protection, "MAX_CONFIGS_READ", 2000)
+    for number in range(4):
+        subprocess.run(["git", "init", "-q", str(workspace / f"p{number}")], check=True)
+    found, cut = protection.to_protect(str(workspace), 10_000)
+    assert not cut and len(found) == 4, found
 
 
 def test_a_folder_named_as_a_file_the_search_reads_is_searched_too(tmp_path: Path) -> None:
