@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -245,6 +246,9 @@ def test_chat_ctrl_c_cancels_the_turn_and_its_question(asked: Terminal) -> None:
     asked.wait_for(asking, "the question")
     asked.keys("C-c")
     asked.wait_for(lambda s: "(turn cancelled)" in s and at_prompt(s), "the prompt back")
+    time.sleep(1.5)  # a status line left running would have drawn and counted by now
+    after = asked.screen().split("(turn cancelled)")[-1]
+    assert "running" not in after, after
     asked.type("y")  # no question waits any more: an ordinary message
     asked.wait_for(lambda s: 'You said: "y"' in s and at_prompt(s), "y as a message")
     assert not (asked.cwd / "late.txt").exists()

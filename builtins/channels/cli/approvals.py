@@ -66,7 +66,7 @@ class ChatAsker:
             self._pending = None
             if prompt is not None:
                 self._set_prompt(prompt)
-            screen.show_indicator("running")
+        screen.show_indicator("running")  # answered: the turn goes on (not when cancelled)
         assert pending.answer is not None
         return pending.answer
 
