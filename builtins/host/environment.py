@@ -81,7 +81,8 @@ class LocalEnvironment(Environment):
     # -- paths -------------------------------------------------------------------------
 
     def resolve_path(self, path: StrPath) -> str:
-        """The real absolute path of `path`; refused when it leaves the workspace.
+        """The real absolute path of `path`; refused when it leaves the workspace or lies
+        in what commands may not read (the hookline home, `sandbox_deny_read`).
 
         Relative paths are joined to the workspace; symlinks and `..` are resolved before
         the check, so a link pointing outside is refused too. The file need not exist.
@@ -115,6 +116,16 @@ class LocalEnvironment(Environment):
                 ErrorKind.invalid_input,
                 f"path {text!r} is in the hookline home (or its tape store), which tools may "
                 f"neither read nor write",
+                {"path": text},
+            )
+        denied = next((path for path in self._confinement.denied if is_inside(resolved, path)),
+                      None)
+        if denied is not None:
+            raise HooklineError(
+                ErrorKind.invalid_input,
+                f"path {text!r} is in {os.path.relpath(denied, self.workspace)!r}, which "
+                f"sandbox_deny_read hides from commands and tools (credentials): they may "
+                f"neither read nor write it",
                 {"path": text},
             )
         return resolved

@@ -159,6 +159,8 @@ class Confinement:
         self.owner = owner
         """Whose sandbox this is, as its warnings name it."""
         self.hidden = tuple(os.path.realpath(path) for path in policy.hidden)
+        self.denied = tuple(_resolved(policy.deny_read))
+        """The credentials of `sandbox_deny_read`, resolved: hidden like `hidden`."""
         self.watch = watch_for(self.workspace, policy.protect)
         """What commands made, shared with every other sandbox of the workspace here."""
         self.protected = self.watch.protected
@@ -256,7 +258,7 @@ class Confinement:
         protected = dict.fromkeys([*self.protected, *found])
         return {"mode": policy.mode, "network": policy.network, "workspace": self.workspace,
                 "temporary": temporary, "protected": list(protected),
-                "hidden": [*self.hidden, *_resolved(policy.deny_read)],
+                "hidden": [*self.hidden, *self.denied],
                 "service_sockets": [*_resolved(SERVICE_SOCKETS), _terminal_server_folder()],
                 "max_processes": policy.max_processes, "max_file_bytes": policy.max_file_bytes,
                 "without": list(policy.without), "guarded": [os.getpid(), os.getpgrp()]}

@@ -276,6 +276,32 @@ async def test_the_file_tools_refuse_the_hookline_home_inside_the_workspace(
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["workspace-write", "off"])
+async def test_the_file_tools_refuse_the_credentials_commands_may_not_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    """Started in your home folder, the file tools, which run with your rights, refuse
+    `sandbox_deny_read` as the sandbox does: a key, a token reached through a link."""
+    workspace = tmp_path / "you"
+    (workspace / ".ssh").mkdir(parents=True)
+    (workspace / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
+    (workspace / ".aws").mkdir()
+    (workspace / ".aws" / "credentials").write_text("aws_secret_access_key = S\n")
+    (workspace / "c").symlink_to(".aws/credentials")
+    monkeypatch.setenv("HOME", str(workspace))
+    env = environment(workspace, tmp_path / "home", mode=mode)
+    try:
+        for action in (env.read_text(".ssh/id_ed25519"), env.read_text("c"),
+                       env.write_text(".ssh/authorized_keys", "ssh-ed25519 AAAA evil\n")):
+            with pytest.raises(HooklineError, match="sandbox_deny_read hides"):
+                await action
+        assert not (workspace / ".ssh" / "authorized_keys").exists()
+        await env.write_text("notes.txt", "fine")  # the rest of the home is the tools'
+    finally:
+        await env.close()
+    assert (workspace / "notes.txt").read_text() == "fine"
+
+
+@pytest.mark.anyio
 async def test_commands_started_while_the_ruleset_is_rebuilt_all_run(tmp_path: Path) -> None:
     """A folder beside the home changes between commands started together: each command
     still runs (a replaced helper in use is kept, never closed under it)."""
