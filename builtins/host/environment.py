@@ -82,7 +82,8 @@ class LocalEnvironment(Environment):
 
     def resolve_path(self, path: StrPath) -> str:
         """The real absolute path of `path`; refused when it leaves the workspace or lies
-        in what commands may not read (the hookline home, `sandbox_deny_read`).
+        in what commands may not read (the hookline home, `sandbox_deny_read`, `/proc`,
+        the sessions' temporary folders).
 
         Relative paths are joined to the workspace; symlinks and `..` are resolved before
         the check, so a link pointing outside is refused too. The file need not exist.
@@ -118,16 +119,19 @@ class LocalEnvironment(Environment):
                 f"neither read nor write",
                 {"path": text},
             )
-        denied = next((path for path in self._confinement.denied if is_inside(resolved, path)),
-                      None)
-        if denied is not None:
-            raise HooklineError(
-                ErrorKind.invalid_input,
-                f"path {text!r} is in {os.path.relpath(denied, self.workspace)!r}, which "
-                f"sandbox_deny_read hides from commands and tools (credentials): they may "
-                f"neither read nor write it",
-                {"path": text},
-            )
+        confinement = self._confinement
+        for paths, what in ((confinement.denied, "sandbox_deny_read hides from commands and "
+                                                 "tools (credentials)"),
+                            (confinement.private, "shows hookline's own processes or other "
+                                                  "sessions' temporary files")):
+            within = next((path for path in paths if is_inside(resolved, path)), None)
+            if within is not None:
+                raise HooklineError(
+                    ErrorKind.invalid_input,
+                    f"path {text!r} is in {os.path.relpath(within, self.workspace)!r}, which "
+                    f"{what}: tools may neither read nor write it",
+                    {"path": text},
+                )
         return resolved
 
     # -- files -------------------------------------------------------------------------

@@ -161,6 +161,9 @@ class Confinement:
         self.hidden = tuple(os.path.realpath(path) for path in policy.hidden)
         self.denied = tuple(_resolved(policy.deny_read))
         """The credentials of `sandbox_deny_read`, resolved: hidden like `hidden`."""
+        self.private = tuple(_resolved(("/proc", private_temp_root(make=False))))
+        """What the sandbox shows a command only of its own: the processes (hookline's
+        environment and memory, in `/proc`) and the sessions' temporary folders."""
         self.watch = watch_for(self.workspace, policy.protect)
         """What commands made, shared with every other sandbox of the workspace here."""
         self.protected = self.watch.protected
@@ -346,10 +349,13 @@ LEFT_OPEN = {
 """What a missing layer leaves open, and the fix, said once at start."""
 
 
-def private_temp_root() -> str:
+def private_temp_root(make: bool = True) -> str:
     """`<tmp>/hookline-<uid>`: the one folder of this user's private temporary folders, made
-    0700 and checked (owned by this user, not a link, open to nobody else)."""
+    0700 and checked (owned by this user, not a link, open to nobody else); without
+    `make`, only where it is."""
     root = os.path.join(tempfile.gettempdir(), f"hookline-{os.getuid()}")
+    if not make:
+        return root
     with contextlib.suppress(FileExistsError):
         os.mkdir(root, 0o700)
     info = os.lstat(root)

@@ -305,6 +305,27 @@ def test_started_in_the_home_folder_the_startup_files_stay_the_users(
     assert (home / "project" / "written").exists()
 
 
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_the_file_tools_refuse_credentials_and_hookline_s_own_processes(
+    places: dict[str, Path], user: str, nobody_python: list[str]
+) -> None:
+    """The file tools run in hookline's process, with the user's rights: started in the
+    home folder they refuse its credentials (through a link too), and started at `/`
+    (read-only) hookline's own environment in `/proc`, which holds its keys."""
+    ready(places, user)
+    runner = nobody_python if user == "nobody" else None
+    (places["user"] / "key").symlink_to(".ssh/id_ed25519")
+    for path in (".ssh/id_ed25519", "key"):
+        done = hookline_run(places, tool_line("fs_read", path=path), runner, folder="user")
+        assert "sandbox_deny_read hides" in done.stdout, done.stdout + done.stderr
+        assert "SECRET" not in done.stdout
+    places["root"] = Path("/")
+    done = hookline_run(places, tool_line("fs_read", path="/proc/self/environ"), runner,
+                        folder="root", HOOKLINE_SANDBOX="read-only")
+    assert "hookline's own processes" in done.stdout, done.stdout + done.stderr
+    assert not any(secret in done.stdout for secret in SECRETS.values())
+
+
 def test_with_the_network_open_only_the_network_and_the_host_s_sockets_are_reached(
     places: dict[str, Path], listener: int, segment: int
 ) -> None:

@@ -302,6 +302,28 @@ async def test_the_file_tools_refuse_the_credentials_commands_may_not_read(
 
 
 @pytest.mark.anyio
+async def test_the_file_tools_started_at_the_root_refuse_proc_and_other_sessions_files(
+        tmp_path: Path) -> None:
+    """Started at `/` (read-only), the file tools, which run in hookline's process, refuse
+    what a command sees only of its own: hookline's environment in `/proc` (its keys)
+    and other sessions' temporary files."""
+    other = sandbox.PrivateFolder("hookline-test-")
+    try:
+        (Path(other.path) / "notes").write_text("another session's\n")
+        env = environment(Path("/"), tmp_path / "home", mode="read-only")
+        try:
+            for path in ("/proc/self/environ", f"/proc/{os.getpid()}/cmdline",
+                         os.path.join(other.path, "notes")):
+                with pytest.raises(HooklineError, match="hookline's own processes"):
+                    await env.read_text(path)
+            assert "root:" in await env.read_text("/etc/passwd")  # the rest is read
+        finally:
+            await env.close()
+    finally:
+        other.remove()
+
+
+@pytest.mark.anyio
 async def test_commands_started_while_the_ruleset_is_rebuilt_all_run(tmp_path: Path) -> None:
     """A folder beside the home changes between commands started together: each command
     still runs (a replaced helper in use is kept, never closed under it)."""
