@@ -10,9 +10,9 @@ from hookline.kernel._lazy import LazyExports as _LazyExports
 
 _PUBLIC = {
     "environment": ("LocalEnvironment",),
-    "files": ("FileTooLarge", "LineSlice", "file_start", "is_inside", "open_regular_file",
-              "open_single_link", "read_file", "read_file_lines", "read_line_slice",
-              "write_file"),
+    "files": ("FileTooLarge", "LineSlice", "ReadBudget", "file_start", "is_inside",
+              "open_regular_file", "open_single_link", "read_file", "read_file_lines",
+              "read_line_slice", "write_file"),
     "commands": ("CommandResult", "run_command"),
     "processes": ("KILL_WAIT", "POSIX", "STOP_GRACE", "LocalProcess", "open_local_process",
                   "stop_processes"),

@@ -15,6 +15,7 @@ from .commands import run_command as run_command
 from .environment import LocalEnvironment as LocalEnvironment
 from .files import FileTooLarge as FileTooLarge
 from .files import LineSlice as LineSlice
+from .files import ReadBudget as ReadBudget
 from .files import file_start as file_start
 from .files import is_inside as is_inside
 from .files import open_regular_file as open_regular_file
