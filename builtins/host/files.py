@@ -124,16 +124,46 @@ def _check_regular(mode: int, path: str, name: str, action: str) -> None:
     )
 
 
+def _as_a_command(fd: int, want: int, name: str) -> None:
+    """Refuse what only root's capabilities reach of the file `fd` (`want`: `os.R_OK`,
+    `os.W_OK`, `os.X_OK`, or'ed): the sandbox's commands run without them, and the file
+    tools, which run with them, must reach no more than a command. For any other user
+    the kernel checks as it opens."""
+    if os.geteuid() != 0:
+        return
+    info = os.fstat(fd)
+    if info.st_uid == 0:
+        granted = info.st_mode >> 6
+    elif info.st_gid == os.getegid() or info.st_gid in os.getgroups():
+        granted = info.st_mode >> 3
+    else:
+        granted = info.st_mode
+    if granted & want != want:
+        raise PermissionError(errno.EACCES, "Permission denied (to a command run by root "
+                              "without its capabilities, so to the file tools too)", name)
+
+
+def _missing(name: str, folder: int) -> bool:
+    try:
+        os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        return True
+    return False
+
+
 def _open_folder(root: str, folder: str, *, name: str, create: bool = False) -> int:
     """A descriptor of `folder` (resolved, inside `root`), opened from `root` one name at
     a time without following a link, each missing one made first with `create`. A link
     met on the way was swapped in since the path was resolved: a `HooklineError` saying
-    to try again; a file where a folder should be is `NotADirectoryError`."""
+    to try again; a file where a folder should be is `NotADirectoryError`. Each folder is
+    entered, and made, only as a command could (`_as_a_command`)."""
     fd = os.open(root, _FOLDER_FLAGS)
     try:
+        _as_a_command(fd, os.X_OK, name)
         relative = os.path.relpath(folder, root)
         for part in [] if relative == os.curdir else relative.split(os.sep):
-            if create:
+            if create and _missing(part, fd):
+                _as_a_command(fd, os.W_OK | os.X_OK, name)
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(part, dir_fd=fd)
             try:
@@ -145,6 +175,7 @@ def _open_folder(root: str, folder: str, *, name: str, create: bool = False) -> 
                     errno.ENOTDIR, "a parent path is a file, not a directory", name) from exc
             os.close(fd)
             fd = inner
+            _as_a_command(fd, os.X_OK, name)
         return fd
     except BaseException:
         os.close(fd)
@@ -186,6 +217,11 @@ def open_regular_file(
                 fd = os.open(os.path.basename(path), _OPEN_FLAGS, dir_fd=folder)
             finally:
                 os.close(folder)
+            try:
+                _as_a_command(fd, os.R_OK, shown)
+            except BaseException:
+                os.close(fd)
+                raise
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise HooklineError(
@@ -412,6 +448,7 @@ def write_file(root: str, target: str, name: str, data: bytes) -> None:
     folder = _open_folder(root, os.path.dirname(target), name=name, create=True)
     leaf = os.path.basename(target)
     try:
+        _as_a_command(folder, os.W_OK | os.X_OK, name)
         try:
             existing: os.stat_result | None = os.stat(leaf, dir_fd=folder,
                                                       follow_symlinks=False)

@@ -262,6 +262,30 @@ async def test_hard_links_are_not_read_and_writes_keep_the_other_name(tmp_path: 
     assert await tool("fs.read", workspace, path="notes.txt") == "mine\n"
 
 
+@pytest.mark.anyio
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root's rights reach past the modes")
+async def test_as_root_the_file_tools_reach_no_more_than_a_command(tmp_path: Path) -> None:
+    """A command run by root in the sandbox has no capabilities, so another user's private
+    file or folder stays closed to it; the file tools, run with root's, keep to the same
+    modes. A file open to others is read as before."""
+    workspace = tmp_path / "ws"
+    (workspace / "theirs").mkdir(parents=True)
+    (workspace / "theirs" / "private.txt").write_text("their secret\n")
+    (workspace / "theirs" / "shared.txt").write_text("for everyone\n")
+    os.chmod(workspace / "theirs" / "private.txt", 0o600)
+    for path in ("theirs", "theirs/private.txt", "theirs/shared.txt"):
+        os.chown(workspace / path, 65534, 65534)
+    for name, arguments in [("fs.read", {}), ("fs.edit", {"old": "their", "new": "my"})]:
+        error = await refused(name, workspace, path="theirs/private.txt", **arguments)
+        assert "Permission denied" in error.message, error.message
+    for path in ("theirs/new.txt", "theirs/made/new.txt"):
+        error = await refused("fs.write", workspace, path=path, content="x")
+        assert "Permission denied" in error.message, error.message
+    assert await tool("fs.read", workspace, path="theirs/shared.txt") == "for everyone\n"
+    assert sorted(os.listdir(workspace / "theirs")) == ["private.txt", "shared.txt"]
+    assert (workspace / "theirs" / "private.txt").read_text() == "their secret\n"
+
+
 # -- reading slices, bad bytes -----------------------------------------------------------
 
 
