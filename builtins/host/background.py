@@ -122,6 +122,8 @@ class _Entry:
     process: LocalProcess
     log_path: str
     started_at: float
+    owner: str = ""
+    """The session that started it: only its tool calls see it."""
     stopped: bool = False
 
     def info(self) -> BackgroundInfo:
@@ -206,13 +208,15 @@ class BackgroundProcesses:
         *,
         environ: Mapping[str, str] | None = None,
         spawner: Spawner | None = None,
+        owner: str = "",
     ) -> str:
         """Start `command` through the shell as a process group leader; return its id.
 
         `cwd` is used as given (callers such as LocalEnvironment check it first); `env` is
         added to `environ` (default: the current environment); `spawner` is the sandbox's,
         as for `open_local_process`. Stdin is empty; stdout and stderr go to the process's
-        log.
+        log. `owner` (a session) is the only one `get`, `output` and `stop` show it to when
+        they name one.
         """
         if not self._active or self._directory is None:
             raise HooklineError(
@@ -247,6 +251,7 @@ class BackgroundProcesses:
             process=process,
             log_path=log_path,
             started_at=time.time(),
+            owner=owner,
         )
         self._entries[process_id] = entry
         if not self._active:
@@ -264,12 +269,13 @@ class BackgroundProcesses:
         """Every process started in the current scope, running or not, oldest first."""
         return [entry.info() for entry in self._entries.values()]
 
-    def get(self, process_id: str) -> BackgroundInfo:
-        return self._entry(process_id).info()
+    def get(self, process_id: str, owner: str | None = None) -> BackgroundInfo:
+        return self._entry(process_id, owner).info()
 
-    async def output(self, process_id: str, max_bytes: int | None = None) -> str:
+    async def output(self, process_id: str, max_bytes: int | None = None,
+                     owner: str | None = None) -> str:
         """The last `max_bytes` (default `tail_bytes`) of the process's merged output."""
-        entry = self._entry(process_id)
+        entry = self._entry(process_id, owner)
         limit = self.tail_bytes if max_bytes is None else max_bytes
         data, cut = await anyio.to_thread.run_sync(_read_tail, entry.log_path, limit)
         text = data.decode("utf-8", "replace")
@@ -277,12 +283,12 @@ class BackgroundProcesses:
             text = f"[... earlier output omitted; last {len(data)} bytes follow]\n{text}"
         return text
 
-    async def stop(self, process_id: str) -> BackgroundInfo:
+    async def stop(self, process_id: str, owner: str | None = None) -> BackgroundInfo:
         """Stop a process group: SIGTERM, up to `stop_grace` seconds, then SIGKILL.
 
         Stopping a process that has already exited still stops what it left in its group.
         """
-        entry = self._entry(process_id)
+        entry = self._entry(process_id, owner)
         entry.stopped = entry.stopped or entry.process.is_running()
         await stop_processes([entry.process], self.stop_grace)
         await entry.process.aclose()
@@ -441,18 +447,23 @@ class BackgroundProcesses:
                 logger.warning("processes.record_failed path=%s error=%s: %s", record.path,
                                type(exc).__name__, exc)
 
-    def _entry(self, process_id: str) -> _Entry:
+    def _entry(self, process_id: str, owner: str | None) -> _Entry:
+        """The process `process_id`, if `owner` started it (None: any owner): another
+        session's processes, their output and their ids are not its business."""
         if not isinstance(process_id, str):
             raise HooklineError(
                 ErrorKind.invalid_input,
                 f"a background process id is a string like 'bg1', got {process_id!r}",
             )
-        entry = self._entries.get(process_id)
+        entries = {key: entry for key, entry in self._entries.items()
+                   if owner is None or entry.owner == owner}
+        entry = entries.get(process_id)
         if entry is None:
-            known = ", ".join(self._entries) or "none"
+            known = ", ".join(entries) or "none"
+            where = "this scope" if owner is None else "this session"
             raise HooklineError(
                 ErrorKind.not_found,
-                f"no background process {process_id!r} in this scope (known: {known})",
+                f"no background process {process_id!r} in {where} (known: {known})",
             )
         return entry
 

@@ -242,9 +242,11 @@ class LocalEnvironment(Environment):
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
         registry: BackgroundProcesses | None = None,
+        owner: str = "",
     ) -> str:
         """Start a background shell, confined like every process of this environment, owned
-        by `registry` (default: this environment's, the lifespan's); returns its id."""
+        by `registry` (default: this environment's, the lifespan's) for the session `owner`;
+        returns its id."""
         registry = registry if registry is not None else self.processes
         if registry is None:
             raise HooklineError(
@@ -255,7 +257,7 @@ class LocalEnvironment(Environment):
         directory = self.resolve_path(cwd) if cwd is not None else self.workspace
         environ, spawner = await anyio.to_thread.run_sync(self._confinement.prepare)
         return await registry.start(command, cwd=directory, env=env, environ=environ,
-                                    spawner=spawner)
+                                    spawner=spawner, owner=owner)
 
     async def run_code(
         self,

@@ -262,7 +262,7 @@ def failed_command(text: object) -> bool:
 
 async def _shell(
     environment: Environment, *, command: str, timeout: int, background: bool,
-    processes: BackgroundProcesses | None,
+    processes: BackgroundProcesses | None, session: str,
 ) -> str:
     """Run a command to completion, or start it in the background."""
     if not command.strip():
@@ -278,8 +278,8 @@ async def _shell(
         )
     registry = _registry(environment, processes)
     # Through the environment: a background shell is confined as a foreground one is.
-    process_id = await environment.start_background(command, registry=registry)
-    info = registry.get(process_id)
+    process_id = await environment.start_background(command, registry=registry, owner=session)
+    info = registry.get(process_id, session)
     return (
         f"started background process {process_id} (pid {info.pid}): {command}\n"
         f"Read its output with shell.output and stop it with shell.stop "
@@ -288,20 +288,20 @@ async def _shell(
 
 
 async def _shell_output(
-    environment: Environment, *, id: str, processes: BackgroundProcesses | None
+    environment: Environment, *, id: str, processes: BackgroundProcesses | None, session: str
 ) -> str:
-    """The status and the latest output of a background process."""
+    """The status and the latest output of a background process of this session."""
     registry = _registry(environment, processes)
-    info = registry.get(id)
-    output = await registry.output(id)
+    info = registry.get(id, session)
+    output = await registry.output(id, owner=session)
     return f"{info.describe()}\n--- output ---\n{output or '(no output yet)'}"
 
 
 async def _shell_stop(
-    environment: Environment, *, id: str, processes: BackgroundProcesses | None
+    environment: Environment, *, id: str, processes: BackgroundProcesses | None, session: str
 ) -> str:
-    """Stop a background process and what it started."""
-    info = await _registry(environment, processes).stop(id)
+    """Stop a background process of this session and what it started."""
+    info = await _registry(environment, processes).stop(id, session)
     return info.describe()
 
 
@@ -415,6 +415,8 @@ class _Handler:
         environment = _environment(context, self.processes)
         if self.name == "shell":
             environment = _escalated(environment, checked, context)
+        if self.name.startswith("shell"):  # background processes are the session's own
+            checked["session"] = str((context.state if context else {}).get("session_id") or "")
         return await self.body(environment, **checked)
 
 

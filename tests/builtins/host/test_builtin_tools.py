@@ -167,7 +167,36 @@ async def test_background_shell_output_and_stop(tmp_path: Path) -> None:
 
         error = await fails("shell.output", tmp_path, processes, id="bg7")
         assert error.kind is ErrorKind.not_found
-        assert "no background process 'bg7' in this scope (known: bg1)" in error.message
+        assert "no background process 'bg7' in this session (known: bg1)" in error.message
+    assert is_gone(info.pid)
+
+
+@pytest.mark.anyio
+async def test_a_session_sees_and_stops_only_its_own_background_processes(
+        tmp_path: Path) -> None:
+    """The registry is the process's, shared by every session of the gateway: one session's
+    model cannot read another's server output, learn its ids or stop it."""
+    processes = BackgroundProcesses(stop_grace=0.5)
+    tools = by_name(processes)
+
+    async def invoke(session: str, tool: str, **arguments: Any) -> str:
+        return await tools[tool].invoke(arguments, context_for(tmp_path, session_id=session))
+
+    async with asynccontextmanager(processes.lifespan)():
+        await invoke("alice", "shell", command="echo alice-secret; exec sleep 60",
+                     background=True)
+        with anyio.fail_after(5):
+            while "alice-secret" not in await processes.output("bg1"):
+                await anyio.sleep(0.02)
+        for tool in ("shell.output", "shell.stop"):
+            with pytest.raises(HooklineError) as caught:
+                await invoke("mallory", tool, id="bg1")
+            assert caught.value.kind is ErrorKind.not_found
+            assert "no background process 'bg1' in this session (known: none)" in (
+                caught.value.message)
+        [info] = processes.list()
+        assert info.stopped is False and not is_gone(info.pid)
+        assert "alice-secret" in await invoke("alice", "shell.output", id="bg1")
     assert is_gone(info.pid)
 
 
