@@ -174,6 +174,9 @@ class LocalEnvironment(Environment):
     def _write_bytes(self, path: StrPath, data: bytes) -> None:
         target, shown = self._locate(path)
         self._check_writable(target, shown)
+        # What the write makes is looked for at the end of the turn, as a command's is (a
+        # hooks folder a repository's config names that was missing, lefthook-local.yml).
+        self._confinement.watch.started()
         write_file(self.workspace, target, shown, data)
 
     def _check_writable(self, target: str, shown: str) -> None:

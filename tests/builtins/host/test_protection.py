@@ -219,6 +219,27 @@ async def test_a_hooks_folder_a_command_made_is_named_and_protected(
 
 
 @pytest.mark.anyio
+async def test_what_the_file_tools_made_is_named_and_protected_too(
+        layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture) -> None:
+    """The file tools need no command to run in the turn: a hooks folder they make, which
+    a nested repository's config names but which was missing, is named at the end of the
+    turn as a command's would be, and refused to them from then on."""
+    workspace, home, _ = layout
+    (workspace / "vendor" / "lib" / ".git").mkdir(parents=True)
+    (workspace / "vendor" / "lib" / ".git" / "config").write_text(
+        "[core]\n\thooksPath = githooks\n")
+    env = environment(workspace, home)
+    try:
+        await env.write_text("vendor/lib/githooks/pre-commit", "touch /tmp/pwned\n")
+        await env.say_what_commands_made()  # as the builtin plugin does after each run
+        with pytest.raises(HooklineError, match="is protected"):
+            await env.write_text("vendor/lib/githooks/pre-commit", "touch /tmp/more\n")
+    finally:
+        await env.close()
+    said_once(caplog, "vendor/lib/githooks")
+
+
+@pytest.mark.anyio
 async def test_what_commands_made_of_the_protected_is_said_when_the_session_ends(
         layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture) -> None:
     """A command may make a repository (or a protected path that was missing) and give it
