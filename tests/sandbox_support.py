@@ -27,7 +27,7 @@ def environment(workspace: Path, home: Path, processes: BackgroundProcesses | No
 def made_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     """The warnings that name what commands made."""
     return [record.getMessage() for record in caplog.records
-            if "commands run in this workspace made" in record.getMessage()]
+            if "commands or file tools run in this workspace made" in record.getMessage()]
 
 
 def said_once(caplog: pytest.LogCaptureFixture, made: str) -> None:

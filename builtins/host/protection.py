@@ -446,12 +446,12 @@ class MadeWatch:
             if protect is not None:
                 protect(made)
         logger.warning(
-            "commands run in this workspace made %s, which hookline keeps read-only only "
-            "from now on: until now commands could change them, and what runs later "
-            "outside the sandbox, with your rights, reads them (git a repository's hooks "
-            "and config, core.fsmonitor for one; your shell what direnv or mise load; an "
-            "editor or agent its settings): look at them before you run git, a shell, an "
-            "editor or an agent there",
+            "commands or file tools run in this workspace made %s, which hookline keeps "
+            "read-only only from now on: until now commands could change them, and what "
+            "runs later outside the sandbox, with your rights, reads them (git a "
+            "repository's hooks and config, core.fsmonitor for one; your shell what direnv "
+            "or mise load; an editor or agent its settings): look at them before you run "
+            "git, a shell, an editor or an agent there",
             _listed(sorted(self._shown(path) for path in made), ", "))
         self._say_what_runs(made)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from terminal_support import HOOKLINE, TMUX, Terminal, clean_env, last_line
 
-MADE = "commands run in this workspace made"
+MADE = "commands or file tools run in this workspace made"
 
 
 def tool(command: str) -> str:

@@ -391,7 +391,7 @@ def check_changes_named(stderr: str, results: dict[str, str]) -> None:
     shell, an editor or another agent runs is named after the turn, or counted past the
     first names (the warning lists them in order); one in a repository the `moved_away`
     attack put in place of another is named with that repository instead."""
-    made = listed_in(stderr, "commands run in this workspace made ", ", which")[0]
+    made = listed_in(stderr, "commands or file tools run in this workspace made ", ", which")[0]
     written = [path for path in ast.literal_eval(results["git"].removeprefix("OPEN: "))
                if not any(path.startswith(f"{repository}/") for repository in made)]
     names, counted = listed_in(stderr, "commands may have changed ", ": git, your shell")

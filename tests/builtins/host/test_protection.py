@@ -257,8 +257,8 @@ async def test_what_commands_made_of_the_protected_is_said_when_the_session_ends
         await env.close()
     said = made_warnings(caplog)
     assert len(said) == 1, said
-    assert said[0].startswith("commands run in this workspace made .hookline, .vscode, a/b/.git, "
-                              "made/.git, which"), said[0]
+    assert said[0].startswith("commands or file tools run in this workspace made .hookline, "
+                              ".vscode, a/b/.git, made/.git, which"), said[0]
     assert "look at them before you run git, a shell, an editor or an agent there" in said[0]
 
 

@@ -157,7 +157,7 @@ async def test_what_a_stdio_server_makes_in_a_later_call_is_said_after_that_run(
         assert tool_output(model.requests[1], "first") == "written"
         await turn(framework, "two")
         said = [record.getMessage() for record in caplog.records
-                if "commands run in this workspace made" in record.getMessage()]
+                if "commands or file tools run in this workspace made" in record.getMessage()]
     assert tool_output(model.requests[3], "made") == "written"
     assert len(said) == 1 and "made .hookline, which" in said[0], said
 
