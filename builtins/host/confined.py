@@ -76,6 +76,9 @@ class Spawner:
         self._lock = threading.Lock()
         self._channel = ours
         self._started: weakref.WeakSet[ConfinedProcess] = weakref.WeakSet()
+        self._handed_out = 0
+        """Commands `reserve` promised this helper that `popen` has not started yet."""
+        self._handed_out_lock = threading.Lock()
         try:
             _fork_helper(policy, [theirs, keeper_end])
             ours.settimeout(START_TIMEOUT)
@@ -95,9 +98,16 @@ class Spawner:
                                    tuple((path, when) for path, when in report["watched"]),
                                    report["mounted"])
 
+    def reserve(self) -> None:
+        """A command is to start here (the sandbox handed this helper out): not `idle`, and
+        so not closed when a new helper replaces it, until `popen` started it."""
+        with self._handed_out_lock:
+            self._handed_out += 1
+
     def popen(self, argv: str | Sequence[str], *, stdin: Stream, stdout: Stream,
               stderr: Stream, cwd: str | None, env: Mapping[str, str] | None) -> ConfinedProcess:
-        """Start `argv` (a string runs through the shell) inside the sandbox; blocking."""
+        """Start `argv` (a string runs through the shell) inside the sandbox, which takes
+        back a `reserve`; blocking."""
         ends = _Ends()
         try:
             child_in = ends.child(stdin, "stdin")
@@ -135,6 +145,8 @@ class Spawner:
             raise
         finally:
             ends.close_theirs()
+            with self._handed_out_lock:
+                self._handed_out = max(0, self._handed_out - 1)
         return process
 
     def protect(self, paths: Sequence[str]) -> bool:
@@ -164,7 +176,11 @@ class Spawner:
             return bool(poll.poll(0))
 
     def idle(self) -> bool:
-        """True when no command this helper started is still running."""
+        """True when no command this helper started is still running, nor one it was
+        handed out for about to start."""
+        with self._handed_out_lock:
+            if self._handed_out:
+                return False
         return all(process.returncode is not None for process in list(self._started))
 
     def close(self) -> None:

@@ -188,6 +188,7 @@ class Confinement:
         self._check_layout()
         with self._lock:
             spawner = self._current_spawner()
+            spawner.reserve()  # a helper replaced meanwhile is kept until this one starts
         for name in ("TMPDIR", "TMP", "TEMP"):
             environ[name] = spawner.report.tmpdir
         return {**environ, **(extra or {})}, spawner
