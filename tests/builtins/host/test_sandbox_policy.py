@@ -24,6 +24,7 @@ from sandbox_support import REFUSED, environment
 
 from hookline.builtins.host import sandbox
 from hookline.builtins.host.background import BackgroundProcesses
+from hookline.builtins.host.processes import open_local_process
 from hookline.builtins.host.sandbox import SandboxPolicy
 from hookline.builtins.host.toolenv import EnvironmentPolicy
 from hookline.kernel.errors import ErrorKind, HooklineError
@@ -321,6 +322,30 @@ async def test_the_file_tools_started_at_the_root_refuse_proc_and_other_sessions
             await env.close()
     finally:
         other.remove()
+
+
+@pytest.mark.anyio
+async def test_a_helper_handed_out_is_kept_until_its_command_started(tmp_path: Path) -> None:
+    """A command is handed a helper, then, before it starts, another command finds the
+    watched folder changed and gets a new one: the first helper is not closed under it."""
+    workspace, home = tmp_path / "workspace", tmp_path / "home"
+    workspace.mkdir()
+    home.mkdir()
+    env = environment(workspace, home, without=("namespaces",))
+    confinement = env._confinement
+    try:
+        environ, first = await anyio.to_thread.run_sync(confinement.prepare)
+        (tmp_path / "beside").write_text("x")  # changes the watched folder: a new helper
+        _environ, second = await anyio.to_thread.run_sync(confinement.prepare)
+        assert second is not first
+        process = await open_local_process(f"echo kept > {workspace / 'ran'}", cwd=workspace,
+                                           environ=environ, spawner=first,
+                                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                           stderr=subprocess.DEVNULL)
+        assert await process.wait() == 0
+    finally:
+        await env.close()
+    assert (workspace / "ran").read_text() == "kept\n"
 
 
 @pytest.mark.anyio
