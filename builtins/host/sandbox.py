@@ -161,7 +161,7 @@ class Confinement:
         self.hidden = tuple(os.path.realpath(path) for path in policy.hidden)
         self.denied = tuple(_resolved(policy.deny_read))
         """The credentials of `sandbox_deny_read`, resolved: hidden like `hidden`."""
-        self.private = tuple(_resolved(("/proc", private_temp_root(make=False))))
+        self.private = tuple(_resolved(("/proc", private_temp_path())))
         """What the sandbox shows a command only of its own: the processes (hookline's
         environment and memory, in `/proc`) and the sessions' temporary folders."""
         self.watch = watch_for(self.workspace, policy.protect)
@@ -350,13 +350,15 @@ LEFT_OPEN = {
 """What a missing layer leaves open, and the fix, said once at start."""
 
 
-def private_temp_root(make: bool = True) -> str:
-    """`<tmp>/hookline-<uid>`: the one folder of this user's private temporary folders, made
-    0700 and checked (owned by this user, not a link, open to nobody else); without
-    `make`, only where it is."""
-    root = os.path.join(tempfile.gettempdir(), f"hookline-{os.getuid()}")
-    if not make:
-        return root
+def private_temp_path() -> str:
+    """`<tmp>/hookline-<uid>`: where this user's private temporary folders are."""
+    return os.path.join(tempfile.gettempdir(), f"hookline-{os.getuid()}")
+
+
+def private_temp_root() -> str:
+    """`private_temp_path()`, the one folder of this user's private temporary folders,
+    made 0700 and checked (owned by this user, not a link, open to nobody else)."""
+    root = private_temp_path()
     with contextlib.suppress(FileExistsError):
         os.mkdir(root, 0o700)
     info = os.lstat(root)
