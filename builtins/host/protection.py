@@ -210,8 +210,9 @@ def to_protect(workspace: str, limit: int) -> tuple[list[str], bool]:
     (a nested clone, a submodule's or worktree's `.git` file), where such a file points
     inside it, each folder of `OTHER_REPOSITORIES`, every bare repository (`_is_bare`:
     git runs its hooks when you push to it), and what their config has git run from the
-    workspace (once it exists: one made later is said then): git, run there later
-    outside the sandbox, runs their hooks and config. So are what a direnv `.envrc`
+    workspace, missing or not (a helper protects what exists; the file tools may not make
+    the rest, and one a command makes is said at the end of its turn): git, run there
+    later outside the sandbox, runs their hooks and config. So are what a direnv `.envrc`
     loads (`direnv.py`) and mise's config files with what they load (`mise.py`), which
     your shell runs as you enter a folder, and VS Code's workspace files
     (`EDITOR_WORKSPACE`). Searched breadth first, links not followed; the flag says
@@ -232,8 +233,7 @@ def to_protect(workspace: str, limit: int) -> tuple[list[str], bool]:
         if folder != workspace and _is_bare(folder, {entry.name for entry in listed}):
             bare = os.path.realpath(folder)
             found.append(bare)
-            found.extend(path for path in run_by_git(bare, bare, workspace, budget)
-                         if os.path.lexists(path))
+            found.extend(run_by_git(bare, bare, workspace, budget))
             if budget.spent:
                 return found, True
             continue
@@ -242,9 +242,7 @@ def to_protect(workspace: str, limit: int) -> tuple[list[str], bool]:
                 targets = _git_file_target(entry.path)
                 found.extend(path for path in [os.path.realpath(entry.path), *targets]
                              if is_inside(path, workspace))
-                found.extend(path for path in _run_by_repository(entry.path, targets, workspace,
-                                                                 budget)
-                             if os.path.lexists(path))
+                found.extend(_run_by_repository(entry.path, targets, workspace, budget))
             elif entry.name in OTHER_REPOSITORIES:
                 found.append(os.path.realpath(entry.path))
             elif entry.is_dir(follow_symlinks=False):  # a folder named `.envrc` is searched
@@ -259,16 +257,14 @@ def to_protect(workspace: str, limit: int) -> tuple[list[str], bool]:
 def _run_from_file(entry: os.DirEntry[str], workspace: str, budget: ReadBudget) -> list[str]:
     """What a file of the workspace has run later outside the sandbox, told by its name:
     what an `.envrc` loads, a mise config file with what it loads, a VS Code workspace
-    file; those that exist (one made later is said then)."""
+    file; missing or not."""
     if entry.name == ENVRC:
-        found = loaded_by_envrc(entry.path, workspace, budget)
-    elif config_root(entry.path) is not None:
-        found = loaded_by_mise(entry.path, workspace, budget)
-    elif entry.name.endswith(EDITOR_WORKSPACE):
-        found = [os.path.realpath(entry.path)]
-    else:
-        return []
-    return [path for path in found if os.path.lexists(path)]
+        return loaded_by_envrc(entry.path, workspace, budget)
+    if config_root(entry.path) is not None:
+        return loaded_by_mise(entry.path, workspace, budget)
+    if entry.name.endswith(EDITOR_WORKSPACE):
+        return [os.path.realpath(entry.path)]
+    return []
 
 
 def _run_by_repository(git: str, targets: list[str], workspace: str,
@@ -345,6 +341,8 @@ class MadeWatch:
         self._existing: dict[str, tuple[int, int] | None] | None = None
         """What there was at the first search, and what was said since, with the identity
         each had then (`_identity`; None: no search yet)."""
+        self._missing: frozenset[str] = frozenset()
+        """What the last search found to protect that does not exist (yet)."""
         self._started = False
         self._cut_said = False
         self._protectors: list[weakref.WeakMethod[Callable[[list[str]], None]]] = []
@@ -373,6 +371,7 @@ class MadeWatch:
             self._cut_said = self._cut_said or cut
             if self._existing is None:
                 self._existing = self._existing_protected(found)
+            self._missing = _missing(found)
         if say_cut:
             logger.warning(
                 "the workspace %s is too large to search whole (more than %s entries, or "
@@ -403,11 +402,11 @@ class MadeWatch:
                 self._unkept = files
 
     def known(self) -> frozenset[str]:
-        """Everything protected found so far, after a first search if none ran yet: the
-        file tools refuse it too. Blocking."""
+        """Everything protected found so far, and what the last search found missing, after
+        a first search if none ran yet: the file tools refuse it too. Blocking."""
         if self._existing is None:
             self.search()
-        return frozenset(self._existing or ())
+        return frozenset(self._existing or ()) | self._missing
 
     @property
     def started_since_said(self) -> bool:
@@ -432,6 +431,7 @@ class MadeWatch:
         with self._lock:
             if self._existing is not None:
                 self._existing = {**self._existing, **now}  # `seen` stays as it was
+            self._missing = _missing(found)
             protectors = [ref() for ref in self._protectors]
             before = self._unkept
             if files is not None:
@@ -494,6 +494,10 @@ class MadeWatch:
             with contextlib.suppress(OSError):
                 existing[path] = _identity(os.lstat(path))
         return existing
+
+
+def _missing(found: list[str]) -> frozenset[str]:
+    return frozenset(path for path in found if not os.path.lexists(path))
 
 
 def _listed(names: list[str], separator: str) -> str:

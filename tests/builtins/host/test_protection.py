@@ -219,24 +219,28 @@ async def test_a_hooks_folder_a_command_made_is_named_and_protected(
 
 
 @pytest.mark.anyio
-async def test_what_the_file_tools_made_is_named_and_protected_too(
+async def test_the_file_tools_may_not_make_what_a_search_found_missing_and_what_they_make_is_named(
         layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture) -> None:
-    """The file tools need no command to run in the turn: a hooks folder they make, which
-    a nested repository's config names but which was missing, is named at the end of the
-    turn as a command's would be, and refused to them from then on."""
+    """A hooks folder a nested repository's config names but that is missing is refused to
+    the file tools up front (a command may make it: it is named then). What they may make
+    that is protected once it exists, a mise config file, is named at the end of the turn
+    as a command's would be, though no command ran, and refused to them from then on."""
     workspace, home, _ = layout
     (workspace / "vendor" / "lib" / ".git").mkdir(parents=True)
     (workspace / "vendor" / "lib" / ".git" / "config").write_text(
         "[core]\n\thooksPath = githooks\n")
     env = environment(workspace, home)
     try:
-        await env.write_text("vendor/lib/githooks/pre-commit", "touch /tmp/pwned\n")
+        with pytest.raises(HooklineError, match="'vendor/lib/githooks' is protected"):
+            await env.write_text("vendor/lib/githooks/pre-commit", "touch /tmp/pwned\n")
+        await env.write_text("pkg/mise.toml", '[hooks]\nenter = "touch /tmp/pwned"\n')
         await env.say_what_commands_made()  # as the builtin plugin does after each run
         with pytest.raises(HooklineError, match="is protected"):
-            await env.write_text("vendor/lib/githooks/pre-commit", "touch /tmp/more\n")
+            await env.write_text("pkg/mise.toml", "")
     finally:
         await env.close()
-    said_once(caplog, "vendor/lib/githooks")
+    assert not (workspace / "vendor" / "lib" / "githooks").exists()
+    said_once(caplog, "pkg/mise.toml")
 
 
 @pytest.mark.anyio
