@@ -83,7 +83,8 @@ class LocalEnvironment(Environment):
     def resolve_path(self, path: StrPath) -> str:
         """The real absolute path of `path`; refused when it leaves the workspace or lies
         in what commands may not read (the hookline home, `sandbox_deny_read`, `/proc`,
-        the sessions' temporary folders).
+        the sessions' temporary folders, and with the network closed `/run` and the
+        container engines' folders).
 
         Relative paths are joined to the workspace; symlinks and `..` are resolved before
         the check, so a link pointing outside is refused too. The file need not exist.
@@ -123,7 +124,9 @@ class LocalEnvironment(Environment):
         for paths, what in ((confinement.denied, "sandbox_deny_read hides from commands and "
                                                  "tools (credentials)"),
                             (confinement.private, "shows hookline's own processes or other "
-                                                  "sessions' temporary files")):
+                                                  "sessions' temporary files"),
+                            (confinement.services, "the sandbox masks while the network is "
+                                                   "closed (services, container engines)")):
             within = next((path for path in paths if is_inside(resolved, path)), None)
             if within is not None:
                 raise HooklineError(

@@ -164,6 +164,9 @@ class Confinement:
         self.private = tuple(_resolved(("/proc", private_temp_path())))
         """What the sandbox shows a command only of its own: the processes (hookline's
         environment and memory, in `/proc`) and the sessions' temporary folders."""
+        self.services = () if policy.network else tuple(_resolved(("/run", *SERVICE_SOCKETS)))
+        """What the sandbox masks with the network closed: `/run` (services' sockets, a
+        container's secrets) and the container engines' folders (a VM's ssh key)."""
         self.watch = watch_for(self.workspace, policy.protect)
         """What commands made, shared with every other sandbox of the workspace here."""
         self.protected = self.watch.protected

@@ -303,6 +303,28 @@ async def test_the_file_tools_refuse_the_credentials_commands_may_not_read(
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("network", [False, True])
+async def test_the_file_tools_refuse_what_the_closed_network_masks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, network: bool) -> None:
+    """With the network closed the sandbox masks the container engines' folders (Lima's
+    keeps the ssh key of its VMs) and `/run`: so do the file tools, started in your home
+    folder; with the network open, commands see them, and so do the tools."""
+    workspace = tmp_path / "you"
+    (workspace / ".lima" / "_config").mkdir(parents=True)
+    (workspace / ".lima" / "_config" / "user").write_text("PRIVATE KEY\n")
+    monkeypatch.setenv("HOME", str(workspace))
+    env = environment(workspace, tmp_path / "home", network=network)
+    try:
+        if network:
+            assert await env.read_text(".lima/_config/user") == "PRIVATE KEY\n"
+        else:
+            with pytest.raises(HooklineError, match="masks while the network is closed"):
+                await env.read_text(".lima/_config/user")
+    finally:
+        await env.close()
+
+
+@pytest.mark.anyio
 async def test_the_file_tools_started_at_the_root_refuse_proc_and_other_sessions_files(
         tmp_path: Path) -> None:
     """Started at `/` (read-only), the file tools, which run in hookline's process, refuse
