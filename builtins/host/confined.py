@@ -77,7 +77,7 @@ class Spawner:
         self._channel = ours
         self._started: weakref.WeakSet[ConfinedProcess] = weakref.WeakSet()
         self._handed_out = 0
-        """Commands `reserve` promised this helper that `popen` has not started yet."""
+        """Commands to start here: each `reserve` not `release`d yet."""
         self._handed_out_lock = threading.Lock()
         try:
             _fork_helper(policy, [theirs, keeper_end])
@@ -100,14 +100,18 @@ class Spawner:
 
     def reserve(self) -> None:
         """A command is to start here (the sandbox handed this helper out): not `idle`, and
-        so not closed when a new helper replaces it, until `popen` started it."""
+        so not closed when a new helper replaces it, until its caller `release`s it once
+        `popen` started it (or failed, or never ran)."""
         with self._handed_out_lock:
             self._handed_out += 1
 
+    def release(self) -> None:
+        with self._handed_out_lock:
+            self._handed_out -= 1
+
     def popen(self, argv: str | Sequence[str], *, stdin: Stream, stdout: Stream,
               stderr: Stream, cwd: str | None, env: Mapping[str, str] | None) -> ConfinedProcess:
-        """Start `argv` (a string runs through the shell) inside the sandbox, which takes
-        back a `reserve`; blocking."""
+        """Start `argv` (a string runs through the shell) inside the sandbox; blocking."""
         ends = _Ends()
         try:
             child_in = ends.child(stdin, "stdin")
@@ -145,8 +149,6 @@ class Spawner:
             raise
         finally:
             ends.close_theirs()
-            with self._handed_out_lock:
-                self._handed_out = max(0, self._handed_out - 1)
         return process
 
     def protect(self, paths: Sequence[str]) -> bool:

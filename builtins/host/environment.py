@@ -230,8 +230,13 @@ class LocalEnvironment(Environment):
         directory = self.resolve_path(cwd) if cwd is not None else self.workspace
         owner = self.processes.owner_env() if self.processes is not None else {}
         environ, spawner = await anyio.to_thread.run_sync(self._confinement.prepare)
-        process = await open_local_process(command, cwd=directory, env={**(env or {}), **owner},
-                                           environ=environ, spawner=spawner)
+        try:
+            process = await open_local_process(command, cwd=directory,
+                                               env={**(env or {}), **owner}, environ=environ,
+                                               spawner=spawner)
+        finally:
+            if spawner is not None:
+                spawner.release()
         self._owned = {p for p in self._owned if not p.closed}
         self._owned.add(process)
         if self.processes is not None:  # the scope then ends what escapes from it too
@@ -262,8 +267,12 @@ class LocalEnvironment(Environment):
             )
         directory = self.resolve_path(cwd) if cwd is not None else self.workspace
         environ, spawner = await anyio.to_thread.run_sync(self._confinement.prepare)
-        return await registry.start(command, cwd=directory, env=env, environ=environ,
-                                    spawner=spawner, owner=owner)
+        try:
+            return await registry.start(command, cwd=directory, env=env, environ=environ,
+                                        spawner=spawner, owner=owner)
+        finally:
+            if spawner is not None:
+                spawner.release()
 
     async def run_code(
         self,

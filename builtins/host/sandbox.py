@@ -182,8 +182,9 @@ class Confinement:
     def prepare(self, extra: Mapping[str, str] | None = None
                 ) -> tuple[dict[str, str], Spawner | None]:
         """The complete environment for a new process (hookline's, filtered, plus `extra`)
-        and the helper that must start it (None when the sandbox is off).
-        Blocking (it may start the helper): call it from a worker thread."""
+        and the helper that must start it (None when the sandbox is off), reserved for it:
+        `release` it once the process started, or failed to. Blocking (it may start the
+        helper): call it from a worker thread."""
         environ = self.policy.environment.apply(os.environ)
         self.watch.started()
         if not self.policy.confined:
@@ -191,7 +192,7 @@ class Confinement:
         self._check_layout()
         with self._lock:
             spawner = self._current_spawner()
-            spawner.reserve()  # a helper replaced meanwhile is kept until this one starts
+            spawner.reserve()  # replaced meanwhile, it is kept until released
         for name in ("TMPDIR", "TMP", "TEMP"):
             environ[name] = spawner.report.tmpdir
         return {**environ, **(extra or {})}, spawner

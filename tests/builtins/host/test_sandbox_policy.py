@@ -364,10 +364,30 @@ async def test_a_helper_handed_out_is_kept_until_its_command_started(tmp_path: P
                                            environ=environ, spawner=first,
                                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                            stderr=subprocess.DEVNULL)
+        first.release()
+        second.release()
         assert await process.wait() == 0
     finally:
         await env.close()
     assert (workspace / "ran").read_text() == "kept\n"
+
+
+@pytest.mark.anyio
+async def test_a_helper_handed_out_for_a_start_that_failed_is_idle_again(
+        tmp_path: Path) -> None:
+    """A background start refused after the helper was handed out (its registry's scope
+    is not open) gives it back: replaced later, it is closed, not kept to the end."""
+    workspace, home = tmp_path / "workspace", tmp_path / "home"
+    workspace.mkdir()
+    home.mkdir()
+    env = environment(workspace, home, without=("namespaces",))
+    try:
+        with pytest.raises(HooklineError, match="only be started inside"):
+            await env.start_background("sleep 5", registry=BackgroundProcesses())
+        spawner = env._confinement._spawner
+        assert spawner is not None and spawner.idle()
+    finally:
+        await env.close()
 
 
 @pytest.mark.anyio
