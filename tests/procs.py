@@ -72,7 +72,7 @@ def host_pid(pid: int) -> int:
     the one among this process's descendants whose innermost pid it is (the latest started
     when older sandboxes hold one too: the pid was just written by a live process);
     `GONE` when a sandbox of ours is running but has no such process; `pid` itself when
-    no sandbox is."""
+    no sandbox is, or when it is a process of ours outside any."""
     mine = os.getpid()
     sandboxed = False
     found: list[tuple[int, int]] = []  # (start time, pid)
@@ -92,7 +92,20 @@ def host_pid(pid: int) -> int:
                 found.append((start, int(entry.name)))
     if found:
         return max(found)[1]
-    return GONE if sandboxed else pid
+    if sandboxed and not _unconfined_descendant(pid, mine):
+        return GONE
+    return pid
+
+
+def _unconfined_descendant(pid: int, ancestor: int) -> bool:
+    """Whether `pid` is a process of ours started outside any sandbox (a sandbox another
+    test just closed may still be ending beside it)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    return len(fields.get("NSpid", "").split()) == 1 and _descends_from(pid, ancestor)
 
 
 def _descends_from(pid: int, ancestor: int) -> bool:
