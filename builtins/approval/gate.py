@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from hookline.kernel.interception import ToolCall, ToolCallDecision, ToolCallResult
-from hookline.kernel.turn import RUNTIME_TAPE, RUNTIME_WORKSPACE
+from hookline.kernel.turn import RUNTIME_ENVIRONMENT, RUNTIME_TAPE, RUNTIME_WORKSPACE
 
 from ..host.tools import ESCALATION_GRANT, failed_command
 from .question import APPROVAL_ASKER, APPROVAL_POLICY, APPROVAL_RECORD, Answer, Question
@@ -192,7 +192,8 @@ class ApprovalGate:
         if key in self._approved.get(session_id, ()):
             record.update(decision="approved", by="session")
             return self._grant(call, call.arguments, state, judgement)
-        question = await self._question(call, session_id, workspace, judgement)
+        question = await self._question(call, session_id, workspace, judgement,
+                                        state.get(RUNTIME_ENVIRONMENT))
         record["question"] = question.summary
         asker = state.get(APPROVAL_ASKER)
         if asker is None:
@@ -229,7 +230,7 @@ class ApprovalGate:
         return self._grant(call, arguments, state, judgement)
 
     async def _question(self, call: ToolCall, session_id: str, workspace: str,
-                  judgement: Judgement) -> Question:
+                        judgement: Judgement, environment: object = None) -> Question:
         name = tool_key(call.tool)
         arguments = call.arguments
         reason = judgement.reason
@@ -247,7 +248,7 @@ class ApprovalGate:
             from ..terminal.tool_view import proposed_change
 
             diff = tuple(await anyio.to_thread.run_sync(proposed_change, workspace, name,
-                                                        arguments))
+                                                        arguments, environment))
         else:
             import json
 

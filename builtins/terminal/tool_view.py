@@ -221,10 +221,12 @@ def _from_arguments(record: dict[str, Any], arguments: dict[str, Any],
              else line) for line in lines]
 
 
-def proposed_change(workspace: str, tool: str, arguments: dict[str, Any]) -> list[str]:
+def proposed_change(workspace: str, tool: str, arguments: dict[str, Any],
+                    environment: object = None) -> list[str]:
     """The diff a file tool's call would make, before it runs (what an approval shows):
-    the file read now against the call's result; from the arguments alone when the file
-    cannot be read. Blocking, small: at most `MAX_SNAPSHOT_BYTES` read."""
+    the file read now, through the session's `environment` where it is a local one (so
+    with the tools' own limits), against the call's result; from the arguments alone when
+    the file cannot be read. Blocking, small: at most `MAX_SNAPSHOT_BYTES` read."""
     from hookline.kernel.errors import HooklineError
 
     from ..host import LocalEnvironment, read_file
@@ -233,7 +235,8 @@ def proposed_change(workspace: str, tool: str, arguments: dict[str, Any]) -> lis
     path = str(arguments.get("path", "?"))
     record = {"name": name}
     try:
-        environment = LocalEnvironment(workspace)  # its workspace is resolved, as the path
+        if not isinstance(environment, LocalEnvironment):
+            environment = LocalEnvironment(workspace)  # resolves its workspace, as the path
         data = read_file(environment.resolve_path(path), path, MAX_SNAPSHOT_BYTES,
                          root=environment.workspace)
         before: str | None = data.decode("utf-8")

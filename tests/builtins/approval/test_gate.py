@@ -237,3 +237,18 @@ async def test_an_escalation_shows_the_failure_of_the_same_command_only_if_it_ra
         assert "In the sandbox it failed" not in question.reason, question.reason
     else:
         assert f"In the sandbox it failed:\n{shown}" in question.reason, question.reason
+
+
+async def test_the_diff_of_a_question_reads_the_file_as_the_tools_would(
+        workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The diff is read through the session's environment: a file the settings keep from
+    the tools (here a `sandbox_deny_read` entry of yours) is not shown in the question."""
+    monkeypatch.setenv("HOME", str(workspace))
+    (workspace / "private").mkdir()
+    (workspace / "private" / "notes.txt").write_text("SECRET line\n")
+    bot = Deskbot(Answer("deny", "no"))
+    write = {"name": "fs_write", "arguments": {"path": "private/notes.txt", "content": "x\n"}}
+    await turn(workspace, [{"tool_calls": [write]}, {"text": "ok"}], bot, approval="ask",
+               sandbox_deny_read=("~/private",))
+    (question,) = bot.questions
+    assert question.diff and not any("SECRET" in line for line in question.diff), question.diff
