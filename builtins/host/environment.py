@@ -113,28 +113,15 @@ class LocalEnvironment(Environment):
                 f"outside the workspace; only paths inside the workspace are allowed",
                 {"path": text, "resolved": os.path.relpath(resolved, self.workspace)},
             )
-        if any(is_inside(resolved, hidden) for hidden in self._confinement.hidden):
+        kept = self._confinement.kept_from_tools(resolved)
+        if kept is not None:
+            within, why = kept
             raise HooklineError(
                 ErrorKind.invalid_input,
-                f"path {text!r} is in the hookline home (or its tape store), which tools may "
-                f"neither read nor write",
+                f"path {text!r} is in {os.path.relpath(within, self.workspace)!r}, which "
+                f"{why}: tools may neither read nor write it",
                 {"path": text},
             )
-        confinement = self._confinement
-        for paths, what in ((confinement.denied, "sandbox_deny_read hides from commands and "
-                                                 "tools (credentials)"),
-                            (confinement.private, "shows hookline's own processes or other "
-                                                  "sessions' temporary files"),
-                            (confinement.services, "the sandbox masks while the network is "
-                                                   "closed (services, container engines)")):
-            within = next((path for path in paths if is_inside(resolved, path)), None)
-            if within is not None:
-                raise HooklineError(
-                    ErrorKind.invalid_input,
-                    f"path {text!r} is in {os.path.relpath(within, self.workspace)!r}, which "
-                    f"{what}: tools may neither read nor write it",
-                    {"path": text},
-                )
         return resolved
 
     # -- files -------------------------------------------------------------------------

@@ -179,6 +179,21 @@ class Confinement:
         """A command made something to protect that the current helper failed to protect
         in place: the next command gets a new helper, which does."""
 
+    def kept_from_tools(self, path: str) -> tuple[str, str] | None:
+        """Where the resolved `path` lies in what the sandbox keeps from commands, and so
+        from the file tools too, with why; None when it lies in none."""
+        for paths, why in (
+                (self.hidden, "is the hookline home or its tape store"),
+                (self.denied, "sandbox_deny_read hides (credentials)"),
+                (self.private, "shows hookline's own processes or other sessions' temporary "
+                               "files"),
+                (self.services, "the sandbox masks while the network is closed (services, "
+                                "container engines)")):
+            within = next((kept for kept in paths if is_inside(path, kept)), None)
+            if within is not None:
+                return within, why
+        return None
+
     def prepare(self, extra: Mapping[str, str] | None = None
                 ) -> tuple[dict[str, str], Spawner | None]:
         """The complete environment for a new process (hookline's, filtered, plus `extra`)

@@ -25,7 +25,7 @@ async def test_the_file_tools_refuse_the_hookline_home_inside_the_workspace(
     env = environment(tmp_path, home)
     for action in (env.read_text(".hookline/config.toml"),
                    env.write_text(".hookline/config.toml", "sandbox = 'off'\n")):
-        with pytest.raises(HooklineError, match="is in the hookline home"):
+        with pytest.raises(HooklineError, match="the hookline home or its tape store"):
             await action
     assert "sk-in-home" in (home / "config.toml").read_text()
     await env.write_text("notes.txt", "fine")  # the rest of the workspace is the tools'
