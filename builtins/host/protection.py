@@ -8,9 +8,10 @@ them, each sandbox keeps them read-only and the file tools refuse them. A comman
 make one (`git init`, `git clone`, a `.hookline`) where no sandbox protects it yet: the
 `MadeWatch` of the workspace, shared by every sandbox of this process there (each
 session's, an approved escalation's, an MCP server's), looks after each run that started
-a command in any of them, names each thing made once, and has every one of them protect
-it from then on; where a sandbox cannot keep them read-only (no mounts), it also names
-what commands changed of what runs later (`changes.py`).
+a command in any of them or wrote with the file tools, names each thing made once, and
+has every one of them protect it from then on; where a sandbox cannot keep them
+read-only (no mounts), it also names what commands changed of what runs later
+(`changes.py`).
 """
 
 from __future__ import annotations
@@ -328,7 +329,8 @@ class MadeWatch:
     this process that write it (`watch_for`).
 
     The first search (`search`, at the first helper's start) is what existed before any
-    command ran; after each run in which a command started (`started`), `say_what_made`
+    command ran; after each run in which a command started or a file tool wrote
+    (`started`), `say_what_made`
     searches again, names what is new (or another folder at a known path), once, and
     hands it to every sandbox that joined (`join`), which protects it in its running
     helpers."""
@@ -371,7 +373,7 @@ class MadeWatch:
             self._cut_said = self._cut_said or cut
             if self._existing is None:
                 self._existing = self._existing_protected(found)
-            self._missing = _missing(found)
+            self._missing = _absent(found)
         if say_cut:
             logger.warning(
                 "the workspace %s is too large to search whole (more than %s entries, or "
@@ -384,7 +386,8 @@ class MadeWatch:
         return found
 
     def started(self) -> None:
-        """A command is starting, in any of the workspace's sandboxes."""
+        """A command is starting, in any of the workspace's sandboxes, or the file tools
+        write: the next `say_what_made` looks."""
         self._started = True
 
     def unkept(self, found: list[str]) -> None:
@@ -418,8 +421,9 @@ class MadeWatch:
         """A protected path or repository a command made was not protected from the
         commands that ran since, which may have given it hooks: the user, who may run git
         there later, is told, once for each, and every sandbox protects it from now on.
-        Nothing unless a command started since the last look (the builtin plugin looks
-        at the end of each run, a sandbox's `close` once more). Blocking."""
+        Nothing unless a command started (or a file tool wrote) since the last look (the
+        builtin plugin looks at the end of each run, a sandbox's `close` once more).
+        Blocking."""
         with self._lock:
             if self._existing is None or not self._started:
                 return
@@ -431,7 +435,7 @@ class MadeWatch:
         with self._lock:
             if self._existing is not None:
                 self._existing = {**self._existing, **now}  # `seen` stays as it was
-            self._missing = _missing(found)
+            self._missing = _absent(found)
             protectors = [ref() for ref in self._protectors]
             before = self._unkept
             if files is not None:
@@ -496,7 +500,7 @@ class MadeWatch:
         return existing
 
 
-def _missing(found: list[str]) -> frozenset[str]:
+def _absent(found: list[str]) -> frozenset[str]:
     return frozenset(path for path in found if not os.path.lexists(path))
 
 

@@ -400,6 +400,10 @@ async def _fs_edit(
 # -- the tool list ---------------------------------------------------------------------
 
 
+_SESSION_TOOLS = frozenset({"shell", "shell.output", "shell.stop"})
+"""The tools whose body takes the calling `session` (the owner of background processes)."""
+
+
 @dataclass(frozen=True)
 class _Handler:
     """A builtin tool's handler: checks the arguments against the tool's schema, finds the
@@ -415,7 +419,7 @@ class _Handler:
         environment = _environment(context, self.processes)
         if self.name == "shell":
             environment = _escalated(environment, checked, context)
-        if self.name.startswith("shell"):  # background processes are the session's own
+        if self.name in _SESSION_TOOLS:  # background processes are the session's own
             checked["session"] = str((context.state if context else {}).get("session_id") or "")
         return await self.body(environment, **checked)
 
