@@ -1,5 +1,5 @@
 """Session tapes: the Tape API, the fork store of a run, context building for the model,
-archives, the tape tools, and sessions as the user sees them (docs/builtins.md).
+archives, the tape tools, and sessions as the user sees them (docs/tapes.md).
 
 Names are imported on first use."""
 

@@ -1,5 +1,5 @@
 """How a session's tape is named (from the workspace and the session id, as the reference
-names it), and whether a run's fork merges back into it (docs/builtins.md, "Tapes")."""
+names it), and whether a run's fork merges back into it (docs/tapes.md)."""
 
 from __future__ import annotations
 

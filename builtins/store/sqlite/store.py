@@ -3,7 +3,7 @@
 Atomic, durable (`synchronous=FULL` by default) appends with gapless ids per tape, also with
 several processes on the file; a run journal recovered after its process dies; a file that
 is deleted, replaced or damaged is refused, never written into; the file stays 0600
-(`privacy.files.secure_store`). docs/builtins.md ("The tape store") states each guarantee;
+(`privacy.files.secure_store`). docs/tapes.md ("The tape store") states each guarantee;
 writer.py holds the writer thread (group commit) and the reader connections.
 """
 

@@ -98,7 +98,7 @@ def test_loading_reads_no_settings_until_they_are_needed(
 
 def test_the_lazily_made_parts_are_made_once_and_can_be_replaced(workspace: Path) -> None:
     """The background processes and the memory store are made on first use (building the
-    plugin imports neither module), then kept; the sweep period is docs/builtins.md's."""
+    plugin imports neither module), then kept; the sweep period is docs/host.md's."""
     plugin = BuiltinPlugin(Framework(workspace))
     assert plugin.sweep_seconds == 5.0
     assert isinstance(plugin.processes, BackgroundProcesses)
