@@ -1,2 +1,2 @@
 """The http channel: the gateway's ASGI application, its request guard, payloads, reply
-matching, streaming and health (docs/channels.md)."""
+matching, streaming and health (docs/http-channel.md)."""

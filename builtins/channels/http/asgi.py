@@ -1,7 +1,7 @@
 """The http channel's ASGI application: the guard's checks, routing, health, and a posted
 message handed to the channel manager and answered (whole or streamed) in the shape of
 its route's face (face.py: hookline's own API, or OpenAI's). `HttpChannel` (channel.py)
-inherits it; the endpoints are described in docs/channels.md."""
+inherits it; the endpoints are described in docs/http-channel.md."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ This module is the `Channel` side: start and stop (the hypercorn server of `serv
 outbound messages matched to their request by the request id on the envelope
 (`match.py`), and the channel manager's callbacks (`message_admitted`, `turn_started`,
 `turn_finished`). The ASGI application, its routes and the answers are `asgi.py`'s. The
-endpoints, their errors, admission and shutdown are described in docs/channels.md.
+endpoints, their errors, admission and shutdown are described in docs/http-channel.md.
 """
 
 from __future__ import annotations

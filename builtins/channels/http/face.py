@@ -58,7 +58,7 @@ def new_request_id() -> str:
 
 @dataclass
 class NativeFace:
-    """hookline's own API: answers and events as they are (docs/channels.md)."""
+    """hookline's own API: answers and events as they are (docs/http-channel.md)."""
 
     request_id: str = field(default_factory=new_request_id)
 

@@ -5,7 +5,7 @@ came to: it waits for it while it runs (in this process), gets its kept answer o
 ended, or, after a restart, what the tape recorded (the reply, the error, or `interrupted`
 with what is known). A run the store shows as going on elsewhere (a replica's, or a dead
 one's until a peer recovers it) is waited for in the same way. The same key with another
-body is 422. Keys count for `http_idempotency_ttl` seconds (docs/channels.md). This
+body is 422. Keys count for `http_idempotency_ttl` seconds (docs/http-channel.md). This
 process remembers the last `MAX_KEPT` keys with their replies; older ones are found on the
 tape.
 """

@@ -1,7 +1,7 @@
 """OpenAI's chat completions API, read and written: what `POST /v1/chat/completions` takes
 from a body, and the objects the OpenAI-compatible routes answer with (`chat.completion`,
 `chat.completion.chunk`, the model list, the error shape), as OpenAI's API reference
-describes them. docs/channels.md ("OpenAI-compatible routes") says what is taken and what
+describes them. docs/http-channel.md ("OpenAI-compatible routes") says what is taken and what
 is ignored."""
 
 from __future__ import annotations
