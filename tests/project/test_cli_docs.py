@@ -1,6 +1,7 @@
-"""docs/cli.md covers the real command line: every command, subcommand and option of
-`hookline --help` (walked on the click command tree typer builds) is documented in its
-command's section, and every command and option the page's synopses name exists."""
+"""docs/cli.md, with cli-server.md and cli-data.md, covers the real command line: every
+command, subcommand and option of `hookline --help` (walked on the click command tree
+typer builds) is documented in its command's section, and every command and option the
+pages' synopses name exists."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ import typer.main
 from hookline.cli.app import create_app
 from hookline.kernel.framework.core import Framework
 
-CLI_PAGE = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+CLI_PAGES = ("cli.md", "cli-server.md", "cli-data.md")
+"""The command-line reference: the root command and `run` and `chat`, then the rest."""
 
 
 def commands() -> dict[str, set[str]]:
@@ -37,7 +40,7 @@ def commands() -> dict[str, set[str]]:
 def sections() -> dict[str, str]:
     """`hookline <name>` heading -> the text of its section; the page's top part is
     the root command's."""
-    text = CLI_PAGE.read_text(encoding="utf-8")
+    text = "\n".join((DOCS / page).read_text(encoding="utf-8") for page in CLI_PAGES)
     parts = re.split(r"^## (.+)$", text, flags=re.MULTILINE)
     found = {"hookline": parts[0]}
     for heading, body in zip(parts[1::2], parts[2::2], strict=True):
