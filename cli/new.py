@@ -1,6 +1,6 @@
 """`hookline new plugin NAME`: write a ready-to-install plugin project.
 
-The project is what docs/plugins.md describes, and what `hookline plugins` then lists: a
+The project is what docs/plugin-packaging.md describes, and what `hookline plugins` then lists: a
 setuptools `pyproject.toml` declaring the plugin class in the `hookline` entry point group
 (the loader calls it with the framework), a module implementing one hook, a test built on
 the `hookline.testing` fixtures (asyncio and trio), and a README with the next steps.

@@ -7,9 +7,8 @@ its spec, and mypy holds plugins to them.
   when the hook is dispatched on an async path (kinds ``first`` and ``many``).
 - mypy, in a subprocess on copies of typed_samples/: the correct plugin (all 27 hooks, in
   every form the kernel accepts) gives no error; the incorrect one gives exactly the
-  expected error lines, each on the line of its mistake. The examples of the "Typed
-  hooks" section of docs/plugins.md are checked the same way, the reported output word
-  for word.
+  expected error lines, each on the line of its mistake. The examples of
+  docs/typed-hooks.md are checked the same way, the reported output word for word.
 - At run time the correct plugins register and answer: a protocol base adds no
   implementation and ``**_: object`` receives nothing.
 """
@@ -37,7 +36,7 @@ from hookline.kernel import HOOK_SPECS, HooklineSpecs, HookRuntime, Registry, ty
 from hookline.kernel.typed import HOOK_PROTOCOLS, IMPL_PROTOCOLS
 
 SAMPLES = Path(__file__).with_name("typed_samples")
-PLUGINS_PAGE = Path(__file__).resolve().parents[3] / "docs" / "plugins.md"
+TYPED_HOOKS_PAGE = Path(__file__).resolve().parents[3] / "docs" / "typed-hooks.md"
 ACRONYMS = {"cli": "CLI", "llm": "LLM"}
 ASYNC_KINDS = {"first", "many"}
 # What the annotations of hooks.py and typed.py name under TYPE_CHECKING.
@@ -223,14 +222,11 @@ def test_mypy_reports_each_mistake_of_the_incorrect_plugin(
 
 
 def docs_examples() -> list[tuple[int, str, str | None, list[str]]]:
-    """``(line, code, file name, expected mypy output)`` of each python block of the
-    "Typed hooks" section of docs/plugins.md; the file name is None for a block that is
-    not followed by a `python -m mypy --strict <file>` output (it must check cleanly)."""
-    text = PLUGINS_PAGE.read_text(encoding="utf-8")
-    start = text.index("\n## Typed hooks\n")
-    end = text.find("\n## ", start + 1)
-    offset = text.count("\n", 0, start) + 1
-    section = text[start:end if end != -1 else None].split("\n")
+    """``(line, code, file name, expected mypy output)`` of each python block of
+    docs/typed-hooks.md; the file name is None for a block that is not followed by a
+    `python -m mypy --strict <file>` output (it must check cleanly)."""
+    section = TYPED_HOOKS_PAGE.read_text(encoding="utf-8").split("\n")
+    offset = 1  # section[i] is the page's line i + 1
     found: list[tuple[int, str, str | None, list[str]]] = []
     index = 0
     while index < len(section):
@@ -261,9 +257,9 @@ def test_the_documented_mypy_runs_report_what_the_page_shows(mypy: Mypy) -> None
         (mypy.folder / file).write_text(code + "\n", encoding="utf-8")
         if name is None:
             reported = mypy.run([file], "--no-error-summary")
-            assert reported == [], f"docs/plugins.md:{line}: {reported}"
+            assert reported == [], f"docs/typed-hooks.md:{line}: {reported}"
         else:
-            assert mypy.run([file]) == expected, f"docs/plugins.md:{line}"
+            assert mypy.run([file]) == expected, f"docs/typed-hooks.md:{line}"
 
 
 # -- at run time ---------------------------------------------------------------------------
