@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-PAGES = ["dispatch.md", "plugins.md", "vendoring.md", "hooks/index.md"]
+PAGES = ["dispatch.md", "dispatch-tracing.md", "plugins.md", "typed-hooks.md",
+         "plugin-packaging.md", "vendoring.md", "hooks/index.md"]
 
 
 def examples(text: str) -> Iterator[tuple[int, str, str]]:
