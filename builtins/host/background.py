@@ -25,8 +25,10 @@ process groups are stopped, and Windows stops the direct shell process only.
 Output: stdout and stderr of a background process go, merged, to a log file in a private
 temporary directory under `private_temp_root()` (so the process never blocks on a full
 pipe, no task has to read it, and no sandboxed command of another session reads it);
-`output(id)` returns its tail. The directory is removed when the scope exits (or, after
-SIGKILL, by a later `PrivateFolder`).
+`output(id)` returns its tail. Each sweep frees the start of a log longer than twice
+`log_keep_bytes`, so a process that talks all day keeps a bounded log (see `logfile`).
+The directory is removed when the scope exits (or, after SIGKILL, by a later
+`PrivateFolder`).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ import anyio
 from hookline.kernel.errors import ErrorKind, HooklineError
 
 from ..privacy.files import make_private_dir, write_private_file
+from .logfile import read_tail, trim
 from .processes import STOP_GRACE, LocalProcess, open_local_process, stop_processes
 from .proctable import (
     HAS_PROC,
@@ -73,6 +76,7 @@ __all__ = ["OWNER_ENV", "BackgroundInfo", "BackgroundProcesses", "ProcessRecord"
 logger = logging.getLogger(__name__)
 
 DEFAULT_TAIL_BYTES = 16_000
+LOG_KEEP_BYTES = 1 << 20
 
 OWNER_ENV = "HOOKLINE_PROCESS_OWNER"
 """Environment variable naming the scope that owns a process (inherited by descendants)."""
@@ -99,6 +103,8 @@ class BackgroundInfo:
     """Exit status of the shell; None while it runs."""
     stopped: bool
     """`stop()` (or the end of the scope) stopped it."""
+    log_path: str
+    """The file its merged output goes to (removed with the scope)."""
 
     @property
     def running(self) -> bool:
@@ -135,6 +141,7 @@ class _Entry:
             started_at=self.started_at,
             returncode=self.process.returncode,
             stopped=self.stopped,
+            log_path=self.log_path,
         )
 
 
@@ -148,10 +155,12 @@ class BackgroundProcesses:
     """
 
     def __init__(
-        self, *, stop_grace: float = STOP_GRACE, tail_bytes: int = DEFAULT_TAIL_BYTES
+        self, *, stop_grace: float = STOP_GRACE, tail_bytes: int = DEFAULT_TAIL_BYTES,
+        log_keep_bytes: int = LOG_KEEP_BYTES,
     ) -> None:
         self.stop_grace = stop_grace
         self.tail_bytes = tail_bytes
+        self.log_keep_bytes = max(log_keep_bytes, tail_bytes)
         self._entries: dict[str, _Entry] = {}
         self._ids = itertools.count(1)
         self._directory: PrivateFolder | None = None
@@ -277,7 +286,7 @@ class BackgroundProcesses:
         """The last `max_bytes` (default `tail_bytes`) of the process's merged output."""
         entry = self._entry(process_id, owner)
         limit = self.tail_bytes if max_bytes is None else max_bytes
-        data, cut = await anyio.to_thread.run_sync(_read_tail, entry.log_path, limit)
+        data, cut = await anyio.to_thread.run_sync(read_tail, entry.log_path, limit)
         text = data.decode("utf-8", "replace")
         if cut:
             text = f"[... earlier output omitted; last {len(data)} bytes follow]\n{text}"
@@ -316,8 +325,9 @@ class BackgroundProcesses:
         escaped descendant (Linux), under a shielded cancel scope; the registry is emptied
         and the log directory removed. `records` is the directory of process records:
         leftovers of dead instances are ended first, and this scope keeps its own record
-        there. With `sweep_seconds`, every so many seconds adopted orphans are reaped and
-        `sweep()` is awaited (the builtin plugin expires idle environments with it).
+        there. With `sweep_seconds`, every so many seconds adopted orphans are reaped, long
+        logs trimmed (`log_keep_bytes`) and `sweep()` is awaited (the builtin plugin expires
+        idle environments with it).
         """
         if self._active:
             raise RuntimeError("BackgroundProcesses.lifespan() is already active")
@@ -403,6 +413,7 @@ class BackgroundProcesses:
                 if sweep is not None:
                     await sweep()
                 await self._sweep_processes()
+                await anyio.to_thread.run_sync(self._trim_logs)
             except Exception:  # a sweep must never end the scope
                 logger.exception("processes.sweep_failed")
 
@@ -432,6 +443,10 @@ class BackgroundProcesses:
             await anyio.to_thread.run_sync(reap, zombies)
         if self._adopted != adopted:
             await self._save_record()
+
+    def _trim_logs(self) -> None:
+        for entry in list(self._entries.values()):
+            trim(entry.log_path, self.log_keep_bytes)
 
     async def _save_record(self) -> None:
         record = self._record
@@ -466,17 +481,6 @@ class BackgroundProcesses:
                 f"no background process {process_id!r} in {where} (known: {known})",
             )
         return entry
-
-
-def _read_tail(path: str, limit: int) -> tuple[bytes, bool]:
-    try:
-        with open(path, "rb") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            start = max(size - max(limit, 0), 0)
-            handle.seek(start)
-            return handle.read(), start > 0
-    except FileNotFoundError:
-        return b"", False
 
 
 # -- the process record ------------------------------------------------------------------
