@@ -6,10 +6,8 @@ Generated from the table of its ``__init__.py`` by the kernel's ``_generate.py``
 edit the table, never this file.
 """
 
-from .background import OWNER_ENV as OWNER_ENV
 from .background import BackgroundInfo as BackgroundInfo
 from .background import BackgroundProcesses as BackgroundProcesses
-from .background import ProcessRecord as ProcessRecord
 from .commands import CommandResult as CommandResult
 from .commands import run_command as run_command
 from .environment import LocalEnvironment as LocalEnvironment
@@ -41,6 +39,10 @@ from .protection import in_repository as in_repository
 from .protection import protected_paths as protected_paths
 from .protection import to_protect as to_protect
 from .protection import watch_for as watch_for
+from .records import OWNER_ENV as OWNER_ENV
+from .records import ProcessRecord as ProcessRecord
+from .records import end_leftovers as end_leftovers
+from .records import open_record as open_record
 from .sandbox import Confinement as Confinement
 from .sandbox import SandboxPolicy as SandboxPolicy
 from .sandbox import check_exposure as check_exposure

@@ -29,9 +29,10 @@ from gateway_support import TEST_TOKEN, gateway_env
 from procs import is_gone, read_pids, wait_gone
 
 from hookline.builtins.config import Settings
-from hookline.builtins.host.background import OWNER_ENV, BackgroundProcesses, end_leftovers
+from hookline.builtins.host.background import BackgroundProcesses
 from hookline.builtins.host.environment import LocalEnvironment
 from hookline.builtins.host.proctable import boot_id, read_proc
+from hookline.builtins.host.records import OWNER_ENV, end_leftovers
 from hookline.builtins.host.sandbox import SandboxPolicy
 from hookline.builtins.plugin import BuiltinPlugin
 from hookline.kernel.framework.core import Framework
