@@ -33,6 +33,7 @@ The directory is removed when the scope exits (or, after SIGKILL, by a later
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -74,6 +75,8 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_TAIL_BYTES = 16_000
 LOG_KEEP_BYTES = 1 << 20
+KEEP_FINISHED = 32
+"""Finished processes a session keeps (status and log); starting another forgets the oldest."""
 
 _SESSIONS_PRUNED_AT = 1024
 """Known sessions beyond which `track()` forgets the finished ones (without sweeps)."""
@@ -230,6 +233,7 @@ class BackgroundProcesses:
             )
         if not isinstance(command, str) or not command.strip():
             raise HooklineError(ErrorKind.invalid_input, "the background command is empty")
+        await self._forget_finished(owner)
         process_id = f"bg{next(self._ids)}"
         log_path = os.path.join(self._directory.path, f"{process_id}.log")
         log = await anyio.to_thread.run_sync(open, log_path, "wb")
@@ -267,6 +271,17 @@ class BackgroundProcesses:
                 f"the running() scope closed while {process_id} was starting; it was stopped",
             )
         return process_id
+
+    async def _forget_finished(self, owner: str) -> None:
+        """Keep the last `KEEP_FINISHED - 1` finished processes of `owner` (with the one
+        about to start, `KEEP_FINISHED`), so a long-lived scope stays bounded. What a
+        forgotten process left running is still ended with the scope (its token)."""
+        finished = [entry for entry in self._entries.values()
+                    if entry.owner == owner and not entry.process.is_running()]
+        for entry in finished[: max(len(finished) - KEEP_FINISHED + 1, 0)]:
+            del self._entries[entry.id]
+            await entry.process.aclose()
+            await anyio.to_thread.run_sync(_remove, entry.log_path)
 
     def list(self) -> list[BackgroundInfo]:
         """Every process started in the current scope, running or not, oldest first."""
@@ -475,3 +490,8 @@ class BackgroundProcesses:
                 f"no background process {process_id!r} in {where} (known: {known})",
             )
         return entry
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)

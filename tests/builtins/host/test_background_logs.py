@@ -1,5 +1,6 @@
 """A background process's log stays bounded on disk while it runs, and its tail reads
-right: the start is freed under the writer (a punched hole), never truncated."""
+right: the start is freed under the writer (a punched hole), never truncated. A session
+keeps a bounded number of finished processes."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hookline.builtins.host.background import BackgroundProcesses
+from hookline.builtins.host.background import KEEP_FINISHED, BackgroundProcesses
 from hookline.builtins.host.logfile import read_tail, trim
+from hookline.kernel.errors import HooklineError
 
 KEEP = 64 * 1024
 WRITTEN = 3_000_000
@@ -67,3 +69,28 @@ def test_a_short_log_is_left_whole(tmp_path: Path) -> None:
     assert trim(str(log), KEEP) == 0
     assert read_tail(str(log), 10 * KEEP) == (b"y" * (2 * KEEP), False)
     assert trim(str(tmp_path / "gone.log"), KEEP) == 0
+
+
+@pytest.mark.anyio
+async def test_a_session_keeps_its_last_finished_processes_only(tmp_path: Path) -> None:
+    processes = BackgroundProcesses(stop_grace=0.5)
+    async with asynccontextmanager(processes.lifespan)():
+        server = await processes.start("exec sleep 300", cwd=tmp_path, owner="a")
+        other = await processes.start("echo other", cwd=tmp_path, owner="b")
+        started, logs = [], []
+        for n in range(KEEP_FINISHED + 8):
+            started.append(await processes.start(f"echo run {n}", cwd=tmp_path, owner="a"))
+            logs.append(processes.get(started[-1]).log_path)
+            with anyio.fail_after(10):
+                while processes.get(started[-1]).running:
+                    await anyio.sleep(0.01)
+        # The running server and the other session's process stay; of the finished, the
+        # last KEEP_FINISHED (the one started last included) do.
+        assert [info.id for info in processes.list()] == [server, other, *started[8:]]
+        assert await processes.output(started[-1]) == f"run {KEEP_FINISHED + 7}\n"
+        assert await processes.output(started[8]) == "run 8\n"
+        assert await processes.output(other, owner="b") == "other\n"
+        with pytest.raises(HooklineError, match="no background process 'bg3'"):
+            processes.get(started[0], owner="a")
+        assert [log for log in logs[:8] if Path(log).exists()] == [], "their logs are removed"
+        assert Path(logs[8]).exists()
