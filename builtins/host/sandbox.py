@@ -94,9 +94,11 @@ class SandboxPolicy:
             hidden += [f"{store}{suffix}" for suffix in _STORE_SUFFIXES]
         if settings.http_keyfile is not None:
             hidden.append(str(settings.http_keyfile))
+        # The variable `api_key_env` names holds the provider key whatever its name.
+        key_variable = (settings.api_key_env,) if settings.api_key_env else ()
         environment = EnvironmentPolicy(inherit=settings.tool_env == "inherit",
                                         keep=settings.tool_env_keep,
-                                        drop=settings.tool_env_drop)
+                                        drop=(*settings.tool_env_drop, *key_variable))
         return cls(settings.sandbox, settings.sandbox_network, tuple(hidden), environment,
                    settings.sandbox_deny_read, settings.sandbox_protect,
                    settings.sandbox_max_processes, settings.sandbox_max_file_bytes,

@@ -152,6 +152,12 @@ def test_no_secret_reaches_a_tool_process(places: dict[str, Path]) -> None:
     assert "HOOKLINE_PROCESS_OWNER=" in seen  # hookline's own marker is added back
 
 
+def test_the_variable_api_key_env_names_is_kept_from_tools(places: dict[str, Path]) -> None:
+    seen = tool_environment(places, HOOKLINE_API_KEY_ENV="LLM_API", LLM_API="sk-named-key")
+    assert "sk-named-key" not in seen
+    assert "sk-named-key" in tool_environment(places, LLM_API="sk-named-key")
+
+
 def test_keep_and_drop_patterns(places: dict[str, Path]) -> None:
     seen = tool_environment(places, HOOKLINE_TOOL_ENV_KEEP="GITHUB_*",
                             HOOKLINE_TOOL_ENV_DROP="my_*", MY_SETTING="hidden-value", **SECRETS)
