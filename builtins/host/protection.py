@@ -62,14 +62,20 @@ PROTECTED = (*REPOSITORY_FOLDERS, ".hookline")
 
 STARTUP = (".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc",
            ".zprofile", ".zshenv", ".zlogin", ".zlogout", ".gitconfig", ".config", ".local",
-           ".pam_environment", ".xprofile", ".xsessionrc")
+           ".pam_environment", ".xprofile", ".xsessionrc", "bin")
 """Files and folders of a home folder that shells, git and login sessions run or read with
-the user's rights (`.local/bin` leads PATH, `.config` holds git's, fish's, autostart's
-and systemd's): watched when missing, where the workspace holds the home folder."""
+the user's rights (`.local/bin` leads PATH, and `bin` where Debian's stock `.profile`
+puts it first; `.config` holds git's, fish's, autostart's and systemd's): watched when
+missing, where the workspace holds the home folder."""
 
 BARE = frozenset({"HEAD", "objects", "refs"})
 """What a folder holds when it is a git repository of its own, a bare one (`x.git`, a
 local remote) or a `.git` folder."""
+
+GIT_DIR = ("HEAD", "config", "config.worktree", "commondir", "hooks", "info", "objects",
+           "refs", "packed-refs", "worktrees", "modules")
+"""A repository's own files that git reads to find it and what to run: kept one by one
+where the workspace itself is a bare repository (its worktrees, beside them, are work)."""
 
 _COMMIT = re.compile(rb"[0-9a-f]{40}|[0-9a-f]{64}")
 """A detached `HEAD`: a SHA-1 or SHA-256 commit id."""
@@ -216,8 +222,10 @@ def to_protect(workspace: str, limit: int) -> tuple[list[str], bool]:
     later outside the sandbox, runs their hooks and config. So are what a direnv `.envrc`
     loads (`direnv.py`) and mise's config files with what they load (`mise.py`), which
     your shell runs as you enter a folder, and VS Code's workspace files
-    (`EDITOR_WORKSPACE`). Searched breadth first, links not followed; the flag says
-    whether `limit` entries (or `MAX_CONFIGS_READ`) cut the search short."""
+    (`EDITOR_WORKSPACE`). Where the workspace itself is a bare repository, its
+    `GIT_DIR` entries are kept, not the whole workspace. Searched breadth first, links
+    not followed; the flag says whether `limit` entries or `MAX_CONFIGS_READ` cut it
+    short (once the bytes are spent, repositories are still found, their files unread)."""
     found: list[str] = []
     folders, searched = collections.deque([workspace]), 0
     budget = ReadBudget(MAX_CONFIGS_READ)
@@ -231,13 +239,14 @@ def to_protect(workspace: str, limit: int) -> tuple[list[str], bool]:
         searched += len(listed)
         if searched > limit:
             return found, True
-        if folder != workspace and _is_bare(folder, {entry.name for entry in listed}):
+        if _is_bare(folder, {entry.name for entry in listed}):
             bare = os.path.realpath(folder)
-            found.append(bare)
             found.extend(run_by_git(bare, bare, workspace, budget))
-            if budget.spent:
-                return found, True
-            continue
+            if folder != workspace:
+                found.append(bare)
+                continue
+            found.extend(os.path.join(bare, name) for name in GIT_DIR)
+            listed = [entry for entry in listed if entry.name not in GIT_DIR]
         for entry in listed:
             if entry.name == GIT:
                 targets = _git_file_target(entry.path)
@@ -250,9 +259,7 @@ def to_protect(workspace: str, limit: int) -> tuple[list[str], bool]:
                 folders.append(entry.path)
             elif entry.name.endswith(RUN_FROM_FILE_ENDINGS) or may_be_config(entry.name):
                 found.extend(_run_from_file(entry, workspace, budget))
-            if budget.spent:
-                return found, True
-    return found, False
+    return found, budget.spent
 
 
 def _run_from_file(entry: os.DirEntry[str], workspace: str, budget: ReadBudget) -> list[str]:
@@ -308,6 +315,9 @@ def _is_bare(folder: str, names: set[str]) -> bool:
     and a `HEAD` that names a branch or a commit."""
     if not BARE.issubset(names):
         return False
+    target = _link(os.path.join(folder, "HEAD"))
+    if target:  # git takes a link into refs/ for a HEAD
+        return target.startswith("refs/")
     with contextlib.suppress(OSError, HooklineError):
         handle, _info = open_regular_file(os.path.join(folder, "HEAD"))
         with handle:
@@ -321,7 +331,10 @@ def _git_folders(path: str) -> list[str]:
     file points), a bare repository; none for anything else."""
     if os.path.basename(path) == GIT:
         return _git_file_target(path) or [path]
-    return [path] if is_git_folder(path) else []
+    if is_git_folder(path):
+        return [path]
+    parent = os.path.dirname(path)  # one of the workspace's own `GIT_DIR` entries
+    return [parent] if os.path.basename(path) in GIT_DIR and is_git_folder(parent) else []
 
 
 class MadeWatch:
@@ -369,21 +382,27 @@ class MadeWatch:
         short is said once. Blocking."""
         found, cut = to_protect(self.workspace, MAX_SEARCHED)
         with self._lock:
-            say_cut = cut and not self._cut_said
-            self._cut_said = self._cut_said or cut
             if self._existing is None:
                 self._existing = self._existing_protected(found)
             self._missing = _absent(found)
-        if say_cut:
+        self._say_cut(cut)
+        return found
+
+    def _say_cut(self, cut: bool) -> None:
+        """A search cut short, said once: at the start, or after the turn whose commands
+        made the workspace too large to search (they may have done so on purpose)."""
+        with self._lock:
+            say = cut and not self._cut_said
+            self._cut_said = self._cut_said or cut
+        if say:
             logger.warning(
                 "the workspace %s is too large to search whole (more than %s entries, or "
-                "%s MB of git config, hooks, .envrc and mise files), so what runs later from it "
-                "(nested git repositories, what direnv and mise load) was looked for in "
-                "the first part only: a command may change one not found. Add each to "
-                "sandbox_protect, or start hookline in a smaller folder", self.workspace,
-                f"{MAX_SEARCHED:,}",
+                "%s MB of git config, hooks, .envrc and mise files), so what runs later from "
+                "it (nested git repositories, what direnv and mise load) is looked for in the "
+                "first part only: a command may change one not found, and what commands make "
+                "past that part is not named. Add each to sandbox_protect, or start hookline "
+                "in a smaller folder", self.workspace, f"{MAX_SEARCHED:,}",
                 MAX_CONFIGS_READ // 2**20)
-        return found
 
     def started(self) -> None:
         """A command is starting, in any of the workspace's sandboxes, or the file tools
@@ -429,7 +448,8 @@ class MadeWatch:
                 return
             self._started = False
             seen = self._existing
-        found = to_protect(self.workspace, MAX_SEARCHED)[0]
+        found, cut = to_protect(self.workspace, MAX_SEARCHED)
+        self._say_cut(cut)
         now = self._existing_protected(found)
         files = fingerprint([*found, *self._run_later]) if self._unkept is not None else None
         with self._lock:
@@ -489,6 +509,8 @@ class MadeWatch:
 
     def _shown(self, path: str) -> str:
         """`path` relative to the workspace when it lies in it, else in full."""
+        if path == os.path.realpath(self.workspace):
+            return f"the workspace {path}"
         return os.path.relpath(path, self.workspace) if is_inside(path, self.workspace) else path
 
     def _existing_protected(self, found: list[str]) -> dict[str, tuple[int, int] | None]:

@@ -4,10 +4,7 @@ running commands included), and the `.git` files hookline reads, under asyncio a
 
 from __future__ import annotations
 
-import os
 import subprocess
-import threading
-import tracemalloc
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -15,7 +12,6 @@ import anyio
 import pytest
 from sandbox_support import environment, made_warnings, run_once, run_then_write, said_once
 
-from hookline.builtins.host import protection
 from hookline.builtins.host.background import BackgroundProcesses
 from hookline.kernel.errors import HooklineError
 
@@ -471,115 +467,3 @@ async def test_many_repositories_made_are_counted_past_the_first_named(
         await env.close()
     said = made_warnings(caplog)
     assert len(said) == 1 and said[0].count("/.git") == 20 and "and 5 more" in said[0], said
-
-
-@pytest.mark.anyio
-async def test_a_search_cut_short_is_said_once_with_the_fix(
-        layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture,
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """A workspace too large to look through: the repositories past the limit are not
-    protected, and the user is told so once, with what to do."""
-    workspace, home, _ = layout
-    monkeypatch.setattr(protection, "MAX_SEARCHED", 5)
-    for number in range(10):
-        (workspace / f"file{number}").write_text("")
-    (workspace / "sub" / "lib" / ".git").mkdir(parents=True)
-    env = environment(workspace, home)
-    try:
-        for _ in range(2):
-            result = await env.run("touch sub/lib/.git/config && echo written")
-            assert "written" in result.stdout, result.stderr
-            await env.close()  # the next command starts a new helper, which searches again
-    finally:
-        await env.close()
-    said = [r.getMessage() for r in caplog.records if "first part only" in r.getMessage()]
-    assert len(said) == 1 and "more than 5 entries" in said[0], said
-    assert "sandbox_protect" in said[0]
-
-
-@pytest.mark.parametrize("kind", [".envrc", "git config", "git include"])
-def test_a_search_reads_a_bounded_amount_of_config(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
-    """Thousands of large `.envrc` files or repositories' configs a command wrote, or
-    repositories that all include one large file, would hold up every turn: past
-    `MAX_CONFIGS_READ` bytes the search stops, cut short as by the entries' limit."""
-    workspace = tmp_path.resolve()
-    monkeypatch.setattr(protection, "MAX_CONFIGS_READ", 1000)
-    (workspace / "shared.conf").write_text("[alias]\n" + "\ta = log\n" * 40)  # over 400 bytes
-    for number in range(4):
-        folder = workspace / f"p{number}"
-        if kind == ".envrc":
-            folder.mkdir()
-            (folder / ".envrc").write_text("dotenv\n" * 60)  # 420 bytes
-            (folder / ".env").write_text("A=1\n")
-            continue
-        subprocess.run(["git", "init", "-q", str(folder)], check=True)
-        with (folder / ".git" / "config").open("a") as config:
-            if kind == "git config":
-                config.write("[alias]\n" + "\ta = log\n" * 40)
-            else:
-                config.write(f"[include]\n\tpath = {workspace / 'shared.conf'}\n")
-    found, cut = protection.to_protect(str(workspace), 10_000)
-    reached = {os.path.relpath(path, workspace).split(os.sep)[0] for path in found}
-    assert cut and "p3" not in reached and "p0" in reached, reached
-
-
-def test_the_user_s_own_git_config_is_not_counted_against_the_search(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every repository reads your `~/.gitconfig`, which commands cannot write: a long one
-    does not cut short the search of a workspace of many repositories."""
-    workspace = tmp_path.resolve() / "workspace"
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    (tmp_path / "home").mkdir()
-    (tmp_path / "home" / ".gitconfig").write_text("[alias]\n" + "\ta = log\n" * 200)
-    monkeypatch.setattr(protection, "MAX_CONFIGS_READ", 2000)
-    for number in range(4):
-        subprocess.run(["git", "init", "-q", str(workspace / f"p{number}")], check=True)
-    found, cut = protection.to_protect(str(workspace), 10_000)
-    assert not cut and len(found) == 4, found
-
-
-def test_a_folder_named_as_a_file_the_search_reads_is_searched_too(tmp_path: Path) -> None:
-    """A command that names a folder `.envrc`, `mise.toml` or `x.code-workspace` cannot
-    hide a repository in it from the search."""
-    workspace = tmp_path.resolve()
-    names = (".envrc", "mise.toml", "x.code-workspace")
-    for name in names:
-        subprocess.run(["git", "init", "-q", str(workspace / name / "lib")], check=True)
-    found, cut = protection.to_protect(str(workspace), 10_000)
-    gits = sorted(os.path.relpath(path, workspace) for path in found if path.endswith(".git"))
-    assert gits == [f"{name}/lib/.git" for name in sorted(names)] and not cut
-
-
-def test_a_git_file_a_command_made_a_fifo_or_huge_is_not_read_whole(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """hookline reads `.git` files outside the sandbox, where commands make them: a FIFO
-    swapped in after a look must not hang it, nor a gigabyte without a newline fill its
-    memory."""
-    for name in ("fifo", "huge", "linked"):
-        (tmp_path / name).mkdir()
-    os.mkfifo(tmp_path / "fifo" / ".git")
-    with open(tmp_path / "huge" / ".git", "wb") as file:
-        file.truncate(1 << 30)  # sparse: a gigabyte of zeros
-    (tmp_path / "linked" / ".git").write_text("gitdir: ../store\n")
-    real_isfile = os.path.isfile
-    # As if the FIFO had been a regular file when looked at, and was swapped just after.
-    monkeypatch.setattr(os.path, "isfile", lambda path: path.endswith("fifo/.git")
-                        or real_isfile(path))
-    found: list[list[str]] = []
-
-    def search() -> None:
-        tracemalloc.start()
-        try:
-            found.append(protection.to_protect(str(tmp_path), protection.MAX_SEARCHED)[0])
-            found.append([str(tracemalloc.get_traced_memory()[1])])
-        finally:
-            tracemalloc.stop()
-
-    searching = threading.Thread(target=search, daemon=True)
-    searching.start()
-    searching.join(20)
-    assert found, "the search hung on the FIFO"
-    assert sorted(os.path.relpath(path, tmp_path) for path in found[0]) == [
-        "fifo/.git", "huge/.git", "linked/.git", "store"]
-    assert int(found[1][0]) < 1 << 20, "the search read the huge file whole"
