@@ -76,7 +76,7 @@ class LocalEnvironment(Environment):
             sandbox = SandboxPolicy(hidden=(str(default_home()),))
         self.sandbox = sandbox
         self._confinement = Confinement(sandbox, root)
-        self._escalated: dict[str, LocalEnvironment] = {}
+        self._escalated: set[LocalEnvironment] = set()
 
     # -- paths -------------------------------------------------------------------------
 
@@ -283,15 +283,21 @@ class LocalEnvironment(Environment):
 
     def escalated(self, escalate: str) -> LocalEnvironment:
         """This workspace for one approved command: with the network open (`network`) or
-        without the sandbox (`unsandboxed`; the environment still filtered). Made once per
-        kind, closed with this environment."""
-        sibling = self._escalated.get(escalate)
-        if sibling is None:
-            changed = ({"network": True} if escalate == "network" else {"mode": "off"})
-            sibling = LocalEnvironment(self.workspace, processes=self.processes,
-                                       sandbox=dataclasses.replace(self.sandbox, **changed))
-            self._escalated[escalate] = sibling
+        without the sandbox (`unsandboxed`; the environment still filtered). A new one for
+        each command, for `end_escalated` to end with everything the command left running
+        (a daemon that kept the network would relay for the sandboxed commands after it);
+        one left open (a background command's) is closed with this environment."""
+        changed = ({"network": True} if escalate == "network" else {"mode": "off"})
+        sibling = LocalEnvironment(self.workspace, processes=self.processes,
+                                   sandbox=dataclasses.replace(self.sandbox, **changed))
+        self._escalated.add(sibling)
         return sibling
+
+    async def end_escalated(self, sibling: LocalEnvironment) -> None:
+        """Close an environment `escalated` made, once its command is done: what that
+        command left running is stopped, its sandbox with it."""
+        self._escalated.discard(sibling)
+        await sibling.close()
 
     async def say_what_commands_made(self) -> None:
         """Warn about the repositories and protected paths commands made since the last
@@ -301,14 +307,14 @@ class LocalEnvironment(Environment):
         still running: the builtin plugin asks after every run."""
         watch = self._confinement.watch
         if any(environment._confinement.busy()
-               for environment in (self, *self._escalated.values())):
+               for environment in (self, *self._escalated)):
             watch.started()
         if watch.started_since_said:
             await anyio.to_thread.run_sync(watch.say_what_made)
 
     async def close(self) -> None:
         """Stop every process started through `spawn` that is still running."""
-        escalated, self._escalated = list(self._escalated.values()), {}
+        escalated, self._escalated = list(self._escalated), set()
         for sibling in escalated:
             await sibling.close()
         owned, self._owned = list(self._owned), set()

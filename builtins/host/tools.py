@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+import anyio
+
 from hookline.kernel.environment import Environment
 from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tools import Tool, ToolContext, argument_error, validate_arguments
@@ -417,25 +419,35 @@ class _Handler:
     async def __call__(self, *, context: ToolContext | None = None, **arguments: Any) -> str:
         checked = validate_arguments(self.name, self.schema, arguments)
         environment = _environment(context, self.processes)
-        if self.name == "shell":
-            environment = _escalated(environment, checked, context)
+        escalated = _escalated(environment, checked, context) if self.name == "shell" else None
         if self.name in _SESSION_TOOLS:  # background processes are the session's own
             checked["session"] = str((context.state if context else {}).get("session_id") or "")
-        return await self.body(environment, **checked)
+        if escalated is None:
+            return await self.body(environment, **checked)
+        assert isinstance(environment, LocalEnvironment)  # `_escalated` made it from one
+        try:
+            return await self.body(escalated, **checked)
+        finally:
+            # The approval covered this command: what it leaves running ends with it; a
+            # background one (approved as such) runs on, closed with the session's.
+            if not checked.get("background"):
+                with anyio.CancelScope(shield=True):
+                    await environment.end_escalated(escalated)
 
 
 def _escalated(environment: Environment, arguments: dict[str, Any],
-               context: ToolContext | None) -> Environment:
+               context: ToolContext | None) -> LocalEnvironment | None:
     """The environment an escalated shell call runs in, once a person approved it (the
-    grant the approval gate left in the state, for exactly this command); the arguments
-    lose `escalate` and `justification`, which the body does not take."""
+    grant the approval gate left in the state, for exactly this command), or None where
+    the call runs in the session's own; the arguments lose `escalate` and
+    `justification`, which the body does not take."""
     escalate = arguments.pop("escalate", None)
     arguments.pop("justification", None)
     if escalate is None or not isinstance(environment, LocalEnvironment):
-        return environment
+        return None
     policy = environment.sandbox
     if not policy.confined or (escalate == "network" and policy.network):
-        return environment  # nothing to leave behind
+        return None  # nothing to leave behind
     state = context.state if context is not None else {}
     grant = state.pop(ESCALATION_GRANT, None)
     if grant != (arguments["command"], escalate):

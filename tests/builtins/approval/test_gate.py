@@ -194,6 +194,27 @@ async def test_a_command_that_leaves_the_sandbox_is_asked_each_time(workspace: P
     assert len(bot.questions) == 1 and bot.questions[0].prompt == "approve? [y/n/a/e] "
 
 
+HEARTBEAT = "while :; do date +%s%N > {name}; sleep 0.05; done"
+STILL_BEATING = ("a=$(cat {name}); sleep 0.6; b=$(cat {name}); "
+                 "[ \"$a\" = \"$b\" ] && echo {name} stopped || echo {name} beats")
+
+
+async def test_what_an_approved_command_leaves_running_ends_with_it(workspace: Path) -> None:
+    """A daemon an approved command left would keep the network open for the sandboxed
+    commands after it (they reach it through the workspace): it ends with that command. A
+    background command approved as such runs on."""
+    daemon = f"setsid sh -c '{HEARTBEAT.format(name='left')}' >/dev/null 2>&1 & sleep 0.2"
+    server = HEARTBEAT.format(name="server")
+    calls = [shell(daemon, escalate="network", justification="a mirror"),
+             shell(server, escalate="network", justification="a dev server", background=True),
+             shell("sleep 0.3; " + STILL_BEATING.format(name="left") + "; "
+                   + STILL_BEATING.format(name="server"))]
+    bot = Deskbot(Answer("approve"), Answer("approve"))
+    _r, records, _e, _m = await turn(workspace, [{"tool_calls": calls}, {"text": "ok"}], bot)
+    assert [r["outcome"] for r in records] == ["ran", "ran", "ran"], records
+    assert "left stopped" in records[2]["output"] and "server beats" in records[2]["output"]
+
+
 async def test_a_broken_rules_file_stops_what_writes_or_runs_but_not_reads(
         workspace: Path) -> None:
     (workspace / ".hookline").mkdir()
