@@ -147,8 +147,12 @@ def confine(config: dict[str, Any], isolated: bool) -> dict[str, Any]:
                 temporary=temporary,
                 extra_writable=["/dev/shm", "/dev/pts"] if mounted else [],
                 # Without mounts /dev is the host's: only its harmless devices are granted.
-                hidden=[] if mounted else [*config["hidden"], os.path.dirname(temporary),
-                                           "/dev"],
+                # With them, what is hidden is masked, but a mask needs something to cover:
+                # a credential made later (`aws configure` while a chat runs) is kept by
+                # Landlock, outside the workspace (in it, commands may make it anyway).
+                hidden=([path for path in config["hidden"] if not os.path.lexists(path)
+                         and not landlock.inside(path, workspace)] if mounted else
+                        [*config["hidden"], os.path.dirname(temporary), "/dev"]),
                 network=config["network"], watched=watched)
             ruleset.confine()
             ruleset.close()

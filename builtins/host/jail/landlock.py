@@ -32,6 +32,7 @@ __all__ = [
     "Ruleset",
     "abi_version",
     "build",
+    "inside",
 ]
 
 # System call numbers: the same on every architecture (they came after the tables merged).
@@ -218,7 +219,8 @@ def build(*, workspace: str | None, temporary: str, extra_writable: list[str],
     return ruleset
 
 
-def _inside(path: str, root: str) -> bool:
+def inside(path: str, root: str) -> bool:
+    """Whether `path` is `root` or lies beneath it (both absolute and resolved)."""
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
@@ -226,7 +228,7 @@ def _grant_except(ruleset: Ruleset, root: str, access: int, hidden: list[str],
                   watched: list[tuple[str, int]]) -> None:
     """Grant `access` beneath `root` except beneath the hidden paths: a folder that holds
     one is not granted itself; each of its other entries is, recursively."""
-    inner = [path for path in hidden if _inside(path, root)]
+    inner = [path for path in hidden if inside(path, root)]
     if not inner:
         ruleset.allow(root, access)
         return

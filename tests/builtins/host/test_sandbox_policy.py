@@ -183,6 +183,42 @@ async def test_entries_created_beside_the_home_are_granted_on_the_next_command(
     assert result.stdout == "readable", result.stderr
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("without", [(), ("namespaces",)], ids=["namespaces", "fallback"])
+async def test_a_credential_made_after_the_sandbox_started_is_hidden_too(
+        layout: tuple[Path, Path, Path], without: tuple[str, ...]) -> None:
+    """A mask covers what exists: `aws configure` run while a chat is open makes a file
+    no mask covers. A running command cannot read it (nor anything else new beside it,
+    until the next command's helper has a rule for it); the next command has it masked."""
+    workspace, home, outside = layout
+    user = outside / "user"
+    (user / ".ssh").mkdir(parents=True)
+    env = environment(workspace, home, without=without,
+                      deny_read=(str(user / ".ssh"), str(user / ".aws")))
+    command = (f"while [ ! -e ready ]; do sleep 0.02; done; cat {user}/.aws/credentials; "
+               f"cat {user}/later.txt")
+    try:
+        async with anyio.create_task_group() as group:
+            results = []
+
+            async def run() -> None:
+                results.append(await env.run(command))
+
+            group.start_soon(run)
+            await anyio.sleep(0.3)  # the helper started before the credential was made
+            (user / ".aws").mkdir()
+            (user / ".aws" / "credentials").write_text("AWSSECRET")
+            (user / "later.txt").write_text("readable")
+            (workspace / "ready").touch()
+        after = await env.run(command)
+    finally:
+        await env.close()
+    assert "AWSSECRET" not in results[0].stdout, results[0].stdout
+    assert results[0].stderr.count("Permission denied") == 2, results[0].stderr
+    assert after.stdout == "readable", after.stderr
+    assert "AWSSECRET" not in after.stdout and "credentials" in after.stderr
+
+
 ATTACH = """
 import ctypes, sys
 libc = ctypes.CDLL(None, use_errno=True)

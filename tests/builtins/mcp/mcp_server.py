@@ -18,6 +18,7 @@ import json
 import os
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,6 +28,9 @@ from pydantic import Field
 
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
                     "0000000d4944415478da63f8cfc0f01f0005000201a5f6e9b40000000049454e44ae426082")
+
+PROCESS = uuid.uuid4().hex
+"""This server process, told from a restarted one (a new sandbox may give it the same pid)."""
 
 server = MCPServer("test-server")
 
@@ -53,9 +57,9 @@ def pid() -> int:
 def crash_once(marker: str) -> str:
     """Exit at once the first time (leaving `marker`), answer the next time."""
     if not Path(marker).exists():
-        Path(marker).write_text(str(os.getpid()))
+        Path(marker).write_text(PROCESS)
         os._exit(3)
-    return f"recovered in pid {os.getpid()}"
+    return f"recovered in process {PROCESS}"
 
 
 @server.tool()
