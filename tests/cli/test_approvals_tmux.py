@@ -59,6 +59,20 @@ def test_chat_asks_n_denies_with_a_reason_the_model_receives(asked: Terminal) ->
     assert not (asked.cwd / "made.txt").exists()
 
 
+def test_chat_shows_the_whole_of_a_command_longer_than_the_screen(asked: Terminal) -> None:
+    """A command wider than the terminal (160 columns) is wrapped, not cut at its edge,
+    where the part that matters (`| sh`) would hide."""
+    asked.chat("long", "--session", "approvals")
+    asked.wait_for(at_prompt, "the prompt")
+    command = "echo " + "a" * 200 + " && echo tail-of-the-command > tail.txt"
+    asked.type("/tool shell " + json.dumps({"command": command}))
+    screen = asked.wait_for(asking, "the question")
+    question = screen[screen.index("approve shell?"):screen.index("  why asked:")]
+    assert question.replace("\n", "") == f"approve shell? {command}", screen
+    asked.type("n")
+    asked.wait_for(at_prompt, "the prompt again")
+
+
 def test_chat_a_approves_the_same_command_for_the_session(asked: Terminal) -> None:
     asked.chat("always", "--session", "approvals")
     asked.wait_for(at_prompt, "the prompt")

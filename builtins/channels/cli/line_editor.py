@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import stat
 import time
@@ -218,7 +219,7 @@ class LineEditor:
         from prompt_toolkit.formatted_text import ANSI
 
         if get_app().is_done:  # what stays in the scrollback: the prompt and the line only
-            return ANSI(self.prompt)
+            return ANSI(_wrapped(self.prompt, self._width()))
         header = ""
         if self.partial:
             header += self.partial + "\n"
@@ -228,7 +229,7 @@ class LineEditor:
             elapsed = int(time.monotonic() - self._status_since)
             clock = f" {elapsed}s" if elapsed else ""
             header += f"{_DIM}…{self.status}{clock}{_RESET}\n"
-        return ANSI(header + self.prompt)
+        return ANSI(_wrapped(header + self.prompt, self._width()))
 
     def _invalidate(self) -> None:
         app = getattr(self._session, "app", None)
@@ -258,3 +259,30 @@ class LineEditor:
                 os.kill(os.getpid(), signal.SIGINT)
 
         return bindings
+
+
+_ESCAPE = re.compile(r"(\x1b\[[0-9;?]*[A-Za-z])")
+
+
+def _wrapped(text: str, width: int) -> str:
+    """`text` with each line but the last (the one typed on) broken at `width` columns:
+    prompt_toolkit cuts the lines above the input at the screen's edge, and a question
+    must show the whole command it asks about. Colour sequences take no column."""
+    from prompt_toolkit.utils import get_cwidth
+
+    *above, last = text.split("\n")
+    lines = []
+    for line in above:
+        piece, used = "", 0
+        for index, part in enumerate(_ESCAPE.split(line)):
+            if index % 2:  # a colour sequence
+                piece += part
+                continue
+            for char in part:
+                if used and used + get_cwidth(char) > width:
+                    lines.append(piece)
+                    piece, used = "", 0
+                piece += char
+                used += get_cwidth(char)
+        lines.append(piece)
+    return "\n".join([*lines, last])
