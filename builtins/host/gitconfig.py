@@ -31,8 +31,8 @@ from typing import NamedTuple
 
 from .files import ReadBudget, file_start, is_inside
 
-__all__ = ["Entry", "config_entries", "is_git_folder", "run_by_git", "user_configs",
-           "what_git_runs"]
+__all__ = ["Entry", "common_dir", "config_entries", "is_git_folder", "run_by_git",
+           "user_configs", "what_git_runs"]
 
 MAX_CONFIG_BYTES = 64 * 1024
 """Bytes of one config file read, at most (git's are a few hundred)."""
@@ -122,11 +122,12 @@ def run_by_git(top: str, gitdir: str, workspace: str,
     and `config.worktree` count too. The repository's files are read within `budget`."""
     users = [os.path.realpath(config) for config in user_configs()]
     configs = [*users, os.path.join(gitdir, "config"), os.path.join(gitdir, "config.worktree")]
-    common = _first_line(os.path.join(gitdir, "commondir"), budget)
-    if common:
-        configs.append(os.path.join(gitdir, common, "config"))
+    common = common_dir(gitdir)
     found: list[str] = []
-    hooks = [os.path.join(gitdir, common or "", "hooks")]
+    if common is not None:  # a linked worktree's repository: its config and hooks count
+        configs.append(os.path.join(common, "config"))
+        found.append(common)
+    hooks = [os.path.join(common or gitdir, "hooks")]
     read: set[str] = set()
     pending = [(os.path.realpath(config), 0) for config in configs]
     while pending:
@@ -185,12 +186,15 @@ def what_git_runs(gitdir: str) -> list[str]:
     """What git would run with the user's rights in the repository `gitdir`, as its own
     files set it up: each hook (an executable file of its `hooks` folder with a name of
     `GIT_HOOKS`), and each entry of its config that names a command, a hooks folder, a file
-    to include or an `ext::` transport (which runs a command). A fresh `git init` or
-    `git clone` has none of them; a repository a command made may have any."""
-    found = [f"hook {name}" for name in _hooks(os.path.join(gitdir, "hooks"))]
-    for config in ("config", "config.worktree"):
+    to include or an `ext::` transport (which runs a command); for a linked worktree's,
+    those of the repository its `commondir` names too. A fresh `git init` or `git clone`
+    has none of them; a repository a command made may have any."""
+    common = common_dir(gitdir)
+    found = [f"hook {name}" for name in _hooks(os.path.join(common or gitdir, "hooks"))]
+    configs = [os.path.join(gitdir, "config"), os.path.join(gitdir, "config.worktree")]
+    for config in [*configs, *([os.path.join(common, "config")] if common else [])]:
         found.extend(f"{entry.name} = {_shown(entry.value)}"
-                     for entry in config_entries(os.path.join(gitdir, config))
+                     for entry in config_entries(config)
                      if _names_hooks(entry) or _command(entry) or _includes(entry)
                      or (entry.key in ("url", "pushurl") and entry.value.startswith("ext::")))
     return found
@@ -248,9 +252,15 @@ def _resolved(value: str, base: str) -> str:
     return os.path.realpath(os.path.join(base, os.path.expanduser(value)))
 
 
-def _first_line(path: str, budget: ReadBudget | None = None) -> str:
-    lines = _text(path, budget).splitlines()
-    return lines[0].strip() if lines else ""
+def common_dir(gitdir: str) -> str | None:
+    """The repository folder the `commondir` file of `gitdir` names (resolved), where a
+    linked worktree's git reads config, hooks, objects and refs; None without one. Read
+    whatever a search's budget says: a command must not hide a repository's hooks by
+    spending it (the file is one short line)."""
+    line = file_start(os.path.join(gitdir, "commondir"), 4096).split(b"\n", 1)[0].strip()
+    if not line:
+        return None
+    return os.path.realpath(os.path.join(gitdir, line.decode("utf-8", "surrogateescape")))
 
 
 def _text(path: str, budget: ReadBudget | None = None) -> str:

@@ -32,8 +32,8 @@ from hookline.kernel.errors import HooklineError
 
 from .changes import Fingerprint, changed, fingerprint
 from .direnv import ENVRC, loaded_by_envrc
-from .files import ReadBudget, is_inside, open_regular_file
-from .gitconfig import is_git_folder, run_by_git, what_git_runs
+from .files import ReadBudget, file_start, is_inside, open_regular_file
+from .gitconfig import common_dir, is_git_folder, run_by_git, what_git_runs
 from .mise import config_root, loaded_by_mise, may_be_config
 
 __all__ = ["MadeWatch", "in_repository", "protected_paths", "to_protect", "watch_for"]
@@ -77,8 +77,9 @@ GIT_DIR = ("HEAD", "config", "config.worktree", "commondir", "hooks", "info", "o
 """A repository's own files that git reads to find it and what to run: kept one by one
 where the workspace itself is a bare repository (its worktrees, beside them, are work)."""
 
-_COMMIT = re.compile(rb"[0-9a-f]{40}|[0-9a-f]{64}")
-"""A detached `HEAD`: a SHA-1 or SHA-256 commit id."""
+_COMMIT = re.compile(rb"[0-9a-fA-F]{40}")
+"""A detached `HEAD` as git reads one: 40 hex digits or more (SHA-256 has 64), in any
+case, whatever follows them."""
 
 MAX_NAMED = 20
 """Paths a warning names, at most (the rest are counted)."""
@@ -234,6 +235,10 @@ def to_protect(workspace: str, limit: int) -> tuple[list[str], bool]:
         try:
             with os.scandir(folder) as entries:
                 listed = list(entries)
+        except PermissionError:  # git may still enter it (mode 311): kept whole, unread
+            if folder != workspace:
+                found.append(os.path.realpath(folder))
+            continue
         except OSError:
             continue
         searched += len(listed)
@@ -311,19 +316,28 @@ def _git_file_target(path: str) -> list[str]:
 
 
 def _is_bare(folder: str, names: set[str]) -> bool:
-    """Whether `folder`, holding `names`, is a repository as git tells one: `BARE` there,
-    and a `HEAD` that names a branch or a commit."""
-    if not BARE.issubset(names):
+    """Whether `folder`, holding `names`, is a repository as git tells one: a valid `HEAD`
+    (`_valid_head`), and `objects` and `refs` there or in the repository its `commondir`
+    names (a linked worktree's own folder)."""
+    if "HEAD" not in names or not _valid_head(os.path.join(folder, "HEAD")):
         return False
-    target = _link(os.path.join(folder, "HEAD"))
-    if target:  # git takes a link into refs/ for a HEAD
+    if {"objects", "refs"} <= names:
+        return True
+    common = common_dir(folder) if "commondir" in names else None
+    return common is not None and all(os.path.lexists(os.path.join(common, name))
+                                      for name in ("objects", "refs"))
+
+
+def _valid_head(path: str) -> bool:
+    """A `HEAD` git takes: a link into `refs/`, `ref:` then `refs/...` (spaces between or
+    not), or a commit id."""
+    target = _link(path)
+    if target:
         return target.startswith("refs/")
-    with contextlib.suppress(OSError, HooklineError):
-        handle, _info = open_regular_file(os.path.join(folder, "HEAD"))
-        with handle:
-            head = handle.readline(MAX_GITDIR_LINE).strip()
-        return head.startswith(b"ref: refs/") or _COMMIT.fullmatch(head) is not None
-    return False
+    head = file_start(path, 256)
+    if head.startswith(b"ref:"):
+        return head[4:].lstrip().startswith(b"refs/")
+    return _COMMIT.match(head) is not None
 
 
 def _git_folders(path: str) -> list[str]:

@@ -426,9 +426,9 @@ def test_errors_show_paths_relative_to_the_workspace(start: Any, probe_env: dict
     assert str(workspace) not in escaped.body.decode()
 
 
-# -- the security page's examples --------------------------------------------------------
+# -- the gateway security page's examples ------------------------------------------------
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "security.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "gateway-security.md"
 
 
 def console_examples(text: str) -> list[tuple[str, list[str]]]:
@@ -443,7 +443,7 @@ def console_examples(text: str) -> list[tuple[str, list[str]]]:
     return examples
 
 
-def test_the_security_page_examples_run(tmp_path: Path) -> None:
+def test_the_gateway_security_page_examples_run(tmp_path: Path) -> None:
     examples = console_examples(DOCS.read_text("utf-8"))
     assert len(examples) >= 6
     curl = shutil.which("curl")

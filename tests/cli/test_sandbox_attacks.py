@@ -306,6 +306,22 @@ def test_started_in_the_home_folder_the_startup_files_stay_the_users(
 
 
 @pytest.mark.parametrize("user", ["root", "nobody"])
+def test_a_repository_in_a_folder_hookline_cannot_list_is_kept_too(
+    places: dict[str, Path], user: str, nobody_python: list[str]
+) -> None:
+    """git enters a folder it cannot list (mode 311): the search keeps that folder whole."""
+    ready(places, user)
+    runner = nobody_python if user == "nobody" else None
+    made = hookline_run(places, tool_line("shell", command="mkdir -p proj && git init -q "
+                                          "proj/app && chmod 311 proj"), runner)
+    shown = "proj" if user == "nobody" else "proj/app/.git"
+    assert f"made {shown}, which" in made.stderr, made.stderr
+    later = hookline_run(places, tool_line("shell", command="git -C proj/app config x.y z"),
+                         runner)
+    assert "Read-only file system" in later.stdout, later.stdout
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
 def test_the_file_tools_refuse_credentials_and_hookline_s_own_processes(
     places: dict[str, Path], user: str, nobody_python: list[str]
 ) -> None:

@@ -218,3 +218,61 @@ async def test_a_repository_made_behind_files_that_spend_the_search_s_bytes_is_n
     said_once(caplog, "z/y/repo/.git")
     cut = [r.getMessage() for r in caplog.records if "first part only" in r.getMessage()]
     assert len(cut) == 1 and "what commands make past that part is not named" in cut[0], cut
+
+
+@pytest.mark.parametrize("head", [b"ref:refs/heads/main\n", b"ref:\trefs/heads/main\n",
+                                  b"ABCDEF0123456789ABCDEF0123456789ABCDEF01\n",
+                                  b"abcdef0123456789abcdef0123456789abcdef01 and more\n"])
+def test_every_head_git_takes_marks_a_repository(tmp_path: Path, head: bytes) -> None:
+    """git reads `HEAD` leniently (no space after `ref:`, a commit id in capitals or with
+    text after it): a repository with such a head is still one to keep."""
+    workspace = tmp_path.resolve()
+    for name in ("objects", "refs"):
+        (workspace / "remote.git" / name).mkdir(parents=True)
+    (workspace / "remote.git" / "HEAD").write_bytes(head)
+    subprocess.run(["git", "--git-dir", str(workspace / "remote.git"), "rev-parse"],
+                   check=True)  # git takes it for a repository
+    assert protection.to_protect(str(workspace), 10_000) == ([str(workspace / "remote.git")],
+                                                             False)
+
+
+@pytest.mark.anyio
+async def test_a_linked_worktree_s_repository_is_kept_with_it(
+        layout: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture) -> None:
+    """A `.git` file leads to a worktree's folder, whose `commondir` names the repository
+    where git reads config and hooks: made by a command, all three are named at the end of
+    its turn and kept from then on."""
+    workspace, home, _ = layout
+    await run_once(workspace, home,
+                   "git init -q app && mv app/.git common && rm common/HEAD && mkdir wt && "
+                   "echo 'ref: refs/heads/main' > wt/HEAD && echo ../common > wt/commondir && "
+                   "echo 'gitdir: ../wt' > app/.git && git -C app rev-parse --git-dir")
+    said_once(caplog, "app/.git, common, wt")
+    later = await run_once(workspace, home, "printf '#!/bin/sh\\n' > common/hooks/pre-commit")
+    assert "Read-only file system" in later.stderr, later.stderr
+
+
+def test_a_workspace_whose_head_leads_to_a_commondir_is_a_repository(tmp_path: Path) -> None:
+    workspace = tmp_path.resolve()
+    for name in ("objects", "refs"):
+        (workspace / "c" / name).mkdir(parents=True)
+    (workspace / "HEAD").write_text("ref: refs/heads/main\n")
+    (workspace / "commondir").write_text("c\n")
+    found, _ = protection.to_protect(str(workspace), 10_000)
+    assert {str(workspace / "HEAD"), str(workspace / "hooks"), str(workspace / "c")} <= set(found)
+
+
+def test_a_folder_the_search_cannot_list_is_kept_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As a user who cannot list a folder (mode 311) but whose git may enter it."""
+    workspace = tmp_path.resolve()
+    (workspace / "proj" / "app").mkdir(parents=True)
+    real_scandir = os.scandir
+
+    def scandir(path: str) -> object:
+        if path == str(workspace / "proj"):
+            raise PermissionError(13, "Permission denied", path)
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    assert protection.to_protect(str(workspace), 10_000) == ([str(workspace / "proj")], False)
