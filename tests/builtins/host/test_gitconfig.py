@@ -93,7 +93,7 @@ def test_a_linked_worktree_reads_its_repository_s_config(tmp_path: Path) -> None
     top = workspace / "feature"
     top.mkdir()
     found = run_by_git(str(top), str(linked), str(workspace))
-    assert found == [str(top / "githooks")]
+    assert found == [str(git), str(top / "githooks")]  # the repository, where its hooks are
 
 
 def test_a_relative_hooks_folder_of_the_user_s_config_is_each_repository_s(
