@@ -58,8 +58,6 @@ class TerminalAsker:
         self.stderr = stderr
 
     async def ask(self, question: Question) -> Answer:
-        import anyio.to_thread
-
         from hookline.builtins.approval import Answer, parse_answer
         from hookline.builtins.terminal import wants_colour
 
@@ -72,8 +70,7 @@ class TerminalAsker:
             while True:
                 typer.echo(f"answer ({question.answer_keys}): ", err=True, file=self.stderr,
                            nl=False)
-                line = await anyio.to_thread.run_sync(self.stdin.readline,
-                                                      abandon_on_cancel=True)
+                line = await _typed_line(self.stdin)
                 if not line:  # end of input: nobody is there to approve
                     return Answer("deny", "nobody answered (the input ended)", by="nobody")
                 answer = parse_answer(line)
@@ -84,8 +81,7 @@ class TerminalAsker:
                         continue
                     typer.echo("the command to run instead: ", err=True, file=self.stderr,
                                nl=False)
-                    edited = await anyio.to_thread.run_sync(self.stdin.readline,
-                                                            abandon_on_cancel=True)
+                    edited = await _typed_line(self.stdin)
                     if edited.strip():
                         return Answer("approve", command=edited.rstrip("\n"))
                     continue
@@ -93,6 +89,22 @@ class TerminalAsker:
                     return answer
         finally:
             self.status.enabled = enabled
+
+
+async def _typed_line(stdin: TextIO) -> str:
+    """The next line typed on the terminal ("" at its end), waited for on the event loop: a
+    thread blocked reading it would keep the process alive, after Ctrl-C or SIGTERM had
+    cancelled the turn, until the next Enter (which it would swallow)."""
+    import anyio
+
+    fd, data = stdin.fileno(), b""
+    while not data.endswith(b"\n"):
+        await anyio.wait_readable(fd)
+        chunk = os.read(fd, 4096)  # a terminal gives a line at a time
+        if not chunk:
+            break
+        data += chunk
+    return data.decode("utf-8", "replace")
 
 
 def _isatty(stream: Any) -> bool:
