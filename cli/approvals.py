@@ -79,8 +79,8 @@ class TerminalAsker:
                         typer.echo("only a shell command can be edited", err=True,
                                    file=self.stderr)
                         continue
-                    typer.echo("the command to run instead: ", err=True, file=self.stderr,
-                               nl=False)
+                    typer.echo("the command to run instead (Enter alone: back to the "
+                               "question): ", err=True, file=self.stderr, nl=False)
                     edited = await _typed_line(self.stdin)
                     if edited.strip():
                         return Answer("approve", command=edited.rstrip("\n"))
