@@ -416,7 +416,7 @@ def _result_lines(result: dict[str, Any]) -> Iterator[str]:
     name, outcome = result.get("name"), result.get("outcome")
     if "requested_arguments" in result:
         yield (f"[tool] {name} ran with {json.dumps(result.get('arguments'), ensure_ascii=False)}"
-               f" (rewritten before it ran, by your edit at its question or by a plugin; asked: "
+               f" (rewritten before it ran: your edit or a plugin; asked: "
                f"{json.dumps(result.get('requested_arguments'), ensure_ascii=False)})")
     if outcome == "denied":
         yield f"[tool] {name} denied: {result.get('error', '')}"
