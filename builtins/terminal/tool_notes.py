@@ -21,7 +21,8 @@ def tool_notes(records: list[dict[str, Any]]) -> list[str]:
         name, outcome = record.get("name"), record.get("outcome")
         if "requested_arguments" in record and outcome in ("ran", "failed"):
             arguments = json.dumps(record.get("arguments"), ensure_ascii=False)
-            notes.append(f"[tool] {name} ran with {arguments} (rewritten before it ran: your edit or a plugin)")
+            notes.append(f"[tool] {name} ran with {arguments} "
+                         f"(rewritten before it ran: your edit or a plugin)")
         if outcome == "denied":
             notes.append(f"[tool] {name} denied: {record.get('error', '')}")
         elif outcome == "replaced":

@@ -142,8 +142,8 @@ def test_show_gives_a_transcript_of_what_really_ran(env: dict[str, str], folder:
     text = shown.stdout
     assert 'you: /tool shell {"command": "echo as asked"}' in text
     assert '[tool] shell {"command": "echo as asked"}' in text
-    assert ('[tool] shell ran with {"command": "echo rewritten"} (rewritten before it ran: your edit or a plugin; '
-            'asked: {"command": "echo as asked"})') in text
+    assert ('[tool] shell ran with {"command": "echo rewritten"} (rewritten before it ran: '
+            'your edit or a plugin; asked: {"command": "echo as asked"})') in text
     assert "[result] shell: exit code: 0" in text
     assert "[tool] fs_write denied: writes are not allowed here" in text
     assert "[tool] fs_read not run: a plugin gave its result" in text

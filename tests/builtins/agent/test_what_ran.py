@@ -76,7 +76,8 @@ async def test_the_tape_records_what_ran(tmp_path: Path) -> None:
     assert by_name["shell_output"]["outcome"] == "failed"
 
     assert tool_notes(records) == [
-        '[tool] shell ran with {"command": "echo rewritten"} (rewritten before it ran: your edit or a plugin)',
+        '[tool] shell ran with {"command": "echo rewritten"} '
+        '(rewritten before it ran: your edit or a plugin)',
         "[tool] fs_write denied: writes are not allowed here",
         "[tool] fs_read not run: a plugin gave its result",
         f"[tool] fs_edit failed: {by_name['fs_edit']['error']}",
@@ -118,6 +119,7 @@ def test_hookline_run_stream_shows_the_denial_and_the_rewrite(tmp_path: Path) ->
         shown.append(done.stderr)
         assert "[tool]" not in done.stdout, "stdout stays the reply alone"
     assert '[tool] shell {"command": "echo as the model asked"}' in shown[0]
-    assert '[tool] shell ran with {"command": "echo rewritten"} (rewritten before it ran: your edit or a plugin)' in shown[0]
+    assert ('[tool] shell ran with {"command": "echo rewritten"} '
+            '(rewritten before it ran: your edit or a plugin)') in shown[0]
     assert "[tool] fs_write denied: writes are not allowed here" in shown[1]
     assert not (tmp_path / "a").exists()
