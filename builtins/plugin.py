@@ -131,7 +131,12 @@ class BuiltinPlugin:
         if self._settings is None:
             from .config import load_settings
 
-            self._settings = load_settings()
+            settings = load_settings()
+            if settings.extra:  # the config file's [[rules]] are checked at start
+                from .approval.rules import check_config_rules
+
+                check_config_rules(settings)
+            self._settings = settings
         return self._settings
 
     def get_agent(self) -> Agent:
@@ -586,4 +591,3 @@ def _to_republic(kind: str, item: Any) -> Any:
     url = item.data_url() if hasattr(item, "data_url") else get_field(item, "url")
     build = getattr(republic, kind)  # republic.image, .audio, .video
     return build(url, media_type=get_field(item, "mime_type"))
-

@@ -12,7 +12,7 @@ _PUBLIC = {
     "question": ("ANSWER_DECISIONS", "ANSWER_KEYS", "APPROVAL_ASKER", "APPROVAL_POLICY",
                  "APPROVAL_RECORD", "Answer", "Asker", "Question", "parse_answer"),
     "rules": ("RULES_TABLE", "WORKSPACE_RULES", "Rule", "RuleError", "RuleSet", "Verdict",
-              "load_rules", "trust_workspace_rules"),
+              "check_config_rules", "load_rules", "trust_workspace_rules"),
     "shellwords": ("ShellCommands", "split_commands"),
 }
 """Module (relative to this package) -> the public names it defines."""

@@ -23,6 +23,7 @@ from .rules import Rule as Rule
 from .rules import RuleError as RuleError
 from .rules import RuleSet as RuleSet
 from .rules import Verdict as Verdict
+from .rules import check_config_rules as check_config_rules
 from .rules import load_rules as load_rules
 from .rules import trust_workspace_rules as trust_workspace_rules
 from .shellwords import ShellCommands as ShellCommands

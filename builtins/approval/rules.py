@@ -22,9 +22,12 @@ import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from .shellwords import split_commands
+
+if TYPE_CHECKING:
+    from ..config import Settings
 
 __all__ = [
     "RULES_TABLE",
@@ -33,6 +36,7 @@ __all__ = [
     "RuleError",
     "RuleSet",
     "Verdict",
+    "check_config_rules",
     "load_rules",
     "trust_workspace_rules",
 ]
@@ -307,6 +311,17 @@ def read_rules_file(path: Path) -> Any:
         raise RuleError(f"the rules file {path} may hold only [[rules]] tables, not "
                         f"{', '.join(unknown)}")
     return data.get(RULES_TABLE)
+
+
+def check_config_rules(settings: Settings) -> None:
+    """The config file's `[[rules]]`, checked at start: a broken one would otherwise show
+    only when a tool call needs the rules (and deny every call that writes or runs)."""
+    from ..config.table import CONFIG_NAME, SettingsError
+
+    try:
+        parse_rules(settings.extra.get(RULES_TABLE), str(settings.home / CONFIG_NAME))
+    except RuleError as exc:
+        raise SettingsError(f"{exc}. Fix the rule, or remove it.", key=RULES_TABLE) from None
 
 
 def load_rules(config_tables: Any, config_path: Path, workspace: str,

@@ -1,6 +1,7 @@
 """`hookline rules check` and `hookline rules trust` through the console script: which
 rule decides a call and what the policy then does, a workspace file's allow rules only
-once trusted (and no longer once changed), an invalid rules file as one error line."""
+once trusted (and no longer once changed), an invalid rules file as one error line, and
+the config file's rules checked at start."""
 
 from __future__ import annotations
 
@@ -79,4 +80,16 @@ def test_an_invalid_rules_file_is_one_error_line(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert done.stderr.startswith("error: ")
     assert "rules.toml rule 1: action must be one of allow, ask, deny, got 'permit'" in \
+        done.stderr
+
+
+def test_a_broken_rule_of_the_config_file_stops_the_start(tmp_path: Path) -> None:
+    """Not only the first tool call that needs the rules: `run` says it before any turn."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('[[rules]]\naction = "alow"\ntool = "shell"\n')
+    done = subprocess.run([str(HOOKLINE), "run", "hi"], cwd=tmp_path, text=True,
+                          env=clean_env(home), capture_output=True, timeout=60)
+    assert done.returncode == 1 and done.stdout == ""
+    assert "config.toml rule 1: action must be one of allow, ask, deny, got 'alow'" in \
         done.stderr

@@ -201,6 +201,20 @@ def test_unknown_plain_key_suggests_the_known_one(tmp_path: Path) -> None:
     assert "Did you mean 'model'?" in message
 
 
+@pytest.mark.parametrize("header", ["[[rules]]\naction = \"ask\"\ntool = \"shell\"",
+                                    "[mcp_servers.files]\ncommand = \"server\"",
+                                    "[model_aliases]\nfast = \"openai:gpt-4o-mini\""])
+def test_a_setting_below_a_table_header_is_refused_with_the_fix(
+        tmp_path: Path, header: str) -> None:
+    """TOML puts it in the table above it, where it would be no setting at all."""
+    path = config(tmp_path, f'model = "offline"\n{header}\nmax_steps = 2\n')
+    with pytest.raises(SettingsError) as caught:
+        load_settings({}, home=tmp_path)
+    message = caught.value.message
+    assert f"max_steps in {path} comes after the [" in message
+    assert "Fix: move max_steps above the first [table]" in message
+
+
 def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
     path = config(tmp_path, "model = \n")
     with pytest.raises(SettingsError) as caught:
