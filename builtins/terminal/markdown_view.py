@@ -8,7 +8,8 @@ the text on to the terminal, and a reply must never move the cursor or retitle a
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, ClassVar
 
 from .tool_notes import terminal_text
 
@@ -19,27 +20,47 @@ def render_markdown(text: str, out: Any) -> None:
     """Write `text` to the terminal `out` as rendered Markdown."""
     from rich.console import Console
 
-    console = Console(file=out, highlight=False, emoji=False)
-    console.print(_markdown(text))
+    width = Console(file=out).width
+    out.write(markdown_text(text, width, colour=None))
+    out.flush()
 
 
-def markdown_text(text: str, width: int) -> str:
+def markdown_text(text: str, width: int, colour: bool | None = True) -> str:
     """`text` rendered as Markdown for a terminal `width` columns wide: lines with the
-    terminal's escape sequences for styles, each ending with a newline (for a writer
-    that is not the terminal itself, such as the chat's line editor). Colour follows
-    the environment (`NO_COLOR`, `TERM`) as rich reads it."""
+    terminal's escape sequences for styles (with `colour` None, as the environment says:
+    `NO_COLOR`, `TERM`), each ending with a newline, none with trailing spaces (a line
+    copied from the terminal is what was written). Code is neither wrapped nor indented:
+    a long command copied from it must run as it is, so the terminal folds it."""
     import io
 
     from rich.console import Console
 
     buffer = io.StringIO()
-    console = Console(file=buffer, force_terminal=True, width=max(20, width),
+    console = Console(file=buffer, force_terminal=colour, width=max(20, width),
                       highlight=False, emoji=False)
-    console.print(_markdown(text))
-    return buffer.getvalue()
+    console.print(_markdown(text), crop=False)
+    return _TRAILING_SPACES.sub(r"\1", buffer.getvalue())
+
+
+_TRAILING_SPACES = re.compile(r"[ ]+((?:\x1b\[[0-9;]*m)*)$", re.MULTILINE)
 
 
 def _markdown(text: str) -> Any:
-    from rich.markdown import Markdown
+    from rich.markdown import CodeBlock, Markdown
 
-    return Markdown(terminal_text(text), hyperlinks=False)
+    class Code(CodeBlock):
+        """A code block highlighted as rich does, but never wrapped nor padded."""
+
+        def __rich_console__(self, console: Any, options: Any) -> Any:
+            from rich.syntax import Syntax
+
+            code = str(self.text).rstrip()
+            highlighted = Syntax(code, self.lexer_name, theme=self.theme).highlight(code)
+            highlighted.no_wrap, highlighted.overflow = True, "ignore"
+            yield highlighted
+
+    class Reply(Markdown):
+        elements: ClassVar[dict[str, Any]] = {**Markdown.elements, "fence": Code,
+                                              "code_block": Code}
+
+    return Reply(terminal_text(text), hyperlinks=False, justify="default")

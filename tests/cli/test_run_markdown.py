@@ -37,6 +37,21 @@ def test_a_whole_reply_is_rendered_on_a_terminal(terminal: Terminal, tmp_path: P
     assert "# Findings" in screen and "**add**" in screen
 
 
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+def test_code_wider_than_the_terminal_copies_as_written(
+        terminal: Terminal, tmp_path: Path) -> None:
+    """The terminal folds a long code line (tmux joins it back, as a copy does), with no
+    indent before it and no spaces after any line."""
+    command = "pip install " + " ".join(f"package-{n}" for n in range(20))
+    path = tmp_path / "code.json"
+    path.write_text(json.dumps([{"text": f"Run:\n\n```sh\n{command}\n```\n\nThen test."}]))
+    terminal.env["HOOKLINE_MODEL"] = f"scripted:{path}"
+    terminal.start("code", "run", "how?")
+    screen = terminal.wait_for(lambda s: "EXIT=" in s, "the end of the run")
+    assert len(command) > 160 and f"\n{command}\n" in screen, screen
+    assert [line for line in screen.splitlines() if line.endswith(" ")] == []
+
+
 def test_piped_output_is_the_text_as_written(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
     env.update(HOOKLINE_HOME=str(tmp_path / "home"), HOOKLINE_MODEL=script(tmp_path))
