@@ -214,8 +214,9 @@ class ReplyWriter:
                 from hookline.builtins.terminal import render_markdown
 
                 render_markdown(str(content), self.out)
-            else:
-                typer.echo(self.shown(str(content)), file=self.out)
+            else:  # not typer.echo: piped, it would drop the reply's colour sequences
+                self.out.write(self.shown(str(content)) + "\n")
+                self.out.flush()
 
     def shown(self, text: str) -> str:
         return terminal_text(text) if self.safe else text

@@ -12,7 +12,7 @@ from terminal_support import TMUX, Terminal
 from test_cli import hookline
 
 REPLY = ("# Findings\n\nThe **add** function is `wrong`.\n\n- first point\n- second point\n"
-         "\x1b]0;owned\x07")
+         "\x1b]0;owned\x07 \x1b[31mred\x1b[0m")
 
 
 def script(tmp_path: Path) -> str:
