@@ -151,6 +151,8 @@ class TurnPrinter:
         self.status.clear()
         if not (self.errors and check_errors):  # a failed turn prints no partial reply
             self.print_reply(result)
+            if not (self.reply.printed_text or replies(result)):
+                self.warnings.append("the model's reply was empty: there is nothing to print")
         elif self.reply.stream and self.reply.printed_text:
             self.reply.out.write("\n")
         if self.meter.enabled:
@@ -176,6 +178,13 @@ class TurnPrinter:
     def fail(self, error: BaseException, status: int = 1) -> NoReturn:
         """The command failed: its one `error:` line, and exit `status`."""
         fail(error, status)
+
+
+def replies(result: Any) -> list[str]:
+    """The text of the turn's outbound messages that are replies (not errors, not empty)."""
+    found = [get_field(outbound, "content") for outbound in result.outbounds
+             if get_field(outbound, "kind") != "error"]
+    return [str(content) for content in found if content]
 
 
 class ReplyWriter:
@@ -206,16 +215,13 @@ class ReplyWriter:
             if self.printed_text:
                 self.out.write("\n")
             return
-        for outbound in result.outbounds:
-            content = get_field(outbound, "content")
-            if get_field(outbound, "kind") == "error" or not content:
-                continue
+        for content in replies(result):
             if self.markdown and self.safe:
                 from hookline.builtins.terminal import render_markdown
 
-                render_markdown(str(content), self.out)
+                render_markdown(content, self.out)
             else:  # not typer.echo: piped, it would drop the reply's colour sequences
-                self.out.write(self.shown(str(content)) + "\n")
+                self.out.write(self.shown(content) + "\n")
                 self.out.flush()
 
     def shown(self, text: str) -> str:

@@ -8,11 +8,10 @@ from __future__ import annotations
 import json
 from typing import Any, NoReturn
 
-from hookline.kernel.envelope import get_field
 from hookline.kernel.events import RunStarted
 from hookline.kernel.streaming import StreamEvent
 
-from .output import StatusLine, TurnPrinter, error_text, fail
+from .output import StatusLine, TurnPrinter, error_text, fail, replies
 
 __all__ = ["JSON_VERSION", "JsonPrinter"]
 
@@ -73,10 +72,8 @@ class JsonPrinter(TurnPrinter):
                                                    "summary_chars")})
 
     def print_reply(self, result: Any) -> None:
-        for outbound in result.outbounds:
-            content = get_field(outbound, "content")
-            if get_field(outbound, "kind") != "error" and content:
-                self.emit("reply", content=str(content), session_id=result.session_id)
+        for content in replies(result) or [""]:  # an empty reply is said as one
+            self.emit("reply", content=content, session_id=result.session_id)
 
     def fail(self, error: BaseException, status: int = 1) -> NoReturn:
         self.emit("error", message=error_text(error))

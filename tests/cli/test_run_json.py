@@ -95,6 +95,19 @@ def test_text_deltas_only_when_streaming(tmp_path: Path) -> None:
         "five six"
 
 
+def test_an_empty_reply_is_said_as_one(tmp_path: Path) -> None:
+    """A script tells an empty reply from a lost one: an empty `reply` object, and a
+    warning on stderr (plain output has only the warning)."""
+    with OpenAIServer([Reply(text=""), Reply(text="")]) as server:
+        as_json = run(tmp_path, server, "--json", "say nothing")
+        plain = run(tmp_path, server, "say nothing again")
+    assert as_json.returncode == plain.returncode == 0, as_json.stderr + plain.stderr
+    assert [event["content"] for event in of(events(as_json), "reply")] == [""]
+    assert plain.stdout == ""
+    for done in (as_json, plain):
+        assert "warning: the model's reply was empty: there is nothing to print" in done.stderr
+
+
 def test_an_error_is_the_last_object_and_the_usual_line(tmp_path: Path) -> None:
     with OpenAIServer([Reply.failure(400, "the model refuses this request")]) as server:
         done = run(tmp_path, server, "--json", "hello")
