@@ -45,6 +45,10 @@ def check(store: StoreOption = None) -> None:
         return
     from hookline.builtins.store import check_database
 
+    if not location.exists():  # a new home, or a path mistyped: nothing to be damaged
+        typer.echo(f"no store at {location}: hookline creates it with the first turn "
+                   f"(check the path if one should be there)", err=True)
+        raise typer.Exit(1)
     result = check_database(location)
     if not result.ok:
         typer.echo(f"damaged: {result.path}", err=True)

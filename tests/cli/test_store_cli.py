@@ -41,7 +41,9 @@ def test_check_a_sound_store_and_back_it_up(env: dict[str, str], tmp_path: Path)
         f"it first.")
     missing = hookline("store", "check", "--store", str(tmp_path / "none.db"), env=env,
                        cwd=tmp_path)
-    assert missing.returncode == 1 and "does not exist" in missing.stderr
+    # Not made yet (a new home) or mistyped: said so, with no advice to restore a backup.
+    assert missing.returncode == 1 and "damaged" not in missing.stderr
+    assert missing.stderr.startswith(f"no store at {tmp_path / 'none.db'}: hookline creates")
 
 
 def test_a_damaged_store_is_reported_and_never_written(
