@@ -176,7 +176,12 @@ class TurnPrinter:
         self.reply.print_reply(result)
 
     def fail(self, error: BaseException, status: int = 1) -> NoReturn:
-        """The command failed: its one `error:` line, and exit `status`."""
+        """The command failed: its one `error:` line, and exit `status`. Text that
+        streamed before stays on stdout, its line ended."""
+        reply = self.reply
+        if reply.midline or (reply.open_line and not reply.safe):  # piped: the file's line
+            reply.out.write("\n")
+            reply.out.flush()
         fail(error, status)
 
 
@@ -200,6 +205,8 @@ class ReplyWriter:
         self.printed_text = False
         self.midline = False
         """Streamed text not yet ended by a newline: stderr's next line starts a new one."""
+        self.open_line = False
+        """stdout's last text did not end its line (whatever stderr did since)."""
 
     def write(self, delta: str) -> None:
         """A streamed piece of the reply, at once."""
@@ -208,6 +215,7 @@ class ReplyWriter:
         self.out.flush()
         self.printed_text = True
         self.midline = not text.endswith("\n") if text else self.midline
+        self.open_line = not text.endswith("\n") if text else self.open_line
 
     def print_reply(self, result: Any) -> None:
         """The outbound messages' text, or the end of the line when it was streamed."""

@@ -297,7 +297,8 @@ def _console_trace(framework: Framework) -> Any:
         from hookline.builtins.telemetry import ConsoleTrace
     except ImportError as exc:
         fail(RuntimeError(f"--trace needs OpenTelemetry's SDK, and {exc.name} is not "
-                          f"installed: pip install 'hookline[otel]'"))
+                          f"installed: pip install 'hookline[otel]' (in a checkout of "
+                          f"hookline: pip install -e '.[otel]')"))
     return ConsoleTrace(framework)
 
 

@@ -91,6 +91,14 @@ def test_a_signal_during_hookline_run_says_the_message_was_not_answered(
     assert done.stdout == ""
 
 
+def test_a_signal_during_a_streamed_run_ends_the_streamed_line(workspace: Path) -> None:
+    """What streamed before the signal stays on stdout, its line ended, so the shell's
+    prompt does not start after it."""
+    done = signalled(["run", "--stream", HELD], workspace, signal.SIGINT)
+    assert done.returncode == 130, done
+    assert done.stdout.startswith("[offline model] Calling tool") and done.stdout.endswith("\n")
+
+
 SLOW_SAVE = """
 import os
 from pathlib import Path
