@@ -24,7 +24,7 @@ _PUBLIC = {
               "DEFAULT_HTTP_PORT", "DEFAULT_HTTP_TIMEOUT", "DEFAULT_MAX_FILE_BYTES",
               "DEFAULT_MAX_PROCESSES", "DEFAULT_MAX_STEPS", "DEFAULT_PROTECT", "Settings",
               "SettingsError", "setting_env"),
-    "toml": ("dumps_toml",),
+    "toml": ("dumps_toml", "rewritten"),
 }
 """Module (relative to this package) -> the public names it defines."""
 

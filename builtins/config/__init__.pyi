@@ -35,3 +35,4 @@ from .table import Settings as Settings
 from .table import SettingsError as SettingsError
 from .table import setting_env as setting_env
 from .toml import dumps_toml as dumps_toml
+from .toml import rewritten as rewritten

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..privacy.files import HOME_ENV, shared_secret_problem, write_private_file
 from .table import SettingsError
-from .toml import dumps_toml
+from .toml import dumps_toml, rewritten
 
 __all__ = [
     "MAX_CONFIG_BYTES",
@@ -59,10 +59,31 @@ def read_config_file(path: Path) -> dict[str, Any]:
     """The config file's tables ({} when there is none); SettingsError, naming the file
     and the fix, when it cannot be read or is not TOML, is not a regular file (a FIFO
     would block every command) or is over `MAX_CONFIG_BYTES`."""
+    found = _read_raw(path)
+    if found is None:
+        return {}
+    raw, mode = found
+    try:
+        data = parse_toml(raw)
+    except ValueError as exc:
+        raise SettingsError(
+            f"The config file {path} is not valid TOML: {exc}. "
+            "Fix the file (see the hookline settings documentation) or remove it.",
+            key="config",
+            source=f"file:{path}",
+        ) from exc
+    if shared := shared_secret_problem(path, mode, data):  # as libpq's .pgpass
+        raise SettingsError(shared, key="config", source=f"file:{path}")
+    return data
+
+
+def _read_raw(path: Path) -> tuple[bytes, int] | None:
+    """The config file's bytes and mode (None when there is none), read as
+    `read_config_file` says."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
-        return {}
+        return None
     except OSError as exc:
         raise _unreadable_config(path, exc) from exc
     try:
@@ -80,24 +101,20 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise _unreadable_config(path, exc) from exc
     finally:
         os.close(fd)
-    try:
-        data = parse_toml(raw)
-    except ValueError as exc:
-        raise SettingsError(
-            f"The config file {path} is not valid TOML: {exc}. "
-            "Fix the file (see the hookline settings documentation) or remove it.",
-            key="config",
-            source=f"file:{path}",
-        ) from exc
-    if shared := shared_secret_problem(path, info.st_mode, data):  # as libpq's .pgpass
-        raise SettingsError(shared, key="config", source=f"file:{path}")
-    return data
+    return raw, info.st_mode
 
 
 def write_config(path: str | os.PathLike[str], data: Mapping[str, Any]) -> Path:
-    """Write `data` as TOML to `path` atomically, readable by the owner only (it may hold keys)."""
+    """Write `data` as TOML to `path` atomically, readable by the owner only (it may hold
+    keys). A file already there keeps its comments and layout where its values stay
+    (`toml.rewritten`)."""
     target = Path(path).expanduser()
-    write_private_file(target, dumps_toml(data))
+    try:
+        found = _read_raw(target)
+    except SettingsError:
+        found = None
+    text = rewritten(found[0], data) if found is not None else None
+    write_private_file(target, text if text is not None else dumps_toml(data))
     return target
 
 

@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["dumps_toml"]
+__all__ = ["dumps_toml", "rewritten"]
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _ESCAPES = {
@@ -95,3 +95,50 @@ def dumps_toml(data: Mapping[str, Any]) -> str:
     lines: list[str] = []
     _write_table(lines, (), data)
     return "\n".join(lines) + "\n" if lines else ""
+
+
+def rewritten(old: bytes, data: Mapping[str, Any]) -> str | None:
+    """The TOML text `old`, changed to hold exactly `data`: its comments, order and layout
+    kept where its values stay (tomlkit), a value that changed replaced in place, new ones
+    added. None when `old` is not TOML, or the result would not read back as `data` (the
+    caller then writes `data` afresh)."""
+    import tomlkit  # only when a file is rewritten
+
+    try:
+        document = tomlkit.parse(old.decode("utf-8"))
+        _sync(document, data)
+        text = tomlkit.dumps(document)
+        import tomllib
+
+        if tomllib.loads(text) != _without_none(data):
+            return None
+    except (ValueError, TypeError, RecursionError):
+        return None
+    return text
+
+
+def _sync(table: Any, data: Mapping[str, Any]) -> None:
+    for key in [key for key in table if data.get(key) is None]:
+        del table[key]
+    for key, value in data.items():
+        if value is None:
+            continue
+        current = table.get(key)
+        if isinstance(value, Mapping) and hasattr(current, "unwrap") and isinstance(
+                current.unwrap(), dict):
+            _sync(current, value)
+        elif current is None or _plain(current) != _without_none(value):
+            table[key] = _without_none(value)
+
+
+def _plain(item: Any) -> Any:
+    return item.unwrap() if hasattr(item, "unwrap") else item
+
+
+def _without_none(value: Any) -> Any:
+    """`value` as `dumps_toml` writes it: None left out of tables and arrays."""
+    if isinstance(value, Mapping):
+        return {key: _without_none(inner) for key, inner in value.items() if inner is not None}
+    if isinstance(value, (list, tuple)):
+        return [_without_none(inner) for inner in value if inner is not None]
+    return value

@@ -24,6 +24,7 @@ from hookline.builtins.config import (
     load_settings,
     merge_config,
     parse_setting,
+    rewritten,
     setting_env,
     settings_from_config,
     update_config,
@@ -312,6 +313,35 @@ def test_update_config_merges_and_removes(tmp_path: Path) -> None:
     assert update_config(tmp_path / "new" / "config.toml", {"model": "c:d"}) == {"model": "c:d"}
 
 
+COMMENTED = """\
+# my models
+model = "openai:gpt-4o"  # the main one
+max_steps = 10
+
+# never push from the agent
+[[rules]]
+action = "deny"  # I push myself
+tool = "shell"
+command = "git push"
+
+[mcp_servers.files]
+command = "npx"
+"""
+
+
+def test_a_rewrite_keeps_the_file_s_comments_and_layout(tmp_path: Path) -> None:
+    """`hookline onboard` and `hookline mcp add` rewrite the user's file: what they do not
+    change stays as the user wrote it ([[rules]] as an array of tables, not inline)."""
+    path = config(tmp_path, COMMENTED)
+    result = update_config(path, {"model": "offline", "max_steps": None,
+                                  "mcp_servers": {"web": {"url": "http://127.0.0.1:9/mcp"}}})
+    text = path.read_text()
+    assert tomllib.loads(text) == result and "max_steps" not in text
+    assert text.startswith('# my models\nmodel = "offline"  # the main one\n')
+    assert '# never push from the agent\n[[rules]]\naction = "deny"  # I push myself\n' in text
+    assert "[mcp_servers.web]" in text and stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
 _keys = st.text(min_size=0, max_size=8)
 _scalars = (
     st.text(max_size=20)
@@ -331,6 +361,13 @@ _tables = st.recursive(
 @given(_tables)
 def test_dumps_toml_round_trips(data: dict[str, Any]) -> None:
     assert tomllib.loads(dumps_toml(data)) == data
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(_tables, _tables)
+def test_a_rewrite_holds_exactly_the_new_tables(old: dict[str, Any], new: dict[str, Any]) -> None:
+    text = rewritten(dumps_toml(old).encode(), new)
+    assert text is None or tomllib.loads(text) == new
 
 
 def test_api_key_env_names_the_variable_read_when_api_key_is_unset(tmp_path: Path) -> None:
