@@ -4,7 +4,7 @@ It needs no key and no network and is deterministic: the same conversation alway
 the same reply (only tool call ids are new every time, so they never repeat in a
 session). Every reply starts with `[offline model]`, so nobody mistakes it for a real
 model, and unless `offline` was configured on purpose the first reply of a process logs
-one warning saying how to configure a real model (`NOTICE`: shown once, never part of a
+one warning saying how to configure a real model (`notice()`: shown once, never part of a
 reply, so never on a tape). It does not understand
 language; it echoes and summarises the last user message.
 
@@ -37,19 +37,20 @@ __all__ = ["OfflineModel"]
 logger = logging.getLogger(__name__)
 
 OFFLINE_LABEL = "[offline model]"
-CONFIGURE_HINT = (
-    f"To use a real model, set {setting_env('model')} to a provider:model spec "
-    f"(for example {setting_env('model')}=openai:gpt-4o-mini together with "
-    f"{setting_env('api_key')}), "
-    'or put model = "provider:model" in the config file '
-    "(<hookline home>/config.toml, by default ~/.hookline/config.toml)."
-)
+def notice() -> str:
+    """Said once per process, as a warning, by the first offline reply: how to configure
+    a real model, with this process's config file."""
+    from ..config import default_home
+    from ..config.table import CONFIG_NAME
 
-NOTICE = (
-    "no model is configured, so hookline's built-in offline model answers: it works "
-    "without network access and does not understand language. " + CONFIGURE_HINT
-)
-"""Said once per process, as a warning, by the first offline reply."""
+    return (
+        "no model is configured, so hookline's built-in offline model answers: it works "
+        "without network access and does not understand language. To use a real model, "
+        f"set {setting_env('model')} to a provider:model spec (for example "
+        f"{setting_env('model')}=openai:gpt-4o-mini together with {setting_env('api_key')}), "
+        f'or put model = "provider:model" in the config file, '
+        f"{default_home() / CONFIG_NAME} (or run hookline onboard)."
+    )
 
 _noticed = threading.Event()
 
@@ -65,7 +66,7 @@ class OfflineModel:
     def __init__(self, name: str = "offline", *, notice: bool = True) -> None:
         self.name = name
         self.notice = notice
-        """Log `NOTICE` with the process's first offline reply (off when chosen on purpose)."""
+        """Log `notice()` with the process's first offline reply (off when chosen on purpose)."""
 
     def __repr__(self) -> str:
         return f"OfflineModel(name={self.name!r})"
@@ -84,7 +85,7 @@ class OfflineModel:
         text, calls = self.reply(conversation, tools)
         if self.notice and not _noticed.is_set():
             _noticed.set()
-            logger.warning("%s", NOTICE)
+            logger.warning("%s", notice())
         pieces = _word_pieces(text)
         if max_tokens is not None and len(pieces) > max_tokens:
             pieces = pieces[: max(max_tokens, 1)]

@@ -61,7 +61,7 @@ async def test_reply_is_labelled_echoes_and_says_how_to_configure(
     assert '"hello there, model"' in done.text
     assert "HOOKLINE_MODEL" not in done.text, "the notice is never part of a reply"
     notices = [r.getMessage() for r in caplog.records if r.name == offline_module.__name__]
-    assert notices == [offline_module.NOTICE], "once per process"
+    assert notices == [offline_module.notice()], "once per process"
     assert "HOOKLINE_MODEL" in notices[0] and "config.toml" in notices[0]
     assert done.tool_calls == []
     assert done.usage is not None and done.usage["total_tokens"] > 0
