@@ -306,8 +306,13 @@ def check_session_flags(session: str | None, new: bool, continue_: bool) -> None
     chosen = [flag for flag, given in (("--session", session), ("--new", new),
                                         ("--continue", continue_)) if given]
     if len(chosen) > 1:
-        fail(ValueError(f"{' and '.join(chosen)} choose the session in different ways; "
-                        f"give one of them"))
+        raise typer.BadParameter(f"{' and '.join(chosen)} choose the session in different "
+                                 f"ways; give one of them")
+    from hookline.builtins.config.limits import session_id_problem
+
+    problem = session_id_problem(session) if session is not None else None
+    if problem is not None:
+        raise typer.BadParameter(f"--session {problem}")
 
 
 async def choose_session(framework: Framework, session: str | None, new: bool,
@@ -341,4 +346,5 @@ async def choose_session(framework: Framework, session: str | None, new: bool,
                 if item.session_id:
                     set_current_session(home, framework.workspace, item.session_id)
                     return item.session_id
+        typer.echo("no session of this folder to continue: this one starts one", err=True)
     return current_session(home, framework.workspace)

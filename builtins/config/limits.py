@@ -9,7 +9,7 @@ from hookline.kernel.envelope import get_field
 from hookline.kernel.errors import ErrorKind, HooklineError
 
 __all__ = ["CONTEXT_WINDOW", "MAX_EDIT_BYTES", "MAX_SESSION_ID_LENGTH", "SESSION_FIELDS",
-           "check_session_fields"]
+           "check_session_fields", "session_id_problem"]
 
 MAX_SESSION_ID_LENGTH: Final = 256
 """Longest session id or chat id accepted, in characters. Session ids name tapes, cache
@@ -27,6 +27,19 @@ kept), a bound that compaction keeps from ever sliding; see docs/context.md."""
 
 SESSION_FIELDS: Final = ("session_id", "chat_id")
 """Envelope fields a session id is made from; each is held to `MAX_SESSION_ID_LENGTH`."""
+
+
+def session_id_problem(value: str) -> str | None:
+    """What is wrong with a session or chat id a person or a client gave (None: nothing):
+    empty, too long, or holding control characters (it names a tape and is shown in log
+    lines and on terminals)."""
+    if not value.strip():
+        return "must not be empty (leave it out instead)"
+    if len(value) > MAX_SESSION_ID_LENGTH:
+        return f"is {len(value)} characters long; at most {MAX_SESSION_ID_LENGTH} are allowed"
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in value):
+        return "must not contain control characters"
+    return None
 
 
 def check_session_fields(message: Any) -> None:

@@ -86,16 +86,21 @@ def test_each_run_starts_a_fresh_current_session_and_keeps_the_old_ones(
 
 def test_continue_picks_the_most_recent_session_of_the_folder(
         env: dict[str, str], folder: Path) -> None:
+    first = hookline("run", "-c", "zero", env=env, cwd=folder)
+    assert "no session of this folder to continue: this one starts one" in first.stderr
     run(env, folder, "--session", "alpha", "one")
     run(env, folder, "--session", "beta", "two")
     run(env, folder, "--session", "alpha", "three")
     run(env, folder, "--continue", "four")  # alpha was active last
     run(env, folder, "-c", "five")  # and still is
-    assert turns(env, folder) == {"alpha": 4, "beta": 1}
+    assert turns(env, folder) == {"cli:default": 1, "alpha": 4, "beta": 1}
     both = hookline("run", "--new", "--continue", "x", env=env, cwd=folder)
-    assert both.returncode == 1
-    assert both.stderr.strip() == ("error: --new and --continue choose the session in "
-                                   "different ways; give one of them")
+    assert both.returncode == 2, "a usage error"
+    assert ("--new and --continue choose the session in different ways; give one of them"
+            in both.stderr)
+    hostile = hookline("run", "--session", "a\x1b]0;b", "x", env=env, cwd=folder)
+    assert hostile.returncode == 2 and "--session must not contain control characters" in \
+        hostile.stderr
 
 
 def _policy_script(folder: Path) -> str:

@@ -12,7 +12,7 @@ import anyio
 
 from hookline.kernel.envelope import get_field
 
-from ...config.limits import MAX_SESSION_ID_LENGTH
+from ...config.limits import session_id_problem
 from .guard import HttpError
 from .media import json_type
 from .server import Receive
@@ -122,14 +122,10 @@ def _parse_message(body: bytes) -> dict[str, Any]:
 
 def check_session_value(where: str, value: str) -> None:
     """Refuse (400) a session or chat id that is empty, too long or holds control
-    characters: it names a tape and appears in log lines."""
-    if not value.strip():
-        raise HttpError(400, f"{where} must not be empty (leave it out instead)")
-    if len(value) > MAX_SESSION_ID_LENGTH:
-        raise HttpError(400, f"{where} is {len(value)} characters long; at most "
-                             f"{MAX_SESSION_ID_LENGTH} are allowed")
-    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in value):
-        raise HttpError(400, f"{where} must not contain control characters")
+    characters (`session_id_problem`)."""
+    problem = session_id_problem(value)
+    if problem is not None:
+        raise HttpError(400, f"{where} {problem}")
 
 
 def _too_deep() -> HttpError:
