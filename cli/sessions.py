@@ -308,7 +308,7 @@ def check_session_flags(session: str | None, new: bool, continue_: bool) -> None
     if len(chosen) > 1:
         raise typer.BadParameter(f"{' and '.join(chosen)} choose the session in different "
                                  f"ways; give one of them")
-    from hookline.builtins.config.limits import session_id_problem
+    from hookline.builtins.config import session_id_problem
 
     problem = session_id_problem(session) if session is not None else None
     if problem is not None:

@@ -13,6 +13,12 @@ from .file import parse_toml as parse_toml
 from .file import read_config_file as read_config_file
 from .file import update_config as update_config
 from .file import write_config as write_config
+from .limits import CONTEXT_WINDOW as CONTEXT_WINDOW
+from .limits import MAX_EDIT_BYTES as MAX_EDIT_BYTES
+from .limits import MAX_SESSION_ID_LENGTH as MAX_SESSION_ID_LENGTH
+from .limits import SESSION_FIELDS as SESSION_FIELDS
+from .limits import check_session_fields as check_session_fields
+from .limits import session_id_problem as session_id_problem
 from .load import load_settings as load_settings
 from .load import parse_setting as parse_setting
 from .load import settings_from_config as settings_from_config
