@@ -39,6 +39,7 @@ from hookline.kernel.turn import RUNTIME_TOOL_NAMES
 
 from ..config import setting_env
 from ..models.base import ModelClient, ToolSchema
+from ..models.failures import OVERFLOW_FIX
 from ..models.options import MODEL_OPTIONS_STATE
 from ..tape.fork import TapeRecordError
 from ..tape.naming import should_merge_back
@@ -324,10 +325,8 @@ class _Run:
         fails with the error."""
         stated = overflow_limit(exc)
         if step.reason == "overflow" and stated is not None:
-            exc = HooklineError(ErrorKind.provider, (
-                f"the model refused the request as too long even after the "
-                f"context was compacted ({exc.message}); set context_window "
-                f"lower, or start a new session (--new)"), exc.details)
+            exc = HooklineError(ErrorKind.provider, self._still_too_long(step, exc.message),
+                                exc.details)
         if step.reason == "overflow" or stated is None or outcome.text \
                 or outcome.tool_calls or not self._may_compact():
             await self._step_failed(step.started, exc)
@@ -382,6 +381,19 @@ class _Run:
         """Whether the run's model can summarise a conversation: not the offline model,
         which reads no context and only echoes the last message."""
         return not self.model.startswith("offline")
+
+    def _still_too_long(self, step: StepRequest, said: str) -> str:
+        """The error of a request refused as too long once compacted: the provider's words,
+        what takes the room when the system prompt and tools alone pass the budget, and
+        the fix once."""
+        meter = self.agent.meter
+        fixed, limit = self._estimate(step.system, []), meter.limit(self.model)
+        alone = (f" The system prompt and the tools alone are about {fixed:,} tokens, more "
+                 f"than the {limit:,} a request may use ({meter.budget:g} of a "
+                 f"{meter.window(self.model):,}-token window): fewer tools (MCP servers) "
+                 f"or a larger context_window may help." if fixed > limit else "")
+        return (f"the model refused the request as too long even after the context was "
+                f"compacted ({said.removesuffix(' ' + OVERFLOW_FIX)}).{alone} {OVERFLOW_FIX}")
 
     def _needs_compaction(self, system: str, conversation: list[ModelMessage]) -> bool:
         """Whether the next request would pass the budget, or the context holds more

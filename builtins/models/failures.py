@@ -19,7 +19,11 @@ from ..config import setting_env
 from ..privacy.redact import redact_credentials
 from .retries import body_message, out_of_quota, retry_after, too_long
 
-__all__ = ["Subject", "describe_failure"]
+__all__ = ["OVERFLOW_FIX", "Subject", "describe_failure"]
+
+OVERFLOW_FIX = ("Set context_window to the model's window (in tokens), or start a new "
+                "session (--new).")
+"""What to do about a request the model refused as too long."""
 
 Problem: TypeAlias = tuple[ErrorKind, str, dict[str, Any]]
 """A failure described: its kind, its message, and the details it adds to the subject's."""
@@ -106,8 +110,7 @@ def _refusal(subject: Subject, exc: Any, tries: str) -> Problem:
     if status == 400 and too_long(exc.body):
         return (ErrorKind.provider,
                 f"{name}: the request is longer than the model's context window (HTTP "
-                f"400{said}). Set context_window to the model's window (in tokens), or "
-                f"start a new session (--new).", details)
+                f"400{said}). {OVERFLOW_FIX}", details)
     if status >= 500:
         return (ErrorKind.provider,
                 f"{name}: the provider failed (HTTP {status}{said}){tries}. Try again "
