@@ -391,6 +391,7 @@ def test_listening_failure_is_one_clear_line(start_gateway: Any, env: dict[str, 
                          text=True, env=env, cwd=tmp_path, timeout=60)
     assert out.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in out.stderr
+    assert "choose another port with --port or http_port" in out.stderr
     assert "Traceback" not in out.stderr
 
 

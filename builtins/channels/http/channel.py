@@ -9,6 +9,7 @@ endpoints, their errors, admission and shutdown are described in docs/http-chann
 
 from __future__ import annotations
 
+import errno
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -178,7 +179,11 @@ class HttpChannel(HttpRoutes, Lifecycle):
             try:
                 listener = _listen(host, port)
             except OSError as exc:
-                raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+                busy = ("; another process listens there (a gateway already running?): stop "
+                        "it, or choose another port with --port or http_port"
+                        if exc.errno == errno.EADDRINUSE else "")
+                raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}{busy}"
+                              ) from exc
             try:
                 bound = listener.getsockname()[0]
                 _check_binding(host, bound, allow_remote, settings.http_auth, tls)
