@@ -68,10 +68,6 @@ the user's rights (`.local/bin` leads PATH, and `bin` where Debian's stock `.pro
 puts it first; `.config` holds git's, fish's, autostart's and systemd's): watched when
 missing, where the workspace holds the home folder."""
 
-BARE = frozenset({"HEAD", "objects", "refs"})
-"""What a folder holds when it is a git repository of its own, a bare one (`x.git`, a
-local remote) or a `.git` folder."""
-
 GIT_DIR = ("HEAD", "config", "config.worktree", "commondir", "hooks", "info", "objects",
            "refs", "packed-refs", "worktrees", "modules")
 """A repository's own files that git reads to find it and what to run: kept one by one
@@ -216,7 +212,7 @@ def in_repository(target: str, workspace: str) -> str | None:
 def to_protect(workspace: str, limit: int) -> tuple[list[str], bool]:
     """What a search of the workspace finds to protect: every `.git` in it at any depth
     (a nested clone, a submodule's or worktree's `.git` file), where such a file points
-    inside it, each folder of `OTHER_REPOSITORIES`, every bare repository (`_is_bare`:
+    inside it, each folder of `OTHER_REPOSITORIES`, every bare repository (`_is_git_dir`:
     git runs its hooks when you push to it), and what their config has git run from the
     workspace, missing or not (a helper protects what exists; the file tools may not make
     the rest, and one a command makes is said at the end of its turn): git, run there
@@ -244,7 +240,7 @@ def to_protect(workspace: str, limit: int) -> tuple[list[str], bool]:
         searched += len(listed)
         if searched > limit:
             return found, True
-        if _is_bare(folder, {entry.name for entry in listed}):
+        if _is_git_dir(folder, {entry.name for entry in listed}):
             bare = os.path.realpath(folder)
             found.extend(run_by_git(bare, bare, workspace, budget))
             if folder != workspace:
@@ -315,7 +311,7 @@ def _git_file_target(path: str) -> list[str]:
     return []
 
 
-def _is_bare(folder: str, names: set[str]) -> bool:
+def _is_git_dir(folder: str, names: set[str]) -> bool:
     """Whether `folder`, holding `names`, is a repository as git tells one: a valid `HEAD`
     (`_valid_head`), and `objects` and `refs` there or in the repository its `commondir`
     names (a linked worktree's own folder)."""
