@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
+from typing import Any
 
 __all__ = ["read_tail", "trim"]
 
@@ -72,11 +74,18 @@ def trim(path: str, keep: int) -> int:
 
 
 def _punch(fd: int, length: int) -> bool:
+    fallocate = _fallocate()
+    return fallocate is not None and fallocate(fd, _PUNCH_HOLE | _KEEP_SIZE, 0, length) == 0
+
+
+@functools.cache
+def _fallocate() -> Any:
+    """The C library's `fallocate`, typed; None where there is none (not Linux)."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        fallocate = getattr(libc, "fallocate64", None) or libc.fallocate
-    except (OSError, AttributeError):  # no C library to ask (not Linux)
-        return False
-    fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
-    fallocate.restype = ctypes.c_int
-    return fallocate(fd, _PUNCH_HOLE | _KEEP_SIZE, 0, length) == 0
+        function = getattr(libc, "fallocate64", None) or libc.fallocate
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+    function.restype = ctypes.c_int
+    return function

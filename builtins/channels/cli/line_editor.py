@@ -218,8 +218,10 @@ class LineEditor:
         from prompt_toolkit.application import get_app
         from prompt_toolkit.formatted_text import ANSI
 
-        if get_app().is_done:  # what stays in the scrollback: the prompt and the line only
-            return ANSI(_wrapped(self.prompt, self._width()))
+        app = get_app()
+        width = app.output.get_size().columns  # the screen's own, whatever COLUMNS says
+        if app.is_done:  # what stays in the scrollback: the prompt and the line only
+            return ANSI(_wrapped(self.prompt, width))
         header = ""
         if self.partial:
             header += self.partial + "\n"
@@ -229,7 +231,7 @@ class LineEditor:
             elapsed = int(time.monotonic() - self._status_since)
             clock = f" {elapsed}s" if elapsed else ""
             header += f"{_DIM}…{self.status}{clock}{_RESET}\n"
-        return ANSI(_wrapped(header + self.prompt, self._width()))
+        return ANSI(_wrapped(header + self.prompt, width))
 
     def _invalidate(self) -> None:
         app = getattr(self._session, "app", None)
@@ -265,23 +267,31 @@ _ESCAPE = re.compile(r"(\x1b\[[0-9;?]*[A-Za-z])")
 
 
 def _wrapped(text: str, width: int) -> str:
-    """`text` with each line but the last (the one typed on) broken at `width` columns:
-    prompt_toolkit cuts the lines above the input at the screen's edge, and a question
-    must show the whole command it asks about. Colour sequences take no column."""
+    """`text` with each line but the last (the one typed on) broken to fit `width`
+    columns, at a space where one is near: prompt_toolkit cuts the lines above the input
+    at the screen's edge, and a question must show the whole command it asks about.
+    Colour sequences take no column."""
     from prompt_toolkit.utils import get_cwidth
 
     *above, last = text.split("\n")
     lines = []
     for line in above:
-        piece, used = "", 0
+        piece, used, space = "", 0, None  # space: (index in piece, columns before it)
         for index, part in enumerate(_ESCAPE.split(line)):
             if index % 2:  # a colour sequence
                 piece += part
                 continue
             for char in part:
                 if used and used + get_cwidth(char) > width:
-                    lines.append(piece)
-                    piece, used = "", 0
+                    if space is not None and space[1] > width // 2:  # the space stays
+                        lines.append(piece[:space[0] + 1])
+                        piece, used = piece[space[0] + 1:], used - space[1] - 1
+                    else:
+                        lines.append(piece)
+                        piece, used = "", 0
+                    space = None
+                if char == " ":
+                    space = (len(piece), used)
                 piece += char
                 used += get_cwidth(char)
         lines.append(piece)
