@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,10 @@ from hookline.kernel.events import (
 
 from ..approval.question import APPROVAL_RECORD
 from .metrics import Metrics
+
+RUN_FAILURES: ContextVar[list[str] | None] = ContextVar("hookline_run_failures", default=None)
+"""Where the turn's span collects the errors its runs ended with: the pipeline answers a
+failed run with an error reply, not an exception, and the turn must still count as one."""
 
 
 @dataclass
@@ -122,7 +127,11 @@ class AgentSpans:
                 for call in result.tool_calls]
 
     def _run_finished(self, event: RunFinished) -> None:
-        """A call still open when its run ends was cancelled (no finished event came)."""
+        """A failed run is the turn's failure (`RUN_FAILURES`); a call still open when its
+        run ends was cancelled (no finished event came)."""
+        failures = RUN_FAILURES.get()
+        if event.status == "error" and failures is not None:
+            failures.append(event.error or "the run failed")
         for run_id, opened in list(self._open.items()):
             if opened.state_id == id(event.state):
                 del self._open[run_id]

@@ -34,7 +34,7 @@ from hookline.kernel.envelope import get_field
 
 from ..tape.fork import COMMIT_OBSERVER
 from . import active
-from .agent_spans import AgentSpans
+from .agent_spans import RUN_FAILURES, AgentSpans
 from .context import trace_carrier
 from .metrics import Metrics
 from .observer import SpanObserver
@@ -184,9 +184,15 @@ class Telemetry:
                     set_status_on_exception=False,
                     attributes={"hookline.channel": str(channel or "")}) as span:
                 observing = COMMIT_OBSERVER.set(self._timed_commit)
+                failures: list[str] = []
+                collecting = RUN_FAILURES.set(failures)
                 try:
                     result = await plain(inbound, stream_output=stream_output)
                     session_id = getattr(result, "session_id", None)
+                    failure = failures[-1] if failures else _error_reply(result)
+                    if failure is not None:  # the pipeline answered with its error
+                        outcome = "error"
+                        span.set_status(Status(StatusCode.ERROR, failure))
                     return result
                 except Exception as exc:
                     outcome = "error"
@@ -206,8 +212,18 @@ class Telemetry:
                     span.set_attribute("hookline.turn.outcome", outcome)
                     metrics.turn(outcome, time.perf_counter() - started)
                     COMMIT_OBSERVER.reset(observing)
+                    RUN_FAILURES.reset(collecting)
 
         return process_inbound
+
+
+def _error_reply(result: Any) -> str | None:
+    """The error a turn answered with, from its error outbound (a failure outside the
+    agent's runs, which the pipeline also answers rather than raises); None for none."""
+    for outbound in getattr(result, "outbounds", None) or []:
+        if get_field(outbound, "kind") == "error":
+            return str(get_field(outbound, "content") or "the turn failed")
+    return None
 
 
 def _router_count(framework: Any, what: str) -> int:

@@ -169,6 +169,26 @@ async def test_a_failing_hook_records_the_exception_and_the_plugin_on_its_span(
     assert telemetry.metrics.value("hookline_turns_total", outcome="error") == 1
 
 
+async def test_a_turn_the_model_failed_is_an_error_though_it_answered(tmp_path: Path) -> None:
+    """The pipeline turns the failure into an error reply rather than raising it: the
+    turn's span and the metrics still say error."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    failing = {"error": {"kind": "provider", "message": "HTTP 500: upstream down"}}
+    framework, _ = build_builtin(workspace, [failing])
+    telemetry, exporter = install(framework)
+    try:
+        await run_turn(framework, "hi")
+    finally:
+        telemetry.uninstall()
+    turn = one(exporter.get_finished_spans(), "hookline.turn")
+    assert attrs(turn)["hookline.turn.outcome"] == "error"
+    assert turn.status.status_code.name == "ERROR" and "upstream down" in str(
+        turn.status.description)
+    assert telemetry.metrics.value("hookline_turns_total", outcome="error") == 1
+    assert telemetry.metrics.value("hookline_turns_total", outcome="ok") == 0
+
+
 class DenyWrites:
     @hookimpl
     def before_tool_call(self, call: ToolCall) -> ToolCallDecision | None:
