@@ -180,9 +180,11 @@ class ContextMessages:
 CUT_SHORT: dict[Any, str] = {
     "cancelled": "[turn interrupted: the user cancelled it before it finished]",
     "interrupted": "[turn interrupted: hookline stopped before it finished]",
+    "error": "[turn failed: an error ended it before it finished]",
 }
 """The note a run cut short leaves in the context (after what it recorded), so the next
-request tells the model its last answer is incomplete."""
+request tells the model its last answer is incomplete, or missing: a message a client
+sends again after an error (a 429 retried) then reads as a second try, not as a twin."""
 
 _FRESH: list[ModelMessage] = []
 """In `ContextMessages._models` (by identity): an entry whose ModelMessages are made at

@@ -408,6 +408,22 @@ async def test_a_call_cut_by_a_cancel_gets_a_result_and_the_next_request_says_so
     assert sent[-2]["content"] == "[turn interrupted: the user cancelled it before it finished]"
 
 
+async def test_a_message_sent_again_after_an_error_reads_as_a_second_try(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    """A client retries a message whose turn failed (a 429 the gateway passed on): the
+    model sees the failed turn marked, then the message again, not the message twice."""
+    server.add(Reply.failure(400, "the request was refused"), Reply(text="done"))
+    framework, _ = build(workspace, server.base_url, Recorder())
+    async with framework.running():
+        await turn(framework, "do it")
+        await turn(framework, "do it")
+    sent = server.requests[-1].messages
+    assert [(m["role"], m["content"]) for m in sent[1:]] == [
+        ("user", "do it"), ("assistant", "[turn failed: an error ended it before it finished]"),
+        ("user", "do it")]
+
+
 async def test_closing_the_stream_early_ends_the_run_as_cancelled(
     server: OpenAIServer, workspace: Path
 ) -> None:
