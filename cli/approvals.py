@@ -4,6 +4,7 @@ policy decides alone (a question becomes a denial)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import TYPE_CHECKING, Annotated, Any, TextIO
@@ -67,6 +68,7 @@ class TerminalAsker:
             lines = question.lines(wants_colour(self.stderr))
             for line in lines:
                 typer.echo(line, err=True, file=self.stderr)
+            _discard_typed_ahead(self.stdin)
             while True:
                 typer.echo(f"answer ({question.answer_keys}): ", err=True, file=self.stderr,
                            nl=False)
@@ -89,6 +91,15 @@ class TerminalAsker:
                     return answer
         finally:
             self.status.enabled = enabled
+
+
+def _discard_typed_ahead(stdin: TextIO) -> None:
+    """Drop what was typed before the question appeared: only a line typed after it may
+    answer it (a `y` typed early, for something else, must not approve this)."""
+    import termios
+
+    with contextlib.suppress(OSError, ValueError, termios.error):
+        termios.tcflush(stdin.fileno(), termios.TCIFLUSH)
 
 
 async def _typed_line(stdin: TextIO) -> str:

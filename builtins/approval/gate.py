@@ -250,9 +250,7 @@ class ApprovalGate:
             diff = tuple(await anyio.to_thread.run_sync(proposed_change, workspace, name,
                                                         arguments, environment))
         else:
-            import json
-
-            summary = json.dumps(arguments, ensure_ascii=False)[:500]
+            summary = _arguments_summary(arguments)
         return Question(uuid.uuid4().hex[:12], session_id, call.tool, dict(arguments), summary,
                         reason, str(arguments.get("justification") or ""), judgement.escalate,
                         diff)
@@ -275,6 +273,25 @@ class ApprovalGate:
         if arguments is not call.arguments:
             return ToolCallDecision.proceed(dict(arguments))
         return None
+
+
+MAX_ARGUMENT_SHOWN = 400
+"""Characters of one argument a question shows (the rest counted)."""
+
+
+def _arguments_summary(arguments: dict[str, Any]) -> str:
+    """Every argument of a call, as JSON, each cut at `MAX_ARGUMENT_SHOWN` characters with
+    what was left out counted: a long first argument must not hide the next."""
+    import json
+
+    parts = []
+    for key, value in arguments.items():
+        text = json.dumps(value, ensure_ascii=False)
+        if len(text) > MAX_ARGUMENT_SHOWN:
+            text = (f"{text[:MAX_ARGUMENT_SHOWN]}... [{len(text) - MAX_ARGUMENT_SHOWN:,} more "
+                    f"characters]")
+        parts.append(f"{key} = {text}")
+    return "; ".join(parts) or "(no arguments)"
 
 
 def _escalation(name: str, arguments: dict[str, Any], settings: Settings) -> str | None:

@@ -9,6 +9,7 @@ put its own there (in `load_state` or an earlier `before_tool_call`) to ask in i
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
@@ -95,6 +96,9 @@ class Question:
         lines = _marked(f"approve {self.tool}? ", self.summary)
         if self.escalate:
             lines += _marked("  escalation: ", self.escalate)
+        if self.arguments.get("background") is True:
+            lines.append("  in the background: it keeps running after this call, until "
+                         "shell.stop or the session's end")
         if self.justification:
             lines += _marked("  the model says: ", self.justification)
         lines += _marked("  why asked: ", self.reason)
@@ -102,8 +106,28 @@ class Question:
 
 
 def _marked(head: str, text: str) -> list[str]:
-    first, *more = terminal_text(text).split("\n")
+    first, *more = _in_view(terminal_text(text)).split("\n")
     return [head + first, *(f"    | {line}" for line in more)]
+
+
+MAX_SHOWN = 4000
+"""Characters of one part of a question shown whole; a longer one shows its start and
+end, and says how much lies between."""
+
+_BLANKS = re.compile(r"(?:[ \t]{40,}|\n(?:[ \t]*\n){3,})+")
+"""Blanks no command needs: 40 in a row (past any indentation), or three empty lines."""
+
+
+def _in_view(text: str) -> str:
+    """`text` kept in view: a run of blanks or of empty lines (which would push the rest
+    of a command off the screen, or past its edge) is said by its length, and a very long
+    text shows its start and end with what was left out counted."""
+    text = _BLANKS.sub(lambda run: f" [{len(run.group()):,} blank characters] ", text)
+    if len(text) <= MAX_SHOWN:
+        return text
+    head, tail = MAX_SHOWN * 2 // 3, MAX_SHOWN // 3
+    return (f"{text[:head]} [... {len(text) - head - tail:,} characters not shown ...] "
+            f"{text[-tail:]}")
 
 
 @dataclass(frozen=True)

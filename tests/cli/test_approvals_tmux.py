@@ -192,6 +192,26 @@ def test_run_asks_on_its_terminal_and_without_one_the_policy_decides(tmp_path: P
     assert done.stdout == "done\n" and not (term.cwd / "a.txt").exists()
 
 
+def test_run_takes_no_answer_typed_before_its_question(tmp_path: Path) -> None:
+    """A `y` typed while the model thinks does not approve what it then asks about."""
+    turns: list[dict[str, object]] = [
+        {"delay": 1.5, "tool_calls": [{"name": "shell",
+                                       "arguments": {"command": "echo hi > a.txt"}}]},
+        {"text": "done"}]
+    term, _script = scripted_run(tmp_path, turns)
+    try:
+        term.start("early", "run", "--approval", "ask", "make a.txt")
+        term.type("y")  # before the question: the model has not asked yet
+        term.wait_for(lambda s: "answer (" in s, "the question on the terminal")
+        time.sleep(1)
+        assert not (term.cwd / "a.txt").exists(), "the early y approved it"
+        term.type("n")
+        screen = term.wait_for(lambda s: "EXIT=" in s, "the end of the run")
+        assert "EXIT=3" in screen and not (term.cwd / "a.txt").exists()
+    finally:
+        term.close()
+
+
 def test_run_ends_at_once_when_cancelled_at_its_question(tmp_path: Path) -> None:
     """Ctrl-C at `run`'s question ends the run then, not at the next Enter."""
     turns: list[dict[str, object]] = [

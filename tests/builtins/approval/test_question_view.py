@@ -1,0 +1,51 @@
+"""What a question shows stays in view: every argument of a call (a long one cut, the
+rest still shown), a command padded with blanks or too long for a screen said so, and a
+command that will keep running in the background said to."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_gate import SESSION, Deskbot, turn
+
+from hookline.builtins.approval import Answer, Question
+
+pytestmark = pytest.mark.anyio
+
+
+def shown(question: Question) -> str:
+    return "\n".join(question.lines())
+
+
+def test_blanks_that_would_push_a_command_off_the_screen_are_counted() -> None:
+    command = "touch /tmp/outside;" + " " * 20_000 + "\n" * 50 + "pip install requests"
+    text = shown(Question("q", SESSION, "shell", {"command": command}, command, "why"))
+    assert text.splitlines()[0] == (
+        "approve shell? touch /tmp/outside; [20,050 blank characters] pip install requests")
+
+
+def test_a_command_too_long_for_a_screen_shows_its_start_and_end() -> None:
+    command = "echo start " + "x" * 100_000 + " && echo end"
+    first = shown(Question("q", SESSION, "shell", {"command": command}, command, "why"))
+    assert first.startswith("approve shell? echo start x") and first.count("x") < 4_100
+    assert "characters not shown ...]" in first and "&& echo end" in first
+
+
+def test_a_background_command_is_said_to_keep_running() -> None:
+    arguments = {"command": "npm run dev", "background": True}
+    text = shown(Question("q", SESSION, "shell", arguments, "npm run dev", "why",
+                          escalate="network"))
+    assert "\n  in the background: it keeps running after this call" in text
+
+
+async def test_every_argument_of_another_tool_is_shown(workspace: Path) -> None:
+    """A long first argument cannot hide the next one (an MCP tool's `sql` after a long
+    `note`, say)."""
+    bot = Deskbot(Answer("deny", "no"))
+    call = {"name": "tape_search", "arguments": {"query": "n" * 1_000, "limit": 7}}
+    await turn(workspace, [{"tool_calls": [call]}, {"text": "ok"}], bot,
+               rules=[{"action": "ask", "tool": "tape_search"}])
+    (question,) = bot.questions
+    assert question.summary == ('query = "' + "n" * 399 + '... [602 more characters]; '
+                                'limit = 7')
