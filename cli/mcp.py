@@ -273,6 +273,10 @@ def _check(framework: Framework) -> dict[str, Any]:
 
 
 def _line(row: dict[str, Any], check: bool) -> str:
+    """One server's row, its control characters shown escaped: a server's error is what
+    it wrote on stderr, which must not clear the screen or rewrite the table."""
+    from hookline.builtins.terminal import terminal_text
+
     enabled = "enabled" if row["enabled"] else "disabled"
     line = f"{row['name']:<16} {row['transport']:<6} {enabled:<9}"
     if check:
@@ -282,4 +286,4 @@ def _line(row: dict[str, Any], check: bool) -> str:
     line += f" {row['target']}"
     if check and row.get("error"):
         line += f"\n    {row['error']}"
-    return line
+    return "\n".join(terminal_text(part, keep_newlines=False) for part in line.split("\n", 1))

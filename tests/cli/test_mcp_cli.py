@@ -141,6 +141,18 @@ def test_list_check_starts_the_servers_and_counts_their_tools(tmp_path: Path) ->
     assert hookline(home, "mcp", "list", "--check").returncode == 0
 
 
+def test_list_check_shows_a_server_s_stderr_escaped(tmp_path: Path) -> None:
+    """A hostile server's last words must not clear the terminal or retitle it."""
+    home = tmp_path / "home"
+    server = tmp_path / "hostile.py"
+    server.write_text("import sys\nsys.stderr.write('boom\\x1b]0;TITLE\\x07\\x1b[2J"
+                      "\\r\\x1b[1Afake line\\n')\nsys.exit(3)\n")
+    hookline(home, "mcp", "add", "evil", "--", sys.executable, str(server))
+    out = hookline(home, "mcp", "list", "--check")
+    assert out.returncode == 1 and "\x1b" not in out.stdout and "\r" not in out.stdout
+    assert "\\x1b]0;TITLE" in out.stdout, out.stdout
+
+
 def running_with(marker: str) -> list[int]:
     """Live processes whose command line holds `marker` (wherever they were reparented)."""
     found = []
