@@ -26,9 +26,13 @@ from hookline.kernel.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from hookline.kernel.turn import RUNTIME_TOOL_NAMES
 
 from ..approval.question import APPROVAL_RECORD
 from .metrics import Metrics
+
+NOT_OFFERED = "(not offered)"
+"""The tool label of a call to a tool the turn did not offer."""
 
 RUN_FAILURES: ContextVar[list[str] | None] = ContextVar("hookline_run_failures", default=None)
 """Where the turn's span collects the errors its runs ended with: the pipeline answers a
@@ -184,7 +188,11 @@ class AgentSpans:
             span.record_exception(result.error)
             span.set_status(Status(StatusCode.ERROR, str(result.error)))
         span.end(end_time=end)
-        self.metrics.tool_call(call.tool, outcome)
+        offered = event.state.get(RUNTIME_TOOL_NAMES)
+        known = not isinstance(offered, list) or call.tool.replace(".", "_") in offered
+        # A label holds a name this process offered: a model's made-up names (any text,
+        # any length) would grow every scrape for the process's life.
+        self.metrics.tool_call(call.tool if known else NOT_OFFERED, outcome)
 
 
 def _message(message: Any) -> Any:

@@ -189,6 +189,23 @@ async def test_a_turn_the_model_failed_is_an_error_though_it_answered(tmp_path: 
     assert telemetry.metrics.value("hookline_turns_total", outcome="ok") == 0
 
 
+async def test_a_tool_the_model_made_up_is_no_metric_label(tmp_path: Path) -> None:
+    """Labels hold names this process offered; a model's own would grow every scrape."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    made_up = "x" * 20_000
+    framework, _ = build_builtin(workspace, [
+        {"tool_calls": [{"name": made_up, "arguments": {}}]}, {"text": "ok"}])
+    telemetry, _exporter = install(framework)
+    try:
+        await run_turn(framework, "hi")
+    finally:
+        telemetry.uninstall()
+    assert telemetry.metrics.value("hookline_tool_calls_total", tool="(not offered)",
+                                   outcome="failed") == 1
+    assert made_up not in telemetry.metrics.prometheus()
+
+
 class DenyWrites:
     @hookimpl
     def before_tool_call(self, call: ToolCall) -> ToolCallDecision | None:
