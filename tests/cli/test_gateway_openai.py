@@ -200,9 +200,10 @@ def test_idempotency_keys_replay_completions_whole_and_streamed(
     gateway = start(HOOKLINE_MODEL=spec)
     api = client(gateway)
 
-    def ask(key: str, text: str = "hello", **kwargs: Any) -> Any:
+    def ask(key: str, text: str = "hello", session: str | None = None, **kwargs: Any) -> Any:
+        headers = {"Idempotency-Key": key, **({"X-Hookline-Session": session} if session else {})}
         return api.chat.completions.with_raw_response.create(
-            model=spec, messages=user(text), extra_headers={"Idempotency-Key": key}, **kwargs)
+            model=spec, messages=user(text), extra_headers=headers, **kwargs)
 
     try:
         first, again = ask("k1"), ask("k1")
@@ -210,8 +211,12 @@ def test_idempotency_keys_replay_completions_whole_and_streamed(
             ask("k1", "another text")
         streamed, replayed = ask("k2", stream=True), ask("k2", stream=True)
         chunks = list(streamed.parse()), list(replayed.parse())
+        # The same key and body to another session is no retry: it runs there.
+        other = ask("k1", session="someone-else")
     finally:
         gateway.end()
+    assert other.parse().choices[0].message.content == "ran again!"
+    assert "idempotent-replayed" not in other.headers
     assert first.parse().choices[0].message.content == "only once"
     assert again.parse().choices[0].message.content == "only once"
     assert again.parse().id == first.parse().id, "the first request's completion"

@@ -65,7 +65,8 @@ class Idempotency:
         self.seconds = seconds
         self.records = records
         self._clock = clock
-        self._seen: OrderedDict[str, _Seen] = OrderedDict()
+        self._seen: OrderedDict[tuple[str, str], _Seen] = OrderedDict()
+        """By (session, key): a key names a request to one session, as on its tape."""
 
     async def prior(self, key: str, digest: str, session_id: str, wait: float = 0.0
                     ) -> Reply | tuple[int, dict[str, Any]] | None:
@@ -75,7 +76,7 @@ class Idempotency:
         dead one's run until recovered) is waited for, up to `wait` seconds; then it is
         `running` (409)."""
         self._drop_old()
-        seen = self._seen.get(key)
+        seen = self._seen.get((session_id, key))
         if seen is not None:
             _check(seen.digest, digest)
             return seen.reply
@@ -95,7 +96,7 @@ class Idempotency:
             await anyio.sleep(POLL)
 
     def started(self, key: str, digest: str, reply: Reply) -> None:
-        self._seen[key] = _Seen(digest, reply, self._clock())
+        self._seen[reply.session_id, key] = _Seen(digest, reply, self._clock())
         while len(self._seen) > MAX_KEPT:  # each holds its reply: as many as are kept
             self._seen.popitem(last=False)
 
