@@ -526,13 +526,17 @@ class BuiltinPlugin:
         return None
 
     def scrub_text(self, text: str) -> str:
-        """`text` without credentials in URLs, with workspace paths relative to it and the
-        hookline home and the user's home folder named, not spelled out."""
+        """`text` for a gateway's client: without credentials in URLs, with workspace paths
+        relative to it, the hookline home and the user's home folder named, and the
+        provider's endpoint (`api_base`, an address of the operator's) as `<api_base>`."""
         from .privacy import HOME_ENV
         from .privacy.redact import redact_credentials, redact_paths
 
         home = self._home()
         others = [(str(home), f"${HOME_ENV}"), (str(Path.home()), "~")]
+        api_base = self._settings.api_base if self._settings is not None else None
+        if api_base:
+            text = text.replace(api_base.rstrip("/"), "<api_base>")
         return redact_paths(redact_credentials(text), self.framework.workspace, others)
 
     def _home(self) -> Path:

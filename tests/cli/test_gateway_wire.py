@@ -77,6 +77,24 @@ def test_line_breaks_in_a_streamed_reply_stay_inside_their_event(start: Any) -> 
     assert events[-1][1]["content"] == BREAKS
 
 
+def test_a_provider_s_failure_reaches_the_client_without_the_operator_s_endpoint(
+        start: Any) -> None:
+    """The provider's address (`api_base`, often an internal one) is the operator's."""
+    with OpenAIServer([Reply.failure(400, "the model does not take that")]) as provider:
+        endpoint = provider.base_url
+        gateway = start(HOOKLINE_MODEL="openai-compatible:test-model", HOOKLINE_API_KEY="k",
+                        HOOKLINE_API_BASE=endpoint)
+        headers = {"authorization": f"Bearer {TEST_TOKEN}"}
+        with httpx2.Client(timeout=60) as client, client.stream(
+                "POST", f"{gateway.url}/v1/messages", json={"content": "hi", "stream": True},
+                headers=headers) as response:
+            events = read_events(response.iter_lines())
+    (error,) = [data for kind, data in events if kind == "error"]
+    assert "does not take that" in error["message"]
+    assert endpoint.split("//")[1] not in json.dumps(events)
+    assert "api_base" not in error.get("details", {})
+
+
 # -- framing and protocol switches -------------------------------------------------------
 
 WEBSOCKET = ("Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"

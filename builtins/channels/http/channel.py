@@ -296,6 +296,9 @@ class HttpChannel(HttpRoutes, Lifecycle):
                     if event.kind == "error":
                         reply.streamed_error = True
                         data = {**data, "message": self.scrub(str(data.get("message", "")))}
+                        if isinstance(data.get("details"), dict):  # not the operator's URL
+                            data["details"] = {key: value for key, value in
+                                               data["details"].items() if key != "api_base"}
                     reply.emit(event.kind, data)
                 yield event
         finally:
