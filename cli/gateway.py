@@ -108,7 +108,7 @@ async def run_gateway(framework: Framework, settings: Any, host: str | None = No
     configure_http(framework, selected.get("http"), host, port, allow_remote)
     stop = anyio.Event()
     async with framework.running():
-        typer.echo(f"{PREFIX} running channels {', '.join(selected)} (workspace "
+        typer.echo(f"{PREFIX} starting channels {', '.join(selected)} (workspace "
                    f"{framework.workspace}); stop with Ctrl-C or SIGTERM")
         async with anyio.create_task_group() as task_group:
             task_group.start_soon(_handle_signals, manager, stop)

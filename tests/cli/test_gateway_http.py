@@ -149,7 +149,7 @@ def test_health_and_a_whole_reply(start_gateway: Any) -> None:
     assert "lang=en" in chat.json()["content"], "the context reaches the prompt"
     session = post(gateway.url, {"content": "hi", "session_id": "my-session", "stream": False})
     assert session.json()["session_id"] == "my-session"
-    assert "hookline gateway: running channels http" in gateway.stdout[0]
+    assert "hookline gateway: starting channels http" in gateway.stdout[0]
 
 
 def test_streamed_reply_is_server_sent_events(start_gateway: Any) -> None:
