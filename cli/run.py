@@ -257,15 +257,14 @@ async def _after(framework: Framework, printer: TurnPrinter, session_id: str,
                  address: Address) -> None:
     """Once the turn ran, in its scope: the session's usage (`--usage`), and the warning
     for a continued session grown long."""
-    from .usage import long_session, session_runs, session_totals
+    from .usage import long_session, session_totals, turns_in_context
 
     meter = printer.meter
     if meter.enabled:
         meter.session_usage = await session_totals(framework, session_id, meter.totals().prices)
     if address.continued:
-        runs = await session_runs(framework, session_id) or []
-        warning = long_session(session_id, len(runs), meter.last_input,
-                               _limit_of(framework))
+        turns = await turns_in_context(framework, session_id)
+        warning = long_session(session_id, turns, meter.last_input, _limit_of(framework))
         if warning is not None:
             printer.warnings.append(warning)
 

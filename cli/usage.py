@@ -26,10 +26,18 @@ def configured_prices() -> Mapping[str, Any]:
         return {}
 
 
-async def session_runs(framework: Framework, session_id: str) -> list[Any] | None:
-    """The data of every `run` event on the session's tape, oldest first (None without a
-    tape store or a tape for the session)."""
-    return await _session_events(framework, session_id, ("run",))
+async def turns_in_context(framework: Framework, session_id: str) -> int:
+    """The turns the session's next request holds: its `run` events since the tape's last
+    anchor (a compaction, a handoff), where the context starts (0 without a tape)."""
+    entries = await _session_entries(framework, session_id, ("event", "anchor"))
+    turns = 0
+    for entry in entries or []:
+        payload = entry.payload if isinstance(entry.payload, dict) else {}
+        if entry.kind == "anchor":
+            turns = 0
+        elif payload.get("name") == "run":
+            turns += 1
+    return turns
 
 
 async def session_totals(framework: Framework, session_id: str,
@@ -50,6 +58,16 @@ async def session_totals(framework: Framework, session_id: str,
 async def _session_events(framework: Framework, session_id: str, names: tuple[str, ...]
                           ) -> list[Any] | None:
     """The data of the session's tape events with one of `names`, oldest first."""
+    entries = await _session_entries(framework, session_id, ("event",))
+    if entries is None:
+        return None
+    payloads = [entry.payload if isinstance(entry.payload, dict) else {} for entry in entries]
+    return [payload.get("data") for payload in payloads if payload.get("name") in names]
+
+
+async def _session_entries(framework: Framework, session_id: str, kinds: tuple[str, ...]
+                           ) -> list[Any] | None:
+    """The session's tape entries of `kinds`, oldest first (None without a tape)."""
     from hookline.builtins.store import as_async_store
     from hookline.builtins.tape import SessionError, find_session
     from hookline.kernel.tape import TapeQuery
@@ -61,26 +79,23 @@ async def _session_events(framework: Framework, session_id: str, names: tuple[st
         tape = await find_session(store, session_id, framework.workspace)
     except SessionError:
         return None
-    found = []
-    for entry in await as_async_store(store).fetch_all(TapeQuery(tape).kinds("event")):
-        payload = entry.payload if isinstance(entry.payload, dict) else {}
-        if payload.get("name") in names:
-            found.append(payload.get("data"))
-    return found
+    return list(await as_async_store(store).fetch_all(TapeQuery(tape).kinds(*kinds)))
 
 
 def long_session(session_id: str, turns: int, last_input: tuple[str | None, int] | None,
                  limit_of: Callable[[str | None], int]) -> str | None:
     """The warning for a `run` that continued a session, when the session is long: more
-    than `LONG_SESSION_TURNS` turns, or its last request past half of what the context
-    budget allows (`limit_of(model)`: the window times `context_budget`); else None. A
-    script calling `run -c` in a loop sends the whole conversation every time."""
+    than `LONG_SESSION_TURNS` turns since its last anchor, or its last request past half
+    of what the context budget allows (`limit_of(model)`: the window times
+    `context_budget`); else None. A script calling `run -c` in a loop sends the whole
+    conversation every time."""
     tokens = last_input[1] if last_input is not None else 0
     limit = limit_of(last_input[0]) if last_input is not None else 0
     if turns <= LONG_SESSION_TURNS and not (limit and tokens > limit / 2):
         return None
     held = (f"; its last request held {tokens:,} tokens, {100 * tokens / limit:.0f}% of the "
             f"{limit:,} the context budget allows" if limit and tokens else "")
-    return (f"session {session_id} is long ({turns} turns{held}), and every turn sends it "
+    return (f"session {session_id} is long ({turns} turns in its context{held}), and every "
+            f"turn sends it "
             f"again: run without -c (or --session) starts a fresh one, and `hookline compact "
             f"{session_id}` summarises this one")

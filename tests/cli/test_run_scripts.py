@@ -87,8 +87,8 @@ def test_a_continued_session_past_half_its_budget_is_warned_about(tmp_path: Path
     assert fresh.stderr == "", "a fresh session is never warned about"
     [warning] = continued.stderr.splitlines()
     assert warning.startswith("warning: session cli:") and warning.endswith(
-        " is long (2 turns; its last request held 5,000 tokens, 78% of the 6,400 the "
-        "context budget allows), and every turn sends it again: run without -c (or "
+        " is long (2 turns in its context; its last request held 5,000 tokens, 78% of the "
+        "6,400 the context budget allows), and every turn sends it again: run without -c (or "
         "--session) starts a fresh one, and `hookline compact "
         f"{warning.split()[2]}` summarises this one")
     assert continued.stdout == "b\n"
@@ -103,6 +103,12 @@ def test_a_continued_session_of_more_than_20_turns_is_warned_about(tmp_path: Pat
     assert twentieth.returncode == 0 and twentieth.stderr == "", twentieth.stderr
     later = hookline("run", "-q", "--session", "long", "the 21st turn", env=env, cwd=workspace)
     assert later.returncode == 0, later.stderr
-    assert later.stderr.startswith("warning: session long is long (21 turns; its last "
-                                   "request held "), "also with -q"
+    assert later.stderr.startswith("warning: session long is long (21 turns in its context; "
+                                   "its last request held "), "also with -q"
     assert later.stderr.count("\n") == 1
+    # Handed off (as a compaction does), the next request starts at the anchor: not long.
+    handoff = '/tool tape_handoff {"name": "fresh start", "summary": "we talked"}'
+    handed = hookline("run", "-q", "--session", "long", handoff, env=env, cwd=workspace)
+    assert handed.returncode == 0, handed.stderr
+    after = hookline("run", "-q", "--session", "long", "after it", env=env, cwd=workspace)
+    assert after.returncode == 0 and after.stderr == "", after.stderr
