@@ -212,9 +212,10 @@ class Guard:
             raise HttpError(400, "the request needs exactly one Host header")
         name = host_name(given[0])
         if name not in self.hosts:
-            raise HttpError(403, f"the Host header names {name!r}, which is not an address "
-                                 f"of this gateway (add it to http_allowed_hosts if clients "
-                                 f"really use that name)")
+            raise HttpError(403, f"the Host header names {name!r}, which is not among the "
+                                 f"names this gateway answers to (the address it listens on, "
+                                 f"localhost and http_allowed_hosts): add it to "
+                                 f"http_allowed_hosts if clients really use that name")
         origins = headers.get("origin")
         origin = origins[0] if origins else None
         fetch_site = (headers.get("sec-fetch-site") or ["none"])[0].strip().lower()

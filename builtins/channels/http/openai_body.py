@@ -168,9 +168,8 @@ def problem(status: int, body: dict[str, Any]) -> tuple[int, str, str | None] | 
     if native == "dropped":
         status, message = 409, f"the message was dropped: {body.get('reason')}"
     elif native == "steered":
-        status, message = 409, (f"the message was fed into the session's running turn "
-                                f"({body.get('reason')}); that turn's reply goes to the "
-                                f"request that started it")
+        status, message = 409, ("the message was fed into the session's running turn; "
+                                "that turn's reply goes to the request that started it")
     elif status < 400:
         status = 500
     if body.get("reason") and native not in ("dropped", "steered"):

@@ -33,8 +33,9 @@ _LOCAL_KINDS = ("offline", "scripted:")
 class RequestOverrides:
     """The per-request settings a gateway accepts, read from its settings at start."""
 
-    configured: frozenset[str] = frozenset({"offline"})
-    """Model specs and alias names the gateway was configured with."""
+    configured: tuple[str, ...] = ("offline",)
+    """Model specs and alias names the gateway was configured with: its model, its
+    fallbacks, then each alias and what it stands for."""
     any_model: bool = False
     system: bool = False
     default: str = "offline"
@@ -42,16 +43,16 @@ class RequestOverrides:
 
     @classmethod
     def from_settings(cls, settings: Any) -> RequestOverrides:
-        names = {settings.model_spec, *settings.models, *settings.model_aliases,
-                 *settings.model_aliases.values()}  # the model by its alias, or its spec
-        return cls(frozenset(names), settings.http_allow_model_override,
+        aliases = [name for pair in settings.model_aliases.items() for name in pair]
+        names = dict.fromkeys([settings.model_spec, *settings.models, *aliases])
+        return cls(tuple(names), settings.http_allow_model_override,  # an alias, or its spec
                    settings.http_allow_system_override, settings.model_spec)
 
     @property
     def served(self) -> list[str]:
         """Every name a request may give its model: the default first, then the others
         in order (`GET /v1/models`)."""
-        return [self.default, *sorted(self.configured - {self.default})]
+        return list(dict.fromkeys([self.default, *self.configured]))
 
     def check(self, payload: dict[str, Any]) -> None:
         """Refuse (400, naming the setting) a `context.model` or `context.system` this
