@@ -95,12 +95,17 @@ async def recorded_answer(tape: Tape, session_id: str, mark: Mark, value: str,
     body: dict[str, Any] = {"session_id": session_id, "content": "\n\n".join(replies),
                             "outbounds": [], "status": status}
     if status != "ok":
-        body["error"] = str(outcome.get("error") or f"the turn ended {status}")
+        body["error"] = str(outcome.get("error") or _ENDED.get(status, f"the turn ended {status}"))
     usage = _summed_usage(outcome.get("usage_by_model"))
     if usage is not None:  # as a live reply has it: the turn's calls summed
         body["usage"] = usage
     code = {"ok": 200, "interrupted": 200}.get(status, 500)
     return digest, code, body
+
+
+_ENDED = {"cancelled": "the turn was cancelled before it finished (the gateway stopping, or "
+                      "the client's cancel) and may have partly run"}
+"""What a recalled answer says of a run that ended without an error of its own."""
 
 
 async def _journaled_marks(tape: Tape, mark: Mark, value: str) -> dict[str, Any] | None:

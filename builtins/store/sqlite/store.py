@@ -66,13 +66,13 @@ Version 2 added the anchor index and the run journal (a version 1 file is upgrad
 
 INTERRUPTED_ERROR: Final = (
     "the process running this turn ended before the turn finished; what it recorded up "
-    "to then is kept above"
+    "to then is kept on the session's tape"
 )
 """The `error` of the `run` event that marks a recovered, interrupted run."""
 
 COMMIT_FAILED_ERROR: Final = (
     "saving this turn failed (the tape store could not write); what it recorded up to "
-    "then is kept above"
+    "then is kept on the session's tape"
 )
 """The `error` of the `run` event that ends a run whose commit failed."""
 
