@@ -75,6 +75,9 @@ class PluginAgentHooks:
                 request = value
             else:
                 _bad_return(impl, value, _LLM_EXPECTED)
+                if _closed(impl):
+                    return request, LLMCallDecision.finish(
+                        _refusal(impl, "the model was not called"))
         return request, None
 
     async def after_llm_call(
@@ -101,18 +104,17 @@ class PluginAgentHooks:
                 return call, ToolCallDecision.deny(_refusal(impl, "the tool was not run"))
             if value is None:
                 continue
-            if not isinstance(value, ToolCallDecision):
-                _bad_return(impl, value, _TOOL_EXPECTED)
+            wrong = _wrong_tool_answer(value)
+            if wrong is not None:
+                _bad_return(impl, *wrong)
+                if _closed(impl):
+                    return call, ToolCallDecision.deny(_refusal(impl, "the tool was not run"))
                 continue
             if value.action != "proceed":
                 return call, value
             if value.arguments is None:
                 continue
-            arguments: Any = value.arguments  # a plugin may break the declared type
-            if not isinstance(arguments, Mapping):
-                _bad_return(impl, arguments, "ToolCallDecision.arguments: dict")
-                continue
-            call = dataclasses.replace(call, arguments=dict(arguments))
+            call = dataclasses.replace(call, arguments=dict(value.arguments))
         return call, ToolCallDecision.proceed(call.arguments)
 
     async def after_tool_call(
@@ -179,7 +181,7 @@ class PluginAgentHooks:
         except Exception:
             # Isolated by the contract (the agent goes on): a warning, as the reference logs
             # it, with the traceback so the plugin's author can find the fault.
-            closed = impl.opts.fail_closed and impl.hook_name in FAIL_CLOSED_HOOKS
+            closed = _closed(impl)
             get_logger(__name__).warning(
                 "hook.agent_hook_failed hook=%s adapter=%s%s", impl.hook_name, impl.plugin_name,
                 " fail_closed=denied" if closed else "", exc_info=True,
@@ -191,6 +193,23 @@ class PluginAgentHooks:
 FAIL_CLOSED_HOOKS = frozenset({"before_llm_call", "before_tool_call"})
 """The hooks on which ``@hookimpl(fail_closed=True)`` means something: a guard's failure
 refuses the call it guards."""
+
+def _wrong_tool_answer(value: Any) -> tuple[Any, str] | None:
+    """What is wrong with a ``before_tool_call`` answer (the value, and what was expected),
+    or None: a plugin may break the declared types."""
+    if not isinstance(value, ToolCallDecision):
+        return value, _TOOL_EXPECTED
+    arguments: Any = value.arguments
+    if arguments is not None and not isinstance(arguments, Mapping):
+        return arguments, "ToolCallDecision.arguments: dict"
+    return None
+
+
+def _closed(impl: HookImpl) -> bool:
+    """A guard whose failure (an exception, or an answer of the wrong type) refuses the
+    call it guards."""
+    return impl.opts.fail_closed and impl.hook_name in FAIL_CLOSED_HOOKS
+
 
 _FAILED_CLOSED: Any = object()
 """What ``_call`` returns for a fail-closed guard that raised."""

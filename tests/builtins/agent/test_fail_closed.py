@@ -1,7 +1,7 @@
 """Fail-closed guards, through real turns of the builtin agent on a scripted model: a
 before_tool_call / before_llm_call guard marked ``@hookimpl(fail_closed=True)`` that
-raises refuses the call; an unmarked one that raises is skipped (the contract's
-fail-open default)."""
+raises, or answers a value of the wrong type, refuses the call; an unmarked one that
+raises is skipped (the contract's fail-open default)."""
 
 from __future__ import annotations
 
@@ -88,3 +88,31 @@ async def test_a_fail_closed_model_guard_that_raises_answers_instead_of_the_mode
     assert records == [] and not (workspace / "out.txt").exists()
     assert result.model_output == ("refused: the guard 'brokenmodelguard-0' (before_llm_call, "
                                    "fail_closed) failed; the model was not called")
+
+
+class ConfusedToolGuard:
+    """Answers with a string where a decision is expected: a broken guard too."""
+
+    @hookimpl(fail_closed=True)
+    def before_tool_call(self, call: ToolCall) -> str:
+        return "deny"
+
+
+class ConfusedModelGuard:
+    @hookimpl(fail_closed=True)
+    def before_llm_call(self, request: LLMCallRequest) -> int:
+        return 42
+
+
+async def test_a_fail_closed_guard_that_answers_the_wrong_type_refuses_too(
+        workspace: Path) -> None:
+    _result, records, _model = await _turn(workspace, [WRITE, {"text": "done"}],
+                                           ConfusedToolGuard())
+    assert not (workspace / "out.txt").exists()
+    (record,) = records
+    assert (record["outcome"], record["error"]) == ("denied", (
+        "refused: the guard 'confusedtoolguard-0' (before_tool_call, fail_closed) failed; "
+        "the tool was not run"))
+    result, _records, model = await _turn(workspace, [WRITE, {"text": "done"}],
+                                          ConfusedModelGuard())
+    assert model.used == 0 and "the model was not called" in result.model_output
