@@ -308,12 +308,14 @@ class BuiltinPlugin:
 
     async def _say_what_commands_made(self, event: RunFinished) -> None:
         """After each run: the repositories its commands made, said while the user may
-        still be there (see `LocalEnvironment.say_what_commands_made`)."""
+        still be there (see `LocalEnvironment.say_what_commands_made`), and the sandboxes
+        of approved background commands that ended closed."""
         from .host import LocalEnvironment
 
         environment = event.state.get(RUNTIME_ENVIRONMENT)
         if isinstance(environment, LocalEnvironment):
             await environment.say_what_commands_made()
+            await environment.end_finished_escalations()
 
     async def _refresh_instructions(self, event: StepStarted) -> None:
         """Before each model call: the `AGENTS.md` files checked (read in a worker thread

@@ -315,8 +315,9 @@ def _escalation_reason(escalate: str) -> str:
 
 def _session_key(tool: str, arguments: dict[str, Any]) -> str:
     name = tool_key(tool)
-    if name == "shell":
-        return f"shell\0{arguments.get('command')}\0{arguments.get('escalate') or ''}"
+    if name == "shell":  # in the background it runs on, a thing of its own to approve
+        return (f"shell\0{arguments.get('command')}\0{arguments.get('escalate') or ''}"
+                f"\0{bool(arguments.get('background'))}")
     if "path" in arguments:
         return f"{name}\0{arguments.get('path')}"
     return name

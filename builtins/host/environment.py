@@ -299,6 +299,14 @@ class LocalEnvironment(Environment):
         self._escalated.discard(sibling)
         await sibling.close()
 
+    async def end_finished_escalations(self) -> None:
+        """Close the sandbox of each approved background command that ended (stopped, or
+        exited), with what it left running: the network it was approved for ends with
+        it, not with the session."""
+        for sibling in [sibling for sibling in self._escalated
+                        if not sibling._confinement.busy()]:
+            await self.end_escalated(sibling)
+
     async def say_what_commands_made(self) -> None:
         """Warn about the repositories and protected paths commands made since the last
         look, here or in another sandbox of the workspace (an escalation's, another

@@ -302,8 +302,11 @@ async def _shell_output(
 async def _shell_stop(
     environment: Environment, *, id: str, processes: BackgroundProcesses | None, session: str
 ) -> str:
-    """Stop a background process of this session and what it started."""
+    """Stop a background process of this session and what it started (an approved one's
+    sandbox too, with what it left)."""
     info = await _registry(environment, processes).stop(id, session)
+    if isinstance(environment, LocalEnvironment):
+        await environment.end_finished_escalations()
     return info.describe()
 
 

@@ -215,6 +215,28 @@ async def test_what_an_approved_command_leaves_running_ends_with_it(workspace: P
     assert "left stopped" in records[2]["output"] and "server beats" in records[2]["output"]
 
 
+async def test_an_approved_background_command_s_leftovers_end_when_it_is_stopped(
+        workspace: Path) -> None:
+    """A relay it left (setsid) keeps the network no longer than the command itself; and
+    "always" for a command in the foreground is not an approval to run it in the
+    background."""
+    (workspace / "serve.sh").write_text("echo built\n")
+    script = (f"setsid sh -c '{HEARTBEAT.format(name='relay')}' >/dev/null 2>&1 &\n"
+              f"{HEARTBEAT.format(name='server')}\n")
+    check = ("sleep 0.3; " + STILL_BEATING.format(name="server") + "; "
+             + STILL_BEATING.format(name="relay"))
+    calls = [shell("sh serve.sh", escalate="network", justification="build"),
+             {"name": "fs_write", "arguments": {"path": "serve.sh", "content": script}},
+             shell("sh serve.sh", escalate="network", justification="serve", background=True),
+             shell(check), {"name": "shell_stop", "arguments": {"id": "bg1"}}, shell(check)]
+    bot = Deskbot(Answer("approve_session"), Answer("approve"))
+    _r, records, _e, _m = await turn(workspace, [{"tool_calls": calls}, {"text": "ok"}], bot,
+                                     approval="on-request")
+    assert len(bot.questions) == 2, "the background run is asked about on its own"
+    assert "server beats" in records[3]["output"] and "relay beats" in records[3]["output"]
+    assert "server stopped" in records[5]["output"] and "relay stopped" in records[5]["output"]
+
+
 async def test_a_broken_rules_file_stops_what_writes_or_runs_but_not_reads(
         workspace: Path) -> None:
     (workspace / ".hookline").mkdir()
