@@ -139,8 +139,8 @@ def run_by_git(top: str, gitdir: str, workspace: str,
         for entry in entries:
             if _names_hooks(entry):
                 hooks.append(_resolved(entry.value, top))
-            elif (program := _program(_command(entry))) and "/" in program:
-                found.append(_resolved(program, top))  # a bare name is looked for on PATH
+            elif programs := _programs(_command(entry)):
+                found.extend(_resolved(program, top) for program in programs)
             elif _includes(entry):
                 included = _resolved(entry.value, os.path.dirname(config))
                 found.append(included)
@@ -221,13 +221,23 @@ def _command(entry: Entry) -> str:
     return ""
 
 
-def _program(command: str) -> str:
-    """The program of a command git runs through the shell: its first word."""
+SCRIPT_SUFFIXES = (".sh", ".bash", ".zsh", ".py", ".pl", ".rb", ".js", ".mjs", ".ts", ".php",
+                   ".lua", ".tcl", ".ps1")
+"""How the scripts an interpreter runs end, where a command names them bare (`sh x.sh`)."""
+
+
+def _programs(command: str) -> list[str]:
+    """What a command git runs through the shell may run from the worktree: its first word
+    when a path (a bare name is looked for on PATH), and each later word that is a path or
+    a script (`sh tools/fsmon.sh`, `python3 lint.py`: the interpreter runs the file)."""
     try:
         words = shlex.split(command)
     except ValueError:  # an unclosed quote: the shell would refuse it too
         words = command.split()
-    return words[0] if words else command
+    first = words[:1] if words and "/" in words[0] else []
+    later = [word for word in words[1:] if not word.startswith("-") and (
+        "/" in word or word.lower().endswith(SCRIPT_SUFFIXES))]
+    return [*first, *later]
 
 
 def _hooks(folder: str) -> list[str]:
@@ -254,13 +264,14 @@ def _resolved(value: str, base: str) -> str:
 
 def common_dir(gitdir: str) -> str | None:
     """The repository folder the `commondir` file of `gitdir` names (resolved), where a
-    linked worktree's git reads config, hooks, objects and refs; None without one. Read
-    whatever a search's budget says: a command must not hide a repository's hooks by
-    spending it (the file is one short line)."""
-    line = file_start(os.path.join(gitdir, "commondir"), 4096).split(b"\n", 1)[0].strip()
-    if not line:
+    linked worktree's git reads config, hooks, objects and refs; None without one. Read as
+    git reads it: through a link, the whole file but its trailing line ends; and whatever
+    a search's budget says: a command must not hide a repository's hooks by spending it."""
+    path = os.path.realpath(os.path.join(gitdir, "commondir"))
+    named = file_start(path, 4096).rstrip(b"\r\n")
+    if not named:
         return None
-    return os.path.realpath(os.path.join(gitdir, line.decode("utf-8", "surrogateescape")))
+    return os.path.realpath(os.path.join(gitdir, named.decode("utf-8", "surrogateescape")))
 
 
 def _text(path: str, budget: ReadBudget | None = None) -> str:

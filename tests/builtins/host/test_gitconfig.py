@@ -85,6 +85,16 @@ def test_a_program_another_key_names_by_a_path_is_found(tmp_path: Path) -> None:
         "tools/pdf2text"]
 
 
+def test_a_script_an_interpreter_runs_is_found_too(tmp_path: Path) -> None:
+    """`sh tools/fsmon.sh`: git runs `sh`, and `sh` runs the worktree's script."""
+    workspace, git = repository(tmp_path, (
+        "[core]\n\tfsmonitor = sh tools/fsmon.sh --fast\n"
+        "[alias]\n\tlint = !python3 lint.py -q\n\tl = !git log --oneline\n"))
+    found = run_by_git(str(workspace), str(git), str(workspace))
+    assert sorted(os.path.relpath(path, workspace) for path in found) == [
+        "lint.py", "tools/fsmon.sh"]
+
+
 def test_a_linked_worktree_reads_its_repository_s_config(tmp_path: Path) -> None:
     workspace, git = repository(tmp_path, "[core]\n  hooksPath = githooks\n")
     linked = git / "worktrees" / "feature"

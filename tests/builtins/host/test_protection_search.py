@@ -276,3 +276,22 @@ def test_a_folder_the_search_cannot_list_is_kept_whole(
 
     monkeypatch.setattr(os, "scandir", scandir)
     assert protection.to_protect(str(workspace), 10_000) == ([str(workspace / "proj")], False)
+
+
+@pytest.mark.parametrize("commondir", ["link", " C", "C ", "C\r\n"])
+def test_a_commondir_is_read_as_git_reads_it(tmp_path: Path, commondir: str) -> None:
+    """Through a link, the whole file but its trailing line ends."""
+    workspace = tmp_path.resolve()
+    named = "C" if commondir == "link" else commondir.rstrip("\r\n")
+    subprocess.run(["git", "init", "-q", "--bare", str(workspace / "src" / named)], check=True)
+    (workspace / "src" / named / "HEAD").unlink()
+    (workspace / "src" / "HEAD").write_text("ref: refs/heads/main\n")
+    if commondir == "link":
+        (workspace / "src" / "named").write_text("C\n")
+        (workspace / "src" / "commondir").symlink_to("named")
+    else:
+        (workspace / "src" / "commondir").write_text(commondir)
+    subprocess.run(["git", "--git-dir", str(workspace / "src"), "rev-parse"], check=True)
+    found = protection.to_protect(str(workspace), 10_000)[0]
+    assert {str(workspace / "src"), str(workspace / "src" / named)} <= set(found), found
+
