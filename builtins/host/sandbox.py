@@ -161,8 +161,7 @@ class Confinement:
         self.owner = owner
         """Whose sandbox this is, as its warnings name it."""
         self.hidden = tuple(os.path.realpath(path) for path in policy.hidden)
-        self.denied = tuple(_resolved(policy.deny_read))
-        """The credentials of `sandbox_deny_read`, resolved: hidden like `hidden`."""
+        self._deny_read = policy.deny_read
         self.private = tuple(_resolved(("/proc", private_temp_path())))
         """What the sandbox shows a command only of its own: the processes (hookline's
         environment and memory, in `/proc`) and the sessions' temporary folders."""
@@ -180,6 +179,13 @@ class Confinement:
         self._unprotected = False
         """A command made something to protect that the current helper failed to protect
         in place: the next command gets a new helper, which does."""
+
+    @property
+    def denied(self) -> tuple[str, ...]:
+        """The credentials of `sandbox_deny_read`, hidden like `hidden`: resolved at each
+        use, so one that became a link since (dotfiles kept with stow) is hidden where it
+        points, for each new helper and for the file tools."""
+        return tuple(_resolved(self._deny_read))
 
     def kept_from_tools(self, path: str) -> tuple[str, str] | None:
         """Where the resolved `path` lies in what the sandbox keeps from commands, and so

@@ -219,6 +219,28 @@ async def test_a_credential_made_after_the_sandbox_started_is_hidden_too(
     assert "AWSSECRET" not in after.stdout and "credentials" in after.stderr
 
 
+@pytest.mark.anyio
+async def test_a_credential_that_became_a_link_is_hidden_where_it_points(
+        layout: tuple[Path, Path, Path]) -> None:
+    """`~/.ssh` made a link to `~/dotfiles/ssh` (stow) while a session runs: from its
+    next command on, what the link leads to is hidden."""
+    workspace, home, outside = layout
+    user = outside / "user"
+    (user / "dotfiles" / "ssh").mkdir(parents=True)
+    (user / "dotfiles" / "ssh" / "id").write_text("SSH-PRIVATE-KEY")
+    env = environment(workspace, home, deny_read=(str(user / ".ssh"),))
+    command = f"cat {user}/.ssh/id {user}/dotfiles/ssh/id"
+    try:
+        before = await env.run(f"cat {user}/dotfiles/ssh/id")
+        (user / ".ssh").symlink_to("dotfiles/ssh")
+        after = await env.run(command)
+    finally:
+        await env.close()
+    assert before.stdout == "SSH-PRIVATE-KEY", "not a credential until the link names it"
+    assert "SSH-PRIVATE-KEY" not in after.stdout
+    assert after.stderr.count("Permission denied") == 2, after.stderr
+
+
 ATTACH = """
 import ctypes, sys
 libc = ctypes.CDLL(None, use_errno=True)
