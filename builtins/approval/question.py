@@ -118,16 +118,32 @@ _BLANKS = re.compile(r"(?:[ \t]{40,}|\n(?:[ \t]*\n){3,})+")
 """Blanks no command needs: 40 in a row (past any indentation), or three empty lines."""
 
 
+MAX_LINES = 20
+"""Lines of one part of a question shown whole; more show the first and last ones."""
+
+_HIDDEN = re.compile("[\t\u115f\u1160\u17b4\u17b5\u2800\u3164\uffa0]")
+"""Characters that take room but show nothing a reader can count (a tab, Hangul and
+braille fillers), shown by their code instead."""
+
+
 def _in_view(text: str) -> str:
     """`text` kept in view: a run of blanks or of empty lines (which would push the rest
-    of a command off the screen, or past its edge) is said by its length, and a very long
-    text shows its start and end with what was left out counted."""
+    of a command off the screen, or past its edge) is said by its length, characters that
+    show nothing by their code, and a very long text, or one of many lines, shows its
+    start and end with what was left out counted."""
     text = _BLANKS.sub(lambda run: f" [{len(run.group()):,} blank characters] ", text)
-    if len(text) <= MAX_SHOWN:
-        return text
-    head, tail = MAX_SHOWN * 2 // 3, MAX_SHOWN // 3
-    return (f"{text[:head]} [... {len(text) - head - tail:,} characters not shown ...] "
-            f"{text[-tail:]}")
+    text = _HIDDEN.sub(lambda char: repr(char.group())[1:-1] if char.group() == "\t"
+                       else f"\\u{ord(char.group()):04x}", text)
+    if len(text) > MAX_SHOWN:
+        head, tail = MAX_SHOWN * 2 // 3, MAX_SHOWN // 3
+        text = (f"{text[:head]} [... {len(text) - head - tail:,} characters not shown ...] "
+                f"{text[-tail:]}")
+    lines = text.split("\n")
+    if len(lines) > MAX_LINES:
+        head, tail = MAX_LINES * 2 // 3, MAX_LINES // 3
+        lines = [*lines[:head], f"[... {len(lines) - head - tail:,} lines not shown ...]",
+                 *lines[-tail:]]
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)

@@ -49,3 +49,20 @@ async def test_every_argument_of_another_tool_is_shown(workspace: Path) -> None:
     (question,) = bot.questions
     assert question.summary == ('query = "' + "n" * 399 + '... [602 more characters]; '
                                 'limit = 7')
+
+
+def test_many_short_lines_show_their_start_and_end() -> None:
+    """Sixty lines of `:` would push the rest of the command above the screen's top."""
+    command = "make test\n" + ":\n" * 60 + "touch /tmp/outside"
+    lines = shown(Question("q", SESSION, "shell", {"command": command}, command, "why"))
+    assert len(lines.splitlines()) < 25
+    assert "[... 43 lines not shown ...]" in lines and "    | touch /tmp/outside" in lines
+
+
+@pytest.mark.parametrize(("filler", "seen"), [("\u3164", "\\u3164"), ("\t", "\\t")])
+def test_characters_that_show_nothing_are_shown_by_their_code(filler: str, seen: str) -> None:
+    """A Hangul filler is printable yet blank, a tab only room: either would hide the rest
+    of a command past the screen's edge."""
+    command = "make test" + filler * 30 + "; touch /tmp/outside"
+    first = shown(Question("q", SESSION, "shell", {"command": command}, command, "why"))
+    assert first.splitlines()[0] == f"approve shell? make test{seen * 30}; touch /tmp/outside"
