@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from hookline.kernel import Framework
+from hookline.kernel.framework import DISABLE_ENV
 
 from .chat import chat_command
 from .compact import compact_command
@@ -93,11 +94,14 @@ def _hooks_command(framework: Framework) -> Any:
     ) -> None:
         """Show each hook's implementations in execution order, with diagnostics."""
         report = framework.hook_report()
-        failed = {name: status.detail for name, status in framework.plugin_status().items()
-                  if not status.ok}
+        statuses = framework.plugin_status().items()
+        failed = {name: status.detail for name, status in statuses
+                  if not status.ok and status.detail != "disabled"}
+        disabled = [name for name, status in statuses if status.detail == "disabled"]
         if as_json:
             data = report.as_dict()
             data["failed_plugins"] = failed
+            data["disabled_plugins"] = disabled
             typer.echo(json.dumps(data, indent=2, default=str))
             return
         for hook in report.hooks:
@@ -111,6 +115,8 @@ def _hooks_command(framework: Framework) -> Any:
             typer.echo(f"warning: {entry.message()}")
         for name, detail in failed.items():
             typer.echo(f"plugin {name!r} failed to load: {detail}")
+        for name in disabled:
+            typer.echo(f"plugin {name!r} is disabled ({DISABLE_ENV})")
 
     return hooks
 

@@ -279,6 +279,10 @@ class PluginLoader:
                                group)
         for group, entry_point, obj in loaded:
             self._initialise(entry_point.name, obj, entry_point.value, strict, group)
+        known = {BUILTIN_NAME} | {name for name, _value in seen}
+        for name in sorted(disabled - known):  # a typo must not pass for a disabled plugin
+            self._record(PluginStatus(name, False, f"named in {DISABLE_ENV}, but no installed "
+                                      f"plugin has this name: check its spelling", "-"))
 
     def _initialise(self, name: str, obj: Any, source: str, strict: bool,
                     group: PluginGroup | None) -> None:

@@ -249,6 +249,19 @@ def test_a_disabled_builtin_plugin_is_said_when_nothing_answers(env: dict[str, s
                                  "(the builtin plugin is disabled")
 
 
+def test_a_disabled_plugin_is_said_as_such_and_a_misspelt_one_is_not_quiet(
+        env: dict[str, str], tmp_path: Path) -> None:
+    env["HOOKLINE_DISABLE_PLUGINS"] = "builtin,biultin"
+    hooks = hookline("hooks", env=env, cwd=tmp_path).stdout
+    assert "plugin 'builtin' is disabled (HOOKLINE_DISABLE_PLUGINS)" in hooks
+    assert "plugin 'builtin' failed to load" not in hooks
+    listed = hookline("plugins", env=env, cwd=tmp_path).stdout.splitlines()
+    assert listed[0].split()[:2] == ["off", "builtin"]
+    assert listed[1].split()[:2] == ["FAIL", "biultin"]
+    assert listed[1].endswith("named in HOOKLINE_DISABLE_PLUGINS, but no installed plugin "
+                              "has this name: check its spelling")
+
+
 FAILING_LIFESPAN = '''
 from hookline.kernel import hookimpl
 
