@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from hookline.kernel import DispatchTrace, Framework, TraceRecord, hookimpl
+from hookline.kernel import DispatchTrace, Framework, Registry, TraceRecord, hookimpl
 
 __all__ = ["ErrorCapture", "ErrorReport", "HookTrace", "capture_errors", "trace_hooks"]
 
@@ -32,9 +32,12 @@ class HookTrace:
     something other than None".
     """
 
-    def __init__(self, records: Sequence[TraceRecord] = ()) -> None:
+    def __init__(self, records: Sequence[TraceRecord] = (), registry: Registry | None = None
+                 ) -> None:
         self.records: list[TraceRecord] = [
             record for record in records if not record.plugin.startswith(_CAPTURE_PREFIX)]
+        self.registry = registry
+        """Where the hook and plugin names a question gives are checked (None: not)."""
 
     def __iter__(self) -> Iterator[TraceRecord]:
         return iter(self.records)
@@ -50,7 +53,23 @@ class HookTrace:
         return "\n".join(record.format() for record in self.records) or "(no hook calls)"
 
     def for_hook(self, hook: str) -> list[TraceRecord]:
+        self._check_name(hook, self.registry.hook_names() if self.registry else None, "hook")
         return [record for record in self.records if record.hook == hook]
+
+    def _check_plugin(self, plugin: str) -> None:
+        names = [name for name, _ in self.registry.list_name_plugin()] if self.registry else None
+        self._check_name(plugin, names, "plugin")
+
+    @staticmethod
+    def _check_name(name: str, known: Sequence[str] | None, what: str) -> None:
+        """A misspelt name must fail the assertion, not pass it for want of calls."""
+        if known is None or name in known:
+            return
+        import difflib
+
+        close = difflib.get_close_matches(name, list(known), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise AssertionError(f"no {what} is named {name!r} on this framework{hint}")
 
     def hooks(self) -> list[str]:
         """The hooks that ran, in the order they first ran."""
@@ -82,6 +101,7 @@ class HookTrace:
 
     def assert_answered(self, hook: str, plugin: str) -> None:
         """Fail unless `plugin` is the first plugin that answered `hook`."""
+        self._check_plugin(plugin)
         answered = self.answered_by(hook)
         if answered != plugin:
             raise AssertionError(
@@ -98,6 +118,8 @@ class HookTrace:
 
     def assert_not_called(self, hook: str, plugin: str | None = None) -> None:
         """Fail if `hook` ran at all (or, with `plugin`, if that plugin's implementation ran)."""
+        if plugin is not None:
+            self._check_plugin(plugin)
         calls = self.calls(hook)
         if (plugin is None and calls) or (plugin is not None and plugin in calls):
             who = "" if plugin is None else f" for plugin {plugin!r}"
@@ -123,7 +145,7 @@ def trace_hooks(framework: Framework) -> Iterator[HookTrace]:
     made while it ran.
     """
     tracer = framework.registry.tracer
-    result = HookTrace()
+    result = HookTrace(registry=framework.registry)
     if isinstance(tracer, DispatchTrace):
         start = len(tracer.records)
         try:

@@ -350,6 +350,12 @@ async def test_trace_assertions_explain_failures(hookline_framework: FrameworkFa
     with pytest.raises(AssertionError, match="hook 'resolve_session' ran for plugin 'Quiet'"):
         trace.assert_not_called("resolve_session", "Quiet")
     trace.assert_not_called("run_model")
+    # A misspelt name fails, rather than pass for want of calls.
+    with pytest.raises(AssertionError, match=r"no hook is named 'resolve_sesion' on this "
+                                             r"framework; did you mean 'resolve_session'\?"):
+        trace.assert_not_called("resolve_sesion")
+    with pytest.raises(AssertionError, match=r"no plugin is named 'Qiuet'.*'Quiet'\?"):
+        trace.assert_not_called("run_model", "Qiuet")
 
 
 async def test_trace_hooks_outside_a_turn_and_inside_another_trace(
