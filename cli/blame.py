@@ -13,6 +13,7 @@ from types import CodeType, TracebackType
 from typing import Any
 
 from hookline.kernel import Framework
+from hookline.kernel.framework import BUILTIN_NAME, DISABLE_ENV
 
 __all__ = ["AGENT_HOOK_LOG", "innermost", "plugin_failure_line", "turn_failure_blame",
            "with_blame"]
@@ -55,7 +56,9 @@ def turn_failure_blame(framework: Framework, error: BaseException) -> str | None
         tb = tb.tb_next
     if found is None:
         return None
-    return f"raised by {found.describe()}, hook {found.hook_name}"
+    fix = (f"; fix the plugin, or run without it: {DISABLE_ENV}={found.plugin_name}"
+           if found.plugin_name != BUILTIN_NAME else "")
+    return f"raised by {found.describe()}, hook {found.hook_name}{fix}"
 
 
 def innermost(error: BaseException) -> BaseException:

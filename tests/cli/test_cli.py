@@ -191,7 +191,8 @@ def test_a_failing_turn_is_one_stderr_line(env: dict[str, str], tmp_path: Path) 
     [line] = out.stderr.strip().splitlines()
     assert line.startswith("error: state store offline (raised by plugin 'failing', "
                            "function 'Failing.load_state' (")
-    assert line.endswith("failing_plugin.py:8), hook load_state)"), "who to blame, and where"
+    assert line.endswith("failing_plugin.py:8), hook load_state; fix the plugin, or run "
+                         "without it: HOOKLINE_DISABLE_PLUGINS=failing)"), "who, where, what to do"
 
 
 def test_the_basics_version_bare_help_and_short_model_flag(env: dict[str, str],

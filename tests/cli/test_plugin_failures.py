@@ -85,4 +85,5 @@ def test_a_failing_turn_hook_names_plugin_hook_and_function(tmp_path: Path,
     assert "'user_name'" in line
     assert ("raised by plugin 'prompted', function 'BrokenPrompt.system_prompt' "
             "(") in line and "faulty.py:" in line and "hook system_prompt" in line
+    assert "run without it: HOOKLINE_DISABLE_PLUGINS=prompted" in line
     assert ("Traceback (most recent call last)" in out.stderr) is verbose
