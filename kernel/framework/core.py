@@ -386,8 +386,9 @@ def _require_name(impl: HookImpl, item: Any) -> Any:
     """Tools, channels and sidecars are de-duplicated by ``name``: it must be a string."""
     if not isinstance(getattr(item, "name", None), str):
         raise TypeError(
-            f"hook.{impl.hook_name}: {impl.describe()} returned {type(item).__name__}, which "
-            f"has no string 'name'"
+            f"hook.{impl.hook_name}: {impl.describe()} returned an item of type "
+            f"{type(item).__name__}, which has no string 'name' (each item is de-duplicated "
+            f"by it)"
         )
     return item
 
