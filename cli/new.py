@@ -257,4 +257,9 @@ hookline hooks       # system_prompt: {project}, builtin ...
 The tests use hookline's pytest fixtures (`hookline_framework`, `run_turn`, a scripted
 model), which pytest finds by itself once hookline is installed; they run on asyncio and
 trio (`tests/conftest.py`). See hookline's docs/testing.md.
+
+mypy cannot follow an editable install of hookline itself (`pip install -e` of its
+checkout): there, give it the kernel on `MYPYPATH`, as hookline's docs/typed-hooks.md
+shows (`mkdir -p /tmp/hl/hookline && ln -sfn <checkout>/kernel /tmp/hl/hookline/kernel`,
+then `MYPYPATH=/tmp/hl mypy {module}`).
 """
