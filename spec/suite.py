@@ -435,6 +435,10 @@ def main(argv: Iterable[str] | None = None, prog: str = "hookline_conformance") 
         print(f"wrote {written} expected failures to {args.write_expected}")
     if counts["error"]:
         return 2
+    if not (counts["pass"] or counts["fail"] or counts["xfail"] or counts["timeout"]):
+        print("error: nothing ran: every fixture selected was skipped; select others (--area, "
+              "--rule), or use an adapter that runs them", file=sys.stderr)
+        return 2  # a green CI job that checked nothing must not pass for one
     return 1 if counts["fail"] or counts["timeout"] else 0
 
 

@@ -66,6 +66,16 @@ def run_suite(*args: str | Path, cwd: Path, core: Path) -> subprocess.CompletedP
                           capture_output=True, text=True, timeout=120)
 
 
+def test_a_selection_a_kernel_only_adapter_skips_whole_is_no_green_run(
+        tmp_path: Path, core_path: Path) -> None:
+    """`--area turn` holds only framework fixtures: nothing runs, and that is said."""
+    out = run_suite("--adapter-command", command(), "--area", "turn", cwd=tmp_path,
+                    core=core_path)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr.startswith("error: nothing ran: every fixture selected was skipped")
+    assert out.stdout.splitlines()[-1].startswith("0 passed, 0 failed, ")
+
+
 def test_every_dispatch_fixture_passes_on_a_kernel_in_another_process(
         tmp_path: Path, core_path: Path) -> None:
     version = host_python()[1]
