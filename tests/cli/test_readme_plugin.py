@@ -54,7 +54,8 @@ def test_readme_plugin_shows_in_hooks_and_takes_effect_in_a_turn(tmp_path: Path)
 
     hooks = hookline("hooks").stdout.splitlines()
     assert "system_prompt: guard, builtin    [stored: builtin, guard]" in hooks
-    assert "before_tool_call: guard [fail_closed], builtin [async]    [stored: builtin, guard]" in hooks
+    assert ("before_tool_call: guard [fail_closed], builtin [async]    [stored: builtin, "
+            "guard]") in hooks
     denied = hookline("run", '/tool shell {"command": "rm -rf build"}')
     assert denied.returncode == 3, denied.stderr  # the turn ended with a call denied
     assert "guard: refusing to run 'rm -rf build'" in denied.stdout
