@@ -58,6 +58,10 @@ NOT_APPLICABLE: dict[str, str] = {
 """Framework actions Bub 0.6 has no counterpart for, with the reason."""
 
 
+_PLUGGY_OPTIONS = frozenset({"tryfirst", "trylast", "specname", "wrapper", "hookwrapper",
+                             "optionalhook"})
+"""The options of pluggy's ``hookimpl`` marker."""
+
 class NotApplicable(BaseException):
     """Bub lacks what the fixture asks for. A BaseException so the runner lets it through."""
 
@@ -103,7 +107,10 @@ class BubAdapter:
         return requirement in ("group:bub", "bub", "media")
 
     def mark(self, function: Callable[..., Any], options: dict[str, Any]) -> Callable[..., Any]:
-        return hookimpl(**options)(function)
+        """pluggy's marker; an option only hookline has (`fail_closed`) is left out, so
+        the reference does what it does without it."""
+        known = {key: value for key, value in options.items() if key in _PLUGGY_OPTIONS}
+        return hookimpl(**known)(function)
 
     def new_kernel(self) -> BubKernel:
         bub_values.forget_registered()  # the previous fixture's tools
