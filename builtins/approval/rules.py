@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
+from ..config.table import misplaced_settings
 from .shellwords import split_commands
 
 if TYPE_CHECKING:
@@ -243,7 +244,8 @@ def _parse_rule(table: Any, source: str, index: int) -> Rule:
     unknown = sorted(set(table) - _FIELDS)
     if unknown:
         raise RuleError(f"{where}: unknown field(s) {', '.join(unknown)}; a rule has "
-                        f"action, tool, command (shell), path (file tools) and reason")
+                        f"action, tool, command (shell), path (file tools) and reason"
+                        f"{misplaced_settings(unknown)}")
     action = table.get("action")
     if action not in RULE_ACTIONS:
         raise RuleError(f"{where}: action must be one of {', '.join(RULE_ACTIONS)}, "

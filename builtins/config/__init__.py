@@ -25,7 +25,7 @@ _PUBLIC = {
     "table": ("DEFAULT_DENY_READ", "DEFAULT_HTTP_BODY_TIMEOUT", "DEFAULT_HTTP_HOST",
               "DEFAULT_HTTP_PORT", "DEFAULT_HTTP_TIMEOUT", "DEFAULT_MAX_FILE_BYTES",
               "DEFAULT_MAX_PROCESSES", "DEFAULT_MAX_STEPS", "DEFAULT_PROTECT", "Settings",
-              "SettingsError", "setting_env"),
+              "SettingsError", "misplaced_settings", "setting_env"),
     "toml": ("dumps_toml", "rewritten"),
 }
 """Module (relative to this package) -> the public names it defines."""

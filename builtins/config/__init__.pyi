@@ -39,6 +39,7 @@ from .table import DEFAULT_MAX_STEPS as DEFAULT_MAX_STEPS
 from .table import DEFAULT_PROTECT as DEFAULT_PROTECT
 from .table import Settings as Settings
 from .table import SettingsError as SettingsError
+from .table import misplaced_settings as misplaced_settings
 from .table import setting_env as setting_env
 from .toml import dumps_toml as dumps_toml
 from .toml import rewritten as rewritten

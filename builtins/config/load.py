@@ -90,8 +90,6 @@ def settings_from_config(
     extra: dict[str, Any] = {}
     aliases = _known_aliases(data, env)
     for key, raw in data.items():
-        if isinstance(raw, dict) or _array_of_tables(raw):
-            _check_nothing_misplaced(key, raw, config_path)
         spec = BY_KEY.get(key)
         if spec is None:
             if isinstance(raw, dict) or _array_of_tables(raw):  # [mcp_servers], [[rules]]
@@ -152,25 +150,6 @@ def parse_setting(key: str, value: Any) -> Any:
 
 def _array_of_tables(value: Any) -> bool:
     return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
-
-
-def _check_nothing_misplaced(key: str, raw: Any, config_path: Path) -> None:
-    """TOML puts every key after a table's header (`[[rules]]`, `[mcp_servers.files]`) into
-    that table: a setting written below one is not a setting, and nothing else would say
-    so (a rule or a server would take it for a field of its own, or ignore it)."""
-    pending = [(key, table) for table in (raw if isinstance(raw, list) else [raw])]
-    while pending:
-        name, table = pending.pop()
-        for inner, value in table.items():
-            if isinstance(value, dict):
-                pending.append((f"{name}.{inner}", value))
-            elif inner in BY_KEY:
-                header = f"[[{key}]]" if isinstance(raw, list) else f"[{name}]"
-                raise SettingsError(
-                    f"{inner} in {config_path} comes after the {header} header, so TOML "
-                    f"puts it in that table and it is not a setting. Fix: move {inner} above "
-                    f"the first [table] or [[table]] header of the file.",
-                    key=inner, source=f"file:{config_path}", value=value)
 
 
 def _check_tls_pair(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:

@@ -47,6 +47,7 @@ __all__ = [
     "DEFAULT_PROTECT",
     "Settings",
     "SettingsError",
+    "misplaced_settings",
     "setting_env",
 ]
 
@@ -365,6 +366,18 @@ def _specs() -> tuple[Spec, ...]:
 SPECS = _specs()
 """Every setting, in the order of the `Settings` fields (which is the docs' order)."""
 BY_KEY = {spec.key: spec for spec in SPECS}
+
+
+def misplaced_settings(keys: Any) -> str:
+    """For a table's unknown `keys`: the hint that those named like settings are settings
+    written below the table's header, which TOML puts into the table ("" for none)."""
+    found = sorted(key for key in keys if key in BY_KEY)
+    if not found:
+        return ""
+    return (f"; {', '.join(found)} {'is a setting' if len(found) == 1 else 'are settings'}, "
+            f"which TOML puts in this table when written below its header: move "
+            f"{'it' if len(found) == 1 else 'them'} above the file's first [table] or "
+            f"[[table]] header")
 SECRETS = frozenset(spec.key for spec in SPECS if spec.secret)
 """Settings whose values are never shown in an error message."""
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config.table import SettingsError
+from ..config.table import SettingsError, misplaced_settings
 
 __all__ = ["CONFIG_TABLE", "DEFAULT_TIMEOUT", "NAME_SEPARATOR", "ServerConfig", "server_configs"]
 
@@ -84,7 +84,7 @@ def parse_server(name: str, raw: Any, source: str = "config.toml") -> ServerConf
     unknown = sorted(set(raw) - _KEYS)
     if unknown:
         raise _error(name, f"unknown key {', '.join(map(repr, unknown))} (known: "
-                     f"{', '.join(sorted(_KEYS))})", source)
+                     f"{', '.join(sorted(_KEYS))}){misplaced_settings(unknown)}", source)
     command, url = raw.get("command"), raw.get("url")
     if (command is None) == (url is None):
         raise _error(name, "set exactly one of command (a stdio server) or url (a streamable "

@@ -93,3 +93,18 @@ def test_a_broken_rule_of_the_config_file_stops_the_start(tmp_path: Path) -> Non
     assert done.returncode == 1 and done.stdout == ""
     assert "config.toml rule 1: action must be one of allow, ask, deny, got 'alow'" in \
         done.stderr
+
+
+def test_a_setting_written_below_the_rules_is_said_to_be_one(tmp_path: Path) -> None:
+    """TOML puts `max_steps` after a `[[rules]]` header into that rule."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('[[rules]]\naction = "ask"\ntool = "shell"\n'
+                                      'max_steps = 2\n')
+    done = subprocess.run([str(HOOKLINE), "run", "hi"], cwd=tmp_path, text=True,
+                          env=clean_env(home), capture_output=True, timeout=60)
+    assert done.returncode == 1
+    assert ("unknown field(s) max_steps; a rule has action, tool, command (shell), path "
+            "(file tools) and reason; max_steps is a setting, which TOML puts in this table "
+            "when written below its header") in done.stderr
+

@@ -23,6 +23,7 @@ from hookline.builtins.config import (
     dumps_toml,
     load_settings,
     merge_config,
+    misplaced_settings,
     parse_setting,
     rewritten,
     setting_env,
@@ -202,18 +203,16 @@ def test_unknown_plain_key_suggests_the_known_one(tmp_path: Path) -> None:
     assert "Did you mean 'model'?" in message
 
 
-@pytest.mark.parametrize("header", ["[[rules]]\naction = \"ask\"\ntool = \"shell\"",
-                                    "[mcp_servers.files]\ncommand = \"server\"",
-                                    "[model_aliases]\nfast = \"openai:gpt-4o-mini\""])
-def test_a_setting_below_a_table_header_is_refused_with_the_fix(
-        tmp_path: Path, header: str) -> None:
-    """TOML puts it in the table above it, where it would be no setting at all."""
-    path = config(tmp_path, f'model = "offline"\n{header}\nmax_steps = 2\n')
-    with pytest.raises(SettingsError) as caught:
-        load_settings({}, home=tmp_path)
-    message = caught.value.message
-    assert f"max_steps in {path} comes after the [" in message
-    assert "Fix: move max_steps above the first [table]" in message
+def test_a_plugin_s_table_may_hold_a_key_named_like_a_setting(tmp_path: Path) -> None:
+    """`[plugins.summary] model = ...` is the plugin's own: only the tables hookline reads
+    (rules, MCP servers) say a setting landed in them (`misplaced_settings`)."""
+    config(tmp_path, 'model = "offline"\n[plugins.summary]\nmodel = "openai:gpt-4o-mini"\n')
+    settings = load_settings({}, home=tmp_path)
+    assert settings.extra["plugins"] == {"summary": {"model": "openai:gpt-4o-mini"}}
+    assert misplaced_settings(["max_steps", "note"]) == (
+        "; max_steps is a setting, which TOML puts in this table when written below its "
+        "header: move it above the file's first [table] or [[table]] header")
+    assert misplaced_settings(["note"]) == ""
 
 
 def test_invalid_toml_names_the_file(tmp_path: Path) -> None:

@@ -34,6 +34,8 @@ def test_a_stdio_and_an_http_server_are_read_in_the_files_order() -> None:
     ("x", {"url": "ftp://h"}, "url must be an http:// or https:// URL"),
     ("x", {"url": "http://h", "args": []}, "args apply to a command only"),
     ("x", {"command": "x", "comand": 1}, "unknown key 'comand'"),
+    ("x", {"command": "x", "max_steps": 2}, "max_steps is a setting, which TOML puts in this "
+                                             "table when written below its header"),
     ("x", {"command": "x", "timeout": 0}, "timeout must be a positive number"),
     ("x", {"command": "x", "tools": {"allow": "read"}}, "tools.allow must be a list"),
 ])
