@@ -132,7 +132,7 @@ def _in_view(text: str) -> str:
     show nothing by their code, and a very long text, or one of many lines, shows its
     start and end with what was left out counted."""
     text = _BLANKS.sub(lambda run: f" [{len(run.group()):,} blank characters] ", text)
-    text = _HIDDEN.sub(lambda char: repr(char.group())[1:-1] if char.group() == "\t"
+    text = _HIDDEN.sub(lambda char: "\\t" if char.group() == "\t"
                        else f"\\u{ord(char.group()):04x}", text)
     if len(text) > MAX_SHOWN:
         head, tail = MAX_SHOWN * 2 // 3, MAX_SHOWN // 3

@@ -33,7 +33,6 @@ The directory is removed when the scope exits (or, after SIGKILL, by a later
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
 import os
@@ -42,6 +41,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -75,6 +75,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_TAIL_BYTES = 16_000
 LOG_KEEP_BYTES = 1 << 20
+"""Bytes of its latest output a log keeps on disk while its process runs (`logfile.trim`)."""
 KEEP_FINISHED = 32
 """Finished processes a session keeps (status and log); starting another forgets the oldest."""
 
@@ -281,7 +282,7 @@ class BackgroundProcesses:
         for entry in finished[: max(len(finished) - KEEP_FINISHED + 1, 0)]:
             del self._entries[entry.id]
             await entry.process.aclose()
-            await anyio.to_thread.run_sync(_remove, entry.log_path)
+            await anyio.to_thread.run_sync(partial(Path(entry.log_path).unlink, missing_ok=True))
 
     def list(self) -> list[BackgroundInfo]:
         """Every process started in the current scope, running or not, oldest first."""
@@ -490,8 +491,3 @@ class BackgroundProcesses:
                 f"no background process {process_id!r} in {where} (known: {known})",
             )
         return entry
-
-
-def _remove(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)

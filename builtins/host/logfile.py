@@ -22,7 +22,7 @@ __all__ = ["read_tail", "trim"]
 _PUNCH_HOLE = 0x02
 _KEEP_SIZE = 0x01
 _BLOCK = 4096
-"""Holes are punched in whole blocks, so no kept byte is ever zeroed."""
+"""The least block a hole is punched in (the file system's own when larger)."""
 
 
 def read_tail(path: str, limit: int) -> tuple[bytes, bool]:
@@ -61,11 +61,12 @@ def trim(path: str, keep: int) -> int:
     except OSError:
         return 0
     try:
-        size = os.fstat(fd).st_size
+        info = os.fstat(fd)
         start = data_start(fd)
-        if size - start <= 2 * keep:
+        if info.st_size - start <= 2 * keep:
             return 0
-        end = (size - keep) // _BLOCK * _BLOCK
+        block = max(info.st_blksize, _BLOCK)  # whole blocks: no kept byte is zeroed
+        end = (info.st_size - keep) // block * block
         if end <= start or not _punch(fd, end):
             return 0
         return end - start
