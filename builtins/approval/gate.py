@@ -277,21 +277,25 @@ class ApprovalGate:
 
 MAX_ARGUMENT_SHOWN = 400
 """Characters of one argument a question shows (the rest counted)."""
+MAX_RECORDED = 200
+"""Characters of one text argument the approval record keeps."""
 
 
 def _arguments_summary(arguments: dict[str, Any]) -> str:
-    """Every argument of a call, as JSON, each cut at `MAX_ARGUMENT_SHOWN` characters with
-    what was left out counted: a long first argument must not hide the next."""
+    """Every argument of a call, as JSON, each cut on its own: a long first argument must
+    not hide the next."""
     import json
 
-    parts = []
-    for key, value in arguments.items():
-        text = json.dumps(value, ensure_ascii=False)
-        if len(text) > MAX_ARGUMENT_SHOWN:
-            text = (f"{text[:MAX_ARGUMENT_SHOWN]}... [{len(text) - MAX_ARGUMENT_SHOWN:,} more "
-                    f"characters]")
-        parts.append(f"{key} = {text}")
+    parts = [f"{key} = {_cut(json.dumps(value, ensure_ascii=False), MAX_ARGUMENT_SHOWN)}"
+             for key, value in arguments.items()]
     return "; ".join(parts) or "(no arguments)"
+
+
+def _cut(text: str, keep: int) -> str:
+    """`text` cut after `keep` characters, with what was left out counted."""
+    if len(text) <= keep:
+        return text
+    return f"{text[:keep]}... [{len(text) - keep:,} more characters]"
 
 
 def _escalation(name: str, arguments: dict[str, Any], settings: Settings) -> str | None:
@@ -329,6 +333,5 @@ def _where(verdict: Verdict) -> str | None:
 
 def _shown(arguments: dict[str, Any]) -> dict[str, Any]:
     """Arguments as the record keeps them: long texts (a file's content) cut short."""
-    return {key: (f"{value[:200]}... ({len(value)} characters)"
-                  if isinstance(value, str) and len(value) > 240 else value)
+    return {key: _cut(value, MAX_RECORDED) if isinstance(value, str) else value
             for key, value in arguments.items()}

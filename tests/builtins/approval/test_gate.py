@@ -295,3 +295,15 @@ async def test_the_diff_of_a_question_reads_the_file_as_the_tools_would(
                sandbox_deny_read=("~/private",))
     (question,) = bot.questions
     assert question.diff and not any("SECRET" in line for line in question.diff), question.diff
+
+
+async def test_the_approval_event_keeps_a_long_text_argument_cut_and_counted(
+        workspace: Path) -> None:
+    content = "a" * 1000
+    write = {"name": "fs_write", "arguments": {"path": "big.txt", "content": content}}
+    _r, _records, events, _m = await turn(
+        workspace, [{"tool_calls": [write]}, {"text": "ok"}],
+        rules=[{"action": "allow", "tool": "fs_write"}])
+    assert events[0]["arguments"] == {"path": "big.txt",
+                                      "content": "a" * 200 + "... [800 more characters]"}
+    assert (workspace / "big.txt").read_text() == content
