@@ -135,7 +135,8 @@ def build_plugin(data: dict[str, Any], mark: Mark, transcript: Transcript, tags:
     prefix = {"instance": "self", "class": "cls", "static": "", "module": ""}[form]
     members: dict[str, Any] = {}
     for spec in data.get("impls", []):
-        function = _make_function(name, spec, prefix, transcript, tags, data.get("group"))
+        own_prefix = prefix if spec.get("self", True) else ""  # a method written without it
+        function = _make_function(name, spec, own_prefix, transcript, tags, data.get("group"))
         if spec.get("marked", True):
             function = mark(function, dict(spec.get("markers", {})))
         wrap = {"class": classmethod, "static": staticmethod}.get(form)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from hookline.kernel import hookimpl
+from hookline.kernel._dispatch.impl import hook_name_of
 from hookline.kernel._dispatch.markers import marked_routines
 from hookline.kernel.framework import PluginGroup
 from hookline.kernel.hooks import IMPL_PROJECTS
@@ -318,7 +319,7 @@ class BubGroup(PluginGroup):
         shim = BubPluginShim(name, plugin)
         for attr, _raw, value, opts in marked_routines(plugin, IMPL_PROJECTS):
             assert opts is not None  # marked_only
-            setattr(shim, attr, self._wrap(name, opts.specname or attr, value, opts))
+            setattr(shim, attr, self._wrap(name, hook_name_of(attr, opts), value, opts))
         if self._pending.get(name) or self._tools.get(name):
             self._providers.add(name)
 

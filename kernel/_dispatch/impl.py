@@ -114,8 +114,8 @@ class Rejection(NamedTuple):
     """Why registration refuses one implementation, in parts a tool can show apart.
 
     ``code`` is stable (``wrapper``, ``hookwrapper``, ``tryfirst-trylast``,
-    ``signature-unreadable``, ``positional-only``, ``unknown-parameter``); ``reason``
-    says what is wrong and ``fix`` what to do.
+    ``signature-unreadable``, ``positional-only``, ``unknown-parameter``, ``option-type``,
+    ``missing-self``); ``reason`` says what is wrong and ``fix`` what to do.
     """
 
     code: str
@@ -157,7 +157,8 @@ def inspect_impl(
     The ``HookImpl`` is built even when there are problems (its ``argnames`` then hold
     only the parameters that could be passed), so a checker can report all of them.
     """
-    rejections = [
+    rejections = _option_rejections(opts)
+    rejections += [
         Rejection(
             marker,
             f"{marker}=True is not supported: the kernel calls implementations directly "
@@ -166,9 +167,9 @@ def inspect_impl(
             "tryfirst/trylast to order it)",
         )
         for marker in ("wrapper", "hookwrapper")
-        if getattr(opts, marker)
+        if getattr(opts, marker) is True
     ]
-    if opts.tryfirst and opts.trylast:
+    if opts.tryfirst is True and opts.trylast is True:
         rejections.append(Rejection(
             "tryfirst-trylast", "tryfirst=True and trylast=True together are contradictory",
             "keep one of them",
@@ -188,6 +189,31 @@ def inspect_impl(
         opts=opts,
     )
     return impl, [*rejections, *signature_rejections]
+
+
+BOOL_OPTIONS = ("tryfirst", "trylast", "wrapper", "hookwrapper", "optionalhook", "fail_closed")
+
+
+def hook_name_of(attr: str, opts: HookimplOpts) -> str:
+    """The hook an implementation found under ``attr`` implements: its ``specname`` when
+    that is a name (a wrong one is rejected by ``inspect_impl``), else ``attr``."""
+    return opts.specname if isinstance(opts.specname, str) and opts.specname else attr
+
+
+def _option_rejections(opts: HookimplOpts) -> list[Rejection]:
+    """Options of the wrong type: a string such as ``tryfirst="no"`` would count as true."""
+    rejections = [
+        Rejection("option-type", f"{name}={getattr(opts, name)!r} is not True or False",
+                  f"write {name}=True, or leave it out")
+        for name in BOOL_OPTIONS
+        if not isinstance(getattr(opts, name), bool)
+    ]
+    specname: object = opts.specname  # typed str | None; a marker stores what it is given
+    if specname is not None and not isinstance(specname, str):
+        rejections.append(Rejection(
+            "option-type", f"specname={specname!r} is not a hook name",
+            "give the name of the hook as a string, or leave specname out"))
+    return rejections
 
 
 def rejection_error(impl: HookImpl, rejection: Rejection) -> PluginValidationError:
@@ -235,6 +261,8 @@ def _argnames(function: Callable[..., Any]) -> tuple[tuple[str, ...], list[Rejec
     """
     import inspect
 
+    if inspect.ismethod(function) and not _takes_bound_first(function.__func__):
+        return (), [MISSING_SELF]
     try:
         signature = inspect.signature(function)
     except (TypeError, ValueError) as exc:
@@ -266,3 +294,36 @@ def _argnames(function: Callable[..., Any]) -> tuple[tuple[str, ...], list[Rejec
         if param.kind in by_keyword and required:
             names.append(param.name)
     return tuple(names), rejections
+
+
+MISSING_SELF = Rejection(
+    "missing-self",
+    "it is a method without a first parameter for the plugin object (self)",
+    "add self as its first parameter, or make it a @staticmethod")
+
+
+def bound_first_parameter(function: Callable[..., Any]) -> str | None:
+    """The parameter a bound method's plugin object fills (``self``, ``cls``), or None for
+    anything else."""
+    import inspect
+
+    if not inspect.ismethod(function):
+        return None
+    try:
+        params = list(inspect.signature(function.__func__).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    return params[0].name if params else None
+
+
+def _takes_bound_first(function: Callable[..., Any]) -> bool:
+    """Whether a method's function has a first positional parameter for the object."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        return True  # unreadable: said by the signature check
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                  inspect.Parameter.VAR_POSITIONAL)
+    return bool(params) and params[0].kind in positional

@@ -110,6 +110,11 @@ class HookimplMarker:
         Use it bare (``@hookimpl``) or with options (``@hookimpl(tryfirst=True)``). The
         hook is the function's name unless ``specname`` names another one.
         """
+        marks_function = callable(function) or isinstance(function, staticmethod | classmethod)
+        if function is not None and not marks_function:
+            raise TypeError(
+                f"{self!r} marks a function, not {function!r}: give its options by keyword, "
+                f"as in @hookimpl(specname={function!r})")
         opts = HookimplOpts(tryfirst, trylast, specname, wrapper, hookwrapper, optionalhook,
                             fail_closed)
         attr = self.attr

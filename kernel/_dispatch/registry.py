@@ -21,8 +21,10 @@ from .impl import (
     Rejection,
     Tracer,
     UnknownImpl,
+    bound_first_parameter,
     canonical_name,
     function_location,
+    hook_name_of,
     inspect_impl,
     make_impl,
     problem_message,
@@ -118,7 +120,7 @@ class Registry:
         Raises ``PluginValidationError`` and changes nothing when the name or the object is
         already registered or any implementation is invalid.
         """
-        plugin_name = name or canonical_name(plugin)
+        plugin_name = _plugin_name(plugin, name)
         if plugin_name in self._plugins:
             raise PluginValidationError(
                 f"Plugin name already registered: {plugin_name!r} "
@@ -246,7 +248,7 @@ class Registry:
         like a hook (``unmarked``), which are ``fatal=False``. Name clashes with plugins
         already registered are not checked.
         """
-        plugin_name = name or canonical_name(plugin)
+        plugin_name = _plugin_name(plugin, name)
         impls: list[HookImpl] = []
         problems: list[PluginProblem] = []
         for attr, raw, value, opts in marked_routines(plugin, self._accepted, marked_only=False):
@@ -262,7 +264,7 @@ class Registry:
                         fatal=False,
                     ))
                 continue
-            hook_name = opts.specname or attr
+            hook_name = hook_name_of(attr, opts)
             impl, rejections = inspect_impl(plugin, plugin_name, hook_name, value, opts)
             spec = self._specs.get(hook_name)
             if spec is not None:
@@ -287,7 +289,7 @@ class Registry:
         unknown: list[UnknownImpl] = []
         for attr, _raw, value, opts in marked_routines(plugin, self._accepted):
             assert opts is not None
-            hook_name = opts.specname or attr
+            hook_name = hook_name_of(attr, opts)
             impl = make_impl(plugin, plugin_name, hook_name, value, opts)
             spec = self._specs.get(hook_name)
             if spec is not None:
@@ -306,15 +308,24 @@ class Registry:
 
     @staticmethod
     def _spec_rejections(impl: HookImpl, spec: HookSpec) -> list[Rejection]:
+        rejections = []
+        first = bound_first_parameter(impl.function)
+        if first in spec.params:
+            rejections.append(Rejection(
+                "missing-self",
+                f"its first parameter {first!r}, which the hook passes, receives the plugin "
+                f"object instead: a method's first parameter is the object (self)",
+                "add self before it, or make it a @staticmethod",
+            ))
         extra = [name for name in impl.argnames if name not in spec.params]
-        if not extra:
-            return []
-        return [Rejection(
-            "unknown-parameter",
-            f"declares {', '.join(repr(n) for n in extra)}, which the hook does not have",
-            f"the hook's parameters are ({', '.join(spec.params) or 'none'}): rename or "
-            f"remove the parameter",
-        )]
+        if extra:
+            rejections.append(Rejection(
+                "unknown-parameter",
+                f"declares {', '.join(repr(n) for n in extra)}, which the hook does not have",
+                f"the hook's parameters are ({', '.join(spec.params) or 'none'}): rename or "
+                f"remove the parameter",
+            ))
+        return rejections
 
     @classmethod
     def _check_against_spec(cls, impl: HookImpl, spec: HookSpec) -> None:
@@ -364,6 +375,14 @@ class PluginCheck(NamedTuple):
     def ok(self) -> bool:
         """True when ``register`` would accept the plugin (no fatal problem)."""
         return not any(problem.fatal for problem in self.problems)
+
+
+def _plugin_name(plugin: object, name: object) -> str:
+    """The name a plugin is registered under: ``name``, else its canonical name."""
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"a plugin name must be a string, not {name!r} "
+                        f"({type(name).__name__}); registering {plugin!r}")
+    return name or canonical_name(plugin)
 
 
 def _spec_dict(specs: SpecSource) -> dict[str, HookSpec]:
