@@ -41,6 +41,7 @@ from ..config import setting_env
 from ..models.base import ModelClient, ToolSchema
 from ..models.failures import OVERFLOW_FIX
 from ..models.options import MODEL_OPTIONS_STATE
+from ..tape.context import RESUMES
 from ..tape.fork import TapeRecordError
 from ..tape.naming import should_merge_back
 from ..tape.requests import REQUEST_CONTEXT, REQUEST_META
@@ -297,15 +298,19 @@ class _Run:
         return StepRequest(prompt, started, run_id, system, context, new_messages, reason)
 
     async def _restart_step(self, step: StepRequest) -> None:
-        """After a compaction: a new step on the summary; mid-turn (nothing new to say),
-        a message saying why the conversation is a summary."""
+        """After a compaction: a new step on the summary, its new messages recorded after
+        the anchor (again, when a refusal as too long came after they were recorded);
+        mid-turn (nothing new to say), a message saying why the conversation is a summary.
+        Either is marked `RESUMES`: not a turn of its own."""
         step.started = await self._start_step(step.prompt)
         step.run_id = self.run_id
         step.system = self._system_prompt()
         step.context = await self.tape.read_model_messages()
         if not step.messages:
             step.messages = [ModelMessage.user(CONTINUE_AFTER_COMPACTION)]
-            step.recorded = False
+            step.recorded, step.resumes = False, True
+        elif step.recorded:  # before the anchor (an overflow): again after it
+            step.recorded, step.resumes = False, True
 
     async def _record_step_messages(self, step: StepRequest) -> None:
         """The step's new messages on the tape, once, durable before the model sees them;
@@ -313,9 +318,10 @@ class _Run:
         if step.recorded:
             return
         for message in step.messages:
-            await self.tape.append("message", message.to_dict(), run_id=step.run_id,
-                                   **self.first_meta)
-            self.first_meta = {}
+            meta = {RESUMES: True} if step.resumes else self.first_meta
+            await self.tape.append("message", message.to_dict(), run_id=step.run_id, **meta)
+            if not step.resumes:
+                self.first_meta = {}
         await self.tape.flush()
         step.recorded = True
 

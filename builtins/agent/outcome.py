@@ -39,6 +39,8 @@ class StepRequest:
     """Why the context is compacted before the next call (`budget`, `overflow`), if it is."""
     recorded: bool = False
     """Whether `messages` are on the tape already."""
+    resumes: bool = False
+    """Whether `messages` resume the turn after a compaction's anchor (`RESUMES`)."""
 
     def conversation(self) -> list[ModelMessage]:
         return self.context + self.messages

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from ..store.asyncstore import AsyncStoreAdapter
+from .context import starts_turn
 from .tape import Tape
 
 __all__ = ["REQUEST_CONTEXT", "REQUEST_META", "SCANNED", "Mark", "RequestRecords",
@@ -79,7 +80,7 @@ async def recorded_answer(tape: Tape, session_id: str, mark: Mark, value: str,
     outcome: dict[str, Any] = {"status": "running"}
     for entry in entries[start + 1:]:
         payload = entry.payload
-        if entry.kind == "message" and payload.get("role") == "user":
+        if starts_turn(entry):
             break
         said = entry.kind == "tool_call" or (entry.kind == "message"
                                              and payload.get("role") == "assistant")

@@ -36,6 +36,7 @@ from ..privacy.files import write_private_file
 from ..store.asyncstore import as_async_store
 from ..store.entries import SIDECAR_MARKER, is_sidecar_tape
 from .archive import write_archive
+from .context import RESUMES, starts_turn
 from .naming import resolved_workspace, session_tape_name
 from .tape import BOOTSTRAP_ANCHOR
 
@@ -371,7 +372,7 @@ async def last_turns(store: TapeStore | AsyncTapeStore, tape: str,
         raise ValueError(f"--last takes a positive number of turns, got {turns}")
     async_store = as_async_store(store)
     messages = await async_store.fetch_all(TapeQuery(tape).kinds("message"))
-    starts = [entry.id for entry in messages if entry.payload.get("role") == "user"]
+    starts = [entry.id for entry in messages if starts_turn(entry)]
     if len(starts) > turns and starts[-turns]:
         # Ids are gapless (the store contract), so the tail from that message is known.
         last = list(await async_store.fetch_all(TapeQuery(tape).tail(1)))
@@ -381,8 +382,7 @@ async def last_turns(store: TapeStore | AsyncTapeStore, tape: str,
             if tail and tail[0].id == starts[-turns]:
                 return tail, len(starts)
     entries = list(await async_store.fetch_all(TapeQuery(tape)))
-    users = [index for index, entry in enumerate(entries)
-             if entry.kind == "message" and entry.payload.get("role") == "user"]
+    users = [index for index, entry in enumerate(entries) if starts_turn(entry)]
     if len(users) > turns:
         return entries[users[-turns]:], len(users)
     return entries, len(users)
@@ -390,6 +390,8 @@ async def last_turns(store: TapeStore | AsyncTapeStore, tape: str,
 
 def _entry_lines(entry: TapeEntry) -> Iterator[str]:
     payload, kind = entry.payload, entry.kind
+    if kind == "message" and entry.meta.get(RESUMES):
+        return  # the compaction's line above says it; the message was shown before it
     if kind == "message":
         role = payload.get("role")
         label = {"user": "you", "assistant": "assistant"}.get(str(role), str(role))

@@ -15,7 +15,7 @@ from builtin_support import build_builtin, model_of
 
 from hookline.builtins.agent import COMPACT_EVENT
 from hookline.builtins.agent.compaction import COMPACTION_PROMPT
-from hookline.builtins.tape import Tape, session_tape_name
+from hookline.builtins.tape import RESUMES, Tape, session_tape_name, starts_turn, transcript
 from hookline.kernel import HooklineError, LLMCallDecision, LLMCallRequest, StepFinished, hookimpl
 
 pytestmark = pytest.mark.anyio
@@ -169,14 +169,22 @@ async def test_an_overflow_error_compacts_once_and_retries(workspace: Path) -> N
         "openai-compatible:m: the provider rejected the request (HTTP 400: This model's "
         "maximum context length is 5000 tokens. However, you requested 9000 tokens)")}}
     model, entries, statuses = await session(
-        workspace, [reply("a", 200), overflow, SUMMARY, reply("b", 10)],
-        ["first", "second"], context_budget=1.0)
-    assert [is_summary_call(call) for call in model.calls] == [False, False, True, False]
+        workspace, [reply("a", 200), overflow, SUMMARY, reply("b", 10), reply("c", 10)],
+        ["first", "second", "third"], context_budget=1.0)
+    assert [is_summary_call(call) for call in model.calls] == [False, False, True, False, False]
     assert model.calls[2].messages[0].content == COMPACTION_PROMPT, "refused: not repeated"
     assert str(model.calls[3].messages[-1].content) == "second", "asked again, after it"
-    said = [e.payload["content"] for e in entries
-            if e.kind == "message" and e.payload.get("role") == "user"]
-    assert said == ["first", "second"], "each message is recorded once"
+    # The next turn's context holds the message the reply after the compaction answers.
+    assert [(m.role, str(m.content)) for m in model.calls[4].messages[-3:]] == [
+        ("user", "second"), ("assistant", "b" * 10), ("user", "third")]
+    turns = [e.payload["content"] for e in entries if starts_turn(e)]
+    assert turns == ["first", "second", "third"], "each message starts one turn"
+    again = [e for e in entries if e.meta.get(RESUMES)]
+    assert [e.payload["content"] for e in again] == ["second"]
+    assert again[0].id > next(e.id for e in entries if e.kind == "anchor"
+                              and e.payload["name"] == "compaction")
+    shown = [line for entry in entries for line in transcript([entry])]
+    assert shown.count("you: second") == 1, "the transcript shows it once"
     (anchor,) = [e for e in entries if e.kind == "anchor" and e.payload["name"] == "compaction"]
     assert anchor.payload["state"]["reason"] == "overflow"
     assert statuses.count("auto_handoff") == 1
