@@ -9,7 +9,8 @@ home), `credentials` (secrets in the fake HOME), `engine` (a container engine's 
 listening in the fake HOME, where Docker Desktop keeps its own), `terminal` (a
 pseudo-terminal of the host's, as hookline's own would be), `settings` (files of the
 workspace an editor or another agent runs programs from), `agents` (credential agents'
-sockets listening in the fake HOME). Each attack adds its name and
+sockets listening in the fake HOME), `key` (the name of a key in the user's keyring),
+`only` (the attacks to run, by name; all by default). Each attack adds its name and
 "blocked: <why>" or "OPEN: <what worked>" to the JSON object printed after each attack (the
 last line holds every outcome, the earlier ones survive a kill).
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import json
 import os
 import shutil
@@ -116,22 +118,67 @@ def take_fd(settings: dict) -> str:
 
 def kill_hookline(settings: dict) -> str:
     """SIGKILL every process in view that runs hookline or its sandbox helper (the test
-    sees hookline survive). Only those: were the sandbox broken, nothing else of the
-    machine is hit."""
+    sees hookline survive), by every route: kill(2), a pidfd made by opening its /proc
+    folder, and a pipe whose I/O signal (F_SETOWN, F_SETSIG) goes to it. Only those: were
+    the sandbox broken, nothing else of the machine is hit."""
     killed = []
     for pid in [1, *other_pids()]:
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as file:
                 command = file.read()
-            if b"hookline" not in command and b"/jail/" not in command:  # or its helper
-                continue
-            os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
         except OSError:
             continue
+        if b"hookline" not in command and b"/jail/" not in command:  # or its helper
+            continue
+        for route in (os.kill, signal_by_pidfd, signal_by_owner):
+            try:
+                route(pid, signal.SIGKILL)
+                killed.append(pid)
+            except OSError:
+                continue
     time.sleep(0.5)  # a signal the kernel accepted but dropped (the namespace's init) leaves it
     dead = [pid for pid in killed if not os.path.exists(f"/proc/{pid}")]
     return f"OPEN: killed {dead}" if dead else f"blocked: none of {killed} died"
+
+
+def signal_by_pidfd(pid: int, signum: int) -> None:
+    folder = os.open(f"/proc/{pid}", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        signal.pidfd_send_signal(folder, signum)
+    finally:
+        os.close(folder)
+
+
+def signal_by_owner(pid: int, signum: int) -> None:
+    read, write = os.pipe()
+    try:
+        fcntl.fcntl(read, fcntl.F_SETOWN, pid)
+        fcntl.fcntl(read, 10, signum)  # F_SETSIG
+        fcntl.fcntl(read, fcntl.F_SETFL, fcntl.fcntl(read, fcntl.F_GETFL) | os.O_ASYNC)
+        os.write(write, b"x")
+    finally:
+        os.close(read)
+        os.close(write)
+
+
+def kernel_settings(settings: dict) -> str:
+    """Open the kernel's settings for writing (never written: the open is what counts),
+    and read the names of the user's keys (`keys` is one the test added outside)."""
+    opened = []
+    for path in ("/proc/sys/kernel/core_pattern", "/proc/sys/kernel/hostname",
+                 "/proc/sysrq-trigger"):
+        try:
+            os.close(os.open(path, os.O_WRONLY))
+            opened.append(path)
+        except OSError:
+            continue
+    try:
+        with open("/proc/keys") as file:
+            if settings.get("key", "no key") in file.read():
+                opened.append("/proc/keys names the user's key")
+    except OSError:
+        pass
+    return f"OPEN: {opened}" if opened else "blocked: /proc/sys, sysrq-trigger, keys"
 
 
 def reached(what: str, action: Callable[[], object]) -> str:
@@ -326,13 +373,14 @@ ATTACKS: dict[str, Callable[[dict], str]] = {
     "git": git_hooks, "moved_away": moved_away, "terminals": terminals, "credentials": credentials,
     "engine": container_engine, "agents": credential_agents, "privileges": privileges,
     "kernel": kernel_surface, "shared_memory": shared_memory,
-    "kill": kill_hookline,
+    "kernel_settings": kernel_settings, "kill": kill_hookline,
 }
 
 if __name__ == "__main__":
     aims = json.loads(sys.argv[1])
     results = {}
-    for attack_name, attack in ATTACKS.items():
+    chosen = aims.get("only") or list(ATTACKS)
+    for attack_name, attack in ((name, ATTACKS[name]) for name in chosen):
         try:
             results[attack_name] = attack(aims)
         except Exception as exc:  # an attack that broke is reported, not hidden

@@ -151,6 +151,23 @@ def segment() -> Iterator[int]:
         libc.shmctl(made, 0, None)  # IPC_RMID
 
 
+@pytest.fixture
+def user_key() -> Iterator[str]:
+    """A key in the user's keyring, whose name /proc/keys would list: its name, or "" where
+    keyrings are refused (a container's seccomp profile)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    name = f"hookline-test-{os.getpid()}"
+    number = {"x86_64": 248, "aarch64": 217}[os.uname().machine]
+    made = libc.syscall(number, b"user", name.encode(), b"secret", 6, -4)  # the user keyring
+    if made < 0:
+        yield ""
+        return
+    try:
+        yield name
+    finally:
+        libc.syscall({"x86_64": 250, "aarch64": 219}[os.uname().machine], 21, made)  # invalidate
+
+
 def hand_to(places: dict[str, Path], user: str) -> None:
     shutil.chown(places["terminal"], user)  # as a user's own terminal is theirs
     for path in (places["workspace"], places["home"], places["user"]):
@@ -211,8 +228,9 @@ def tool_line(tool: str, **arguments: str) -> str:
     return f"/tool {tool} " + json.dumps(arguments)
 
 
-def aims(places: dict[str, Path], port: int, segment: int) -> str:
-    return json.dumps({"secrets": list(SECRETS.values()), "port": port, "segment": segment,
+def aims(places: dict[str, Path], port: int, segment: int, **extra: object) -> str:
+    return json.dumps({**extra, "secrets": list(SECRETS.values()), "port": port,
+                       "segment": segment,
                        "outside": str(places["outside"]), "home": str(places["home"]),
                        "terminal": str(places["terminal"]),
                        "credentials": [str(places["user"] / secret) for secret in CREDENTIALS],
@@ -220,9 +238,10 @@ def aims(places: dict[str, Path], port: int, segment: int) -> str:
                        "agents": [str(places["user"] / agent) for agent in AGENTS]})
 
 
-def attack_command(places: dict[str, Path], port: int, segment: int) -> str:
+def attack_command(places: dict[str, Path], port: int, segment: int, **extra: object) -> str:
     shutil.copy(ATTACK, places["workspace"] / "attack.py")
-    return f"python3 attack.py '{aims(places, port, segment)}' > result.json 2> attack.err"
+    return (f"python3 attack.py '{aims(places, port, segment, **extra)}' > result.json "
+            f"2> attack.err")
 
 
 def check_results(places: dict[str, Path], left_open: frozenset[str] = frozenset()
@@ -368,6 +387,20 @@ def test_without_namespaces_only_what_the_warning_names_stays_open(
     warning = [line for line in done.stderr.splitlines() if "sandbox is weaker" in line]
     assert len(warning) == 1 and "modes and times" in warning[0] and ".git" in warning[0]
     check_changes_named(done.stderr, results)
+
+
+def test_without_landlock_root_cannot_change_the_kernels_settings(
+    places: dict[str, Path], listener: int, segment: int, user_key: str
+) -> None:
+    """Root writes /proc/sys without any capability: the sandbox's /proc keeps it (and
+    sysrq-trigger) read-only, and the names of the user's keys out, where no Landlock
+    refuses the writes."""
+    command = attack_command(places, listener, segment, key=user_key,
+                             only=["kernel_settings", "kill"])
+    done = hookline_run(places, tool_line("shell", command=command),
+                        HOOKLINE_SANDBOX_WITHOUT="landlock")
+    assert done.returncode == 0, done.stderr
+    check_results(places)
 
 
 MOUNTS_REFUSED = """

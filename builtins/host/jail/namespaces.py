@@ -331,8 +331,18 @@ def _holds(folder: str, path: str) -> bool:
 
 
 def mount_proc() -> None:
-    """A /proc of this pid namespace: the host's processes are not in it."""
+    """A /proc of this pid namespace: the host's processes are not in it. The kernel's
+    settings in it stay read-only: the host's root may write `/proc/sys` without any
+    capability (`kernel.core_pattern` runs a program as root outside every namespace) and
+    `/proc/sysrq-trigger`; `/proc/keys` and `/proc/key-users`, which list the names of the
+    user's keys, read as empty."""
     _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    for path in ("/proc/sys", "/proc/sysrq-trigger"):
+        if os.path.exists(path):
+            _bind(path, path, read_only=True)
+    for path in ("/proc/keys", "/proc/key-users"):
+        if os.path.exists(path):
+            _bind("/dev/null", path, read_only=True)
 
 
 def drop_capabilities() -> None:

@@ -92,18 +92,26 @@ _CLONE3: Final = (435, 435)
 _SOCKET: Final = (41, 198)
 _SOCKETPAIR: Final = (53, 199)
 _IOCTL: Final = (16, 29)
+_FCNTL: Final = (72, 25)
 _SIGNALLING: Final = ((62, 129), (200, 130), (234, 131), (129, 138), (297, 240), (434, 434))
 """kill, tkill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo, pidfd_open: their first
 argument names the process (or, negative, its group)."""
+_PIDFD_SEND_SIGNAL: Final = (424, 424)
+"""Signals through a pidfd, which `open("/proc/<pid>")` makes too: with guarded processes
+refused whole, since its first argument is a descriptor, not a pid."""
+_SET_OWNER: Final = (8, 15)
+"""fcntl's F_SETOWN and F_SETOWN_EX: the process a descriptor's I/O signals go to (with
+F_SETSIG, any signal, SIGKILL too); with guarded processes refused."""
 
 _NAMESPACE_FLAGS: Final = (0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000
                            | 0x20000000 | 0x40000000 | 0x00000080)
 """CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME."""
 
 _AF_UNIX, _AF_INET, _AF_INET6 = 1, 2, 10
-_TIOCSTI: Final = 0x5412
-"""Pushes characters into a terminal's input: refused, so nothing types into the user's
-shell once hookline exits."""
+_REFUSED_IOCTLS: Final = (0x5412, 0x8901, 0x8902)
+"""TIOCSTI pushes characters into a terminal's input (refused, so nothing types into the
+user's shell once hookline exits); FIOSETOWN and SIOCSPGRP set a socket's signal owner,
+as F_SETOWN does."""
 
 # Classic BPF and seccomp constants.
 _LD_W_ABS, _JEQ_K, _JSET_K, _JA, _RET_K = 0x20, 0x15, 0x45, 0x05, 0x06
@@ -140,15 +148,16 @@ def program(machine: str, network: bool, guarded: Sequence[int] = (),
             unix_sockets: bool = True, ipc: bool = True) -> list[_Row]:
     """The filter as (code, jt, jf, k) rows; `machine` is `os.uname().machine`. With
     `guarded` (pids), no signal reaches those processes or the groups they lead: not by
-    pid, by group, by -1 or through a pidfd. Without `unix_sockets`, `socket(AF_UNIX)` is
-    refused too (a pair, which reaches nothing, is still made); without `ipc`, the
-    `_IPC_CALLS`."""
+    pid, by group, by -1, through a pidfd or as a descriptor's signal owner. Without
+    `unix_sockets`, `socket(AF_UNIX)` is refused too (a pair, which reaches nothing, is
+    still made); without `ipc`, the `_IPC_CALLS`."""
     if machine not in _AUDIT_ARCH:
         raise SeccompUnavailable(f"no seccomp filter is written for {machine} "
                                  f"(x86_64 and aarch64 are)")
     column = 0 if machine == "x86_64" else 1
     allowed = {_AF_UNIX} | ({_AF_INET, _AF_INET6} if network else set())
-    calls = [*_CALLS.values(), *(() if ipc else _IPC_CALLS.values())]
+    calls = [*_CALLS.values(), *(() if ipc else _IPC_CALLS.values()),
+             *((_PIDFD_SEND_SIGNAL,) if guarded else ())]
     denied = sorted(number for numbers in calls if (number := numbers[column]) is not None)
     rows: list[_Row] = [
         (_LD_W_ABS, 0, 0, _OFFSET_ARCH),
@@ -165,24 +174,26 @@ def program(machine: str, network: bool, guarded: Sequence[int] = (),
     rows += [(_JEQ_K, 0, 4, _CLONE[column]), (_LD_W_ABS, 0, 0, _OFFSET_ARG0),
              (_JSET_K, 0, 1, _NAMESPACE_FLAGS), _errno(errno.EPERM),
              (_LD_W_ABS, 0, 0, _OFFSET_NR)]
-    rows += [(_JEQ_K, 0, 4, _IOCTL[column]), (_LD_W_ABS, 0, 0, _OFFSET_ARG1),
-             (_JEQ_K, 0, 1, _TIOCSTI), _errno(errno.EPERM),
-             (_LD_W_ABS, 0, 0, _OFFSET_NR)]
+    rows += _on_argument(_IOCTL[column], _OFFSET_ARG1, _REFUSED_IOCTLS, refuse_listed=True)
     if guarded:
         targets = sorted({0xFFFFFFFF, *guarded, *(-pid & 0xFFFFFFFF for pid in guarded)})
         for numbers in _SIGNALLING:
-            rows += _on_first_argument(numbers[column], targets, refuse_listed=True)
+            rows += _on_argument(numbers[column], _OFFSET_ARG0, targets, refuse_listed=True)
+        rows += _on_argument(_FCNTL[column], _OFFSET_ARG1, _SET_OWNER, refuse_listed=True)
     sockets = sorted(allowed - (set() if unix_sockets else {_AF_UNIX}))
-    rows += _on_first_argument(_SOCKET[column], sockets, refuse_listed=False)
-    rows += _on_first_argument(_SOCKETPAIR[column], sorted(allowed), refuse_listed=False)
+    rows += _on_argument(_SOCKET[column], _OFFSET_ARG0, sockets, refuse_listed=False)
+    rows += _on_argument(_SOCKETPAIR[column], _OFFSET_ARG0, sorted(allowed),
+                         refuse_listed=False)
     rows.append((_RET_K, 0, 0, _RET_ALLOW))
     return rows
 
 
-def _on_first_argument(call: int, values: Sequence[int], refuse_listed: bool) -> list[_Row]:
-    """Rows that refuse `call` when its first argument is one of `values` (`refuse_listed`)
-    or none of them, then load the call number again for the rows after."""
-    check: list[_Row] = [(_LD_W_ABS, 0, 0, _OFFSET_ARG0)]
+def _on_argument(call: int, offset: int, values: Sequence[int], refuse_listed: bool
+                 ) -> list[_Row]:
+    """Rows that refuse `call` when its argument at `offset` (its low word) is one of
+    `values` (`refuse_listed`) or none of them, then load the call number again for the
+    rows after."""
+    check: list[_Row] = [(_LD_W_ABS, 0, 0, offset)]
     for index, value in enumerate(values):  # a match jumps over the rest of the list
         check.append((_JEQ_K, len(values) - index, 0, value))
     if refuse_listed:  # no match: over the refusal
