@@ -69,6 +69,17 @@ def _terminal_server_folder() -> str:
     return folder  # not resolved: a link another user put there is not followed
 
 
+def _default_home_too(workspace: str, hidden: tuple[str, ...]) -> tuple[str, ...]:
+    """`~/.hookline` when this hookline runs with another home (a gateway's, a project's):
+    its config and tapes, an API key among them, are no less secret. Left out when it is
+    not there, or is one with the workspace (where the home in use would be refused)."""
+    default = os.path.realpath(os.path.join(os.path.expanduser("~"), ".hookline"))
+    if (default in hidden or not os.path.isdir(default) or is_inside(default, workspace)
+            or is_inside(workspace, default)):
+        return ()
+    return (default,)
+
+
 @dataclass(frozen=True)
 class SandboxPolicy:
     """How the processes of tools are confined (settings `sandbox`, `sandbox_network`,
@@ -160,7 +171,8 @@ class Confinement:
         self.workspace = os.path.realpath(workspace)
         self.owner = owner
         """Whose sandbox this is, as its warnings name it."""
-        self.hidden = tuple(os.path.realpath(path) for path in policy.hidden)
+        hidden = tuple(os.path.realpath(path) for path in policy.hidden)
+        self.hidden = (*hidden, *_default_home_too(self.workspace, hidden))
         self._deny_read = policy.deny_read
         self.private = tuple(_resolved(("/proc", private_temp_path())))
         """What the sandbox shows a command only of its own: the processes (hookline's

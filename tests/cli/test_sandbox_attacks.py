@@ -41,8 +41,9 @@ SECRETS = {"HOOKLINE_API_KEY": "sk-attack-secret-1",
 CREDENTIALS = (".ssh/id_ed25519", ".npmrc", ".pypirc", ".cargo/credentials.toml",
                ".mozilla/firefox/user.default/cookies.sqlite", ".bash_history",
                ".terraform.d/credentials.tfrc.json", ".config/glab-cli/config.yml",
-               ".psql_history")
-"""Secrets of the user in the fake HOME that `sandbox_deny_read` keeps by default."""
+               ".psql_history", ".hookline/config.toml")
+"""Secrets of the user in the fake HOME that `sandbox_deny_read` keeps by default, and the
+config of the default hookline home, which hookline hides while it runs with another."""
 
 AGENTS = (".cache/git/credential/socket", ".1password/agent.sock")
 """Sockets in the fake HOME that hand out the user's secrets: git's credential cache (the
