@@ -429,7 +429,7 @@ class PrivateFolder:
         fcntl.flock(self._held, fcntl.LOCK_EX)
 
     def remove(self) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
+        _remove_tree(self.path)
         held, self._held = self._held, -1
         if held >= 0:
             os.close(held)
@@ -453,9 +453,34 @@ def _remove_abandoned(root: str) -> None:
         except OSError:
             continue  # its process is alive
         else:
-            shutil.rmtree(folder.path, ignore_errors=True)
+            _remove_tree(folder.path)
         finally:
             os.close(held)
+
+
+def _remove_tree(path: str) -> None:
+    """Remove a private folder whatever its commands left: a folder they closed to
+    everyone (mode 000) is opened to its owner first (root needs no such step)."""
+    shutil.rmtree(path, ignore_errors=True)
+    if not os.path.lexists(path):
+        return
+    folders = [path]
+    while folders:
+        folder = folders.pop()
+        try:  # through a descriptor of the folder itself, never a link's target
+            handle = os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            os.chmod(f"/proc/self/fd/{handle}", 0o700)
+            with os.scandir(f"/proc/self/fd/{handle}") as entries:
+                folders += [os.path.join(folder, entry.name) for entry in entries
+                            if entry.is_dir(follow_symlinks=False)]
+        except OSError:
+            continue
+        finally:
+            os.close(handle)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _resolved(paths: tuple[str, ...]) -> list[str]:

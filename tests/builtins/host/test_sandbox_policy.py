@@ -581,3 +581,40 @@ async def test_a_folder_swapped_for_a_link_never_leads_the_file_tools_outside(
             await env.close()
     assert not any("OUTSIDE" in text for text in read)
     assert list(outside.glob("planted*")) == []
+
+
+def test_a_private_folder_whose_commands_closed_its_folders_is_removed(tmp_path: Path) -> None:
+    """`chmod 000` on folders of the private TMPDIR kept them, with what they hold, from a
+    user other than root: they are opened to their owner first. A link among them leads
+    nowhere: what it points to keeps its mode."""
+    base = Path(tempfile.mkdtemp(dir="/var/tmp"))  # a place `nobody` may enter
+    try:
+        base.chmod(0o755)
+        outside = tmp_path / "outside"
+        outside.mkdir(mode=0o755)
+        outside.chmod(0o755)
+        private = base / "hookline-tool-x"
+        inner = private / "k" / "i"
+        inner.mkdir(parents=True)
+        (inner / "secret").write_text("left behind")
+        (private / "k" / "out").symlink_to(outside)
+        user = 65534 if os.getuid() == 0 else os.getuid()
+        for path in (base, private, *private.rglob("*")):
+            os.chown(path, user, user, follow_symlinks=False)
+        pid = os.fork()
+        if pid == 0:  # the removal as a user without root's override
+            try:
+                if os.getuid() == 0:
+                    os.setgroups([])
+                    os.setgid(65534)
+                    os.setuid(65534)
+                inner.chmod(0)
+                (private / "k").chmod(0)
+                sandbox._remove_tree(str(private))
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        assert not private.exists()
+        assert outside.stat().st_mode & 0o777 == 0o755
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
