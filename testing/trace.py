@@ -26,9 +26,9 @@ _names = itertools.count(1)
 class HookTrace:
     """The implementation calls of a dispatch trace, with questions a test asks of them.
 
-    Only calls made through the compiled plans are recorded (every turn hook, the
-    collectors); `call_each`, `notify_error` and the interception hooks are not (see
-    docs/dispatch.md#tracing). Values are short reprs, so "answered" means "returned
+    Every implementation call is recorded: the compiled plans', the slow paths'
+    (`call_each`, `notify_error`) and the interception hooks' (see
+    docs/dispatch-tracing.md). Values are short reprs, so "answered" means "returned
     something other than None".
     """
 
@@ -94,6 +94,7 @@ class HookTrace:
     def value(self, hook: str, plugin: str) -> str | None:
         """The short repr of what `plugin` last returned for `hook`, or None if it did not
         run or raised."""
+        self._check_plugin(plugin)
         for record in reversed(self.for_hook(hook)):
             if record.plugin == plugin and record.error is None:
                 return record.value

@@ -356,6 +356,8 @@ async def test_trace_assertions_explain_failures(hookline_framework: FrameworkFa
         trace.assert_not_called("resolve_sesion")
     with pytest.raises(AssertionError, match=r"no plugin is named 'Qiuet'.*'Quiet'\?"):
         trace.assert_not_called("run_model", "Qiuet")
+    with pytest.raises(AssertionError, match=r"no plugin is named 'Qiuet'"):
+        trace.value("resolve_session", "Qiuet")
 
 
 async def test_trace_hooks_outside_a_turn_and_inside_another_trace(
