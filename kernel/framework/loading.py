@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 DISABLE_ENV = f"{ENV_PREFIX}DISABLE_PLUGINS"
 STRICT_ENV = f"{ENV_PREFIX}STRICT_PLUGINS"
 BUILTIN_NAME = "builtin"
+PLUGIN_FAILURES = (Exception, SystemExit)
+"""What a plugin's import or factory may raise and fail alone: `sys.exit()` at import
+would otherwise end every command, `hookline plugins` too."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,7 +276,7 @@ class PluginLoader:
                     continue
                 try:
                     loaded.append((group, entry_point, group.load(entry_point)))
-                except Exception as exc:
+                except PLUGIN_FAILURES as exc:
                     group.failed(entry_point.name)
                     self._fail(entry_point.name, entry_point.value, "load", exc, strict,
                                group)
@@ -292,7 +295,7 @@ class PluginLoader:
             else:
                 plugin = group.plugin(name, obj, self.framework)
             self.framework.registry.register(plugin, name=name)
-        except Exception as exc:
+        except PLUGIN_FAILURES as exc:
             if group is not None:
                 group.failed(name)
             self._fail(name, source, "initialize", exc, strict, group)
@@ -314,7 +317,7 @@ class PluginLoader:
             status.source if status is not None else "", exc,
             group=status.group if status is not None else "")
 
-    def _fail(self, name: str, source: str, phase: str, exc: Exception, strict: bool,
+    def _fail(self, name: str, source: str, phase: str, exc: BaseException, strict: bool,
               group: PluginGroup | None = None) -> None:
         status = PluginStatus(name, False, f"{type(exc).__name__}: {exc}", source, exc,
                               group=group.name if group is not None else "")

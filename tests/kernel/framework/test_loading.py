@@ -524,3 +524,21 @@ def test_no_declaring_distribution_means_no_entry_points_read(
     _dist_info(tmp_path, "declares", "[hookline]\nx = y\n")
     assert list(loading_module.PluginGroup().entry_points()) == []
     assert calls == ["hookline"]
+
+
+def test_a_plugin_that_exits_fails_alone(site: Site) -> None:
+    """`sys.exit()` at import or in a factory is that plugin's failure, not the end of
+    every command (`hookline plugins` among them)."""
+    good = site.plugins_module()
+    quitter = site.module("quitter", "import sys\nsys.exit('no licence found')\n")
+    factory = site.module("exiting", "import sys\ndef make(framework):\n    sys.exit(3)\n")
+    first, bad, worse = site.name("first"), site.name("bad"), site.name("worse")
+    site.distribution("dist", [(first, f"{good}:plugin"), (bad, f"{quitter}:plugin"),
+                               (worse, f"{factory}:make")])
+    framework = Framework()
+    framework.load_hooks()
+    statuses = site.statuses(framework)
+    assert statuses[first].ok and site.registered(framework) == [first]
+    assert isinstance(statuses[bad].error, SystemExit)
+    assert statuses[bad].detail == "SystemExit: no licence found"
+    assert isinstance(statuses[worse].error, SystemExit) and not statuses[worse].ok
