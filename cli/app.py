@@ -22,7 +22,7 @@ from .mcp import mcp_commands, mcp_summary, settle_mcp_group
 from .models import models_command
 from .new import new_commands
 from .onboard import onboard_command
-from .output import fail
+from .output import fail, plugin_prints_to_stderr
 from .plugins import plugins_commands
 from .rules import rules_commands
 from .run import RunCommand, WorkspaceOption, run_command
@@ -45,7 +45,8 @@ def create_app(framework: Framework | None = None) -> typer.Typer:
     """Build the application: load plugins, add core commands, then plugins' commands."""
     if framework is None:
         framework = Framework()
-        framework.load_hooks()
+        with plugin_prints_to_stderr():
+            framework.load_hooks()
     app = typer.Typer(
         name="hookline",
         help="hookline: a tiny agent runtime in which every stage of a turn is a hook.",

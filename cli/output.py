@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -17,6 +18,13 @@ from hookline.kernel.envelope import get_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
 from .blame import AGENT_HOOK_LOG, innermost, plugin_failure_line
+
+
+def plugin_prints_to_stderr() -> contextlib.AbstractContextManager[Any]:
+    """While plugins run (their imports, factories, hooks), what they print goes to stderr:
+    stdout holds hookline's own output alone (a reply, JSON lines), which its writers took
+    before."""
+    return contextlib.redirect_stdout(sys.stderr)
 
 
 def fail(error: BaseException, status: int = 1) -> NoReturn:

@@ -28,7 +28,7 @@ from hookline.kernel import Framework
 from .approvals import ApprovalOption, terminal_asker
 from .blame import innermost, with_blame
 from .gateway import kill_background_groups
-from .output import StatusLine, TurnPrinter, fail, show_logs
+from .output import StatusLine, TurnPrinter, fail, plugin_prints_to_stderr, show_logs
 from .sessions import check_session_flags, choose_session
 
 __all__ = ["RunCommand", "WorkspaceOption", "run_command"]
@@ -305,7 +305,8 @@ def _run_turn(turn: Callable[[], Any], traced: Any) -> None:
     import anyio
 
     try:
-        anyio.run(turn)
+        with plugin_prints_to_stderr():
+            anyio.run(turn)
     finally:
         if traced is not None:
             traced.finish(sys.stderr)

@@ -4,6 +4,7 @@ installed entry point."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -87,3 +88,37 @@ def test_a_failing_turn_hook_names_plugin_hook_and_function(tmp_path: Path,
             "(") in line and "faulty.py:" in line and "hook system_prompt" in line
     assert "run without it: HOOKLINE_DISABLE_PLUGINS=prompted" in line
     assert ("Traceback (most recent call last)" in out.stderr) is verbose
+
+
+CHATTY = '''
+from hookline.kernel import hookimpl
+
+print("CHATTY: imported")
+
+
+class Chatty:
+    def __init__(self, framework):
+        print("CHATTY: made")
+
+    @hookimpl
+    def load_state(self, message, session_id):
+        print("CHATTY: in a hook")
+        return {}
+'''
+
+
+def test_what_a_plugin_prints_stays_off_stdout(tmp_path: Path) -> None:
+    """stdout holds hookline's output alone (a reply, JSON lines): a plugin's prints, at
+    import, in its factory or in a hook, go to stderr."""
+    site = install_plugin(tmp_path / "site", "chatty", CHATTY, "chatty = chatty:Chatty")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
+    env.update(HOOKLINE_HOME=str(tmp_path / "home"), HOOKLINE_MODEL="offline",
+               PYTHONPATH=str(site))
+    (tmp_path / "workspace").mkdir()
+    done = hookline("run", "--json", "hi", env=env, cwd=tmp_path / "workspace")
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(line)["type"] for line in done.stdout.splitlines()][-1] == "reply"
+    for said in ("imported", "made", "in a hook"):
+        assert f"CHATTY: {said}" in done.stderr
+    listed = hookline("plugins", "--json", env=env, cwd=tmp_path / "workspace")
+    assert json.loads(listed.stdout)["chatty"]["ok"] is True
