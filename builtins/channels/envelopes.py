@@ -13,7 +13,7 @@ from hookline.kernel.envelope import (
     envelope_content,
     get_field,
 )
-from hookline.kernel.errors import HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.turn import RUNTIME_THREAD_ID
 
 __all__ = ["UPSTREAM_KEY", "admission_state", "channel_message", "error_outbound",
@@ -86,8 +86,11 @@ def error_outbound(stage: str, error: Exception, message: Any,
     }, message)
     details = (error.details if isinstance(error, HooklineError) else None) or {}
     if details.get("status") in (429, 503):
+        # Out of quota (a 429 of kind config) is no reason to send the message again.
+        retryable = not (isinstance(error, HooklineError) and error.kind is ErrorKind.config)
         outbound.setdefault("context", {})[UPSTREAM_KEY] = {
-            "status": details["status"], "retry_after": details.get("retry_after")}
+            "status": details["status"], "retry_after": details.get("retry_after"),
+            "retryable": retryable}
     return outbound
 
 

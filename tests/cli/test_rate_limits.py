@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from gateway_support import gateway_env, post, start_gateway_process
+from gateway_support import call, gateway_env, post, start_gateway_process
 from openai_server import OpenAIServer, Reply
 
 HOOKLINE = Path(sys.executable).parent / "hookline"
@@ -75,3 +75,26 @@ def test_the_gateway_answers_an_upstream_429_with_429_and_its_retry_after(
     assert answer.status == 429, answer.body
     assert answer.headers["retry-after"] == "7"
     assert answer.json()["retry_after"] == 7 and "rate limited" in answer.json()["error"]
+
+
+def test_the_gateway_answers_out_of_quota_with_429_and_no_time_to_retry(
+        tmp_path: Path) -> None:
+    """Waiting will not mend it: no `Retry-After`, `retryable: false`, and the OpenAI
+    face's `x-should-retry: false`, so SDKs do not send the message again."""
+    with OpenAIServer([Reply(status=429, error=QUOTA)] * 4) as server:
+        gateway = start_gateway_process(
+            ["--port", "0"], gateway_env(tmp_path / "home", HOOKLINE_MODEL=SPEC,
+                                         HOOKLINE_API_BASE=server.base_url,
+                                         HOOKLINE_API_KEY="sk-test"), tmp_path)
+        try:
+            answer = post(gateway.url, {"content": "hello"})
+            completion = call(gateway.url, "POST", "/v1/chat/completions", {
+                "model": SPEC, "messages": [{"role": "user", "content": "hello"}]})
+        finally:
+            gateway.end()
+    assert answer.status == 429, answer.body
+    assert "retry-after" not in answer.headers and answer.json()["retryable"] is False
+    assert "waiting will not help" in answer.json()["error"]
+    assert completion.status == 429, completion.body
+    assert "retry-after" not in completion.headers
+    assert completion.headers["x-should-retry"] == "false"

@@ -160,7 +160,10 @@ class Reply:
 def upstream_answer(upstream: dict[str, Any], body: dict[str, Any]
                     ) -> tuple[int, dict[str, Any], Headers]:
     """A turn the provider refused (rate limit, overload): its status, and when to retry
-    (what the provider asked, else `RETRY_AFTER_SECONDS`)."""
+    (what the provider asked, else `RETRY_AFTER_SECONDS`); no time to retry for one that
+    waiting will not mend (out of quota)."""
+    if upstream.get("retryable") is False:
+        return int(upstream["status"]), {**body, "retryable": False}, []
     after = upstream.get("retry_after")
     seconds = math.ceil(after) if isinstance(after, int | float) else RETRY_AFTER_SECONDS
     return (int(upstream["status"]), {**body, "retry_after": seconds},
