@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,3 +64,39 @@ def start(home: Path, workspace: Path) -> Iterator[Any]:
     yield run
     for gateway in started:
         gateway.end()
+
+
+@pytest.fixture
+def segment() -> Iterator[int]:
+    """A System V shared memory segment of the host's holding a secret, open to every
+    user (so only the sandbox keeps a command from it, root or nobody): its id."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    made = libc.shmget(0, 4096, 0o1666)  # IPC_PRIVATE, IPC_CREAT | 0666
+    assert made >= 0, os.strerror(ctypes.get_errno())
+    address = libc.shmat(made, None, 0)
+    ctypes.memmove(address, b"host segment secret", 18)
+    libc.shmdt(ctypes.c_void_p(address))
+    try:
+        yield made
+    finally:
+        libc.shmctl(made, 0, None)  # IPC_RMID
+
+
+
+@pytest.fixture
+def user_key() -> Iterator[str]:
+    """A key in the user's keyring, whose name /proc/keys would list: its name, or "" where
+    keyrings are refused (a container's seccomp profile)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    name = f"hookline-test-{os.getpid()}"
+    number = {"x86_64": 248, "aarch64": 217}[os.uname().machine]
+    made = libc.syscall(number, b"user", name.encode(), b"secret", 6, -4)  # the user keyring
+    if made < 0:
+        yield ""
+        return
+    try:
+        yield name
+    finally:
+        libc.syscall({"x86_64": 250, "aarch64": 219}[os.uname().machine], 21, made)  # invalidate
+

@@ -11,9 +11,7 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
-import time
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -501,56 +499,6 @@ async def test_a_link_put_in_place_of_tmux_s_folder_is_not_followed(
     assert result.stdout == "readable", result.stderr
 
 
-def test_a_private_root_made_by_someone_else_is_refused_with_the_fix(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Another user who makes /tmp/hookline-<uid> first (or a folder others may enter)
-    would read every session's files there: refused, never used."""
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    squatted = tmp_path / f"hookline-{os.getuid()}"
-    squatted.mkdir(mode=0o755)
-    squatted.chmod(0o755)
-    with pytest.raises(HooklineError, match="is not a private folder of this user") as caught:
-        sandbox.private_temp_root()
-    assert "Remove it, or set TMPDIR" in caught.value.message
-    squatted.chmod(0o700)
-    assert sandbox.private_temp_root() == str(squatted)
-
-
-def test_folders_of_killed_processes_are_removed_when_another_is_made(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A process killed by SIGKILL cannot remove its private folder: the next one made
-    removes it, once old enough, while a folder a live process holds stays."""
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    child = subprocess.Popen(
-        [sys.executable, "-c", "import time\nfrom hookline.builtins.host.sandbox import "
-         "PrivateFolder\nfolder = PrivateFolder('hookline-tool-')\n"
-         "open(folder.path + '/written', 'w').write('a secret')\nprint(folder.path, "
-         "flush=True)\ntime.sleep(60)"],
-        stdout=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(tmp_path)})
-    assert child.stdout is not None
-    killed = Path(child.stdout.readline().strip())
-    live = sandbox.PrivateFolder("hookline-bg-")
-    recent = Path(sandbox.private_temp_root()) / "hookline-tool-recent"
-    recent.mkdir()
-    try:
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-        old = time.time() - sandbox.ABANDONED_AFTER - 1
-        for folder in (killed, Path(live.path)):
-            os.utime(folder, (old, old))
-        assert (killed / "written").exists()
-        made = sandbox.PrivateFolder("hookline-tool-")
-        assert not killed.exists()
-        assert os.path.isdir(live.path) and recent.is_dir() and os.path.isdir(made.path)
-        made.remove()
-        made.remove()  # a second time is harmless
-        assert not os.path.exists(made.path)
-    finally:
-        live.remove()
-        child.stdout.close()
-
-
 @pytest.mark.anyio
 async def test_a_folder_swapped_for_a_link_never_leads_the_file_tools_outside(
         layout: tuple[Path, Path, Path]) -> None:
@@ -581,40 +529,3 @@ async def test_a_folder_swapped_for_a_link_never_leads_the_file_tools_outside(
             await env.close()
     assert not any("OUTSIDE" in text for text in read)
     assert list(outside.glob("planted*")) == []
-
-
-def test_a_private_folder_whose_commands_closed_its_folders_is_removed(tmp_path: Path) -> None:
-    """`chmod 000` on folders of the private TMPDIR kept them, with what they hold, from a
-    user other than root: they are opened to their owner first. A link among them leads
-    nowhere: what it points to keeps its mode."""
-    base = Path(tempfile.mkdtemp(dir="/var/tmp"))  # a place `nobody` may enter
-    try:
-        base.chmod(0o755)
-        outside = tmp_path / "outside"
-        outside.mkdir(mode=0o755)
-        outside.chmod(0o755)
-        private = base / "hookline-tool-x"
-        inner = private / "k" / "i"
-        inner.mkdir(parents=True)
-        (inner / "secret").write_text("left behind")
-        (private / "k" / "out").symlink_to(outside)
-        user = 65534 if os.getuid() == 0 else os.getuid()
-        for path in (base, private, *private.rglob("*")):
-            os.chown(path, user, user, follow_symlinks=False)
-        pid = os.fork()
-        if pid == 0:  # the removal as a user without root's override
-            try:
-                if os.getuid() == 0:
-                    os.setgroups([])
-                    os.setgid(65534)
-                    os.setuid(65534)
-                inner.chmod(0)
-                (private / "k").chmod(0)
-                sandbox._remove_tree(str(private))
-            finally:
-                os._exit(0)
-        os.waitpid(pid, 0)
-        assert not private.exists()
-        assert outside.stat().st_mode & 0o777 == 0o755
-    finally:
-        shutil.rmtree(base, ignore_errors=True)

@@ -1,0 +1,316 @@
+"""Compaction in a run of the builtin agent: the budget check before each model call, the
+summary call and its anchor, the retry after a refusal as too long, and `/compact`; with
+the run's helpers that compaction shares with its steps (announcing a step, the system
+prompt, the tool schemas). `_Run` (loop.py) is a `CompactingRun`."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncGenerator, Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from hookline.kernel.errors import ErrorKind, HooklineError
+from hookline.kernel.events import (
+    LLMCallFinished,
+    LLMCallStarted,
+    StepFinished,
+    StepStarted,
+)
+from hookline.kernel.interception import LLMCallDecision, LLMCallRequest, new_run_id
+from hookline.kernel.messages import ModelMessage, as_model_messages
+from hookline.kernel.prompt import to_legacy_prompt
+from hookline.kernel.streaming import StreamEvent, StreamState
+from hookline.kernel.tools import Tool
+
+from ..config import setting_env
+from ..models.base import ToolSchema
+from ..models.failures import OVERFLOW_FIX
+from ..tape.naming import should_merge_back
+from ..tape.tape import Tape
+from .compaction import (
+    COMPACTION_ANCHOR,
+    MAX_SUMMARY_TOKENS,
+    ContextMeter,
+    bounded_summary,
+    may_send_as_text,
+    overflow_limit,
+    request_chars,
+    summary_as_text,
+    summary_in_place,
+)
+from .outcome import StepOutcome, StepRequest, as_hookline_error
+from .usage import COMPACT_EVENT, add_usage
+
+if TYPE_CHECKING:
+    from hookline.kernel.events import EventBus
+
+    from ..models.base import ModelClient
+
+COMPACTION_STATE = "compaction"
+"""Turn state key: False turns compaction off for the turn; during a summary call it holds
+the reason (`budget`, `overflow`, `user`), for a `before_llm_call` to answer instead."""
+
+
+class AgentLimits(Protocol):
+    """The settings of `AgentConfig` (loop.py) that compaction reads."""
+
+    @property
+    def max_steps(self) -> int: ...
+    @property
+    def max_context_messages(self) -> int | None: ...
+    @property
+    def compaction(self) -> bool: ...
+
+
+class RunningAgent(Protocol):
+    """What compaction asks of the run's `Agent` (loop.py, which imports this module)."""
+
+    @property
+    def config(self) -> AgentLimits: ...
+    @property
+    def meter(self) -> ContextMeter: ...
+    @property
+    def framework(self) -> Any: ...
+    def open_model(self, spec: str) -> ModelClient: ...
+    def tape_for(self, session_id: str, state: dict[str, Any]) -> Tape: ...
+
+
+class CompactingRun:
+    """What a run knows that compaction uses, and compaction itself."""
+
+    agent: RunningAgent
+    prompt: list[Any]
+    session_id: str
+    state: dict[str, Any]
+    model: str
+    stream_state: StreamState
+    usage_by_model: dict[str, dict[str, Any]]
+    bus: EventBus
+    tools: dict[str, Tool]
+    steps: int
+    run_id: str
+    step_text_started: bool
+    tape: Tape
+
+    async def compact(self, instructions: str, starting: Callable[[], None] | None
+                      ) -> dict[str, Any] | None:
+        if not self._summarises():  # its "summary" would replace the context
+            raise HooklineError(ErrorKind.config, (
+                f"the offline model cannot summarise a conversation; set "
+                f"{setting_env('model')} (or model in the config file) to a real model, "
+                f"then compact again"))
+        session_tape = self.agent.tape_for(self.session_id, self.state)
+        async with session_tape.fork(merge_back=should_merge_back(self.session_id)) as tape:
+            self.tape = tape
+            context = await tape.read_model_messages()
+            if len(context) < 2:
+                return None
+            if starting is not None:
+                starting()
+            started = await self._start_step(None)
+            said: dict[str, Any] = {}
+            try:
+                async with contextlib.aclosing(self._compact("user", context, started,
+                                                             instructions)) as events:
+                    async for event in events:
+                        if event.kind == "compaction":
+                            said = dict(event.data)
+            finally:  # no run records the summary call: its own event does, for the usage
+                if self.usage_by_model:
+                    await tape.append_event(COMPACT_EVENT, {
+                        "model": self.model, "usage_by_model": self.usage_by_model,
+                    }, run_id=self.run_id)
+            return {**said, "usage_by_model": self.usage_by_model}
+
+
+    async def _refused(self, step: StepRequest, outcome: StepOutcome, exc: HooklineError) -> str:
+        """A failed model call: `overflow` when the provider refused the request as too
+        long and compacting may help (once, before anything was said); else the step
+        fails with the error."""
+        stated = overflow_limit(exc)
+        if step.reason == "overflow" and stated is not None:
+            exc = HooklineError(ErrorKind.provider, self._still_too_long(step, exc.message),
+                                exc.details)
+        if step.reason == "overflow" or stated is None or outcome.text \
+                or outcome.tool_calls or not self._may_compact():
+            await self._step_failed(step.started, exc)
+            raise exc from exc.__cause__
+        self.agent.meter.overflowed(self.model, stated)
+        return "overflow"
+
+
+    async def _start_step(self, prompt: list[Any] | None) -> float:
+        """Count a new step (refused past `max_steps`) and announce it; its start time."""
+        if self.steps >= self.agent.config.max_steps:
+            raise HooklineError(
+                ErrorKind.temporary,
+                f"stopped after {self.agent.config.max_steps} model steps without a final "
+                f"answer; raise {setting_env('max_steps')} if the task needs more",
+            )
+        self.steps += 1
+        self.run_id = new_run_id()
+        self.step_text_started = False
+        await self._emit(StepStarted(step=self.steps, prompt=prompt, state=self.state,
+                                     tape=self.tape))
+        return time.perf_counter()
+
+
+    async def _step_failed(self, started: float, exc: Exception) -> None:
+        await self._emit(StepFinished(
+            step=self.steps, status="error", state=self.state, tape=self.tape,
+            stream_state=self.stream_state, error=f"{type(exc).__name__}: {exc}",
+            elapsed_ms=(time.perf_counter() - started) * 1000))
+
+
+    def _may_compact(self) -> bool:
+        """Compaction is on, for this turn, and for this model."""
+        return (self.agent.config.compaction and self.state.get(COMPACTION_STATE) is not False
+                and self._summarises())
+
+
+    def _summarises(self) -> bool:
+        """Whether the run's model can summarise a conversation: not the offline model,
+        which reads no context and only echoes the last message."""
+        return not self.model.startswith("offline")
+
+
+    def _still_too_long(self, step: StepRequest, said: str) -> str:
+        """The error of a request refused as too long once compacted: the provider's words,
+        what takes the room when the system prompt and tools alone pass the budget, and
+        the fix once."""
+        meter = self.agent.meter
+        fixed, limit = self._estimate(step.system, []), meter.limit(self.model)
+        alone = (f" The system prompt and the tools alone are about {fixed:,} tokens, more "
+                 f"than the {limit:,} a request may use ({meter.budget:g} of a "
+                 f"{meter.window(self.model):,}-token window): fewer tools (MCP servers) "
+                 f"or a larger context_window may help." if fixed > limit else "")
+        return (f"the model refused the request as too long even after the context was "
+                f"compacted ({said.removesuffix(' ' + OVERFLOW_FIX)}).{alone} {OVERFLOW_FIX}")
+
+
+    def _needs_compaction(self, system: str, conversation: list[ModelMessage]) -> bool:
+        """Whether the next request would pass the budget, or the context holds more
+        messages since its anchor than the window: then it is compacted first."""
+        if not self._may_compact() or len(conversation) < 2:
+            return False
+        limit = self.agent.config.max_context_messages
+        if limit is not None and len(conversation) > limit:
+            return True
+        return self._estimate(system, conversation) > self.agent.meter.limit(self.model)
+
+
+    def _estimate(self, system: str, conversation: list[ModelMessage]) -> int:
+        """The tokens of a request holding `conversation`, estimated."""
+        chars = request_chars([ModelMessage.system(system), *conversation], self._schemas())
+        return self.agent.meter.estimate(self.model, chars)
+
+
+    async def _compact(self, reason: str, conversation: list[ModelMessage], started: float,
+                       instructions: str = "") -> AsyncGenerator[StreamEvent, None]:
+        """Summarise `conversation` in one model call and write it as a handoff anchor; the
+        step ends with status `auto_handoff`. The call repeats the conversation's request
+        when that fits the budget and was not just refused as too long. Otherwise, or
+        when the repeated request fails (`may_send_as_text`) or gets no text, it sends the
+        conversation as a text (again with half of it when that is refused as too long)."""
+        meter = self.agent.meter
+        system, schemas = self._system_prompt(), self._schemas()
+        before = self._estimate(system, conversation)
+        in_place = summary_in_place(system, conversation, instructions)
+        fits = reason != "overflow" and (
+            meter.estimate(self.model, request_chars(in_place, schemas))
+            <= meter.limit(self.model))
+        room = max(1000, meter.limit(self.model) - MAX_SUMMARY_TOKENS - 1000)
+        chars = meter.chars_for(self.model, room)
+        summary = ""
+        self.state[COMPACTION_STATE] = reason  # a before_llm_call may answer it instead
+        try:
+            for attempt in range(3):
+                whole = fits and attempt == 0
+                request = LLMCallRequest(
+                    run_id=self.run_id, model=self.model, max_tokens=MAX_SUMMARY_TOKENS,
+                    tool_names=tuple(self.tools) if whole else (),
+                    messages=in_place if whole else summary_as_text(conversation, instructions,
+                                                                    chars))
+                outcome = StepOutcome()
+                try:
+                    async with contextlib.aclosing(self._plain_call(
+                            request, outcome, schemas if whole else [])) as calls:
+                        async for event in calls:
+                            yield event
+                except HooklineError as exc:
+                    if whole and may_send_as_text(exc):
+                        continue
+                    if overflow_limit(exc) is None or attempt == 2:
+                        raise
+                    chars //= 2
+                    continue
+                summary = bounded_summary(outcome.text)
+                if summary or not whole:
+                    break
+        finally:
+            self.state.pop(COMPACTION_STATE, None)
+        if not summary:
+            raise HooklineError(ErrorKind.provider, f"compacting the context failed: the model "
+                                                    f"{self.model!r} returned an empty summary")
+        await self.tape.handoff(COMPACTION_ANCHOR, {"summary": summary, "reason": reason,
+                                                    "tokens": before, "owner": "hookline"},
+                                run_id=self.run_id)
+        await self.tape.flush()
+        after = self._estimate(system, await self.tape.read_model_messages())
+        yield StreamEvent("compaction", {"reason": reason, "tokens_before": before,
+                                         "tokens_after": after, "summary_chars": len(summary),
+                                         "model": self.model})
+        await self._emit(StepFinished(
+            step=self.steps, status="auto_handoff", state=self.state, tape=self.tape,
+            stream_state=self.stream_state,
+            elapsed_ms=(time.perf_counter() - started) * 1000))
+
+
+    async def _plain_call(self, request: LLMCallRequest, outcome: StepOutcome,
+                          tools: list[ToolSchema]) -> AsyncGenerator[StreamEvent, None]:
+        """A model call whose text is not the reply (a summary), through the interception
+        events: `tools` are offered only to keep the request's start, none may be called.
+        Its usage counts."""
+        started = await self._emit(LLMCallStarted(request=request, state=self.state,
+                                                  tape=self.tape))
+        request = started.request
+        if isinstance(started.decision, LLMCallDecision):
+            outcome.text = started.decision.text
+            return
+        opened = time.perf_counter()
+        try:
+            client = self.agent.open_model(request.model)
+            stream = client.stream(as_model_messages(request.messages), tools,
+                                   max_tokens=request.max_tokens,
+                                   **({"tool_choice": "none"} if tools else {}))
+            async with contextlib.aclosing(stream) as events:  # type: ignore[type-var]
+                async for event in events:
+                    said = outcome.take(event)
+                    if said is not None and said.kind == "retry":
+                        yield said
+        except Exception as exc:
+            await self._emit(LLMCallFinished(request=request, state=self.state, tape=self.tape,
+                                             result=outcome.result(request.run_id, exc, opened)))
+            raise as_hookline_error(exc, request.model) from exc
+        if outcome.usage is not None:
+            add_usage(self.usage_by_model, request.model, outcome.usage)
+            yield StreamEvent("usage", {"usage": outcome.usage, "model": request.model,
+                                        "elapsed_seconds": time.perf_counter() - opened})
+        await self._emit(LLMCallFinished(request=request, state=self.state, tape=self.tape,
+                                         result=outcome.result(request.run_id, None, opened)))
+
+
+    def _system_prompt(self) -> str:
+        return str(self.agent.framework.get_system_prompt(
+            to_legacy_prompt(self.prompt) if self.steps == 1 else "", self.state) or "")
+
+
+    def _schemas(self) -> list[ToolSchema]:
+        return [ToolSchema(name, tool.description, tool.parameters)
+                for name, tool in self.tools.items()]
+
+
+    async def _emit(self, event: Any) -> Any:
+        return await self.bus.emit(event)
+
