@@ -52,6 +52,10 @@ COMPACTION_STATE = "compaction"
 the reason (`budget`, `overflow`, `user`), for a `before_llm_call` to answer instead."""
 
 
+RECALL_SCAN = 64
+"""The last events of a session searched for what its runs learned of their model."""
+
+
 class AgentLimits(Protocol):
     """The settings of `AgentConfig` (loop.py) that compaction reads."""
 
@@ -103,6 +107,7 @@ class CompactingRun:
         session_tape = self.agent.tape_for(self.session_id, self.state)
         async with session_tape.fork(merge_back=should_merge_back(self.session_id)) as tape:
             self.tape = tape
+            await self._recall_meter()
             context = await tape.read_model_messages()
             if len(context) < 2:
                 return None
@@ -163,6 +168,20 @@ class CompactingRun:
             elapsed_ms=(time.perf_counter() - started) * 1000))
 
 
+    async def _recall_meter(self) -> None:
+        """A new process knows nothing of the model's tokens per character or of the
+        window an error stated: the session's last run of the model kept them."""
+        meter = self.agent.meter
+        if self.model in meter.ratio or self.model in meter.learned:
+            return
+        events = await self.tape.entries(self.tape.query().kinds("event").tail(RECALL_SCAN))
+        for entry in reversed(events):
+            data = entry.payload.get("data")
+            if (entry.payload.get("name") == "run" and isinstance(data, dict)
+                    and data.get("model") == self.model and isinstance(data.get("context"), dict)):
+                meter.recall(self.model, data["context"])
+                return
+
     def _may_compact(self) -> bool:
         """Compaction is on, for this turn, and for this model."""
         return (self.agent.config.compaction and self.state.get(COMPACTION_STATE) is not False
@@ -205,6 +224,21 @@ class CompactingRun:
         chars = request_chars([ModelMessage.system(system), *conversation], self._schemas())
         return self.agent.meter.estimate(self.model, chars)
 
+    def _too_long_alone(self, step: StepRequest) -> HooklineError | None:
+        """The error for new messages that pass the model's window with only the system
+        prompt and the tools beside them: no compaction can make room for them. (When the
+        system prompt and the tools alone pass the budget, the refusal says so instead.)"""
+        meter = self.agent.meter
+        if not step.messages or self._estimate(step.system, []) > meter.limit(self.model):
+            return None
+        alone, window = self._estimate(step.system, step.messages), meter.window(self.model)
+        if alone <= window:
+            return None
+        return HooklineError(ErrorKind.invalid_input, (
+            f"the message is too long for {self.model}: about {alone:,} tokens with the "
+            f"system prompt and the tools, more than its {window:,}-token window. It is kept "
+            f"in the session, out of the context, and was not sent: shorten it or send a part "
+            f"of it, or choose a model with a larger window (context_window)."))
 
     async def _compact(self, reason: str, conversation: list[ModelMessage], started: float,
                        instructions: str = "") -> AsyncGenerator[StreamEvent, None]:
@@ -242,7 +276,8 @@ class CompactingRun:
                     if whole and may_send_as_text(exc):
                         continue
                     if overflow_limit(exc) is None or attempt == 2:
-                        raise
+                        raise HooklineError(exc.kind, f"compacting the context failed: "
+                                                      f"{exc.message}", exc.details) from exc
                     chars //= 2
                     continue
                 summary = bounded_summary(outcome.text)

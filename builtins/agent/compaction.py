@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,9 +51,10 @@ model's name (the provider prefix left out); documented in docs/context.md."""
 
 CHARS_PER_TOKEN = 4.0
 """The estimate before a call of the model has been measured."""
-RATIO_BOUNDS = (1 / 6, 1 / 2)
-"""Tokens per character a measurement may set (text and code run from about 2.5 to 5
-characters a token): a provider that under-reports cannot make every request look small."""
+RATIO_BOUNDS = (1 / 6, 3 / 2)
+"""Tokens per character a measurement may set (English text and code run from about 2.5 to
+5 characters a token, Chinese or Japanese text up to about one and a half tokens a
+character): a provider that under-reports cannot make every request look small."""
 
 MAX_SUMMARY_TOKENS = 2_000
 MAX_SUMMARY_CHARS = 12_000
@@ -144,6 +145,25 @@ class ContextMeter:
         if isinstance(tokens, int) and tokens > 0 and chars > 0:
             low, high = RATIO_BOUNDS
             self.ratio[model] = min(high, max(low, tokens / chars))
+
+    def known(self, model: str) -> dict[str, Any]:
+        """What was learned of `model`, for the tape: a later process recalls it."""
+        known: dict[str, Any] = {}
+        if model in self.ratio:
+            known["tokens_per_char"] = self.ratio[model]
+        if model in self.learned:
+            known["stated_window"] = self.learned[model]
+        return known
+
+    def recall(self, model: str, known: Mapping[str, Any]) -> None:
+        """Take back what `known()` kept, within the bounds a measurement may set."""
+        ratio, window = known.get("tokens_per_char"), known.get("stated_window")
+        if isinstance(ratio, int | float) and not isinstance(ratio, bool):
+            low, high = RATIO_BOUNDS
+            self.ratio.setdefault(model, min(high, max(low, float(ratio))))
+        if (isinstance(window, int) and not isinstance(window, bool) and window > 0
+                and model not in self.learned):
+            self.overflowed(model, window)
 
     def overflowed(self, model: str, stated: int) -> None:
         """An overflow error stated the window (or did not: then the request was too

@@ -57,6 +57,11 @@ from .usage import add_usage
 
 logger = logging.getLogger(__name__)
 
+UNANSWERED = ("The message is kept in the session, unanswered: try again, set compaction = "
+              "false to send requests without compacting them, or start a new session "
+              "(--new).")
+"""What a turn whose compaction failed says after the failure."""
+
 @dataclass(frozen=True)
 class AgentConfig:
     """What a run needs besides the prompt: limits and the model to use by default.
@@ -166,6 +171,7 @@ class _Run(CompactingRun):
         async with session_tape.fork(merge_back=should_merge_back(self.session_id)) as tape:
             await tape.ensure_bootstrap_anchor()  # in the fork: temp/ sessions write nothing
             self.tape = tape
+            await self._recall_meter()
             await self._emit(RunStarted(model=self.model, prompt=self.prompt,
                                         state=self.state, tape=tape))
             try:
@@ -196,6 +202,7 @@ class _Run(CompactingRun):
                         "status": status, "steps": self.steps, "error": error,
                         "usage": self.stream_state.usage, "model": self.model,
                         "usage_by_model": self.usage_by_model,
+                        "context": self.agent.meter.known(self.model),
                     }, run_id=self.run_id)
 
     async def _steps(self) -> AsyncGenerator[StreamEvent, None]:
@@ -209,12 +216,21 @@ class _Run(CompactingRun):
         self.first_meta = {REQUEST_META: marked} if isinstance(marked, dict) else {}
         while True:
             step = await self._open_step(step_prompt, new_messages)
+            too_long = self._too_long_alone(step)
+            if too_long is not None:
+                await self._record_step_messages(step, context=False)
+                raise too_long
             while True:
                 if step.reason is not None:
-                    async with contextlib.aclosing(self._compact(
-                            step.reason, step.conversation(), step.started)) as events:
-                        async for event in events:
-                            yield event
+                    try:
+                        async with contextlib.aclosing(self._compact(
+                                step.reason, step.conversation(), step.started)) as events:
+                            async for event in events:
+                                yield event
+                    except HooklineError as exc:  # the message stays, unanswered
+                        await self._record_step_messages(step)
+                        raise HooklineError(exc.kind, f"{exc.message}. {UNANSWERED}",
+                                            exc.details) from exc
                     await self._restart_step(step)
                 await self._record_step_messages(step)
                 outcome = StepOutcome()
@@ -270,13 +286,16 @@ class _Run(CompactingRun):
         elif step.recorded:  # before the anchor (an overflow): again after it
             step.recorded, step.resumes = False, True
 
-    async def _record_step_messages(self, step: StepRequest) -> None:
-        """The step's new messages on the tape, once, durable before the model sees them;
-        the run's first carries the request's mark."""
+    async def _record_step_messages(self, step: StepRequest, context: bool = True) -> None:
+        """The step's new messages on the tape, once, durable before the model sees them
+        (without `context`, kept out of every later request); the run's first carries the
+        request's mark."""
         if step.recorded:
             return
         for message in step.messages:
             meta = {RESUMES: True} if step.resumes else self.first_meta
+            if not context:
+                meta = {**meta, "context": False}
             await self.tape.append("message", message.to_dict(), run_id=step.run_id, **meta)
             if not step.resumes:
                 self.first_meta = {}
