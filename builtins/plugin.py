@@ -554,9 +554,14 @@ class BuiltinPlugin:
         """Tell the conversation's channel that something failed (when there is one)."""
         if message is None:
             return
+        from .channels.cli.channel import CliChannel
         from .channels.envelopes import error_outbound
+        from .privacy.redact import redact_credentials
 
-        outbound = error_outbound(stage, error, message, self.scrub_text)
+        # The terminal's user is the operator: the endpoint and paths are theirs to see.
+        own = get_field(message, "channel") == CliChannel.name
+        outbound = error_outbound(stage, error, message,
+                                  redact_credentials if own else self.scrub_text)
         await self.framework.runtime.call_many("dispatch_outbound", message=outbound)
 
 

@@ -133,6 +133,22 @@ async def test_on_error_dispatches_the_error_message_to_every_dispatch_outbound(
     ]
 
 
+@pytest.mark.anyio
+async def test_the_terminal_s_error_names_the_endpoint_a_remote_channel_s_does_not(
+        workspace: Path) -> None:
+    """The endpoint (`api_base`) is the operator's: hidden from a remote channel's user,
+    shown in the terminal of the person who set it."""
+    log = OutboundLog()
+    framework, _ = build(workspace, log, api_base="http://10.0.0.7:8000/v1")
+    failure = RuntimeError("connection failed talking to http://10.0.0.7:8000/v1")
+    for channel in ("cli", "webhook"):
+        await framework.notify_error("run_model", failure, {"content": "hi",
+                                                            "channel": channel})
+    assert [m["content"].rsplit(": ", 1)[1] for m in log.sent] == [
+        "connection failed talking to http://10.0.0.7:8000/v1",
+        "connection failed talking to <api_base>"]
+
+
 # -- the durable store and history -----------------------------------------------------------
 
 
