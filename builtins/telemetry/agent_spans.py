@@ -28,6 +28,7 @@ from hookline.kernel.events import (
 )
 from hookline.kernel.turn import RUNTIME_TOOL_NAMES
 
+from ..agent.compacting import COMPACTION_STATE
 from ..approval.question import APPROVAL_RECORD
 from .metrics import Metrics
 
@@ -94,6 +95,9 @@ class AgentSpans:
             attributes["gen_ai.request.max_tokens"] = request.max_tokens
         if self.capture_content:
             attributes["gen_ai.input.messages"] = _json([_message(m) for m in request.messages])
+        compacting = event.state.get(COMPACTION_STATE)
+        if isinstance(compacting, str):  # a summary call, and why
+            attributes["hookline.compaction.reason"] = compacting
         span = self.tracer.start_span(f"chat {model}", kind=SpanKind.CLIENT,
                                       attributes=attributes)
         self._open[request.run_id] = _OpenCall(span, request.model, id(event.state))

@@ -290,3 +290,21 @@ async def test_a_failure_inside_a_nested_dispatch_is_counted_once(tmp_path: Path
                                    hook="provide_tools") == 1
     assert telemetry.metrics.value("hookline_hook_failures_total", plugin="builtin",
                                    hook="run_model_stream") == 0
+
+
+async def test_a_summary_call_is_a_model_call_span_that_says_why(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    framework, _ = build_builtin(workspace, [{"text": "a" * 6000}, {"text": "b" * 6000},
+                                             {"text": "SUMMARY"}, {"text": "c"}],
+                                 context_window=4000)
+    telemetry, exporter = install(framework)
+    try:
+        for text in ("one", "two", "three"):
+            await run_turn(framework, text)
+    finally:
+        telemetry.uninstall()
+    calls = [attrs(span) for span in exporter.get_finished_spans()
+             if span.name.startswith("chat ")]
+    assert [call.get("hookline.compaction.reason") for call in calls] == [
+        None, None, "budget", None]
