@@ -28,7 +28,8 @@ class BuiltinServices(Protocol):
     def mcp_servers(self) -> McpServers | None: ...
     async def compact_session(self, session_id: str, instructions: str = "",
                               model: str | None = None,
-                              starting: Callable[[], None] | None = None
+                              starting: Callable[[], None] | None = None,
+                              retrying: Callable[[dict[str, Any]], None] | None = None
                               ) -> dict[str, Any] | None: ...
 
 

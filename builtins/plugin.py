@@ -157,12 +157,15 @@ class BuiltinPlugin:
 
     async def compact_session(self, session_id: str, instructions: str = "",
                               model: str | None = None,
-                              starting: Callable[[], None] | None = None
+                              starting: Callable[[], None] | None = None,
+                              retrying: Callable[[dict[str, Any]], None] | None = None
                               ) -> dict[str, Any] | None:
         """Summarise the session's context now (docs/context.md); None: nothing to do.
-        `starting` is called once the summary call is about to be made."""
+        `starting` is called once the summary call is about to be made, `retrying` with
+        each retry of it (a `retry` stream event's data)."""
         state = {"session_id": session_id, RUNTIME_WORKSPACE: str(self.framework.workspace)}
-        return await self.get_agent().compact(session_id, state, model, instructions, starting)
+        return await self.get_agent().compact(session_id, state, model, instructions, starting,
+                                              retrying)
 
     def context_window(self, model: str | None = None) -> int:
         """The context window the agent assumes for `model` (default: the configured one)."""

@@ -186,7 +186,7 @@ class ChatCommands:
 
     async def compact(self, arguments: str) -> None:
         from hookline.builtins import builtin_services
-        from hookline.builtins.terminal import UsageTotals
+        from hookline.builtins.terminal import UsageTotals, turn_note
 
         builtin = builtin_services(self.framework)
         if builtin is None:
@@ -197,7 +197,8 @@ class ChatCommands:
         said = await builtin.compact_session(
             self.session_id, arguments.strip(), self.channel.model,
             starting=lambda: self._say("compacting: the model summarises this session's "
-                                       "context ..."))
+                                       "context ..."),
+            retrying=lambda data: self._say(turn_note("retry", data) or ""))
         for line in compaction_said(self.session_id, said, self._prices()):
             self._say(line)
         if said is not None:  # the summary call counts; the meter shows what is left

@@ -29,6 +29,7 @@ def compact_command(framework: Framework) -> Any:
 
         async def run() -> str:
             from hookline.builtins import builtin_services
+            from hookline.builtins.terminal import turn_note
 
             from .usage import configured_prices
 
@@ -41,7 +42,8 @@ def compact_command(framework: Framework) -> Any:
                     await _check_here(framework, session)
                 said = await builtin.compact_session(session_id, focus, starting=lambda: (
                     typer.echo(f"compacting session {session_id}: the model summarises its "
-                               f"context ...", err=True)))
+                               f"context ...", err=True)), retrying=lambda data: typer.echo(
+                    turn_note("retry", data), err=True))
                 return "\n".join(compaction_said(session_id, said, configured_prices()))
 
         try:

@@ -97,7 +97,8 @@ class CompactingRun:
     step_text_started: bool
     tape: Tape
 
-    async def compact(self, instructions: str, starting: Callable[[], None] | None
+    async def compact(self, instructions: str, starting: Callable[[], None] | None,
+                      retrying: Callable[[dict[str, Any]], None] | None = None
                       ) -> dict[str, Any] | None:
         if not self._summarises():  # its "summary" would replace the context
             raise HooklineError(ErrorKind.config, (
@@ -121,13 +122,14 @@ class CompactingRun:
                     async for event in events:
                         if event.kind == "compaction":
                             said = dict(event.data)
+                        elif event.kind == "retry" and retrying is not None:
+                            retrying(dict(event.data))
             finally:  # no run records the summary call: its own event does, for the usage
                 if self.usage_by_model:
                     await tape.append_event(COMPACT_EVENT, {
                         "model": self.model, "usage_by_model": self.usage_by_model,
                     }, run_id=self.run_id)
             return {**said, "usage_by_model": self.usage_by_model}
-
 
     async def _refused(self, step: StepRequest, outcome: StepOutcome, exc: HooklineError) -> str:
         """A failed model call: `overflow` when the provider refused the request as too

@@ -105,13 +105,15 @@ class Agent:
         framework.agent_plugins.attach(self.bus)
 
     async def compact(self, session_id: str, state: dict[str, Any], model: str | None = None,
-                      instructions: str = "", starting: Callable[[], None] | None = None
+                      instructions: str = "", starting: Callable[[], None] | None = None,
+                      retrying: Callable[[dict[str, Any]], None] | None = None
                       ) -> dict[str, Any] | None:
         """Compact the session's context now (`/compact`, `hookline compact`): what the
         `compaction` event said, with the summary call's `usage_by_model`, or None when
-        there was nothing to compact. `starting()` says the summary call is next."""
+        there was nothing to compact. `starting()` says the summary call is next,
+        `retrying(data)` that it is tried again (a `retry` stream event's data)."""
         run = _Run(self, [""], session_id, state, model or self.config.model, StreamState())
-        return await run.compact(instructions, starting)
+        return await run.compact(instructions, starting, retrying)
 
     def run_stream(
         self, prompt: Any, session_id: str, state: dict[str, Any], model: str | None = None
