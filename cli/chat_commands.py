@@ -75,7 +75,8 @@ class ChatCommands:
 
         totals = self.usage.setdefault(session_id, UsageTotals(self._prices()))
         if event.kind == "usage":
-            totals.add(event.data.get("usage"), event.data.get("model"))
+            totals.add(event.data.get("usage"), event.data.get("model"),
+                       bool(event.data.get("summary")))
             window_of = self._window_of()
             if totals.last_input is not None and window_of is not None:
                 tokens, window = totals.last_input[1], window_of(totals.last_input[0])

@@ -320,12 +320,13 @@ class TurnUsage:
             from hookline.builtins.agent import token_counts
 
             counts = token_counts(event.data.get("usage"))
-            if counts is not None:
+            if counts is not None and not event.data.get("summary"):  # how full it is
                 self.last_input = (event.data.get("model"), counts["input_tokens"])
         if self.enabled:
             totals = self.totals()
             if event.kind == "usage":
-                totals.add(event.data.get("usage"), event.data.get("model"))
+                totals.add(event.data.get("usage"), event.data.get("model"),
+                           bool(event.data.get("summary")))
             else:
                 totals.calls += 1
 

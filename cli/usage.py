@@ -27,15 +27,17 @@ def configured_prices() -> Mapping[str, Any]:
 
 
 async def turns_in_context(framework: Framework, session_id: str) -> int:
-    """The turns the session's next request holds: its `run` events since the tape's last
-    anchor (a compaction, a handoff), where the context starts (0 without a tape)."""
-    entries = await _session_entries(framework, session_id, ("event", "anchor"))
+    """The turns the session's next request holds: the messages that start one since the
+    tape's last anchor (a compaction, a handoff), where the context starts, less those kept
+    out of it (0 without a tape)."""
+    from hookline.builtins.tape import starts_turn
+
+    entries = await _session_entries(framework, session_id, ("message", "anchor"))
     turns = 0
     for entry in entries or []:
-        payload = entry.payload if isinstance(entry.payload, dict) else {}
         if entry.kind == "anchor":
             turns = 0
-        elif payload.get("name") == "run":
+        elif starts_turn(entry) and entry.meta.get("context") is not False:
             turns += 1
     return turns
 
@@ -95,7 +97,8 @@ def long_session(session_id: str, turns: int, last_input: tuple[str | None, int]
         return None
     held = (f"; its last request held {tokens:,} tokens, {100 * tokens / limit:.0f}% of the "
             f"{limit:,} the context budget allows" if limit and tokens else "")
-    return (f"session {session_id} is long ({turns} turns in its context{held}), and every "
+    counted = f"{turns} turn{'' if turns == 1 else 's'}"
+    return (f"session {session_id} is long ({counted} in its context{held}), and every "
             f"turn sends it "
             f"again: run without -c (or --session) starts a fresh one, and `hookline compact "
             f"{session_id}` summarises this one")

@@ -333,6 +333,7 @@ class CompactingRun:
         if outcome.usage is not None:
             add_usage(self.usage_by_model, request.model, outcome.usage)
             yield StreamEvent("usage", {"usage": outcome.usage, "model": request.model,
+                                        "summary": True,
                                         "elapsed_seconds": time.perf_counter() - opened})
         await self._emit(LLMCallFinished(request=request, state=self.state, tape=self.tape,
                                          result=outcome.result(request.run_id, None, opened)))

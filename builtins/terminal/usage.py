@@ -46,12 +46,14 @@ class UsageTotals:
         self.last_input: tuple[str | None, int] | None = None
         """The model and input tokens of the last call added: how full its context was."""
 
-    def add(self, usage: Any, model: str | None = None) -> None:
-        """One model call's usage (a `usage` stream event's)."""
+    def add(self, usage: Any, model: str | None = None, summary: bool = False) -> None:
+        """One model call's usage (a `usage` stream event's); a `summary` call's input is
+        not how full the context is."""
         counts = token_counts(usage)
         if counts is None:
             return
-        self.last_input = (model or self.model, counts["input_tokens"])
+        if not summary:
+            self.last_input = (model or self.model, counts["input_tokens"])
         self._add(counts, cache_writes(usage), 1, reported_cost(usage), model or self.model)
 
     def add_run(self, data: Any) -> None:

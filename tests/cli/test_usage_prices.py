@@ -67,3 +67,28 @@ def test_chat_usage_prices_this_chat_and_the_whole_session(tmp_path: Path) -> No
         f"{TURN}{cost} (session c, the turns of this chat)",
         f"session: 640 tokens in (200 cached), 26 out, over 4 model calls; "
         f"cost {2 * COST / 1e6:.6g} (from model_prices) (every turn and compaction on its tape)"]
+
+
+def test_a_summary_call_does_not_say_how_full_the_context_is() -> None:
+    """The meter shows the last request of the conversation: a summary call's input (the
+    whole context, sent once more) is counted in the usage, not in the meter."""
+    from hookline.builtins.terminal import UsageTotals
+    from hookline.cli.output import TurnUsage
+    from hookline.kernel.streaming import StreamEvent
+
+    turn = TurnUsage(enabled=True)
+    for tokens, summary in ((900, False), (5000, True)):
+        turn.take(StreamEvent("usage", {"usage": {"input_tokens": tokens, "output_tokens": 1},
+                                        "model": "m", "summary": summary}))
+    assert turn.last_input == ("m", 900) and turn.totals().tokens["in"] == 5900
+    totals = UsageTotals({})
+    totals.add({"input_tokens": 900, "output_tokens": 1}, "m")
+    totals.add({"input_tokens": 5000, "output_tokens": 1}, "m", summary=True)
+    assert totals.last_input == ("m", 900)
+
+
+def test_the_long_session_warning_counts_one_turn_as_one() -> None:
+    from hookline.cli.usage import long_session
+
+    said = long_session("s", 1, ("m", 900), lambda model: 1000)
+    assert said is not None and "(1 turn in its context;" in said
