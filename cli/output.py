@@ -422,10 +422,12 @@ class StatusLine:
 
 ALWAYS_WARN = ("hookline.builtins.privacy.files", "hookline.builtins.host.instructions",
                "hookline.builtins.host.sandbox", "hookline.builtins.host.protection",
-               "hookline.builtins.models.offline", AGENT_HOOK_LOG)
+               "hookline.builtins.models.offline", "hookline.builtins.mcp.connection",
+               "hookline.builtins.mcp.tools", AGENT_HOOK_LOG)
 """Loggers whose warnings are shown whatever ``level``: a file made private, an
 ``AGENTS.md`` kept from the model, a weakened sandbox, a repository commands made, the
-offline model answering, a plugin's agent hook failing (rare lines the user must see)."""
+offline model answering, an MCP server that failed or a tool of it not offered, a
+plugin's agent hook failing (rare lines the user must see)."""
 
 
 def show_logs(level: int = logging.INFO, *, turn_failures: bool = True,
@@ -448,6 +450,13 @@ def show_logs(level: int = logging.INFO, *, turn_failures: bool = True,
     if not turn_failures:
         handler.addFilter(lambda record: not str(record.msg).startswith("turn.failed"))
     log.addHandler(handler)
+    # Other libraries' warnings (the MCP SDK's, httpx's) quote what a server sent: one
+    # line each too, named, its control characters escaped, never Python's raw handler.
+    others = _StderrHandler()
+    others.setFormatter(_OneLine(verbose, named=True))
+    others.setLevel(logging.WARNING)
+    others.addFilter(lambda record: not _is_hooklines(record.name))
+    root.addHandler(others)
     if log.level == logging.NOTSET:
         log.setLevel(level)
     for name in ALWAYS_WARN:
@@ -477,19 +486,32 @@ class _StderrHandler(logging.StreamHandler):
             status.redraw()
 
 
+def _is_hooklines(name: str) -> bool:
+    return name == "hookline" or name.startswith("hookline.")
+
+
 class _OneLine(logging.Formatter):
-    def __init__(self, verbose: bool = False) -> None:
+    """One line a record, credentials hidden and control characters escaped; `named`
+    puts the logger's name first (another library's record)."""
+
+    def __init__(self, verbose: bool = False, named: bool = False) -> None:
         super().__init__()
         self.verbose = verbose
+        self.named = named
 
     def format(self, record: logging.LogRecord) -> str:
         failure = plugin_failure_line(record, verbose=self.verbose)
         if failure is not None:
             return terminal_text(redact_credentials(f"warning: {failure}"))
         text = record.getMessage()
+        if self.named:
+            text = f"{record.name}: {text}"
         if record.levelno >= logging.WARNING:
             text = f"{record.levelname.lower()}: {text}"
         error = record.exc_info[1] if record.exc_info else None
         if error is not None:  # one line; the command reports the failure itself
             text = f"{text} ({type(error).__name__}: {error})"
-        return terminal_text(redact_credentials(text), keep_newlines=False)
+        text = redact_credentials(text)
+        # Lines a record indents below its first (a server's stderr) stay lines.
+        indented = all(line.startswith("    ") for line in text.split("\n")[1:])
+        return terminal_text(text, keep_newlines=indented)

@@ -153,6 +153,24 @@ def test_list_check_shows_a_server_s_stderr_escaped(tmp_path: Path) -> None:
     assert "\\x1b]0;TITLE" in out.stdout, out.stdout
 
 
+def test_run_says_a_server_failed_in_one_warning_with_its_stderr_indented(
+        tmp_path: Path) -> None:
+    """Without -v: a turn that goes on without a server says so, once, as docs/mcp.md
+    shows it; the server's last words stay below it, escaped."""
+    home = tmp_path / "home"
+    server = tmp_path / "dies.py"
+    server.write_text("import sys\nsys.stderr.write('no licence\\n\\x1b]0;T\\x07\\n')\n"
+                      "sys.exit(3)\n")
+    hookline(home, "mcp", "add", "db", "--", sys.executable, str(server))
+    out = hookline(home, "run", "hi")
+    assert out.returncode == 0, out.stderr
+    (warning,) = [line for line in out.stderr.splitlines() if "MCP server 'db'" in line]
+    assert warning.startswith("warning: MCP server 'db' could not start: the server process")
+    assert "exited with status 3; its stderr ended with:" in warning
+    below = out.stderr.split(warning, 1)[1].splitlines()[1:3]
+    assert below == ["    no licence", "    \\x1b]0;T\\x07"], out.stderr
+
+
 def running_with(marker: str) -> list[int]:
     """Live processes whose command line holds `marker` (wherever they were reparented)."""
     found = []

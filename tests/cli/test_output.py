@@ -69,6 +69,18 @@ def test_the_log_goes_to_the_stderr_of_the_moment(monkeypatch: pytest.MonkeyPatc
     assert before.getvalue() == ""
     logging.getLogger("hookline.some.plugin").error("quota \x1b]0;pwned\x07\nnext")
     assert during.getvalue().splitlines()[-1] == "error: quota \\x1b]0;pwned\\x07\\nnext"
+    # Another library's record (the MCP SDK quoting what a server sent): one line too,
+    # named, escaped; its traceback one line, not Python's raw handler's.
+    try:
+        raise ValueError("bad \x1b[2J notification")
+    except ValueError:
+        logging.getLogger("mcp.client.sse").warning("Unknown SSE event: \x1b]0;T\x07",
+                                                    exc_info=True)
+    logging.getLogger("mcp.client.sse").info("not shown")
+    assert during.getvalue().splitlines()[-1] == (
+        "warning: mcp.client.sse: Unknown SSE event: \\x1b]0;T\\x07 (ValueError: bad "
+        "\\x1b[2J notification)")
+    assert during.getvalue().count("disk full") == 1, "hookline's records are shown once"
 
 
 @pytest.mark.parametrize("stream", [False, True])
