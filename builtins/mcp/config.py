@@ -6,6 +6,7 @@ A bad table is a `SettingsError` naming the server, the key and the fix.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -106,9 +107,10 @@ def parse_server(name: str, raw: Any, source: str = "config.toml") -> ServerConf
                      source)
     allow = tools.get("allow")
     timeout = raw.get("timeout", DEFAULT_TIMEOUT)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-        raise _error(name, f"timeout must be a positive number of seconds, got {timeout!r}",
-                     source)
+    if (isinstance(timeout, bool) or not isinstance(timeout, int | float)
+            or not 0 < timeout < math.inf):  # nan fails it too
+        raise _error(name, f"timeout must be a positive, finite number of seconds, got "
+                           f"{timeout!r}", source)
     return ServerConfig(
         name=name,
         command=command,

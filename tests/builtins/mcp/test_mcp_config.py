@@ -36,7 +36,9 @@ def test_a_stdio_and_an_http_server_are_read_in_the_files_order() -> None:
     ("x", {"command": "x", "comand": 1}, "unknown key 'comand'"),
     ("x", {"command": "x", "max_steps": 2}, "max_steps is a setting, which TOML puts in this "
                                              "table when written below its header"),
-    ("x", {"command": "x", "timeout": 0}, "timeout must be a positive number"),
+    ("x", {"command": "x", "timeout": 0}, "timeout must be a positive, finite number"),
+    ("x", {"command": "x", "timeout": float("nan")}, "timeout must be a positive, finite"),
+    ("x", {"command": "x", "timeout": float("inf")}, "timeout must be a positive, finite"),
     ("x", {"command": "x", "tools": {"allow": "read"}}, "tools.allow must be a list"),
 ])
 def test_a_bad_table_names_the_server_and_what_is_wrong(name: str, table: dict[str, Any],
