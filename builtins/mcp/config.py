@@ -59,10 +59,13 @@ class ServerConfig:
         return (self.allow is None or tool in self.allow) and tool not in self.deny
 
     def describe(self) -> str:
-        """The command line or the URL, for listings (header values are never shown)."""
+        """The command line or the URL, for listings: credentials in it hidden (a URL's
+        password), header values never shown."""
+        from ..privacy.redact import redact_credentials
+
         if self.command is not None:
-            return " ".join([self.command, *self.args])
-        return str(self.url)
+            return redact_credentials(" ".join([self.command, *self.args]))
+        return redact_credentials(str(self.url))
 
 
 def server_configs(extra: Mapping[str, Any], source: str = "config.toml") -> list[ServerConfig]:

@@ -15,7 +15,9 @@ written, so the rules err on hiding too much:
 - Any key that names a password (`password`, `PASSWORD`, `passwd`, `pwd`,
   `sslpassword`, `passphrase`...) followed by `=`: in a URL query the value up to the
   next `&` or `#`; in a libpq key=value string (`host=db password=secret`) the value up
-  to the next space, or the whole quoted value (`password='a b\\'c'`).
+  to the next space, or the whole quoted value (`password='a b\\'c'`). In a URL query,
+  a key that names a token, a secret, a key, a signature, auth or a credential
+  (`token`, `api_key`, `access_token`, `sig`) too.
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ _SCHEME = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://")
 _USER_THEN_COLON = re.compile(r"[^\s/:]*:")
 _TOKEN = re.compile(r"[^\s/@]+@")
 _PASSWORD_KEY = r"[\w.-]*?(?:password|passwd|passphrase|pwd)\s*=\s*"
-_QUERY_PASSWORD = re.compile(rf"(?i)(?<=[?&;])({_PASSWORD_KEY})[^&#\s]*")
+_QUERY_SECRET_KEY = (r"[\w.-]*?(?:password|passwd|passphrase|pwd|token|secret|signature"
+                     r"|credential|apikey|(?<![a-z])(?:key|sig|auth)(?![a-z]))[\w.-]*?\s*=\s*")
+_QUERY_PASSWORD = re.compile(rf"(?i)(?<=[?&;])({_QUERY_SECRET_KEY})[^&#\s]*")
 _PASSWORD_PARAM = re.compile(
     rf"(?i)(?<![\w.?&;-])({_PASSWORD_KEY})"
     r"(?:'(?:[^'\\]|\\.)*'?|\"(?:[^\"\\]|\\.)*\"?)?\S*")

@@ -153,6 +153,16 @@ def test_list_check_shows_a_server_s_stderr_escaped(tmp_path: Path) -> None:
     assert "\\x1b]0;TITLE" in out.stdout, out.stdout
 
 
+def test_a_url_s_credentials_are_not_listed(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    added = hookline(home, "mcp", "add", "cred", "--url",
+                     "https://alice:s3cr3t@host.invalid/mcp?token=Q7")
+    listed = hookline(home, "mcp", "list")
+    for said in (added.stdout, listed.stdout):
+        assert "s3cr3t" not in said and "Q7" not in said and "https://***@host.invalid" in said
+    assert "s3cr3t" in (home / "config.toml").read_text(), "the config keeps what was given"
+
+
 def test_run_says_a_server_failed_in_one_warning_with_its_stderr_indented(
         tmp_path: Path) -> None:
     """Without -v: a turn that goes on without a server says so, once, as docs/mcp.md

@@ -31,6 +31,14 @@ FORMS = [
 ]
 
 
+def test_a_query_s_tokens_and_keys_are_hidden_and_words_that_hold_them_are_not() -> None:
+    assert redact_credentials(
+        "https://h/mcp?token=Q&api_key=K&sig=S&apikey=A&access_token=T&auth=X&page=2"
+    ) == "https://h/mcp?token=***&api_key=***&sig=***&apikey=***&access_token=***&auth=***&page=2"
+    assert redact_credentials("https://h/x?monkey=1&design=2&author=3&keyword=4") == \
+        "https://h/x?monkey=1&design=2&author=3&keyword=4"
+
+
 @pytest.mark.parametrize(("text", "shown"), FORMS)
 def test_each_form_is_redacted(text: str, shown: str) -> None:
     assert redact_credentials(text) == shown
