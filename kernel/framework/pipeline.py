@@ -95,7 +95,7 @@ class TurnPipeline:
                     state = await self._new_runtime_state(session_id)
                 self._merge_state(state, await runtime.call_many(
                     "load_state", message=inbound, session_id=session_id))
-                prompt = _prompt(await runtime.call_first(
+                prompt = _prompt(await runtime.call_first_each(
                     "build_prompt", message=inbound, session_id=session_id, state=state),
                     inbound)
                 model_output = ""
@@ -185,7 +185,7 @@ class TurnPipeline:
 
     async def build_prompt(self, message: Any, session_id: str, state: dict[str, Any]) -> list[Any]:
         """The selected prompt as content; a falsy selection falls back to the envelope text."""
-        return _prompt(await self.runtime.call_first(
+        return _prompt(await self.runtime.call_first_each(
             "build_prompt", message=message, session_id=session_id, state=state), message)
 
     # -- model stage -------------------------------------------------------------------
@@ -244,8 +244,17 @@ class TurnPipeline:
             model_output=model_output), message, session_id, model_output)
 
 
-def _prompt(value: Any, message: Any) -> list[Any]:
-    return to_content(value if value else envelope_content(message))
+def _prompt(answer: tuple[HookImpl | None, Any], message: Any) -> list[Any]:
+    """The answer of build_prompt as content (a falsy one: the envelope's text); one that
+    cannot be also names the plugin that gave it, after the reference's words."""
+    impl, value = answer
+    try:
+        return to_content(value if value else envelope_content(message))
+    except HooklineError as exc:
+        if impl is None or not value:
+            raise
+        raise HooklineError(exc.kind, f"{exc.message}; {impl.describe()} returned "
+                                      f"{type(value).__name__}", exc.details) from None
 
 
 def _outbounds(batches: list[Any], message: Any, session_id: str, model_output: str
