@@ -63,10 +63,15 @@ class PluginStatus:
 class PluginLoadError(RuntimeError):
     """Raised in strict mode when a plugin fails to load or initialise."""
 
-    def __init__(self, status: PluginStatus) -> None:
+    def __init__(self, status: PluginStatus, clash: bool = False) -> None:
+        # A name another plugin took: skipping the name would skip that one too.
+        fix = (f"uninstall the distribution that declares it, or have its entry point "
+               f"renamed ({DISABLE_ENV}={status.name} would skip the other plugin too)"
+               if clash else
+               f"fix or uninstall it, or skip it with {DISABLE_ENV}={status.name}")
         super().__init__(
             f"plugin {status.name!r} ({status.source}) failed to load: {status.detail}; "
-            f"fix or uninstall it, or skip it with {DISABLE_ENV}={status.name}"
+            f"{fix}"
         )
         self.status = status
 
@@ -323,7 +328,8 @@ class PluginLoader:
                               group=group.name if group is not None else "")
         self._record(status)
         if strict:  # the error says it: logging it too would show it twice
-            raise PluginLoadError(status) from exc
+            clash = phase == "initialize" and self.framework.registry.has_plugin(name)
+            raise PluginLoadError(status, clash) from exc
         get_logger(__name__).warning("Failed to %s plugin %r: %s", phase, name, status.detail)
 
     def _record(self, status: PluginStatus) -> None:

@@ -372,6 +372,21 @@ def test_strict_mode_raises_for_a_failing_factory(
         PluginLoader(framework).load(site.entry_points())
 
 
+def test_strict_mode_says_how_to_get_past_a_name_another_plugin_took(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Skipping a name two plugins share would skip both: the fix is the distribution."""
+    module = site.plugins_module()
+    site.distribution("impostor", [("builtin", f"{module}:other")])
+    monkeypatch.setattr(loading_module, "find_builtin_plugin", lambda: lambda fw: object())
+    monkeypatch.setenv(STRICT_ENV, "1")
+    with pytest.raises(PluginLoadError) as info:
+        Framework().load_hooks()
+    said = str(info.value)
+    assert "already registered" in said and "uninstall the distribution" in said
+    assert "would skip the other plugin too" in said
+
+
 def test_builtin_plugin_first_then_entry_points_in_metadata_order(
     site: Site, monkeypatch: pytest.MonkeyPatch
 ) -> None:
