@@ -107,8 +107,11 @@ def _read_raw(path: Path) -> tuple[bytes, int] | None:
 def write_config(path: str | os.PathLike[str], data: Mapping[str, Any]) -> Path:
     """Write `data` as TOML to `path` atomically, readable by the owner only (it may hold
     keys). A file already there keeps its comments and layout where its values stay
-    (`toml.rewritten`)."""
+    (`toml.rewritten`). A link (dotfiles kept with stow) stays a link: the file it
+    points to is written."""
     target = Path(path).expanduser()
+    if target.is_symlink():
+        target = target.resolve()
     try:
         found = _read_raw(target)
     except SettingsError:

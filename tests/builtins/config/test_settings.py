@@ -312,6 +312,19 @@ def test_update_config_merges_and_removes(tmp_path: Path) -> None:
     assert update_config(tmp_path / "new" / "config.toml", {"model": "c:d"}) == {"model": "c:d"}
 
 
+def test_a_config_file_that_is_a_link_stays_one(tmp_path: Path) -> None:
+    """Dotfiles kept with stow: the file the link names is written, the link stays."""
+    dotfiles = tmp_path / "dotfiles" / "config.toml"
+    dotfiles.parent.mkdir()
+    dotfiles.write_text('model = "a:b"  # mine\n')
+    link = tmp_path / "home" / "config.toml"
+    link.parent.mkdir()
+    link.symlink_to(dotfiles)
+    update_config(link, {"max_steps": 4})
+    assert link.is_symlink() and link.resolve() == dotfiles
+    assert dotfiles.read_text() == 'model = "a:b"  # mine\nmax_steps = 4\n'
+
+
 COMMENTED = """\
 # my models
 model = "openai:gpt-4o"  # the main one
