@@ -207,7 +207,8 @@ class CompactingRun:
                  f"{meter.window(self.model):,}-token window): fewer tools (MCP servers) "
                  f"or a larger context_window may help." if fixed > limit else "")
         return (f"the model refused the request as too long even after the context was "
-                f"compacted ({said.removesuffix(' ' + OVERFLOW_FIX)}).{alone} {OVERFLOW_FIX}")
+                f"compacted ({said.removesuffix(' ' + OVERFLOW_FIX).rstrip('.')}).{alone} "
+                f"{OVERFLOW_FIX}")
 
 
     def _needs_compaction(self, system: str, conversation: list[ModelMessage]) -> bool:

@@ -79,6 +79,12 @@ def _refusal(subject: Subject, exc: Any, tries: str) -> Problem:
     said = body_message(exc.body)
     said = f": {said}" if said else ""
     details: dict[str, Any] = {"status": status}
+    if status == 403 and subject.key_configured:
+        return (ErrorKind.config,
+                f"{name}: {subject.provider} refused the key at {subject.endpoint} (HTTP "
+                f"403{said}): it may not use this model or endpoint. Check the key's "
+                f"permissions and the model name in {model_var}, or set {subject.key_vars} "
+                f"to a key that may.", details)
     if status in (401, 403):
         problem = ("the API key was rejected" if subject.key_configured
                    else "no API key is configured")

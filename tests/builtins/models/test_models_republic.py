@@ -311,6 +311,15 @@ async def test_401_without_any_key_says_none_is_configured(server: OpenAIServer)
     assert "no API key is configured" in error.message
 
 
+async def test_403_with_a_key_says_the_key_may_not_rather_than_that_it_is_wrong(
+        server: OpenAIServer) -> None:
+    server.add(Reply.failure(403, "Project does not have access to model test-model"))
+    error = await failure(model_for(server))
+    assert error.kind is ErrorKind.config and "HTTP 403" in error.message
+    assert "refused the key" in error.message and "may not use this model" in error.message
+    assert "rejected" not in error.message and len(server.requests) == 1
+
+
 async def test_404_points_at_model_and_endpoint(server: OpenAIServer) -> None:
     server.add(Reply.failure(404, "The model `test-model` does not exist"))
     error = await failure(model_for(server))
