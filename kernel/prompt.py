@@ -66,7 +66,7 @@ def _media_class(kind: str) -> Any:
     except ImportError as exc:
         raise HooklineError(
             ErrorKind.config,
-            f"The republic package is needed to turn a {kind} prompt block into media; "
+            f"The republic package is needed to turn {kind} prompt blocks into media; "
             "install republic.",
         ) from exc
     return getattr(republic, kind.capitalize())  # Image, Audio, Video

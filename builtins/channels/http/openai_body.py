@@ -134,7 +134,7 @@ def _text(content: Any, where: str) -> str:
     for index, part in enumerate(content):
         kind = part.get("type") if isinstance(part, dict) else None
         if kind != "text" or not isinstance(part.get("text"), str):
-            shown = f"a {kind} part" if isinstance(kind, str) else json_type(part)
+            shown = f"a part of type {kind!r}" if isinstance(kind, str) else json_type(part)
             raise HttpError(400, f"{where}[{index}] is {shown}; only text parts are taken "
                                  f"(send images and files to POST /v1/messages as "
                                  f"attachments)")

@@ -58,7 +58,7 @@ def test_the_last_user_message_is_the_input_and_the_rest_is_ignored() -> None:
     ({"messages": ["hi"]}, 400, "messages[0] must be an object"),
     ({"messages": [{"role": "user", "content": "  "}]}, 400, "is empty"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, 400,
-     "messages[0].content[0] is a image_url part; only text parts are taken"),
+     "messages[0].content[0] is a part of type 'image_url'; only text parts are taken"),
     ({"stream_options": {"include_usage": "yes"}}, 400, "include_usage must be true or false"),
     ({"messages": [{"role": "user", "content": "x" * 2000}]}, 413, "larger than 1024 bytes"),
 ])
