@@ -37,6 +37,12 @@ _MODEL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _ANNOTATIONS = ("$schema", "$id", "$comment")
 """Top-level schema keys that describe the schema and constrain nothing."""
 
+MAX_SERVER_TOOLS = 128
+"""Tools of one server offered at most (OpenAI's limit on a request's tools): past it the
+rest are not, with one warning (`tools.allow` chooses which)."""
+MAX_DESCRIPTION = 4_000
+"""Characters of a tool's description offered: every request carries each one."""
+
 Caller = Callable[[str, dict[str, Any]], Awaitable["CallToolResult"]]
 Steer = Callable[[dict[str, Any], dict[str, Any]], Awaitable[bool]]
 
@@ -45,10 +51,17 @@ def make_tools(config: ServerConfig, listed: list[ListedTool], call: Caller,
                steer: Steer, warned: set[str]) -> list[Tool]:
     """The offered tools of one server (its `tools` allow and deny lists applied); each
     skipped tool is warned about once per name in `warned`."""
-    tools = []
+    tools: list[Tool] = []
     for item in listed:
         if not config.offers(item.name):
             continue
+        if len(tools) == MAX_SERVER_TOOLS:
+            if config.name not in warned:
+                warned.add(config.name)
+                logger.warning("MCP server %r offers more than %d tools: the rest are not "
+                               "offered (choose them with tools.allow)", config.name,
+                               MAX_SERVER_TOOLS)
+            break
         name = f"{config.name}{NAME_SEPARATOR}{item.name}"
         try:
             schema = checked_schema(name, item.input_schema)
@@ -59,9 +72,16 @@ def make_tools(config: ServerConfig, listed: list[ListedTool], call: Caller,
                                item.name, exc)
             continue
         tools.append(Tool(name=name, handler=_Handler(name, item.name, schema, call, steer),
-                          description=item.description,
+                          description=_bounded(item.description),
                           parameters=schema, context=True))
     return tools
+
+
+def _bounded(description: str) -> str:
+    if len(description) <= MAX_DESCRIPTION:
+        return description
+    return (f"{description[:MAX_DESCRIPTION]}... [{len(description) - MAX_DESCRIPTION:,} more "
+            f"characters left out]")
 
 
 def checked_schema(name: str, schema: Any) -> dict[str, Any]:
