@@ -24,7 +24,6 @@ from hookline.kernel.channels import (
     MessageHandler,
 )
 from hookline.kernel.envelope import (
-    PROMPT_MEDIA_TYPES,
     context_str,
     default_session_id,
     get_field,
@@ -222,9 +221,11 @@ class BuiltinPlugin:
         context = state.get("context") or ""
         if context:
             text = f"[{context}] {text}"
-        media = [(kind, item) for item in get_field(message, "media") or ()
-                 if (kind := _media_kind(item)) is not None]
-        return [text, *(_to_republic(kind, item) for kind, item in media)] if media else text
+        from .channels.attachments import prompt_media
+
+        media = [found for item in get_field(message, "media") or ()
+                 if (found := prompt_media(item)) is not None]
+        return [text, *media] if media else text
 
     @hookimpl
     def run_model_stream(self, prompt: Any, session_id: str, state: dict[str, Any]) -> Any:
@@ -581,27 +582,3 @@ def _run_then_set(function: Any, ended: threading.Event) -> None:
         function()
     finally:
         ended.set()
-
-
-def _media_kind(item: Any) -> str | None:
-    """The media kind of an envelope item the model can be sent, else None.
-
-    Only remote (http/https) and inline (data:) media qualify: any other URL would be read
-    by republic as a local path, outside the workspace rules.
-    """
-    kind = get_field(item, "type")
-    if kind not in PROMPT_MEDIA_TYPES:
-        return None
-    url = item.data_url() if hasattr(item, "data_url") else get_field(item, "url")
-    if not isinstance(url, str) or not url.startswith(("http://", "https://", "data:")):
-        logger.warning("prompt.media_skipped kind=%s reason=no http(s) or data: URL", kind)
-        return None
-    return kind
-
-
-def _to_republic(kind: str, item: Any) -> Any:
-    import republic
-
-    url = item.data_url() if hasattr(item, "data_url") else get_field(item, "url")
-    build = getattr(republic, kind)  # republic.image, .audio, .video
-    return build(url, media_type=get_field(item, "mime_type"))

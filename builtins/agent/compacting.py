@@ -232,7 +232,8 @@ class CompactingRun:
         prompt and the tools beside them: no compaction can make room for them. (When the
         system prompt and the tools alone pass the budget, the refusal says so instead.)"""
         meter = self.agent.meter
-        if not step.messages or self._estimate(step.system, []) > meter.limit(self.model):
+        if (not step.messages or not self._summarises()  # the offline model reads no context
+                or self._estimate(step.system, []) > meter.limit(self.model)):
             return None
         alone, window = self._estimate(step.system, step.messages), meter.window(self.model)
         if alone <= window:

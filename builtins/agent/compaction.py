@@ -101,13 +101,27 @@ def overflow_limit(error: BaseException) -> int | None:
     return int(found.group(1).replace(",", "")) if found else 0
 
 
+MEDIA_CHARS = 6_000
+"""What an image or another media part counts as (about 1,500 tokens, what providers
+charge for a large image), whatever the size of its data."""
+
+
 def request_chars(messages: Sequence[ModelMessage], tools: Sequence[ToolSchema]) -> int:
-    """The size of a request as the estimate counts it: its messages and tool schemas."""
-    size = sum(len(str(message.content)) + sum(len(call.name) + len(call.arguments)
-                                               for call in message.tool_calls)
+    """The size of a request as the estimate counts it: its messages (a media part as
+    `MEDIA_CHARS`) and tool schemas."""
+    size = sum(_content_chars(message.content) + sum(len(call.name) + len(call.arguments)
+                                                     for call in message.tool_calls)
                for message in messages)
     return size + sum(len(tool.name) + len(tool.description) + len(json.dumps(tool.parameters))
                       for tool in tools)
+
+
+def _content_chars(content: Any) -> int:
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, list):
+        return sum(len(part) if isinstance(part, str) else MEDIA_CHARS for part in content)
+    return len(str(content or ""))
 
 
 @dataclass

@@ -11,7 +11,7 @@ from hookline.kernel._lazy import LazyExports as _LazyExports
 _PUBLIC = {
     "manager": ("DEFAULT_SHUTDOWN_TIMEOUT", "ChannelManager"),
     "debounce": ("DebounceBuffer", "merge_messages"),
-    "attachments": ("IMAGE_TYPES", "attached_text"),
+    "attachments": ("IMAGE_TYPES", "attached_text", "prompt_media"),
     "cli.channel": ("CliChannel",),
     "cli.input": ("ChatCommand",),
     "http.channel": ("HttpChannel",),

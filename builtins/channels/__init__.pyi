@@ -8,6 +8,7 @@ edit the table, never this file.
 
 from .attachments import IMAGE_TYPES as IMAGE_TYPES
 from .attachments import attached_text as attached_text
+from .attachments import prompt_media as prompt_media
 from .cli.channel import CliChannel as CliChannel
 from .cli.input import ChatCommand as ChatCommand
 from .debounce import DebounceBuffer as DebounceBuffer

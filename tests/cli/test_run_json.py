@@ -133,7 +133,9 @@ def test_a_retried_call_is_a_retry_object(tmp_path: Path) -> None:
 
 
 def test_a_compaction_is_a_compaction_object(tmp_path: Path) -> None:
-    replies = [Reply(text="x" * 6000), Reply(text="y" * 6000), Reply(text="the summary"),
+    # The server reports 11 input tokens a call: each later process recalls the lowest
+    # ratio a measurement may set, one token in six characters.
+    replies = [Reply(text="x" * 9000), Reply(text="y" * 9000), Reply(text="the summary"),
                Reply(text="short")]
     with OpenAIServer(replies) as server:
         window = {"HOOKLINE_CONTEXT_WINDOW": "4000"}

@@ -91,7 +91,7 @@ async def test_a_turn_with_a_tool_call_is_one_tree_with_genai_attributes(
     # Hook dispatches are children of the turn, with kind, implementations and answer.
     prompt = one(spans, "hookline.hook build_prompt")
     assert parent_of(prompt, spans) is turn
-    assert attrs(prompt)["hookline.hook.kind"] == "first"
+    assert attrs(prompt)["hookline.hook.kind"] == "first_each"  # the answer and its plugin
     assert list(attrs(prompt)["hookline.hook.implementations"]) == ["builtin"]
     assert attrs(prompt)["hookline.hook.answered_by"] == "builtin"
     for hook in ("load_state", "render_outbound", "dispatch_outbound"):
