@@ -294,6 +294,29 @@ def test_a_keyed_retry_on_the_other_replica_waits_for_the_run_and_never_runs_it_
     assert user_prompts(url) == [body["content"]]
 
 
+def test_requests_with_one_key_sent_at_once_to_one_replica_run_once(
+    replicas: tuple[str, Start], tmp_path: Path,
+) -> None:
+    """A replica's advisory lock lets each of its own requests pass: the key is claimed in
+    the process first, so the others wait for the one that runs and replay its answer."""
+    url, start = replicas
+    replica = start("a")
+    ran = tmp_path / "workspace" / "ran-at-once"
+    body = {"content": "/tool shell " + json.dumps({"command": f"echo once >> {ran}"}),
+            "session_id": "at-once"}
+    answers: list[Any] = []
+    threads = [threading.Thread(target=lambda: answers.append(keyed(replica, body, "once-1")))
+               for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(90)
+    assert [answer.status for answer in answers] == [200] * 4
+    assert sum(answer.headers.get("idempotent-replayed") == "true" for answer in answers) == 3
+    assert ran.read_text() == "once\n"
+    assert user_prompts(url) == [body["content"]]
+
+
 def test_a_keyed_retry_on_the_other_replica_during_the_grace_gets_the_recovered_run(
     replicas: tuple[str, Start], tmp_path: Path,
 ) -> None:

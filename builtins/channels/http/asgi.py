@@ -224,7 +224,12 @@ class HttpRoutes:
                     if reply.decided.is_set() and reply.outcome not in NO_TURN:
                         with anyio.move_on_after(timeout):
                             await reply.finished.wait()
-                    await self.requests.idempotency.release(keyed[0], session_id)
+                    # Told to send it again (not run, or a temporary failure): the store,
+                    # not this answer, says whether the retry runs.
+                    again = reply.outcome == "refused" or (
+                        reply.finished.is_set() and retry_worth(reply.errors))
+                    await self.requests.idempotency.release(keyed[0], session_id,
+                                                            forget=again)
 
     def _settle(self, reply: Reply) -> None:
         """Keep the answer for `GET /v1/messages/{id}`: now, or, when the client left

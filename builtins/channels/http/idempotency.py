@@ -67,6 +67,10 @@ class Idempotency:
         self._clock = clock
         self._seen: OrderedDict[tuple[str, str], _Seen] = OrderedDict()
         """By (session, key): a key names a request to one session, as on its tape."""
+        self._claiming: dict[tuple[str, str], anyio.Event] = {}
+        """Keys a request of this process is looking up or has claimed and not yet
+        `started`: a second request with one waits for it, here, before it asks the store
+        (whose claim a replica's own requests all pass)."""
 
     async def prior(self, key: str, digest: str, session_id: str, wait: float = 0.0
                     ) -> Reply | tuple[int, dict[str, Any]] | None:
@@ -76,35 +80,57 @@ class Idempotency:
         dead one's run until recovered) is waited for, up to `wait` seconds; then it is
         `running` (409)."""
         self._drop_old()
-        seen = self._seen.get((session_id, key))
+        named = (session_id, key)
+        while (claiming := self._claiming.get(named)) is not None:
+            await claiming.wait()  # then it started (seen below) or let go
+        seen = self._seen.get(named)
         if seen is not None:
             _check(seen.digest, digest)
             return seen.reply
+        claiming = self._claiming[named] = anyio.Event()  # before the first await
         if self.records is None:
-            return None
-        until = self._clock() + wait
-        while True:
-            found = await self.records.recall(session_id, "key", key, self.seconds)
-            if found is not None:
-                _check(found[0], digest)
-                if found[2].get("status") != "running":
-                    return found[1], found[2]
-            elif await self.records.claim(session_id, key):
-                return None
-            if self._clock() >= until:
-                return found[1:] if found is not None else running_elsewhere(session_id)
-            await anyio.sleep(POLL)
+            return None  # claimed in this process only
+        claimed = False
+        try:
+            until = self._clock() + wait
+            while True:
+                found = await self.records.recall(session_id, "key", key, self.seconds)
+                if found is not None:
+                    _check(found[0], digest)
+                    if found[2].get("status") != "running":
+                        return found[1], found[2]
+                elif await self.records.claim(session_id, key):
+                    claimed = True
+                    return None
+                if self._clock() >= until:
+                    return found[1:] if found is not None else running_elsewhere(session_id)
+                await anyio.sleep(POLL)
+        finally:
+            if not claimed:  # claimed, it holds until `started` or `release`
+                self._let_go(named, claiming)
 
     def started(self, key: str, digest: str, reply: Reply) -> None:
-        self._seen[reply.session_id, key] = _Seen(digest, reply, self._clock())
+        named = (reply.session_id, key)
+        self._seen[named] = _Seen(digest, reply, self._clock())
         while len(self._seen) > MAX_KEPT:  # each holds its reply: as many as are kept
             self._seen.popitem(last=False)
+        self._let_go(named, self._claiming.get(named))
 
-    async def release(self, key: str, session_id: str) -> None:
+    async def release(self, key: str, session_id: str, *, forget: bool = False) -> None:
         """Let go of the key's claim: its request has ended (what it came to is in the
-        store, or it never ran)."""
+        store, or it never ran). `forget`: its answer said to send it again (a 503), so a
+        retry asks the store whether it ran rather than getting that answer again."""
+        named = (session_id, key)
+        if forget:
+            self._seen.pop(named, None)
+        self._let_go(named, self._claiming.get(named))
         if self.records is not None:
             await self.records.release(session_id, key)
+
+    def _let_go(self, named: tuple[str, str], claiming: anyio.Event | None) -> None:
+        if claiming is not None and self._claiming.get(named) is claiming:
+            del self._claiming[named]
+            claiming.set()
 
     def _drop_old(self) -> None:
         cutoff = self._clock() - self.seconds
