@@ -261,3 +261,28 @@ def test_a_black_holed_database_answers_each_turn_503_within_the_turn_deadline(
             assert wait_until(lambda: ask(gateway, "after").status == 200, timeout=30)
         finally:
             gateway.end()
+
+
+def test_a_key_the_store_cannot_look_up_is_503_with_retry_after_and_the_retry_runs(
+    postgres_stores: StoreFactory, tmp_path: Path,
+) -> None:
+    """The database out of reach while a keyed request looks its key up: nothing ran, so
+    the answer says to send it again (JSON, `Retry-After`), never a bare 500."""
+    url = postgres_stores.url()
+    with replicas(url, tmp_path, "a") as (proxy, (gateway,)):
+        assert ask(gateway, "warm").status == 200
+        proxy.refuse = True
+        proxy.drop()
+        body = {"content": "keyed", "session_id": "s"}
+        refused = call(gateway.url, "POST", "/v1/messages", body,
+                       headers={"Idempotency-Key": "k-1"}, timeout=90)
+        assert refused.status == 503, refused.body
+        assert "retry-after" in refused.headers and "send it again" in refused.json()["error"]
+        proxy.refuse = False
+        for _attempt in range(10):  # as a client obeying Retry-After would
+            again = call(gateway.url, "POST", "/v1/messages", body,
+                         headers={"Idempotency-Key": "k-1"}, timeout=90)
+            if again.status != 503:
+                break
+            time.sleep(1)
+        assert again.status == 200, again.body

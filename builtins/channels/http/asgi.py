@@ -14,6 +14,7 @@ from urllib.parse import parse_qs
 import anyio
 
 from hookline.kernel.channels import MessageHandler
+from hookline.kernel.errors import ErrorKind, HooklineError
 
 from ...tape.requests import REQUEST_CONTEXT
 from ...telemetry.context import TRACE_CONTEXT_KEY, trace_headers
@@ -137,8 +138,15 @@ class HttpRoutes:
         payload = face.read(body, headers, self._overrides, self.limits.max_body_size)
         keyed = idempotency_key(headers, body)
         if keyed is not None:
-            prior = await self.requests.idempotency.prior(*keyed, self._session_of(payload),
-                                                  wait=self.limits.reply_seconds)
+            try:
+                prior = await self.requests.idempotency.prior(
+                    *keyed, self._session_of(payload), wait=self.limits.reply_seconds)
+            except HooklineError as exc:  # the store cannot say now: nothing ran
+                if exc.kind is not ErrorKind.temporary:
+                    raise
+                raise HttpError(503, self.scrub(f"the key cannot be looked up now: {exc}; "
+                                                f"the message was not run: send it again"),
+                                [RETRY_AFTER]) from exc
             if prior is not None:  # never a second run: what the first came to
                 await self._replay(prior, bool(payload.get("stream")), send, face)
                 return
