@@ -131,8 +131,18 @@ def check_database(path: str | PathLike[str]) -> StoreCheck:
     target = Path(path).expanduser()
     if not target.is_file():
         return StoreCheck(target, [f"{target} does not exist or is not a file"])
+    found = _check_opened(target, "?mode=ro")
+    if found.problems and not os.access(target.parent, os.W_OK):
+        # A folder this user may not write to (a read-only home): SQLite cannot make the
+        # -shm file a reader needs, and nobody can be writing, so the file is read as it
+        # lies.
+        found = _check_opened(target, "?mode=ro&immutable=1")
+    return found
+
+
+def _check_opened(target: Path, options: str) -> StoreCheck:
     try:
-        conn = sqlite3.connect(target.resolve().as_uri() + "?mode=ro", uri=True, timeout=30.0)
+        conn = sqlite3.connect(target.resolve().as_uri() + options, uri=True, timeout=30.0)
     except sqlite3.Error as exc:
         return StoreCheck(target, [f"cannot open {target}: {exc}"])
     try:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sqlite3
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -221,3 +223,40 @@ def test_a_failed_commit_waits_while_the_store_still_cannot_write(tmp_path: Path
         store.append("t", message("after"))
         assert contents(store) == [
             "the prompt", {"status": "interrupted", "error": COMMIT_FAILED_ERROR}, "after"]
+
+
+def test_a_sound_store_in_a_folder_the_user_may_not_write_checks_sound() -> None:
+    """SQLite cannot make the -shm file a reader of a WAL database needs where the folder
+    is read-only (a read-only home): the file is read as it lies, not called damaged."""
+    base = Path(tempfile.mkdtemp(dir="/var/tmp"))  # a place `nobody` may enter
+    try:
+        base.chmod(0o755)
+        path = base / "tapes.db"
+        made = sqlite3.connect(path)
+        made.execute("PRAGMA journal_mode=WAL")
+        made.execute("CREATE TABLE entries (tape TEXT)")
+        made.commit()
+        made.close()
+        user = 65534 if os.getuid() == 0 else os.getuid()
+        os.chown(path, user, user)
+        if os.getuid() != 0:
+            base.chmod(0o555)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the check as a user who owns the file, not the folder
+            try:
+                if os.getuid() == 0:
+                    os.setgroups([])
+                    os.setgid(65534)
+                    os.setuid(65534)
+                found = check_database(path)
+                os.write(write, repr((found.ok, found.problems)).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        os.waitpid(pid, 0)
+        with os.fdopen(read) as said:
+            assert said.read() == "(True, [])"
+    finally:
+        base.chmod(0o755)
+        shutil.rmtree(base, ignore_errors=True)
