@@ -61,8 +61,8 @@ def gateways(url: str, tmp_path: Path) -> Iterator[Start]:
     workspace.mkdir(exist_ok=True)
     started: list[Gateway] = []
 
-    def start(name: str) -> Gateway:
-        env = gateway_env(tmp_path / f"home-{name}", HOOKLINE_TAPE_STORE=url)
+    def start(name: str, **extra: str) -> Gateway:
+        env = gateway_env(tmp_path / f"home-{name}", HOOKLINE_TAPE_STORE=url, **extra)
         started.append(start_gateway_process(["--port", "0"], env, workspace))
         return started[-1]
 
@@ -382,5 +382,34 @@ def test_a_keyed_request_queued_on_one_replica_is_not_run_by_a_retry_on_the_othe
     assert answers["first"].status == retry.status == 200, retry.body
     assert retry.headers["idempotent-replayed"] == "true"
     assert retry.json()["content"] == answers["first"].json()["content"]
+    assert (workspace / "ran").read_text() == "once\n"
+    assert user_prompts(url).count(body["content"]) == 1
+
+
+def test_a_keyed_request_queued_past_its_timeout_is_still_not_run_by_a_retry_elsewhere(
+    replicas: tuple[str, Start], tmp_path: Path,
+) -> None:
+    """The first attempt answers 504 while it waits in the queue, and stays queued: its
+    key stays claimed until it has run, so a retry on the other replica, long after,
+    waits for it instead of running it a second time."""
+    url, start = replicas
+    first_replica, second_replica = start("a", HOOKLINE_HTTP_TIMEOUT="2"), start("b")
+    workspace = tmp_path / "workspace"
+    busy = {"content": "/tool shell " + json.dumps(
+        {"command": f"touch {workspace / 'busy'}; sleep 8"}), "session_id": "late"}
+    body = {"content": "/tool shell " + json.dumps(
+        {"command": f"echo once >> {workspace / 'ran'}"}), "session_id": "late"}
+    answers: dict[str, Any] = {}
+    threads = [threading.Thread(target=lambda: answers.update(busy=ask(
+        first_replica, busy["content"], "late")))]
+    threads[0].start()
+    wait_until((workspace / "busy").exists)
+    first = keyed(first_replica, body, "late-1")
+    assert first.status == 504, first.body
+    time.sleep(3)  # past twice the first replica's timeout
+    retry = keyed(second_replica, body, "late-1")
+    threads[0].join(60)
+    assert retry.status == 200 and retry.headers["idempotent-replayed"] == "true", retry.body
+    wait_until((workspace / "ran").exists)
     assert (workspace / "ran").read_text() == "once\n"
     assert user_prompts(url).count(body["content"]) == 1

@@ -228,16 +228,17 @@ class HttpRoutes:
         finally:
             self._settle(reply)
             if keyed is not None:  # claimed: let go once the store shows what it came to
-                with anyio.CancelScope(shield=True):
+                try:  # however long it queues: a retry elsewhere must not run it meanwhile
                     if reply.decided.is_set() and reply.outcome not in NO_TURN:
-                        with anyio.move_on_after(timeout):
-                            await reply.finished.wait()
-                    # Told to send it again (not run, or a temporary failure): the store,
-                    # not this answer, says whether the retry runs.
-                    again = reply.outcome == "refused" or (
-                        reply.finished.is_set() and retry_worth(reply.errors))
-                    await self.requests.idempotency.release(keyed[0], session_id,
-                                                            forget=again)
+                        await reply.finished.wait()
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        # Told to send it again (not run, or a temporary failure): the
+                        # store, not this answer, says whether the retry runs.
+                        again = reply.outcome == "refused" or (
+                            reply.finished.is_set() and retry_worth(reply.errors))
+                        await self.requests.idempotency.release(keyed[0], session_id,
+                                                                forget=again)
 
     def _settle(self, reply: Reply) -> None:
         """Keep the answer for `GET /v1/messages/{id}`: now, or, when the client left
