@@ -38,7 +38,7 @@ from hookline.kernel.turn import RUNTIME_TOOL_NAMES
 
 from ..models.base import ModelClient
 from ..models.options import MODEL_OPTIONS_STATE
-from ..tape.context import RESUMES
+from ..tape.context import RESUMES, STEERED
 from ..tape.fork import TapeRecordError
 from ..tape.naming import should_merge_back
 from ..tape.requests import REQUEST_CONTEXT, REQUEST_META
@@ -267,11 +267,12 @@ class _Run(CompactingRun):
         started = await self._start_step(prompt)
         run_id = self.run_id
         context = await self.tape.read_model_messages()
-        new_messages = new_messages + await steered_messages(
-            self.agent.framework, self.session_id, self.state)
+        steered = await steered_messages(self.agent.framework, self.session_id, self.state)
+        new_messages = new_messages + steered
         system = self._system_prompt()
         reason = "budget" if self._needs_compaction(system, context + new_messages) else None
-        return StepRequest(prompt, started, run_id, system, context, new_messages, reason)
+        return StepRequest(prompt, started, run_id, system, context, new_messages, reason,
+                           steered=len(steered))
 
     async def _restart_step(self, step: StepRequest) -> None:
         """After a compaction: a new step on the summary, its new messages recorded after
@@ -294,8 +295,11 @@ class _Run(CompactingRun):
         request's mark."""
         if step.recorded:
             return
-        for message in step.messages:
+        first_steered = len(step.messages) - step.steered
+        for index, message in enumerate(step.messages):
             meta = {RESUMES: True} if step.resumes else self.first_meta
+            if index >= first_steered:  # fed into the running turn: part of it
+                meta = {**meta, STEERED: True}
             if not context:
                 meta = {**meta, "context": False}
             await self.tape.append("message", message.to_dict(), run_id=step.run_id, **meta)

@@ -41,6 +41,8 @@ class StepRequest:
     """Whether `messages` are on the tape already."""
     resumes: bool = False
     """Whether `messages` resume the turn after a compaction's anchor (`RESUMES`)."""
+    steered: int = 0
+    """How many of `messages`, the last ones, were steered into the running turn."""
 
     def conversation(self) -> list[ModelMessage]:
         return self.context + self.messages

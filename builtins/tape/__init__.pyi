@@ -9,6 +9,7 @@ edit the table, never this file.
 from .archive import file_safe as file_safe
 from .archive import write_archive as write_archive
 from .context import RESUMES as RESUMES
+from .context import STEERED as STEERED
 from .context import ContextMessages as ContextMessages
 from .context import answered_calls as answered_calls
 from .context import messages_from_entries as messages_from_entries

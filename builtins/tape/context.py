@@ -18,18 +18,20 @@ from hookline.kernel.tape import TapeEntry
 
 from ..models.pairing import OpenCalls
 
-__all__ = ["RESUMES", "ContextMessages", "answered_calls", "messages_from_entries",
+__all__ = ["RESUMES", "STEERED", "ContextMessages", "answered_calls", "messages_from_entries",
            "starts_turn"]
 
 RESUMES = "resumes"
 """Meta of a user message a compaction wrote after its anchor so that the context resumes
 the turn (the turn's own message again, or a note to go on): not a turn of its own."""
+STEERED = "steered"
+"""Meta of a user message fed into a turn while it ran (steering): part of that turn."""
 
 
 def starts_turn(entry: TapeEntry) -> bool:
     """Whether the entry is a user message that starts a turn (what `--last` counts)."""
     return (entry.kind == "message" and entry.payload.get("role") == "user"
-            and not entry.meta.get(RESUMES))
+            and not entry.meta.get(RESUMES) and not entry.meta.get(STEERED))
 
 
 def messages_from_entries(entries: Iterable[TapeEntry]) -> list[dict[str, Any]]:

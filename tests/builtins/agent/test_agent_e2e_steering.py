@@ -20,6 +20,7 @@ from agent_e2e_support import (
 )
 from openai_server import OpenAIServer, Reply
 
+from hookline.builtins.tape import starts_turn
 from hookline.kernel import Framework, hookimpl
 from hookline.kernel.events import RunFinished
 from hookline.kernel.messages import content_text
@@ -108,6 +109,10 @@ async def test_a_steered_message_joins_the_next_request(
     users = [content_text(e.payload["content"]) for e in entries
              if e.kind == "message" and e.payload["role"] == "user"]
     assert users == ["write b", "also say goodbye"]
+    # The steered message is part of the turn it joined (a retry of the turn's request
+    # finds its run event past it), not a turn of its own.
+    assert [content_text(e.payload["content"]) for e in entries if starts_turn(e)] == [
+        "write b"]
 
 
 class SteerAfterFirstCall:

@@ -51,6 +51,19 @@ async def test_a_finished_run_answers_what_it_said() -> None:
     assert by_id is not None and by_id[2]["content"].endswith("Deployed.")
 
 
+async def test_a_message_steered_into_the_run_does_not_end_its_answer() -> None:
+    """A message fed into the running turn (steering) is part of it: the retry of the
+    turn's own request finds its run event past it, not `running` for ever."""
+    tape = Tape(InMemoryTapeStore(), "s")
+    await tape.append("message", {"role": "user", "content": "deploy"}, **MARK)
+    await tape.append("message", {"role": "user", "content": "and tag it"}, steered=True)
+    await tape.append("message", {"role": "assistant", "content": "Deployed, tagged."})
+    await tape.append("event", {"name": "run", "data": {"status": "ok"}})
+    found = await recorded_answer(tape, "s", "key", "k-1", max_age=60)
+    assert found is not None and found[2]["status"] == "ok"
+    assert found[2]["content"] == "Deployed, tagged."
+
+
 async def test_a_key_older_than_its_time_is_new_again() -> None:
     store = InMemoryTapeStore()
     tape = Tape(store, "s")
