@@ -116,8 +116,10 @@ def add(
         update_config(path, {CONFIG_TABLE: {name: server_table(server)}})
     except (SettingsError, OSError) as exc:
         fail(exc)
-    typer.echo(f"added MCP server {name!r} ({server.transport}: {server.describe()}) "
-               f"to {path}")
+    from hookline.builtins.terminal import terminal_text
+
+    typer.echo(terminal_text(f"added MCP server {name!r} ({server.transport}: "
+                             f"{server.describe()}) to {path}", keep_newlines=False))
 
 
 def remove(
@@ -283,7 +285,8 @@ def _line(row: dict[str, Any], check: bool) -> str:
         tools = "-" if row["tools"] is None else f"{row['tools']} tool" + (
             "" if row["tools"] == 1 else "s")
         line += f" {row['state']:<8} {tools:<9}"
-    line += f" {row['target']}"
-    if check and row.get("error"):
-        line += f"\n    {row['error']}"
-    return "\n".join(terminal_text(part, keep_newlines=False) for part in line.split("\n", 1))
+    line = terminal_text(f"{line} {row['target']}", keep_newlines=False)  # one row each
+    if check and row.get("error"):  # its lines (a server's stderr) below it, each escaped
+        line += "".join(f"\n    {terminal_text(part, keep_newlines=False)}"
+                        for part in str(row["error"]).split("\n"))
+    return line

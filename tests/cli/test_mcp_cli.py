@@ -153,6 +153,17 @@ def test_list_check_shows_a_server_s_stderr_escaped(tmp_path: Path) -> None:
     assert "\\x1b]0;TITLE" in out.stdout, out.stdout
 
 
+def test_an_argument_cannot_add_a_row_or_reach_the_terminal(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    added = hookline(home, "mcp", "add", "odd", "--", "echo", "a\nfake   stdio  enabled x",
+                     "\x1b]0;T\x07")
+    listed = hookline(home, "mcp", "list")
+    for said in (added.stdout, listed.stdout):
+        assert "\x1b" not in said and "fake   stdio" not in said.splitlines()[-1][:12]
+        assert "\\n" in said and "\\x1b]0;T" in said
+    assert len([line for line in listed.stdout.splitlines() if "odd" in line]) == 1
+
+
 def test_a_url_s_credentials_are_not_listed(tmp_path: Path) -> None:
     home = tmp_path / "home"
     added = hookline(home, "mcp", "add", "cred", "--url",
