@@ -81,8 +81,8 @@ def server_configs(extra: Mapping[str, Any], source: str = "config.toml") -> lis
 def parse_server(name: str, raw: Any, source: str = "config.toml") -> ServerConfig:
     """One `[mcp_servers.NAME]` table, checked."""
     if not _NAME.match(name) or NAME_SEPARATOR in name:
-        raise _error(name, "the server name must be 1-32 letters, digits or single dashes "
-                     "(tools are offered as NAME__tool)", source)
+        raise _error(name, "the server name must be 1-32 letters, digits or dashes, the "
+                     "first a letter or digit (tools are offered as NAME__tool)", source)
     if not isinstance(raw, Mapping):
         raise _error(name, "must be a table (command = ... or url = ...)", source)
     unknown = sorted(set(raw) - _KEYS)
