@@ -100,8 +100,8 @@ def test_bad_adds_and_removes_are_one_error_line_and_change_nothing(tmp_path: Pa
         (["add", "x", "-H", "A=1", "--", "srv"],
          "--header applies to --url servers, not to a command"),
         (["add", "x", "--env", "NOEQUALS", "--", "srv"], "--env takes KEY=VALUE, got 'NOEQUALS'"),
-        (["add", "a__b", "--", "srv"], "the server name must be 1-32 letters, digits or single "
-                                       "dashes"),
+        (["add", "a__b", "--", "srv"], "the server name must be 1-32 letters, digits or "
+                                       "dashes, the first a letter or digit"),
         (["add", "x", "--url", "ftp://a"], "url must be an http:// or https:// URL"),
         (["add", "files", "--", "other"], f"MCP server 'files' is already in "
                                           f"{home / 'config.toml'}; remove it first"),
