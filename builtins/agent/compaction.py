@@ -195,13 +195,27 @@ def may_send_as_text(error: HooklineError) -> bool:
     return (error.details or {}).get("status") not in (401, 403, 404, 429)
 
 
+OPENING_NOTE = "[What this conversation holds so far:]"
+"""The user message a request starts with when its conversation starts with an assistant
+note (an anchor's summary after a compaction or a handoff): Anthropic's API refuses a
+first message that is not the user's."""
+
+
+def request_messages(system: str, conversation: Sequence[ModelMessage]) -> list[ModelMessage]:
+    """What a model call sends: the system prompt, then the conversation, opened by a user
+    message (`OPENING_NOTE`) when it would open with the assistant's."""
+    head = [ModelMessage.system(system)] if system else []
+    if conversation and conversation[0].role == "assistant":
+        head.append(ModelMessage.user(OPENING_NOTE))
+    return [*head, *conversation]
+
+
 def summary_in_place(system: str, conversation: Sequence[ModelMessage],
                      instructions: str) -> list[ModelMessage]:
     """The messages of a summary call that repeats the conversation's own request (its
     system prompt, then its messages), so that a provider's prompt cache serves all of it,
     then the prompt as the last user message. Sent with the turn's tools, none allowed."""
-    head = [ModelMessage.system(system)] if system else []
-    return [*head, *conversation,
+    return [*request_messages(system, conversation),
             ModelMessage.user(f"{COMPACTION_PROMPT}\n\n{_summary_ask(instructions)}")]
 
 

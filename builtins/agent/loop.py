@@ -48,6 +48,7 @@ from .compaction import (
     CONTINUE_AFTER_COMPACTION,
     ContextMeter,
     request_chars,
+    request_messages,
 )
 from .interruption import close_cut_calls, keep_partial_text
 from .outcome import StepOutcome, StepRequest, as_hookline_error
@@ -329,7 +330,7 @@ class _Run(CompactingRun):
                           conversation: list[ModelMessage]
                           ) -> AsyncGenerator[StreamEvent, None]:
         """One provider call (or a finish decision), streamed and recorded."""
-        messages = ([ModelMessage.system(system)] if system else []) + conversation
+        messages = request_messages(system, conversation)
         options = dict(self.state.get(MODEL_OPTIONS_STATE) or {})  # `run -o`, checked
         limit = options.pop("max_tokens", self.agent.config.max_tokens)
         request = LLMCallRequest(run_id=run_id, model=self.model, messages=messages,

@@ -14,7 +14,7 @@ import pytest
 from builtin_support import build_builtin, model_of
 
 from hookline.builtins.agent import COMPACT_EVENT
-from hookline.builtins.agent.compaction import COMPACTION_PROMPT
+from hookline.builtins.agent.compaction import COMPACTION_PROMPT, OPENING_NOTE
 from hookline.builtins.tape import RESUMES, Tape, session_tape_name, starts_turn, transcript
 from hookline.kernel import HooklineError, LLMCallDecision, LLMCallRequest, StepFinished, hookimpl
 
@@ -75,6 +75,9 @@ async def test_a_session_past_its_budget_is_compacted_and_goes_on_from_the_summa
     assert size(after) < size(calls[1]) - 5000
     contents = [str(message.content) for message in after.messages]
     assert any("SUMMARY: the user sent three messages" in text for text in contents)
+    # It opens with a user message (Anthropic refuses an assistant's first), then the note.
+    assert [m.role for m in after.messages[:3]] == ["system", "user", "assistant"]
+    assert contents[1] == OPENING_NOTE and "SUMMARY" in contents[2]
     assert contents[-1] == "third" and not any("aaaa" in text for text in contents)
     # On the tape: everything kept, a compaction anchor with the summary as its state.
     anchors = [entry for entry in entries if entry.kind == "anchor"]
