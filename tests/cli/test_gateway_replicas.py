@@ -36,7 +36,7 @@ from postgres_support import (
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="signals are POSIX")
 
-Start = Callable[[str], Gateway]
+Start = Callable[..., Gateway]
 
 
 def rows(url: str, statement: str, *args: Any) -> list[tuple]:
@@ -354,6 +354,18 @@ def test_a_keyed_retry_on_the_other_replica_during_the_grace_gets_the_recovered_
     assert user_prompts(url) == [body["content"]]
 
 
+def busy_session(replica: Gateway, workspace: Path, session: str, seconds: int
+                 ) -> threading.Thread:
+    """A turn of `session` on `replica` that runs a command for `seconds`, started in a
+    thread once the command runs: later messages of the session queue behind it."""
+    busy = "/tool shell " + json.dumps(
+        {"command": f"touch {workspace / 'busy'}; sleep {seconds}"})
+    thread = threading.Thread(target=lambda: ask(replica, busy, session))
+    thread.start()
+    wait_until((workspace / "busy").exists)
+    return thread
+
+
 def test_a_keyed_request_queued_on_one_replica_is_not_run_by_a_retry_on_the_other(
     replicas: tuple[str, Start], tmp_path: Path,
 ) -> None:
@@ -363,15 +375,10 @@ def test_a_keyed_request_queued_on_one_replica_is_not_run_by_a_retry_on_the_othe
     url, start = replicas
     first_replica, second_replica = start("a"), start("b")
     workspace = tmp_path / "workspace"
-    busy = {"content": "/tool shell " + json.dumps(
-        {"command": f"touch {workspace / 'busy'}; sleep 4"}), "session_id": "q"}
     body = {"content": "/tool shell " + json.dumps(
         {"command": f"echo once >> {workspace / 'ran'}"}), "session_id": "q"}
     answers: dict[str, Any] = {}
-    threads = [threading.Thread(target=lambda: answers.update(busy=ask(
-        first_replica, busy["content"], "q")))]
-    threads[0].start()
-    wait_until((workspace / "busy").exists)
+    threads = [busy_session(first_replica, workspace, "q", 4)]
     threads.append(threading.Thread(target=lambda: answers.update(
         first=keyed(first_replica, body, "queued-1"))))
     threads[1].start()
@@ -395,15 +402,9 @@ def test_a_keyed_request_queued_past_its_timeout_is_still_not_run_by_a_retry_els
     url, start = replicas
     first_replica, second_replica = start("a", HOOKLINE_HTTP_TIMEOUT="2"), start("b")
     workspace = tmp_path / "workspace"
-    busy = {"content": "/tool shell " + json.dumps(
-        {"command": f"touch {workspace / 'busy'}; sleep 8"}), "session_id": "late"}
     body = {"content": "/tool shell " + json.dumps(
         {"command": f"echo once >> {workspace / 'ran'}"}), "session_id": "late"}
-    answers: dict[str, Any] = {}
-    threads = [threading.Thread(target=lambda: answers.update(busy=ask(
-        first_replica, busy["content"], "late")))]
-    threads[0].start()
-    wait_until((workspace / "busy").exists)
+    threads = [busy_session(first_replica, workspace, "late", 8)]
     first = keyed(first_replica, body, "late-1")
     assert first.status == 504, first.body
     time.sleep(3)  # past twice the first replica's timeout

@@ -169,7 +169,8 @@ def _close_idle_connections_on_eof() -> None:
     an idle connection, and the connection's task waits for the idle timer. With many
     short-lived clients, hundreds of such half-closed sockets (CLOSE-WAIT) hold file
     descriptors. Make the protocol close an idle connection at its end, as it does one
-    it finished with (once per connection: on trio closing reports the end again)."""
+    it finished with (once per connection: on trio closing reports the end again), unless
+    the server is stopping."""
     from hypercorn.events import Closed
     from hypercorn.protocol.h11 import H11Protocol
 
@@ -180,7 +181,12 @@ def _close_idle_connections_on_eof() -> None:
     async def handle_and_close_idle(self: Any, event: Any) -> None:
         idle = self.stream is None
         await handle(self, event)
-        if idle and isinstance(event, Closed) and not getattr(self, "_ended", False):
+        # Not while the server stops: it closes every connection itself then, and this
+        # close, from the idle task it stops, could wait for that task's lock for ever
+        # (Python 3.11's wait_for can swallow the cancel meant to end it).
+        stopping = self.context.terminated.is_set()
+        if (idle and isinstance(event, Closed) and not stopping
+                and not getattr(self, "_ended", False)):
             self._ended = True
             await self.send(Closed())
 
