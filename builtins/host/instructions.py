@@ -249,8 +249,12 @@ class WorkspaceInstructions:
         """Remember the readings and compose the section; warn once per new refusal."""
         section, problems = compose(places, readings)
         warn: list[tuple[str, str]] = []
+        changed: list[str] = []
         with self._lock:
             for place, reading in zip(places, readings, strict=True):
+                before = self._readings.get(place.path)
+                if before is not None and before.text != reading.text and reading.text:
+                    changed.append(place.path)
                 self._readings[place.path] = reading
                 problem = problems.get(place.path)
                 marker = None if problem is None else (reading.key, problem)
@@ -260,4 +264,8 @@ class WorkspaceInstructions:
         for path, problem in warn:
             logger.warning("prompt.agents_md_skipped path=%s reason=%s; it is not sent to "
                            "the model", path, problem)
+        for path in changed:  # what the agent wrote there, every later turn will read
+            logger.warning("prompt.agents_md_changed path=%s: the model reads it as it is now "
+                           "in every turn's system prompt; look at what changed (git diff)",
+                           path)
         return section

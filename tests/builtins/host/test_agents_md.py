@@ -111,7 +111,12 @@ async def test_a_normal_agents_md_is_sent_and_re_read_when_it_changes(
         assert section(await turn("three")) == f"{ALONE}Use SPACES, four of them."
         agents.unlink()
         assert "AGENTS.md" not in await turn("four")
-    assert not [r for r in caplog.records if r.name == "hookline.builtins.host.instructions"]
+    # Each change is said once (an agent's edit reaches every later turn's prompt).
+    said = [r.getMessage() for r in caplog.records
+            if r.name == "hookline.builtins.host.instructions"]
+    assert len(said) == 2 and all(message.startswith(
+        f"prompt.agents_md_changed path={agents}: the model reads it as it is now")
+        for message in said), said
 
 
 async def test_a_link_to_a_file_inside_the_workspace_is_sent(workspace: Path) -> None:
@@ -177,8 +182,10 @@ def repo(tmp_path: Path) -> Path:
 
 
 def skipped(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The refusals said (a change said is another line, `prompt.agents_md_changed`)."""
     return [r.getMessage() for r in caplog.records
-            if r.name == "hookline.builtins.host.instructions"]
+            if r.name == "hookline.builtins.host.instructions"
+            and r.getMessage().startswith("prompt.agents_md_skipped")]
 
 
 async def test_the_files_from_the_repository_root_down_are_sent_root_first_and_re_read(
