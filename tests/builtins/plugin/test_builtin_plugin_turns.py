@@ -13,6 +13,7 @@ from builtin_plugin_support import SESSION, build, builtin_of, entries_of, texts
 from builtin_support import model_of
 from builtin_support import write_script as write_turns
 
+from hookline.builtins.agent.compaction import OPENING_NOTE
 from hookline.builtins.config import Settings
 from hookline.builtins.config.limits import CONTEXT_WINDOW
 from hookline.builtins.plugin import BuiltinPlugin
@@ -194,7 +195,8 @@ async def test_the_default_context_starts_after_the_last_anchor(workspace: Path)
         anchor=LAST_ANCHOR, window=2 * CONTEXT_WINDOW)
     second = model_of(builtin).calls[1].messages
     assert "old topic" not in texts(second, "user")
-    assert texts(second, "user") == ["new topic"]
+    # The handoff's note opens what is left, after a user message (Anthropic's rule).
+    assert texts(second, "user") == [OPENING_NOTE, "new topic"]
     assert any("we covered the old topic" in text for text in texts(second, "assistant"))
 
 
