@@ -246,7 +246,8 @@ class ForkStore:
             except Exception as exc:
                 raise TapeRecordError(
                     ErrorKind.temporary,
-                    f"Could not save the run on tape {self.main}: {exc}. What it recorded "
+                    f"Could not save the run on tape {self.main}: {str(exc).rstrip('.')}. "
+                    f"What it recorded "
                     f"before its last tool result stays in the store's run journal and is put "
                     f"on the tape, marked interrupted, by the store's recovery (the SQLite "
                     f"store's next call; a PostgreSQL store's next sweep).",

@@ -258,11 +258,20 @@ async def wait(future: Future[T]) -> T:
                 return await anyio.to_thread.run_sync(future.result, left)
             except FutureTimeout:
                 raise _still_waiting() from None
+        wrapped = asyncio.wrap_future(future)
+        wrapped.add_done_callback(_retrieved)  # the result is read from `future` below
         with anyio.CancelScope(shield=True):
-            await asyncio.wait([asyncio.wrap_future(future)], timeout=left)
+            await asyncio.wait([wrapped], timeout=left)
         if not future.done():
             raise _still_waiting()
         return future.result()
+
+
+def _retrieved(wrapped: asyncio.Future[Any]) -> None:
+    """Mark the asyncio copy's failure as seen, so that asyncio does not log it again
+    ("Future exception was never retrieved") once the caller has raised it already."""
+    if not wrapped.cancelled():
+        wrapped.exception()
 
 
 def _still_waiting() -> HooklineError:

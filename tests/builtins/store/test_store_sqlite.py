@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sqlite3
@@ -549,3 +550,28 @@ def test_a_full_disk_is_a_temporary_error_never_a_raw_sqlite_one(tmp_path: Path)
     assert refused.startswith("refused temporary Tape store "), out.stdout
     assert "disk" in refused.lower() and "Nothing of this call was written" in refused
     assert again == "appended again"
+
+
+def test_a_failed_write_is_raised_once_not_logged_again_as_never_retrieved(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A disk filled mid-turn: the caller raises the write's failure; asyncio must not
+    also print "Future exception was never retrieved" for its copy of the future."""
+    import asyncio
+    import gc
+    from concurrent.futures import Future
+
+    from hookline.builtins.store.sqlite.writer import wait
+
+    async def main() -> None:
+        written: Future[None] = Future()
+        asyncio.get_running_loop().call_later(
+            0.01, written.set_exception,
+            HooklineError(ErrorKind.temporary, "database or disk is full"))
+        with pytest.raises(HooklineError, match="disk is full"):
+            await wait(written)
+        await asyncio.sleep(0)
+
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        asyncio.run(main())
+        gc.collect()
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
