@@ -63,6 +63,7 @@ UNANSWERED = ("The message is kept in the session, unanswered: try again, set co
               "(--new).")
 """What a turn whose compaction failed says after the failure."""
 
+
 @dataclass(frozen=True)
 class AgentConfig:
     """What a run needs besides the prompt: limits and the model to use by default.
@@ -174,10 +175,10 @@ class _Run(CompactingRun):
         async with session_tape.fork(merge_back=should_merge_back(self.session_id)) as tape:
             await tape.ensure_bootstrap_anchor()  # in the fork: temp/ sessions write nothing
             self.tape = tape
-            await self._recall_meter()
             await self._emit(RunStarted(model=self.model, prompt=self.prompt,
                                         state=self.state, tape=tape))
             try:
+                await self._recall_meter()
                 async with contextlib.aclosing(self._steps()) as steps:
                     async for event in steps:
                         yield event
@@ -232,7 +233,7 @@ class _Run(CompactingRun):
                                 yield event
                     except HooklineError as exc:  # the message stays, unanswered
                         await self._record_step_messages(step)
-                        raise HooklineError(exc.kind, f"{exc.message}. {UNANSWERED}",
+                        raise HooklineError(exc.kind, f"{exc.message.rstrip('.')}. {UNANSWERED}",
                                             exc.details) from exc
                     await self._restart_step(step)
                 await self._record_step_messages(step)
