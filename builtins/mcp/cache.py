@@ -9,9 +9,11 @@ calls the server's tools does not pay for them.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +31,9 @@ logger = logging.getLogger(__name__)
 
 CACHE_FOLDER = "mcp-tools"
 """The folder of the hookline home that holds the lists."""
+FAILED_FOR = 600.0
+"""Seconds a server that could not start, and never listed its tools, is not waited for
+again: the next processes start it in the background instead of holding their turn."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,21 @@ class ToolCache:
             logger.debug("mcp.cache_unreadable server=%s path=%s error=%s", config.name, path,
                          exc)
             return None
+
+    def failed_lately(self, config: ServerConfig) -> bool:
+        """Whether the server failed to start within `FAILED_FOR` seconds, in this process
+        or an earlier one, and has listed no tools since. Blocking."""
+        try:
+            data = json.loads(self.path(config).read_text(encoding="utf-8"))
+            return 0 <= time.time() - float(data["failed_at"]) < FAILED_FOR
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+
+    def mark_failed(self, config: ServerConfig) -> None:
+        """Remember that the server, which has no list kept, could not start. Blocking."""
+        with contextlib.suppress(OSError):  # then the next process waits for it again
+            write_private_file(self.path(config), json.dumps({"failed_at": time.time()}),
+                               durable=False)
 
     def store(self, config: ServerConfig, tools: list[ListedTool]) -> None:
         """Replace the server's list (mode 0600 in a 0700 folder). Blocking."""

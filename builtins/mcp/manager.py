@@ -13,7 +13,6 @@ background processes' lifespan ends whatever is left of their process groups.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import importlib.util
 import logging
@@ -79,6 +78,8 @@ class McpServers:
         self._steer = steer
         self.cache = ToolCache(home / CACHE_FOLDER)
         self._cache_read = False
+        self._failed_lately: set[str] = set()
+        """Servers that could not start lately, without a list kept: not waited for."""
         self._confinements: dict[str, Confinement] = {}
         self._warned: set[str] = set()
         self.connections = {config.name: Connection(config, self._launch, self._keep)
@@ -127,12 +128,16 @@ class McpServers:
         by the connection); wait for those whose tools are not known yet, or for all
         (`wait`: `hookline mcp list --check`). `tools()` then offers what is known."""
         async def start(connection: Connection) -> None:
-            with contextlib.suppress(HooklineError):
+            try:
                 await connection.ensure()
+            except HooklineError:
+                if connection.tools is None:  # no list kept: not waited for next time
+                    await anyio.to_thread.run_sync(self.cache.mark_failed, connection.config)
 
         if not self._cache_read:
             await anyio.to_thread.run_sync(self._read_cache)
-        waited = [c for c in self.connections.values() if wait or c.tools is None]
+        waited = [c for c in self.connections.values()
+                  if wait or (c.tools is None and c.config.name not in self._failed_lately)]
         for connection in self.connections.values():
             if connection not in waited:
                 connection.start_soon()
@@ -188,6 +193,12 @@ class McpServers:
         for connection in self.connections.values():
             if connection.tools is None:
                 connection.tools = self.cache.load(connection.config)
+            if connection.tools is None and self.cache.failed_lately(connection.config):
+                self._failed_lately.add(connection.config.name)
+                logger.warning("MCP server %r could not start lately and has listed no tools: "
+                               "it is started without being waited for, and its tools are "
+                               "offered once it has listed them (hookline mcp list --check "
+                               "waits for it)", connection.config.name)
 
     async def _keep(self, config: ServerConfig, tools: list[ListedTool]) -> None:
         await anyio.to_thread.run_sync(self.cache.store, config, tools)

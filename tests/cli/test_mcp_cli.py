@@ -192,6 +192,23 @@ def test_run_says_a_server_failed_in_one_warning_with_its_stderr_indented(
     assert below == ["    no licence", "    \\x1b]0;T\\x07"], out.stderr
 
 
+def test_a_server_that_could_not_start_is_not_waited_for_by_the_next_run(
+        tmp_path: Path) -> None:
+    """A server that never answers (no list kept) holds the first run for its timeout;
+    the next runs start it without waiting for it, and say so."""
+    home = tmp_path / "home"
+    server = tmp_path / "mute.py"
+    server.write_text("import time\ntime.sleep(60)\n")
+    hookline(home, "mcp", "add", "mute", "--timeout", "1", "--", sys.executable, str(server))
+    first = hookline(home, "run", "hi")
+    assert first.returncode == 0, first.stderr
+    assert "MCP server 'mute'" in first.stderr and "not waited for" not in first.stderr
+    second = hookline(home, "run", "hi")
+    assert second.returncode == 0, second.stderr
+    assert ("warning: MCP server 'mute' could not start lately and has listed no tools: it "
+            "is started without being waited for") in second.stderr
+
+
 def running_with(marker: str) -> list[int]:
     """Live processes whose command line holds `marker` (wherever they were reparented)."""
     found = []
