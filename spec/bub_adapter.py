@@ -62,6 +62,7 @@ _PLUGGY_OPTIONS = frozenset({"tryfirst", "trylast", "specname", "wrapper", "hook
                              "optionalhook"})
 """The options of pluggy's ``hookimpl`` marker."""
 
+
 class NotApplicable(BaseException):
     """Bub lacks what the fixture asks for. A BaseException so the runner lets it through."""
 

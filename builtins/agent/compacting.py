@@ -146,7 +146,6 @@ class CompactingRun:
         self.agent.meter.overflowed(self.model, stated)
         return "overflow"
 
-
     async def _start_step(self, prompt: list[Any] | None) -> float:
         """Count a new step (refused past `max_steps`) and announce it; its start time."""
         if self.steps >= self.agent.config.max_steps:
@@ -162,13 +161,11 @@ class CompactingRun:
                                      tape=self.tape))
         return time.perf_counter()
 
-
     async def _step_failed(self, started: float, exc: Exception) -> None:
         await self._emit(StepFinished(
             step=self.steps, status="error", state=self.state, tape=self.tape,
             stream_state=self.stream_state, error=f"{type(exc).__name__}: {exc}",
             elapsed_ms=(time.perf_counter() - started) * 1000))
-
 
     async def _recall_meter(self) -> None:
         """A new process knows nothing of the model's tokens per character or of the
@@ -189,12 +186,10 @@ class CompactingRun:
         return (self.agent.config.compaction and self.state.get(COMPACTION_STATE) is not False
                 and self._summarises())
 
-
     def _summarises(self) -> bool:
         """Whether the run's model can summarise a conversation: not the offline model,
         which reads no context and only echoes the last message."""
         return not self.model.startswith("offline")
-
 
     def _still_too_long(self, step: StepRequest, said: str) -> str:
         """The error of a request refused as too long once compacted: the provider's words,
@@ -210,7 +205,6 @@ class CompactingRun:
                 f"compacted ({said.removesuffix(' ' + OVERFLOW_FIX).rstrip('.')}).{alone} "
                 f"{OVERFLOW_FIX}")
 
-
     def _needs_compaction(self, system: str, conversation: list[ModelMessage]) -> bool:
         """Whether the next request would pass the budget, or the context holds more
         messages since its anchor than the window: then it is compacted first."""
@@ -220,7 +214,6 @@ class CompactingRun:
         if limit is not None and len(conversation) > limit:
             return True
         return self._estimate(system, conversation) > self.agent.meter.limit(self.model)
-
 
     def _estimate(self, system: str, conversation: list[ModelMessage]) -> int:
         """The tokens of a request holding `conversation`, estimated."""
@@ -305,7 +298,6 @@ class CompactingRun:
             stream_state=self.stream_state,
             elapsed_ms=(time.perf_counter() - started) * 1000))
 
-
     async def _plain_call(self, request: LLMCallRequest, outcome: StepOutcome,
                           tools: list[ToolSchema]) -> AsyncGenerator[StreamEvent, None]:
         """A model call whose text is not the reply (a summary), through the interception
@@ -340,16 +332,13 @@ class CompactingRun:
         await self._emit(LLMCallFinished(request=request, state=self.state, tape=self.tape,
                                          result=outcome.result(request.run_id, None, opened)))
 
-
     def _system_prompt(self) -> str:
         return str(self.agent.framework.get_system_prompt(
             to_legacy_prompt(self.prompt) if self.steps == 1 else "", self.state) or "")
 
-
     def _schemas(self) -> list[ToolSchema]:
         return [ToolSchema(name, tool.description, tool.parameters)
                 for name, tool in self.tools.items()]
-
 
     async def _emit(self, event: Any) -> Any:
         return await self.bus.emit(event)

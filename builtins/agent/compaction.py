@@ -157,8 +157,7 @@ class ContextMeter:
         """Learn the model's tokens per character from a call's reported input tokens."""
         tokens = (usage or {}).get("input_tokens")
         if isinstance(tokens, int) and tokens > 0 and chars > 0:
-            low, high = RATIO_BOUNDS
-            self.ratio[model] = min(high, max(low, tokens / chars))
+            self.ratio[model] = _bounded_ratio(tokens / chars)
 
     def known(self, model: str) -> dict[str, Any]:
         """What was learned of `model`, for the tape: a later process recalls it."""
@@ -173,8 +172,7 @@ class ContextMeter:
         """Take back what `known()` kept, within the bounds a measurement may set."""
         ratio, window = known.get("tokens_per_char"), known.get("stated_window")
         if isinstance(ratio, int | float) and not isinstance(ratio, bool):
-            low, high = RATIO_BOUNDS
-            self.ratio.setdefault(model, min(high, max(low, float(ratio))))
+            self.ratio.setdefault(model, _bounded_ratio(float(ratio)))
         if (isinstance(window, int) and not isinstance(window, bool) and window > 0
                 and model not in self.learned):
             self.overflowed(model, window)
@@ -186,6 +184,11 @@ class ContextMeter:
         self.learned[model] = stated if stated > 0 else int(current * 0.75)
         if self.configured and stated and stated < self.configured:
             self.configured = stated
+
+
+def _bounded_ratio(ratio: float) -> float:
+    low, high = RATIO_BOUNDS
+    return min(high, max(low, ratio))
 
 
 def may_send_as_text(error: HooklineError) -> bool:

@@ -261,7 +261,7 @@ def _argnames(function: Callable[..., Any]) -> tuple[tuple[str, ...], list[Rejec
     """
     import inspect
 
-    if inspect.ismethod(function) and not _takes_bound_first(function.__func__):
+    if bound_first_parameter(function) == "":
         return (), [MISSING_SELF]
     try:
         signature = inspect.signature(function)
@@ -302,9 +302,20 @@ MISSING_SELF = Rejection(
     "add self as its first parameter, or make it a @staticmethod")
 
 
+def misplaced_self(name: str) -> Rejection:
+    """A method written without self: its first parameter, named like a parameter of the
+    hook, would receive the plugin object."""
+    return Rejection(
+        "missing-self",
+        f"its first parameter {name!r}, which the hook passes, receives the plugin object "
+        f"instead: a method's first parameter is the object (self)",
+        "add self before it, or make it a @staticmethod")
+
+
 def bound_first_parameter(function: Callable[..., Any]) -> str | None:
-    """The parameter a bound method's plugin object fills (``self``, ``cls``), or None for
-    anything else."""
+    """For a bound method, the parameter its object fills (``self``, ``cls``), or ``""``
+    when it has no positional one to fill; None for anything else (or an unreadable
+    signature, which the signature check reports)."""
     import inspect
 
     if not inspect.ismethod(function):
@@ -313,17 +324,6 @@ def bound_first_parameter(function: Callable[..., Any]) -> str | None:
         params = list(inspect.signature(function.__func__).parameters.values())
     except (TypeError, ValueError):
         return None
-    return params[0].name if params else None
-
-
-def _takes_bound_first(function: Callable[..., Any]) -> bool:
-    """Whether a method's function has a first positional parameter for the object."""
-    import inspect
-
-    try:
-        params = list(inspect.signature(function).parameters.values())
-    except (TypeError, ValueError):
-        return True  # unreadable: said by the signature check
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                   inspect.Parameter.VAR_POSITIONAL)
-    return bool(params) and params[0].kind in positional
+    return params[0].name if params and params[0].kind in positional else ""

@@ -27,6 +27,7 @@ from .impl import (
     hook_name_of,
     inspect_impl,
     make_impl,
+    misplaced_self,
     problem_message,
     qualified_name,
     rejection_error,
@@ -310,13 +311,8 @@ class Registry:
     def _spec_rejections(impl: HookImpl, spec: HookSpec) -> list[Rejection]:
         rejections = []
         first = bound_first_parameter(impl.function)
-        if first in spec.params:
-            rejections.append(Rejection(
-                "missing-self",
-                f"its first parameter {first!r}, which the hook passes, receives the plugin "
-                f"object instead: a method's first parameter is the object (self)",
-                "add self before it, or make it a @staticmethod",
-            ))
+        if first and first in spec.params:
+            rejections.append(misplaced_self(first))
         extra = [name for name in impl.argnames if name not in spec.params]
         if extra:
             rejections.append(Rejection(
