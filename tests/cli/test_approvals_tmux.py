@@ -160,6 +160,12 @@ def test_chat_e_edits_the_command_before_it_runs(asked: Terminal) -> None:
     assert (asked.cwd / "out.txt").read_text() == "safer\n"
 
 
+def make_a(delay: float = 0.0) -> list[dict[str, object]]:
+    """A model that asks to run `echo hi > a.txt` (after `delay` seconds), then is done."""
+    call = {"tool_calls": [{"name": "shell", "arguments": {"command": "echo hi > a.txt"}}]}
+    return [{"delay": delay, **call} if delay else call, {"text": "done"}]
+
+
 def scripted_run(tmp_path: Path, turns: list[dict[str, object]]) -> tuple[Terminal, str]:
     script = tmp_path / "script.json"
     script.write_text(json.dumps(turns))
@@ -169,10 +175,7 @@ def scripted_run(tmp_path: Path, turns: list[dict[str, object]]) -> tuple[Termin
 
 
 def test_run_asks_on_its_terminal_and_without_one_the_policy_decides(tmp_path: Path) -> None:
-    turns: list[dict[str, object]] = [
-        {"tool_calls": [{"name": "shell", "arguments": {"command": "echo hi > a.txt"}}]},
-        {"text": "done"}]
-    term, _script = scripted_run(tmp_path, turns)
+    term, _script = scripted_run(tmp_path, make_a())
     try:
         term.start("run", "run", "--approval", "ask", "make a.txt")
         term.wait_for(lambda s: "approve shell? echo hi > a.txt" in s and "answer (" in s,
@@ -194,11 +197,7 @@ def test_run_asks_on_its_terminal_and_without_one_the_policy_decides(tmp_path: P
 
 def test_run_takes_no_answer_typed_before_its_question(tmp_path: Path) -> None:
     """A `y` typed while the model thinks does not approve what it then asks about."""
-    turns: list[dict[str, object]] = [
-        {"delay": 1.5, "tool_calls": [{"name": "shell",
-                                       "arguments": {"command": "echo hi > a.txt"}}]},
-        {"text": "done"}]
-    term, _script = scripted_run(tmp_path, turns)
+    term, _script = scripted_run(tmp_path, make_a(delay=1.5))
     try:
         term.start("early", "run", "--approval", "ask", "make a.txt")
         term.type("y")  # before the question: the model has not asked yet
@@ -214,10 +213,7 @@ def test_run_takes_no_answer_typed_before_its_question(tmp_path: Path) -> None:
 
 def test_run_ends_at_once_when_cancelled_at_its_question(tmp_path: Path) -> None:
     """Ctrl-C at `run`'s question ends the run then, not at the next Enter."""
-    turns: list[dict[str, object]] = [
-        {"tool_calls": [{"name": "shell", "arguments": {"command": "echo hi > a.txt"}}]},
-        {"text": "done"}]
-    term, _script = scripted_run(tmp_path, turns)
+    term, _script = scripted_run(tmp_path, make_a())
     try:
         term.start("cancel", "run", "--approval", "ask", "make a.txt")
         term.wait_for(lambda s: "answer (" in s, "the question on the terminal")
