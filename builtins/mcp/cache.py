@@ -66,7 +66,10 @@ class ToolCache:
         """The list last stored for this server, or None. Blocking: call it from a thread."""
         path = self.path(config)
         try:
-            return [_read(item) for item in json.loads(path.read_text(encoding="utf-8"))["tools"]]
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(data, dict) and "failed_at" in data:  # no list: `mark_failed`
+                return None
+            return [_read(item) for item in data["tools"]]
         except FileNotFoundError:
             return None
         except (OSError, ValueError, KeyError, TypeError) as exc:
