@@ -128,9 +128,13 @@ def _plugins_command(framework: Framework) -> Any:
     ) -> None:
         """Show each plugin's load status."""
         statuses = framework.plugin_status()
+        registry = framework.registry
+        hooks = {name: sorted(registry.plugin_hooks(name)) for name in statuses
+                 if registry.has_plugin(name)}
         if as_json:
             typer.echo(json.dumps(
-                {n: {"ok": s.ok, "detail": s.detail, "source": s.source, "group": s.group}
+                {n: {"ok": s.ok, "detail": s.detail, "source": s.source, "group": s.group,
+                     "hooks": hooks.get(n, [])}
                  for n, s in statuses.items()}, indent=2))
             return
         if not statuses:
@@ -138,7 +142,13 @@ def _plugins_command(framework: Framework) -> Any:
         for name, status in statuses.items():
             mark = "ok  " if status.ok else "off " if status.detail == "disabled" else "FAIL"
             group = status.group or "-"
-            typer.echo(f"{mark} {name:<20} {group:<9} {status.source:<40} {status.detail}")
+            detail = status.detail
+            if status.ok and name in hooks and not hooks[name]:
+                # Loaded, yet it changes nothing: say so rather than a plain "loaded".
+                detail += (", but its factory returned None: it implements no hook"
+                           if registry.get_plugin(name) is None else
+                           ", but it implements no hook")
+            typer.echo(f"{mark} {name:<20} {group:<9} {status.source:<40} {detail}")
         for line in mcp_summary():
             typer.echo(line)
 

@@ -122,3 +122,32 @@ def test_what_a_plugin_prints_stays_off_stdout(tmp_path: Path) -> None:
         assert f"CHATTY: {said}" in done.stderr
     listed = hookline("plugins", "--json", env=env, cwd=tmp_path / "workspace")
     assert json.loads(listed.stdout)["chatty"]["ok"] is True
+
+
+HOLLOW = '''
+def nothing(framework):
+    return None
+
+
+class Idle:
+    def __init__(self, framework):
+        self.framework = framework
+'''
+
+
+def test_plugins_says_when_a_loaded_plugin_implements_nothing(tmp_path: Path) -> None:
+    """A factory that returned None loads (as in the reference) but changes nothing: the
+    listing says so, where a plain "loaded" would hide it."""
+    site = install_plugin(tmp_path / "site", "hollow", HOLLOW,
+                          "hollow = hollow:nothing", "idle = hollow:Idle")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
+    env.update(HOOKLINE_HOME=str(tmp_path / "home"), PYTHONPATH=str(site))
+    (tmp_path / "workspace").mkdir()
+    listed = hookline("plugins", env=env, cwd=tmp_path / "workspace").stdout
+    rows = {line.split()[1]: line for line in listed.splitlines() if line.startswith("ok")}
+    assert rows["hollow"].endswith("loaded, but its factory returned None: it implements no hook")
+    assert rows["idle"].endswith("loaded, but it implements no hook")
+    assert rows["builtin"].endswith("loaded")
+    data = json.loads(hookline("plugins", "--json", env=env, cwd=tmp_path / "workspace").stdout)
+    assert data["hollow"]["hooks"] == [] and data["hollow"]["detail"] == "loaded"
+    assert "build_prompt" in data["builtin"]["hooks"]
