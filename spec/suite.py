@@ -329,9 +329,10 @@ def write_json(path: Path, adapter: str, backend: str, counts: dict[str, int],
 
 def write_expected(path: Path, outcomes: list[Outcome],
                    known: dict[str, dict[str, Any]]) -> int:
-    """Write the fixtures that fail now as an expected-failures file: each with the first
-    line of its failure as ``fails_with`` and the ``why`` the current file gives (else a
-    placeholder to fill in). Returns how many."""
+    """Write the fixtures that fail now as an expected-failures file: each with the
+    ``fails_with`` and ``why`` the current file gives when it still fails that way (its
+    fragments may be chosen with care), else the first line of its failure and a
+    placeholder ``why`` to fill in. Returns how many."""
     failing = [o for o in outcomes if o.outcome in ("fail", "xfail")
                and not o.message.startswith(PASSED_UNEXPECTEDLY)]
     lines = [f"# Expected failures, written by --write-expected (suite {SUITE_VERSION}).",
@@ -340,10 +341,13 @@ def write_expected(path: Path, outcomes: list[Outcome],
         message = outcome.message
         if message.startswith("failed, but not as expected"):
             message = message.split("): ", 1)[-1]
-        first = message.splitlines()[0]
-        why = (known.get(outcome.fixture) or {}).get("why") or WHY_PLACEHOLDER
+        entry = known.get(outcome.fixture) or {}
+        fragments = (entry.get("fails_with") if outcome.outcome == "xfail" else None) or [
+            message.splitlines()[0]]
+        why = entry.get("why") or WHY_PLACEHOLDER
         lines += [f"[fixtures.{json.dumps(outcome.fixture)}]",
-                  f"fails_with = [{json.dumps(first)}]", f"why = {json.dumps(why)}", ""]
+                  f"fails_with = {json.dumps(list(fragments))}", f"why = {json.dumps(why)}",
+                  ""]
     path.write_text("\n".join(lines), encoding="utf-8")
     return len(failing)
 
