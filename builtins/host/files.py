@@ -443,7 +443,9 @@ def write_file(root: str, target: str, name: str, data: bytes) -> None:
     (`_open_folder`), and the file is made and renamed in the folder so opened.
 
     A FIFO, socket or device under the name is refused, never replaced by a file. An
-    existing file keeps its mode; a new one gets 0666 masked by the process umask.
+    existing file keeps its permissions but not its set-user-ID and set-group-ID bits
+    (the written file is hookline's user's, which those bits would lend to whoever runs
+    it); a new one gets 0666 masked by the process umask.
     """
     folder = _open_folder(root, os.path.dirname(target), name=name, create=True)
     leaf = os.path.basename(target)
@@ -470,7 +472,7 @@ def write_file(root: str, target: str, name: str, data: bytes) -> None:
                 stream.flush()
                 # A new file (or one replacing a link swapped in) gets what open(name,
                 # 0o666) would, under the process umask; an existing one keeps its mode.
-                mode = (stat.S_IMODE(existing.st_mode)
+                mode = (stat.S_IMODE(existing.st_mode) & ~(stat.S_ISUID | stat.S_ISGID)
                         if existing is not None and stat.S_ISREG(existing.st_mode)
                         else 0o666 & ~process_umask())
                 os.fchmod(stream.fileno(), mode)

@@ -232,6 +232,30 @@ def metadata(settings: dict) -> str:
     return f"OPEN: {changed}" if changed else "blocked: no metadata changed"
 
 
+def set_id(settings: dict) -> str:
+    """Leave a set-user-ID (or set-group-ID) copy of a shell-like program in the workspace:
+    run later by any local user, it would lend them the rights of hookline's user (root's,
+    where hookline runs as root)."""
+    marked = []
+    for name, make in (
+            ("chmod", lambda path: os.chmod(path, 0o4755)),
+            ("chmod g+s", lambda path: os.chmod(path, 0o2755)),
+            ("fchmod", lambda path: os.fchmod(os.open(path, os.O_RDONLY), 0o4755)),
+            ("open", lambda path: (os.unlink(path), os.close(os.open(
+                path, os.O_CREAT | os.O_WRONLY, 0o4755))))):
+        path = f"set-id-{name.replace(' ', '-')}"
+        try:
+            shutil.copy("/usr/bin/env", path)
+            make(path)
+        except OSError:
+            pass
+        if os.path.exists(path) and os.stat(path).st_mode & 0o6000:
+            marked.append(name)
+        if os.path.exists(path):
+            os.unlink(path)
+    return f"OPEN: {marked}" if marked else "blocked: no set-ID file made"
+
+
 def git_hooks(settings: dict) -> str:
     written = []
     for path in (".git/hooks/pre-commit", ".git/config", "vendor/lib/.git/config",
@@ -370,6 +394,7 @@ ATTACKS: dict[str, Callable[[dict], str]] = {
     "environ": environ_secrets, "mem": read_memory, "fds": list_fds, "ptrace": ptrace_attach,
     "pidfd_getfd": take_fd, "mptcp": mptcp, "tcp": tcp, "udp": udp,
     "listen_unbound": listen_unbound, "netlink": netlink, "metadata": metadata,
+    "set_id": set_id,
     "git": git_hooks, "moved_away": moved_away, "terminals": terminals, "credentials": credentials,
     "engine": container_engine, "agents": credential_agents, "privileges": privileges,
     "kernel": kernel_surface, "shared_memory": shared_memory,

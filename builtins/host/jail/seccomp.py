@@ -2,11 +2,12 @@
 
 Landlock confines files and TCP; it leaves out the calls that reach other processes or the
 kernel's wider surface (`ptrace`, `process_vm_*`, `pidfd_getfd`, `io_uring`, `bpf`, new
-namespaces and mounts) and every socket family but TCP. This filter refuses those with
-EPERM, so a command sees "Operation not permitted". With the network closed only AF_UNIX
-sockets may be made; with it open, AF_UNIX, AF_INET and AF_INET6 (no netlink, no packet
-sockets). A `clone` that asks for a new namespace is refused; `clone3` answers ENOSYS, which
-makes the C library fall back to `clone`, whose flags the filter can read.
+namespaces and mounts) and every socket family but TCP, and a mode with a set-ID bit. This
+filter refuses those with EPERM, so a command sees "Operation not permitted". With the
+network closed only AF_UNIX sockets may be made; with it open, AF_UNIX, AF_INET and
+AF_INET6 (no netlink, no packet sockets). A `clone` that asks for a new namespace is
+refused; `clone3` answers ENOSYS, which makes the C library fall back to `clone`, whose
+flags the filter can read.
 
 Standard library only: the sandbox helper (`jail/__main__.py`) imports it as a program.
 """
@@ -103,6 +104,26 @@ _SET_OWNER: Final = (8, 15)
 """fcntl's F_SETOWN and F_SETOWN_EX: the process a descriptor's I/O signals go to (with
 F_SETSIG, any signal, SIGKILL too); with guarded processes refused."""
 
+_SET_ID_BITS: Final = 0o6000
+"""S_ISUID and S_ISGID. A file a command marks so lends its owner's rights to whoever runs
+it later, outside the sandbox: root's (to any local user) where hookline runs as root,
+yours to other users otherwise. No mode a command gives may carry them."""
+_MODE_SETTERS: Final[dict[str, tuple[tuple[int, int | None], int]]] = {
+    # name: ((x86_64, aarch64) numbers, the mode's argument)
+    "chmod": ((90, None), 1), "fchmod": ((91, 52), 1), "fchmodat": ((268, 53), 2),
+    "fchmodat2": ((452, 452), 2), "creat": ((85, None), 1), "mknod": ((133, None), 1),
+    "mknodat": ((259, 33), 2),
+}
+_OPENS: Final[dict[str, tuple[tuple[int, int | None], int]]] = {
+    "open": ((2, None), 1), "openat": ((257, 56), 2)}
+"""Calls whose mode counts only with O_CREAT or O_TMPFILE among their flags (the flags'
+argument, the mode's is the next): otherwise it is whatever the register held."""
+_MAKES_A_FILE: Final = 0o100 | 0o20000000
+"""O_CREAT and O_TMPFILE's own bit, the same on x86_64 and aarch64."""
+_OPENAT2: Final = (437, 437)
+"""openat2 keeps its mode in a structure a filter cannot read: ENOSYS, so a program falls
+back to openat, as on a kernel before 5.6."""
+
 _NAMESPACE_FLAGS: Final = (0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000
                            | 0x20000000 | 0x40000000 | 0x00000080)
 """CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME."""
@@ -119,6 +140,7 @@ _RET_ALLOW: Final = 0x7FFF0000
 _RET_KILL_PROCESS: Final = 0x80000000
 _RET_ERRNO: Final = 0x00050000
 _OFFSET_NR, _OFFSET_ARCH, _OFFSET_ARG0, _OFFSET_ARG1 = 0, 4, 16, 24  # little endian: low word
+_ARGUMENT_BYTES: Final = 8
 _SECCOMP_SET_MODE_FILTER: Final = 1
 _SYS_SECCOMP: Final = {"x86_64": 317, "aarch64": 277}
 
@@ -170,6 +192,13 @@ def program(machine: str, network: bool, guarded: Sequence[int] = (),
     for number in denied:
         rows += [(_JEQ_K, 0, 1, number), _errno(errno.EPERM)]
     rows += [(_JEQ_K, 0, 1, _CLONE3[column]), _errno(errno.ENOSYS)]
+    rows += [(_JEQ_K, 0, 1, _OPENAT2[column]), _errno(errno.ENOSYS)]
+    for numbers, mode in _MODE_SETTERS.values():
+        if (number := numbers[column]) is not None:
+            rows += _on_bits(number, mode)
+    for numbers, flags in _OPENS.values():
+        if (number := numbers[column]) is not None:
+            rows += _on_bits(number, flags + 1, flags)
     # Each argument check: jump over it unless this is its call; it reloads the number after.
     rows += [(_JEQ_K, 0, 4, _CLONE[column]), (_LD_W_ABS, 0, 0, _OFFSET_ARG0),
              (_JSET_K, 0, 1, _NAMESPACE_FLAGS), _errno(errno.EPERM),
@@ -200,6 +229,23 @@ def _on_argument(call: int, offset: int, values: Sequence[int], refuse_listed: b
         check.append((_JA, 0, 0, 1))
     check += [_errno(errno.EPERM), (_LD_W_ABS, 0, 0, _OFFSET_NR)]
     return [(_JEQ_K, 0, len(check), call), *check]
+
+
+def _on_bits(call: int, mode: int, flags: int | None = None) -> list[_Row]:
+    """Rows that refuse `call` when its argument number `mode` has a set-ID bit, where
+    given only when its argument number `flags` makes a file; then load the call number
+    again for the rows after."""
+    check: list[_Row] = []
+    if flags is not None:  # no file made: over the mode's three rows
+        check += [(_LD_W_ABS, 0, 0, _argument(flags)), (_JSET_K, 0, 3, _MAKES_A_FILE)]
+    check += [(_LD_W_ABS, 0, 0, _argument(mode)), (_JSET_K, 0, 1, _SET_ID_BITS),
+              _errno(errno.EPERM), (_LD_W_ABS, 0, 0, _OFFSET_NR)]
+    return [(_JEQ_K, 0, len(check), call), *check]
+
+
+def _argument(number: int) -> int:
+    """The offset of an argument's low word in seccomp's data."""
+    return _OFFSET_ARG0 + number * _ARGUMENT_BYTES
 
 
 def install(network: bool, guarded: Sequence[int] = (), unix_sockets: bool = True,

@@ -525,3 +525,14 @@ async def test_file_writes_replace_the_file_whole(tmp_path: Path) -> None:
     assert target.read_text() == "new"
     assert target.stat().st_mode & 0o777 == 0o640, "the file keeps its mode"
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"], "no temporary left behind"
+
+
+@pytest.mark.anyio
+async def test_a_rewritten_file_loses_its_set_id_bits(tmp_path: Path) -> None:
+    """The written file is hookline's user's: keeping a set-user-ID bit it had would lend
+    that user's rights (root's, say) to whoever runs the model's content."""
+    target = tmp_path / "tool"
+    target.write_text("#!/bin/sh\n")
+    os.chmod(target, 0o6755)
+    await LocalEnvironment(tmp_path).write_text("tool", "#!/bin/sh\nid\n")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o755

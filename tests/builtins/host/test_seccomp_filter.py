@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -141,3 +142,61 @@ def test_every_denied_call_has_a_number_on_both_architectures() -> None:
         assert all(0 <= jt < 256 and 0 <= jf < 256 for _code, jt, jf, _k in rows)
     with pytest.raises(seccomp.SeccompUnavailable, match="x86_64 and aarch64"):
         seccomp.program("riscv64", network=False)
+
+
+SET_ID_PROBE = textwrap.dedent("""
+    import ctypes, errno, json, os, stat, sys
+    sys.path.insert(0, os.path.dirname(sys.argv[1]))
+    import seccomp
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(38, 1, 0, 0, 0) == 0  # no_new_privs
+    seccomp.install(False, [])
+    os.chdir(sys.argv[2])
+    x86 = os.uname().machine == "x86_64"
+    found = {}
+
+    def attempt(name, action, path):
+        try:
+            action()
+        except OSError as exc:
+            found[name] = errno.errorcode.get(exc.errno, str(exc.errno))
+            return
+        mode = stat.S_IMODE(os.stat(path).st_mode) if os.path.exists(path) else 0
+        found[name] = "allowed" + (" with set-id" if mode & 0o6000 else "")
+
+    def call(number, *args):
+        if libc.syscall(number, *args) < 0:
+            raise OSError(ctypes.get_errno(), "")
+
+    open("plain", "w").close()
+    attempt("chmod u+s", lambda: os.chmod("plain", 0o4755), "plain")
+    attempt("chmod g+s", lambda: os.chmod("plain", 0o2755), "plain")
+    attempt("chmod 755", lambda: os.chmod("plain", 0o755), "plain")
+    attempt("fchmod u+s", lambda: os.fchmod(os.open("plain", os.O_RDONLY), 0o4755), "plain")
+    attempt("create u+s", lambda: os.close(os.open("made", os.O_CREAT | os.O_WRONLY, 0o4755)),
+            "made")
+    attempt("create 644", lambda: os.close(os.open("fine", os.O_CREAT | os.O_WRONLY, 0o644)),
+            "fine")
+    # Without O_CREAT the mode is whatever the register held: never a reason to refuse.
+    attempt("open, stray mode", lambda: os.close(libc.syscall(
+        257 if x86 else 56, -100, b"plain", os.O_RDONLY, 0o4755)), "plain")
+    attempt("tmpfile u+s", lambda: os.close(os.open(".", os.O_TMPFILE | os.O_WRONLY, 0o4755)),
+            "none")
+    attempt("mknod u+s", lambda: os.mknod("node", stat.S_IFREG | 0o4755), "node")
+    attempt("openat2", lambda: call(437, -100, b"plain", None, 0), "plain")
+    print(json.dumps(found))
+""")
+
+
+def test_no_command_makes_a_set_user_or_group_id_file(tmp_path: Path) -> None:
+    """A set-ID file a command leaves in the workspace would lend its owner's rights (root's,
+    where hookline runs as root) to whoever runs it later: no call that gives a mode may set
+    those bits, while every other mode works as before."""
+    done = subprocess.run([sys.executable, "-c", SET_ID_PROBE, seccomp.__file__, tmp_path],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "chmod u+s": "EPERM", "chmod g+s": "EPERM", "chmod 755": "allowed",
+        "fchmod u+s": "EPERM", "create u+s": "EPERM", "create 644": "allowed",
+        "open, stray mode": "allowed", "tmpfile u+s": "EPERM", "mknod u+s": "EPERM",
+        "openat2": "ENOSYS"}
