@@ -27,7 +27,7 @@ from hookline.kernel.turn import RUNTIME_ENVIRONMENT, RUNTIME_TAPE, RUNTIME_WORK
 
 from ..host.tools import ESCALATION_GRANT, failed_command
 from .question import APPROVAL_ASKER, APPROVAL_POLICY, APPROVAL_RECORD, Answer, Question
-from .rules import RuleError, RuleSet, Verdict, load_rules, tool_key
+from .rules import RuleError, RuleSet, Verdict, load_rules, tool_key, workspace_paths
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -188,7 +188,7 @@ class ApprovalGate:
     async def _ask(self, call: ToolCall, state: dict[str, Any], session_id: str,
                    workspace: str, judgement: Judgement, record: dict[str, Any]
                    ) -> ToolCallDecision | None:
-        key = _session_key(call.tool, call.arguments)
+        key = _session_key(call.tool, call.arguments, workspace)
         if key in self._approved.get(session_id, ()):
             record.update(decision="approved", by="session")
             return self._grant(call, call.arguments, state, judgement)
@@ -226,7 +226,7 @@ class ApprovalGate:
             arguments = {**arguments, "command": answer.command}
             record["edited_command"] = answer.command
         if answer.decision == "approve_session":
-            self._remember(session_id, _session_key(call.tool, arguments))
+            self._remember(session_id, _session_key(call.tool, arguments, workspace))
         return self._grant(call, arguments, state, judgement)
 
     async def _question(self, call: ToolCall, session_id: str, workspace: str,
@@ -243,6 +243,10 @@ class ApprovalGate:
                 reason += f". In the sandbox it failed:\n{failed[1]}"
         elif name in ("fs_write", "fs_edit"):
             summary = f"{'write' if name == 'fs_write' else 'edit'} {arguments.get('path')!r}"
+            if isinstance(arguments.get("path"), str):
+                paths = workspace_paths(arguments["path"], workspace)
+                if len(paths) > 1:  # what is written is the file the link leads to
+                    summary += f" (a link to {paths[1]!r})"
             import anyio.to_thread
 
             from ..terminal.tool_view import proposed_change
@@ -317,13 +321,16 @@ def _escalation_reason(escalate: str) -> str:
             "every file you can change, the network, your other processes")
 
 
-def _session_key(tool: str, arguments: dict[str, Any]) -> str:
+def _session_key(tool: str, arguments: dict[str, Any], workspace: str) -> str:
     name = tool_key(tool)
     if name == "shell":  # in the background it runs on, a thing of its own to approve
         return (f"shell\0{arguments.get('command')}\0{arguments.get('escalate') or ''}"
                 f"\0{bool(arguments.get('background'))}")
-    if "path" in arguments:
-        return f"{name}\0{arguments.get('path')}"
+    path = arguments.get("path")
+    if isinstance(path, str):  # the file reached: another link to it is the same file
+        return f"{name}\0{workspace_paths(path, workspace)[-1]}"
+    if path is not None:
+        return f"{name}\0{path}"
     return name
 
 

@@ -102,7 +102,8 @@ class Question:
         if self.justification:
             lines += _marked("  the model says: ", self.justification)
         lines += _marked("  why asked: ", self.reason)
-        return lines + [f"    {line}" for line in render_diff(list(self.diff), colour)]
+        diff = _diff_in_view(self.diff)
+        return lines + [f"    {line}" for line in render_diff(diff, colour, limit=len(diff))]
 
 
 def _marked(head: str, text: str) -> list[str]:
@@ -144,6 +145,22 @@ def _in_view(text: str) -> str:
         lines = [*lines[:head], f"[... {len(lines) - head - tail:,} lines not shown ...]",
                  *lines[-tail:]]
     return "\n".join(lines)
+
+
+MAX_DIFF_LINES = 200
+"""Lines of a diff a question shows whole; a longer one shows its first and last lines,
+and says how many lie between."""
+
+
+def _diff_in_view(diff: tuple[str, ...]) -> list[str]:
+    """A question's diff kept in view as a command is (`_in_view`), line by line, tabs as
+    spaces first (a file's indentation): its end is shown too, never only its start."""
+    lines = [_in_view(line.expandtabs(4)) for line in diff]
+    if len(lines) <= MAX_DIFF_LINES:
+        return lines
+    head, tail = MAX_DIFF_LINES * 2 // 3, MAX_DIFF_LINES // 3
+    return [*lines[:head], f"[... {len(lines) - head - tail:,} lines not shown: deny a change "
+                           f"you cannot read whole ...]", *lines[-tail:]]
 
 
 @dataclass(frozen=True)

@@ -137,13 +137,19 @@ class RuleSet:
         tool = tool_key(tool)
         if tool == SHELL_TOOL:
             return self._judge_shell(str(arguments.get("command") or ""))
-        path = None
+        paths: tuple[str | None, ...] = (None,)
         if tool in FILE_TOOLS and isinstance(arguments.get("path"), str):
-            path = workspace_path(arguments["path"], workspace)
-        rule = self._strictest(rule for rule in (self._first(rules, tool, (), path)
-                                                 for rules in self.files) if rule is not None)
-        if rule is None:
-            return Verdict(None, None, "no rule matches")
+            paths = workspace_paths(arguments["path"], workspace)
+        found = [self._strictest(rule for rule in (self._first(rules, tool, (), path)
+                                                   for rules in self.files) if rule)
+                 for path in paths]
+        rule = self._strictest(rule for rule in found if rule is not None)
+        if rule is None or (rule.action == "allow" and None in found):
+            # Allowed only when the path as given and the file it leads to both are: a
+            # link under an allowed folder must not carry the rule to what it points at.
+            return Verdict(None, None, "no rule matches" if len(paths) == 1 else
+                           f"no rule matches both {paths[0]!r} and the file it leads to, "
+                           f"{paths[1]!r}")
         return Verdict(rule.action, rule, f"matches {rule.describe()}")
 
     def _judge_shell(self, line: str) -> Verdict:
@@ -195,15 +201,22 @@ class RuleSet:
         return best
 
 
-def workspace_path(path: str, workspace: str) -> str:
-    """A file tool's path as rules see it: relative to the workspace with `/` separators,
-    `..` resolved; a path outside the workspace stays absolute."""
-    full = os.path.normpath(os.path.join(workspace, os.path.expanduser(path)))
-    root = os.path.normpath(workspace)
-    if full == root:
-        return "."
-    if full.startswith(root.rstrip(os.sep) + os.sep):
-        return os.path.relpath(full, root).replace(os.sep, "/")
+def workspace_paths(path: str, workspace: str) -> tuple[str, ...]:
+    """A file tool's path as rules see it: as given (`..` resolved) and, when a link leads
+    elsewhere, the file the tool would reach (links resolved, as the tools do), each
+    relative to the workspace with `/` separators; a path outside it stays absolute. `~`
+    is a name like any other, as it is to the tools."""
+    given = os.path.normpath(os.path.join(workspace, path))
+    reached = os.path.realpath(given)
+    return tuple(dict.fromkeys(_relative(full, workspace) for full in (given, reached)))
+
+
+def _relative(full: str, workspace: str) -> str:
+    for root in dict.fromkeys((os.path.normpath(workspace), os.path.realpath(workspace))):
+        if full == root:
+            return "."
+        if full.startswith(root.rstrip(os.sep) + os.sep):
+            return os.path.relpath(full, root).replace(os.sep, "/")
     return full
 
 

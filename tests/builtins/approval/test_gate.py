@@ -131,6 +131,28 @@ async def test_always_is_remembered_for_the_session_for_that_command_only(
     assert [e["by"] for e in events] == ["user", "session", "user"]
 
 
+async def test_a_write_through_a_link_names_the_file_and_always_means_that_file(
+        workspace: Path) -> None:
+    """A repository's link `docs/notes.md -> ../Makefile`: the question says the write lands
+    in Makefile, and "always" for it covers Makefile under either name, nothing else."""
+    (workspace / "Makefile").write_text("all:\n")
+    (workspace / "docs").mkdir()
+    (workspace / "docs" / "notes.md").symlink_to("../Makefile")
+    (workspace / "docs" / "other.md").write_text("x\n")
+
+    def write(path: str) -> dict[str, Any]:
+        return {"name": "fs_write", "arguments": {"path": path, "content": "y\n"}}
+
+    bot = Deskbot(Answer("approve_session"), Answer("deny"))
+    _r, records, _events, _m = await turn(
+        workspace, [{"tool_calls": [write("docs/notes.md"), write("Makefile"),
+                                    write("docs/other.md")]}, {"text": "ok"}],
+        bot, approval="ask")
+    assert [q.summary for q in bot.questions] == [
+        "write 'docs/notes.md' (a link to 'Makefile')", "write 'docs/other.md'"]
+    assert [r["outcome"] for r in records] == ["ran", "ran", "denied"]
+
+
 async def test_an_edited_command_runs_instead_and_the_record_says_so(workspace: Path) -> None:
     bot = Deskbot(Answer("approve", command="echo safer > out.txt"))
     _r, records, events, _m = await turn(

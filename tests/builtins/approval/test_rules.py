@@ -90,6 +90,35 @@ def test_paths_are_globs_relative_to_the_workspace() -> None:
     assert action("fs_write", "/etc/passwd") is None
 
 
+def test_a_link_carries_no_rule_to_what_it_leads_to(tmp_path: Path) -> None:
+    """The tools follow links, so the rules judge the file reached as well as the path
+    given: a repository's `docs/assets -> ..` neither widens `allow docs/**` to the whole
+    workspace nor slips past `deny secrets/**`; a link named by a deny rule stays denied."""
+    workspace = tmp_path / "ws"
+    (workspace / "docs").mkdir(parents=True)
+    (workspace / "secrets").mkdir()
+    (workspace / "private").mkdir()
+    (workspace / "docs" / "assets").symlink_to("..")
+    (workspace / "docs" / "notes.md").symlink_to("../Makefile")
+    (workspace / "vault").symlink_to("private")
+    rules = ruleset({"action": "deny", "tool": "fs_read", "path": "secrets/**"},
+                    {"action": "deny", "tool": "fs_*", "path": "vault/**"},
+                    {"action": "allow", "tool": "fs_*", "path": "docs/**"})
+
+    def judged(tool: str, path: str) -> tuple[str | None, str]:
+        verdict = rules.judge(tool, {"path": path}, str(workspace))
+        return verdict.action, verdict.detail
+
+    assert judged("fs_read", "docs/assets/secrets/key.txt")[0] == "deny"
+    assert judged("fs_write", "docs/assets/Makefile") == (
+        None, "no rule matches both 'docs/assets/Makefile' and the file it leads to, "
+              "'Makefile'")
+    assert judged("fs_write", "docs/notes.md")[0] is None
+    assert judged("fs_write", "vault/x")[0] == "deny"
+    assert judged("fs_write", "docs/real.md")[0] == "allow"
+    assert judged("fs_write", "~/x") == (None, "no rule matches"), "~ is a name, as to tools"
+
+
 def test_a_tool_pattern_names_mcp_tools() -> None:
     rules = ruleset({"action": "deny", "tool": "github__*"},
                     {"action": "allow", "tool": "docs__search"})
