@@ -37,7 +37,7 @@ __all__ = ["READ_ONLY_TOOLS", "ApprovalGate"]
 logger = logging.getLogger(__name__)
 
 READ_ONLY_TOOLS = frozenset({"fs_read", "shell_output", "tape_info", "tape_search",
-                             "tape_handoff"})
+                             "tape_handoff", "spill_read"})
 """Tools that change nothing on the machine: no policy asks about them."""
 
 MAX_SESSIONS = 256

@@ -329,3 +329,17 @@ async def test_the_approval_event_keeps_a_long_text_argument_cut_and_counted(
     assert events[0]["arguments"] == {"path": "big.txt",
                                       "content": "a" * 200 + "... [800 more characters]"}
     assert (workspace / "big.txt").read_text() == content
+
+
+def test_paging_a_spilled_output_is_a_read(tmp_path: Path) -> None:
+    """fs_read of a long file hands the model its start and a spill id: reading on must not
+    be a question under `ask` (nor a denial where nobody answers)."""
+    from hookline.builtins.approval import ApprovalGate
+    from hookline.builtins.config import Settings
+
+    settings = Settings(home=tmp_path / "home")
+    gate = ApprovalGate(lambda: settings, lambda: str(tmp_path))
+    for tool in ("spill.read", "spill_read"):
+        judged = gate.judge(tool, {"id": "s1", "offset": 2000}, "ask", settings, str(tmp_path))
+        assert judged.need == "run", judged.reason
+    assert gate.judge("fs_write", {"path": "a"}, "ask", settings, str(tmp_path)).need == "ask"
