@@ -366,9 +366,9 @@ class BuiltinPlugin:
         # A bad config file is reported by whatever needs the settings, with the fix.
         with contextlib.suppress(SettingsError):
             self.sandbox_policy().warn()
-        lifespan = self.processes.lifespan(records=home / PROCESS_RECORDS,
-                                           sweep=self.framework.close_idle_environments,
-                                           sweep_seconds=self.sweep_seconds)
+        lifespan = _home_secured(home, self.processes.lifespan(
+            records=home / PROCESS_RECORDS, sweep=self.framework.close_idle_environments,
+            sweep_seconds=self.sweep_seconds))
         with contextlib.suppress(SettingsError):
             servers = self.mcp_servers()
             if servers is not None:  # inside the processes' scope: ended before it
@@ -567,6 +567,19 @@ class BuiltinPlugin:
         outbound = error_outbound(stage, error, message,
                                   redact_credentials if own else self.scrub_text)
         await self.framework.runtime.call_many("dispatch_outbound", message=outbound)
+
+
+async def _home_secured(home: Path, lifespan: AsyncIterator[None]) -> AsyncIterator[None]:
+    """`lifespan` once the hookline home is private and writable: the process records go
+    there, before the tape store secures it (a home that cannot be used is one clear error,
+    not a log line and then the store's)."""
+    import anyio.to_thread
+
+    from .privacy.files import secure_home
+
+    await anyio.to_thread.run_sync(secure_home, home)
+    async with contextlib.asynccontextmanager(lambda: lifespan)():
+        yield
 
 
 async def _nested(outer: AsyncIterator[None], inner: AsyncIterator[None]

@@ -15,8 +15,8 @@ from typing import Any
 from hookline.kernel import Framework
 from hookline.kernel.framework import BUILTIN_NAME, DISABLE_ENV
 
-__all__ = ["AGENT_HOOK_LOG", "innermost", "plugin_failure_line", "turn_failure_blame",
-           "with_blame"]
+__all__ = ["AGENT_HOOK_LOG", "innermost", "names_the_builtin", "plugin_failure_line",
+           "turn_failure_blame", "with_blame"]
 
 AGENT_HOOK_LOG = "hookline.kernel.framework.agent_hooks"
 """The kernel's logger for isolated agent hook failures and ignored results."""
@@ -59,6 +59,12 @@ def turn_failure_blame(framework: Framework, error: BaseException) -> str | None
     fix = (f"; fix the plugin, or run without it: {DISABLE_ENV}={found.plugin_name}"
            if found.plugin_name != BUILTIN_NAME else "")
     return f"raised by {found.describe()}, hook {found.hook_name}{fix}"
+
+
+def names_the_builtin(note: object) -> bool:
+    """A blame note that names hookline's own builtin plugin (no news to the user when the
+    error itself says what to fix)."""
+    return str(note).startswith(f"raised by plugin {BUILTIN_NAME!r}")
 
 
 def innermost(error: BaseException) -> BaseException:

@@ -17,7 +17,7 @@ from hookline.builtins.terminal import is_terminal, terminal_text
 from hookline.kernel.envelope import get_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
-from .blame import AGENT_HOOK_LOG, innermost, plugin_failure_line
+from .blame import AGENT_HOOK_LOG, innermost, names_the_builtin, plugin_failure_line
 
 
 def plugin_prints_to_stderr() -> contextlib.AbstractContextManager[Any]:
@@ -39,12 +39,15 @@ def fail(error: BaseException, status: int = 1) -> NoReturn:
 def error_text(error: BaseException) -> str:
     """What a failure says: its message and notes, credentials hidden."""
     from hookline.builtins.config import SettingsError
+    from hookline.kernel.errors import ErrorKind, HooklineError
 
     error = innermost(error)
-    # A settings error names the file, the key and the fix: which builtin function read
-    # the settings first is no news to the user.
+    # A settings error names the file, the key and the fix, and so does the builtin's
+    # config error (a home it cannot use): which builtin function met it is no news.
+    told = isinstance(error, HooklineError) and error.kind == ErrorKind.config
     notes = "" if isinstance(error, SettingsError) else "; ".join(
-        getattr(error, "__notes__", ()))
+        note for note in getattr(error, "__notes__", ())
+        if not (told and names_the_builtin(note)))
     text = (str(error) or type(error).__name__) + (f" ({notes})" if notes else "")
     return redact_credentials(text)
 

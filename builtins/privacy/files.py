@@ -118,24 +118,38 @@ def write_private_file(path: str | os.PathLike[str], data: str | bytes, *,
         raise
 
 
-def tighten(path: str | os.PathLike[str], what: str) -> bool:
-    """Take the group and other permissions off an existing `path` (one warning line
-    naming it); False when there is no such path or it was private already.
+def tighten(path: str | os.PathLike[str], what: str, folder: bool = False) -> bool:
+    """Take the group and other permissions off an existing `path`, a folder where
+    `folder` says so and a regular file otherwise (one warning line naming it); False when
+    there is no such path or it was private already.
 
-    Refused with a `config` error naming the path and the fix when it belongs to another
-    user (its owner decides who reads it) or `chmod` fails."""
+    Refused with a `config` error naming the path and the fix when it is of another kind
+    (a device, say: `/dev/null`), a folder other users may write in (`/tmp`), or belongs to
+    another user (its owner decides who reads it), or when `chmod` fails: none of them is
+    hookline's to change, even as root."""
     target = Path(path)
     try:
         info = os.stat(target)
     except FileNotFoundError:
         return False
+    place = f"set {HOME_ENV} (or tape_store) to a place of your own"
+    if stat.S_ISDIR(info.st_mode) != folder or not (folder or stat.S_ISREG(info.st_mode)):
+        raise HooklineError(
+            ErrorKind.config,
+            f"{what} {target} is {_kind(info.st_mode)}, not {'a folder' if folder else 'a file'}"
+            f": {place}", {"path": str(target)})
     mode = stat.S_IMODE(info.st_mode)
+    if folder and mode & (stat.S_ISVTX | stat.S_IWOTH):
+        raise HooklineError(
+            ErrorKind.config,
+            f"{what} {target} is a folder other users may write in (mode {mode:04o}), shared "
+            f"with them, and hookline keeps conversations and secrets private: {place}",
+            {"path": str(target), "mode": f"{mode:04o}"})
     if not mode & _SHARED:
         return False
     private = mode & ~_SHARED
     shown = shlex.quote(str(target))
-    fix = (f"run `chmod {private:o} {shown}` as its owner, or set {HOME_ENV} (or "
-           f"tape_store) to a place of your own")
+    fix = f"run `chmod {private:o} {shown}` as its owner, or {place}"
     if hasattr(os, "geteuid") and info.st_uid != os.geteuid():
         raise HooklineError(
             ErrorKind.config,
@@ -155,12 +169,45 @@ def tighten(path: str | os.PathLike[str], what: str) -> bool:
     return True
 
 
+def _kind(mode: int) -> str:
+    """What a file of this mode is, in words."""
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "a file"
+
+
 def secure_home(home: str | os.PathLike[str]) -> Path:
-    """The hookline home, created 0700, or tightened to its owner when it exists."""
+    """The hookline home, created 0700, or tightened to its owner when it exists; refused
+    with the fix when it cannot be made or written (hookline writes there even to read
+    its tapes: a store opens in WAL mode and finishes interrupted runs)."""
     folder = Path(home)
-    if not tighten(folder, "the hookline home"):
-        make_private_dir(folder)
+    fix = f"make it writable, or set {HOME_ENV} to a folder you can write in"
+    try:
+        if not tighten(folder, "the hookline home", folder=True):
+            make_private_dir(folder)
+    except OSError as exc:
+        raise HooklineError(
+            ErrorKind.config, f"the hookline home {folder} cannot be made "
+                              f"({exc.strerror or exc}): {fix}", {"path": str(folder)}) from exc
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise HooklineError(
+            ErrorKind.config, f"the hookline home {folder} cannot be written "
+                              f"({_why_not_writable(folder)}), and hookline writes there even "
+                              f"to read its sessions: {fix}", {"path": str(folder)})
     return folder
+
+
+def _why_not_writable(folder: Path) -> str:
+    try:
+        probe = tempfile.mkstemp(dir=folder)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    os.close(probe[0])
+    os.unlink(probe[1])
+    return "permission denied"
 
 
 def secure_store(database: str | os.PathLike[str]) -> None:

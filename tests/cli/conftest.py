@@ -11,7 +11,15 @@ from typing import Any
 
 import pytest
 from gateway_support import TEST_TOKEN, Gateway, gateway_env, start_gateway_process
+from nobody_support import nobody_python_command
 from terminal_support import Terminal, clean_env
+
+
+@pytest.fixture(scope="module")
+def nobody_python() -> Iterator[list[str]]:
+    """The command that runs hookline as `nobody` (`nobody_support`)."""
+    with nobody_python_command() as command:
+        yield command
 
 
 @pytest.fixture

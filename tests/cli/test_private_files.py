@@ -167,6 +167,56 @@ def test_a_home_of_another_user_that_others_can_read_is_refused(shared: Path) ->
     assert mode(home) == 0o755 and not (home / "tapes.db").exists(), "nothing was written"
 
 
+def test_a_device_or_a_shared_folder_is_refused_never_changed(shared: Path) -> None:
+    """As root the owner check passes for everything: `tape_store = "/dev/null"` or a home
+    like `/tmp` must be refused, not made private to root (which breaks them for everyone)."""
+    device = shared / "null"
+    os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    device.chmod(0o666)
+    sticky = shared / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    link = shared / "linked.db"
+    link.symlink_to(device)
+    for variables, message in (
+            ({"HOOKLINE_TAPE_STORE": str(device)},
+             f"the tape store {device} is a character device, not a file"),
+            ({"HOOKLINE_TAPE_STORE": str(link)},
+             f"the tape store {link} is a character device, not a file"),
+            ({"HOOKLINE_TAPE_STORE": str(sticky)}, f"the tape store {sticky} is a folder"),
+            ({"HOOKLINE_HOME": str(sticky)},
+             f"the hookline home {sticky} is a folder other users may write in (mode 1777)")):
+        out = hookline("run", "hello", home=shared / "home", cwd=shared / "ws", **variables)
+        assert out.returncode == 1, out.stderr
+        assert f"error: [config] {message}" in out.stderr
+        assert "set HOOKLINE_HOME (or tape_store) to a place of your own" in out.stderr
+    assert (mode(device), mode(sticky)) == (0o666, 0o1777), "nothing was changed"
+    assert os.listdir(sticky) == []
+
+
+def test_a_home_that_cannot_be_made_or_written_is_one_clear_error(
+        shared: Path, nobody_python: list[str]) -> None:
+    """A service account whose home is `/nonexistent`, or a home it may not write: the
+    error names the home and the fix, before anything is written (no log line first)."""
+    closed = shared / "closed"
+    closed.mkdir(mode=0o500)
+    os.chown(closed, 65534, 65534)
+    (shared / "ws").mkdir()
+    os.chown(shared / "ws", 65534, 65534)
+    for home, why in ((Path("/nonexistent/hookline"), "cannot be made (Permission denied)"),
+                      (closed, "cannot be written (Permission denied), and hookline writes "
+                               "there even to read its sessions")):
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
+        environ.update(HOOKLINE_HOME=str(home), HOOKLINE_MODEL="offline")
+        for command in (["run", "hello"], ["sessions", "list"]):
+            out = subprocess.run([*nobody_python, *command], capture_output=True, text=True,
+                                 env=environ, cwd=shared / "ws", timeout=120)
+            assert out.returncode == 1, out.stderr
+            assert out.stderr.splitlines() == [
+                f"error: [config] the hookline home {home} {why}: make it writable, or set "
+                f"HOOKLINE_HOME to a folder you can write in"], out.stderr
+
+
 @pytest.mark.parametrize("secret", [
     'api_key = "sk-live-123"',
     'http_token = "' + "t" * 40 + '"',
