@@ -27,9 +27,11 @@ republic is imported lazily: importing this module stays cheap.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
+import re
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import AsyncExitStack, aclosing
 from typing import TYPE_CHECKING, Any
@@ -40,6 +42,7 @@ from hookline.kernel.prompt import to_content
 
 from ..config import setting_env
 from ..privacy.redact import redact_credentials
+from ..store.entries import valid_text
 from .base import (
     USAGE_FIELDS,
     Finished,
@@ -165,6 +168,34 @@ def to_republic_messages(messages: Sequence[Any]) -> list[republic.Message]:
                 )
             )
     return converted
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+"""A JSON escape of half a UTF-16 pair: a pair is an emoji, a lone one no character."""
+
+
+def valid_arguments(arguments: str) -> str:
+    """A tool call's JSON arguments with each lone surrogate (`"\\udcff"`, valid JSON)
+    replaced by U+FFFD, as in the reply's text: the tool, the tape and the terminal get
+    characters. Text without such an escape is returned as it came, byte for byte."""
+    if _SURROGATE_ESCAPE.search(arguments) is None:
+        return arguments
+    try:
+        parsed = json.loads(arguments)
+    except ValueError:
+        return arguments  # the tool call's own check says what is wrong with it
+    cleaned = _valid_values(parsed)
+    return arguments if cleaned == parsed else json.dumps(cleaned, ensure_ascii=False)
+
+
+def _valid_values(value: Any) -> Any:
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, list):
+        return [_valid_values(item) for item in value]
+    if isinstance(value, dict):
+        return {valid_text(key): _valid_values(item) for key, item in value.items()}
+    return value
 
 
 def to_republic_tools(tools: Sequence[ToolSchema]) -> list[republic.Tool]:
@@ -403,14 +434,15 @@ class RepublicModel:
         async for event in events:
             if isinstance(event, RepublicTextDelta | RefusalDelta):
                 if event.chunk:
-                    text.append(event.chunk)
-                    yield TextDelta(event.chunk)
+                    chunk = valid_text(event.chunk)
+                    text.append(chunk)
+                    yield TextDelta(chunk)
             elif isinstance(event, ToolCallReady):
                 call = event.call
                 spec = ToolCallSpec(
                     call.id or f"call-{len(calls) + 1}",
                     call.name,
-                    call.arguments or "{}",
+                    valid_arguments(call.arguments or "{}"),
                     metadata=dict(call.metadata or {}),
                 )
                 calls.append(spec)

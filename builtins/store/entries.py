@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Final
@@ -79,14 +80,28 @@ def check_batch(
     return checked, bootstrap
 
 
+LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+"""Half of a UTF-16 pair on its own: valid in JSON (`"\\udcff"`, which a model or a tool
+may send) and in a Python string, but not a character UTF-8 can encode."""
+
+
 def dump_json(value: dict[str, Any], what: str) -> str:
-    """JSON text of a payload or meta dict; values JSON cannot hold are `invalid_input`."""
+    """JSON text of a payload or meta dict; values JSON cannot hold are `invalid_input`. A
+    lone surrogate becomes U+FFFD: the text is stored as UTF-8, and a turn must not fail
+    (nor its reply be lost) over a character that cannot be one."""
     try:
-        return json.dumps(value, ensure_ascii=False)
+        text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise HooklineError(
             ErrorKind.invalid_input, f"Entry {what} is not JSON-serialisable: {exc}"
         ) from exc
+    return valid_text(text)
+
+
+def valid_text(text: str) -> str:
+    """`text` with each lone surrogate replaced by U+FFFD (as a decoder replaces what it
+    cannot read)."""
+    return text if text.isascii() else LONE_SURROGATE.sub("\ufffd", text)
 
 
 def copy_entry(entry: TapeEntry) -> TapeEntry:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeAlias, TypeVar
 
 from hookline.kernel.tape import LAST_ANCHOR, TapeEntry, TapeQuery
 
-from ..entries import SIDECAR_MARKER, dump_json
+from ..entries import SIDECAR_MARKER, dump_json, valid_text
 from ..sqlite.journal import JournalOp, check_journal_op
 
 if TYPE_CHECKING:
@@ -299,7 +299,7 @@ def _select(tape: str, query: TapeQuery) -> tuple[str, dict[str, Any]]:
 
 def _anchor_name(kind: str, payload: dict[str, Any]) -> str | None:
     name = payload.get("name") if kind == "anchor" else None
-    return name if isinstance(name, str) else None
+    return valid_text(name) if isinstance(name, str) else None
 
 
 def _row(tape: str, action: str, entry: TapeEntry) -> _Row:

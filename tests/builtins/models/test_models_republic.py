@@ -124,6 +124,21 @@ async def test_streams_text_tool_call_and_usage(server: OpenAIServer) -> None:
     ]
 
 
+async def test_a_lone_surrogate_from_the_model_becomes_a_replacement_character(
+        server: OpenAIServer) -> None:
+    """`"\\udcff"` is valid JSON but no character: a model (or a hostile file steering it)
+    that sends one must not fail the turn's record, a tool or the terminal later."""
+    server.add(Reply(text=["bad \udcff ", "ok \U0001f600"], tool_calls=[
+        {"id": "c1", "name": "echo", "arguments": {"text": "a\udcffb \U0001f600"}},
+        {"id": "c2", "name": "echo", "arguments": {"text": "fine \U0001f600"}}]))
+    events = await collect(model_for(server), [ModelMessage.user("hi")], [ECHO])
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["bad \ufffd ",
+                                                                    "ok \U0001f600"]
+    first, second = [e.call for e in events if isinstance(e, ToolCallEvent)]
+    assert first.args == {"text": "a\ufffdb \U0001f600"}
+    assert second.arguments == json.dumps({"text": "fine \U0001f600"}), "left as it came"
+
+
 async def test_conversation_with_tool_results_is_sent_in_chat_form(server: OpenAIServer) -> None:
     server.add(Reply(text="It said ping."))
     call = ToolCallSpec("call_1", "echo", '{"text": "ping"}')

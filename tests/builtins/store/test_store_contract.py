@@ -227,6 +227,20 @@ def test_payloads_round_trip_through_json(store: TapeStore) -> None:
     assert next(iter(store.fetch_all(q()))).payload == expected
 
 
+def test_a_lone_surrogate_is_stored_as_a_replacement_character(store: TapeStore) -> None:
+    """Half a UTF-16 pair (valid JSON, sent by a model or a tool) is no character UTF-8 can
+    hold: stored as U+FFFD, in every store alike, rather than failing the append."""
+    stored = store.append("main", TapeEntry.new("anchor", {"name": "a\udcff", "ok": "\U0001f600"},
+                                                note="b\ud800"))
+    fetched = next(iter(store.fetch_all(q())))
+    for entry in (stored, fetched):
+        assert entry.payload == {"name": "a\ufffd", "ok": "\U0001f600"}
+        assert entry.meta == {"note": "b\ufffd"}
+    store.append("main", TapeEntry.new("event", {"after": True}))
+    after = list(store.fetch_all(q().after_anchor("a\ufffd")))
+    assert [entry.payload for entry in after] == [{"after": True}]
+
+
 def test_stored_entries_are_isolated_from_callers(store: TapeStore) -> None:
     payload = {"items": [1]}
     store.append("main", TapeEntry.new("event", payload))
