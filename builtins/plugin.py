@@ -541,8 +541,10 @@ class BuiltinPlugin:
         home = self._home()
         others = [(str(home), f"${HOME_ENV}"), (str(Path.home()), "~")]
         api_base = self._settings.api_base if self._settings is not None else None
-        if api_base:
-            text = text.replace(api_base.rstrip("/"), "<api_base>")
+        if api_base:  # as written, or as an error already masked its password or token
+            for form in sorted({api_base.rstrip("/"), redact_credentials(api_base).rstrip("/")},
+                               key=len, reverse=True):
+                text = text.replace(form, "<api_base>")
         return redact_paths(redact_credentials(text), self.framework.workspace, others)
 
     def _home(self) -> Path:

@@ -150,6 +150,23 @@ async def test_the_terminal_s_error_names_the_endpoint_a_remote_channel_s_does_n
         "connection failed talking to <api_base>"]
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize(("api_base", "said"), [
+    ("http://admin:pw@10.0.0.7:8000/v1", "http://***@10.0.0.7:8000/v1"),
+    ("http://10.0.0.7:8000/v1?api-key=QUERYSECRET", "http://10.0.0.7:8000/v1?api-key=***")])
+async def test_an_endpoint_with_credentials_is_hidden_in_its_masked_form_too(
+        workspace: Path, api_base: str, said: str) -> None:
+    """The provider's error already masked the password or token of the address: that
+    form is the operator's address all the same."""
+    log = OutboundLog()
+    framework, _ = build(workspace, log, api_base=api_base)
+    for text in (api_base, said):
+        await framework.notify_error("run_model", RuntimeError(f"failed talking to {text}"),
+                                     {"content": "hi", "channel": "webhook"})
+    assert [m["content"].rsplit(": ", 1)[1] for m in log.sent] == [
+        "failed talking to <api_base>"] * 2
+
+
 # -- the durable store and history -----------------------------------------------------------
 
 
