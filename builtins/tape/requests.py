@@ -95,6 +95,9 @@ async def recorded_answer(tape: Tape, session_id: str, mark: Mark, value: str,
         return digest, *running_elsewhere(session_id)
     body: dict[str, Any] = {"session_id": session_id, "content": "\n\n".join(replies),
                             "outbounds": [], "status": status}
+    request_id = _marks(entries[start].meta).get("id")
+    if isinstance(request_id, str):  # a replay says the same id as the first answer
+        body = {"id": request_id, **body}
     if status != "ok":
         body["error"] = str(outcome.get("error") or _ENDED.get(status, f"the turn ended {status}"))
     usage = _summed_usage(outcome.get("usage_by_model"))

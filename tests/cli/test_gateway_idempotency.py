@@ -55,6 +55,7 @@ def test_a_retry_gets_the_first_answer_and_another_body_is_422(tmp_path: Path) -
     assert first.status == again.status == 200, again.body
     assert again.json()["content"] == first.json()["content"] == "only once"
     assert again.headers["idempotent-replayed"] == "true"
+    assert again.headers["hookline-request-id"] == first.headers["hookline-request-id"]
     assert other.status == 422 and "another body" in other.json()["error"]
 
 
@@ -117,6 +118,27 @@ def test_after_a_sigkill_the_retry_gets_the_recovered_outcome_and_nothing_runs_t
     said = [e.payload["content"] for e in entries
             if e.kind == "message" and e.payload.get("role") == "user"]
     assert said.count("deploy") == 1, said
+
+
+def test_after_a_restart_a_retry_answers_the_first_request_s_id(tmp_path: Path) -> None:
+    """Recalled from the tape, a replay names the first request (header and body), the
+    same each time: the id `GET /v1/messages/{id}` takes, a completion's id."""
+    gateway = start(tmp_path, [{"text": "the answer"}])
+    body = {"content": "q", "session_id": "r"}
+    try:
+        first = keyed(gateway, body, "key-r")
+    finally:
+        gateway.end()
+    restarted = start(tmp_path, [{"text": "a second run!"}])
+    try:
+        retries = [keyed(restarted, body, "key-r") for _ in range(2)]
+    finally:
+        restarted.end()
+    request_id = first.headers["hookline-request-id"]
+    for retry in retries:
+        assert retry.headers["idempotent-replayed"] == "true"
+        assert retry.headers["hookline-request-id"] == request_id == retry.json()["id"]
+        assert retry.json()["content"] == "the answer"
 
 
 def test_after_a_restart_an_answer_is_fetched_from_its_sessions_tape(tmp_path: Path) -> None:

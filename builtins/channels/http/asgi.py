@@ -268,6 +268,8 @@ class HttpRoutes:
             if body.get("status") == "running":
                 raise _still_running()
         marked = [(b"idempotent-replayed", b"true")]
+        if isinstance(body.get("id"), str):  # the first request's id, as it was answered
+            marked.append((REQUEST_ID_HEADER, body["id"].encode()))
         if not stream:
             await face.whole(send, status, body, marked)
             return
