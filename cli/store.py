@@ -50,6 +50,11 @@ def check(store: StoreOption = None) -> None:
                    f"(check the path if one should be there)", err=True)
         raise typer.Exit(1)
     result = check_database(location)
+    if result.unreadable:
+        typer.echo(f"cannot read now: {result.path}: {'; '.join(result.problems)}", err=True)
+        typer.echo("this says nothing of the file: free disk space, or wait for the other "
+                   "process or the disk, and check again.", err=True)
+        raise typer.Exit(1)
     if not result.ok:
         typer.echo(f"damaged: {result.path}", err=True)
         for problem in result.problems[:_SHOWN_PROBLEMS]:

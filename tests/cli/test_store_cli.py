@@ -73,6 +73,46 @@ def test_a_damaged_store_is_reported_and_never_written(
     assert store.read_bytes() == damaged
 
 
+FULL_DISK = """
+import os, subprocess, sys
+store, hookline = sys.argv[1], sys.argv[2]
+writer = (f"import os, sqlite3; conn = sqlite3.connect({store!r}); "
+          "conn.execute('PRAGMA journal_mode=wal'); conn.execute('CREATE TABLE t(a)'); "
+          "conn.execute('INSERT INTO t VALUES (1)'); conn.commit(); os._exit(0)")
+subprocess.run([sys.executable, "-c", writer], check=True)  # its -wal stays, as if killed
+os.unlink(store + "-shm")  # a reader must make it again, on a full disk
+with open(os.path.join(os.path.dirname(store), "filler"), "wb") as filler:
+    try:
+        while True:
+            filler.write(bytes(65536))
+    except OSError:
+        pass
+done = subprocess.run([hookline, "store", "check", "--store", store], capture_output=True,
+                      text=True)
+print(done.returncode, done.stderr, sep="\\n", end="")
+"""
+
+
+def test_a_store_that_cannot_be_read_now_is_not_called_damaged(
+        env: dict[str, str], tmp_path: Path) -> None:
+    """On a full disk (a real one: a 2 MB tmpfs in a mount namespace of the test's own) the
+    check cannot read a sound store: it says so, never "damaged" with advice to restore a
+    backup, which would lose every turn since."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    hookline_script = str(Path(sys.executable).parent / "hookline")
+    done = subprocess.run(
+        ["unshare", "--map-root-user", "--mount", "sh", "-c",
+         'mount -t tmpfs -o size=2m tmpfs "$1" && exec "$2" -c "$3" "$1/tapes.db" "$4"',
+         "sh", str(disk), sys.executable, FULL_DISK, hookline_script],
+        capture_output=True, text=True, env=env, timeout=120)
+    status, *lines = done.stdout.splitlines()
+    assert status == "1", done.stdout + done.stderr
+    assert lines == [f"cannot read now: {disk}/tapes.db: disk I/O error",
+                     "this says nothing of the file: free disk space, or wait for the other "
+                     "process or the disk, and check again."]
+
+
 WRITER = """
 import sys
 from hookline.builtins.store import SQLiteTapeStore

@@ -112,7 +112,9 @@ def problem_lines(rows: list[tuple]) -> list[str]:
 
 @dataclass(frozen=True)
 class StoreCheck:
-    """The outcome of `check_database`: `problems` is empty when the file is sound."""
+    """The outcome of `check_database`: `problems` is empty when the file is sound. With
+    `unreadable`, they say why it could not be read now (a full disk, an I/O error, a
+    lock), which tells nothing of the file itself."""
 
     path: Path
     problems: list[str]
@@ -120,6 +122,7 @@ class StoreCheck:
     tapes: int = 0
     entries: int = 0
     pending_runs: int = 0
+    unreadable: bool = False
 
     @property
     def ok(self) -> bool:
@@ -144,7 +147,8 @@ def _check_opened(target: Path, options: str) -> StoreCheck:
     try:
         conn = sqlite3.connect(target.resolve().as_uri() + options, uri=True, timeout=30.0)
     except sqlite3.Error as exc:
-        return StoreCheck(target, [f"cannot open {target}: {exc}"])
+        return StoreCheck(target, [f"cannot open {target}: {exc}"],
+                          unreadable=not _damage(exc))
     try:
         problems = problem_lines(conn.execute("PRAGMA integrity_check").fetchall())
         if problems != ["ok"]:
@@ -161,9 +165,18 @@ def _check_opened(target: Path, options: str) -> StoreCheck:
             ).fetchone()
         return StoreCheck(target, [], version, **counts)
     except sqlite3.Error as exc:
-        return StoreCheck(target, [str(exc)])
+        return StoreCheck(target, [str(exc)], unreadable=not _damage(exc))
     finally:
         conn.close()
+
+
+_DAMAGE_CODES = frozenset({11, 26})
+"""SQLITE_CORRUPT and SQLITE_NOTADB: what the file holds is wrong. Any other failure (a
+full disk, an I/O error, a lock held, a file that cannot be opened) is of this moment."""
+
+
+def _damage(exc: sqlite3.Error) -> bool:
+    return getattr(exc, "sqlite_errorcode", 11) & 0xFF in _DAMAGE_CODES
 
 
 def _has_table(conn: sqlite3.Connection, name: str) -> bool:
