@@ -36,6 +36,19 @@ def fail(error: BaseException, status: int = 1) -> NoReturn:
     raise typer.Exit(status)
 
 
+def json_text(value: Any, stream: Any, **options: Any) -> str:
+    """`value` as JSON for `stream`: characters as they are for a file or a pipe, and on a
+    terminal each one that is not printable as its JSON escape (`\u009b`, `\u202e`): the
+    same JSON, which no control character or reordering mark in a tape can drive."""
+    import json
+
+    text = json.dumps(value, ensure_ascii=False, **options)
+    if text.isascii() or not is_terminal(stream):
+        return text  # json.dumps escapes every ASCII control character itself
+    return "".join(char if char.isprintable() or char == "\n" else json.dumps(char)[1:-1]
+                   for char in text)
+
+
 def error_text(error: BaseException) -> str:
     """What a failure says: its message and notes, credentials hidden."""
     from hookline.builtins.config import SettingsError

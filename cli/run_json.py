@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 from hookline.kernel.events import RunStarted
 from hookline.kernel.streaming import StreamEvent
 
-from .output import StatusLine, TurnPrinter, error_text, fail, replies
+from .output import StatusLine, TurnPrinter, error_text, fail, json_text, replies
 
 __all__ = ["JSON_VERSION", "JsonPrinter"]
 
@@ -39,8 +39,8 @@ class JsonPrinter(TurnPrinter):
                       model=event.model)
 
     def emit(self, kind: str, **fields: Any) -> None:
-        self.out.write(json.dumps({"type": kind, "version": JSON_VERSION, **fields},
-                                  ensure_ascii=False) + "\n")
+        self.out.write(json_text({"type": kind, "version": JSON_VERSION, **fields},
+                                 self.out) + "\n")
         self.out.flush()
 
     async def show(self, event: StreamEvent) -> None:

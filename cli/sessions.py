@@ -15,7 +15,7 @@ import typer
 
 from hookline.kernel import Framework
 
-from .output import fail
+from .output import fail, json_text
 
 T = TypeVar("T")
 
@@ -109,9 +109,9 @@ def show(
     tape, entries, turns = _with_store(
         framework, lambda store: _read_session(framework, store, name, last))
     if as_json:
-        typer.echo(json.dumps([{"id": e.id, "kind": e.kind, "payload": e.payload,
-                                "meta": e.meta, "date": e.date} for e in entries],
-                              indent=2, ensure_ascii=False))
+        typer.echo(json_text([{"id": e.id, "kind": e.kind, "payload": e.payload,
+                               "meta": e.meta, "date": e.date} for e in entries],
+                             sys.stdout, indent=2))
         return
     part = f", the last {min(last, turns)} of {turns} turns" if last is not None else ""
     typer.echo(_safe(f"session {name} (tape {tape}, {len(entries)} entries{part})"))

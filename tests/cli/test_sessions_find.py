@@ -151,6 +151,23 @@ def test_search_shows_a_hostile_match_harmlessly(env: dict[str, str], folder: Pa
     assert b"hostile" in shown and b"title ]0;pwned and [2J clear second line" in shown
 
 
+def test_show_json_on_a_terminal_escapes_what_is_not_printable(env: dict[str, str],
+                                                                folder: Path) -> None:
+    """JSON escapes ASCII's control characters itself, not the 8-bit CSI (U+009B), DEL or
+    a right-to-left override: on a terminal they are escaped too; piped, the JSON is as
+    stored."""
+    said = "a \u009b2J b \u202e evil \x7f end"
+    run(env, folder, "--session", "marks", said)
+    shown = on_a_terminal(env, folder, "sessions", "show", "marks", "--json")
+    for raw in ("\u009b", "\u202e", "\x7f"):
+        assert raw.encode() not in shown
+    assert b'"content": "a \\u009b2J b \\u202e evil \\u007f end"' in shown
+    piped = hookline("sessions", "show", "marks", "--json", env=env, cwd=folder)
+    entries = json.loads(piped.stdout)
+    assert said in [entry["payload"].get("content") for entry in entries]
+    assert "\u202e" in piped.stdout, "a pipe gets the characters as they are"
+
+
 def test_show_last_gives_only_the_last_turns(env: dict[str, str], folder: Path) -> None:
     for message in ("turn one", "turn two", "turn three"):
         run(env, folder, "--session", "counted", message)
