@@ -183,8 +183,8 @@ class TurnPrinter:
             self.reply.out.flush()
             for line in self.meter.lines():
                 self.work.echo(line)
-        for line in self.warnings:
-            self.work.echo(f"warning: {line}")
+        for line in self.warnings:  # they may quote a session id a tape gave
+            self.work.echo(f"warning: {terminal_text(line)}")
         if self.errors and check_errors:
             self.fail(RuntimeError(self.errors[0]))
         if self.denied and check_errors:

@@ -37,9 +37,16 @@ def session_id_problem(value: str) -> str | None:
         return "must not be empty (leave it out instead)"
     if len(value) > MAX_SESSION_ID_LENGTH:
         return f"is {len(value)} characters long; at most {MAX_SESSION_ID_LENGTH} are allowed"
-    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in value):
+    if any(ord(char) < 0x20 or 0x7F <= ord(char) <= 0x9F or char in BIDI_CONTROLS
+           for char in value):
         return "must not contain control characters"
     return None
+
+
+BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+                          "\u2066\u2067\u2068\u2069")
+"""Marks that reorder the text around them on a terminal (a right-to-left override): an id
+holding one would show as another."""
 
 
 def check_session_fields(message: Any) -> None:

@@ -52,6 +52,17 @@ async def test_a_pipe_gets_the_reply_unchanged(stream: bool) -> None:
     assert out.getvalue() == HOSTILE + "\n"
 
 
+def test_a_warning_quoting_a_session_id_is_escaped() -> None:
+    """A warning may quote a session id a tape gave (an older hookline took any): escaped,
+    it cannot retitle or clear the terminal."""
+    out, err = io.StringIO(), FakeTerminal()
+    printer = TurnPrinter(stream=False, out=out, err=err)
+    printer.warnings.append("session evil\x1b]0;PWNED\x07\x1b[2J is long")
+    printer.finish(SimpleNamespace(outbounds=[{"content": "ok", "kind": "normal"}]))
+    assert "warning: session evil\\x1b]0;PWNED\\x07\\x1b[2J is long" in err.getvalue()
+    assert "\x1b" not in err.getvalue()
+
+
 def test_the_log_goes_to_the_stderr_of_the_moment(monkeypatch: pytest.MonkeyPatch) -> None:
     """The chat's line editor replaces sys.stderr after the log handler is made; a record
     must go to the replacement (which prints above the prompt), not to the old stream."""

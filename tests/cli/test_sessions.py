@@ -98,9 +98,13 @@ def test_continue_picks_the_most_recent_session_of_the_folder(
     assert both.returncode == 2, "a usage error"
     assert ("--new and --continue choose the session in different ways; give one of them"
             in both.stderr)
-    hostile = hookline("run", "--session", "a\x1b]0;b", "x", env=env, cwd=folder)
-    assert hostile.returncode == 2 and "--session must not contain control characters" in \
-        hostile.stderr
+    for hostile_id in ("a\x1b]0;b", "c1\x9b2J", "file\u202eevil.txt"):  # C1, reordering
+        hostile = hookline("run", "--session", hostile_id, "x", env=env, cwd=folder)
+        assert hostile.returncode == 2 and "--session must not contain control characters" \
+            in hostile.stderr
+    emoji = hookline("run", "--session", "family \U0001f468\u200d\U0001f469", "x", env=env,
+                     cwd=folder)
+    assert emoji.returncode == 0, emoji.stderr
 
 
 def _policy_script(folder: Path) -> str:
