@@ -524,11 +524,14 @@ async def archive_session(store: TapeStore | AsyncTapeStore, tape: str, director
 
 async def delete_session(store: TapeStore | AsyncTapeStore, tape: str,
                          sidecars: Sequence[str] = ()) -> int:
-    """Remove the session's tape and sidecar tapes; returns the entries removed."""
+    """Remove the session's tape and sidecar tapes; returns the entries removed, counted by
+    each tape's last id (ids are gapless from 1), so that a tape of gigabytes of spilled
+    outputs is not read into memory only to be counted."""
     async_store = as_async_store(store)
     removed = 0
     for name in await _session_tapes(async_store, tape, sidecars):
-        removed += len(list(await async_store.fetch_all(TapeQuery(name))))
+        last = list(await async_store.fetch_all(TapeQuery(name).tail(1)))
+        removed += last[-1].id if last else 0
         await async_store.reset(name)
     return removed
 

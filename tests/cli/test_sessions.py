@@ -181,7 +181,7 @@ def test_archive_and_delete_ask_first_and_keep_or_drop_the_session(
 
     deleted = hookline("sessions", "delete", "drop-me", "-y", env=env, cwd=folder)
     assert deleted.returncode == 0, deleted.stderr
-    assert deleted.stdout.startswith("deleted session drop-me (")
+    assert deleted.stdout.strip() == "deleted session drop-me (4 entries)"
     assert sessions(env, folder) == []
     gone = hookline("sessions", "show", "drop-me", env=env, cwd=folder)
     assert gone.returncode == 1
