@@ -49,7 +49,8 @@ if TYPE_CHECKING:
 
 COMPACTION_STATE = "compaction"
 """Turn state key: False turns compaction off for the turn; during a summary call it holds
-the reason (`budget`, `overflow`, `user`), for a `before_llm_call` to answer instead."""
+the reason (`budget`, `messages`, `overflow`, `user`), for a `before_llm_call` to answer
+instead."""
 
 
 RECALL_SCAN = 64
@@ -205,15 +206,17 @@ class CompactingRun:
                 f"compacted ({said.removesuffix(' ' + OVERFLOW_FIX).rstrip('.')}).{alone} "
                 f"{OVERFLOW_FIX}")
 
-    def _needs_compaction(self, system: str, conversation: list[ModelMessage]) -> bool:
-        """Whether the next request would pass the budget, or the context holds more
-        messages since its anchor than the window: then it is compacted first."""
+    def _needs_compaction(self, system: str, conversation: list[ModelMessage]) -> str | None:
+        """Why the context is compacted before the next request: `budget` when the request
+        would pass the budget, `messages` when the context holds more messages since its
+        anchor than the window; None when it need not be."""
         if not self._may_compact() or len(conversation) < 2:
-            return False
+            return None
         limit = self.agent.config.max_context_messages
         if limit is not None and len(conversation) > limit:
-            return True
-        return self._estimate(system, conversation) > self.agent.meter.limit(self.model)
+            return "messages"
+        over = self._estimate(system, conversation) > self.agent.meter.limit(self.model)
+        return "budget" if over else None
 
     def _estimate(self, system: str, conversation: list[ModelMessage]) -> int:
         """The tokens of a request holding `conversation`, estimated."""

@@ -272,7 +272,7 @@ class _Run(CompactingRun):
         steered = await steered_messages(self.agent.framework, self.session_id, self.state)
         new_messages = new_messages + steered
         system = self._system_prompt()
-        reason = "budget" if self._needs_compaction(system, context + new_messages) else None
+        reason = self._needs_compaction(system, context + new_messages)
         return StepRequest(prompt, started, run_id, system, context, new_messages, reason,
                            steered=len(steered))
 

@@ -105,8 +105,10 @@ def turn_note(kind: str, data: dict[str, Any]) -> str | None:
         return (f"[retry] {data.get('reason')}: waiting {float(data.get('wait') or 0):.1f} s, "
                 f"then attempt {data.get('attempt')} of {data.get('attempts')}")
     if kind == "compaction":
-        why = {"budget": "the context passed its budget", "overflow": "the model refused "
-               "the request as too long", "user": "asked"}.get(str(data.get("reason")), "")
+        why = {"budget": "the context passed its budget",
+               "messages": "more messages than the context window keeps",
+               "overflow": "the model refused the request as too long",
+               "user": "asked"}.get(str(data.get("reason")), "")
         return (f"[context] compacted ({why}; about {int(data.get('tokens_before') or 0):,} "
                 f"tokens): the session goes on from a summary of "
                 f"{int(data.get('summary_chars') or 0):,} characters, about "

@@ -16,6 +16,7 @@ from builtin_support import build_builtin, model_of
 from hookline.builtins.agent import COMPACT_EVENT
 from hookline.builtins.agent.compaction import COMPACTION_PROMPT, OPENING_NOTE
 from hookline.builtins.tape import RESUMES, Tape, session_tape_name, starts_turn, transcript
+from hookline.builtins.terminal.tool_notes import turn_note
 from hookline.kernel import HooklineError, LLMCallDecision, LLMCallRequest, StepFinished, hookimpl
 
 pytestmark = pytest.mark.anyio
@@ -88,6 +89,22 @@ async def test_a_session_past_its_budget_is_compacted_and_goes_on_from_the_summa
     assert any(entry.kind == "message" and "aaaa" in str(entry.payload.get("content"))
                for entry in entries), "nothing before the anchor is lost"
     assert "auto_handoff" in statuses
+
+
+async def test_more_messages_than_the_window_keeps_is_its_own_reason(workspace: Path) -> None:
+    """Short turns, far within the budget: past the 100 messages the context keeps, the
+    compaction says that is why, not that the budget was passed."""
+    turns = [{"text": "ok"}] * 50 + [SUMMARY, {"text": "after"}]
+    model, entries, _statuses = await session(workspace, turns,
+                                              [f"message {n}" for n in range(51)])
+    assert [is_summary_call(call) for call in model.calls].index(True) == 50
+    anchors = [entry for entry in entries if entry.kind == "anchor"]
+    assert anchors[-1].payload["name"] == "compaction"
+    assert anchors[-1].payload["state"]["reason"] == "messages"
+    assert anchors[-1].payload["state"]["tokens"] < WINDOW * 0.8
+    note = turn_note("compaction", {"reason": "messages", "tokens_before": 900})
+    assert note is not None and note.startswith(
+        "[context] compacted (more messages than the context window keeps; about 900 tokens)")
 
 
 async def test_between_compactions_each_request_extends_the_previous_one(
