@@ -6,6 +6,7 @@ commands that run turns.
 """
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -13,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from hookline.kernel import Framework
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.framework import DISABLE_ENV
 
 from .chat import chat_command
@@ -155,6 +157,23 @@ def _plugins_command(framework: Framework) -> Any:
     return plugins
 
 
+def _check_current_folder(args: list[str]) -> None:
+    """A current folder that was deleted (or cannot be entered) stops every command at
+    its first `os.getcwd()`: go to the folder `-w` names instead, or say what is wrong."""
+    try:
+        os.getcwd()
+    except OSError as exc:
+        named = next((args[index + 1] for index, arg in enumerate(args[:-1])
+                      if arg in ("--workspace", "-w")), None)
+        if named is not None and os.path.isabs(os.path.expanduser(named)):
+            os.chdir(os.path.expanduser(named))
+            return
+        raise HooklineError(
+            ErrorKind.config, f"the current folder cannot be read ({exc.strerror}: deleted, or "
+                              f"moved away?): cd to a folder that exists, or name the workspace "
+                              f"with -w /absolute/path") from None
+
+
 def _command(args: list[str]) -> list[str]:
     """The command words of ``args``: options, and the workspace option's value, left out."""
     words: list[str] = []
@@ -176,6 +195,7 @@ def main(argv: list[str] | None = None, *,
     runs (the console script, ``hookline.cli.main``, resumes garbage collection there)."""
     args = argv if argv is not None else sys.argv[1:]
     try:
+        _check_current_folder(args)
         # `plugins check` imports its target itself: the installed plugins are not loaded,
         # so an unrelated plugin's load failure does not show among its findings.
         app = create_app(Framework() if _command(args)[:2] == ["plugins", "check"] else None)

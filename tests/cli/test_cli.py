@@ -31,6 +31,29 @@ def hookline(*args: str, env: dict[str, str], cwd: Path | None = None,
                           input=input, timeout=120)
 
 
+def test_a_deleted_current_folder_is_one_clear_error_or_left_for_w(
+        env: dict[str, str], tmp_path: Path) -> None:
+    """A shell left in a folder another terminal deleted: one line saying so (not
+    `[Errno 2]`), and with `-w` naming a folder the command works from there."""
+    assert HOOKLINE
+    (tmp_path / "project").mkdir()
+
+    def in_deleted(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["sh", "-c", 'mkdir gone && cd gone && rmdir ../gone && exec "$@"',
+                               "sh", HOOKLINE, *args], capture_output=True, text=True,
+                              env=env, cwd=tmp_path, timeout=120)
+
+    refused = in_deleted("run", "hello")
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr == (
+        "error: [config] the current folder cannot be read (No such file or directory: "
+        "deleted, or moved away?): cd to a folder that exists, or name the workspace with "
+        "-w /absolute/path\n")
+    done = in_deleted("-w", str(tmp_path / "project"), "run", "hello")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("[offline model]")
+
+
 def test_run_answers_offline_on_a_fresh_home(env: dict[str, str], tmp_path: Path) -> None:
     out = hookline("run", "hello", env=env, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
