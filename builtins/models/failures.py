@@ -29,6 +29,10 @@ Problem: TypeAlias = tuple[ErrorKind, str, dict[str, Any]]
 """A failure described: its kind, its message, and the details it adds to the subject's."""
 
 
+DEFAULT_ENDPOINT = "the default endpoint"
+"""A subject's `endpoint` when no api_base was given (the provider's own)."""
+
+
 @dataclass(frozen=True)
 class Subject:
     """The model a failure is described for, as its messages name it."""
@@ -93,10 +97,16 @@ def _refusal(subject: Subject, exc: Any, tries: str) -> Problem:
                 f"{problem}. Set {subject.key_vars} to a valid key for {subject.provider}.",
                 details)
     if status == 404:
+        # openai: speaks the Responses API unless told otherwise, which a server of one's
+        # own (Ollama, vLLM, llama.cpp) most often lacks.
+        chat = (f" A server that speaks only chat completions wants {setting_env('api_format')}"
+                f"=chat, or the provider openai-compatible:{subject.model}."
+                if subject.provider == "openai" and subject.api_format in (None, "responses")
+                and subject.endpoint != DEFAULT_ENDPOINT else "")
         return (ErrorKind.config,
                 f"{name}: not found at {subject.endpoint} (HTTP 404{said}). Check the model "
                 f"name {subject.model!r} in {model_var}, and the endpoint: set "
-                f"{subject.base_vars}.", details)
+                f"{subject.base_vars}.{chat}", details)
     if status == 429 and out_of_quota(exc.body):
         return (ErrorKind.config,
                 f"{name}: {subject.provider} says the account is out of quota or credit "

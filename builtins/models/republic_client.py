@@ -54,7 +54,7 @@ from .base import (
     Usage,
     usage_dict,
 )
-from .failures import Subject, describe_failure
+from .failures import DEFAULT_ENDPOINT, Subject, describe_failure
 from .pairing import OpenCalls
 from .retries import reason, retry_after, retryable
 
@@ -467,7 +467,7 @@ class RepublicModel:
         """The provider's failure as one HooklineError saying what to fix (failures.py)."""
         endpoint = getattr(self, "endpoint", None) or redact_credentials(self.api_base or "")
         subject = Subject(self.name, self.provider, self.model,
-                          endpoint or "the default endpoint", self.env_prefix,
+                          endpoint or DEFAULT_ENDPOINT, self.env_prefix,
                           self.key_configured, self.max_retry_delay, self.api_format,
                           self._details())
         return describe_failure(subject, exc, attempts=attempts, midstream=midstream)

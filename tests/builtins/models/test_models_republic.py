@@ -344,6 +344,19 @@ async def test_404_points_at_model_and_endpoint(server: OpenAIServer) -> None:
     assert "HOOKLINE_API_BASE" in error.message and server.base_url in error.message
 
 
+async def test_404_of_the_responses_api_names_the_chat_format(server: OpenAIServer) -> None:
+    """`openai:` asks a server of one's own for /v1/responses, which it most often lacks:
+    the error names the fix, not only the model's name."""
+    error = await failure(model_for(server, "openai:llama3.1"))
+    assert server.requests[0].path == "/v1/responses"
+    assert "no route /v1/responses" in error.message
+    assert error.message.endswith(" A server that speaks only chat completions wants "
+                                  "HOOKLINE_API_FORMAT=chat, or the provider "
+                                  "openai-compatible:llama3.1.")
+    chat = await failure(model_for(server, "openai:llama3.1", api_format="chat"))
+    assert "HOOKLINE_API_FORMAT=chat" not in chat.message
+
+
 async def test_500_is_retried_then_reported(server: OpenAIServer) -> None:
     server.add(*[Reply.failure(500, "upstream exploded")] * 3)
     error = await failure(model_for(server, max_retries=2))
