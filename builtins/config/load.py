@@ -12,7 +12,16 @@ from typing import Any
 from .file import default_home, read_config_file
 from .parsers import Invalid, list_of, model_spec
 from .parsers import aliases as alias_table
-from .table import BY_KEY, CONFIG_NAME, SPECS, Settings, SettingsError, Spec, shown
+from .table import (
+    BY_KEY,
+    CONFIG_NAME,
+    SPECS,
+    Settings,
+    SettingsError,
+    Spec,
+    misplaced_settings,
+    shown,
+)
 
 __all__ = ["load_settings", "parse_setting", "settings_from_config"]
 
@@ -52,10 +61,14 @@ def _env_error(spec: Spec, value: str) -> SettingsError:
 
 
 def _file_error(spec: Spec, value: Any, path: Path) -> SettingsError:
+    # A table setting ([model_aliases]) holding a setting's name: a line written below it.
+    below = misplaced_settings(value) if isinstance(value, dict) else ""
+    fix = (f"Fix: {below.removeprefix('; ')}." if below else
+           f"Fix: write {spec.key} = {spec.file_example} in {path}, or remove the line "
+           f"(the environment variable {spec.env} overrides it).")
     return SettingsError(
         f"{spec.key} must be {spec.expected}, got {shown(value, spec.key)} (from {path}). "
-        f"Fix: write {spec.key} = {spec.file_example} in {path}, or remove the line "
-        f"(the environment variable {spec.env} overrides it).",
+        f"{fix}",
         key=spec.key,
         source=f"file:{path}",
         value=value,

@@ -215,6 +215,17 @@ def test_a_plugin_s_table_may_hold_a_key_named_like_a_setting(tmp_path: Path) ->
     assert misplaced_settings(["note"]) == ""
 
 
+def test_a_setting_below_a_table_setting_s_header_is_named(tmp_path: Path) -> None:
+    """`model = "fast"` appended after `[model_aliases]` lands in that table: the error
+    says so, where the table's own fix (write it as a table) would not help."""
+    config(tmp_path, '[model_aliases]\nfast = "openai:gpt-4o-mini"\nmodel = "fast"\n')
+    with pytest.raises(SettingsError) as caught:
+        load_settings({}, home=tmp_path)
+    assert caught.value.message.endswith(
+        "Fix: model is a setting, which TOML puts in this table when written below its "
+        "header: move it above the file's first [table] or [[table]] header.")
+
+
 def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
     path = config(tmp_path, "model = \n")
     with pytest.raises(SettingsError) as caught:
