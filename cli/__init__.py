@@ -20,6 +20,8 @@ def main(argv: list[str] | None = None) -> None:
         from .app import main as run
 
         run(argv, started=_collect_from_now_on)
+    except KeyboardInterrupt:  # Ctrl-C before a command took over its signals (imports)
+        raise SystemExit(130) from None
     finally:
         gc.enable()  # also when the application could not be built
 

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -133,3 +134,17 @@ def test_a_signal_once_the_model_has_finished_lets_hookline_run_finish(
     assert done.returncode == 0, done
     assert 'You said: "hello"' in done.stdout and "not answered" not in done.stderr
     assert (tmp_path / "saved").exists()
+
+
+def test_ctrl_c_before_a_command_took_over_its_signals_exits_quietly() -> None:
+    """Ctrl-C while the application is still imported or built (its first tenth of a
+    second): status 130 and nothing printed, not a traceback of whatever was importing."""
+    code = ("import hookline.cli.app as app\n"
+            "def interrupted(*args, **kwargs):\n"
+            "    raise KeyboardInterrupt\n"
+            "app.main = interrupted\n"
+            "from hookline.cli import main\n"
+            "main(['run', 'hello'])\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "")
