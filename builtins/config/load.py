@@ -49,26 +49,29 @@ def _with_aliases(spec: Spec, aliases: Mapping[str, str]) -> Callable[[Any], Any
     return spec.parse
 
 
-def _env_error(spec: Spec, value: str) -> SettingsError:
+def _env_error(spec: Spec, value: str, near: str = "") -> SettingsError:
+    meant = f" Did you mean {near!r}?" if near else ""
     return SettingsError(
         f"{spec.env} must be {spec.expected}, got {shown(value, spec.key)} "
-        f"(from the environment variable {spec.env}). "
-        f"Fix: set {spec.env}={spec.env_example}, or unset it.",
+        f"(from the environment variable {spec.env}).{meant} "
+        f"Fix: set {spec.env}={near or spec.env_example}, or unset it.",
         key=spec.key,
         source=f"env:{spec.env}",
         value=value,
     )
 
 
-def _file_error(spec: Spec, value: Any, path: Path) -> SettingsError:
+def _file_error(spec: Spec, value: Any, path: Path, near: str = "") -> SettingsError:
     # A table setting ([model_aliases]) holding a setting's name: a line written below it.
     below = misplaced_settings(value) if isinstance(value, dict) else ""
+    example = f'"{near}"' if near else spec.file_example
     fix = (f"Fix: {below.removeprefix('; ')}." if below else
-           f"Fix: write {spec.key} = {spec.file_example} in {path}, or remove the line "
+           f"Fix: write {spec.key} = {example} in {path}, or remove the line "
            f"(the environment variable {spec.env} overrides it).")
+    meant = f"Did you mean {near!r}? " if near else ""
     return SettingsError(
         f"{spec.key} must be {spec.expected}, got {shown(value, spec.key)} (from {path}). "
-        f"{fix}",
+        f"{meant}{fix}",
         key=spec.key,
         source=f"file:{path}",
         value=value,
@@ -123,8 +126,8 @@ def settings_from_config(
             continue
         try:
             parsed = _with_aliases(spec, aliases)(raw)
-        except Invalid:
-            raise _file_error(spec, raw, config_path) from None
+        except Invalid as exc:
+            raise _file_error(spec, raw, config_path, exc.near) from None
         if spec.path and isinstance(parsed, Path) and not parsed.is_absolute():
             parsed = home_path / parsed
         values[spec.key] = parsed
@@ -136,8 +139,8 @@ def settings_from_config(
             continue
         try:
             parsed = _with_aliases(spec, aliases)(raw_env)
-        except Invalid:
-            raise _env_error(spec, raw_env) from None
+        except Invalid as exc:
+            raise _env_error(spec, raw_env, exc.near) from None
         if spec.path and isinstance(parsed, Path):
             parsed = parsed.absolute()
         values[spec.key] = parsed

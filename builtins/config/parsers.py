@@ -38,7 +38,12 @@ API_FORMATS = ("chat", "responses", "messages", "gemini")
 
 
 class Invalid(Exception):
-    """A value the setting does not accept."""
+    """A value the setting does not accept; `near` is a value it would, close to the one
+    given (a typo's likely meaning), or empty."""
+
+    def __init__(self, near: str = "") -> None:
+        super().__init__(near)
+        self.near = near
 
 
 def text(value: Any) -> str:
@@ -279,7 +284,9 @@ def choice(*choices: str) -> Callable[[Any], str]:
     def parse(value: Any) -> str:
         chosen = text(value).lower().replace("_", "-")
         if chosen not in choices:
-            raise Invalid
+            import difflib  # only for a value that is none of them
+
+            raise Invalid(next(iter(difflib.get_close_matches(chosen, choices, n=1)), ""))
         return chosen
     return parse
 

@@ -215,6 +215,22 @@ def test_a_plugin_s_table_may_hold_a_key_named_like_a_setting(tmp_path: Path) ->
     assert misplaced_settings(["note"]) == ""
 
 
+def test_a_mistyped_choice_is_answered_with_the_one_it_is_near(tmp_path: Path) -> None:
+    path = config(tmp_path, 'approval = "on-reqest"\n')
+    with pytest.raises(SettingsError) as caught:
+        load_settings({}, home=tmp_path)
+    assert ("got 'on-reqest' (from " f"{path}). Did you mean 'on-request'? Fix: write "
+            'approval = "on-request" in') in caught.value.message
+    config(tmp_path, "")
+    with pytest.raises(SettingsError) as caught:
+        load_settings({"HOOKLINE_SANDBOX": "read_onl"}, home=tmp_path)
+    assert caught.value.message.endswith(
+        "Did you mean 'read-only'? Fix: set HOOKLINE_SANDBOX=read-only, or unset it.")
+    with pytest.raises(SettingsError) as caught:
+        load_settings({"HOOKLINE_SANDBOX": "zzz"}, home=tmp_path)
+    assert "Did you mean" not in caught.value.message
+
+
 def test_a_setting_below_a_table_setting_s_header_is_named(tmp_path: Path) -> None:
     """`model = "fast"` appended after `[model_aliases]` lands in that table: the error
     says so, where the table's own fix (write it as a table) would not help."""
