@@ -119,11 +119,21 @@ def plugin(
     typer.echo(f"  cd {folder}")
     steps = [("pip install -e '.[test]'", "in the environment hookline is installed in"),
              ("pytest", ""), ("hookline plugins check .", "what CI should run too"),
-             (f"mypy {names.module}", "the typed hook signatures"),
+             (f"mypy {names.module}", "the typed hook signatures" + (
+                 "; hookline is an editable install here, which mypy cannot follow: "
+                 "README.md says how" if _editable_hookline() else "")),
              ("hookline plugins", f"lists {names.project} as ok")]
     width = max(len(command) for command, _ in steps)
     for command, why in steps:
         typer.echo(f"  {command.ljust(width)}   # {why}" if why else f"  {command}")
+
+
+def _editable_hookline() -> bool:
+    """Whether hookline runs from a checkout (`pip install -e`), not an installed copy: its
+    import hook then hides it from mypy."""
+    import hookline.kernel
+
+    return "site-packages" not in Path(hookline.kernel.__file__).parts
 
 
 _PYPROJECT = """\
