@@ -146,6 +146,26 @@ def test_chat_lines_typed_during_a_question_are_queued_not_taken_as_the_answer(
     assert (asked.cwd / "ran.txt").read_text() == "ran\n"
 
 
+@pytest.mark.parametrize("leave", ["/quit", "C-d"])
+def test_leaving_the_chat_at_a_question_denies_it_and_leaves(asked: Terminal,
+                                                              leave: str) -> None:
+    """`/quit` or Ctrl-D while a question waits: nobody is left to answer it, so it is a
+    denial, and the chat leaves (it used to wait for an answer nobody could type)."""
+    asked.chat("leave", "--session", "approvals")
+    asked.wait_for(at_prompt, "the prompt")
+    asked.type('/tool shell {"command": "echo ran > ran.txt"}')
+    asked.wait_for(asking, "the question")
+    if leave == "C-d":
+        asked.keys("C-d")
+    else:
+        asked.type(leave)
+    screen = asked.wait_for(lambda s: "CHAT-EXIT=" in s, "the chat to leave", timeout=20)
+    assert "CHAT-EXIT=0" in screen
+    assert "sent as a message" not in screen, "a command is not a message"
+    assert "[tool] shell denied: the user denied this call: the user left the chat" in screen
+    assert not (asked.cwd / "ran.txt").exists()
+
+
 def test_chat_e_edits_the_command_before_it_runs(asked: Terminal) -> None:
     asked.chat("edit", "--session", "approvals")
     asked.wait_for(at_prompt, "the prompt")

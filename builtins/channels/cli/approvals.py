@@ -70,8 +70,9 @@ class ChatAsker:
         assert pending.answer is not None
         return pending.answer
 
-    def take(self, line: str) -> bool:
-        """Whether `line` answered the waiting question (False: it is a chat line)."""
+    def take(self, line: str, command: bool = False) -> bool:
+        """Whether `line` answered the waiting question (False: it is a chat line, or with
+        `command` one of the chat's commands)."""
         pending = self._pending
         if pending is None:
             return False
@@ -82,8 +83,9 @@ class ChatAsker:
             return True
         answer = parse_answer(line)
         if answer is None:
-            self.screen.say(f"(sent as a message, after this turn; the question still "
-                             f"waits: {pending.question.answer_keys})")
+            sent = "" if command else "sent as a message, after this turn; "
+            self.screen.say(f"({sent}the question still waits: "
+                            f"{pending.question.answer_keys})")
             return False
         if answer == "edit":
             command = pending.question.arguments.get("command")
@@ -95,6 +97,14 @@ class ChatAsker:
             return True
         self._answer(pending, answer)
         return True
+
+    def abandon(self) -> None:
+        """The chat is leaving (`/quit`, Ctrl-D): nobody will answer the waiting question,
+        which is a denial, as anywhere nobody can answer."""
+        pending = self._pending
+        if pending is not None:
+            self._answer(pending, Answer("deny", "the user left the chat without answering",
+                                         by="nobody"))
 
     def _set_prompt(self, prompt: str, text: str | None = None) -> None:
         """The line editor's prompt (and the line to edit); on a plain terminal, the

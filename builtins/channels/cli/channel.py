@@ -230,10 +230,11 @@ class CliChannel(Interface):
     async def _handle(self, line: str) -> bool:
         """Answer the waiting question, or send, steer or run one typed line; False when it
         asks to leave."""
-        if self._asker is not None and self._asker.take(line):
-            return True
         names = {command.name for command in self.options.commands} | {"help", "quit"}
         typed = classify(line, names)
+        if self._asker is not None and self._asker.take(
+                line, command=typed.kind in ("command", "unknown")):
+            return True
         if typed.kind == "empty":
             if not self.replies.busy:
                 self.show_prompt()
@@ -268,6 +269,8 @@ class CliChannel(Interface):
         """End of input or `/quit`: wait for the answers to the lines already sent (Ctrl-C
         stops waiting), then end the session."""
         self.ending.input_ended = True
+        if self._asker is not None:  # nobody is left to answer a question
+            self._asker.abandon()
         if self.lines.waiting() and not self._echo:
             self.say(self.screen.style("(leaving once the lines already sent are answered; "
                                        "Ctrl-C leaves now)", DIM))
@@ -372,7 +375,7 @@ class CliChannel(Interface):
 
     def approval_asker(self, message: Any) -> ChatAsker | None:
         """The chat asks about tool calls when a person types its lines (not piped input)."""
-        closed = self.ending.closed
+        closed = self.ending.closed or self.ending.input_ended  # nobody left to answer
         if self._asker is None and not (self._echo or closed):
             from .approvals import ChatAsker
 
