@@ -70,9 +70,9 @@ class ChatAsker:
         assert pending.answer is not None
         return pending.answer
 
-    def take(self, line: str, command: bool = False) -> bool:
+    def take(self, line: str, chat_command: bool = False) -> bool:
         """Whether `line` answered the waiting question (False: it is a chat line, or with
-        `command` one of the chat's commands)."""
+        `chat_command` one of the chat's commands)."""
         pending = self._pending
         if pending is None:
             return False
@@ -83,7 +83,7 @@ class ChatAsker:
             return True
         answer = parse_answer(line)
         if answer is None:
-            sent = "" if command else "sent as a message, after this turn; "
+            sent = "" if chat_command else "sent as a message, after this turn; "
             self.screen.say(f"({sent}the question still waits: "
                             f"{pending.question.answer_keys})")
             return False

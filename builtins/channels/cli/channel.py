@@ -233,7 +233,7 @@ class CliChannel(Interface):
         names = {command.name for command in self.options.commands} | {"help", "quit"}
         typed = classify(line, names)
         if self._asker is not None and self._asker.take(
-                line, command=typed.kind in ("command", "unknown")):
+                line, chat_command=typed.kind in ("command", "unknown")):
             return True
         if typed.kind == "empty":
             if not self.replies.busy:
