@@ -71,6 +71,33 @@ def test_a_cancelled_reply_never_leaks_into_the_next_and_the_model_is_told(
         ("user", "second")], sent
 
 
+@pytest.mark.parametrize("mode", ["markdown", "plain"])
+def test_a_cut_stream_shows_its_partial_reply_once(tmp_path: Path, mode: str) -> None:
+    """The provider's stream ends without its end (a dropped connection): the words that
+    came, once (the partial reply's outbound is what streamed), then the error line; none
+    of them carried into the next turn's reply."""
+    cut = Reply(text=["partial ", "answer ", "cut"], finish=False)
+    with OpenAIServer([cut, Reply(text="the next reply")]) as server:
+        terminal = terminal_for(tmp_path, server, HOOKLINE_MAX_RETRIES="0")
+        try:
+            terminal.chat("c", "--session", "cut", *(["--plain"] if mode == "plain" else []))
+            terminal.wait_for(at_prompt, "the prompt")
+            terminal.type("hello")
+            terminal.wait_for(lambda s: "error:" in s and at_prompt(s), "the error")
+            terminal.type("again")
+            terminal.wait_for(lambda s: "the next reply" in s and at_prompt(s),
+                              "the next reply")
+            time.sleep(0.5)  # the first turn's late outbounds, if any, have come by now
+            screen = terminal.screen()
+        finally:
+            terminal.close()
+    lines = [line.strip() for line in screen.splitlines() if line.strip()]
+    start = lines.index("you> hello")
+    assert lines[start + 1] == "partial answer cut", screen
+    assert lines[start + 2].startswith("error: ") and lines[start + 3] == "you> again", screen
+    assert lines[start + 4:] == ["the next reply", "you>"], screen
+
+
 def test_a_second_ctrl_c_right_after_a_cancel_asks_before_leaving(tmp_path: Path) -> None:
     with OpenAIServer([STALLED, Reply(text="still here")]) as server:
         terminal = terminal_for(tmp_path, server)

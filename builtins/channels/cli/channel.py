@@ -390,10 +390,11 @@ class CliChannel(Interface):
         self.lines.ledger.replied()
         kind = get_field(message, "kind") or "normal"
         content = terminal_text(str(get_field(message, "content") or ""))
-        streamed = self.replies.streamed.pop(str(get_field(message, "session_id") or ""), None)
-        if kind == "error":
+        if kind == "error":  # a cut stream's partial reply may follow: what streamed stays
+            self.replies.finish_step()  # and shows now, above the error, not in the next turn
             self.show_error(content)
             return
+        streamed = self.replies.streamed.pop(str(get_field(message, "session_id") or ""), None)
         self.replies.show_reply(content, streamed)
         if not self.replies.busy:
             self.show_prompt()
