@@ -107,7 +107,7 @@ class Question:
 
 
 def _marked(head: str, text: str) -> list[str]:
-    first, *more = _in_view(terminal_text(text)).split("\n")
+    first, *more = _in_view(terminal_text(text, strict=True)).split("\n")
     return [head + first, *(f"    | {line}" for line in more)]
 
 
@@ -155,7 +155,7 @@ and says how many lie between."""
 def _diff_in_view(diff: tuple[str, ...]) -> list[str]:
     """A question's diff kept in view as a command is (`_in_view`), line by line, tabs as
     spaces first (a file's indentation): its end is shown too, never only its start."""
-    lines = [_in_view(line.expandtabs(4)) for line in diff]
+    lines = [_in_view(terminal_text(line.expandtabs(4), strict=True)) for line in diff]
     if len(lines) <= MAX_DIFF_LINES:
         return lines
     head, tail = MAX_DIFF_LINES * 2 // 3, MAX_DIFF_LINES // 3

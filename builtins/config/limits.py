@@ -8,6 +8,8 @@ from typing import Any, Final
 from hookline.kernel.envelope import get_field
 from hookline.kernel.errors import ErrorKind, HooklineError
 
+from ..terminal.tool_notes import BIDI_CONTROLS
+
 __all__ = ["CONTEXT_WINDOW", "MAX_EDIT_BYTES", "MAX_SESSION_ID_LENGTH", "SESSION_FIELDS",
            "check_session_fields", "session_id_problem"]
 
@@ -42,11 +44,6 @@ def session_id_problem(value: str) -> str | None:
         return "must not contain control characters"
     return None
 
-
-BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
-                          "\u2066\u2067\u2068\u2069")
-"""Marks that reorder the text around them on a terminal (a right-to-left override): an id
-holding one would show as another."""
 
 
 def check_session_fields(message: Any) -> None:

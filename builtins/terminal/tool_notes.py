@@ -88,15 +88,34 @@ def is_terminal(stream: Any) -> bool:
         return False
 
 
-def terminal_text(text: str, *, keep_newlines: bool = True) -> str:
+BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+                          "\u2066\u2067\u2068\u2069")
+"""Marks that reorder the text around them on a terminal (a right-to-left override makes
+`txt.exe` read `exe.txt`)."""
+
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cs", "Zl", "Zp"})
+"""Control characters (C0, DEL, C1: escape sequences), lone surrogates, and the line and
+paragraph separators: what a terminal acts on, or what cannot be written."""
+
+
+def terminal_text(text: str, *, keep_newlines: bool = True, strict: bool = False) -> str:
     """`text` safe to write to a terminal: control characters (escape sequences that move
-    the cursor, retitle the window or write the clipboard) are shown escaped, as `\\x1b`.
-    Newlines and tabs stay unless `keep_newlines` is false."""
+    the cursor, retitle the window or write the clipboard) and marks that reorder text are
+    shown escaped, as `\\x1b`, `\\u202e`; text stays text (a no-break space, an emoji's
+    joiner, the joiner Persian writes with, a soft hyphen). With `strict` (an approval
+    question, where nothing may hide) every character Python deems unprintable is
+    escaped. Newlines and tabs stay unless `keep_newlines` is false."""
     if text.isprintable():
         return text
     kept = "\n\t" if keep_newlines else ""
-    return "".join(char if char.isprintable() or char in kept else repr(char)[1:-1]
-                   for char in text)
+    if strict:
+        return "".join(char if char.isprintable() or char in kept else repr(char)[1:-1]
+                       for char in text)
+    import unicodedata
+
+    return "".join(repr(char)[1:-1] if char not in kept and (
+        char in BIDI_CONTROLS or unicodedata.category(char) in _UNSAFE_CATEGORIES)
+        else char for char in text)
 
 
 def turn_note(kind: str, data: dict[str, Any]) -> str | None:

@@ -52,6 +52,20 @@ async def test_a_pipe_gets_the_reply_unchanged(stream: bool) -> None:
     assert out.getvalue() == HOSTILE + "\n"
 
 
+def test_text_stays_text_and_only_what_drives_a_terminal_is_escaped() -> None:
+    """A reply's no-break spaces (French before "!"), an emoji's joiner, the joiner
+    Persian writes with, an ideographic space and a soft hyphen are text; C0, C1, a
+    right-to-left override and a line separator are escaped. A question escapes more."""
+    from hookline.builtins.terminal import terminal_text
+
+    text = "Bonjour\u202f! \xa0\U0001f469\u200d\U0001f4bb \u0645\u06cc\u200c 日\u3000語 co\xadop"
+    assert terminal_text(text) == text
+    assert terminal_text("a\x1b[2J b\x9b2J c\u202eevil d\u2028e\x7f") == (
+        "a\\x1b[2J b\\x9b2J c\\u202eevil d\\u2028e\\x7f")
+    assert terminal_text("\U0001f469\u200d\U0001f4bb", strict=True) == (
+        "\U0001f469\\u200d\U0001f4bb")
+
+
 def test_a_warning_quoting_a_session_id_is_escaped() -> None:
     """A warning may quote a session id a tape gave (an older hookline took any): escaped,
     it cannot retitle or clear the terminal."""
