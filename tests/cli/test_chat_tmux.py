@@ -4,6 +4,8 @@ and reads the screen (capture-pane), polling each expectation up to a deadline
 
 from __future__ import annotations
 
+import shlex
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -296,3 +298,23 @@ def test_resuming_shows_the_last_turns_and_resume_switches_session(terminal: Ter
     terminal.chat("third", "--session", "kept")  # opening it shows the recap too
     terminal.wait_for(lambda s: "session kept has 4 turns; the last 2" in s and at_prompt(s),
                       "the recap on start")
+
+
+def test_ctrl_z_suspends_the_chat_and_fg_brings_it_back(terminal: Terminal) -> None:
+    """In an interactive shell, Ctrl-Z stops the chat and `fg` brings it back, as any
+    program; it is not a ^Z character sent to the model inside the next line."""
+    bash = shutil.which("bash")
+    assert bash, "bash is needed for job control"
+    terminal.tmux("new-session", "-d", "-s", "jobs", "-x", "160", "-y", "50", "-c",
+                  str(terminal.cwd), f"{bash} --norc --noprofile -i")
+    terminal.target = "jobs"
+    terminal.type(f"PS1='$ '; {shlex.join([str(HOOKLINE), 'chat', '--session', 'jobs'])}")
+    terminal.wait_for(lambda s: "hookline chat" in s and at_prompt(s), "the banner")
+    terminal.keys("C-z")
+    terminal.wait_for(lambda s: "Stopped" in s and last_line(s) == "$", "the shell's prompt")
+    terminal.type("fg")
+    terminal.wait_for(at_prompt, "the chat's prompt again")
+    terminal.type("abc")
+    screen = terminal.wait_for(lambda s: 'You said: "abc"' in s and at_prompt(s),
+                               "the line after the chat came back")
+    assert "\\x1a" not in screen and "^Z" not in screen.split("Stopped")[-1]

@@ -139,6 +139,7 @@ class LineEditor:
             history=BoundedFileHistory(history) if history is not None else InMemoryHistory(),
             key_bindings=self._key_bindings(),
             refresh_interval=0.5,  # the status line's clock
+            enable_suspend=True,  # Ctrl-Z suspends, as in a shell (not a ^Z in the line)
         )
 
     @contextlib.contextmanager
