@@ -73,6 +73,19 @@ def test_help_unknown_commands_and_the_escape_stay_out_of_the_model(
     assert said(transcript(env, workspace, "s")) == ["/help me", "/etc/hosts is a path"]
 
 
+def test_quit_and_help_take_no_arguments_as_every_command_without_any(
+        env: dict[str, str], workspace: Path) -> None:
+    """`/quit now` neither leaves nor reaches the model: refused, as `/new x` is."""
+    done = hookline("chat", "--session", "q", input="/quit now\n/help me\nafter\n",
+                    env=env, cwd=workspace)
+    assert done.returncode == 0, done.stderr
+    for name, got in (("quit", "now"), ("help", "me")):
+        assert f"error: /{name}: /{name} takes no arguments (got '{got}')" in (
+            done.stdout + done.stderr)
+    assert "commands (run by the chat" not in done.stdout
+    assert said(transcript(env, workspace, "q")) == ["after"]
+
+
 def test_tool_lines_still_reach_the_offline_model(env: dict[str, str], workspace: Path) -> None:
     out = chat(['/tool shell {"command": "echo made > made.txt"}'], env, workspace)
     assert (workspace / "made.txt").read_text() == "made\n"

@@ -247,6 +247,10 @@ class CliChannel(Interface):
             if self.ending.stopped():
                 return False
             self._echo_line(line)
+        if typed.name in ("quit", "help") and typed.text:  # as every command without any
+            self.show_error(f"/{typed.name}: /{typed.name} takes no arguments "
+                            f"(got {typed.text!r})")
+            return True
         if typed.name == "quit":
             return False
         if typed.kind == "unknown":
