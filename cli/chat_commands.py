@@ -163,6 +163,14 @@ class ChatCommands:
             raise ValueError(f"{name!r} is neither a model spec nor an alias of "
                              f"model_aliases; give provider:model, offline or "
                              f"scripted:<path>, or an alias (hookline models lists them)")
+        provider = spec.partition(":")[0]
+        if provider not in ("offline", "scripted"):  # a typo costs no turn
+            from hookline.builtins.models import known_providers
+
+            known = known_providers()
+            if provider not in known:
+                raise ValueError(f"unknown provider {provider!r} in {spec!r}: one of "
+                                 f"{', '.join(known)}, offline or scripted")
         self.channel.configure(model=name)
         self.model = name
         shown = name if spec == name else f"{name} ({spec})"

@@ -125,11 +125,13 @@ def test_model_sets_the_model_of_the_following_turns_and_takes_aliases(
         env: dict[str, str], workspace: Path) -> None:
     script = scripted(workspace, "scripted reply")
     env = {**env, "HOOKLINE_MODEL_ALIASES": f"quick=scripted:{script}"}
-    out = chat(["first", "/model", "/model not a model", "/model quick", "second",
+    out = chat(["first", "/model", "/model not a model", "/model foo:bar", "/model quick",
+                "second",
                 f"/model scripted:{script}", "third", "/model offline", "fourth"],
                env, workspace, "--session", "s")
     assert "model offline (/model NAME changes it for the following turns)" in out
     assert "error: /model: 'not a model' is neither a model spec nor an alias" in out
+    assert "error: /model: unknown provider 'foo' in 'foo:bar': one of " in out
     assert f"model quick (scripted:{script}) for the following turns of this chat" in out
     replies = [line.removeprefix("assistant: ") for line in transcript(env, workspace, "s")
                if line.startswith("assistant: ")]
