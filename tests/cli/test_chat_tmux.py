@@ -4,6 +4,7 @@ and reads the screen (capture-pane), polling each expectation up to a deadline
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import subprocess
@@ -318,3 +319,16 @@ def test_ctrl_z_suspends_the_chat_and_fg_brings_it_back(terminal: Terminal) -> N
     screen = terminal.wait_for(lambda s: 'You said: "abc"' in s and at_prompt(s),
                                "the line after the chat came back")
     assert "\\x1a" not in screen and "^Z" not in screen.split("Stopped")[-1]
+
+
+def test_the_status_line_s_clock_follows_what_runs_and_the_meter_comes_last(
+        terminal: Terminal) -> None:
+    terminal.chat("clock", "--session", "clock")
+    terminal.wait_for(lambda s: "hookline chat" in s and at_prompt(s), "the banner")
+    terminal.type("hello")  # a first call: the context meter has a figure
+    terminal.wait_for(lambda s: 'You said: "hello"' in s and at_prompt(s), "the reply")
+    terminal.type('/tool shell {"command": "sleep 4"}')
+    screen = terminal.wait_for(
+        lambda s: re.search(r"…running shell [1-9]s · context \d+% of [\d,]+$", s, re.M)
+        is not None, "the clock right after the tool, the meter after it")
+    assert "of 128,000 " not in screen

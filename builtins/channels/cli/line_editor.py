@@ -134,6 +134,7 @@ class LineEditor:
         self.partial = ""
         self.preview: str | None = None
         self.status: str | None = None
+        self.status_note = ""
         self._status_since = 0.0
         self._session: Any = PromptSession(
             history=BoundedFileHistory(history) if history is not None else InMemoryHistory(),
@@ -208,12 +209,14 @@ class LineEditor:
         sys.stdout.flush()
         await anyio.sleep(0.1)
 
-    def set_status(self, text: str | None) -> None:
-        """The status line above the prompt (None: none); its clock starts now."""
+    def set_status(self, text: str | None, note: str = "") -> None:
+        """The status line above the prompt (None: none), its clock started when the text
+        changed, and `note` after it (the context meter)."""
         if text != self.status:
             self.status = text
             self._status_since = time.monotonic()
-            self._invalidate()
+        self.status_note = note
+        self._invalidate()
 
     def _message(self) -> Any:
         from prompt_toolkit.application import get_app
@@ -231,7 +234,8 @@ class LineEditor:
         if self.status:
             elapsed = int(time.monotonic() - self._status_since)
             clock = f" {elapsed}s" if elapsed else ""
-            header += f"{_DIM}…{self.status}{clock}{_RESET}\n"
+            note = f" · {self.status_note}" if self.status_note else ""
+            header += f"{_DIM}…{self.status}{clock}{note}{_RESET}\n"
         return ANSI(_wrapped(header + self.prompt, width))
 
     def _invalidate(self) -> None:

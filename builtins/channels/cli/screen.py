@@ -67,10 +67,10 @@ class Screen:
             self.write("\n")
 
     def show_indicator(self, text: str) -> None:
-        text = f"{text} · {self.status_note}" if self.status_note else text
-        if self.editor is not None:
-            self.editor.set_status(text)
+        if self.editor is not None:  # its clock follows the text, the note comes after
+            self.editor.set_status(text, self.status_note)
             return
+        text = f"{text} · {self.status_note}" if self.status_note else text
         if not self.is_interactive():
             return
         self.clear_indicator()
