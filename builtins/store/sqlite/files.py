@@ -82,11 +82,14 @@ def transient_error(path: Path, exc: BaseException) -> BaseException:
     so (the gateway answers it 503 with `Retry-After`, never 500)."""
     if isinstance(exc, sqlite3.OperationalError) and any(
             words in str(exc).lower() for words in _TRANSIENT):
+        fix = ("another process has held the store's write lock for longer than the wait "
+               "(a long write, or a process suspended or stopped while it wrote): wait for "
+               "it or end it" if "locked" in str(exc).lower()
+               else "free disk space (or wait for the disk)")
         error = HooklineError(
             ErrorKind.temporary,
             f"Tape store {path} cannot be used now: {exc}. Nothing of this call was "
-            f"written; free disk space (or wait for the disk or the other process) and try "
-            f"again.", {"path": str(path)})
+            f"written; {fix}, and try again.", {"path": str(path)})
         error.__cause__ = exc
         return error
     return exc

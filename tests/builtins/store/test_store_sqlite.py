@@ -575,3 +575,24 @@ def test_a_failed_write_is_raised_once_not_logged_again_as_never_retrieved(
         asyncio.run(main())
         gc.collect()
     assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
+
+
+def test_a_write_lock_held_past_the_wait_is_said_as_such(tmp_path: Path) -> None:
+    """Another process holding the write lock (a long write, or one suspended while it
+    wrote) is what the error says, not a full disk."""
+    path = tmp_path / "tapes.db"
+    SQLiteTapeStore(path).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(HooklineError) as caught, \
+                SQLiteTapeStore(path, busy_timeout=0.2) as store:
+            store.append("main", TapeEntry.new("event", {}))
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert caught.value.kind is ErrorKind.temporary
+    assert "database is locked" in caught.value.message
+    assert ("another process has held the store's write lock for longer than the wait"
+            in caught.value.message)
+    assert "free disk space" not in caught.value.message
