@@ -28,7 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from hookline.kernel.errors import HooklineError
+from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import AsyncTapeStore, TapeEntry, TapeQuery, TapeStore
 
 from ..host.files import open_regular_file
@@ -515,7 +515,16 @@ async def archive_session(store: TapeStore | AsyncTapeStore, tape: str, director
     written: list[tuple[str, Path]] = []
     for name in await _session_tapes(async_store, tape, sidecars):
         path = directory / f"{prefix}{name}.{stamp}.jsonl"
-        await write_archive(path, list(await async_store.fetch_all(TapeQuery(name))))
+        try:
+            await write_archive(path, list(await async_store.fetch_all(TapeQuery(name))))
+        except OSError as exc:  # a full disk, say: no half of an archive is left behind
+            for _, done in written:
+                done.unlink(missing_ok=True)
+            raise HooklineError(
+                ErrorKind.temporary,
+                f"could not write the archive {path} ({exc.strerror or exc}): the session "
+                f"is kept whole and no archive file is left; free disk space (or choose "
+                f"another home) and try again", {"path": str(path)}) from exc
         written.append((name, path))
     for name, _ in written:
         await async_store.reset(name)

@@ -158,3 +158,37 @@ async def test_removing_a_sidecar_provider_keeps_its_data() -> None:
     assert [e.payload for e in store.fetch_all(TapeQuery("main__sidecar__spill"))] == [
         {"kept": True}
     ]
+
+
+async def test_archiving_a_session_that_fails_part_way_leaves_no_file_and_keeps_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk while the second file (a sidecar's) is written: the first file goes, the
+    session stays whole, and the error names the file and the fix."""
+    import errno
+
+    from hookline.builtins.tape import archive_session
+    from hookline.builtins.tape import sessions as sessions_module
+    from hookline.kernel.errors import ErrorKind, HooklineError
+    from hookline.kernel.tape import TapeEntry
+
+    store = InMemoryTapeStore()
+    store.append("s", TapeEntry.new("message", {"role": "user", "content": "keep me"}))
+    store.append("s__sidecar__spill", TapeEntry.new("event", {"big": "x"}))
+    real = sessions_module.write_archive
+    calls: list[Path] = []
+
+    async def disk_fills(path: Path, entries: list[TapeEntry]) -> None:
+        calls.append(path)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        await real(path, entries)
+
+    monkeypatch.setattr(sessions_module, "write_archive", disk_fills)
+    with pytest.raises(HooklineError) as caught:
+        await archive_session(store, "s", tmp_path, sidecars=["spill"])
+    assert caught.value.kind is ErrorKind.temporary
+    assert caught.value.message.startswith(f"could not write the archive {calls[1]} (No "
+                                           f"space left on device): the session is kept")
+    assert list(tmp_path.iterdir()) == [], "no half of an archive is left"
+    assert [e.payload for e in store.fetch_all(TapeQuery("s"))] == [
+        {"role": "user", "content": "keep me"}]
