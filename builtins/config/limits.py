@@ -8,8 +8,6 @@ from typing import Any, Final
 from hookline.kernel.envelope import get_field
 from hookline.kernel.errors import ErrorKind, HooklineError
 
-from ..terminal.tool_notes import BIDI_CONTROLS
-
 __all__ = ["CONTEXT_WINDOW", "MAX_EDIT_BYTES", "MAX_SESSION_ID_LENGTH", "SESSION_FIELDS",
            "check_session_fields", "session_id_problem"]
 
@@ -29,6 +27,12 @@ kept), a bound that compaction keeps from ever sliding; see docs/context.md."""
 
 SESSION_FIELDS: Final = ("session_id", "chat_id")
 """Envelope fields a session id is made from; each is held to `MAX_SESSION_ID_LENGTH`."""
+
+
+BIDI_CONTROLS: Final = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+                                 "\u2066\u2067\u2068\u2069")
+"""Marks that reorder the text around them on a terminal (a right-to-left override makes
+`txt.exe` read `exe.txt`): refused in ids, escaped where text is shown."""
 
 
 def session_id_problem(value: str) -> str | None:

@@ -88,11 +88,6 @@ def is_terminal(stream: Any) -> bool:
         return False
 
 
-BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
-                          "\u2066\u2067\u2068\u2069")
-"""Marks that reorder the text around them on a terminal (a right-to-left override makes
-`txt.exe` read `exe.txt`)."""
-
 _UNSAFE_CATEGORIES = frozenset({"Cc", "Cs", "Zl", "Zp"})
 """Control characters (C0, DEL, C1: escape sequences), lone surrogates, and the line and
 paragraph separators: what a terminal acts on, or what cannot be written."""
@@ -112,6 +107,8 @@ def terminal_text(text: str, *, keep_newlines: bool = True, strict: bool = False
         return "".join(char if char.isprintable() or char in kept else repr(char)[1:-1]
                        for char in text)
     import unicodedata
+
+    from ..config.limits import BIDI_CONTROLS  # here: the module itself is standard library
 
     return "".join(repr(char)[1:-1] if char not in kept and (
         char in BIDI_CONTROLS or unicodedata.category(char) in _UNSAFE_CATEGORIES)
