@@ -101,7 +101,8 @@ def _pending_note(pending: int) -> None:
 
 
 def backup(
-    path: Annotated[Path, typer.Argument(help="The file to write (must not exist yet).")],
+    path: Annotated[Path, typer.Argument(metavar="PATH", show_default=False,
+                                      help="The file to write (must not exist yet).")],
     store: StoreOption = None,
 ) -> None:
     """Copy the SQLite tape store to PATH with SQLite's online backup, then check the copy."""
