@@ -98,6 +98,22 @@ def test_the_openai_client_gets_the_agents_answers_whole_and_streamed(
     assert said(home, workspace, "openai:default") == ["last"]
 
 
+def test_a_session_header_is_read_as_utf_8(start: Any, home: Path, workspace: Path) -> None:
+    """HTTP hands header values over as latin-1 bytes; a client's `café` is UTF-8."""
+    gateway = start(HOOKLINE_MODEL="offline")
+    try:
+        sent = {"model": "offline", "messages": user("bonjour")}
+        utf8 = call(gateway.url, "POST", "/v1/chat/completions", sent,
+                    headers={"X-Hookline-Session": "café".encode().decode("latin-1")})
+        latin = call(gateway.url, "POST", "/v1/chat/completions", sent,
+                     headers={"X-Hookline-Session": "caf\xe9"})  # a lone 0xe9 byte
+    finally:
+        gateway.end()
+    assert utf8.status == 200, utf8.body
+    assert said(home, workspace, "café") == ["bonjour"]
+    assert latin.status == 400 and "not UTF-8" in latin.json()["error"]["message"]
+
+
 @pytest.mark.slow
 def test_llm_talks_to_the_gateway_streamed_and_not(start: Any, tmp_path: Path) -> None:
     assert LLM, "the llm command is not installed in this environment (the test extra)"

@@ -146,8 +146,13 @@ def _session(data: dict[str, Any], headers: Mapping[str, list[str]]) -> str:
     """The header's session, else `openai:<user>`, else `DEFAULT_SESSION`."""
     given = headers.get(SESSION_HEADER)
     if given:
-        check_session_value("the X-Hookline-Session header", given[-1])
-        return given[-1]
+        # Header values arrive as latin-1 (what HTTP names); clients send ids as UTF-8.
+        try:
+            session = given[-1].encode("latin-1").decode("utf-8")
+        except UnicodeError:
+            raise HttpError(400, "the X-Hookline-Session header is not UTF-8") from None
+        check_session_value("the X-Hookline-Session header", session)
+        return session
     user = _field(data, "user", str)
     if user is None:
         return DEFAULT_SESSION
