@@ -164,8 +164,8 @@ def tighten(path: str | os.PathLike[str], what: str, folder: bool = False) -> bo
             f"{what} {target} can be read by other users (mode {mode:04o}) and hookline "
             f"cannot make it private ({exc.strerror or exc}): {fix}",
             {"path": str(target), "mode": f"{mode:04o}"}) from exc
-    logger.warning("private.tightened path=%s mode=%04o->%04o: %s could be read by other "
-                   "users; it is now private to its owner", target, mode, private, what)
+    logger.warning("%s %s could be read by other users (mode %04o); it is now private to "
+                   "its owner (mode %04o)", what, target, mode, private)
     return True
 
 

@@ -142,10 +142,10 @@ def test_an_old_home_and_store_others_could_read_are_tightened_once(shared: Path
     assert out.returncode == 0, out.stderr
     warnings = [line for line in out.stderr.splitlines() if line.startswith("warning:")]
     assert warnings == [
-        f"warning: private.tightened path={home} mode=0755->0700: the hookline home could "
-        f"be read by other users; it is now private to its owner",
-        f"warning: private.tightened path={home}/tapes.db mode=0644->0600: the tape store "
-        f"could be read by other users; it is now private to its owner",
+        f"warning: the hookline home {home} could be read by other users (mode 0755); it "
+        f"is now private to its owner (mode 0700)",
+        f"warning: the tape store {home}/tapes.db could be read by other users (mode "
+        f"0644); it is now private to its owner (mode 0600)",
     ]
     assert (mode(home), mode(home / "tapes.db")) == (0o700, 0o600)
     assert not nobody_reads(home)
