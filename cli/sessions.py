@@ -270,14 +270,27 @@ def _table_lines(rows: Sequence[tuple[str, ...]],
                  after: Sequence[str | None] = ()) -> list[str]:
     """Rows in aligned columns (the last one unpadded), each followed by its line of
     `after` when it has one."""
-    widths = [max(len(_safe(row[column])) for row in rows) for column in range(len(rows[0]))]
+    widths = [max(_columns(_safe(row[column])) for row in rows)
+              for column in range(len(rows[0]))]
     lines = []
     for index, row in enumerate(rows):
-        cells = [_safe(cell).ljust(width) for cell, width in zip(row[:-1], widths, strict=False)]
+        cells = [_safe(cell) + " " * (width - _columns(_safe(cell)))
+                 for cell, width in zip(row[:-1], widths, strict=False)]
         lines.append(" ".join([*cells, _safe(row[-1])]).rstrip())
         if after and after[index]:
             lines.append(_safe(str(after[index])))
     return lines
+
+
+def _columns(text: str) -> int:
+    """The columns `text` takes on a terminal: two for a wide character (日本, an emoji),
+    none for a combining mark or a joiner."""
+    if text.isascii():
+        return len(text)
+    import unicodedata
+
+    return sum(0 if unicodedata.combining(char) or unicodedata.category(char) == "Cf"
+               else 2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text)
 
 
 def _sidecars(framework: Framework) -> list[str]:

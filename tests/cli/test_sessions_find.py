@@ -92,6 +92,20 @@ def test_list_titles_sessions_by_their_first_message_on_one_harmless_line(
         assert all(row[turns_at - 1] == " " and row[turns_at] in "12" for row in rows)
 
 
+def test_list_columns_stay_aligned_with_wide_titles(env: dict[str, str], folder: Path) -> None:
+    """Japanese and emoji take two columns each: the columns after them still line up."""
+    run(env, folder, "--session", "wide", "日本語のタイトル 🎉")
+    run(env, folder, "--session", "narrow", "plain title")
+    from hookline.cli.sessions import _columns
+
+    header, *rows = hookline("sessions", env=env, cwd=folder).stdout.splitlines()
+    turns_at = _columns(header[:header.index("TURNS")])
+    for row in rows:
+        before = next(cut for cut in range(len(row) + 1) if _columns(row[:cut]) >= turns_at)
+        assert row[before] == "1", (header, rows)
+    assert _columns("日本 🎉 é") == 9 and _columns("e\u0301") == 1
+
+
 def test_search_finds_sessions_by_their_text_in_any_case(env: dict[str, str],
                                                          folder: Path) -> None:
     run(env, folder, "--session", "alpha", "Deploy the Gateway tonight")
