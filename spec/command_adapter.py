@@ -282,7 +282,11 @@ class CommandAdapter:
         self.command = command
         self.timeout = timeout
         self.suite = suite
-        self.argv = shlex.split(command)
+        try:
+            self.argv = shlex.split(command)
+        except ValueError as exc:  # an unbalanced quote: the command line is the problem
+            raise CommandError(f"the adapter command {command!r} cannot be split into "
+                               f"words: {exc}") from None
         if not self.argv:
             raise CommandError("the adapter command is empty")
         self.deadline: float | None = None

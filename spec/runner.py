@@ -150,7 +150,7 @@ class _Capture(logging.Handler):
         self.messages: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage().splitlines()[0])
+        self.messages.append((record.getMessage().splitlines() or [""])[0])  # "" is a line
 
 
 @dataclass
@@ -300,8 +300,9 @@ async def run_fixture(path: Path, adapter: Adapter) -> str | None:
     try:
         for number, step in enumerate(steps, 1 - implicit):
             # Numbered as in the file: the registrations `register_all` adds come first.
-            where = (f"step {number} ({step['action']} "
-                     f"{step.get('hook', step.get('plugin', ''))})" if number > 0 else
+            what = " ".join(filter(None, [step["action"],
+                                          str(step.get("hook", step.get("plugin", "")))]))
+            where = (f"step {number} ({what})" if number > 0 else
                      f"registering plugin {step['plugin']!r} (register_all)")
             current = step if number > 0 else {}
             if current:

@@ -56,6 +56,9 @@ adapter must say which one it was written for, in a ``protocol`` attribute."""
 
 PASSED_UNEXPECTEDLY = "passed, but the expected-failures file says it fails"
 
+COUNT_KINDS = ("pass", "fail", "skip", "xfail", "timeout", "error")
+"""The outcomes a run counts: the keys of the JSON report's `counts`, always all six."""
+
 WHY_PLACEHOLDER = "TODO: why this fails"
 """The ``why`` that ``--write-expected`` writes for a new entry, refused until replaced."""
 
@@ -108,9 +111,16 @@ def find_fixtures(paths: list[Path], areas: Sequence[str] = (),
             rule == wanted or (wanted.endswith(".") and rule.startswith(wanted))
             for rule in _rules_of(path) for wanted in rules)]
     if not found:
-        chosen = ", ".join([*map(str, paths), *(f"--area {a}" for a in areas),
+        given = [] if paths == [runner.FIXTURE_DIR] else [str(path) for path in paths]
+        chosen = ", ".join([*given, *(f"--area {a}" for a in areas),
                             *(f"--rule {r}" for r in rules)])
-        raise UsageError(f"no fixture (*.toml) found for {chosen}")
+        known = sorted(path.name for path in runner.FIXTURE_DIR.iterdir() if path.is_dir())
+        hints = [f"areas are {', '.join(known)}"] if areas else []
+        if any(not rule.endswith(".") for rule in rules):
+            hints.append("a --rule is a whole rule id, or a prefix ending in '.' "
+                         "(dispatch.order.)")
+        raise UsageError(f"no fixture (*.toml) found for {chosen}"
+                         + (f": {'; '.join(hints)}" if hints else ""))
     return found
 
 
@@ -219,8 +229,9 @@ def check_backend(backend: str) -> None:
         import anyio  # noqa: F401
         import trio  # noqa: F401
     except ImportError as exc:
-        raise UsageError(f"--backend {backend} needs anyio and trio "
-                         f"(pip install 'anyio[trio]'): {exc}") from None
+        raise UsageError(f"--backend {backend} needs anyio and trio (pip install "
+                         f"'hookline-conformance[trio]', or './spec[trio]' from a "
+                         f"checkout): {exc}") from None
 
 
 def _name(path: Path) -> str:
@@ -332,9 +343,12 @@ def write_expected(path: Path, outcomes: list[Outcome],
     """Write the fixtures that fail now as an expected-failures file: each with the
     ``fails_with`` and ``why`` the current file gives when it still fails that way (its
     fragments may be chosen with care), else the first line of its failure and a
-    placeholder ``why`` to fill in. Returns how many."""
+    placeholder ``why`` to fill in; the current file's entries for fixtures this run did
+    not play (a narrower selection) are kept as they are. Returns how many."""
     failing = [o for o in outcomes if o.outcome in ("fail", "xfail")
                and not o.message.startswith(PASSED_UNEXPECTEDLY)]
+    played = {o.fixture for o in outcomes}
+    unplayed = {name: entry for name, entry in known.items() if name not in played}
     lines = [f"# Expected failures, written by --write-expected (suite {SUITE_VERSION}).",
              "# Say why each fails: the runner refuses an entry without a reason.", ""]
     for outcome in failing:
@@ -348,8 +362,12 @@ def write_expected(path: Path, outcomes: list[Outcome],
         lines += [f"[fixtures.{json.dumps(outcome.fixture)}]",
                   f"fails_with = {json.dumps(list(fragments))}", f"why = {json.dumps(why)}",
                   ""]
+    for name, entry in sorted(unplayed.items()):  # not selected this run: kept as written
+        lines += [f"[fixtures.{json.dumps(name)}]",
+                  f"fails_with = {json.dumps(list(entry.get('fails_with') or []))}",
+                  f"why = {json.dumps(entry.get('why') or WHY_PLACEHOLDER)}", ""]
     path.write_text("\n".join(lines), encoding="utf-8")
-    return len(failing)
+    return len(failing) + len(unplayed)
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
@@ -377,13 +395,25 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--kernel-only", action="store_true",
                         help="play only the kernel fixtures, even with an adapter that "
                              "offers a framework (the others are one SKIP line)")
-    parser.add_argument("--timeout", type=float, default=60.0,
+    parser.add_argument("--timeout", type=_seconds, default=60.0,
                         help="seconds a fixture may take before it is a TIMEOUT (60)")
     parser.add_argument("-q", "--quiet", action="store_true",
                         help="print only FAIL, TIMEOUT and ERROR lines and the summary")
     parser.add_argument("fixtures", nargs="*", type=Path,
                         help="fixture files or folders (paths, or relative to fixtures/)")
     return parser
+
+
+def _seconds(text: str) -> float:
+    """A `--timeout`: a positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value < 10**9:  # NaN and infinity fail too
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds above 0 and "
+                                         f"finite (a fixture that hangs must end)")
+    return value
 
 
 def main(argv: Iterable[str] | None = None, prog: str = "hookline_conformance") -> int:
@@ -402,8 +432,8 @@ def main(argv: Iterable[str] | None = None, prog: str = "hookline_conformance") 
         if args.junit_xml is not None:
             write_junit([], args.junit_xml, "adapter", error=str(error))
         if args.json is not None:
-            write_json(args.json, args.adapter_command or args.adapter, args.backend, {}, [],
-                       error=str(error))
+            write_json(args.json, args.adapter_command or args.adapter, args.backend,
+                       dict.fromkeys(COUNT_KINDS, 0), [], error=str(error))
         return 2
     outcomes = [play(path, adapter, args.backend, expected, args.timeout) for path in paths]
     getattr(adapter, "close", lambda: None)()  # a child process, for --adapter-command
@@ -419,14 +449,14 @@ def main(argv: Iterable[str] | None = None, prog: str = "hookline_conformance") 
             print(f"XFAIL {outcome.fixture}{rules}: {outcome.why}")
     if kernel_only and not args.quiet:
         print(f"SKIP {len(kernel_only)} framework fixtures: {runner.KERNEL_ONLY}")
-    counts = {kind: sum(o.outcome == kind for o in outcomes)
-              for kind in ("pass", "fail", "skip", "xfail", "timeout", "error")}
+    counts = {kind: sum(o.outcome == kind for o in outcomes) for kind in COUNT_KINDS}
     if not (args.fixtures or args.area or args.rule):  # a partial run cannot tell a stale
         for name in unknown:                            # entry from an unplayed one
             print(f"FAIL {name}: listed in the expected-failures file, but no such fixture")
         counts["fail"] += len(unknown)
     adapter_name = str(getattr(adapter, "name", args.adapter))
-    others = "".join(f", {counts[kind]} {kind}" for kind in ("timeout", "error") if counts[kind])
+    others = "".join(f", {counts[kind]} {kind}{'' if counts[kind] == 1 else 's'}"
+                     for kind in ("timeout", "error") if counts[kind])
     print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped, "
           f"{counts['xfail']} failed as expected{others} (suite {SUITE_VERSION}, adapter "
           f"{adapter_name}, {args.backend})")

@@ -170,8 +170,55 @@ def test_trio_without_trio_is_a_usage_error(tmp_path: Path) -> None:
                     SPEC_DIR / "fixtures" / "dispatch", cwd=tmp_path, blocked=("trio",))
     assert (out.returncode, out.stdout) == (2, ""), out.stderr
     assert out.stderr.startswith("error: --backend trio needs anyio and trio (pip install "
-                                 "'anyio[trio]'): ")
+                                 "'hookline-conformance[trio]', or './spec[trio]' from a "
+                                 "checkout): ")
     assert len(out.stderr.splitlines()) == 1
+
+
+def test_usage_mistakes_are_one_line_that_says_what_is_valid(tmp_path: Path) -> None:
+    """A CI line with a typo: status 2 and one line naming the fix, the reports written,
+    never a traceback that reads as a conformance failure (status 1)."""
+    report = tmp_path / "r.json"
+    quote = run_suite("--adapter-command", "python3 'host.py", "--json", report,
+                      cwd=tmp_path)
+    assert (quote.returncode, quote.stdout) == (2, "")
+    assert quote.stderr.startswith("error: the adapter command \"python3 'host.py\" cannot "
+                                   "be split into words: No closing quotation")
+    assert json.loads(report.read_text())["counts"] == dict.fromkeys(
+        ("pass", "fail", "skip", "xfail", "timeout", "error"), 0)
+    for bad in ("inf", "nan", "0", "-1"):
+        timeout = run_suite("--timeout", bad, cwd=tmp_path)
+        assert timeout.returncode == 2 and "give a number of seconds above 0" in timeout.stderr
+    area = run_suite("--area", "registration", cwd=tmp_path)
+    assert area.returncode == 2 and area.stderr.strip() == (
+        "error: no fixture (*.toml) found for --area registration: areas are dispatch, "
+        "interception, prompt, resources, turn")
+    rule = run_suite("--rule", "dispatch.order", cwd=tmp_path)
+    assert "a prefix ending in '.' (dispatch.order.)" in rule.stderr
+
+
+def test_a_kernel_that_logs_an_empty_warning_is_not_blamed_for_the_capture() -> None:
+    """The suite reads each warning's first line; an empty one has none, and the kernel's
+    own `log.warning("")` must not raise the suite's IndexError into the kernel."""
+    import logging
+
+    from hookline.spec import runner
+
+    capture = runner._Capture()
+    capture.emit(logging.LogRecord("k", logging.WARNING, "k.py", 1, "", None, None))
+    assert capture.messages == [""]
+
+
+def test_write_expected_keeps_the_entries_of_fixtures_not_played(tmp_path: Path) -> None:
+    """Rewriting the file after a `--rule` run must not drop the other entries' reasons."""
+    written = tmp_path / "mine.toml"
+    written.write_text(EXPECTED.read_text())
+    shipped = tomllib.loads(EXPECTED.read_text())["fixtures"]
+    out = run_suite("--adapter", "spec.pluggy_adapter:PluggyAdapter", "--expected", written,
+                    "--write-expected", written, "--rule", "dispatch.many.all-values", "-q",
+                    cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert tomllib.loads(written.read_text())["fixtures"] == shipped
 
 
 LEAKY_ADAPTER = '''
