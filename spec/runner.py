@@ -26,6 +26,7 @@ import logging
 import pprint
 import re
 import tomllib
+import traceback
 import warnings
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, suppress
@@ -228,10 +229,21 @@ def shown_difference(expected: Any, actual: Any) -> str:
     return shown + "\n" + "\n".join(f"  {line}" for line in diff)
 
 
+def _raised_at(error: BaseException) -> str:
+    """`\n  raised at file.py:12, in function`: the innermost frame of the error, the
+    kernel's or the adapter's code most often; empty without a traceback."""
+    frames = traceback.extract_tb(error.__traceback__) if error.__traceback__ else []
+    if not frames:
+        return ""
+    frame = frames[-1]
+    return f"\n  raised at {Path(frame.filename).name}:{frame.lineno}, in {frame.name}"
+
+
 def _check_error(expected: dict[str, Any] | None, error: BaseException | None) -> None:
     if expected is None:
-        if error is not None:
-            raise FixtureFailure(f"unexpected {type(error).__name__}: {error}") from error
+        if error is not None:  # where it came from on a line of its own: the first line
+            raise FixtureFailure(           # is what --write-expected keeps, and stays stable
+                f"unexpected {type(error).__name__}: {error}{_raised_at(error)}") from error
         return
     if error is None:
         raise FixtureFailure(f"expected {expected['type']}, nothing was raised", "error")

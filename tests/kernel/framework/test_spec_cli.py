@@ -267,6 +267,38 @@ def test_a_coroutine_the_kernel_leaves_unclosed_is_recorded_not_printed(tmp_path
     assert any("was never awaited" in warning for warning in recorded["warnings"])
 
 
+BUGGY_ADAPTER = '''
+from spec.pluggy_adapter import PluggyAdapter, PluggyKernel
+
+
+class BuggyKernel(PluggyKernel):
+    def dispatch(self, call, hook, kwargs):
+        raise KeyError("adapter bug")
+
+
+class BuggyAdapter(PluggyAdapter):
+    name = "buggy"
+
+    def new_kernel(self):
+        return BuggyKernel(super().new_kernel().pm)
+'''
+
+
+def test_an_unexpected_error_says_where_it_was_raised(tmp_path: Path) -> None:
+    """A kernel's (or adapter's) crash in a step names its file, line and function, on a
+    line of its own: the first line, which --write-expected keeps, stays as it was."""
+    (tmp_path / "buggy_adapter.py").write_text(BUGGY_ADAPTER)
+    written = tmp_path / "mine.toml"
+    out = run_suite("--adapter", "buggy_adapter:BuggyAdapter", "dispatch/first-none.toml",
+                    "--write-expected", written, cwd=tmp_path, pythonpath=tmp_path)
+    assert out.returncode == 1
+    first, second = out.stdout.splitlines()[:2]
+    assert first.endswith("unexpected KeyError: 'adapter bug'")
+    assert second == "  raised at buggy_adapter.py:7, in dispatch"
+    (entry,) = tomllib.loads(written.read_text())["fixtures"].values()
+    assert entry["fails_with"] == [first.split(": ", 1)[1]]
+
+
 def test_the_installed_command_names_itself_in_its_usage(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "hookline.spec", "--help"], cwd=tmp_path,
                          capture_output=True, text=True)
