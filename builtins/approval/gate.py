@@ -192,6 +192,7 @@ class ApprovalGate:
         if key in self._approved.get(session_id, ()):
             record.update(decision="approved", by="session")
             return self._grant(call, call.arguments, state, judgement)
+        asked_about = _reached(call.arguments, workspace)
         question = await self._question(call, session_id, workspace, judgement,
                                         state.get(RUNTIME_ENVIRONMENT))
         record["question"] = question.summary
@@ -221,6 +222,13 @@ class ApprovalGate:
             said = f": {answer.message}" if answer.message else ""
             return ToolCallDecision.deny(f"the user denied this call{said}. Do not retry it "
                                          f"unchanged")
+        now = _reached(call.arguments, workspace)
+        if now != asked_about:  # a command made the path a link while the question waited
+            message = (f"{call.arguments.get('path')!r} changed while the question waited (it "
+                       f"now leads to {now[-1]!r}): the approval was for what was shown, so "
+                       f"the call was not run; ask again")
+            record.update(decision="denied", by="gate", message=message)
+            return ToolCallDecision.deny(message)
         arguments = call.arguments
         if answer.command is not None and tool_key(call.tool) == "shell":
             arguments = {**arguments, "command": answer.command}
@@ -332,6 +340,12 @@ def _session_key(tool: str, arguments: dict[str, Any], workspace: str) -> str:
     if path is not None:
         return f"{name}\0{path}"
     return name
+
+
+def _reached(arguments: dict[str, Any], workspace: str) -> tuple[str, ...]:
+    """A file tool's path as given and as reached (`workspace_paths`); () for others."""
+    path = arguments.get("path")
+    return workspace_paths(path, workspace) if isinstance(path, str) else ()
 
 
 def _where(verdict: Verdict) -> str | None:

@@ -206,8 +206,11 @@ def workspace_paths(path: str, workspace: str) -> tuple[str, ...]:
     elsewhere, the file the tool would reach (links resolved, as the tools do), each
     relative to the workspace with `/` separators; a path outside it stays absolute. `~`
     is a name like any other, as it is to the tools."""
-    given = os.path.normpath(os.path.join(workspace, path))
-    reached = os.path.realpath(given)
+    joined = os.path.join(workspace, path)
+    given = os.path.normpath(joined)
+    # Links first, then `..`, as the tools (and the kernel) read a path: `link/../x` is
+    # next to where the link leads, not next to the link.
+    reached = os.path.realpath(joined)
     return tuple(dict.fromkeys(_relative(full, workspace) for full in (given, reached)))
 
 

@@ -149,11 +149,17 @@ def test_chat_lines_typed_during_a_question_are_queued_not_taken_as_the_answer(
 @pytest.mark.parametrize("leave", ["/quit", "C-d"])
 def test_leaving_the_chat_at_a_question_denies_it_and_leaves(asked: Terminal,
                                                               leave: str) -> None:
-    """`/quit` or Ctrl-D while a question waits: nobody is left to answer it, so it is a
-    denial, and the chat leaves (it used to wait for an answer nobody could type)."""
+    """`/quit` or Ctrl-D while a question waits: nobody is left to answer it, nor the next
+    call's of the same turn, so each is a denial, and the chat leaves (it used to wait for
+    an answer nobody could type)."""
+    calls = [{"name": "shell", "arguments": {"command": f"echo ran > {name}.txt"}}
+             for name in ("first", "second")]
+    script = asked.cwd.parent / "two_calls.json"
+    script.write_text(json.dumps([{"tool_calls": calls}, {"text": "done"}]))
+    asked.env["HOOKLINE_MODEL"] = f"scripted:{script}"
     asked.chat("leave", "--session", "approvals")
     asked.wait_for(at_prompt, "the prompt")
-    asked.type('/tool shell {"command": "echo ran > ran.txt"}')
+    asked.type("make two files")
     asked.wait_for(asking, "the question")
     if leave == "C-d":
         asked.keys("C-d")
@@ -161,9 +167,10 @@ def test_leaving_the_chat_at_a_question_denies_it_and_leaves(asked: Terminal,
         asked.type(leave)
     screen = asked.wait_for(lambda s: "CHAT-EXIT=" in s, "the chat to leave", timeout=20)
     assert "CHAT-EXIT=0" in screen
-    assert "sent as a message" not in screen, "a command is not a message"
-    assert "[tool] shell denied: the user denied this call: the user left the chat" in screen
-    assert not (asked.cwd / "ran.txt").exists()
+    assert "sent as a message" not in screen and "still waits" not in screen
+    assert screen.count("[tool] shell denied: the user denied this call: the user left the "
+                        "chat without answering") == 2, screen
+    assert not (asked.cwd / "first.txt").exists() and not (asked.cwd / "second.txt").exists()
 
 
 def test_chat_e_edits_the_command_before_it_runs(asked: Terminal) -> None:

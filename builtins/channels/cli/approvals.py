@@ -25,6 +25,9 @@ __all__ = ["ChatAsker"]
 
 EDIT_PROMPT = "command> "
 
+_LEFT = Answer("deny", "the user left the chat without answering", by="nobody")
+"""The answer to a question of a chat that is leaving (`/quit`, Ctrl-D)."""
+
 
 @dataclass
 class _Pending:
@@ -43,12 +46,16 @@ class ChatAsker:
         self.screen = screen
         """The screen of the `CliChannel` that owns it."""
         self._pending: _Pending | None = None
+        self._abandoned = False
+        """The chat is leaving: every question now, and later in the turn, is a denial."""
 
     @property
     def waiting(self) -> bool:
         return self._pending is not None
 
     async def ask(self, question: Question) -> Answer:
+        if self._abandoned:  # the turn that held this asker goes on asking: nobody answers
+            return _LEFT
         screen = self.screen
         pending = self._pending = _Pending(question)
         prompt = screen.editor.prompt if screen.editor is not None else None
@@ -101,10 +108,10 @@ class ChatAsker:
     def abandon(self) -> None:
         """The chat is leaving (`/quit`, Ctrl-D): nobody will answer the waiting question,
         which is a denial, as anywhere nobody can answer."""
+        self._abandoned = True
         pending = self._pending
         if pending is not None:
-            self._answer(pending, Answer("deny", "the user left the chat without answering",
-                                         by="nobody"))
+            self._answer(pending, _LEFT)
 
     def _set_prompt(self, prompt: str, text: str | None = None) -> None:
         """The line editor's prompt (and the line to edit); on a plain terminal, the

@@ -232,7 +232,7 @@ class CliChannel(Interface):
         asks to leave."""
         names = {command.name for command in self.options.commands} | {"help", "quit"}
         typed = classify(line, names)
-        if self._asker is not None and self._asker.take(
+        if typed.name != "quit" and self._asker is not None and self._asker.take(
                 line, chat_command=typed.kind in ("command", "unknown")):
             return True
         if typed.kind == "empty":

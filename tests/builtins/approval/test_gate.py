@@ -153,6 +153,36 @@ async def test_a_write_through_a_link_names_the_file_and_always_means_that_file(
     assert [r["outcome"] for r in records] == ["ran", "ran", "denied"]
 
 
+class SwappingDeskbot(Deskbot):
+    """Answers yes, but while its question waits a command turns the file into a link."""
+
+    def __init__(self, workspace: Path) -> None:
+        super().__init__(Answer("approve"))
+        self.workspace = workspace
+
+    async def ask(self, question: Question) -> Answer:
+        (self.workspace / "docs" / "notes.md").unlink()
+        (self.workspace / "docs" / "notes.md").symlink_to("../Makefile")
+        return await super().ask(question)
+
+
+async def test_a_path_swapped_for_a_link_while_its_question_waits_is_not_written(
+        workspace: Path) -> None:
+    (workspace / "Makefile").write_text("all:\n")
+    (workspace / "docs").mkdir()
+    (workspace / "docs" / "notes.md").write_text("notes\n")
+    bot = SwappingDeskbot(workspace)
+    call = {"name": "fs_write", "arguments": {"path": "docs/notes.md", "content": "pwned\n"}}
+    _r, records, events, _m = await turn(workspace, [{"tool_calls": [call]}, {"text": "ok"}],
+                                         bot, approval="ask")
+    assert [q.summary for q in bot.questions] == ["write 'docs/notes.md'"]
+    assert records[0]["outcome"] == "denied"
+    assert "changed while the question waited (it now leads to 'Makefile')" in (
+        records[0]["error"])
+    assert (workspace / "Makefile").read_text() == "all:\n"
+    assert events[0]["decision"] == "denied" and events[0]["by"] == "gate"
+
+
 async def test_an_edited_command_runs_instead_and_the_record_says_so(workspace: Path) -> None:
     bot = Deskbot(Answer("approve", command="echo safer > out.txt"))
     _r, records, events, _m = await turn(

@@ -117,6 +117,12 @@ def test_a_link_carries_no_rule_to_what_it_leads_to(tmp_path: Path) -> None:
     assert judged("fs_write", "vault/x")[0] == "deny"
     assert judged("fs_write", "docs/real.md")[0] == "allow"
     assert judged("fs_write", "~/x") == (None, "no rule matches"), "~ is a name, as to tools"
+    # `..` after a link goes up from where the link leads, as the tools read it.
+    (workspace / "docs" / "lnk").symlink_to("../private")
+    (workspace / "lnk2").symlink_to("secrets/inner")
+    (workspace / "secrets" / "inner").mkdir()
+    assert judged("fs_read", "lnk2/../key.txt")[0] == "deny"
+    assert judged("fs_write", "docs/lnk/../Makefile")[0] is None
 
 
 def test_a_tool_pattern_names_mcp_tools() -> None:
