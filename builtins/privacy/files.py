@@ -29,7 +29,7 @@ import stat
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from hookline.kernel._identity import ENV_PREFIX
 from hookline.kernel.errors import ErrorKind, HooklineError
@@ -179,6 +179,13 @@ def _kind(mode: int) -> str:
     return "a file"
 
 
+HOME_MARKS: Final = frozenset({"tapes.db", "http_token", "processes"})
+"""Entries only a hookline home holds (the default tape store, the gateway's token, the
+process records): an existing folder others can read is made private only when it is
+empty or holds one of them, so that `HOOKLINE_HOME=/srv` (or `.`) is refused rather than
+closed to every other user."""
+
+
 def secure_home(home: str | os.PathLike[str]) -> Path:
     """The hookline home, created 0700, or tightened to its owner when it exists; refused
     with the fix when it cannot be made or written (hookline writes there even to read
@@ -186,6 +193,7 @@ def secure_home(home: str | os.PathLike[str]) -> Path:
     folder = Path(home)
     fix = f"make it writable, or set {HOME_ENV} to a folder you can write in"
     try:
+        _check_own_home(folder)
         if not tighten(folder, "the hookline home", folder=True):
             make_private_dir(folder)
     except OSError as exc:
@@ -198,6 +206,28 @@ def secure_home(home: str | os.PathLike[str]) -> Path:
                               f"({_why_not_writable(folder)}), and hookline writes there even "
                               f"to read its sessions: {fix}", {"path": str(folder)})
     return folder
+
+
+def _check_own_home(folder: Path) -> None:
+    """Refuse to make private a folder others can read that is no hookline home (it holds
+    other things and none of `HOME_MARKS`)."""
+    try:
+        info = os.stat(folder)
+        if not stat.S_ISDIR(info.st_mode) or not info.st_mode & _SHARED:
+            return
+        with os.scandir(folder) as entries:
+            names = {entry.name for entry in entries}
+    except FileNotFoundError:
+        return
+    if names and not names & HOME_MARKS:
+        mode = stat.S_IMODE(info.st_mode)
+        raise HooklineError(
+            ErrorKind.config,
+            f"the hookline home {folder} can be read by other users (mode {mode:04o}) and "
+            f"holds files that are not hookline's, so hookline will not make it private: "
+            f"set {HOME_ENV} to a folder of its own (a new one is made private), or run "
+            f"`chmod {mode & ~_SHARED:o} {shlex.quote(str(folder))}` yourself",
+            {"path": str(folder), "mode": f"{mode:04o}"})
 
 
 def _why_not_writable(folder: Path) -> str:

@@ -194,6 +194,27 @@ def test_a_device_or_a_shared_folder_is_refused_never_changed(shared: Path) -> N
     assert os.listdir(sticky) == []
 
 
+def test_a_shared_folder_that_is_no_hookline_home_is_refused(shared: Path) -> None:
+    """`HOOKLINE_HOME=/srv` (or `.`) as root: a folder others read, holding other things,
+    is not closed to them; an old home (its tape store there) is still made private."""
+    project = shared / "project"
+    project.mkdir()
+    project.chmod(0o755)
+    (project / "notes.txt").write_text("mine\n")
+    out = hookline("run", "hello", home=project, cwd=shared / "ws")
+    assert out.returncode == 1
+    assert out.stderr.startswith(
+        f"error: [config] the hookline home {project} can be read by other users (mode 0755) "
+        f"and holds files that are not hookline's, so hookline will not make it private")
+    assert mode(project) == 0o755 and sorted(os.listdir(project)) == ["notes.txt"]
+    from hookline.builtins.channels.http.guard import TOKEN_FILE_NAME
+    from hookline.builtins.config.table import TAPES_NAME
+    from hookline.builtins.plugin import PROCESS_RECORDS
+    from hookline.builtins.privacy.files import HOME_MARKS
+
+    assert {TAPES_NAME, TOKEN_FILE_NAME, PROCESS_RECORDS} == HOME_MARKS
+
+
 def test_a_home_that_cannot_be_made_or_written_is_one_clear_error(
         shared: Path, nobody_python: list[str]) -> None:
     """A service account whose home is `/nonexistent`, or a home it may not write: the
