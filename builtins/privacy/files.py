@@ -179,11 +179,11 @@ def _kind(mode: int) -> str:
     return "a file"
 
 
-HOME_MARKS: Final = frozenset({"tapes.db", "http_token", "processes"})
-"""Entries only a hookline home holds (the default tape store, the gateway's token, the
-process records): an existing folder others can read is made private only when it is
-empty or holds one of them, so that `HOOKLINE_HOME=/srv` (or `.`) is refused rather than
-closed to every other user."""
+HOME_MARKS: Final = frozenset({"tapes.db", "http_token", "processes", "config.toml"})
+"""Entries a hookline home holds (the default tape store, the gateway's token, the process
+records, the config file, which a newcomer may write into a folder made by hand): an
+existing folder others can read is made private only when it is empty or holds one of
+them, so that `HOOKLINE_HOME=/srv` is refused rather than closed to every other user."""
 
 
 def secure_home(home: str | os.PathLike[str]) -> Path:

@@ -15,7 +15,9 @@ OTLP/HTTP exporters), `OTEL_BSP_*` (the batch processor), `OTEL_METRIC_EXPORT_IN
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -40,6 +42,12 @@ from .metrics import Metrics
 from .observer import SpanObserver
 
 EXPORTER_CHOICES = ("otlp", "console", "none")
+
+EXPORT_WAIT = 3.0
+"""Seconds a scope's end waits for the exporters to hand over what is pending: a command
+must not stall on a collector that is down (the OTLP exporter retries for 10 s and more)."""
+
+logger = logging.getLogger(__name__)
 _propagator = TraceContextTextMapPropagator()
 
 
@@ -100,10 +108,12 @@ class Telemetry:
                  span_processors: list[SpanProcessor] | None = None,
                  metric_readers: list[MetricReader] | None = None) -> None:
         found = resource()
-        self.provider = TracerProvider(resource=found)
+        # Shut down by `shutdown`, bounded: the SDK's own at exit would wait for an
+        # unreachable collector (its retries) once more.
+        self.provider = TracerProvider(resource=found, shutdown_on_exit=False)
         for processor in span_processors or ():
             self.provider.add_span_processor(processor)
-        self.meter_provider = MeterProvider(resource=found,
+        self.meter_provider = MeterProvider(resource=found, shutdown_on_exit=False,
                                             metric_readers=list(metric_readers or ()))
         self.metrics = Metrics()
         self.metrics.bind_meter(self.meter_provider.get_meter("hookline"))
@@ -153,10 +163,21 @@ class Telemetry:
         active.forget(framework, self)
         self._framework = None
 
-    def shutdown(self) -> None:
-        """Export what is pending and stop the exporters (blocking: call from a thread)."""
-        self.provider.shutdown()
-        self.meter_provider.shutdown()
+    def shutdown(self, timeout: float = EXPORT_WAIT) -> bool:
+        """Export what is pending and stop the exporters, waiting at most `timeout`
+        seconds (blocking: call from a thread); False when the exporters had not finished
+        by then (a collector out of reach), and what they held is given up."""
+        done = threading.Event()
+
+        def stop() -> None:
+            try:
+                self.provider.shutdown()
+                self.meter_provider.shutdown()
+            finally:
+                done.set()
+
+        threading.Thread(target=stop, name="hookline telemetry shutdown", daemon=True).start()
+        return done.wait(timeout)
 
     # -- the turn span ---------------------------------------------------------------
 
@@ -269,7 +290,11 @@ async def telemetry_scope(framework: Any, settings: Any, bus: Any) -> AsyncItera
     finally:
         telemetry.uninstall()
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(telemetry.shutdown)
+            if not await anyio.to_thread.run_sync(telemetry.shutdown):
+                logger.warning(
+                    "telemetry: the exporters did not finish within %g s (is the collector "
+                    "at OTEL_EXPORTER_OTLP_ENDPOINT running?); the spans and metrics they "
+                    "still held are not exported", EXPORT_WAIT)
 
 
 def span_context_of(span: trace.Span) -> dict[str, str]:

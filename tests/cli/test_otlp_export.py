@@ -148,3 +148,27 @@ def test_a_turn_is_exported_over_otlp_http_and_decodes(tmp_path: Path,
     assert [(point.as_int, {a.key: value(a) for a in point.attributes}) for point in turns] \
         == [(1, {"outcome": "ok"})]
     assert "hookline.tool.calls" in metrics and "hookline.model.tokens" in metrics
+
+
+def test_a_collector_that_is_down_costs_a_bounded_wait_and_one_line(tmp_path: Path) -> None:
+    """`otel = true` with the collector stopped: the turn's answer and status are as
+    without telemetry; the end waits for the exporters a bounded time (its retries alone
+    take 10 s and more, then the SDK's own exit hook waited again) and says what was lost."""
+    import socket
+
+    with socket.socket() as closed:  # a port nobody listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    env = {k: v for k, v in clean_env(tmp_path / "home").items() if not k.startswith("OTEL_")}
+    env.update(HOOKLINE_MODEL="offline", HOOKLINE_OTEL="true",
+               OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}")
+    done = subprocess.run([HOOKLINE, "run", "hi"], env=env, cwd=workspace,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("[offline model]")
+    assert done.stderr.splitlines()[-1] == (
+        "warning: telemetry: the exporters did not finish within 3 s (is the collector at "
+        "OTEL_EXPORTER_OTLP_ENDPOINT running?); the spans and metrics they still held are "
+        "not exported")

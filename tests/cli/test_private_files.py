@@ -208,11 +208,11 @@ def test_a_shared_folder_that_is_no_hookline_home_is_refused(shared: Path) -> No
         f"and holds files that are not hookline's, so hookline will not make it private")
     assert mode(project) == 0o755 and sorted(os.listdir(project)) == ["notes.txt"]
     from hookline.builtins.channels.http.guard import TOKEN_FILE_NAME
-    from hookline.builtins.config.table import TAPES_NAME
+    from hookline.builtins.config.table import CONFIG_NAME, TAPES_NAME
     from hookline.builtins.plugin import PROCESS_RECORDS
     from hookline.builtins.privacy.files import HOME_MARKS
 
-    assert {TAPES_NAME, TOKEN_FILE_NAME, PROCESS_RECORDS} == HOME_MARKS
+    assert {TAPES_NAME, TOKEN_FILE_NAME, PROCESS_RECORDS, CONFIG_NAME} == HOME_MARKS
 
 
 def test_a_home_that_cannot_be_made_or_written_is_one_clear_error(
