@@ -38,18 +38,21 @@ if TYPE_CHECKING:
     from ..host.background import BackgroundProcesses
     from ..host.sandbox import Confinement, SandboxPolicy
 
-__all__ = ["McpServers", "ServerState", "require_sdk"]
+__all__ = ["McpServers", "ServerState", "sdk_installed"]
 
 logger = logging.getLogger(__name__)
 
 
-def require_sdk() -> None:
-    """ImportError with the fix when the optional MCP SDK is not installed (found, not
-    imported: importing it takes about a second, paid only when a session opens)."""
-    if importlib.util.find_spec("mcp") is None:
-        raise ImportError(
-            "MCP servers are configured ([mcp_servers] in config.toml), but the MCP SDK is "
-            "not installed: pip install 'hookline[mcp]' (or remove the servers)")
+NO_SDK = ("MCP servers are configured ([mcp_servers] in config.toml), but the MCP SDK is "
+          "not installed: pip install 'hookline[mcp]' (or remove the servers, or disable "
+          "them with enabled = false)")
+"""Why no configured server runs: what to install, or what to change in the config."""
+
+
+def sdk_installed() -> bool:
+    """Whether the optional MCP SDK is installed (found, not imported: importing it takes
+    about a second, paid only when a session opens)."""
+    return importlib.util.find_spec("mcp") is not None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,8 +85,11 @@ class McpServers:
         """Servers that could not start lately, without a list kept: not waited for."""
         self._confinements: dict[str, Confinement] = {}
         self._warned: set[str] = set()
-        self.connections = {config.name: Connection(config, self._launch, self._keep)
-                            for config in configs if config.enabled}
+        enabled = [config for config in configs if config.enabled]
+        self.missing_sdk = bool(enabled) and not sdk_installed()
+        """Enabled servers, and no SDK to run them: one warning, and no server at all."""
+        self.connections = {} if self.missing_sdk else {
+            config.name: Connection(config, self._launch, self._keep) for config in enabled}
 
     @classmethod
     def configured(cls, settings: Settings, workspace: Callable[[], str],
@@ -96,8 +102,11 @@ class McpServers:
     # -- the scope ---------------------------------------------------------------------
 
     async def lifespan(self) -> AsyncIterator[None]:
-        """Own the servers' tasks while the scope is open; end every server on exit."""
-        require_sdk()
+        """Own the servers' tasks while the scope is open; end every server on exit. Without
+        the SDK, one warning: the turn goes on without the servers' tools, as with a server
+        that failed."""
+        if self.missing_sdk:
+            logger.warning("%s; this command goes on without their tools", NO_SDK)
         failure: BaseException | None = None
         async with anyio.create_task_group() as group:
             for connection in self.connections.values():
@@ -180,7 +189,9 @@ class McpServers:
         for config in self.configs:
             connection = self.connections.get(config.name)
             if connection is None:
-                found.append(ServerState(config, "disabled", None, None))
+                found.append(ServerState(config, "disabled", None, None) if not (
+                    config.enabled and self.missing_sdk) else ServerState(
+                    config, "failed", None, NO_SDK))
                 continue
             count = None if connection.tools is None else offered.get(config.name, 0)
             found.append(ServerState(config, connection.state, count, connection.error))

@@ -274,3 +274,30 @@ def test_a_plugins_own_mcp_group_moves_to_plugin_mcp(tmp_path: Path, monkeypatch
     assert ours.exit_code == 0 and ours.stdout.startswith("(no MCP servers configured")
     theirs = runner.invoke(app, ["plugin-mcp", "status"])
     assert (theirs.exit_code, theirs.stdout) == (0, "the plugin's mcp status\n")
+
+
+def test_without_the_sdk_a_run_goes_on_with_one_warning(tmp_path: Path) -> None:
+    """`mcp add` in an install without `hookline[mcp]`: a run says what to install and goes
+    on, as with a server that failed; a disabled server needs nothing at all."""
+    home = tmp_path / "home"
+    assert hookline(home, "mcp", "add", "files", "--", "npx", "server").returncode == 0
+    assert hookline(home, "mcp", "add", "off", "--disabled", "--", "npx", "x").returncode == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
+    env.update(HOOKLINE_HOME=str(home), HOOKLINE_MODEL="offline")
+    code = ("import sys; sys.modules['mcp'] = None  # as if not installed\n"
+            "from hookline.cli import main; main(sys.argv[1:])")
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", code, "run", "hi"], env=env,
+                              cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+    done = run()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("[offline model]")
+    assert [line for line in done.stderr.splitlines() if "MCP" in line] == [
+        "warning: MCP servers are configured ([mcp_servers] in config.toml), but the MCP SDK "
+        "is not installed: pip install 'hookline[mcp]' (or remove the servers, or disable "
+        "them with enabled = false); this command goes on without their tools"]
+    assert hookline(home, "mcp", "remove", "files").returncode == 0
+    quiet = run()
+    assert quiet.returncode == 0 and "MCP" not in quiet.stderr, quiet.stderr
