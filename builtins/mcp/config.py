@@ -60,11 +60,11 @@ class ServerConfig:
 
     def describe(self) -> str:
         """The command line or the URL, for listings: credentials in it hidden (a URL's
-        password), header values never shown."""
-        from ..privacy.redact import redact_credentials
+        password, a `--token` option's value), header values never shown."""
+        from ..privacy.redact import redact_command_line, redact_credentials
 
         if self.command is not None:
-            return redact_credentials(" ".join([self.command, *self.args]))
+            return redact_command_line([self.command, *self.args])
         return redact_credentials(str(self.url))
 
 

@@ -18,6 +18,8 @@ written, so the rules err on hiding too much:
   to the next space, or the whole quoted value (`password='a b\\'c'`). In a URL query,
   a key that names a token, a secret, a key, a signature, auth or a credential
   (`token`, `api_key`, `access_token`, `sig`) too.
+- In a command line shown in a listing (`redact_command_line`), the value of an option
+  named so (`--token X`, `--api-key=X`).
 """
 
 from __future__ import annotations
@@ -26,14 +28,15 @@ import os
 import re
 from collections.abc import Iterable
 
-__all__ = ["redact_credentials", "redact_paths", "url_secrets"]
+__all__ = ["redact_command_line", "redact_credentials", "redact_paths", "url_secrets"]
 
 _SCHEME = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://")
 _USER_THEN_COLON = re.compile(r"[^\s/:]*:")
 _TOKEN = re.compile(r"[^\s/@]+@")
 _PASSWORD_KEY = r"[\w.-]*?(?:password|passwd|passphrase|pwd)\s*=\s*"
-_QUERY_SECRET_KEY = (r"[\w.-]*?(?:password|passwd|passphrase|pwd|token|secret|signature"
-                     r"|credential|apikey|(?<![a-z])(?:key|sig|auth)(?![a-z]))[\w.-]*?\s*=\s*")
+_SECRET_NAME = (r"[\w.-]*?(?:password|passwd|passphrase|pwd|token|secret|signature"
+                r"|credential|apikey|(?<![a-z])(?:key|sig|auth)(?![a-z]))[\w.-]*?")
+_QUERY_SECRET_KEY = _SECRET_NAME + r"\s*=\s*"
 _QUERY_PASSWORD = re.compile(rf"(?i)(?<=[?&;])({_QUERY_SECRET_KEY})[^&#\s]*")
 _PASSWORD_PARAM = re.compile(
     rf"(?i)(?<![\w.?&;-])({_PASSWORD_KEY})"
@@ -49,6 +52,28 @@ def redact_credentials(text: str) -> str:
     if "=" in text:
         text = _PASSWORD_PARAM.sub(r"\1***", _QUERY_PASSWORD.sub(r"\1***", text))
     return text
+
+
+_SECRET_OPTION = re.compile(rf"(?i)^(--?{_SECRET_NAME})(=.*)?$")
+"""A command line's option that names a secret (`--token`, `--api-key=...`)."""
+
+
+def redact_command_line(words: Iterable[str]) -> str:
+    """A command line for a listing: the value of each option that names a token, key,
+    password or secret (`--token X`, `--api-key=X`) replaced by `***`, then URLs' and
+    `password=` values as `redact_credentials` hides them."""
+    shown: list[str] = []
+    hide_next = False
+    for word in words:
+        option = _SECRET_OPTION.match(word)
+        if hide_next:
+            shown.append("***")
+        elif option is not None and option.group(2) is not None:
+            shown.append(f"{option.group(1)}=***")
+        else:
+            shown.append(word)
+        hide_next = not hide_next and option is not None and option.group(2) is None
+    return redact_credentials(" ".join(shown))
 
 
 def _redact_user_info(line: str) -> str:

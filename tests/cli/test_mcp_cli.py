@@ -174,6 +174,19 @@ def test_a_url_s_credentials_are_not_listed(tmp_path: Path) -> None:
     assert "s3cr3t" in (home / "config.toml").read_text(), "the config keeps what was given"
 
 
+def test_a_command_line_s_tokens_are_not_listed(tmp_path: Path) -> None:
+    """`--token X`, `--api-key=X`: an option that names a secret has its value hidden in
+    what `mcp add` and `mcp list` print (not an option that only starts like one)."""
+    home = tmp_path / "home"
+    added = hookline(home, "mcp", "add", "gh", "--", "npx", "server", "--token", "ghp_REAL",
+                     "--api-key=sk-live-XYZ", "--keyword", "plain")
+    listed = hookline(home, "mcp", "list")
+    for said in (added.stdout, listed.stdout):
+        assert "ghp_REAL" not in said and "sk-live-XYZ" not in said
+        assert "npx server --token *** --api-key=*** --keyword plain" in said
+    assert "ghp_REAL" in (home / "config.toml").read_text(), "the config keeps what was given"
+
+
 def test_run_says_a_server_failed_in_one_warning_with_its_stderr_indented(
         tmp_path: Path) -> None:
     """Without -v: a turn that goes on without a server says so, once, as docs/mcp.md
