@@ -244,6 +244,9 @@ def test_a_home_that_cannot_be_made_or_written_is_one_clear_error(
     'tape_store = "postgresql://hookline:pw@127.0.0.1:5432/tapes"',
     'tape_store = "postgresql://hookline@127.0.0.1/tapes?password=pw"',
     'tape_store = "postgresql://hookline@127.0.0.1/tapes?sslpassword=pw"',
+    '[mcp_servers.gh]\nurl = "https://mcp.invalid/mcp"\n'
+    'headers = { Authorization = "Bearer sk-live-9" }',
+    '[mcp_servers.gh]\nurl = "https://bot:pw@mcp.invalid/mcp"',
 ])
 def test_a_config_file_with_a_secret_others_can_read_is_refused(shared: Path,
                                                                secret: str) -> None:
@@ -260,7 +263,7 @@ def test_a_config_file_with_a_secret_others_can_read_is_refused(shared: Path,
     assert "sk-live" not in line and "pw" not in line.replace(str(config), "")
 
     config.chmod(0o600)  # the fix the line gives
-    if "tape_store" not in secret:  # (no PostgreSQL server is needed for the others)
+    if "tape_store" not in secret and "mcp" not in secret:  # (no server needed for those)
         assert hookline("run", "hello", home=home, cwd=workspace).returncode == 0
 
 
