@@ -99,7 +99,7 @@ def add(
         "--disabled", help="Write it with enabled = false.")] = False,
 ) -> None:
     """Add a server: hookline mcp add NAME -- COMMAND [ARGS]..., or --url URL."""
-    from hookline.builtins.config import SettingsError, update_config
+    from hookline.builtins.config import SettingsError, config_lock, update_config
     from hookline.builtins.mcp import CONFIG_TABLE, parse_server, server_table
 
     raw = _table(command or [], url, header or [], env or [], cwd, network)
@@ -107,15 +107,17 @@ def add(
         raw["timeout"] = timeout
     if disabled:
         raw["enabled"] = False
-    path, servers = _file_servers()
-    if name in servers:
-        fail(ValueError(f"MCP server {name!r} is already in {path}; remove it first "
-                        f"(hookline mcp remove {name}) or edit the file"))
-    try:
-        server = parse_server(name, raw, str(path))
-        update_config(path, {CONFIG_TABLE: {name: server_table(server)}})
-    except (SettingsError, OSError) as exc:
-        fail(exc)
+    path = _config_path()
+    with config_lock(path):  # another `mcp add` at once waits: neither loses the other's
+        path, servers = _file_servers()
+        if name in servers:
+            fail(ValueError(f"MCP server {name!r} is already in {path}; remove it first "
+                            f"(hookline mcp remove {name}) or edit the file"))
+        try:
+            server = parse_server(name, raw, str(path))
+            update_config(path, {CONFIG_TABLE: {name: server_table(server)}})
+        except (SettingsError, OSError) as exc:
+            fail(exc)
     from hookline.builtins.terminal import terminal_text
 
     typer.echo(terminal_text(f"added MCP server {name!r} ({server.transport}: "
@@ -127,21 +129,27 @@ def remove(
                                         help="The server to remove.")],
 ) -> None:
     """Remove a server's table from config.toml."""
-    from hookline.builtins.config import SettingsError, read_config_file, write_config
+    from hookline.builtins.config import (
+        SettingsError,
+        config_lock,
+        read_config_file,
+        write_config,
+    )
     from hookline.builtins.mcp import CONFIG_TABLE
 
-    path, servers = _file_servers()
-    if name not in servers:
-        known = ", ".join(servers) or "none"
-        fail(ValueError(f"no MCP server {name!r} in {path} (configured: {known})"))
-    try:
-        data = read_config_file(path)
-        del data[CONFIG_TABLE][name]
-        if not data[CONFIG_TABLE]:
-            del data[CONFIG_TABLE]
-        write_config(path, data)
-    except (SettingsError, OSError) as exc:
-        fail(exc)
+    with config_lock(_config_path()):
+        path, servers = _file_servers()
+        if name not in servers:
+            known = ", ".join(servers) or "none"
+            fail(ValueError(f"no MCP server {name!r} in {path} (configured: {known})"))
+        try:
+            data = read_config_file(path)
+            del data[CONFIG_TABLE][name]
+            if not data[CONFIG_TABLE]:
+                del data[CONFIG_TABLE]
+            write_config(path, data)
+        except (SettingsError, OSError) as exc:
+            fail(exc)
     typer.echo(f"removed MCP server {name!r} from {path}")
 
 
@@ -189,13 +197,19 @@ def _configs() -> list[Any]:
         fail(exc)
 
 
+def _config_path() -> Path:
+    from hookline.builtins.config import default_home
+
+    return default_home() / "config.toml"
+
+
 def _file_servers() -> tuple[Path, dict[str, Any]]:
     """The config file and its `[mcp_servers]` table as written (not checked: a broken
     table can still be removed)."""
-    from hookline.builtins.config import SettingsError, default_home, read_config_file
+    from hookline.builtins.config import SettingsError, read_config_file
     from hookline.builtins.mcp import CONFIG_TABLE
 
-    path = default_home() / "config.toml"
+    path = _config_path()
     try:
         servers = read_config_file(path).get(CONFIG_TABLE, {})
     except SettingsError as exc:

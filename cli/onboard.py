@@ -482,10 +482,11 @@ def _one_line(value: Any) -> str:
 
 
 def _write(path: Path, config: Mapping[str, Any]) -> None:
-    from hookline.builtins.config import write_config
+    from hookline.builtins.config import config_lock, write_config
 
     try:  # a private temporary file renamed over the old one: never readable by others
-        write_config(path, config)
+        with config_lock(path):
+            write_config(path, config)
     except (OSError, TypeError, ValueError) as exc:
         fail(RuntimeError(f"cannot write {path}: {exc}"))
     held = " (it holds the API key: readable by you only)" if config.get("api_key") else ""

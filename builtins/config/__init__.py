@@ -15,7 +15,7 @@ from __future__ import annotations
 from hookline.kernel._lazy import LazyExports as _LazyExports
 
 _PUBLIC = {
-    "file": ("MAX_CONFIG_BYTES", "default_home", "merge_config", "parse_toml",
+    "file": ("MAX_CONFIG_BYTES", "config_lock", "default_home", "merge_config", "parse_toml",
              "read_config_file", "update_config", "write_config"),
     "limits": ("CONTEXT_WINDOW", "MAX_EDIT_BYTES", "MAX_SESSION_ID_LENGTH", "SESSION_FIELDS",
                "check_session_fields", "session_id_problem"),

@@ -7,6 +7,7 @@ edit the table, never this file.
 """
 
 from .file import MAX_CONFIG_BYTES as MAX_CONFIG_BYTES
+from .file import config_lock as config_lock
 from .file import default_home as default_home
 from .file import merge_config as merge_config
 from .file import parse_toml as parse_toml

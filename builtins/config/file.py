@@ -3,19 +3,23 @@ a secret) and writing or updating it atomically, readable by its owner only."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import fcntl
 import os
 import stat
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..privacy.files import HOME_ENV, shared_secret_problem, write_private_file
+from ..privacy.files import HOME_ENV, make_private_dir, shared_secret_problem, write_private_file
 from .table import SettingsError
 from .toml import dumps_toml, rewritten
 
 __all__ = [
     "MAX_CONFIG_BYTES",
+    "config_lock",
     "default_home",
     "merge_config",
     "parse_toml",
@@ -140,8 +144,41 @@ def merge_config(data: Mapping[str, Any], updates: Mapping[str, Any]) -> dict[st
 
 
 def update_config(path: str | os.PathLike[str], updates: Mapping[str, Any]) -> dict[str, Any]:
-    """Merge `updates` into the config file at `path` (None removes a key); returns the result."""
+    """Merge `updates` into the config file at `path` (None removes a key), under
+    `config_lock`; returns the result."""
     target = Path(path).expanduser()
-    data = merge_config(read_config_file(target), updates)
-    write_config(target, data)
+    with config_lock(target):
+        data = merge_config(read_config_file(target), updates)
+        write_config(target, data)
     return data
+
+
+_held: dict[Path, int] = {}
+"""The config locks this process holds, with how deep (`config_lock` is re-entrant)."""
+_held_guard = threading.Lock()
+
+
+@contextlib.contextmanager
+def config_lock(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold the config file's lock (`flock` on `<file>.lock` beside it, 0600) while a
+    command reads, changes and writes it: two `hookline mcp add` at once must not each
+    write what it read, losing the other's table. Re-entrant within a process."""
+    target = Path(path).expanduser().resolve()
+    with _held_guard:
+        depth = _held.get(target, 0)
+        _held[target] = depth + 1
+    fd = None
+    try:
+        if depth == 0:
+            make_private_dir(target.parent)  # a new home: the config comes with the lock
+            fd = os.open(target.with_name(target.name + ".lock"),
+                         os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)  # closing lets the lock go
+        with _held_guard:
+            _held[target] -= 1
+            if not _held[target]:
+                del _held[target]

@@ -314,3 +314,19 @@ def test_without_the_sdk_a_run_goes_on_with_one_warning(tmp_path: Path) -> None:
     assert hookline(home, "mcp", "remove", "files").returncode == 0
     quiet = run()
     assert quiet.returncode == 0 and "MCP" not in quiet.stderr, quiet.stderr
+
+
+def test_servers_added_at_once_are_all_kept(tmp_path: Path) -> None:
+    """Six `mcp add` in parallel (a setup script's `&`): each reads, changes and writes the
+    file under its lock, so none writes over another's table."""
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
+    env.update(HOOKLINE_HOME=str(home), HOOKLINE_MODEL="offline")
+    adds = [subprocess.Popen([str(HOOKLINE), "mcp", "add", f"s{n}", "--", "echo", str(n)],
+                             cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for n in range(6)]
+    for add in adds:
+        out, err = add.communicate(timeout=120)
+        assert add.returncode == 0, err
+    assert sorted(written(home)["mcp_servers"]) == [f"s{n}" for n in range(6)]
+    assert stat.S_IMODE((home / "config.toml.lock").stat().st_mode) == 0o600
