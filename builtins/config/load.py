@@ -26,14 +26,19 @@ from .table import (
 __all__ = ["load_settings", "parse_setting", "settings_from_config"]
 
 
-def _known_aliases(data: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, str]:
+def _known_aliases(data: Mapping[str, Any], env: Mapping[str, str],
+                   config_path: Path) -> dict[str, str]:
     """The aliases the file and the environment define, read before the model settings
-    that may use them (a bad table is reported by the settings loop itself)."""
-    raw = env.get(BY_KEY["model_aliases"].env, "").strip() or data.get("model_aliases")
+    that may use them: a bad table is named as such, not as a model naming a good one."""
+    spec = BY_KEY["model_aliases"]
+    from_env = env.get(spec.env, "").strip()
+    raw = from_env or data.get("model_aliases")
     try:
         return alias_table(raw) if raw else {}
-    except Invalid:
-        return {}
+    except Invalid as exc:
+        if from_env:
+            raise _env_error(spec, from_env, exc.near) from None
+        raise _file_error(spec, raw, config_path, exc.near) from None
 
 
 def _with_aliases(spec: Spec, aliases: Mapping[str, str]) -> Callable[[Any], Any]:
@@ -104,7 +109,7 @@ def settings_from_config(
     values: dict[str, Any] = {}
     sources: dict[str, str] = {spec.key: "default" for spec in SPECS}
     extra: dict[str, Any] = {}
-    aliases = _known_aliases(data, env)
+    aliases = _known_aliases(data, env, config_path)
     for key, raw in data.items():
         spec = BY_KEY.get(key)
         if spec is None:

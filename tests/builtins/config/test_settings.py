@@ -524,3 +524,15 @@ def test_a_message_names_a_setting_s_variable_from_the_table() -> None:
                     for key in _NAMED.findall(path.read_text("utf-8"))})
     assert len(named) > 10, "setting_env calls are no longer found: update the pattern"
     assert [f"{path}: {key}" for path, key in named if key not in BY_KEY] == []
+
+
+def test_a_bad_alias_is_named_not_the_model_that_uses_a_good_one(tmp_path: Path) -> None:
+    config(tmp_path, 'model = "x"\n[model_aliases]\nx = "openai-compatible:m"\ny = "bad spec"\n')
+    with pytest.raises(SettingsError) as caught:
+        load_settings({}, home=tmp_path)
+    assert caught.value.message.startswith("model_aliases must be ")
+    config(tmp_path, 'model = "x"\n')
+    with pytest.raises(SettingsError) as caught:
+        load_settings({"HOOKLINE_MODEL_ALIASES": "x=openai-compatible:m,y=bad spec"},
+                      home=tmp_path)
+    assert caught.value.message.startswith("HOOKLINE_MODEL_ALIASES must be ")
