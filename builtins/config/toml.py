@@ -105,9 +105,10 @@ def rewritten(old: bytes, data: Mapping[str, Any]) -> str | None:
     import tomlkit  # only when a file is rewritten
 
     try:
-        document = tomlkit.parse(old.decode("utf-8"))
+        kept, comments = _without_header_comments(old.decode("utf-8"))
+        document = tomlkit.parse(kept)
         _sync(document, data)
-        text = tomlkit.dumps(document)
+        text = _with_header_comments(tomlkit.dumps(document), comments)
         import tomllib
 
         if tomllib.loads(text) != _without_none(data):
@@ -115,6 +116,40 @@ def rewritten(old: bytes, data: Mapping[str, Any]) -> str | None:
     except (ValueError, TypeError, RecursionError):
         return None
     return text
+
+
+_HEADER = re.compile(r"\s*\[\[?[^\]]+\]\]?\s*(#.*)?")
+"""A table's header line, `[name]` or `[[name]]` (a comment may follow)."""
+
+
+def _without_header_comments(text: str) -> tuple[str, dict[str, list[list[str]]]]:
+    """`text` without the comment lines right above each table header, and those lines
+    by header (in order, for `[[...]]` headers met again): tomlkit counts them as the end
+    of the table before, so a table removed took the next one's comment, and keys added
+    to the one before landed between a comment and its header."""
+    lines = text.split("\n")
+    kept: list[str] = []
+    comments: dict[str, list[list[str]]] = {}
+    for line in lines:
+        if _HEADER.fullmatch(line):
+            block: list[str] = []
+            while kept and kept[-1].lstrip().startswith("#"):
+                block.insert(0, kept.pop())
+            comments.setdefault(line.strip(), []).append(block)
+        kept.append(line)
+    return "\n".join(kept), comments
+
+
+def _with_header_comments(text: str, comments: dict[str, list[list[str]]]) -> str:
+    """`text` with each header's comment lines put back above it (a header gone takes its
+    comment with it)."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        blocks = comments.get(line.strip()) if _HEADER.fullmatch(line) else None
+        if blocks:
+            out.extend(blocks.pop(0))
+        out.append(line)
+    return "\n".join(out)
 
 
 def _sync(table: Any, data: Mapping[str, Any]) -> None:

@@ -326,7 +326,7 @@ def test_servers_added_at_once_are_all_kept(tmp_path: Path) -> None:
                              cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True) for n in range(6)]
     for add in adds:
-        out, err = add.communicate(timeout=120)
+        _out, err = add.communicate(timeout=120)
         assert add.returncode == 0, err
     assert sorted(written(home)["mcp_servers"]) == [f"s{n}" for n in range(6)]
     assert stat.S_IMODE((home / "config.toml.lock").stat().st_mode) == 0o600

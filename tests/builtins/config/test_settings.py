@@ -381,6 +381,19 @@ def test_a_rewrite_keeps_the_file_s_comments_and_layout(tmp_path: Path) -> None:
     assert "[mcp_servers.web]" in text and stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
+def test_a_table_s_comment_stays_above_it_when_another_goes_or_keys_come(
+        tmp_path: Path) -> None:
+    """The comment right above a table's header is the table's: removing the table before
+    it keeps it (and takes that table's own), and settings added go above it."""
+    path = config(tmp_path, 'model = "offline"\n\n# about alpha\n[mcp_servers.alpha]\n'
+                            'command = "a"\n\n# about beta\n[mcp_servers.beta]\n'
+                            'command = "b"\n')
+    update_config(path, {"mcp_servers": {"alpha": None}, "api_base": "http://127.0.0.1:9"})
+    text = path.read_text()
+    assert "about alpha" not in text
+    assert text.index("api_base") < text.index("# about beta\n[mcp_servers.beta]")
+
+
 _keys = st.text(min_size=0, max_size=8)
 _scalars = (
     st.text(max_size=20)
