@@ -144,12 +144,17 @@ def remove(
             fail(ValueError(f"no MCP server {name!r} in {path} (configured: {known})"))
         try:
             data = read_config_file(path)
+            removed = _parsed(name, data[CONFIG_TABLE][name], path)
             del data[CONFIG_TABLE][name]
             if not data[CONFIG_TABLE]:
                 del data[CONFIG_TABLE]
             write_config(path, data)
         except (SettingsError, OSError) as exc:
             fail(exc)
+    if removed is not None:  # its kept tool list goes with it
+        from hookline.builtins.mcp.cache import CACHE_FOLDER, ToolCache
+
+        ToolCache(path.parent / CACHE_FOLDER).forget(removed)
     typer.echo(f"removed MCP server {name!r} from {path}")
 
 
@@ -195,6 +200,18 @@ def _configs() -> list[Any]:
         return server_configs(settings.extra, str(settings.home / "config.toml"))
     except SettingsError as exc:
         fail(exc)
+
+
+def _parsed(name: str, table: Any, path: Path) -> Any:
+    """The server's config as its table reads, or None for a table too broken to read
+    (it is removed all the same)."""
+    from hookline.builtins.config import SettingsError
+    from hookline.builtins.mcp import parse_server
+
+    try:
+        return parse_server(name, table, str(path))
+    except (SettingsError, TypeError, ValueError):
+        return None
 
 
 def _config_path() -> Path:

@@ -77,6 +77,11 @@ class ToolCache:
                          exc)
             return None
 
+    def forget(self, config: ServerConfig) -> None:
+        """Delete what is kept of the server (`mcp remove`): its tools, its failure."""
+        with contextlib.suppress(OSError):
+            self.path(config).unlink()
+
     def failed_lately(self, config: ServerConfig) -> bool:
         """Whether the server failed to start within `FAILED_FOR` seconds, in this process
         or an earlier one, and has listed no tools since. Blocking."""

@@ -330,3 +330,17 @@ def test_servers_added_at_once_are_all_kept(tmp_path: Path) -> None:
         assert add.returncode == 0, err
     assert sorted(written(home)["mcp_servers"]) == [f"s{n}" for n in range(6)]
     assert stat.S_IMODE((home / "config.toml.lock").stat().st_mode) == 0o600
+
+
+def test_remove_forgets_the_server_s_kept_tool_list(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    assert hookline(home, "mcp", "add", "files", "--", "npx", "server").returncode == 0
+    from hookline.builtins.mcp import server_configs
+    from hookline.builtins.mcp.cache import CACHE_FOLDER, ListedTool, ToolCache
+
+    (config,) = server_configs(written(home))
+    cache = ToolCache(home / CACHE_FOLDER)
+    cache.store(config, [ListedTool("read", "Read a file.", {"type": "object"})])
+    assert cache.load(config) is not None
+    assert hookline(home, "mcp", "remove", "files").returncode == 0
+    assert cache.load(config) is None and list((home / CACHE_FOLDER).iterdir()) == []
