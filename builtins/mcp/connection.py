@@ -315,7 +315,8 @@ class Connection:
         first = _first_error(exc)
         if isinstance(first, HooklineError):  # it names the server and the fix
             return first.message
-        return f"MCP server {self.config.name!r} could not start: {_reason(first)}"
+        at = f" at {self.config.describe()}" if self.config.url is not None else ""
+        return f"MCP server {self.config.name!r}{at} could not start: {_reason(first)}"
 
     def _fail(self, run: _Run, reason: str, kind: ErrorKind = ErrorKind.tool) -> None:
         """Mark the run failed (once: its first reason counts) and end it; the connection

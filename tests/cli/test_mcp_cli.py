@@ -344,3 +344,22 @@ def test_remove_forgets_the_server_s_kept_tool_list(tmp_path: Path) -> None:
     assert cache.load(config) is not None
     assert hookline(home, "mcp", "remove", "files").returncode == 0
     assert cache.load(config) is None and list((home / CACHE_FOLDER).iterdir()) == []
+
+
+def test_a_remote_server_out_of_reach_is_named_with_its_address(tmp_path: Path) -> None:
+    """`ConnectError: All connection attempts failed` alone does not say where: the warning
+    names the URL (its credentials hidden)."""
+    import socket
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    home = tmp_path / "home"
+    url = f"http://bot:s3cr3t@127.0.0.1:{port}/mcp"
+    assert hookline(home, "mcp", "add", "far", "--url", url, "--timeout", "5").returncode == 0
+    out = hookline(home, "run", "hi")
+    assert out.returncode == 0, out.stderr
+    (warning,) = [line for line in out.stderr.splitlines() if "MCP server 'far'" in line]
+    assert warning.startswith(f"warning: MCP server 'far' at http://***@127.0.0.1:{port}/mcp "
+                              f"could not start: ")
+    assert "s3cr3t" not in out.stderr
