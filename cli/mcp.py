@@ -152,7 +152,7 @@ def remove(
         except (SettingsError, OSError) as exc:
             fail(exc)
     if removed is not None:  # its kept tool list goes with it
-        from hookline.builtins.mcp.cache import CACHE_FOLDER, ToolCache
+        from hookline.builtins.mcp import CACHE_FOLDER, ToolCache
 
         ToolCache(path.parent / CACHE_FOLDER).forget(removed)
     typer.echo(f"removed MCP server {name!r} from {path}")

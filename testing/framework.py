@@ -149,7 +149,10 @@ def build_framework(
     framework = Framework(workspace)
     if builtin:
         from hookline.builtins.plugin import BuiltinPlugin
+        from hookline.builtins.privacy import secure_home
 
+        if script is not None:  # the home is made private first, as a turn would find it
+            secure_home(home_path)
         script_path = None if script is None else write_script(script, home_path / "scripts")
         plugin = BuiltinPlugin(framework, settings=_settings(home_path, settings, script_path))
         framework.registry.register(plugin, name=BUILTIN_NAME)

@@ -32,7 +32,7 @@ def hookline_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         if name.startswith(_ISOLATED_PREFIXES):
             monkeypatch.delenv(name)
     home = tmp_path / "hookline-home"
-    home.mkdir()
+    home.mkdir(mode=0o700)  # private, as hookline makes a home: the scripts go in it too
     monkeypatch.setenv(HOME_ENV, str(home))
     return home
 

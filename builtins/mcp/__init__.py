@@ -6,6 +6,7 @@ configured, and loads the optional MCP SDK (`pip install 'hookline[mcp]'`) only 
 session with a server opens.
 """
 
+from .cache import CACHE_FOLDER, ToolCache
 from .config import (
     CONFIG_TABLE,
     NAME_SEPARATOR,
@@ -15,5 +16,5 @@ from .config import (
     server_table,
 )
 
-__all__ = ["CONFIG_TABLE", "NAME_SEPARATOR", "ServerConfig", "parse_server", "server_configs",
-           "server_table"]
+__all__ = ["CACHE_FOLDER", "CONFIG_TABLE", "NAME_SEPARATOR", "ServerConfig", "ToolCache",
+           "parse_server", "server_configs", "server_table"]

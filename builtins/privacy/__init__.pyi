@@ -17,6 +17,7 @@ from .files import secure_store as secure_store
 from .files import shared_secret_problem as shared_secret_problem
 from .files import tighten as tighten
 from .files import write_private_file as write_private_file
+from .redact import redact_command_line as redact_command_line
 from .redact import redact_credentials as redact_credentials
 from .redact import redact_paths as redact_paths
 from .redact import url_secrets as url_secrets

@@ -249,8 +249,11 @@ def test_run_offers_kept_tools_at_once_and_stops_a_server_still_starting(
     (kept,) = (home / "mcp-tools").iterdir()
     assert stat.S_IMODE(kept.stat().st_mode) == 0o600
 
-    hookline(home, "mcp", "remove", "files")
-    hookline(home, "mcp", "add", "files", "--env", f"MCP_GATE={gate}", *server)
+    from hookline.builtins.config import update_config
+
+    # The gate set by editing the table (`mcp remove` would take the kept list with it).
+    update_config(home / "config.toml", {"mcp_servers": {"files": {"env": {
+        "MCP_GATE": str(gate)}}}})
     offered = hookline(home, "run", "hello")
     assert offered.returncode == 0, offered.stderr
     assert "files__echo" in offered.stdout and not Path(f"{gate}.up").exists()
