@@ -312,9 +312,10 @@ async def run_fixture(path: Path, adapter: Adapter) -> str | None:
     try:
         for number, step in enumerate(steps, 1 - implicit):
             # Numbered as in the file: the registrations `register_all` adds come first.
-            what = " ".join(filter(None, [step["action"],
-                                          str(step.get("hook", step.get("plugin", "")))]))
-            where = (f"step {number} ({what})" if number > 0 else
+            # "(action hook)"; a step without either keeps its space ("(check )"): the
+            # expected-failures files in use quote these labels.
+            where = (f"step {number} ({step['action']} "
+                     f"{step.get('hook', step.get('plugin', ''))})" if number > 0 else
                      f"registering plugin {step['plugin']!r} (register_all)")
             current = step if number > 0 else {}
             if current:
