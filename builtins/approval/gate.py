@@ -251,10 +251,9 @@ class ApprovalGate:
                 reason += f". In the sandbox it failed:\n{failed[1]}"
         elif name in ("fs_write", "fs_edit"):
             summary = f"{'write' if name == 'fs_write' else 'edit'} {arguments.get('path')!r}"
-            if isinstance(arguments.get("path"), str):
-                paths = workspace_paths(arguments["path"], workspace)
-                if len(paths) > 1:  # what is written is the file the link leads to
-                    summary += f" (a link to {paths[1]!r})"
+            paths = _reached(arguments, workspace)
+            if len(paths) > 1:  # what is written is the file the link leads to
+                summary += f" (a link to {paths[1]!r})"
             import anyio.to_thread
 
             from ..terminal.tool_view import proposed_change
@@ -334,11 +333,11 @@ def _session_key(tool: str, arguments: dict[str, Any], workspace: str) -> str:
     if name == "shell":  # in the background it runs on, a thing of its own to approve
         return (f"shell\0{arguments.get('command')}\0{arguments.get('escalate') or ''}"
                 f"\0{bool(arguments.get('background'))}")
-    path = arguments.get("path")
-    if isinstance(path, str):  # the file reached: another link to it is the same file
-        return f"{name}\0{workspace_paths(path, workspace)[-1]}"
-    if path is not None:
-        return f"{name}\0{path}"
+    reached = _reached(arguments, workspace)
+    if reached:  # the file reached: another link to it is the same file
+        return f"{name}\0{reached[-1]}"
+    if "path" in arguments:
+        return f"{name}\0{arguments['path']}"
     return name
 
 
