@@ -171,7 +171,7 @@ def _onboard(framework: Framework, flags: _Flags, *, plugin: str | None, interac
         fail(RuntimeError("nothing written: fix the answers and run hookline onboard again, "
                           "or pass --save-anyway to write the file all the same (--no-test "
                           "skips the call)"))
-    _write(path, config)
+    _write(path, config, current)
     from hookline.builtins.bub import save_onboard_config
 
     try:  # Bub plugins read their answers from Bub's own config file
@@ -481,17 +481,34 @@ def _one_line(value: Any) -> str:
     return redact_credentials(" ".join(str(value).split()))
 
 
-def _write(path: Path, config: Mapping[str, Any]) -> None:
-    from hookline.builtins.config import config_lock, write_config
+def _write(path: Path, config: Mapping[str, Any], read: Mapping[str, Any]) -> None:
+    """Write what onboarding changed of the file it `read`, into the file as it is now:
+    what another command wrote meanwhile (an `mcp add` while the questions waited) stays."""
+    from hookline.builtins.config import config_lock, merge_config, write_config
 
     try:  # a private temporary file renamed over the old one: never readable by others
         with config_lock(path):
-            write_config(path, config)
+            write_config(path, merge_config(_read_config(path), _changes(read, config)))
     except (OSError, TypeError, ValueError) as exc:
         fail(RuntimeError(f"cannot write {path}: {exc}"))
     held = " (it holds the API key: readable by you only)" if config.get("api_key") else ""
     typer.echo(f"wrote {path}{held}")
     typer.echo('try it: hookline run "hello"')
+
+
+def _changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
+    """What turns `before` into `after`, for `merge_config`: tables key by key, None for
+    a key gone."""
+    changes: dict[str, Any] = {key: None for key in before if key not in after}
+    for key, value in after.items():
+        old = before.get(key)
+        if isinstance(value, Mapping) and isinstance(old, Mapping):
+            inner = _changes(old, value)
+            if inner:
+                changes[key] = inner
+        elif value != old:
+            changes[key] = value
+    return changes
 
 
 def _read_config(path: Path) -> dict[str, Any]:

@@ -294,3 +294,19 @@ def test_an_error_about_an_answer_names_the_answers_not_the_unwritten_file(
     [failed] = [line for line in out.stderr.splitlines() if line.startswith("test call failed")]
     assert "ONBOARD_UNSET_KEY" in failed and "from your answers (not written yet)" in failed
     assert str(config) not in failed
+
+
+def test_what_another_command_wrote_while_onboarding_asked_is_kept(tmp_path: Path) -> None:
+    """Onboarding writes what it changed of the file it read into the file as it is when
+    it writes: an `mcp add` made while its questions waited is not lost."""
+    from hookline.builtins.config import read_config_file, update_config
+    from hookline.cli.onboard import _write
+
+    path = tmp_path / "config.toml"
+    path.write_text('model = "offline"\nmax_steps = 5\n')
+    read = read_config_file(path)  # what onboarding started from
+    update_config(path, {"mcp_servers": {"files": {"command": "npx"}}})  # meanwhile
+    _write(path, {"model": "openai:gpt-4o-mini", "api_key_env": "OPENAI_API_KEY"}, read)
+    assert read_config_file(path) == {
+        "model": "openai:gpt-4o-mini", "api_key_env": "OPENAI_API_KEY",
+        "mcp_servers": {"files": {"command": "npx"}}}
