@@ -144,7 +144,7 @@ class McpServers:
                     await anyio.to_thread.run_sync(self.cache.mark_failed, connection.config)
 
         if not self._cache_read:
-            await anyio.to_thread.run_sync(self._read_cache)
+            await anyio.to_thread.run_sync(self._read_cache, not wait)
         waited = [c for c in self.connections.values()
                   if wait or (c.tools is None and c.config.name not in self._failed_lately)]
         for connection in self.connections.values():
@@ -199,17 +199,20 @@ class McpServers:
 
     # -- the tool lists kept between processes -----------------------------------------
 
-    def _read_cache(self) -> None:
+    def _read_cache(self, say: bool = True) -> None:
+        """The lists kept, and the servers that failed lately (said when `say`: not when
+        `mcp list --check` waits for every server anyway)."""
         self._cache_read = True
         for connection in self.connections.values():
             if connection.tools is None:
                 connection.tools = self.cache.load(connection.config)
             if connection.tools is None and self.cache.failed_lately(connection.config):
                 self._failed_lately.add(connection.config.name)
-                logger.warning("MCP server %r could not start lately and has listed no tools: "
-                               "it is started without being waited for, and its tools are "
-                               "offered once it has listed them (hookline mcp list --check "
-                               "waits for it)", connection.config.name)
+                if say:
+                    logger.warning("MCP server %r could not start lately and has listed no "
+                                   "tools: it is started without being waited for, and its tools "
+                                   "are offered once it has listed them (hookline mcp list "
+                                   "--check waits for it)", connection.config.name)
 
     async def _keep(self, config: ServerConfig, tools: list[ListedTool]) -> None:
         await anyio.to_thread.run_sync(self.cache.store, config, tools)

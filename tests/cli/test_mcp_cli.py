@@ -220,6 +220,9 @@ def test_a_server_that_could_not_start_is_not_waited_for_by_the_next_run(
     assert second.returncode == 0, second.stderr
     assert ("warning: MCP server 'mute' could not start lately and has listed no tools: it "
             "is started without being waited for") in second.stderr
+    checked = hookline(home, "mcp", "list", "--check")  # it waits: no word of not waiting
+    assert "not waited for" not in checked.stdout + checked.stderr
+    assert "without being waited for" not in checked.stdout + checked.stderr
 
 
 def running_with(marker: str) -> list[int]:
