@@ -229,21 +229,22 @@ def shown_difference(expected: Any, actual: Any) -> str:
     return shown + "\n" + "\n".join(f"  {line}" for line in diff)
 
 
-def _raised_at(error: BaseException) -> str:
-    """`\n  raised at file.py:12, in function`: the innermost frame of the error, the
-    kernel's or the adapter's code most often; empty without a traceback."""
+def raised_at(error: BaseException) -> str:
+    """`file.py:12, function`: the innermost frame of the error, the kernel's or the
+    adapter's code most often; empty without a traceback."""
     frames = traceback.extract_tb(error.__traceback__) if error.__traceback__ else []
     if not frames:
         return ""
     frame = frames[-1]
-    return f"\n  raised at {Path(frame.filename).name}:{frame.lineno}, in {frame.name}"
+    return f"{Path(frame.filename).name}:{frame.lineno}, {frame.name}"
 
 
 def _check_error(expected: dict[str, Any] | None, error: BaseException | None) -> None:
     if expected is None:
         if error is not None:  # where it came from on a line of its own: the first line
-            raise FixtureFailure(           # is what --write-expected keeps, and stays stable
-                f"unexpected {type(error).__name__}: {error}{_raised_at(error)}") from error
+            where = raised_at(error)  # is what --write-expected keeps, and stays stable
+            raise FixtureFailure(f"unexpected {type(error).__name__}: {error}"
+                                 + (f"\n  raised at {where}" if where else "")) from error
         return
     if error is None:
         raise FixtureFailure(f"expected {expected['type']}, nothing was raised", "error")

@@ -36,7 +36,6 @@ import json
 import sys
 import threading
 import tomllib
-import traceback
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -278,10 +277,8 @@ def _classify(name: str, rules: list[str], entry: dict[str, Any] | None, ended: 
             message = f"failed, but not as expected ({entry['why']}): {message}"
         return Outcome(name, rules, "fail", message, failed_rule=result.rule)
     if isinstance(result, BaseException):  # raised outside a checked step: the harness
-        where = traceback.extract_tb(result.__traceback__)[-1]
-        return Outcome(name, rules, "error",
-                       f"the adapter raised {type(result).__name__}: {result} "
-                       f"({Path(where.filename).name}:{where.lineno}, {where.name})")
+        return Outcome(name, rules, "error", f"the adapter raised {type(result).__name__}: "
+                                             f"{result} ({runner.raised_at(result)})")
     if result is not None:
         return Outcome(name, rules, "skip", result)
     if entry is not None:
@@ -359,15 +356,18 @@ def write_expected(path: Path, outcomes: list[Outcome],
         fragments = (entry.get("fails_with") if outcome.outcome == "xfail" else None) or [
             message.splitlines()[0]]
         why = entry.get("why") or WHY_PLACEHOLDER
-        lines += [f"[fixtures.{json.dumps(outcome.fixture)}]",
-                  f"fails_with = {json.dumps(list(fragments))}", f"why = {json.dumps(why)}",
-                  ""]
+        lines += _entry_lines(outcome.fixture, fragments, why)
     for name, entry in sorted(unplayed.items()):  # not selected this run: kept as written
-        lines += [f"[fixtures.{json.dumps(name)}]",
-                  f"fails_with = {json.dumps(list(entry.get('fails_with') or []))}",
-                  f"why = {json.dumps(entry.get('why') or WHY_PLACEHOLDER)}", ""]
+        lines += _entry_lines(name, entry.get("fails_with") or [],
+                              entry.get("why") or WHY_PLACEHOLDER)
     path.write_text("\n".join(lines), encoding="utf-8")
     return len(failing) + len(unplayed)
+
+
+def _entry_lines(fixture: str, fragments: Sequence[str], why: str) -> list[str]:
+    """One expected failure as the file's TOML table."""
+    return [f"[fixtures.{json.dumps(fixture)}]", f"fails_with = {json.dumps(list(fragments))}",
+            f"why = {json.dumps(why)}", ""]
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:

@@ -294,7 +294,7 @@ def test_an_unexpected_error_says_where_it_was_raised(tmp_path: Path) -> None:
     assert out.returncode == 1
     first, second = out.stdout.splitlines()[:2]
     assert first.endswith("unexpected KeyError: 'adapter bug'")
-    assert second == "  raised at buggy_adapter.py:7, in dispatch"
+    assert second == "  raised at buggy_adapter.py:7, dispatch"
     (entry,) = tomllib.loads(written.read_text())["fixtures"].values()
     assert entry["fails_with"] == [first.split(": ", 1)[1]]
 
