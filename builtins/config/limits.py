@@ -49,7 +49,6 @@ def session_id_problem(value: str) -> str | None:
     return None
 
 
-
 def check_session_fields(message: Any) -> None:
     """Refuse an envelope whose `session_id` or `chat_id` is longer than the cap.
 

@@ -150,6 +150,13 @@ def tighten(path: str | os.PathLike[str], what: str, folder: bool = False) -> bo
     private = mode & ~_SHARED
     shown = shlex.quote(str(target))
     fix = f"run `chmod {private:o} {shown}` as its owner, or {place}"
+    if folder and not _holds_a_home(target):
+        raise HooklineError(
+            ErrorKind.config,
+            f"{what} {target} can be read by other users (mode {mode:04o}) and holds files "
+            f"that are not hookline's, so hookline will not make it private: set {HOME_ENV} "
+            f"to a folder of its own (a new one is made private), or run `chmod "
+            f"{private:o} {shown}` yourself", {"path": str(target), "mode": f"{mode:04o}"})
     if hasattr(os, "geteuid") and info.st_uid != os.geteuid():
         raise HooklineError(
             ErrorKind.config,
@@ -193,7 +200,6 @@ def secure_home(home: str | os.PathLike[str]) -> Path:
     folder = Path(home)
     fix = f"make it writable, or set {HOME_ENV} to a folder you can write in"
     try:
-        _check_own_home(folder)
         if not tighten(folder, "the hookline home", folder=True):
             make_private_dir(folder)
     except OSError as exc:
@@ -208,26 +214,12 @@ def secure_home(home: str | os.PathLike[str]) -> Path:
     return folder
 
 
-def _check_own_home(folder: Path) -> None:
-    """Refuse to make private a folder others can read that is no hookline home (it holds
-    other things and none of `HOME_MARKS`)."""
-    try:
-        info = os.stat(folder)
-        if not stat.S_ISDIR(info.st_mode) or not info.st_mode & _SHARED:
-            return
-        with os.scandir(folder) as entries:
-            names = {entry.name for entry in entries}
-    except FileNotFoundError:
-        return
-    if names and not names & HOME_MARKS:
-        mode = stat.S_IMODE(info.st_mode)
-        raise HooklineError(
-            ErrorKind.config,
-            f"the hookline home {folder} can be read by other users (mode {mode:04o}) and "
-            f"holds files that are not hookline's, so hookline will not make it private: "
-            f"set {HOME_ENV} to a folder of its own (a new one is made private), or run "
-            f"`chmod {mode & ~_SHARED:o} {shlex.quote(str(folder))}` yourself",
-            {"path": str(folder), "mode": f"{mode:04o}"})
+def _holds_a_home(folder: Path) -> bool:
+    """Whether `folder` is empty or holds one of `HOME_MARKS`: a hookline home, not a
+    folder of other things (`/srv`) that making private would close to everyone."""
+    with os.scandir(folder) as entries:
+        names = {entry.name for entry in entries}
+    return not names or bool(names & HOME_MARKS)
 
 
 def _why_not_writable(folder: Path) -> str:
