@@ -12,6 +12,7 @@ from .files import PRIVATE_FILE_MODE as PRIVATE_FILE_MODE
 from .files import create_private_file as create_private_file
 from .files import make_private_dir as make_private_dir
 from .files import process_umask as process_umask
+from .files import replacing_private_file as replacing_private_file
 from .files import secure_home as secure_home
 from .files import secure_store as secure_store
 from .files import shared_secret_problem as shared_secret_problem

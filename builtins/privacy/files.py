@@ -27,9 +27,9 @@ import os
 import shlex
 import stat
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
 from hookline.kernel._identity import ENV_PREFIX
 from hookline.kernel.errors import ErrorKind, HooklineError
@@ -41,6 +41,7 @@ __all__ = [
     "create_private_file",
     "make_private_dir",
     "process_umask",
+    "replacing_private_file",
     "secure_home",
     "secure_store",
     "shared_secret_problem",
@@ -96,7 +97,17 @@ def create_private_file(path: str | os.PathLike[str], *, fresh: bool = False) ->
 
 def write_private_file(path: str | os.PathLike[str], data: str | bytes, *,
                        durable: bool = True) -> None:
-    """Replace the file with `data` (text as UTF-8), mode 0600, all or nothing.
+    """Replace the file with `data` (text as UTF-8), mode 0600, all or nothing
+    (`replacing_private_file`)."""
+    with replacing_private_file(path, durable=durable) as handle:
+        handle.write(data.encode("utf-8") if isinstance(data, str) else data)
+
+
+@contextlib.contextmanager
+def replacing_private_file(path: str | os.PathLike[str], *,
+                           durable: bool = True) -> Iterator[BinaryIO]:
+    """A file to write that replaces `path`, mode 0600, all or nothing, when the block
+    ends without an exception: for data written a piece at a time.
 
     Written under a temporary name in the same folder (0600 from its creation), flushed
     (and fsynced when `durable`), then renamed over the name: a failure leaves the old
@@ -107,7 +118,7 @@ def write_private_file(path: str | os.PathLike[str], data: str | bytes, *,
                                      dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data.encode("utf-8") if isinstance(data, str) else data)
+            yield handle
             handle.flush()
             if durable:
                 os.fsync(handle.fileno())

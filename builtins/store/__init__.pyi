@@ -6,11 +6,13 @@ Generated from the table of its ``__init__.py`` by the kernel's ``_generate.py``
 edit the table, never this file.
 """
 
+from .asyncstore import PAGE_ENTRIES as PAGE_ENTRIES
 from .asyncstore import AsyncJournal as AsyncJournal
 from .asyncstore import AsyncStoreAdapter as AsyncStoreAdapter
 from .asyncstore import append_batch as append_batch
 from .asyncstore import as_async_store as as_async_store
 from .asyncstore import journal_of as journal_of
+from .asyncstore import tape_pages as tape_pages
 from .copy import CopyReport as CopyReport
 from .copy import copy_store as copy_store
 from .copy import shown as shown

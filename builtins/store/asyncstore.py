@@ -15,21 +15,31 @@ and `journal_commit_async` (coroutine functions): those are awaited instead of r
 sync method in a worker thread (`SQLiteTapeStore` has them: its writer thread does the
 writes, so a worker thread waiting for it would be one thread hop too many, and its reads
 are cheaper than the hop). It may also offer `fetch_since_async(tape, entry_id)`, the
-entries from one id on, which the kept context read extends itself with (`fetch_since`).
+entries from one id on, which the kept context read extends itself with (`fetch_since`);
+with a `limit` parameter too, archives and copies read the tape a page at a time
+(`tape_pages`).
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from functools import partial
-from typing import Any, cast
+from typing import Any, Final, cast
 
 import anyio.to_thread
 
 from hookline.kernel.tape import AsyncTapeStore, TapeEntry, TapeQuery, TapeStore, is_async_store
 
-__all__ = ["AsyncJournal", "AsyncStoreAdapter", "append_batch", "as_async_store", "journal_of"]
+__all__ = [
+    "PAGE_ENTRIES",
+    "AsyncJournal",
+    "AsyncStoreAdapter",
+    "append_batch",
+    "as_async_store",
+    "journal_of",
+    "tape_pages",
+]
 
 _METHODS = ("list_tapes", "reset", "fetch_all", "append")
 
@@ -71,11 +81,14 @@ class AsyncStoreAdapter:
         """Whether the store has a `fetch_since_async` this adapter uses."""
         return self._fetch_since is not None
 
-    async def fetch_since(self, tape: str, entry_id: int) -> list[TapeEntry]:
+    async def fetch_since(self, tape: str, entry_id: int,
+                          limit: int | None = None) -> list[TapeEntry]:
         """The store's `fetch_since_async` (see `has_fetch_since`)."""
         if self._fetch_since is None:
             raise TypeError(f"{self.store!r} has no fetch_since_async")
-        return list(await self._fetch_since(tape, entry_id))
+        if limit is None:
+            return list(await self._fetch_since(tape, entry_id))
+        return list(await self._fetch_since(tape, entry_id, limit))
 
     async def append(self, tape: str, entry: TapeEntry) -> Any:
         """Whatever the sync store's append returns (the builtin stores: the stored entry)."""
@@ -144,11 +157,48 @@ def has_fetch_since(store: AsyncTapeStore) -> bool:
             and not _overridden(type(store), "fetch_all", "fetch_since"))
 
 
-async def fetch_since(store: AsyncTapeStore, tape: str, entry_id: int) -> list[TapeEntry]:
-    """The entries of `tape` whose id is `entry_id` or more, in id order, from a store
-    that can (`has_fetch_since`): what a kept context read asks, the row it holds last
-    and those written since."""
-    return list(await cast(Any, store).fetch_since(tape, entry_id))
+async def fetch_since(store: AsyncTapeStore, tape: str, entry_id: int,
+                      limit: int | None = None) -> list[TapeEntry]:
+    """The entries of `tape` whose id is `entry_id` or more, in id order, at most `limit`
+    of them, from a store that can (`has_fetch_since`): what a kept context read asks,
+    the row it holds last and those written since."""
+    if limit is None:
+        return list(await cast(Any, store).fetch_since(tape, entry_id))
+    return list(await cast(Any, store).fetch_since(tape, entry_id, limit))
+
+
+def _reads_pages(store: AsyncTapeStore) -> bool:
+    if not has_fetch_since(store):
+        return False
+    method: Any = (store._fetch_since if isinstance(store, AsyncStoreAdapter)
+                   else cast(Any, store).fetch_since)
+    try:
+        return "limit" in inspect.signature(method).parameters
+    except (TypeError, ValueError):  # a callable without a signature Python can read
+        return False
+
+
+PAGE_ENTRIES: Final = 100
+"""The entries a tape is read by when it is read whole (`tape_pages`)."""
+
+
+async def tape_pages(store: AsyncTapeStore, tape: str, size: int = PAGE_ENTRIES,
+                     after: int = 0) -> AsyncGenerator[list[TapeEntry], None]:
+    """The tape's entries whose id is above `after` (all, by default) in id order, `size`
+    at a time, so that archiving or copying a tape of gigabytes holds one page in memory,
+    not the tape. A store that cannot read from an id on up to a limit (`fetch_since`
+    with a `limit` parameter) is read whole, as one page."""
+    if not _reads_pages(store):
+        entries = list(await store.fetch_all(TapeQuery(tape)))
+        if page := [entry for entry in entries if entry.id > after]:
+            yield page
+        return
+    start = after + 1
+    while page := await fetch_since(store, tape, start, size):
+        yield page
+        if len(page) < size:
+            return
+        start = page[-1].id + 1
 
 
 def has_batch(store: AsyncTapeStore | TapeStore) -> bool:

@@ -1,11 +1,13 @@
 """Copying every tape of one store into another (`hookline store copy`).
 
 A location is a SQLite file path or a PostgreSQL URL, either way round. Each tape, sidecar
-tapes included, is read whole and written with one `append_many` (one transaction), so an
-interrupted copy leaves whole tapes only; the ids come out equal because a builtin store's
-ids are gapless from 1. A destination holding any tape is refused, unless `into_existing`:
-then tapes it already holds must be identical to the source's (they are skipped: that is
-how an interrupted copy is resumed) and a differing one stops the copy before anything is
+tapes included, is read and written a page at a time (`tape_pages`: memory holds one
+page, whatever the tape's size), each page with one `append_many` (one transaction), so
+an interrupted copy leaves every tape whole or cut between two pages; the ids come out
+equal because a builtin store's ids are gapless from 1. A destination holding any tape is
+refused, unless `into_existing`: then tapes it already holds must be identical to the
+source's (they are skipped) or their start (they are completed: that is how an
+interrupted copy is resumed), and a differing one stops the copy before anything is
 written. At the end every copied tape is read back from both stores and compared, entry by
 entry (id, kind, payload, meta, date).
 
@@ -17,24 +19,27 @@ stop the gateways before copying.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, replace
 from os import PathLike
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import anyio.to_thread
 
 from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeEntry, TapeQuery
 
-from .asyncstore import AsyncStoreAdapter
+from .asyncstore import AsyncStoreAdapter, tape_pages
 from .sqlite.store import SQLiteTapeStore
 from .url import is_postgres_url, redact_url
 
 __all__ = ["CopyReport", "copy_store", "shown"]
 
 Location = str | PathLike[str]
+
+PROGRESS_ENTRIES: Final = 10_000
+"""A long tape's copy says how far it is every this many entries."""
 
 
 @dataclass(frozen=True)
@@ -85,8 +90,40 @@ async def _pending(store: Any) -> int:
     return int(await store.pending_runs())
 
 
-async def _entries(store: Any, tape: str) -> list[TapeEntry]:
-    return list(await store.fetch_all(TapeQuery(tape)))
+async def _length(store: Any, tape: str) -> int:
+    """The tape's entries, counted by its last id (ids are gapless from 1)."""
+    last = list(await store.fetch_all(TapeQuery(tape).tail(1)))
+    return last[-1].id if last else 0
+
+
+async def _held(src: Any, dst: Any, tape: str) -> int | None:
+    """How many of the source tape's first entries the destination's tape is made of:
+    all of them when the tapes are equal, fewer when a copy was interrupted between two
+    pages, None when the destination's differs otherwise. Compared a page at a time
+    (pages of both hold the same ids)."""
+    held = 0
+    async with aclosing(tape_pages(src, tape)) as source, \
+            aclosing(tape_pages(dst, tape)) as target:
+        async for theirs in target:
+            ours: list[TapeEntry] = await anext(source, [])
+            if theirs != ours[:len(theirs)]:
+                return None
+            held += len(theirs)
+    return held
+
+
+async def _copy_tape(src: Any, dst: Any, tape: str, held: int,
+                     progress: Callable[[str], None]) -> int:
+    """Append the source tape's entries after the first `held` to the destination, a page
+    per transaction; returns how many."""
+    copied = 0
+    async with aclosing(tape_pages(src, tape, after=held)) as pages:
+        async for page in pages:
+            await dst.append_many(tape, [replace(entry, id=0) for entry in page])
+            copied += len(page)
+            if copied % PROGRESS_ENTRIES < len(page):
+                progress(f"  {tape}: {held + copied:,} entries so far")
+    return copied
 
 
 async def copy_store(
@@ -97,8 +134,9 @@ async def copy_store(
     progress: Callable[[str], None] = lambda line: None,
 ) -> CopyReport:
     """Copy every tape of `source` into `target` (see the module doc); `progress` gets one
-    line per tape. Raises HooklineError: `invalid_input` for a refused destination or a
-    differing tape, `unknown` when the verification finds a difference."""
+    line per tape, and one per `PROGRESS_ENTRIES` entries of a long one. Raises
+    HooklineError: `invalid_input` for a refused destination or a differing tape,
+    `unknown` when the verification finds a difference."""
     if str(source) == str(target) or (
         not is_postgres_url(source) and not is_postgres_url(target)
         and Path(source).expanduser().resolve() == Path(target).expanduser().resolve()
@@ -113,31 +151,32 @@ async def copy_store(
                 ErrorKind.invalid_input,
                 f"The destination {shown(target)} already holds {len(existing)} tape(s); copy "
                 f"into an empty store, or pass --into-existing to add the missing tapes (tapes "
-                f"it holds must then be identical to the source's).",
+                f"it holds must then be identical to the source's, or their start).",
             )
-        skipped = set()
+        held: dict[str, int] = {}
         for tape in sorted(existing.intersection(tapes)):
-            if await _entries(src, tape) != await _entries(dst, tape):
+            count = await _held(src, dst, tape)
+            if count is None:
                 raise HooklineError(
                     ErrorKind.invalid_input,
                     f"Tape {tape!r} is in both stores with different entries; nothing was "
                     f"copied. Remove it from the destination or copy into another store.",
                 )
-            skipped.add(tape)
-        todo = [tape for tape in tapes if tape not in skipped]
+            held[tape] = count
+        todo = [tape for tape in tapes
+                if tape not in held or held[tape] < await _length(src, tape)]
         copied = 0
         for number, tape in enumerate(todo, 1):
-            entries = await _entries(src, tape)
-            await dst.append_many(tape, [replace(entry, id=0) for entry in entries])
-            copied += len(entries)
-            progress(f"copied tape {number}/{len(todo)} {tape}: {len(entries)} entries")
+            count = await _copy_tape(src, dst, tape, held.get(tape, 0), progress)
+            copied += count
+            progress(f"copied tape {number}/{len(todo)} {tape}: {count} entries")
         progress(f"verifying {len(todo)} tape(s)")
         for tape in todo:
-            if await _entries(src, tape) != await _entries(dst, tape):
+            if await _held(src, dst, tape) != await _length(src, tape):
                 raise HooklineError(
                     ErrorKind.unknown,
                     f"Verification failed: tape {tape!r} differs after the copy (was the "
                     f"source written to meanwhile? stop the gateways and copy again with "
                     f"--into-existing after removing that tape).",
                 )
-        return CopyReport(len(todo), copied, len(skipped), await _pending(src))
+        return CopyReport(len(todo), copied, len(tapes) - len(todo), await _pending(src))

@@ -67,12 +67,15 @@ class InMemoryTapeStore:
         # filtering can run outside it; readers get copies so they cannot edit them.
         return [copy_entry(entry) for entry in apply_query(entries, query)]
 
-    async def fetch_since_async(self, tape: str, entry_id: int) -> list[TapeEntry]:
-        """The entries of `tape` whose id is `entry_id` or more, as stored (ids are
-        positions from 1): for the kept context read, which never changes them."""
+    async def fetch_since_async(self, tape: str, entry_id: int,
+                                limit: int | None = None) -> list[TapeEntry]:
+        """The entries of `tape` whose id is `entry_id` or more, at most `limit` of them,
+        as stored (ids are positions from 1): for the kept context read and `tape_pages`,
+        which never change them."""
         check_tape_name(tape)
+        start = max(entry_id, 1) - 1
         with self._lock:
-            return self._tapes.get(tape, [])[max(entry_id, 1) - 1:]
+            return self._tapes.get(tape, [])[start:None if limit is None else start + limit]
 
     def append(self, tape: str, entry: TapeEntry) -> TapeEntry:
         check_tape_name(tape)

@@ -33,7 +33,7 @@ from hookline.kernel.tape import AsyncTapeStore, TapeEntry, TapeQuery, TapeStore
 
 from ..host.files import open_regular_file
 from ..privacy.files import write_private_file
-from ..store.asyncstore import as_async_store
+from ..store.asyncstore import as_async_store, tape_pages
 from ..store.entries import SIDECAR_MARKER, is_sidecar_tape
 from .archive import write_archive
 from .context import RESUMES, starts_turn
@@ -516,7 +516,7 @@ async def archive_session(store: TapeStore | AsyncTapeStore, tape: str, director
     for name in await _session_tapes(async_store, tape, sidecars):
         path = directory / f"{prefix}{name}.{stamp}.jsonl"
         try:
-            await write_archive(path, list(await async_store.fetch_all(TapeQuery(name))))
+            await write_archive(path, tape_pages(async_store, name))
         except OSError as exc:  # a full disk, say: no half of an archive is left behind
             for _, done in written:
                 done.unlink(missing_ok=True)

@@ -51,7 +51,7 @@ from hookline.kernel.tape import (
     TapeStore,
 )
 
-from ..store.asyncstore import append_batch, as_async_store, journal_of
+from ..store.asyncstore import append_batch, as_async_store, journal_of, tape_pages
 from ..store.entries import SIDECAR_MARKER
 from .archive import file_safe, write_archive
 from .context import ContextMessages, messages_from_entries
@@ -404,7 +404,7 @@ class Tape:
         folder = Path(directory).expanduser()
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
         main_path = folder / f"{file_safe(self._name)}.jsonl.{stamp}.bak"
-        await write_archive(main_path, await self.entries())
+        await write_archive(main_path, tape_pages(self._store, self._name))
 
         outcomes: list[tuple[str, dict[str, Any]]] = []
         failed: set[str] = set()
@@ -412,8 +412,7 @@ class Tape:
             tape_name = self.sidecar_tape_name(sidecar.name)
             path = folder / f"{file_safe(tape_name)}.jsonl.{stamp}.bak"
             try:
-                entries = list(await self._store.fetch_all(TapeQuery(tape_name)))
-                await write_archive(path, entries)
+                await write_archive(path, tape_pages(self._store, tape_name))
             except Exception as exc:
                 logger.warning(
                     "tape.sidecar_archive_failed sidecar=%s tape=%s: %s",

@@ -254,8 +254,9 @@ _Row: TypeAlias = tuple[str, str, str | None, str | None, str | None, str | None
 
 
 SELECT_SINCE: Final = (f"SELECT {_COLUMNS} FROM hookline_entries e "
-                       f"WHERE e.tape = %(tape)s AND e.id >= %(id)s ORDER BY e.id")
-"""The rows of a tape from one id on (`fetch_since`)."""
+                       f"WHERE e.tape = %(tape)s AND e.id >= %(id)s ORDER BY e.id "
+                       f"LIMIT %(limit)s")
+"""The rows of a tape from one id on, at most `limit` (NULL: all) of them (`fetch_since`)."""
 
 
 def _select(tape: str, query: TapeQuery) -> tuple[str, dict[str, Any]]:

@@ -295,14 +295,16 @@ class PostgresTapeStore(PostgresLiveness):
         # raises the reference `not_found` error with the reference message.
         return apply_query(self._entries(tape, rows), query)
 
-    async def fetch_since(self, tape: str, entry_id: int) -> list[TapeEntry]:
-        """The entries of `tape` whose id is `entry_id` or more, in id order: what the
-        kept context read asks. Ids are given in commit order (one writer per tape at a
-        time), so a later read never finds an id below one read before."""
+    async def fetch_since(self, tape: str, entry_id: int,
+                          limit: int | None = None) -> list[TapeEntry]:
+        """The entries of `tape` whose id is `entry_id` or more, in id order, at most
+        `limit` of them: what the kept context read asks, and a tape read page by page
+        (`tape_pages`). Ids are given in commit order (one writer per tape at a time), so
+        a later read never finds an id below one read before."""
         check_tape_name(tape)
+        params = {"tape": tape, "id": entry_id, "limit": limit}
         async with self._connection() as conn:
-            rows = await (await conn.execute(SELECT_SINCE, {"tape": tape, "id": entry_id})
-                          ).fetchall()
+            rows = await (await conn.execute(SELECT_SINCE, params)).fetchall()
         return self._entries(tape, rows)
 
     def _entries(self, tape: str, rows: Sequence[Sequence[Any]]) -> list[TapeEntry]:

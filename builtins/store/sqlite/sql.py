@@ -45,10 +45,11 @@ COLUMNS: Final = "id, kind, payload, meta, date"
 Row: TypeAlias = tuple[str, str, str | None, str | None, str | None, str | None]
 
 
-def select_since(conn: sqlite3.Connection, tape: str, entry_id: int) -> list[tuple]:
-    """The rows of `tape` from id `entry_id` on, in id order."""
-    return conn.execute(f"SELECT {COLUMNS} FROM entries WHERE tape = ? AND id >= ? ORDER BY id",
-                        (tape, entry_id)).fetchall()
+def select_since(conn: sqlite3.Connection, tape: str, entry_id: int,
+                 limit: int | None = None) -> list[tuple]:
+    """The rows of `tape` from id `entry_id` on, in id order, at most `limit` of them."""
+    return conn.execute(f"SELECT {COLUMNS} FROM entries WHERE tape = ? AND id >= ? ORDER BY id "
+                        f"LIMIT ?", (tape, entry_id, -1 if limit is None else limit)).fetchall()
 
 
 def select_entries(

@@ -393,13 +393,15 @@ class SQLiteTapeStore:
         await self._failed_ended()
         return self._fetch(query)
 
-    async def fetch_since_async(self, tape: str, entry_id: int) -> list[TapeEntry]:
-        """The entries of `tape` whose id is `entry_id` or more, in id order, read as
-        `fetch_all_async` reads: what the kept context read asks (`fetch_since`)."""
+    async def fetch_since_async(self, tape: str, entry_id: int,
+                                limit: int | None = None) -> list[TapeEntry]:
+        """The entries of `tape` whose id is `entry_id` or more, in id order, at most
+        `limit` of them, read as `fetch_all_async` reads: what the kept context read asks
+        (`fetch_since`), and a tape read page by page (`tape_pages`)."""
         await self._failed_ended()
         check_tape_name(tape)
         with self._connection() as conn:
-            rows = select_since(conn, tape, entry_id)
+            rows = select_since(conn, tape, entry_id, limit)
         return self._row_entries(tape, rows)
 
     async def _failed_ended(self) -> None:
