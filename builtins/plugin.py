@@ -14,6 +14,7 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -73,7 +74,6 @@ look back at this session. Say what you did and what you found."""
 
 PROCESS_RECORDS = "processes"
 """Folder of the hookline home holding one process record per open scope."""
-
 
 
 class BuiltinPlugin:
@@ -173,10 +173,11 @@ class BuiltinPlugin:
 
     def tape_for(self, session_id: str, state: dict[str, Any]) -> Tape:
         """The session's tape on the scope's store, with the hooks' context and sidecars."""
+        from .store.asyncstore import scope_store
         from .tape.naming import resolved_workspace, session_tape_name
         from .tape.tape import Tape
 
-        store = self.framework.get_tape_store() or self.memory_store
+        store = scope_store(self.framework) or self.memory_store
         context = replace(self.framework.build_tape_context(), state=state)
         workspace = resolved_workspace(self.framework.workspace)
         return Tape(store, session_tape_name(session_id, workspace), context,
@@ -399,10 +400,12 @@ class BuiltinPlugin:
         if self._mcp is None or self._mcp[0] is not settings:
             servers = None
             if settings.extra.get("mcp_servers"):  # mcp.config.CONFIG_TABLE, not imported
+                from .agent.steering import steer
                 from .mcp.manager import McpServers
 
                 servers = McpServers.configured(settings, lambda: str(self.framework.workspace),
-                                                self.processes, self.sandbox_policy, self._steer)
+                                                self.processes, self.sandbox_policy,
+                                                partial(steer, self.framework))
             self._mcp = (settings, servers)
         return self._mcp[1]
 
@@ -410,14 +413,6 @@ class BuiltinPlugin:
         servers = self.mcp_servers()
         if servers is not None and self.framework.in_scope:
             await servers.prepare()
-
-    async def _steer(self, message: dict[str, Any], state: dict[str, Any]) -> bool:
-        """Queue a message (an MCP tool's images) for the next step of the running turn."""
-        inbox = self.framework.get_steering_inbox()
-        if inbox is None:
-            return False
-        await inbox.enqueue_message(message, state)
-        return True
 
     @hookimpl
     def build_tape_context(self) -> TapeContext:

@@ -135,7 +135,9 @@ class ChatCommands:
             self._say(one_line_of(line))
 
     def _store(self) -> Any:
-        store = self.framework.get_tape_store()
+        from hookline.builtins.store import scope_store
+
+        store = scope_store(self.framework)
         if store is None:
             raise RuntimeError("no plugin provides a tape store (provide_tape_store), so "
                                "there are no sessions")

@@ -57,9 +57,10 @@ def compact_command(framework: Framework) -> Any:
 async def _check_here(framework: Framework, session_id: str) -> None:
     """A session named on the command line must be one of this folder's: an unknown id,
     or another folder's, would otherwise be "nothing to compact"."""
+    from hookline.builtins.store import scope_store
     from hookline.builtins.tape import find_session, session_tape_name
 
-    store = framework.get_tape_store()
+    store = scope_store(framework)
     if store is None:
         return
     tape = await find_session(store, session_id, framework.workspace)  # SessionError: none

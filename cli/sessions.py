@@ -226,9 +226,11 @@ def _with_store(framework: Framework, action: Callable[[Any], Awaitable[T]]) -> 
     """Run `action(store)` on the configured tape store; any failure is one error line."""
     import anyio
 
+    from hookline.builtins.store import scope_store
+
     async def run() -> T:
         async with framework.running():
-            store = framework.get_tape_store()
+            store = scope_store(framework)
             if store is None:
                 raise RuntimeError("no plugin provides a tape store (provide_tape_store), so "
                                    "there are no sessions to show")
@@ -335,6 +337,7 @@ async def choose_session(framework: Framework, session: str | None, new: bool,
     most recently active one), either made this folder's current session; else this
     folder's current session."""
     from hookline.builtins.config import default_home
+    from hookline.builtins.store import scope_store
     from hookline.builtins.tape import (
         current_session,
         list_sessions,
@@ -353,7 +356,7 @@ async def choose_session(framework: Framework, session: str | None, new: bool,
                        err=True)
         return fresh
     if continue_:
-        store = framework.get_tape_store()
+        store = scope_store(framework)
         if store is not None:
             for item in await list_sessions(store, framework.workspace):
                 if item.session_id:

@@ -70,11 +70,11 @@ async def _session_events(framework: Framework, session_id: str, names: tuple[st
 async def _session_entries(framework: Framework, session_id: str, kinds: tuple[str, ...]
                            ) -> list[Any] | None:
     """The session's tape entries of `kinds`, oldest first (None without a tape)."""
-    from hookline.builtins.store import as_async_store
+    from hookline.builtins.store import as_async_store, scope_store
     from hookline.builtins.tape import SessionError, find_session
     from hookline.kernel.tape import TapeQuery
 
-    store = framework.get_tape_store()
+    store = scope_store(framework)
     if store is None:
         return None
     try:

@@ -9,7 +9,8 @@ from hookline.kernel._lazy import LazyExports as _LazyExports
 
 _PUBLIC = {
     "loop": ("Agent", "AgentConfig"),
-    "steering": ("DEFAULT_KEY", "InMemorySteeringInbox", "steered_messages", "steering_key"),
+    "steering": ("DEFAULT_KEY", "InMemorySteeringInbox", "scope_inbox", "steer",
+                 "steered_messages", "steering_key"),
     "usage": ("COMPACT_EVENT", "add_usage", "cache_writes", "reported_cost", "token_counts"),
 }
 """Module (relative to this package) -> the public names it defines."""

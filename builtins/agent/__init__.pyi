@@ -10,6 +10,8 @@ from .loop import Agent as Agent
 from .loop import AgentConfig as AgentConfig
 from .steering import DEFAULT_KEY as DEFAULT_KEY
 from .steering import InMemorySteeringInbox as InMemorySteeringInbox
+from .steering import scope_inbox as scope_inbox
+from .steering import steer as steer
 from .steering import steered_messages as steered_messages
 from .steering import steering_key as steering_key
 from .usage import COMPACT_EVENT as COMPACT_EVENT

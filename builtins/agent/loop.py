@@ -52,7 +52,7 @@ from .compaction import (
 )
 from .interruption import close_cut_calls, keep_partial_text
 from .outcome import StepOutcome, StepRequest, as_hookline_error
-from .steering import steered_messages
+from .steering import scope_inbox, steered_messages
 from .tool_call import run_tool_call
 from .usage import add_usage
 
@@ -314,7 +314,7 @@ class _Run(CompactingRun):
                           ) -> list[ModelMessage] | None:
         """Announce the step's end; the next step's new messages (a `StepFinished`
         handler's prompt, if any), or None when nothing is left to answer."""
-        inbox = self.agent.framework.get_steering_inbox()
+        inbox = scope_inbox(self.agent.framework)
         pending = inbox.message_count(self.state) if inbox is not None else 0
         status: Literal["continue", "ok"] = "continue" if outcome.tool_calls or pending else "ok"
         finished = await self._emit(StepFinished(

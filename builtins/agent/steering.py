@@ -15,13 +15,37 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from typing import Any
 
+from hookline.kernel.channels import SteeringInbox
 from hookline.kernel.envelope import get_field
 from hookline.kernel.messages import ModelMessage
 from hookline.kernel.turn import RUNTIME_THREAD_ID
 
-__all__ = ["DEFAULT_KEY", "InMemorySteeringInbox", "steered_messages", "steering_key"]
+__all__ = ["DEFAULT_KEY", "InMemorySteeringInbox", "scope_inbox", "steer", "steered_messages",
+           "steering_key"]
 
 DEFAULT_KEY = "default"
+
+
+def scope_inbox(framework: Any) -> SteeringInbox | None:
+    """The `running()` scope's steering inbox (None outside one, or when no plugin gave
+    one); a value that is no inbox is the framework's `resource_error`, which names the
+    plugin and function that gave it."""
+    inbox = framework.get_steering_inbox()
+    if inbox is not None and not isinstance(inbox, SteeringInbox):
+        raise framework.resource_error(
+            "provide_steering_inbox", "a steering inbox or None",
+            ": return an object with enqueue_message, drain_messages and message_count "
+            "(docs/hooks/runtime.md), or None to leave the inbox to the builtin plugin")
+    return inbox
+
+
+async def steer(framework: Any, message: dict[str, Any], state: dict[str, Any]) -> bool:
+    """Queue a message (an MCP tool's images) for the next step of the running turn; False
+    when there is no inbox to queue it in."""
+    if (inbox := scope_inbox(framework)) is None:
+        return False
+    await inbox.enqueue_message(message, state)
+    return True
 
 
 def steering_key(state: Mapping[str, Any] | None) -> Hashable:
@@ -73,7 +97,7 @@ async def steered_messages(framework: Any, session_id: str, state: dict[str, Any
     """The envelopes steered into the running turn, drained from the framework's inbox, as
     user messages (each built as its own turn's prompt would be), for the step to send
     before its own prompt."""
-    inbox = framework.get_steering_inbox()
+    inbox = scope_inbox(framework)
     if inbox is None:
         return []
     messages = []

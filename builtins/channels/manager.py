@@ -32,6 +32,7 @@ from hookline.kernel.channels import (
 from hookline.kernel.envelope import get_field, set_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
+from ..agent.steering import scope_inbox
 from ..store.budget import turn_store_budget
 from .envelopes import admission_state, channel_message, output_name, tell
 from .selection import select_channels
@@ -191,14 +192,13 @@ class ChannelManager:
     def snapshot(self, session_id: str, state: dict[str, Any] | None = None) -> TurnSnapshot:
         """How busy a session is now; `state` keys the steering count (default: session)."""
         session = self._sessions.get(session_id)
-        inbox = self.framework.get_steering_inbox()
         steering = 0
-        if inbox is not None:
-            try:
+        try:
+            if (inbox := scope_inbox(self.framework)) is not None:
                 steering = int(inbox.message_count(state or {"session_id": session_id}))
-            except Exception as exc:
-                logger.warning("channel.steering_count_failed session=%s error=%s: %s",
-                               session_id, type(exc).__name__, exc)
+        except Exception as exc:
+            logger.warning("channel.steering_count_failed session=%s error=%s: %s",
+                           session_id, type(exc).__name__, exc)
         if session is None:
             return TurnSnapshot(session_id, steering_count=steering)
         running = sum(1 for turn in session.running if turn.live)
@@ -343,10 +343,9 @@ class ChannelManager:
 
     async def _move_leftovers(self, session_id: str, state: dict[str, Any]) -> None:
         """Steering messages the turn did not take become the session's follow-ups."""
-        inbox = self.framework.get_steering_inbox()
-        if inbox is None:
-            return
         try:
+            if (inbox := scope_inbox(self.framework)) is None:
+                return
             leftovers = await inbox.drain_messages(state)
         except Exception as exc:
             logger.warning("channel.steering_drain_failed session=%s error=%s: %s", session_id,
@@ -378,14 +377,13 @@ class ChannelManager:
         channel, which may owe a sender an answer, with `reason`) and cancel its running
         turns (except the calling task's own, and with `keep_answered` those past their
         answer, left to finish). Returns how many turns were cancelled."""
-        inbox = self.framework.get_steering_inbox()
         forgotten: list[Any] = []
-        if inbox is not None:
-            try:
+        try:
+            if (inbox := scope_inbox(self.framework)) is not None:
                 forgotten.extend(await inbox.drain_messages({"session_id": session_id}))
-            except Exception as exc:
-                logger.warning("channel.steering_drain_failed session=%s error=%s: %s",
-                               session_id, type(exc).__name__, exc)
+        except Exception as exc:
+            logger.warning("channel.steering_drain_failed session=%s error=%s: %s",
+                           session_id, type(exc).__name__, exc)
         session = self._sessions.get(session_id)
         if session is not None:
             forgotten.extend(session.pending)

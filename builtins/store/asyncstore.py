@@ -38,6 +38,7 @@ __all__ = [
     "append_batch",
     "as_async_store",
     "journal_of",
+    "scope_store",
     "tape_pages",
 ]
 
@@ -266,14 +267,30 @@ def _overridden(cls: type, name: str, native: str = "") -> bool:
     return known
 
 
+def _missing_methods(store: object) -> list[str]:
+    return [name for name in _METHODS if not callable(getattr(store, name, None))]
+
+
+def scope_store(framework: Any) -> TapeStore | AsyncTapeStore | None:
+    """The `running()` scope's tape store (None outside one, or when no plugin gave one);
+    a value that is no tape store is the framework's `resource_error`, which names the
+    plugin and function that gave it."""
+    store = framework.get_tape_store()
+    if store is not None and (missing := _missing_methods(store)):
+        raise framework.resource_error(
+            "provide_tape_store", "a tape store or None",
+            f", which lacks {', '.join(missing)}: give it those methods (docs/tapes.md), or "
+            f"return None to leave the store to the builtin plugin")
+    return cast("TapeStore | AsyncTapeStore | None", store)
+
+
 def as_async_store(store: TapeStore | AsyncTapeStore) -> AsyncTapeStore:
     """The store itself when it is async (its `append` is a coroutine function), else an
     AsyncStoreAdapter running each call in a worker thread.
 
     Raises TypeError for an object missing any of the four store methods.
     """
-    missing = [name for name in _METHODS if not callable(getattr(store, name, None))]
-    if missing:
+    if missing := _missing_methods(store):
         raise TypeError(f"{type(store).__name__} is not a tape store: missing {', '.join(missing)}")
     if is_async_store(store):
         return cast(AsyncTapeStore, store)

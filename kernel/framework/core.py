@@ -59,11 +59,13 @@ class Framework:
         self._loader = PluginLoader(self)
         self._tape_store: Any = None
         self._steering_inbox: Any = None
+        self._providers: dict[str, HookImpl | None] = {}
+        """The implementations that gave the scope its tape store and steering inbox."""
         self.environments = EnvironmentCache()
+        """Per-session environments; set ``max_size`` / ``idle_seconds`` to change bounds."""
         self.extensions: dict[str, Any] = {}
         """State a plugin group keeps per framework, under the group's name (the Bub layer
         keeps its group here), so that nothing sets undeclared attributes."""
-        """Per-session environments; set ``max_size`` / ``idle_seconds`` to change bounds."""
         self._in_scope = False
 
     # -- plugins -----------------------------------------------------------------------
@@ -131,11 +133,14 @@ class Framework:
                     for lifespan, value in self.runtime.call_each_sync("provide_lifespan"):
                         await _enter_blamed(stack, lifespan, value)
                     provider, store = self.runtime.call_first_each_sync("provide_tape_store")
+                    self._providers["provide_tape_store"] = provider
                     self._tape_store = await _enter_blamed(stack, provider, store)
                     provider, inbox = self.runtime.call_first_each_sync("provide_steering_inbox")
+                    self._providers["provide_steering_inbox"] = provider
                     self._steering_inbox = await _enter_blamed(stack, provider, inbox)
                 except BaseException:
                     self._tape_store = self._steering_inbox = None
+                    self._providers.clear()
                     raise
                 stack.push_async_callback(self._leave_scope)
                 yield stack
@@ -144,6 +149,7 @@ class Framework:
 
     async def _leave_scope(self) -> None:
         self._tape_store = self._steering_inbox = None
+        self._providers.clear()
         for session_id, environment in self.environments.drain():
             if environment is not None:
                 await _close_quietly(environment, session_id)
@@ -160,6 +166,18 @@ class Framework:
     def get_steering_inbox(self) -> Any:
         """The scope's steering inbox, or None outside ``running()``."""
         return self._steering_inbox
+
+    def resource_error(self, hook_name: str, expected: str, hint: str = "") -> TypeError:
+        """The TypeError for the scope's ``provide_tape_store`` or ``provide_steering_inbox``
+        value when a host finds it is not ``expected``, naming the plugin and function that
+        gave it (the kernel hands these values on unchecked, as the reference does)."""
+        value = (self._tape_store if hook_name == "provide_tape_store"
+                 else self._steering_inbox)
+        impl = self._providers.get(hook_name)
+        if impl is None:
+            return TypeError(f"hook.{hook_name} must return {expected}; got "
+                             f"{type(value).__name__}{hint}")
+        return bad_return(impl, expected, value, hint)
 
     def cached_environment(self, session_id: str, default: Any = None) -> Any:
         """The environment already cached for a session, without asking providers."""

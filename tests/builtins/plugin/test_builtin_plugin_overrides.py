@@ -44,6 +44,43 @@ async def test_a_plugin_tape_store_wins(workspace: Path, home: Path) -> None:
     assert not (home / "tapes.db").exists(), "the builtin store was not opened"
 
 
+class WrongResources:
+    """A store and an inbox of the wrong type (the kernel hands them on unchecked)."""
+
+    def __init__(self, store: object, inbox: object) -> None:
+        self.store, self.inbox = store, inbox
+
+    @hookimpl
+    def provide_tape_store(self) -> object:
+        return self.store
+
+    @hookimpl
+    def provide_steering_inbox(self) -> object:
+        return self.inbox
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("store", "inbox", "hook", "expected"), [
+    ("a path", None, "provide_tape_store",
+     "a tape store or None; plugin 'wrong', function 'WrongResources.provide_tape_store' "),
+    (None, 42, "provide_steering_inbox",
+     "a steering inbox or None; plugin 'wrong', function "
+     "'WrongResources.provide_steering_inbox' "),
+])
+async def test_a_resource_of_the_wrong_type_names_the_plugin_that_gave_it(
+    workspace: Path, store: object, inbox: object, hook: str, expected: str,
+) -> None:
+    framework, _ = build(workspace)
+    framework.registry.register(WrongResources(store, inbox), name="wrong")
+    async with framework.running():
+        with pytest.raises(TypeError) as raised:
+            await framework.process_inbound({"content": "hi", "session_id": SESSION})
+    message = str(raised.value)
+    assert message.startswith(f"hook.{hook} must return {expected}"), message
+    assert "returned " + type(store or inbox).__name__ in message
+    assert "to the builtin plugin" in message
+
+
 class ExtraBlock:
     @hookimpl
     def system_prompt(self, prompt: Any, state: dict[str, Any]) -> str:
