@@ -10,9 +10,10 @@ listening in the fake HOME, where Docker Desktop keeps its own), `terminal` (a
 pseudo-terminal of the host's, as hookline's own would be), `settings` (files of the
 workspace an editor or another agent runs programs from), `agents` (credential agents'
 sockets listening in the fake HOME), `key` (the name of a key in the user's keyring),
-`only` (the attacks to run, by name; all by default). Each attack adds its name and
-"blocked: <why>" or "OPEN: <what worked>" to the JSON object printed after each attack (the
-last line holds every outcome, the earlier ones survive a kill).
+`only` (the attacks to run, by name; all by default). The first line is the list of
+attacks to run; each attack adds its name and "blocked: <why>" or "OPEN: <what worked>"
+to the JSON object printed after each attack (the last line holds every outcome, the
+earlier ones survive a kill, and an attack missing from it ended the script).
 """
 
 from __future__ import annotations
@@ -117,28 +118,38 @@ def take_fd(settings: dict) -> str:
 
 
 def kill_hookline(settings: dict) -> str:
-    """SIGKILL every process in view that runs hookline or its sandbox helper (the test
-    sees hookline survive), by every route: kill(2), a pidfd made by opening its /proc
-    folder, and a pipe whose I/O signal (F_SETOWN, F_SETSIG) goes to it. Only those: were
-    the sandbox broken, nothing else of the machine is hit."""
+    """SIGINT, SIGTERM, SIGHUP, then SIGKILL every process in view that runs hookline or
+    its sandbox helper (the test sees hookline survive), by every route: kill(2), a pidfd
+    made by opening its /proc folder, and a pipe whose I/O signal (F_SETOWN, F_SETSIG)
+    goes to it. Only those: were the sandbox broken, nothing else of the machine is hit.
+    A helper that a signal ended takes this process with it: no outcome is printed."""
     killed = []
     for pid in [1, *other_pids()]:
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as file:
                 command = file.read()
-        except OSError:
-            continue
+        except OSError:  # the helper hides it: 1 is the helper in a pid namespace of its own
+            command = b"/jail/" if pid == 1 and in_pid_namespace() else b""
         if b"hookline" not in command and b"/jail/" not in command:  # or its helper
             continue
         for route in (os.kill, signal_by_pidfd, signal_by_owner):
-            try:
-                route(pid, signal.SIGKILL)
-                killed.append(pid)
-            except OSError:
-                continue
+            for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL):
+                try:
+                    route(pid, number)
+                    killed.append(pid)
+                except OSError:
+                    continue
     time.sleep(0.5)  # a signal the kernel accepted but dropped (the namespace's init) leaves it
-    dead = [pid for pid in killed if not os.path.exists(f"/proc/{pid}")]
+    dead = [pid for pid in dict.fromkeys(killed) if not os.path.exists(f"/proc/{pid}")]
     return f"OPEN: killed {dead}" if dead else f"blocked: none of {killed} died"
+
+
+def in_pid_namespace() -> bool:
+    """Whether this process is in a pid namespace below the machine's (its NSpid line has
+    its pid in each): only then is pid 1 the helper, not the machine's init."""
+    with open("/proc/self/status") as file:
+        line = next(line for line in file if line.startswith("NSpid:"))
+    return len(line.split()) > 2
 
 
 def signal_by_pidfd(pid: int, signum: int) -> None:
@@ -405,6 +416,7 @@ if __name__ == "__main__":
     aims = json.loads(sys.argv[1])
     results = {}
     chosen = aims.get("only") or list(ATTACKS)
+    print(json.dumps(chosen), flush=True)
     for attack_name, attack in ((name, ATTACKS[name]) for name in chosen):
         try:
             results[attack_name] = attack(aims)

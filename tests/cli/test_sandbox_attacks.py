@@ -180,6 +180,7 @@ def check_results(places: dict[str, Path], left_open: frozenset[str] = frozenset
     lines = result_file.read_text().splitlines()
     assert lines, (places["workspace"] / "attack.err").read_text()
     results: dict[str, str] = json.loads(lines[-1])
+    assert list(results) == json.loads(lines[0]), "the script ended before every attack ran"
     opened = {name for name, outcome in results.items() if not outcome.startswith("blocked")}
     assert opened == left_open, results
     return results

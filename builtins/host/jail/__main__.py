@@ -44,6 +44,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 1, 4, 36
+_IGNORED = (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ)
+"""The signals the helper ignores (Python ignores the last two at start), which a spawned
+program would inherit ignored."""
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -243,6 +246,9 @@ def serve(channel: socket.socket, isolated: bool) -> None:
     wake_read, wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)
+    # A pid namespace's first process gets only the signals it handles from inside: not
+    # Python's SIGINT, whose KeyboardInterrupt would end the helper and every command.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     running: dict[int, int] = {}  # pid -> the status pipe of a command hookline started
     poll = select.poll()
     poll.register(channel, select.POLLIN)
@@ -302,15 +308,17 @@ def start(channel: socket.socket, request: dict[str, Any], fds: list[int],
 
 def spawn(request: dict[str, Any], streams: list[int]) -> int:
     """Start the command as the leader of a new session, its three streams as 0, 1 and 2
-    and no other descriptor (every one the helper holds is close-on-exec). `posix_spawn`
-    starts it the way `vfork` does: a `fork` of the helper would copy its memory first."""
+    and no other descriptor (every one the helper holds is close-on-exec), and the signals
+    Python or the helper ignore back to their defaults (`yes | head` ends by SIGPIPE, as
+    in a terminal). `posix_spawn` starts it the way `vfork` does: a `fork` of the helper
+    would copy its memory first."""
     argv = ["/bin/sh", "-c", request["argv"]] if request["shell"] else request["argv"]
     env = request["env"]
     if request["cwd"] is not None:  # the child starts where the helper is
         os.chdir(request["cwd"])
     try:
         return os.posix_spawn(
-            _executable(argv[0], env), argv, env, setsid=True,
+            _executable(argv[0], env), argv, env, setsid=True, setsigdef=_IGNORED,
             file_actions=[(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(streams)])
     finally:
         os.chdir("/")
