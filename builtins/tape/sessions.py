@@ -35,7 +35,7 @@ from ..host.files import open_regular_file
 from ..privacy.files import write_private_file
 from ..store.asyncstore import as_async_store, tape_pages
 from ..store.entries import SIDECAR_MARKER, is_sidecar_tape
-from .archive import write_archive
+from .archive import file_safe, write_archive
 from .context import RESUMES, starts_turn
 from .naming import resolved_workspace, session_tape_name
 from .tape import BOOTSTRAP_ANCHOR
@@ -514,7 +514,7 @@ async def archive_session(store: TapeStore | AsyncTapeStore, tape: str, director
     prefix = re.sub(r"[^A-Za-z0-9._-]", "_", label)[:60] + "__" if label else ""
     written: list[tuple[str, Path]] = []
     for name in await _session_tapes(async_store, tape, sidecars):
-        path = directory / f"{prefix}{name}.{stamp}.jsonl"
+        path = directory / f"{prefix}{file_safe(name)}.{stamp}.jsonl"  # a sidecar's "../"
         try:
             await write_archive(path, tape_pages(async_store, name))
         except OSError as exc:  # a full disk, say: no half of an archive is left behind

@@ -192,3 +192,19 @@ async def test_archiving_a_session_that_fails_part_way_leaves_no_file_and_keeps_
     assert list(tmp_path.iterdir()) == [], "no half of an archive is left"
     assert [e.payload for e in store.fetch_all(TapeQuery("s"))] == [
         {"role": "user", "content": "keep me"}]
+
+
+async def test_a_session_archive_stays_in_its_folder_whatever_a_sidecar_is_named(
+    tmp_path: Path,
+) -> None:
+    from hookline.builtins.tape import archive_session
+    from hookline.kernel.tape import TapeEntry
+
+    store = InMemoryTapeStore()
+    store.append("sess", TapeEntry.new("event", {"n": 1}))
+    store.append("sess__sidecar__../../escaped", TapeEntry.new("event", {"n": 2}))
+    folder = tmp_path / "home" / "archive"
+    paths = await archive_session(store, "sess", folder, sidecars=["../../escaped"])
+    assert len(paths) == 2 and all(path.parent == folder for path in paths), paths
+    assert sorted(path.name for path in tmp_path.rglob("*.jsonl")) == sorted(
+        path.name for path in paths)
