@@ -13,10 +13,12 @@ from typing import Annotated, Any
 
 import typer
 
+from hookline.builtins.terminal import terminal_text
 from hookline.kernel import Framework
 from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.framework import DISABLE_ENV
 
+from .blame import kernel_warnings, turn_failure_blame
 from .chat import chat_command
 from .compact import compact_command
 from .gateway import gateway_command
@@ -86,9 +88,25 @@ def create_app(framework: Framework | None = None) -> typer.Typer:
     app.add_typer(rules_commands(framework))
     app.command(name="compact")(compact_command(framework))
     app.add_typer(new_commands())
-    framework.runtime.call_many_sync("register_cli_commands", app=app)
+    _add_plugin_commands(framework, app)
     settle_mcp_group(app, mcp_commands(framework))
     return app
+
+
+def _add_plugin_commands(framework: Framework, app: typer.Typer) -> None:
+    """Plugins' `register_cli_commands`, each isolated (the kernel's `notify_sync`): one
+    that raises is one warning naming it and the fix, and every other command stays, the
+    `hookline plugins` that would find it included. What they print goes to stderr."""
+    with plugin_prints_to_stderr(), kernel_warnings() as warnings:
+        framework.runtime.notify_sync("register_cli_commands", "cli", app=app)
+    for record in warnings:
+        error = record.exc_info[1] if record.exc_info else None
+        if error is None:
+            typer.echo(f"warning: {terminal_text(record.getMessage())}", err=True)
+            continue
+        blame = turn_failure_blame(framework, error)
+        typer.echo(f"warning: plugin {record.args[-1]!r} added no commands: "  # type: ignore[index]
+                   f"{terminal_text(f'{type(error).__name__}: {error}')} ({blame})", err=True)
 
 
 def _hooks_command(framework: Framework) -> Any:

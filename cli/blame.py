@@ -6,20 +6,48 @@ kernel as `hook.agent_hook_failed`; a turn hook that raises fails the turn. Both
 user here as one line; `-v` adds the traceback.
 """
 
+import contextlib
 import logging
 import os
 import traceback
+from collections.abc import Iterator
 from types import CodeType, TracebackType
 from typing import Any
 
 from hookline.kernel import Framework
 from hookline.kernel.framework import BUILTIN_NAME, DISABLE_ENV
 
-__all__ = ["AGENT_HOOK_LOG", "innermost", "names_the_builtin", "plugin_failure_line",
-           "turn_failure_blame", "with_blame"]
+__all__ = ["AGENT_HOOK_LOG", "innermost", "kernel_warnings", "names_the_builtin",
+           "plugin_failure_line", "turn_failure_blame", "with_blame"]
 
 AGENT_HOOK_LOG = "hookline.kernel.framework.agent_hooks"
 """The kernel's logger for isolated agent hook failures and ignored results."""
+DISPATCH_LOG = "hookline.kernel.runtime"
+"""The kernel's logger for isolated observers' failures and skipped awaitables."""
+
+
+class _Kept(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@contextlib.contextmanager
+def kernel_warnings() -> Iterator[list[logging.LogRecord]]:
+    """The dispatch's warnings during the block, kept for the caller to say in its own
+    words instead of logged: before a command sets up the log, Python would print them
+    raw."""
+    log, kept = logging.getLogger(DISPATCH_LOG), _Kept()
+    log.addHandler(kept)
+    propagate, log.propagate = log.propagate, False
+    try:
+        yield kept.records
+    finally:
+        log.removeHandler(kept)
+        log.propagate = propagate
 
 
 def plugin_failure_line(record: logging.LogRecord, *, verbose: bool) -> str | None:

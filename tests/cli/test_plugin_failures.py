@@ -151,3 +151,51 @@ def test_plugins_says_when_a_loaded_plugin_implements_nothing(tmp_path: Path) ->
     data = json.loads(hookline("plugins", "--json", env=env, cwd=tmp_path / "workspace").stdout)
     assert data["hollow"]["hooks"] == [] and data["hollow"]["detail"] == "loaded"
     assert "build_prompt" in data["builtin"]["hooks"]
+
+
+COMMANDS_PLUGIN = '''
+import typer
+from hookline.kernel import hookimpl
+
+
+class Broken:
+    def __init__(self, framework):
+        pass
+
+    @hookimpl
+    def register_cli_commands(self, app):
+        print("printed while registering")
+        raise RuntimeError("no commands today")
+
+
+class Fine:
+    def __init__(self, framework):
+        pass
+
+    @hookimpl
+    def register_cli_commands(self, app):
+        app.command(name="fine")(lambda: typer.echo("fine here"))
+'''
+
+
+def test_a_plugin_whose_commands_fail_leaves_every_other_command(tmp_path: Path) -> None:
+    site = install_plugin(tmp_path / "site", "cmds", COMMANDS_PLUGIN,
+                          "broken = cmds:Broken", "fine = cmds:Fine")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
+    env.update(HOOKLINE_HOME=str(tmp_path / "home"), HOOKLINE_MODEL="offline",
+               PYTHONPATH=str(site))
+    listed = hookline("plugins", "--json", env=env, cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert set(json.loads(listed.stdout)) >= {"broken", "fine"}
+    (warning,) = [line for line in listed.stderr.splitlines() if "added no commands" in line]
+    assert warning.startswith("warning: plugin 'broken' added no commands: RuntimeError: no "
+                              "commands today (raised by plugin 'broken', function "
+                              "'Broken.register_cli_commands' ("), warning
+    assert warning.endswith("hook register_cli_commands; fix the plugin, or run without it: "
+                            "HOOKLINE_DISABLE_PLUGINS=broken)"), warning
+    assert "printed while registering" in listed.stderr  # never on stdout
+    fine = hookline("fine", env=env, cwd=tmp_path)
+    assert (fine.returncode, fine.stdout) == (0, "fine here\n"), fine.stderr
+    run = hookline("run", "--json", "hello", env=env, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert all(json.loads(line) for line in run.stdout.splitlines())
