@@ -153,11 +153,10 @@ def lay_out(*, temporary: str, workspace: str, writable_workspace: bool,
                    if _is_device(f"/dev/{name}")}
         guarded = [(path, keep(path)) for path in protected if os.path.lexists(path)]
         roots = dict.fromkeys(("/tmp", os.path.dirname(private_root)))  # TMPDIR may differ
-        keep_open = (workspace, private_root)
         sockets = [] if network else [
-            *_socket_places(roots, keep_open),
+            *_socket_places(roots, workspace, private_root),
             *(place for place in service_sockets  # also in a workspace that holds the home
-              if not any(_holds(place, kept) for kept in keep_open))]
+              if not any(_holds(place, kept) for kept in (workspace, private_root)))]
         try:
             _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
         except OSError as exc:
@@ -283,19 +282,27 @@ def _is_device(path: str) -> bool:
         return False
 
 
-def _socket_places(roots: Iterable[str], keep_open: tuple[str, ...]) -> list[str]:
+def _socket_places(roots: Iterable[str], workspace: str, private_root: str) -> list[str]:
     """What to mask so that no path-named socket in `roots` (the system's temporary
     folder: ssh-agent, tmux and X11 keep theirs there) can be reached: a socket right in a
     root, else the folder that holds it (which also covers the ones made there later).
-    Never a place that is, holds or lies in one of `keep_open`."""
+    Never the workspace or a place that holds it or the sessions' temporary folders
+    (`private_root`), nor one in those: a folder holding either is looked into instead,
+    so the sockets beside a workspace in /tmp are masked too; when the workspace holds a
+    root (it is /tmp), the sockets in that root are masked as in any other."""
     places: dict[str, None] = {}
-    for root in roots:
+    folders = list(roots)
+    while folders:
         try:
-            entries = list(os.scandir(root))
+            entries = list(os.scandir(folders.pop()))
         except OSError:
             continue
         for entry in entries:
-            if any(_related(entry.path, kept) for kept in keep_open):
+            if entry.path == workspace or _holds(private_root, entry.path):
+                continue
+            if _holds(entry.path, workspace) or _holds(entry.path, private_root):
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.path)
                 continue
             try:
                 if _is_socket(entry) or (entry.is_dir(follow_symlinks=False)
@@ -318,11 +325,6 @@ def _is_socket(entry: os.DirEntry[str]) -> bool:
 def _holds_a_socket(folder: str) -> bool:
     with os.scandir(folder) as entries:
         return any(_is_socket(entry) for entry in entries)
-
-
-def _related(one: str, other: str) -> bool:
-    """`one` is `other`, or one of them lies in the other."""
-    return _holds(one, other) or _holds(other, one)
 
 
 def _holds(folder: str, path: str) -> bool:

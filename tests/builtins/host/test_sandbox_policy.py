@@ -456,6 +456,44 @@ async def test_sockets_in_tmp_are_masked_while_the_network_is_closed(
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("place", ["in-tmp", "tmp"])
+async def test_sockets_beside_a_workspace_in_tmp_are_masked_too(
+    layout: tuple[Path, Path, Path], place: str
+) -> None:
+    """A workspace in a folder of /tmp, or /tmp itself: the host's sockets beside it (a
+    service's in that folder, an agent's in a folder of its own) are masked as well."""
+    _, home, _ = layout
+    root = Path(tempfile.mkdtemp(prefix="hookline-beside-", dir="/tmp"))
+    workspace = root / "workspace" if place == "in-tmp" else Path("/tmp")
+    (root / "workspace").mkdir()
+    (root / "agent").mkdir()
+    note = workspace / f"{root.name}.txt"
+    note.write_text("mine")
+    listeners = []
+    for path in (root / "service.sock", root / "agent" / "agent.1"):
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(str(path))
+        listener.listen(1)
+        listeners.append(listener)
+    connect = ("python3 -c \"import socket, sys; s = socket.socket(socket.AF_UNIX); "
+               "s.connect(sys.argv[1]); print('connected')\" ")
+    env = environment(workspace, home)
+    try:
+        reached = [await env.run(connect + str(path))
+                   for path in (root / "service.sock", root / "agent" / "agent.1")]
+        own = await env.run(f"cat {note}")
+    finally:
+        await env.close()
+        for listener in listeners:
+            listener.close()
+        shutil.rmtree(root)
+        note.unlink(missing_ok=True)
+    for result in reached:
+        assert "connected" not in result.stdout and result.returncode != 0, result
+    assert own.stdout == "mine", own.stderr  # the workspace itself stays in reach
+
+
+@pytest.mark.anyio
 async def test_a_tmux_server_started_after_the_sandbox_is_out_of_its_reach(
     layout: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
