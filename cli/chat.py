@@ -151,8 +151,12 @@ async def _handle_interrupts(manager: "ChannelManager", channel: Channel,
     ends the session now: its running turns are cancelled (the channel then reports the
     lines left without an answer); `ended_by` records it. The channel hears of cancelled
     turns through `Channel.turns_cancelled`, which every channel has (a chat channel says
-    so and gives the prompt back; others do nothing unless they override it)."""
+    so and gives the prompt back; others do nothing unless they override it). A signal
+    this task cannot take (a plugin's sync hook holds the loop) ends the chat at once
+    (`watch_held_loop`)."""
     import anyio
+
+    from .signals import watch_held_loop
 
     cancelled_at = -math.inf
 
@@ -160,8 +164,11 @@ async def _handle_interrupts(manager: "ChannelManager", channel: Channel,
         receiver = anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM)
     except NotImplementedError:  # no signal handling on this platform: Ctrl-C interrupts
         return
-    with receiver as signals:
+    held = "error: {} received, but the event loop is held (a plugin's hook that blocks?)"
+    with receiver as signals, watch_held_loop(
+            manager.framework, lambda signum: held.format(signal.Signals(signum).name)) as taken:
         async for signum in signals:
+            taken()
             if signum == signal.SIGTERM:
                 ended_by.append(signum)
                 stop.set()

@@ -28,7 +28,7 @@ from hookline.kernel import Framework
 from .approvals import ApprovalOption
 from .output import fail, show_logs
 
-__all__ = ["gateway_command", "kill_background_groups", "run_gateway"]
+__all__ = ["gateway_command", "run_gateway"]
 
 PREFIX = "hookline gateway:"
 
@@ -164,19 +164,33 @@ async def _handle_signals(manager: Any, stop: Any) -> None:
 
     The watchdog is a thread, not a task: what keeps a shutdown from finishing (a worker
     thread that never returns, an interpreter exit joining it) may hold the event loop's
-    tasks too, but cannot stop another thread from calling `os._exit`.
+    tasks too, but cannot stop another thread from calling `os._exit`. A signal this task
+    cannot take (a plugin's sync hook holds the loop) ends the process too
+    (`watch_held_loop`).
     """
+    import sys
     import threading
 
     import anyio
+
+    from .signals import force_exit, watch_held_loop
+
+    def exit_now(signum: int, reason: str) -> None:
+        force_exit(manager.framework, signum,
+                   f"{PREFIX} {reason}; exiting now with status {128 + signum}", sys.stdout)
 
     try:
         receiver = anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM)
     except NotImplementedError:  # no signal handling on this platform: Ctrl-C interrupts
         return
     watchdog: threading.Timer | None = None
-    with receiver as signals:
+    held = (f"{PREFIX} {{}} received, but the event loop is held (a plugin's hook that "
+            f"blocks?); exiting now with status {{}}")
+    with receiver as signals, watch_held_loop(
+            manager.framework, lambda signum: held.format(signal.Signals(signum).name,
+                                                          128 + signum), sys.stdout) as taken:
         async for signum in signals:
+            taken()
             name = signal.Signals(signum).name
             if not stop.is_set():
                 busy = manager.busy_sessions()
@@ -186,57 +200,13 @@ async def _handle_signals(manager: Any, stop: Any) -> None:
                 stop.set()
                 continue
             if watchdog is not None:
-                _force_exit(manager.framework, signum, f"{name} received a third time")
+                exit_now(signum, f"{name} received a third time")
             busy = manager.busy_sessions()
             typer.echo(f"{PREFIX} {name} received again, cancelling {len(busy)} running "
                        f"turn(s); exiting in {FORCE_GRACE:g} s at the latest")
             watchdog = threading.Timer(
-                FORCE_GRACE, _force_exit,
-                (manager.framework, signum, f"not stopped {FORCE_GRACE:g} s after {name}"))
+                FORCE_GRACE, exit_now, (signum, f"not stopped {FORCE_GRACE:g} s after {name}"))
             watchdog.daemon = True
             watchdog.start()
             for session_id in busy:
                 await manager.quit_session(session_id)
-
-
-def _force_exit(framework: Any, signum: int, reason: str) -> None:
-    """End the process now: background process groups first, then flushed output.
-
-    Writing may block (a full pipe, a stream lock held by a blocked thread), so a backstop
-    timer exits without output one second later whatever happens here.
-    """
-    import contextlib
-    import os
-    import sys
-    import threading
-
-    code = 128 + signum
-    backstop = threading.Timer(1.0, os._exit, (code,))
-    backstop.daemon = True
-    backstop.start()
-    with contextlib.suppress(Exception):  # best effort: the exit below must happen
-        kill_background_groups(framework)
-    with contextlib.suppress(Exception):
-        typer.echo(f"{PREFIX} {reason}; exiting now with status {code}")
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(code)
-
-
-def kill_background_groups(framework: Any) -> None:
-    """SIGKILL the process groups of the builtin plugin's background processes (its
-    lifespan registry), which a forced exit would otherwise leave running."""
-    import contextlib
-    import os
-
-    from hookline.builtins import builtin_services
-    from hookline.builtins.host import POSIX
-
-    builtin = builtin_services(framework)
-    if not POSIX or builtin is None:
-        return
-    for info in builtin.processes.list():
-        if info.running:  # not reaped yet, so the group id is still this one's
-            with contextlib.suppress(OSError):
-                os.killpg(info.pid, signal.SIGKILL)

@@ -9,9 +9,7 @@ docs/cli.md, "hookline run".
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import signal
 import sys
 import traceback
@@ -27,7 +25,6 @@ from hookline.kernel import Framework
 
 from .approvals import ApprovalOption, terminal_asker
 from .blame import innermost, with_blame
-from .gateway import kill_background_groups
 from .output import StatusLine, TurnPrinter, fail, plugin_prints_to_stderr, show_logs
 from .sessions import check_session_flags, choose_session
 
@@ -202,7 +199,7 @@ def _answer(framework: Framework, printer: TurnPrinter, inbound: dict[str, Any],
         answering = anyio.CancelScope()
         try:
             async with framework.running(), anyio.create_task_group() as tasks:
-                tasks.start_soon(_cancel_on_signal, framework, printer, answering, outcome)
+                await tasks.start(_cancel_on_signal, framework, printer, answering, outcome)
                 if printer.status.enabled:
                     tasks.start_soon(printer.status.tick)
                 _announce_start(framework, printer)
@@ -325,25 +322,30 @@ def _stream_setting() -> bool:
 
 
 async def _cancel_on_signal(framework: Framework, printer: TurnPrinter, answering: Any,
-                            outcome: dict[str, Any]) -> None:
+                            outcome: dict[str, Any], *, task_status: Any) -> None:
     """SIGINT or SIGTERM cancels the turn (its run is recorded as cancelled), unless its
     model has finished: the turn is then only finishing, and is left to; a second one,
-    while the turn unwinds or finishes, ends the process at once."""
+    while the turn unwinds or finishes, ends the process at once, and so does one this
+    task cannot take (a plugin's sync hook holds the loop: `watch_held_loop`). Started
+    (`task_status`) once it takes signals: before the turn's first hook runs."""
     import anyio
+
+    from .signals import force_exit, watch_held_loop
 
     try:
         receiver = anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM)
     except NotImplementedError:  # no signal handling here: Ctrl-C interrupts as usual
+        task_status.started()
         return
-    with receiver as signals:
+    held = ("error: {} received, but the event loop is held (a plugin's hook that blocks?): "
+            "the message was not answered")
+    with receiver as signals, watch_held_loop(
+            framework, lambda signum: held.format(signal.Signals(signum).name)) as taken:
+        task_status.started()
         async for signum in signals:
+            taken()
             if "signal" in outcome:
-                with contextlib.suppress(Exception):  # best effort: the exit must happen
-                    kill_background_groups(framework)
-                with contextlib.suppress(Exception):
-                    typer.echo(f"error: {_not_answered_text(signum)}", err=True)
-                    sys.stderr.flush()
-                os._exit(128 + signum)
+                force_exit(framework, signum, f"error: {_not_answered_text(signum)}")
             outcome["signal"] = signum
             if not printer.model_done:
                 answering.cancel()

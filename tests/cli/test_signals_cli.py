@@ -148,3 +148,47 @@ def test_ctrl_c_before_a_command_took_over_its_signals_exits_quietly() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60)
     assert (done.returncode, done.stdout, done.stderr) == (130, "", "")
+
+
+BLOCKING_HOOK = """
+import os
+import time
+from pathlib import Path
+
+from hookline.kernel import hookimpl
+
+MARKS = Path(os.environ["MARKS"])
+
+
+class Blocking:
+    def __init__(self, framework):
+        self.framework = framework
+
+    @hookimpl
+    def load_state(self, message, session_id):
+        (MARKS / "blocking").write_text("1")
+        time.sleep(120)  # a sync call without a timeout holds the event loop
+        return {}
+"""
+
+
+@pytest.mark.parametrize(("command", "signum"), [
+    (["run", "hello"], signal.SIGTERM), (["run", "hello"], signal.SIGINT),
+    (["chat"], signal.SIGTERM), (["chat"], signal.SIGINT),
+], ids=["run-SIGTERM", "run-SIGINT", "chat-SIGTERM", "chat-SIGINT"])
+def test_a_signal_ends_a_process_whose_event_loop_a_plugin_holds(
+        workspace: Path, tmp_path: Path, command: list[str], signum: int) -> None:
+    """A plugin's sync hook that blocks keeps the loop, and with it the task that takes
+    signals, from running: one signal still ends the process, a few seconds later, with
+    one line and status 128 + the signal number."""
+    from hookline.cli.signals import HELD_SECONDS
+
+    site = install_plugin(tmp_path / "site", "blocking", BLOCKING_HOOK,
+                          "blocking = blocking:Blocking")
+    started = time.monotonic()
+    done = signalled(command, workspace, signum, "hello\n", mark=tmp_path / "blocking",
+                     PYTHONPATH=str(site), MARKS=str(tmp_path))
+    assert done.returncode == 128 + signum, done
+    assert time.monotonic() - started < HELD_SECONDS + 30
+    assert "event loop" in done.stderr, done
+    assert "held (a plugin's hook that blocks?)" in done.stderr, done
