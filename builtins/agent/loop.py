@@ -38,10 +38,11 @@ from hookline.kernel.turn import RUNTIME_TOOL_NAMES
 
 from ..models.base import ModelClient
 from ..models.options import MODEL_OPTIONS_STATE
+from ..store.entries import REQUEST_META
 from ..tape.context import RESUMES, STEERED
 from ..tape.fork import TapeRecordError
 from ..tape.naming import should_merge_back
-from ..tape.requests import REQUEST_CONTEXT, REQUEST_META
+from ..tape.requests import REQUEST_CONTEXT
 from ..tape.tape import Tape
 from .compacting import CompactingRun
 from .compaction import (

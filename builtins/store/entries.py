@@ -27,6 +27,17 @@ UNKNOWN_OUTCOME: Final = (
 SIDECAR_MARKER: Final = "__sidecar__"
 """Sidecar tapes are named `<owner tape>__sidecar__<sidecar name>`; listings hide them."""
 
+REQUEST_META: Final = "request"
+"""Meta of a turn's user message: the marks of the http request that sent it (its `id`,
+and with an Idempotency-Key the `key` and the body's `digest`)."""
+
+
+def request_keys(entries: Sequence[TapeEntry]) -> list[str]:
+    """The Idempotency-Keys the messages among `entries` were sent with."""
+    return [marks["key"] for entry in entries if entry.kind == "message"
+            and isinstance(marks := entry.meta.get(REQUEST_META), dict)
+            and isinstance(marks.get("key"), str)]
+
 
 def is_sidecar_tape(name: str) -> bool:
     """True for a sidecar's physical tape name."""

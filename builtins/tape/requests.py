@@ -17,17 +17,16 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from ..store.asyncstore import AsyncStoreAdapter
+from ..store.entries import REQUEST_META
 from .context import starts_turn
 from .tape import Tape
 
-__all__ = ["REQUEST_CONTEXT", "REQUEST_META", "SCANNED", "Mark", "RequestRecords",
+__all__ = ["REQUEST_CONTEXT", "SCANNED", "Mark", "RequestRecords",
            "recorded_answer", "running_elsewhere"]
 
 REQUEST_CONTEXT = "_request"
 """Envelope context and turn state key of the request's marks, `{"id", "key", "digest"}`
 (the key and the digest only with an Idempotency-Key)."""
-REQUEST_META = "request"
-"""Meta of a turn's user message: the marks of the request that sent it."""
 SCANNED = 2_000
 """Entries at the end of the tape searched for a request."""
 

@@ -414,3 +414,45 @@ def test_a_keyed_request_queued_past_its_timeout_is_still_not_run_by_a_retry_els
     wait_until((workspace / "ran").exists)
     assert (workspace / "ran").read_text() == "once\n"
     assert user_prompts(url).count(body["content"]) == 1
+
+
+def end_lock_connection(url: str, replica: Gateway) -> None:
+    """End the database session that holds `replica`'s owner lock (an administrator's
+    pg_terminate_backend, a pooler, a blip): its advisory locks go with it."""
+    (owner,) = rows(url, "SELECT owner FROM hookline_owners WHERE pid = %s", replica.proc.pid)[0]
+    (backend,) = rows(url, "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND "
+                      "objsubid = 1 AND classid = %s AND objid = %s",
+                      owner >> 32, owner & 0xFFFFFFFF)[0]
+    assert rows(url, "SELECT pg_terminate_backend(%s)", backend) == [(True,)]
+
+
+def test_a_queued_keyed_request_whose_replica_lost_its_lock_is_run_once(
+    replicas: tuple[str, Start], tmp_path: Path,
+) -> None:
+    """The keyed request waits in the first replica's queue when that replica's lock
+    connection ends: a retry on the other replica finds the key free and runs it, and
+    the first replica, its lock back, must not run it again (its client is told to send
+    it again, which replays what ran)."""
+    url, start = replicas
+    first_replica, second_replica = start("a"), start("b")
+    workspace = tmp_path / "workspace"
+    body = {"content": "/tool shell " + json.dumps(
+        {"command": f"echo once >> {workspace / 'ran'}"}), "session_id": "cut"}
+    answers: dict[str, Any] = {}
+    threads = [busy_session(first_replica, workspace, "cut", 4)]
+    threads.append(threading.Thread(target=lambda: answers.update(
+        first=keyed(first_replica, body, "cut-1"))))
+    threads[1].start()
+    time.sleep(0.5)  # queued behind the busy turn
+    end_lock_connection(url, first_replica)
+    retry = keyed(second_replica, body, "cut-1")
+    for thread in threads:
+        thread.join(60)
+    assert retry.status == 200, retry.body
+    assert (workspace / "ran").read_text() == "once\n"
+    assert answers["first"].status >= 500, answers["first"].body
+    assert "another replica may have run it" in answers["first"].json()["error"]
+    again = keyed(first_replica, body, "cut-1")
+    assert again.status == 200 and again.headers["idempotent-replayed"] == "true", again.body
+    assert (workspace / "ran").read_text() == "once\n"
+    assert user_prompts(url).count(body["content"]) == 1

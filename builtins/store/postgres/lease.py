@@ -21,7 +21,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -30,7 +30,8 @@ import anyio
 from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeEntry
 
-from ..entries import unknown_outcomes
+from ..entries import request_keys, unknown_outcomes
+from ..sqlite.journal import JournalOp, check_journal_op
 from ..sqlite.store import INTERRUPTED_ERROR
 from ..url import redact_url
 from .conn import STATEMENT_TIMEOUT, PostgresConnections, deadline
@@ -40,6 +41,11 @@ if TYPE_CHECKING:
     from psycopg import AsyncConnection
 
 logger = logging.getLogger("hookline.builtins.store.postgres.store")
+
+_HOLDS_CLAIM = ("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND "
+                "granted AND pid = pg_backend_pid() AND classid = %s::oid AND "
+                "objid = hashtext(%s)::oid AND objsubid = 2)")
+"""Whether this session holds a key's lock (`claim_request`'s two-key advisory lock)."""
 
 OUTCOME_RETENTION: float = 24 * 3600.0
 """Seconds a finished run's outcome (committed or recovered) is kept: a repeated commit
@@ -66,6 +72,10 @@ class PostgresLiveness(PostgresConnections):
     _owner_conn: AsyncConnection | None
     _active: dict[str, _Run]
     _lease_until: float
+    _claims: dict[tuple[str, str], bool]
+    """The keys this store claimed and has not let go, by (tape, key): True while held
+    since taken, False once the lock's connection was lost (its locks with it): a peer
+    may have taken the key, and run its request, meanwhile."""
 
     @property
     def _lease(self) -> float:
@@ -115,6 +125,7 @@ class PostgresLiveness(PostgresConnections):
         except Exception:
             if self._owner_conn is conn:
                 self._owner_conn = None
+                self._claims_lapse()
             with anyio.CancelScope(shield=True):
                 await conn.close()
             return False
@@ -131,6 +142,7 @@ class PostgresLiveness(PostgresConnections):
                            "lock's connection for %g s; those runs fail", self.display,
                            len(lost), self.grace)
         conn, self._owner_conn = self._owner_conn, None
+        self._claims_lapse()
         self.owner = secrets.randbits(63) or 1
         self._lease_until = 0.0
         if conn is not None:
@@ -171,11 +183,41 @@ class PostgresLiveness(PostgresConnections):
         """Take a request's Idempotency-Key for this replica until `release_request`: a
         session lock on the owner's connection, so a replica that dies lets go of it at
         once. False while another replica holds it (its request is queued or running)."""
-        return bool(await self._on_owner_connection(
+        taken = bool(await self._on_owner_connection(
             "SELECT pg_try_advisory_lock(%s, hashtext(%s))", (NS_REQUEST, f"{tape}\n{key}")))
+        if taken:
+            self._claims[(tape, key)] = True
+        return taken
+
+    def _claims_lapse(self) -> None:
+        """The lock's connection is gone, and the keys' locks with it."""
+        self._claims = dict.fromkeys(self._claims, False)
+
+    async def _check_claims(self, run: str, ops: Sequence[JournalOp]) -> None:
+        """Before a run's first write: raise unless each key its messages were sent with
+        that this store claimed is held still, and was throughout. A lock lost meanwhile
+        (a cut connection, a restarted server) let a peer take the key, find nothing of
+        the request recorded and run it: this run must not. Asked on the lock's own
+        connection, whose session is the one that holds the lock."""
+        sent = [(tape, key) for tape, _, entry in map(check_journal_op, ops)
+                if entry is not None for key in request_keys([entry])]
+        for tape, key in sent:
+            held = self._claims.get((tape, key))
+            if held is None or (held and await self._on_owner_connection(
+                    _HOLDS_CLAIM, (NS_REQUEST, f"{tape}\n{key}"))):
+                continue  # not claimed here (another store's run), or held throughout
+            self._active.pop(run, None)
+            raise HooklineError(
+                ErrorKind.temporary,
+                f"The PostgreSQL tape store {self.display} lost its lock on the database "
+                f"while this request waited, and with it the claim on its Idempotency-Key: "
+                f"another replica may have run it meanwhile, so it was not run here. Send "
+                f"it again with the same key: the answer comes from wherever it ran.",
+                {"store": self.display})
 
     async def release_request(self, tape: str, key: str) -> None:
         """Let go of a key taken by `claim_request` (gone anyway with a lost connection)."""
+        self._claims.pop((tape, key), None)
         with contextlib.suppress(HooklineError):
             await self._on_owner_connection(
                 "SELECT pg_advisory_unlock(%s, hashtext(%s))", (NS_REQUEST, f"{tape}\n{key}"))
@@ -242,6 +284,7 @@ class PostgresLiveness(PostgresConnections):
             await conn.close()
             raise
         self._owner_conn = conn
+        self._claims_lapse()  # the last connection's locks went with it
         if self._lease_until and time.monotonic() >= self._lease_until:
             await self._lose_lease()  # expired while reconnecting: a peer may recover
             return

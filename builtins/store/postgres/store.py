@@ -126,6 +126,7 @@ class PostgresTapeStore(PostgresLiveness):
         self._owner_conn: AsyncConnection | None = None
         self._active: dict[str, _Run] = {}
         """The runs this store is running (journal written, not yet committed)."""
+        self._claims = {}
         self._lease_until = 0.0
         """Until when (monotonic) no peer may recover this owner's runs."""
         self._closed = False
@@ -336,6 +337,8 @@ class PostgresTapeStore(PostgresLiveness):
         state = self._active.get(run)
         if state is None:  # registered before the write: a sweep never sees it abandoned
             state = self._active[run] = _Run(tape, self.owner)
+        if state.upto == 0:
+            await self._check_claims(run, ops)
         await self._hold_lease(run, state)
         await self._repeatable(lambda _repeat: journal_statement(
             run, state.tape, state.owner, state.upto, rows))
@@ -349,6 +352,8 @@ class PostgresTapeStore(PostgresLiveness):
         try:
             rows = [_op_row(op) for op in ops]
             state = self._active.get(run)
+            if state is None or state.upto == 0:
+                await self._check_claims(run, ops)
             if state is not None:
                 await self._hold_lease(run, state)
             owner = state.owner if state is not None else self.owner

@@ -272,3 +272,40 @@ def test_the_health_check_ends_within_two_seconds_on_a_black_holed_connection(
     print(f"the health check failed after {took:.2f} s: {caught.value.message}")
     assert caught.value.kind is ErrorKind.temporary
     assert "within 2 s" in caught.value.message, caught.value.message
+
+
+def keyed_message(key: str) -> TapeEntry:
+    return TapeEntry.new("message", {"role": "user", "content": "run it once"},
+                         request={"id": f"id-{key}", "key": key, "digest": "d"})
+
+
+def test_a_key_whose_lock_was_lost_while_its_request_waited_is_not_run(
+    postgres_stores: StoreFactory,
+) -> None:
+    """A replica claims a key for a request queued behind another turn; its lock's
+    connection is cut (a backend ended, a restart), the key's lock with it; a retry on a
+    peer claims the key, finds nothing recorded, and runs the request. The first replica's
+    run of it must then not start, even once its lock connection is back."""
+    url = postgres_stores.url()
+    portal = postgres_stores.portal
+    first, peer = postgres_stores.open(url), postgres_stores.open(url)
+    assert portal.call(first.claim_request, "t", "k-1")
+    assert portal.call(first.claim_request, "t", "k-2")
+    assert not portal.call(peer.claim_request, "t", "k-1")
+    backend = first._owner_conn.info.backend_pid
+    assert sql(url, "SELECT pg_terminate_backend(%s)", backend) == [(True,)]
+    assert wait_until(lambda: portal.call(peer.claim_request, "t", "k-1"))  # the gap
+    portal.call(first._keep_alive)
+    assert first._owner_conn.info.backend_pid != backend, "the lock's connection is back"
+    with pytest.raises(HooklineError) as refused:
+        portal.call(first.journal_write, "run-1", "t", [("t", "append", keyed_message("k-1"))])
+    assert refused.value.kind is ErrorKind.temporary
+    assert "another replica may have run it" in refused.value.message
+    with pytest.raises(HooklineError, match="another replica may have run it"):
+        portal.call(first.journal_commit, "run-2", [("t", "append", keyed_message("k-2"))])
+    assert not sql(url, "SELECT run FROM hookline_journal_runs")
+    assert portal.call(first.claim_request, "t", "k-3")  # claimed on the new connection
+    portal.call(first.journal_write, "run-3", "t", [("t", "append", keyed_message("k-3"))])
+    portal.call(first.journal_commit, "run-3", [])
+    assert [e.meta["request"]["key"] for e in portal.call(first.fetch_all, TapeQuery("t"))
+            ] == ["k-3"]

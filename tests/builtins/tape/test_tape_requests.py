@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from hookline.builtins.store import InMemoryTapeStore
-from hookline.builtins.tape.requests import REQUEST_META, recorded_answer
+from hookline.builtins.store.entries import REQUEST_META
+from hookline.builtins.tape.requests import recorded_answer
 from hookline.builtins.tape.tape import Tape
 from hookline.kernel.tape import TapeEntry
 
