@@ -132,21 +132,35 @@ def open_call_results(entries: Sequence[tuple[str, dict[str, Any]]], outcome: st
                       output: str, **meta: Any) -> TapeEntry | None:
     """A `tool_result` entry answering each call of `entries` (kind, payload) that has no
     result, as an error with `outcome` and `output`; None when every call has its result.
-    A result answers the latest open call with its id (the agent's pairing)."""
-    open_calls: list[dict[str, Any]] = []
-    for kind, payload in entries:
+    A result answers, of the latest `tool_call` entry with an open call of its id, the
+    first such call (the agent's pairing: one response may repeat an id)."""
+    open_calls: list[tuple[int, dict[str, Any]]] = []  # (its tool_call entry's number, call)
+    for number, (kind, payload) in enumerate(entries):
         if kind == "tool_call":
-            open_calls += [call for call in payload.get("calls") or []
+            open_calls += [(number, call) for call in payload.get("calls") or []
                            if isinstance(call, dict) and isinstance(call.get("id"), str)]
         elif kind == "tool_result":
             for result in payload.get("results") or []:
                 call_id = result.get("call_id") if isinstance(result, dict) else None
-                match = [i for i, call in enumerate(open_calls) if call["id"] == call_id]
+                match = [i for i, (_, call) in enumerate(open_calls) if call["id"] == call_id]
                 if match:
-                    del open_calls[match[-1]]
+                    latest = open_calls[match[-1]][0]
+                    del open_calls[next(i for i in match if open_calls[i][0] == latest)]
     if not open_calls:
         return None
     return TapeEntry.new("tool_result", {"results": [
         {"call_id": call["id"], "name": str(call.get("name", "")), "output": output,
          "is_error": True, "outcome": outcome, "error": output,
-         "arguments": call.get("arguments")} for call in open_calls]}, **meta)
+         "arguments": _as_object(call.get("arguments"))} for _, call in open_calls]}, **meta)
+
+
+def _as_object(arguments: Any) -> Any:
+    """A call's arguments as its results record them: the JSON text a model sent, parsed
+    when it is one object."""
+    if isinstance(arguments, str):
+        try:
+            parsed = json.loads(arguments)
+        except ValueError:
+            return arguments
+        return parsed if isinstance(parsed, dict) else arguments
+    return arguments

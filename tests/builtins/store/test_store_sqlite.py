@@ -381,7 +381,7 @@ def test_a_call_left_without_a_result_is_recovered_with_an_unknown_outcome(
     (unknown,) = entries[2].payload["results"]
     assert unknown["call_id"] == "c2" and unknown["outcome"] == "unknown"
     assert unknown["is_error"] is True and "outcome is unknown" in unknown["output"]
-    assert unknown["arguments"] == '{"command": "make deploy"}'
+    assert unknown["arguments"] == {"command": "make deploy"}  # as a ran result's
     assert entries[2].meta["recovered"] is True
 
 
