@@ -230,10 +230,12 @@ class ForkStore:
             try:
                 await self.journal.write(self.run, self.main, ops)
             except Exception as exc:
+                # The store's own error says what to do; any other is the store failing.
+                fix = "" if isinstance(exc, HooklineError) else "; fix the tape store and try again"
                 raise TapeRecordError(
                     ErrorKind.temporary,
-                    f"Could not record the run on tape {self.main}: {exc}. The run stops here "
-                    f"so that nothing goes on unrecorded; fix the tape store and try again.",
+                    f"Could not record the run on tape {self.main}: {_said(exc)}. The run "
+                    f"stops here so that nothing goes on unrecorded{fix}.",
                 ) from exc
             del self.pending[: len(ops)]  # appends made meanwhile stay pending
 
@@ -246,7 +248,7 @@ class ForkStore:
             except Exception as exc:
                 raise TapeRecordError(
                     ErrorKind.temporary,
-                    f"Could not save the run on tape {self.main}: {str(exc).rstrip('.')}. "
+                    f"Could not save the run on tape {self.main}: {_said(exc)}. "
                     f"What it recorded "
                     f"before its last tool result stays in the store's run journal and is put "
                     f"on the tape, marked interrupted, by the store's recovery (the SQLite "
@@ -314,3 +316,9 @@ def _redact(entry: TapeEntry) -> TapeEntry:
         return entry
     return replace(entry, payload={**payload, **changed})
 
+
+
+def _said(exc: BaseException) -> str:
+    """What a store's failure says, to quote inside a sentence: a HooklineError's message
+    without its `[kind]`, without its last full stop."""
+    return (exc.message if isinstance(exc, HooklineError) else str(exc)).rstrip(".")

@@ -176,7 +176,8 @@ class PostgresLiveness(PostgresConnections):
             f"The PostgreSQL tape store {self.display} lost its lock on the database for "
             f"longer than hookline_grace ({self.grace:g} s) during run {run}: the run stops "
             f"here, and what it recorded goes on tape {state.tape} marked interrupted. Send "
-            f"the message again.",
+            f"the message again (with a new Idempotency-Key, if it had one: the same key "
+            f"answers this interrupted run).",
             {"store": self.display, "fenced": True})
 
     async def claim_request(self, tape: str, key: str) -> bool:
