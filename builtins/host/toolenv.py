@@ -2,7 +2,8 @@
 
 Commands the model asks for must not see the keys hookline holds (the provider key, the
 gateway token, a store URL with its password). By default every variable whose name looks
-like a secret, or whose value is a URL with a password in it, is removed; `tool_env_keep`
+like a secret, or whose value holds a credential (a URL's user or password, a `password=`
+or `token=` setting: what `redact_credentials` hides), is removed; `tool_env_keep`
 puts back names the user wants tools to have, `tool_env_drop` removes more, and
 `tool_env = "inherit"` passes everything (warned at start). See docs/security.md,
 "Secrets kept from tools".
@@ -15,20 +16,21 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from ..privacy.redact import redact_credentials
+
 __all__ = ["DEFAULT_DROP", "EnvironmentPolicy"]
 
 DEFAULT_DROP = (
     "HOOKLINE_*", "REPUBLIC_*",
     "*KEY*", "*SECRET*", "*TOKEN*", "*PASSWORD*", "*PASSWD*", "*PASSPHRASE*",
-    "*CREDENTIAL*", "*AUTH*", "*COOKIE*", "*SESSION*", "*_PAT", "*DSN*", "DATABASE_URL",
+    "*CREDENTIAL*", "*AUTH*", "*COOKIE*", "*SESSION*", "*_PAT", "*PASS", "*_PW", "*JWT*",
+    "*WEBHOOK*", "*DSN*", "DATABASE_URL",
     "PG*", "MYSQL_PWD", "AWS_*", "AZURE_*", "GOOGLE_APPLICATION_CREDENTIALS", "KRB5CCNAME",
     "GPG_AGENT_INFO", "DOCKER_*",
 )
 """Name patterns (any case) of variables a filtered environment leaves out. `*AUTH*`
 catches `SSH_AUTH_SOCK` and `XAUTHORITY`: an agent socket lends the user's keys, an X
 authority file the user's screen."""
-
-_URL_WITH_PASSWORD = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^\s/@:]*:[^\s/@]+@")
 
 
 @dataclass(frozen=True)
@@ -57,12 +59,11 @@ class EnvironmentPolicy:
             return True
         if self._drop.match(upper):
             return False
-        return not _URL_WITH_PASSWORD.search(value)
+        return redact_credentials(value) == value
 
     def apply(self, environ: Mapping[str, str]) -> dict[str, str]:
         """The variables of `environ` a tool process may see."""
         return {name: value for name, value in environ.items() if self.allows(name, value)}
-
 
 
 def _compile(patterns: Iterable[str]) -> re.Pattern[str]:

@@ -296,9 +296,15 @@ def test_the_environment_policy() -> None:
         "HOOKLINE_HOME": "/h", "OPENAI_API_KEY": "k", "openai_api_key": "k", "PGHOST": "db",
         "SSH_AUTH_SOCK": "/s", "AWS_PROFILE": "p", "MY_SECRET_THING": "s",
         "PROXY_URL": "http://user:pw@proxy:3128", "PLAIN_URL": "https://example.org/a@b",
+        "DB_PASS": "p", "MY_APP_PW": "p", "CI_JOB_JWT": "j", "PWD": "/home/u/work",
+        "SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T/B/S",
+        "GIT_REMOTE_URL": "https://ghp_0123456789abcdef@github.com/o/r",
+        "DB_CONN": "Server=db;Password=Secr3t;", "APP_URL": "postgres://db/a?password=pw",
+        "EMAIL": "me@example.org", "BYPASS_LIST": "localhost",
     }
     kept = EnvironmentPolicy().apply(environ)
-    assert sorted(kept) == ["EDITOR", "HOME", "LANG", "PATH", "PLAIN_URL"]
+    assert sorted(kept) == ["BYPASS_LIST", "EDITOR", "EMAIL", "HOME", "LANG", "PATH",
+                            "PLAIN_URL", "PWD"]
     assert "PGHOST" in EnvironmentPolicy(keep=("pg*",)).apply(environ)
     assert "EDITOR" not in EnvironmentPolicy(drop=("EDIT*",)).apply(environ)
     assert EnvironmentPolicy(inherit=True).apply(environ) == environ
