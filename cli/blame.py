@@ -64,7 +64,9 @@ def plugin_failure_line(record: logging.LogRecord, *, verbose: bool) -> str | No
         return line + "; -v for details"
     if message.startswith("hook.agent_hook_bad_return") and len(args) >= 4:
         hook, plugin, got, expected = args[:4]
-        return f"plugin {plugin!r} {hook} returned {got} where {expected} is expected: ignored"
+        note = args[4] if len(args) > 4 else ""
+        return (f"plugin {plugin!r} {hook} returned {got}{note} where {expected} is expected: "
+                f"ignored")
     return None
 
 

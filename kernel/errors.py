@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ._dispatch import HookImpl
 
-__all__ = ["ErrorKind", "HooklineError", "bad_return"]
+__all__ = ["ErrorKind", "HooklineError", "bad_return", "other_copy_note"]
 
 
 class ErrorKind(StrEnum):
@@ -59,5 +59,16 @@ def bad_return(impl: HookImpl, expected: str, value: Any, hint: str = "") -> Typ
     (``hook.<name> must return <expected>``), then the plugin, function and file:line."""
     return TypeError(
         f"hook.{impl.hook_name} must return {expected}; {impl.describe()} returned "
-        f"{type(value).__name__}{hint}"
+        f"{type(value).__name__}{other_copy_note(value, expected)}{hint}"
     )
+
+
+def other_copy_note(value: Any, expected: str) -> str:
+    """For a result of the expected class's name that is still not of it: the class of
+    another copy of the kernel (a vendored one beside hookline), which a plugin imported
+    its types from. Empty otherwise."""
+    name = type(value).__name__
+    if name in ("str", "dict", "NoneType") or name not in expected.split():
+        return ""
+    return (f" (from {type(value).__module__}: another copy of the kernel; build results "
+            f"with the classes of the kernel that runs the plugin)")

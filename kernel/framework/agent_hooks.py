@@ -19,6 +19,7 @@ from typing import Any
 
 from .._dispatch import HookImpl, Registry
 from .._util import get_logger
+from ..errors import other_copy_note
 from ..events import (
     EventBus,
     LLMCallFinished,
@@ -224,11 +225,12 @@ def _refusal(impl: HookImpl, what: str) -> str:
 
 def _bad_return(impl: HookImpl, value: Any, expected: str) -> None:
     get_logger(__name__).warning(
-        "hook.agent_hook_bad_return hook=%s adapter=%s got=%s expected=%s",
+        "hook.agent_hook_bad_return hook=%s adapter=%s got=%s expected=%s%s",
         impl.hook_name,
         impl.plugin_name,
         type(value).__name__,
         expected,
+        other_copy_note(value, expected),
     )
 
 

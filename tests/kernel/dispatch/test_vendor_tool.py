@@ -96,3 +96,35 @@ def test_a_vendored_kernel_knows_it_is_a_copy_and_stays_apart(tmp_path: Path) ->
     assert seen["copy"] == [["mine"], "myapp's plugin"]
     seen = run(MYAPP_DISABLE_PLUGINS="mine,hl")  # the copy's own: hookline's is untouched
     assert seen["copy"][0] == [] and "hl" in seen["installed"][0]
+
+
+def test_a_result_made_with_another_copys_classes_says_so(tmp_path: Path) -> None:
+    """A plugin marked for both copies returns hookline's TapeContext to a whole-kernel
+    copy: refused as of the wrong type (the classes differ), saying which copy it is of."""
+    site = tmp_path / "site"
+    (site / "myapp").mkdir(parents=True)
+    (site / "myapp" / "__init__.py").write_text("")
+    assert vendor(site / "myapp" / "kernel", "--package", "myapp").returncode == 0
+    code = textwrap.dedent("""
+        import hookline.kernel as installed
+        import myapp.kernel as copy
+
+        class Context:
+            @installed.hookimpl
+            def build_tape_context(self):
+                return installed.TapeContext(window=3)
+
+        framework = copy.Framework(".")
+        framework.registry.register(Context(), name="ctx")
+        try:
+            framework.build_tape_context()
+        except TypeError as exc:
+            print(exc)
+    """)
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={"PYTHONPATH": f"{site}:{ROOT.parent}", "PATH": "/usr/bin:/bin"},
+                         cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert "must return TapeContext" in ran.stdout, ran.stdout
+    assert ("returned TapeContext (from hookline.kernel.tape: another copy of the kernel; "
+            "build results with the classes of the kernel that runs the plugin)") in ran.stdout
