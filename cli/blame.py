@@ -18,7 +18,7 @@ from hookline.kernel import Framework
 from hookline.kernel.framework import BUILTIN_NAME, DISABLE_ENV
 
 __all__ = ["AGENT_HOOK_LOG", "innermost", "kernel_warnings", "names_the_builtin",
-           "plugin_failure_line", "turn_failure_blame", "with_blame"]
+           "plugin_exit", "plugin_failure_line", "turn_failure_blame", "with_blame"]
 
 AGENT_HOOK_LOG = "hookline.kernel.framework.agent_hooks"
 """The kernel's logger for isolated agent hook failures and ignored results."""
@@ -89,6 +89,17 @@ def turn_failure_blame(framework: Framework, error: BaseException) -> str | None
     fix = (f"; fix the plugin, or run without it: {DISABLE_ENV}={found.plugin_name}"
            if found.plugin_name != BUILTIN_NAME else "")
     return f"raised by {found.describe()}, hook {found.hook_name}{fix}"
+
+
+def plugin_exit(framework: Framework, ended: SystemExit) -> RuntimeError:
+    """A plugin's `sys.exit()` inside a hook, as the turn's failure: the plugin wanted to
+    stop, and its code is no status of hookline's."""
+    error = RuntimeError(f"a plugin called sys.exit({ended.code!r}) inside a hook: the turn "
+                         f"stopped there")
+    blame = turn_failure_blame(framework, ended)
+    if blame is not None:
+        error.add_note(blame)
+    return error
 
 
 def names_the_builtin(note: object) -> bool:

@@ -24,7 +24,7 @@ from typer.core import TyperCommand
 from hookline.kernel import Framework
 
 from .approvals import ApprovalOption, terminal_asker
-from .blame import innermost, with_blame
+from .blame import innermost, plugin_exit, with_blame
 from .output import StatusLine, TurnPrinter, fail, plugin_prints_to_stderr, show_logs
 from .sessions import check_session_flags, choose_session
 
@@ -225,6 +225,11 @@ def _answer(framework: Framework, printer: TurnPrinter, inbound: dict[str, Any],
         printer.finish(outcome["result"], check_errors=False)
         printer.fail(RuntimeError(f"the turn finished, but closing its resources failed: "
                                   f"{innermost(exc)}"))
+    except BaseExceptionGroup as group:  # a plugin's sys.exit() in a hook, in the turn's tasks
+        ended = innermost(group)
+        if not isinstance(ended, SystemExit):
+            raise
+        _not_answered(printer, outcome.get("signal"), plugin_exit(framework, ended))
     if "result" not in outcome:
         _not_answered(printer, outcome.get("signal"))
     printer.finish(outcome["result"])

@@ -199,3 +199,33 @@ def test_a_plugin_whose_commands_fail_leaves_every_other_command(tmp_path: Path)
     run = hookline("run", "--json", "hello", env=env, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert all(json.loads(line) for line in run.stdout.splitlines())
+
+
+EXITING_PLUGIN = '''
+import sys
+from hookline.kernel import hookimpl
+
+
+class Exiting:
+    def __init__(self, framework):
+        pass
+
+    @hookimpl
+    def load_state(self, message, session_id):
+        sys.exit(4)
+'''
+
+
+def test_a_plugins_sys_exit_in_a_hook_is_the_turns_failure(tmp_path: Path) -> None:
+    site = install_plugin(tmp_path / "site", "exiting", EXITING_PLUGIN,
+                          "exiting = exiting:Exiting")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
+    env.update(HOOKLINE_HOME=str(tmp_path / "home"), HOOKLINE_MODEL="offline",
+               PYTHONPATH=str(site))
+    out = hookline("run", "--json", "hello", env=env, cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    (error,) = [json.loads(line) for line in out.stdout.splitlines()
+                if json.loads(line)["type"] == "error"]
+    assert error["message"].startswith("a plugin called sys.exit(4) inside a hook")
+    assert "plugin 'exiting', function 'Exiting.load_state'" in error["message"]
+    assert "Traceback" not in out.stderr
