@@ -49,15 +49,21 @@ class HookimplOpts(NamedTuple):
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any]) -> HookimplOpts:
-        """Read an option dict, as pluggy's markers store it (missing keys: false/None)."""
+        """Read an option dict, as pluggy's markers store it (missing keys: false/None).
+        Values are kept as given, so that registration checks them as it checks this
+        marker's own: `{"tryfirst": "no"}` is refused, not read as true."""
+        def flag(name: str) -> Any:
+            value = options.get(name)
+            return False if value is None else value
+
         return cls(
-            tryfirst=bool(options.get("tryfirst")),
-            trylast=bool(options.get("trylast")),
+            tryfirst=flag("tryfirst"),
+            trylast=flag("trylast"),
             specname=options.get("specname") or None,
-            wrapper=bool(options.get("wrapper")),
-            hookwrapper=bool(options.get("hookwrapper")),
-            optionalhook=bool(options.get("optionalhook")),
-            fail_closed=bool(options.get("fail_closed")),
+            wrapper=flag("wrapper"),
+            hookwrapper=flag("hookwrapper"),
+            optionalhook=flag("optionalhook"),
+            fail_closed=flag("fail_closed"),
         )
 
     @property

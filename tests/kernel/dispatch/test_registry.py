@@ -491,3 +491,17 @@ def test_the_kernel_exports_the_same_names_and_loads_them_on_first_use() -> None
         "False",
         "hookline.kernel.tape hookline.kernel.framework.core",
     ]
+
+
+def test_an_option_dict_is_checked_as_the_marker_s_own_options_are() -> None:
+    """Bub's marker stores a dict: `{"tryfirst": "no"}` is refused as `tryfirst="no"`
+    is, not read as true; `{"tryfirst": "no", "trylast": "no"}` names the value, not a
+    contradiction."""
+    for options in ({"tryfirst": "no"}, {"tryfirst": "no", "trylast": "no"}):
+        def resolve_session(message):
+            return "x"
+
+        resolve_session.bub_impl = options
+        plugin = type("BubPlugin", (), {"resolve_session": staticmethod(resolve_session)})
+        with pytest.raises(PluginValidationError, match="tryfirst='no' is not True or False"):
+            Registry(HOOK_SPECS, projects=IMPL_PROJECTS).register(plugin, "bub")
