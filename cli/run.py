@@ -9,6 +9,7 @@ docs/cli.md, "hookline run".
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import sys
@@ -131,32 +132,39 @@ def run_command(framework: Framework) -> Any:
         check_session_flags(session, new, continue_)
         if stream is None:
             stream = _stream_setting()
-        printer = _printer(stream, as_json, quiet=quiet, usage=usage, verbose=verbose,
-                           workspace=framework.workspace, markdown=not plain)
-        printer.asker = terminal_asker(printer.status)  # on a terminal: stdin answers
-        pairs = [tuple(pair) for pair in option or []]  # `-o KEY VALUE` (RunCommand)
-        inbound = _inbound(printer, message, list(attach or []), pairs, channel, chat_id,
-                           {"model": model, "system": system})
-        _warn_if_nothing_answers(framework)
-        if usage:
-            printer.meter.window_of = _window_of(framework)
-        # The one error line says what failed; -v shows warnings and the traceback.
-        show_logs(logging.WARNING if verbose else logging.ERROR, turn_failures=verbose,
-                  verbose=verbose)
-        address = Address(session, new, continue_, channel == "cli" and chat_id == "default")
-        _answer(framework, printer, inbound, address, trace=trace, verbose=verbose)
+        with contextlib.ExitStack() as kept:
+            out = None
+            if as_json:
+                from .run_json import stdout_for_json
+
+                out = kept.enter_context(stdout_for_json())
+            printer = _printer(stream, as_json, out, quiet=quiet, usage=usage, verbose=verbose,
+                               workspace=framework.workspace, markdown=not plain)
+            printer.asker = terminal_asker(printer.status)  # on a terminal: stdin answers
+            pairs = [tuple(pair) for pair in option or []]  # `-o KEY VALUE` (RunCommand)
+            inbound = _inbound(printer, message, list(attach or []), pairs, channel, chat_id,
+                               {"model": model, "system": system})
+            _warn_if_nothing_answers(framework)
+            if usage:
+                printer.meter.window_of = _window_of(framework)
+            # The one error line says what failed; -v shows warnings and the traceback.
+            show_logs(logging.WARNING if verbose else logging.ERROR, turn_failures=verbose,
+                      verbose=verbose)
+            address = Address(session, new, continue_,
+                              channel == "cli" and chat_id == "default")
+            _answer(framework, printer, inbound, address, trace=trace, verbose=verbose)
 
     return run
 
 
-def _printer(stream: bool, as_json: bool, **options: Any) -> TurnPrinter:
+def _printer(stream: bool, as_json: bool, out: Any, **options: Any) -> TurnPrinter:
     """The router of the turn: JSON lines, or the reply and what ran for people (with the
     status line only without --stream: a streamed reply shows progress itself)."""
     if as_json:
         from .run_json import JsonPrinter
 
-        return JsonPrinter(stream, **options)
-    return TurnPrinter(stream, status=None if stream else StatusLine(), **options)
+        return JsonPrinter(stream, out, **options)
+    return TurnPrinter(stream, out, status=None if stream else StatusLine(), **options)
 
 
 def _inbound(printer: TurnPrinter, message: str | None, attach: list[Path],

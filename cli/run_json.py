@@ -5,19 +5,56 @@ warnings, the `error:` line and `--usage` stay on stderr."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
-from typing import Any, NoReturn
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any, NoReturn, TextIO
 
 from hookline.kernel.events import RunStarted
 from hookline.kernel.streaming import StreamEvent
 
 from .output import StatusLine, TurnPrinter, error_text, fail, json_text, replies
 
-__all__ = ["JSON_VERSION", "JsonPrinter"]
+__all__ = ["JSON_VERSION", "JsonPrinter", "stdout_for_json"]
 
 JSON_VERSION = 1
 """The schema's version: raised when a field changes meaning or goes away (new fields
 and new event types may come without it)."""
+
+
+@contextlib.contextmanager
+def stdout_for_json() -> Iterator[TextIO]:
+    """stdout for the JSON lines alone, while the block runs: a stream of its own on a
+    copy of stdout's file, and file descriptor 1 pointed at stderr, so that what a
+    plugin's child process or its `os.write(1, ...)` prints goes there, not among the
+    objects (Python's own `print` is redirected apart). Put back after. The process's
+    stdout as it is when it is no stream on descriptor 1 (a capture, in a test)."""
+    try:
+        sys.stdout.flush()
+        if sys.stdout.fileno() != 1:
+            raise io.UnsupportedOperation
+        copy = os.dup(1)
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        yield sys.stdout
+        return
+    try:
+        os.dup2(sys.stderr.fileno(), 1)
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        os.close(copy)
+        yield sys.stdout
+        return
+    out = os.fdopen(copy, "w", encoding=sys.stdout.encoding, errors=sys.stdout.errors,
+                    closefd=False)
+    try:
+        yield out
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            out.flush()
+        os.dup2(copy, 1)
+        os.close(copy)
 
 
 class JsonPrinter(TurnPrinter):

@@ -229,3 +229,37 @@ def test_a_plugins_sys_exit_in_a_hook_is_the_turns_failure(tmp_path: Path) -> No
     assert error["message"].startswith("a plugin called sys.exit(4) inside a hook")
     assert "plugin 'exiting', function 'Exiting.load_state'" in error["message"]
     assert "Traceback" not in out.stderr
+
+
+NOISY_PLUGIN = '''
+import os
+import subprocess
+from hookline.kernel import hookimpl
+
+
+class Noisy:
+    def __init__(self, framework):
+        pass
+
+    @hookimpl
+    def load_state(self, message, session_id):
+        subprocess.run(["echo", "from a child process"], check=True)
+        os.write(1, b"written to descriptor 1\\n")
+        print("printed")
+        return {}
+'''
+
+
+def test_nothing_a_plugin_writes_reaches_run_json_s_stdout(tmp_path: Path) -> None:
+    """stdout of `run --json` is JSON lines only: a plugin's child process inherits a
+    descriptor 1 that is stderr, and so do its own writes to it."""
+    site = install_plugin(tmp_path / "site", "noisy", NOISY_PLUGIN, "noisy = noisy:Noisy")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
+    env.update(HOOKLINE_HOME=str(tmp_path / "home"), HOOKLINE_MODEL="offline",
+               PYTHONPATH=str(site))
+    out = hookline("run", "--json", "hello", env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    kinds = [json.loads(line)["type"] for line in out.stdout.splitlines()]
+    assert kinds[0] == "start" and kinds[-1] == "reply", out.stdout
+    for line in ("from a child process", "written to descriptor 1", "printed"):
+        assert line in out.stderr and line not in out.stdout
