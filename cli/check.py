@@ -31,6 +31,7 @@ from hookline.kernel import (
     PluginProblem,
     Registry,
 )
+from hookline.kernel.framework import BUILTIN_NAME
 from hookline.kernel.hooks import IMPL_PROJECTS
 
 from .check_hooks import Severity, extra_checks
@@ -255,6 +256,11 @@ def check_source(source: Source, workspace: Path, *, direct: bool = False) -> li
     def entry(code: str, message: str, fix: str, where: tuple[str, int] = declared) -> Finding:
         return Finding(_display(where[0]), where[1], source.name, None, None, code, message,
                        fix, source=source.value, direct=direct)
+
+    if not direct and source.name == BUILTIN_NAME:
+        return [entry("name-taken", f"the entry point is named {BUILTIN_NAME!r}, the name of "
+                                    f"hookline's builtin plugin: load_hooks() refuses it",
+                      "give the entry point another name (left of '=')")]
 
     try:
         module = importlib.import_module(module_name)

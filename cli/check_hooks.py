@@ -1,6 +1,7 @@
 """What `hookline plugins check` looks at beyond registration: hook parameters with
-defaults, `async def` on hooks dispatched on a sync path, and return annotations that
-contradict the hook's spec (read from kernel/hooks.py, with its type-checking imports)."""
+defaults, `async def` on hooks dispatched on a sync path, a generator function where the
+hook wants a value, and return annotations that contradict the hook's spec (read from
+kernel/hooks.py, with its type-checking imports)."""
 
 from __future__ import annotations
 
@@ -51,7 +52,27 @@ def extra_checks(impl: HookImpl, spec: HookSpec) -> Iterator[tuple[str, str, str
                f"is async, but {spec.name} is dispatched on a sync path ({spec.kind}), which "
                f"skips the coroutine: it never takes effect",
                f"make it a plain function (def){generators}", "error")
+    yield from _generator_checks(impl, spec)
     yield from _return_checks(impl, spec)
+
+
+def _generator_checks(impl: HookImpl, spec: HookSpec) -> Iterator[tuple[str, str, str, Severity]]:
+    """A function with `yield` where the hook wants no generator: what it returns is one
+    (a stream of run_model_stream must be wrapped: AsyncStreamEvents). A wrapper marker
+    is its own finding."""
+    if impl.opts.wrapper is True or impl.opts.hookwrapper is True:
+        return
+    if spec.name == "run_model_stream" and impl.flavor == "async-generator":
+        yield ("bare-async-generator",
+               "is an async generator function (async def with yield), and run_model_stream "
+               "refuses a bare async generator: it must return AsyncStreamEvents",
+               "make it a plain def that returns AsyncStreamEvents(an async generator)",
+               "error")
+    elif impl.flavor == "generator" and "Iterator" not in _spec_return_text(spec.name):
+        yield ("generator-result",
+               f"is a generator function (def with yield), so {spec.name} gets a generator "
+               f"where it wants {_spec_return_text(spec.name)}",
+               "return the value (build a list and return it) instead of yielding", "error")
 
 
 # -- return annotations --------------------------------------------------------------

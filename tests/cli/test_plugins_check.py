@@ -213,6 +213,26 @@ BROKEN = [
         "is annotated '-> None', but resolve_session's result is used (the hook returns "
         "str | None): it never contributes",
         id="return-annotation-none-for-a-used-result"),
+    pytest.param(
+        """\
+        @hookimpl
+        async def run_model_stream(self, prompt, session_id, state):
+            yield "x"
+        """,
+        "run_model_stream", "bare-async-generator",
+        "refuses a bare async generator: it must return AsyncStreamEvents; fix: make it a "
+        "plain def that returns AsyncStreamEvents(an async generator)",
+        id="bare-async-generator-stream"),
+    pytest.param(
+        """\
+        @hookimpl
+        def provide_tools(self):
+            yield None
+        """,
+        "provide_tools", "generator-result",
+        "is a generator function (def with yield), so provide_tools gets a generator where "
+        "it wants list[Tool] | None",
+        id="generator-for-a-list"),
 ]
 
 
@@ -433,6 +453,7 @@ def make_project(root: Path) -> Path:
         failing = "greeter.plugin:failing"
         noinit = "greeter.plugin:NoInit"
         nothing = "greeter.plugin:nothing"
+        builtin = "greeter.plugin:Greeter"
     """))
     return pyproject
 
@@ -464,8 +485,11 @@ def test_a_pyproject_folder_checks_each_entry_point(env: dict[str, str],
         "proj/src/greeter/plugin.py:25: [plugin nothing] entry point greeter.plugin:nothing: "
         "calling greeter.plugin:nothing with the framework returned None; fix: return the "
         "plugin object from the factory",
-        "checked 7 plugins (greeter, missing, noattr, constant, failing, noinit, nothing): "
-        "6 errors, 0 warnings",
+        "proj/pyproject.toml:13: [plugin builtin] entry point greeter.plugin:Greeter: the "
+        "entry point is named 'builtin', the name of hookline's builtin plugin: load_hooks() "
+        "refuses it; fix: give the entry point another name (left of '=')",
+        "checked 8 plugins (greeter, missing, noattr, constant, failing, noinit, nothing, "
+        "builtin): 7 errors, 0 warnings",
     ]
     # The pyproject.toml itself names the same folder; from inside it, paths are shorter.
     inside = hookline("plugins", "check", "pyproject.toml", env=env, cwd=tmp_path / "proj")
