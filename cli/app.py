@@ -101,8 +101,12 @@ def _add_plugin_commands(framework: Framework, app: typer.Typer) -> None:
         framework.runtime.notify_sync("register_cli_commands", "cli", app=app)
     for record in warnings:
         error = record.exc_info[1] if record.exc_info else None
-        if error is None:
-            typer.echo(f"warning: {terminal_text(record.getMessage())}", err=True)
+        if error is None:  # an async implementation, skipped (the only other warning)
+            said = (f"plugin {record.args[-1]!r} register_cli_commands is async, so it added "
+                    f"no commands: make it a plain def"
+                    if str(record.msg).startswith("hook.async_not_supported")
+                    and isinstance(record.args, tuple) else record.getMessage())
+            typer.echo(f"warning: {terminal_text(said)}", err=True)
             continue
         blame = turn_failure_blame(framework, error)
         typer.echo(f"warning: plugin {record.args[-1]!r} added no commands: "  # type: ignore[index]

@@ -175,25 +175,36 @@ class Fine:
     @hookimpl
     def register_cli_commands(self, app):
         app.command(name="fine")(lambda: typer.echo("fine here"))
+
+
+class Async:
+    def __init__(self, framework):
+        pass
+
+    @hookimpl
+    async def register_cli_commands(self, app):
+        pass
 '''
 
 
 def test_a_plugin_whose_commands_fail_leaves_every_other_command(tmp_path: Path) -> None:
     site = install_plugin(tmp_path / "site", "cmds", COMMANDS_PLUGIN,
-                          "broken = cmds:Broken", "fine = cmds:Fine")
+                          "broken = cmds:Broken", "fine = cmds:Fine", "asyncs = cmds:Async")
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
     env.update(HOOKLINE_HOME=str(tmp_path / "home"), HOOKLINE_MODEL="offline",
                PYTHONPATH=str(site))
     listed = hookline("plugins", "--json", env=env, cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     assert set(json.loads(listed.stdout)) >= {"broken", "fine"}
-    (warning,) = [line for line in listed.stderr.splitlines() if "added no commands" in line]
+    (warning,) = [line for line in listed.stderr.splitlines() if "added no commands: Runt" in line]
     assert warning.startswith("warning: plugin 'broken' added no commands: RuntimeError: no "
                               "commands today (raised by plugin 'broken', function "
                               "'Broken.register_cli_commands' ("), warning
     assert warning.endswith("hook register_cli_commands; fix the plugin, or run without it: "
                             "HOOKLINE_DISABLE_PLUGINS=broken)"), warning
     assert "printed while registering" in listed.stderr  # never on stdout
+    assert ("warning: plugin 'asyncs' register_cli_commands is async, so it added no "
+            "commands: make it a plain def") in listed.stderr.splitlines()
     fine = hookline("fine", env=env, cwd=tmp_path)
     assert (fine.returncode, fine.stdout) == (0, "fine here\n"), fine.stderr
     run = hookline("run", "--json", "hello", env=env, cwd=tmp_path)
