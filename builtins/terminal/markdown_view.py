@@ -63,4 +63,26 @@ def _markdown(text: str) -> Any:
         elements: ClassVar[dict[str, Any]] = {**Markdown.elements, "fence": Code,
                                               "code_block": Code}
 
-    return Reply(terminal_text(text), hyperlinks=False, justify="default")
+    return Reply(_line_breaks_kept(terminal_text(text)), hyperlinks=False, justify="default")
+
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+def _line_breaks_kept(text: str) -> str:
+    """Each line followed by another ends in a hard line break (two spaces), outside
+    fenced code: a reply's single newlines (a poem, an address, steps one per line) stay
+    newlines, as chat interfaces show them, where CommonMark would join the lines of a
+    paragraph into one."""
+    lines = text.split("\n")
+    fence = ""
+    for index, line in enumerate(lines[:-1]):
+        opened = _FENCE.match(line)
+        if fence:
+            if opened and opened.group(1).startswith(fence):
+                fence = ""
+        elif opened:
+            fence = opened.group(1)
+        elif line.strip() and lines[index + 1].strip():
+            lines[index] = line + "  "
+    return "\n".join(lines)

@@ -59,3 +59,16 @@ def test_piped_output_is_the_text_as_written(tmp_path: Path) -> None:
     out = hookline("run", "check it", env=env, cwd=tmp_path / "workspace")
     assert out.returncode == 0, out.stderr
     assert out.stdout == REPLY + "\n"
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+def test_single_newlines_stay_newlines(terminal: Terminal, tmp_path: Path) -> None:
+    """A reply's lines (a poem, steps one per line) are not joined into one paragraph, as
+    CommonMark would; fenced code stays as written."""
+    path = tmp_path / "lines.json"
+    path.write_text(json.dumps([{"text": "Roses are red,\nviolets are blue.\n\n```\na\nb\n```"}]))
+    terminal.env["HOOKLINE_MODEL"] = f"scripted:{path}"
+    terminal.start("lines", "run", "a poem")
+    screen = terminal.wait_for(lambda s: "EXIT=" in s, "the end of the run")
+    assert "Roses are red,\nviolets are blue." in screen, screen
+    assert "\na\nb\n" in screen and "Roses are red, violets" not in screen
