@@ -366,6 +366,22 @@ def busy_session(replica: Gateway, workspace: Path, session: str, seconds: int
     return thread
 
 
+def queued_behind_a_busy_turn(replica: Gateway, workspace: Path, session: str, key: str
+                              ) -> tuple[dict[str, Any], list[threading.Thread], dict[str, Any]]:
+    """A keyed request (a command that appends `once` to the workspace's `ran`) sent to
+    `replica` while `session` is busy there: on return it waits in the session's queue,
+    nothing of it stored yet. Its body, the threads to join, and where the first
+    attempt's answer lands (`first`)."""
+    body = {"content": "/tool shell " + json.dumps(
+        {"command": f"echo once >> {workspace / 'ran'}"}), "session_id": session}
+    answers: dict[str, Any] = {}
+    threads = [busy_session(replica, workspace, session, 4),
+               threading.Thread(target=lambda: answers.update(first=keyed(replica, body, key)))]
+    threads[1].start()
+    time.sleep(0.5)  # queued behind the busy turn
+    return body, threads, answers
+
+
 def test_a_keyed_request_queued_on_one_replica_is_not_run_by_a_retry_on_the_other(
     replicas: tuple[str, Start], tmp_path: Path,
 ) -> None:
@@ -375,14 +391,8 @@ def test_a_keyed_request_queued_on_one_replica_is_not_run_by_a_retry_on_the_othe
     url, start = replicas
     first_replica, second_replica = start("a"), start("b")
     workspace = tmp_path / "workspace"
-    body = {"content": "/tool shell " + json.dumps(
-        {"command": f"echo once >> {workspace / 'ran'}"}), "session_id": "q"}
-    answers: dict[str, Any] = {}
-    threads = [busy_session(first_replica, workspace, "q", 4)]
-    threads.append(threading.Thread(target=lambda: answers.update(
-        first=keyed(first_replica, body, "queued-1"))))
-    threads[1].start()
-    time.sleep(0.5)  # queued behind the busy turn
+    body, threads, answers = queued_behind_a_busy_turn(first_replica, workspace, "q",
+                                                       "queued-1")
     retry = keyed(second_replica, body, "queued-1")
     for thread in threads:
         thread.join(60)
@@ -436,14 +446,7 @@ def test_a_queued_keyed_request_whose_replica_lost_its_lock_is_run_once(
     url, start = replicas
     first_replica, second_replica = start("a"), start("b")
     workspace = tmp_path / "workspace"
-    body = {"content": "/tool shell " + json.dumps(
-        {"command": f"echo once >> {workspace / 'ran'}"}), "session_id": "cut"}
-    answers: dict[str, Any] = {}
-    threads = [busy_session(first_replica, workspace, "cut", 4)]
-    threads.append(threading.Thread(target=lambda: answers.update(
-        first=keyed(first_replica, body, "cut-1"))))
-    threads[1].start()
-    time.sleep(0.5)  # queued behind the busy turn
+    body, threads, answers = queued_behind_a_busy_turn(first_replica, workspace, "cut", "cut-1")
     end_lock_connection(url, first_replica)
     retry = keyed(second_replica, body, "cut-1")
     for thread in threads:

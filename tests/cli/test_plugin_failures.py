@@ -39,8 +39,11 @@ class BrokenPrompt:
 '''
 
 
-def installed(tmp_path: Path, *entry: str) -> dict[str, str]:
-    site = install_plugin(tmp_path / "site", "faulty", PLUGIN, *entry)
+def installed(tmp_path: Path, *entry: str, module: str = "faulty", source: str = PLUGIN
+              ) -> dict[str, str]:
+    """An environment (a fresh home, the offline model) in which `source`, installed as
+    `module` with the `entry` points, is a plugin; with a workspace folder beside it."""
+    site = install_plugin(tmp_path / "site", module, source, *entry)
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
     env.update(HOOKLINE_HOME=str(tmp_path / "home"), HOOKLINE_MODEL="offline",
                PYTHONPATH=str(site))
@@ -110,11 +113,7 @@ class Chatty:
 def test_what_a_plugin_prints_stays_off_stdout(tmp_path: Path) -> None:
     """stdout holds hookline's output alone (a reply, JSON lines): a plugin's prints, at
     import, in its factory or in a hook, go to stderr."""
-    site = install_plugin(tmp_path / "site", "chatty", CHATTY, "chatty = chatty:Chatty")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
-    env.update(HOOKLINE_HOME=str(tmp_path / "home"), HOOKLINE_MODEL="offline",
-               PYTHONPATH=str(site))
-    (tmp_path / "workspace").mkdir()
+    env = installed(tmp_path, "chatty = chatty:Chatty", module="chatty", source=CHATTY)
     done = hookline("run", "--json", "hi", env=env, cwd=tmp_path / "workspace")
     assert done.returncode == 0, done.stderr
     assert [json.loads(line)["type"] for line in done.stdout.splitlines()][-1] == "reply"
@@ -188,11 +187,8 @@ class Async:
 
 
 def test_a_plugin_whose_commands_fail_leaves_every_other_command(tmp_path: Path) -> None:
-    site = install_plugin(tmp_path / "site", "cmds", COMMANDS_PLUGIN,
-                          "broken = cmds:Broken", "fine = cmds:Fine", "asyncs = cmds:Async")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
-    env.update(HOOKLINE_HOME=str(tmp_path / "home"), HOOKLINE_MODEL="offline",
-               PYTHONPATH=str(site))
+    env = installed(tmp_path, "broken = cmds:Broken", "fine = cmds:Fine", "asyncs = cmds:Async",
+                    module="cmds", source=COMMANDS_PLUGIN)
     listed = hookline("plugins", "--json", env=env, cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     assert set(json.loads(listed.stdout)) >= {"broken", "fine"}
@@ -228,11 +224,8 @@ class Exiting:
 
 
 def test_a_plugins_sys_exit_in_a_hook_is_the_turns_failure(tmp_path: Path) -> None:
-    site = install_plugin(tmp_path / "site", "exiting", EXITING_PLUGIN,
-                          "exiting = exiting:Exiting")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
-    env.update(HOOKLINE_HOME=str(tmp_path / "home"), HOOKLINE_MODEL="offline",
-               PYTHONPATH=str(site))
+    env = installed(tmp_path, "exiting = exiting:Exiting", module="exiting",
+                    source=EXITING_PLUGIN)
     out = hookline("run", "--json", "hello", env=env, cwd=tmp_path)
     assert out.returncode == 1, out.stderr
     (error,) = [json.loads(line) for line in out.stdout.splitlines()
@@ -264,10 +257,7 @@ class Noisy:
 def test_nothing_a_plugin_writes_reaches_run_json_s_stdout(tmp_path: Path) -> None:
     """stdout of `run --json` is JSON lines only: a plugin's child process inherits a
     descriptor 1 that is stderr, and so do its own writes to it."""
-    site = install_plugin(tmp_path / "site", "noisy", NOISY_PLUGIN, "noisy = noisy:Noisy")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
-    env.update(HOOKLINE_HOME=str(tmp_path / "home"), HOOKLINE_MODEL="offline",
-               PYTHONPATH=str(site))
+    env = installed(tmp_path, "noisy = noisy:Noisy", module="noisy", source=NOISY_PLUGIN)
     out = hookline("run", "--json", "hello", env=env, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     kinds = [json.loads(line)["type"] for line in out.stdout.splitlines()]
