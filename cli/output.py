@@ -37,14 +37,19 @@ def fail(error: BaseException, status: int = 1) -> NoReturn:
 
 
 def json_text(value: Any, stream: Any, **options: Any) -> str:
-    """`value` as JSON for `stream`: characters as they are for a file or a pipe, and on a
-    terminal each one that is not printable as its JSON escape (`\u009b`, `\u202e`): the
-    same JSON, which no control character or reordering mark in a tape can drive."""
+    """`value` as JSON for `stream`: characters as they are for a file or a pipe (but a
+    lone surrogate, which UTF-8 cannot write, as its JSON escape), and on a terminal each
+    one that is not printable as its JSON escape (`\u009b`, `\u202e`): the same JSON,
+    which no control character or reordering mark in a tape can drive."""
     import json
 
+    from hookline.builtins.store import LONE_SURROGATE
+
     text = json.dumps(value, ensure_ascii=False, **options)
-    if text.isascii() or not is_terminal(stream):
+    if text.isascii():
         return text  # json.dumps escapes every ASCII control character itself
+    if not is_terminal(stream):
+        return LONE_SURROGATE.sub(lambda found: json.dumps(found.group())[1:-1], text)
     return "".join(char if char.isprintable() or char == "\n" else json.dumps(char)[1:-1]
                    for char in text)
 

@@ -14,6 +14,7 @@ from hookline.kernel.messages import ModelMessage, ToolCallSpec
 from hookline.kernel.streaming import StreamEvent
 
 from ..models.base import Finished, Retrying, TextDelta, ToolCallEvent, Usage
+from ..store.entries import valid_values
 from ..tape.spill import model_text
 
 __all__ = ["StepOutcome", "StepRequest", "as_hookline_error", "error_dict", "requested_arguments",
@@ -130,7 +131,9 @@ def requested_arguments(spec: ToolCallSpec) -> tuple[dict[str, Any], str | None]
     if not isinstance(arguments, dict):
         invalid = invalid or "arguments must be one JSON object"
         arguments = {"_value": arguments}
-    return arguments, invalid
+    # Whatever model sent them: half an emoji is valid JSON but no character a file, a
+    # command or an MCP server's stream can take.
+    return valid_values(arguments), invalid
 
 
 def tool_record(spec: ToolCallSpec, action: str, requested: dict[str, Any], call: ToolCall,

@@ -42,7 +42,7 @@ from hookline.kernel.prompt import to_content
 
 from ..config import setting_env
 from ..privacy.redact import redact_credentials
-from ..store.entries import valid_text
+from ..store.entries import valid_text, valid_values
 from .base import (
     USAGE_FIELDS,
     Finished,
@@ -184,18 +184,8 @@ def valid_arguments(arguments: str) -> str:
         parsed = json.loads(arguments)
     except ValueError:
         return arguments  # the tool call's own check says what is wrong with it
-    cleaned = _valid_values(parsed)
+    cleaned = valid_values(parsed)
     return arguments if cleaned == parsed else json.dumps(cleaned, ensure_ascii=False)
-
-
-def _valid_values(value: Any) -> Any:
-    if isinstance(value, str):
-        return valid_text(value)
-    if isinstance(value, list):
-        return [_valid_values(item) for item in value]
-    if isinstance(value, dict):
-        return {valid_text(key): _valid_values(item) for key, item in value.items()}
-    return value
 
 
 def to_republic_tools(tools: Sequence[ToolSchema]) -> list[republic.Tool]:

@@ -17,6 +17,7 @@ from .asyncstore import tape_pages as tape_pages
 from .copy import CopyReport as CopyReport
 from .copy import copy_store as copy_store
 from .copy import shown as shown
+from .entries import LONE_SURROGATE as LONE_SURROGATE
 from .entries import SIDECAR_MARKER as SIDECAR_MARKER
 from .entries import is_sidecar_tape as is_sidecar_tape
 from .entries import open_call_results as open_call_results

@@ -17,7 +17,7 @@ from typing import Any, Final
 from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import TapeEntry
 
-__all__ = ["SIDECAR_MARKER", "is_sidecar_tape", "open_call_results"]
+__all__ = ["LONE_SURROGATE", "SIDECAR_MARKER", "is_sidecar_tape", "open_call_results"]
 
 UNKNOWN_OUTCOME: Final = (
     "hookline stopped while this call ran, so its outcome is unknown: it may have completed, "
@@ -113,6 +113,17 @@ def valid_text(text: str) -> str:
     """`text` with each lone surrogate replaced by U+FFFD (as a decoder replaces what it
     cannot read)."""
     return text if text.isascii() else LONE_SURROGATE.sub("\ufffd", text)
+
+
+def valid_values(value: Any) -> Any:
+    """A JSON value with `valid_text` applied to every string in it, keys included."""
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, list):
+        return [valid_values(item) for item in value]
+    if isinstance(value, dict):
+        return {valid_text(key): valid_values(item) for key, item in value.items()}
+    return value
 
 
 def copy_entry(entry: TapeEntry) -> TapeEntry:

@@ -159,3 +159,19 @@ def test_stdout_is_json_alone_while_warnings_go_to_stderr(tmp_path: Path) -> Non
     types = [event["type"] for event in events(done)]
     assert types[:2] == ["start", "tool_call"] and types[-1] == "reply"
     assert "tool_result" in types
+
+
+def test_half_an_emoji_in_a_tool_s_arguments_is_escaped_not_a_failure(tmp_path: Path) -> None:
+    """A lone surrogate (`\\ud83d`, valid JSON, no character) from any model: the tool
+    gets U+FFFD, and the event that shows the arguments escapes it (UTF-8 cannot write it)."""
+    workspace, env = workspace_and_env(tmp_path)
+    arguments = json.dumps({"path": "a.txt", "content": "half \ud83d"})
+    script = tmp_path / "surrogate.json"
+    script.write_text(json.dumps([{"tool_calls": [{"name": "fs_write", "arguments": arguments}]},
+                                  {"text": "done"}]))
+    env["HOOKLINE_MODEL"] = f"scripted:{script}"
+    done = hookline("run", "--json", "go", env=env, cwd=workspace)
+    assert done.returncode == 0, done.stderr
+    (call,) = of(events(done), "tool_call")
+    assert call["arguments"]["content"] == "half \ud83d" and "\\ud83d" in done.stdout
+    assert (workspace / "a.txt").read_text() == "half \ufffd"
