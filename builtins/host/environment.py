@@ -143,9 +143,13 @@ class LocalEnvironment(Environment):
         memory and time; see `read_line_slice`."""
         return await anyio.to_thread.run_sync(self._read_lines, path, offset, limit, max_chars)
 
-    async def write_text(self, path: StrPath, content: str) -> None:
-        """Write UTF-8 text exactly as given, creating missing parent directories."""
-        await anyio.to_thread.run_sync(self._write_bytes, path, content.encode("utf-8"))
+    async def write_text(self, path: StrPath, content: str, *,
+                         expected: str | None = None) -> None:
+        """Write UTF-8 text exactly as given, creating missing parent directories; with
+        `expected` (what an edit read), only while the file still holds it."""
+        await anyio.to_thread.run_sync(
+            self._write_bytes, path, content.encode("utf-8"),
+            None if expected is None else expected.encode("utf-8"))
 
     def _locate(self, path: StrPath) -> tuple[str, str]:
         """The resolved path, and how errors name it: relative to the workspace."""
@@ -161,13 +165,13 @@ class LocalEnvironment(Environment):
         return read_file_lines(*self._locate(path), offset, limit, max_chars,
                                root=self.workspace)
 
-    def _write_bytes(self, path: StrPath, data: bytes) -> None:
+    def _write_bytes(self, path: StrPath, data: bytes, expected: bytes | None = None) -> None:
         target, shown = self._locate(path)
         self._check_writable(target, shown)
         # What the write makes is looked for at the end of the turn, as a command's is (a
         # hooks folder a repository's config names that was missing, lefthook-local.yml).
         self._confinement.watch.started()
-        write_file(self.workspace, target, shown, data)
+        write_file(self.workspace, target, shown, data, expected)
 
     def _check_writable(self, target: str, shown: str) -> None:
         """The file tools keep the sandbox's write rules: nothing in `read-only`, nothing

@@ -437,15 +437,59 @@ def read_file_lines(
         return read_line_slice(handle, offset, limit, max_chars)
 
 
-def write_file(root: str, target: str, name: str, data: bytes) -> None:
+def _replaceable(folder: int, leaf: str, existing: os.stat_result, name: str) -> None:
+    """Refuse to replace a file a command could not write (`>` opens it for writing):
+    a read-only one (generated, or kept from changes on purpose), or, for any user but
+    root (whose copy gets the owner back), another user's, which would become ours."""
+    mode = f"mode {stat.S_IMODE(existing.st_mode):04o}"
+    others = os.geteuid() not in (0, existing.st_uid)
+    try:
+        handle = os.open(leaf, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                         dir_fd=folder)
+        try:
+            _as_a_command(handle, os.W_OK, name)
+        finally:
+            os.close(handle)
+    except PermissionError:
+        others = True
+        if existing.st_uid == os.geteuid():
+            raise HooklineError(
+                ErrorKind.tool,
+                f"{name!r} is read-only ({mode}): it may be generated, or kept from changes "
+                f"on purpose; nothing was written. The user can make it writable (chmod "
+                f"u+w) if it should change", {"path": name}) from None
+    if others:
+        raise HooklineError(
+            ErrorKind.tool,
+            f"{name!r} belongs to another user (uid {existing.st_uid}, {mode}): writing "
+            f"it would replace it with a file of hookline's user, which its owner could "
+            f"lose; nothing was written", {"path": name})
+
+
+def _current(folder: int, leaf: str) -> bytes | None:
+    """What the file holds now (None: it is gone)."""
+    try:
+        handle = os.open(leaf, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                         dir_fd=folder)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(handle, "rb") as stream:
+        return stream.read()
+
+
+def write_file(root: str, target: str, name: str, data: bytes,
+               expected: bytes | None = None) -> None:
     """Write `data` as the whole file `target` (resolved, inside `root`), creating missing
     parent directories; every folder is opened from `root` without following a link
     (`_open_folder`), and the file is made and renamed in the folder so opened.
 
     A FIFO, socket or device under the name is refused, never replaced by a file. An
-    existing file keeps its permissions but not its set-user-ID and set-group-ID bits
-    (the written file is hookline's user's, which those bits would lend to whoever runs
-    it); a new one gets 0666 masked by the process umask.
+    existing file is replaced only where a command could write it (`_replaceable`: not a
+    read-only one, nor another user's), keeps its owner and permissions but not its
+    set-user-ID and set-group-ID bits (the written file is hookline's user's, which those
+    bits would lend to whoever runs it), and, with `expected` (what an edit read), only
+    while it still holds that: another program's write since is kept, and the edit is
+    refused. A new file gets 0666 masked by the process umask.
     """
     folder = _open_folder(root, os.path.dirname(target), name=name, create=True)
     leaf = os.path.basename(target)
@@ -459,6 +503,7 @@ def write_file(root: str, target: str, name: str, data: bytes) -> None:
         if existing is not None:
             # Replacing a FIFO or a device by a file is never what was meant.
             _check_regular(existing.st_mode, target, name, "write")
+            _replaceable(folder, leaf, existing, name)
         # Write a sibling file and rename it over the target: a failure part way leaves
         # the old file intact instead of truncated. The rename replaces this name only,
         # so other hard links to the old file (inside the workspace or not) keep its
@@ -476,7 +521,15 @@ def write_file(root: str, target: str, name: str, data: bytes) -> None:
                         if existing is not None and stat.S_ISREG(existing.st_mode)
                         else 0o666 & ~process_umask())
                 os.fchmod(stream.fileno(), mode)
+                if existing is not None and os.geteuid() == 0:  # root's copy: the owner's
+                    os.fchown(stream.fileno(), existing.st_uid, existing.st_gid)
                 os.fsync(stream.fileno())
+            if expected is not None and _current(folder, leaf) != expected:
+                raise HooklineError(
+                    ErrorKind.tool,
+                    f"{name!r} changed while it was being edited (another program wrote to "
+                    f"it): nothing was written, and its change is kept; read it again and "
+                    f"redo the edit", {"path": name})
             os.replace(temporary, leaf, src_dir_fd=folder, dst_dir_fd=folder)
         except BaseException:
             with contextlib.suppress(OSError):

@@ -218,9 +218,15 @@ async def _read_lines(
     return read_line_slice(io.BytesIO(text.encode("utf-8")), offset, limit, MAX_READ_CHARS)
 
 
-async def _write(environment: Environment, path: str, content: str) -> None:
+async def _write(environment: Environment, path: str, content: str,
+                 expected: str | None = None) -> None:
+    """Write `content`; with `expected`, what an edit read, only while the file still holds
+    it (the local environment checks; another one writes as it does)."""
     try:
-        await environment.write_text(path, content)
+        if expected is not None and isinstance(environment, LocalEnvironment):
+            await environment.write_text(path, content, expected=expected)
+        else:
+            await environment.write_text(path, content)
     except (OSError, HooklineError) as exc:
         raise _file_error("write", path, exc) from exc
 
@@ -397,7 +403,7 @@ async def _fs_edit(
             argument="new",
         )
     updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
-    await _write(environment, path, updated)
+    await _write(environment, path, updated, expected=text)
     plural = "occurrence" if replaced == 1 else "occurrences"
     return f"replaced {replaced} {plural} in {path!r}"
 

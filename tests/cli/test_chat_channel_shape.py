@@ -145,6 +145,7 @@ class Signals:
 class BusyManager:
     def __init__(self) -> None:
         self.quit: list[str] = []
+        self.framework = None  # what a forced exit asks for its background processes
 
     def unanswered_sessions(self) -> list[str]:
         return ["s1"]
