@@ -16,6 +16,7 @@ except for a command that leaves the sandbox: each of those is asked.
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
@@ -192,7 +193,7 @@ class ApprovalGate:
         if key in self._approved.get(session_id, ()):
             record.update(decision="approved", by="session")
             return self._grant(call, call.arguments, state, judgement)
-        asked_about = _reached(call.arguments, workspace)
+        asked_about, shown_state = _looked_at(call.arguments, workspace)
         question = await self._question(call, session_id, workspace, judgement,
                                         state.get(RUNTIME_ENVIRONMENT))
         record["question"] = question.summary
@@ -222,11 +223,16 @@ class ApprovalGate:
             said = f": {answer.message}" if answer.message else ""
             return ToolCallDecision.deny(f"the user denied this call{said}. Do not retry it "
                                          f"unchanged")
-        now = _reached(call.arguments, workspace)
+        now, state_now = _looked_at(call.arguments, workspace)
+        changed = None
         if now != asked_about:  # a command made the path a link while the question waited
-            message = (f"{call.arguments.get('path')!r} changed while the question waited (it "
-                       f"now leads to {now[-1]!r}): the approval was for what was shown, so "
-                       f"the call was not run; ask again")
+            changed = f"it now leads to {now[-1]!r}"
+        elif state_now != shown_state:  # the file shown in the diff was written meanwhile
+            changed = "another program wrote to it, so the diff shown is not what would happen"
+        if changed is not None:
+            message = (f"{call.arguments.get('path')!r} changed while the question waited "
+                       f"({changed}): the approval was for what was shown, so the call was "
+                       f"not run; ask again")
             record.update(decision="denied", by="gate", message=message)
             return ToolCallDecision.deny(message)
         arguments = call.arguments
@@ -339,6 +345,19 @@ def _session_key(tool: str, arguments: dict[str, Any], workspace: str) -> str:
     if "path" in arguments:
         return f"{name}\0{arguments['path']}"
     return name
+
+
+def _looked_at(arguments: dict[str, Any], workspace: str
+               ) -> tuple[tuple[str, ...], tuple[int, int, int] | None]:
+    """A file tool's path as reached, and its file's state (inode, size, modification
+    time; None when there is none): what a question shows, which must hold still when
+    the question is answered."""
+    paths = _reached(arguments, workspace)
+    try:
+        info = os.stat(os.path.join(workspace, paths[-1])) if paths else None
+    except OSError:
+        info = None
+    return paths, None if info is None else (info.st_ino, info.st_size, info.st_mtime_ns)
 
 
 def _reached(arguments: dict[str, Any], workspace: str) -> tuple[str, ...]:

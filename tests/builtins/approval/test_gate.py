@@ -183,6 +183,35 @@ async def test_a_path_swapped_for_a_link_while_its_question_waits_is_not_written
     assert events[0]["decision"] == "denied" and events[0]["by"] == "gate"
 
 
+class AppendingDeskbot(Deskbot):
+    """Answers yes, but while its question waits the user appends a line to the file."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(Answer("approve"))
+        self.path = path
+
+    async def ask(self, question: Question) -> Answer:
+        with self.path.open("a") as file:
+            file.write("a line written meanwhile\n")
+        return await super().ask(question)
+
+
+async def test_a_file_written_while_its_question_waits_is_not_overwritten(
+        workspace: Path) -> None:
+    """The diff asked about is no longer what would happen: nothing is written, the
+    user's line is kept."""
+    (workspace / "notes.md").write_text("original\n")
+    bot = AppendingDeskbot(workspace / "notes.md")
+    call = {"name": "fs_write", "arguments": {"path": "notes.md", "content": "model\n"}}
+    _r, records, events, _m = await turn(workspace, [{"tool_calls": [call]}, {"text": "ok"}],
+                                         bot, approval="ask")
+    assert records[0]["outcome"] == "denied"
+    assert "changed while the question waited (another program wrote to it" in (
+        records[0]["error"])
+    assert (workspace / "notes.md").read_text() == "original\na line written meanwhile\n"
+    assert events[0]["decision"] == "denied" and events[0]["by"] == "gate"
+
+
 async def test_an_edited_command_runs_instead_and_the_record_says_so(workspace: Path) -> None:
     bot = Deskbot(Answer("approve", command="echo safer > out.txt"))
     _r, records, events, _m = await turn(
