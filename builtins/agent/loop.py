@@ -37,6 +37,7 @@ from hookline.kernel.tools import Tool
 from hookline.kernel.turn import RUNTIME_TOOL_NAMES
 
 from ..models.base import ModelClient
+from ..models.failures import waiting_may_mend
 from ..models.options import MODEL_OPTIONS_STATE
 from ..store.entries import REQUEST_META
 from ..tape.context import RESUMES, STEERED
@@ -173,6 +174,7 @@ class _Run(CompactingRun):
         session_tape = self.agent.tape_for(self.session_id, self.state)
         status: Literal["ok", "error", "cancelled"] = "ok"
         error: str | None = None
+        retryable = False  # a provider's refusal that waiting may mend: the run event says so
         async with session_tape.fork(merge_back=should_merge_back(self.session_id)) as tape:
             await tape.ensure_bootstrap_anchor()  # in the fork: temp/ sessions write nothing
             self.tape = tape
@@ -188,6 +190,7 @@ class _Run(CompactingRun):
                 raise
             except HooklineError as exc:
                 status, error = "error", str(exc)
+                retryable = waiting_may_mend(exc)
                 self.stream_state.error = exc
                 yield StreamEvent("error", exc.as_dict())
             except Exception as exc:
@@ -205,6 +208,7 @@ class _Run(CompactingRun):
                         tape=tape, elapsed_ms=(time.perf_counter() - started) * 1000))
                     await tape.append_event("run", {
                         "status": status, "steps": self.steps, "error": error,
+                        **({"retryable": True} if retryable else {}),
                         "usage": self.stream_state.usage, "model": self.model,
                         "usage_by_model": self.usage_by_model,
                         "context": self.agent.meter.known(self.model),

@@ -13,8 +13,10 @@ from hookline.kernel.envelope import (
     envelope_content,
     get_field,
 )
-from hookline.kernel.errors import ErrorKind, HooklineError
+from hookline.kernel.errors import HooklineError
 from hookline.kernel.turn import RUNTIME_THREAD_ID
+
+from ..models.failures import waiting_may_mend
 
 __all__ = ["UPSTREAM_KEY", "admission_state", "channel_message", "error_outbound",
            "output_name", "tell", "with_reply_context"]
@@ -87,10 +89,9 @@ def error_outbound(stage: str, error: Exception, message: Any,
     details = (error.details if isinstance(error, HooklineError) else None) or {}
     if details.get("status") in (429, 503):
         # Out of quota (a 429 of kind config) is no reason to send the message again.
-        retryable = not (isinstance(error, HooklineError) and error.kind is ErrorKind.config)
         outbound.setdefault("context", {})[UPSTREAM_KEY] = {
             "status": details["status"], "retry_after": details.get("retry_after"),
-            "retryable": retryable}
+            "retryable": waiting_may_mend(error)}
     return outbound
 
 

@@ -19,7 +19,7 @@ from ..config import setting_env
 from ..privacy.redact import redact_credentials
 from .retries import body_message, out_of_quota, retry_after, too_long
 
-__all__ = ["OVERFLOW_FIX", "Subject", "describe_failure"]
+__all__ = ["OVERFLOW_FIX", "Subject", "describe_failure", "waiting_may_mend"]
 
 OVERFLOW_FIX = ("Set context_window to the model's window (in tokens), or start a new "
                 "session (--new).")
@@ -59,6 +59,14 @@ class Subject:
     def base_vars(self) -> str:
         return (f"{setting_env('api_base')} (or api_base in the config file) or "
                 f"{self.env_prefix}_API_BASE")
+
+
+def waiting_may_mend(error: BaseException) -> bool:
+    """A provider's refusal that a later try may get past: a 429 (rate limit) or a 503
+    (overloaded), not out of quota (a 429 of kind `config`: waiting will not help)."""
+    details = (error.details if isinstance(error, HooklineError) else None) or {}
+    return (details.get("status") in (429, 503) and isinstance(error, HooklineError)
+            and error.kind is not ErrorKind.config)
 
 
 def describe_failure(subject: Subject, exc: BaseException, *, attempts: int = 1,

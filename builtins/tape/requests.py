@@ -77,10 +77,12 @@ async def recorded_answer(tape: Tape, session_id: str, mark: Mark, value: str,
     digest = str(_marks(entries[start].meta).get("digest", ""))
     replies: list[str] = []
     outcome: dict[str, Any] = {"status": "running"}
+    called = False
     for entry in entries[start + 1:]:
         payload = entry.payload
         if starts_turn(entry):
             break
+        called = called or entry.kind == "tool_call"
         said = entry.kind == "tool_call" or (entry.kind == "message"
                                              and payload.get("role") == "assistant")
         if said and isinstance(payload.get("content"), str) and payload["content"]:
@@ -92,6 +94,8 @@ async def recorded_answer(tape: Tape, session_id: str, mark: Mark, value: str,
     status = str(outcome.get("status") or "unknown")
     if status == "running":
         return digest, *running_elsewhere(session_id)
+    if mark == "key" and status == "error" and outcome.get("retryable") and not called:
+        return None  # the provider refused it before any tool ran: a retry runs it again
     body: dict[str, Any] = {"session_id": session_id, "content": "\n\n".join(replies),
                             "outbounds": [], "status": status}
     request_id = _marks(entries[start].meta).get("id")

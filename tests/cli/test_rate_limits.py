@@ -98,3 +98,38 @@ def test_the_gateway_answers_out_of_quota_with_429_and_no_time_to_retry(
     assert completion.status == 429, completion.body
     assert "retry-after" not in completion.headers
     assert completion.headers["x-should-retry"] == "false"
+
+
+def test_a_keyed_retry_after_an_upstream_429_runs_again_and_a_restart_agrees(
+        tmp_path: Path) -> None:
+    """The provider refused the turn before any tool ran: the same Idempotency-Key sent
+    again after the Retry-After runs it (once), also when it reaches a restarted
+    gateway, which finds the refused run on the tape."""
+    limited = Reply.failure(429, "Rate limit reached", headers={"Retry-After": "7"})
+    env = gateway_env(tmp_path / "home", HOOKLINE_MODEL=SPEC, HOOKLINE_RETRY_MAX_WAIT="1",
+                      HOOKLINE_API_KEY="sk-test")
+    body = {"content": "hello", "session_id": "limited"}
+    key = {"Idempotency-Key": "k-429"}
+    # Each refusal asks for more than retry_max_wait: one request, not retried.
+    with OpenAIServer([limited, Reply(text="hi"), limited, Reply(text="again")]) as server:
+        env["HOOKLINE_API_BASE"] = server.base_url
+        gateway = start_gateway_process(["--port", "0"], env, tmp_path)
+        try:
+            first = call(gateway.url, "POST", "/v1/messages", body, headers=key)
+            second = call(gateway.url, "POST", "/v1/messages", body, headers=key)
+            replayed = call(gateway.url, "POST", "/v1/messages", body, headers=key)
+            other = {"Idempotency-Key": "k-429-b"}
+            refused = call(gateway.url, "POST", "/v1/messages", body, headers=other)
+        finally:
+            gateway.end()
+        gateway = start_gateway_process(["--port", "0"], env, tmp_path)
+        try:
+            after_restart = call(gateway.url, "POST", "/v1/messages", body, headers=other)
+        finally:
+            gateway.end()
+    assert first.status == 429 and first.headers["retry-after"] == "7", first.body
+    assert second.status == 200 and second.json()["content"] == "hi", second.body
+    assert replayed.headers["idempotent-replayed"] == "true"
+    assert replayed.json()["content"] == "hi" and len(server.requests) == 4
+    assert refused.status == 429, refused.body
+    assert after_restart.status == 200 and after_restart.json()["content"] == "again"

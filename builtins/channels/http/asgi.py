@@ -233,10 +233,12 @@ class HttpRoutes:
                         await reply.finished.wait()
                 finally:
                     with anyio.CancelScope(shield=True):
-                        # Told to send it again (not run, or a temporary failure): the
-                        # store, not this answer, says whether the retry runs.
-                        again = reply.outcome == "refused" or (
-                            reply.finished.is_set() and retry_worth(reply.errors))
+                        # Told to send it again (not run, a temporary failure, a provider's
+                        # 429 or 503): the store, not this answer, says whether the retry
+                        # runs (a refusal before any tool ran: it does).
+                        refused = (reply.upstream or {}).get("retryable") is True
+                        again = reply.outcome == "refused" or (reply.finished.is_set() and (
+                            retry_worth(reply.errors) or refused))
                         await self.requests.idempotency.release(keyed[0], session_id,
                                                                 forget=again)
 
