@@ -528,18 +528,23 @@ class BuiltinPlugin:
 
     def scrub_text(self, text: str) -> str:
         """`text` for a gateway's client: without credentials in URLs, with workspace paths
-        relative to it, the hookline home and the user's home folder named, and the
-        provider's endpoint (`api_base`, an address of the operator's) as `<api_base>`."""
-        from .privacy import HOME_ENV
-        from .privacy.redact import redact_credentials, redact_paths
+        relative to it, the hookline home and the user's home folder named, the provider's
+        endpoint (`api_base`, an address of the operator's) as `<api_base>`, and its key
+        (the configured one, any `*API_KEY` variable's: a provider's error may quote it)
+        as `<secret>`."""
+        import os
 
-        home = self._home()
-        others = [(str(home), f"${HOME_ENV}"), (str(Path.home()), "~")]
-        api_base = self._settings.api_base if self._settings is not None else None
-        if api_base:  # as written, or as an error already masked its password or token
-            for form in sorted({api_base.rstrip("/"), redact_credentials(api_base).rstrip("/")},
-                               key=len, reverse=True):
-                text = text.replace(form, "<api_base>")
+        from .privacy import HOME_ENV, redact_credentials, redact_paths, replace_values
+
+        settings = self._settings
+        base = (settings.api_base if settings else None) or ""
+        keys = [value for name, value in os.environ.items() if name.upper().endswith("API_KEY")]
+        text = replace_values(text, [
+            *((key, "<secret>") for key in (settings.resolved_api_key() if settings else None,
+                                           *keys)),
+            (base.rstrip("/"), "<api_base>"),  # as written, and as an error masks it
+            (redact_credentials(base).rstrip("/"), "<api_base>")])
+        others = [(str(self._home()), f"${HOME_ENV}"), (str(Path.home()), "~")]
         return redact_paths(redact_credentials(text), self.framework.workspace, others)
 
     def _home(self) -> Path:

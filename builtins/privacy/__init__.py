@@ -11,7 +11,8 @@ _PUBLIC = {
     "files": ("HOME_ENV", "PRIVATE_DIR_MODE", "PRIVATE_FILE_MODE", "create_private_file",
               "make_private_dir", "process_umask", "replacing_private_file", "secure_home",
               "secure_store", "shared_secret_problem", "tighten", "write_private_file"),
-    "redact": ("redact_command_line", "redact_credentials", "redact_paths", "url_secrets"),
+    "redact": ("redact_command_line", "redact_credentials", "redact_paths", "replace_values",
+               "url_secrets"),
 }
 """Module (relative to this package) -> the public names it defines."""
 

@@ -21,4 +21,5 @@ from .files import write_private_file as write_private_file
 from .redact import redact_command_line as redact_command_line
 from .redact import redact_credentials as redact_credentials
 from .redact import redact_paths as redact_paths
+from .redact import replace_values as replace_values
 from .redact import url_secrets as url_secrets

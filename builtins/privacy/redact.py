@@ -28,7 +28,8 @@ import os
 import re
 from collections.abc import Iterable
 
-__all__ = ["redact_command_line", "redact_credentials", "redact_paths", "url_secrets"]
+__all__ = ["redact_command_line", "redact_credentials", "redact_paths", "replace_values",
+           "url_secrets"]
 
 _SCHEME = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://")
 _USER_THEN_COLON = re.compile(r"[^\s/:]*:")
@@ -99,6 +100,17 @@ def _redact_user_info(line: str) -> str:
             rest = "***@" + rest[token.end():]
         pieces.append(match.group(0) + rest)
     return "".join(pieces)
+
+
+def replace_values(text: str, values: Iterable[tuple[str | None, str]]) -> str:
+    """Each `(value, label)` pair's value (a key, an endpoint) replaced by its label in
+    `text`, longer values first; values shorter than 8 characters are left (they would
+    match ordinary words)."""
+    for value, label in sorted(((value, label) for value, label in values
+                                if value and len(value) >= 8),
+                               key=lambda pair: len(pair[0]), reverse=True):
+        text = text.replace(value, label)
+    return text
 
 
 def redact_paths(text: str, workspace: str | os.PathLike[str] | None = None,

@@ -413,6 +413,26 @@ def test_errors_never_show_credentials(start: Any) -> None:
     assert "PASSWORD" not in "\n".join(gateway.stderr + gateway.stdout)
 
 
+def test_a_provider_error_that_quotes_the_key_does_not_pass_it_on(start: Any) -> None:
+    """A self-hosted server or a proxy may echo the key it refused: the client gets
+    `<secret>`, and so does the log."""
+    from openai_server import OpenAIServer, Reply
+
+    key = "sk-operators-key-0123456789"
+    refusal = Reply.failure(401, f"Incorrect API key provided: {key}")
+    with OpenAIServer([refusal] * 4) as server:
+        gateway = start(HOOKLINE_MODEL="openai-compatible:m", HOOKLINE_API_KEY=key,
+                        HOOKLINE_API_BASE=server.base_url)
+        reply = post(gateway.url, {"content": "hi"}, timeout=120)
+        completion = call(gateway.url, "POST", "/v1/chat/completions", {
+            "model": "openai-compatible:m", "messages": [{"role": "user", "content": "hi"}]})
+        gateway.end()
+    assert "Incorrect API key provided: <secret>" in reply.json()["error"], reply.body
+    for said in (reply.body.decode(), completion.body.decode(),
+                 "\n".join(gateway.stderr + gateway.stdout)):
+        assert key not in said
+
+
 def test_errors_show_paths_relative_to_the_workspace(start: Any, probe_env: dict[str, str],
                                                       workspace: Path, home: Path) -> None:
     gateway = start(**probe_env)
