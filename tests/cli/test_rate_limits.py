@@ -133,3 +133,29 @@ def test_a_keyed_retry_after_an_upstream_429_runs_again_and_a_restart_agrees(
     assert replayed.json()["content"] == "hi" and len(server.requests) == 4
     assert refused.status == 429, refused.body
     assert after_restart.status == 200 and after_restart.json()["content"] == "again"
+
+
+def test_a_streamed_completion_the_provider_refused_ends_with_a_rate_limit_error(
+        tmp_path: Path) -> None:
+    """A stream cannot change its status once begun: its error chunk says what the whole
+    answer's 429 says (`rate_limit_error`), not `server_error`."""
+    import json
+
+    limited = Reply.failure(429, "Rate limit reached", headers={"Retry-After": "7"})
+    with OpenAIServer([limited]) as server:
+        gateway = start_gateway_process(
+            ["--port", "0"], gateway_env(tmp_path / "home", HOOKLINE_MODEL=SPEC,
+                                         HOOKLINE_API_BASE=server.base_url,
+                                         HOOKLINE_API_KEY="sk-test",
+                                         HOOKLINE_RETRY_MAX_WAIT="1"), tmp_path)
+        try:
+            streamed = call(gateway.url, "POST", "/v1/chat/completions", {
+                "model": SPEC, "stream": True,
+                "messages": [{"role": "user", "content": "hello"}]})
+        finally:
+            gateway.end()
+    chunks = [json.loads(line[6:]) for line in streamed.body.decode().splitlines()
+              if line.startswith("data: {")]
+    error = chunks[-1]["error"]
+    assert (error["type"], error["code"]) == ("rate_limit_error", "rate_limit_exceeded"), error
+    assert "rate limited" in error["message"]

@@ -175,8 +175,10 @@ def problem(status: int, body: dict[str, Any]) -> tuple[int, str, str | None] | 
     elif native == "steered":
         status, message = 409, ("the message was fed into the session's running turn; "
                                 "that turn's reply goes to the request that started it")
-    elif status < 400:
-        status = 500
+    elif status < 400:  # a stream's end: the provider's refusal behind it, else a failure
+        upstream = body.get("upstream")
+        status = int(upstream["status"]) if isinstance(upstream, dict) and isinstance(
+            upstream.get("status"), int) else 500
     if body.get("reason") and native not in ("dropped", "steered"):
         message = f"{message} ({body['reason']})"
     return status, message or "the request failed", native if native in _NATIVE_CODES else None

@@ -154,6 +154,8 @@ class Reply:
             data["usage"] = dict(self.usage)
         if self.errors:
             data["error"] = self.errors[0]
+            if self.upstream is not None:  # a stream's end says what a whole answer's status does
+                data["upstream"] = dict(self.upstream)
         return data
 
 
