@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, ClassVar
 from urllib.parse import parse_qs
 
@@ -43,6 +44,11 @@ logger = logging.getLogger(__name__)
 
 MESSAGES_PATH = "/v1/messages/"
 """`GET /v1/messages/{id}`: the kept answer of a request."""
+
+READ_OFF_LOOP_BYTES = 64 * 1024
+"""A body this large is parsed and checked in a worker thread: the JSON of a few MiB (a
+long history, or millions of tiny values in a field nobody reads) takes seconds, during
+which every other request and stream of the gateway would wait."""
 
 ROUTES: dict[str, tuple[str, ...]] = {
     "/v1/messages": ("POST",),
@@ -135,7 +141,7 @@ class HttpRoutes:
         Guard.require_json(headers)
         body = await _read_body(headers, receive, body_limit(self.limits.max_body_size),
                                 self.limits.body_seconds)
-        payload = face.read(body, headers, self._overrides, self.limits.max_body_size)
+        payload = await self._read_payload(face, body, headers)
         keyed = idempotency_key(headers, body)
         if keyed is not None:
             try:
@@ -157,6 +163,13 @@ class HttpRoutes:
                                                 self._session_of(payload)), retry_headers())
             return
         await self._post_message(payload, receive, send, trace_headers(headers), face, keyed)
+
+    async def _read_payload(self, face: Face, body: bytes, headers: dict[str, list[str]]
+                            ) -> dict[str, Any]:
+        """The body as a message (`Face.read`), in a worker thread when it is large."""
+        read = partial(face.read, body, headers, self._overrides, self.limits.max_body_size)
+        return await anyio.to_thread.run_sync(read) if len(body) > READ_OFF_LOOP_BYTES \
+            else read()
 
     async def _health(self, headers: dict[str, list[str]], send: Send, client: Any) -> None:
         """The status for anyone (load balancers send no token), paced; the reason too for

@@ -123,3 +123,29 @@ def test_answers_without_a_reply_of_their_own_are_errors() -> None:
         500, "cut", "interrupted")
     assert problem(503, {**reply, "error": "store down", "reason": "disk full"}) == (
         503, "store down (disk full)", None)
+
+
+@pytest.mark.anyio
+async def test_a_large_body_is_read_off_the_event_loop() -> None:
+    """Millions of tiny values in a field nobody reads take seconds to parse and check:
+    a body over READ_OFF_LOOP_BYTES is read in a worker thread, a small one where it is."""
+    import threading
+    from types import SimpleNamespace
+
+    from hookline.builtins.channels.http.asgi import READ_OFF_LOOP_BYTES, HttpRoutes
+    from hookline.builtins.channels.http.limits import Limits
+
+    threads: list[threading.Thread] = []
+
+    class Face:
+        def read(self, raw: bytes, *args: Any) -> dict[str, Any]:
+            threads.append(threading.current_thread())
+            return {"content": "hi", "size": len(raw)}
+
+    routes = SimpleNamespace(_overrides=RequestOverrides(), limits=Limits())
+    small = body()
+    large = body(pad=[[]] * (READ_OFF_LOOP_BYTES // 3))
+    for raw in (small, large):
+        payload = await HttpRoutes._read_payload(routes, Face(), raw, {})  # type: ignore[arg-type]
+        assert payload["size"] == len(raw)
+    assert threads[0] is threading.main_thread() and threads[1] is not threading.main_thread()
