@@ -209,6 +209,28 @@ def test_a_failed_turn_is_an_openai_error_not_retried_and_logged(
     assert "session=openai:default" in streamed_line and "simulated outage" in whole_line
 
 
+def test_a_message_too_long_for_the_model_is_the_client_s_400(
+        start: Any, tmp_path: Path) -> None:
+    """Sending it again will not mend it: 400 `invalid_request_error`, whole and streamed,
+    as OpenAI answers a request over the context window."""
+    spec = scripted(tmp_path, [{"text": "never asked"}])
+    gateway = start(HOOKLINE_MODEL=spec, HOOKLINE_CONTEXT_WINDOW="2000")
+    api = client(gateway)
+    long = user("word " * 20_000)
+    try:
+        with pytest.raises(openai.BadRequestError, match="too long") as refused:
+            api.chat.completions.create(model=spec, messages=long)
+        raw = api.chat.completions.with_raw_response.create(model=spec, messages=long,
+                                                            stream=True)
+        with pytest.raises(openai.APIError, match="too long") as streamed:
+            list(raw.parse())
+    finally:
+        gateway.end()
+    assert refused.value.status_code == 400
+    assert refused.value.type == "invalid_request_error"
+    assert streamed.value.type == "invalid_request_error"  # type: ignore[attr-defined]
+
+
 def test_idempotency_keys_replay_completions_whole_and_streamed(
         start: Any, tmp_path: Path) -> None:
     spec = scripted(tmp_path, [{"text": "only once"}, {"text": ["a second ", "run"]},

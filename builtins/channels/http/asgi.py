@@ -22,7 +22,7 @@ from ...telemetry.context import TRACE_CONTEXT_KEY, trace_headers
 from .approvals import APPROVALS_PATH
 from .face import Face, Headers, NativeFace
 from .guard import Guard, HttpError, header_map
-from .health import RETRY_AFTER, HealthCache, HealthPace, retry_worth
+from .health import RETRY_AFTER, HealthCache, HealthPace, client_fault, retry_worth
 from .idempotency import idempotency_key
 from .kept import REQUEST_ID_HEADER
 from .limits import Limits
@@ -334,6 +334,8 @@ class HttpRoutes:
         status, body, headers = whole_answer(reply)
         if status == 500 and reply.upstream is not None:  # the provider's 429 or 503
             return upstream_answer(reply.upstream, body)
+        if status == 500 and client_fault(reply.errors):  # too long for the model, say
+            return 400, body, headers
         if status == 500 and reply.errors:
             # A turn that failed for a temporary reason, or while the tape store cannot
             # write (a database being restarted), is worth retrying: 503, not 500, with

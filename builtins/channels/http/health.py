@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Hashable
 
 import anyio
 
-__all__ = ["RETRY_AFTER", "HealthCache", "HealthPace", "retry_worth"]
+__all__ = ["RETRY_AFTER", "HealthCache", "HealthPace", "client_fault", "retry_worth"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +44,13 @@ def retry_worth(errors: list[str]) -> bool:
     of kind `temporary` (a store that could not write or record, a busy database), which
     the builtin `on_error` shows as `An error occurred at stage '...': [temporary] ...`."""
     return any(_TEMPORARY in error for error in errors)
+
+
+def client_fault(errors: list[str]) -> bool:
+    """Whether a failed turn's errors say the request itself cannot be run: a
+    `HooklineError` of kind `invalid_input` (a message longer than the model's context
+    window, options the model refuses), which sending it again will not mend."""
+    return any(_TEMPORARY.replace("temporary", "invalid_input") in error for error in errors)
 
 
 class HealthCache:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .guard import SESSION_HEADER, HttpError
+from .health import client_fault
 from .media import json_type
 from .payload import _check_values, _json_object, check_session_value
 from .wire import dumps
@@ -178,7 +179,7 @@ def problem(status: int, body: dict[str, Any]) -> tuple[int, str, str | None] | 
     elif status < 400:  # a stream's end: the provider's refusal behind it, else a failure
         upstream = body.get("upstream")
         status = int(upstream["status"]) if isinstance(upstream, dict) and isinstance(
-            upstream.get("status"), int) else 500
+            upstream.get("status"), int) else 400 if client_fault([message]) else 500
     if body.get("reason") and native not in ("dropped", "steered"):
         message = f"{message} ({body['reason']})"
     return status, message or "the request failed", native if native in _NATIVE_CODES else None
