@@ -269,8 +269,9 @@ def shared_secret_problem(path: Path, mode: int, data: Mapping[str, Any]) -> str
     """Why a config file whose permission bits are `mode` must be refused, or None.
 
     It must be when it holds a secret (`api_key`, `http_token`, a `tape_store` URL with a
-    password, an MCP server's `headers`, which carry its token, or its URL's password) and
-    group or others may read it: the message names the file and the fix."""
+    password, an MCP server's `headers`, which carry its token, its `env`, how a server is
+    given its key, or its URL's password) and group or others may read it: the message
+    names the file and the fix."""
     if not mode & 0o044:
         return None
     held = [key for key in ("api_key", "http_token")
@@ -279,9 +280,9 @@ def shared_secret_problem(path: Path, mode: int, data: Mapping[str, Any]) -> str
         held.append("a tape_store URL with a password")
     servers = data.get("mcp_servers")
     for name, server in (servers.items() if isinstance(servers, dict) else ()):
-        if isinstance(server, dict) and (server.get("headers") or _url_password(
-                server.get("url"))):
-            held.append(f"the headers or URL password of [mcp_servers.{name}]")
+        if isinstance(server, dict) and (server.get("headers") or server.get("env")
+                                         or _url_password(server.get("url"))):
+            held.append(f"the headers, env or URL password of [mcp_servers.{name}]")
     if not held:
         return None
     return (f"The config file {path} holds {' and '.join(held)} and other users can read it "

@@ -247,6 +247,7 @@ def test_a_home_that_cannot_be_made_or_written_is_one_clear_error(
     '[mcp_servers.gh]\nurl = "https://mcp.invalid/mcp"\n'
     'headers = { Authorization = "Bearer sk-live-9" }',
     '[mcp_servers.gh]\nurl = "https://bot:pw@mcp.invalid/mcp"',
+    '[mcp_servers.gh]\ncommand = ["gh-mcp"]\nenv = { GITHUB_TOKEN = "ghp_sk-live-7" }',
 ])
 def test_a_config_file_with_a_secret_others_can_read_is_refused(shared: Path,
                                                                secret: str) -> None:
