@@ -161,7 +161,9 @@ def _open_folder(root: str, folder: str, *, name: str, create: bool = False) -> 
     try:
         _as_a_command(fd, os.X_OK, name)
         relative = os.path.relpath(folder, root)
+        here = root
         for part in [] if relative == os.curdir else relative.split(os.sep):
+            here = os.path.join(here, part)
             if create and _missing(part, fd):
                 _as_a_command(fd, os.W_OK | os.X_OK, name)
                 with contextlib.suppress(FileExistsError):
@@ -170,7 +172,7 @@ def _open_folder(root: str, folder: str, *, name: str, create: bool = False) -> 
                 inner = os.open(part, _FOLDER_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
             except NotADirectoryError as exc:
                 if stat.S_ISLNK(os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode):
-                    raise _swapped(name) from exc
+                    raise _swapped(name, here) from exc
                 raise NotADirectoryError(
                     errno.ENOTDIR, "a parent path is a file, not a directory", name) from exc
             os.close(fd)
@@ -182,11 +184,23 @@ def _open_folder(root: str, folder: str, *, name: str, create: bool = False) -> 
         raise
 
 
-def _swapped(name: str) -> HooklineError:
+def _swapped(name: str, path: str, action: str = "open") -> HooklineError:
+    """A link met where the resolved path had none: swapped in since, or links that lead
+    in a loop, which resolving leaves as they are (no file is there: trying again is no
+    use)."""
+    try:
+        os.path.realpath(path, strict=True)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return HooklineError(
+                ErrorKind.invalid_input,
+                f"cannot {action} {name!r}: its symbolic links lead in a loop (a link to "
+                f"itself, or to a link back to it), so there is no file there",
+                {"path": name})
     return HooklineError(
         ErrorKind.temporary,
-        f"cannot open {name!r}: a folder of its path was replaced by a symbolic link "
-        f"after the path was resolved; try again",
+        f"cannot {action} {name!r}: its path was changed to a symbolic link after it was "
+        f"resolved; try again",
         {"path": name})
 
 
@@ -224,12 +238,7 @@ def open_regular_file(
                 raise
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise HooklineError(
-                ErrorKind.temporary,
-                f"cannot {action} {shown!r}: it was replaced by a symbolic link while being "
-                f"opened; try again",
-                {"path": shown},
-            ) from exc
+            raise _swapped(shown, path, action) from exc
         raise
     try:
         info = os.fstat(fd)
@@ -503,7 +512,8 @@ def write_file(root: str, target: str, name: str, data: bytes,
         if existing is not None:
             # Replacing a FIFO or a device by a file is never what was meant.
             _check_regular(existing.st_mode, target, name, "write")
-            _replaceable(folder, leaf, existing, name)
+            if stat.S_ISREG(existing.st_mode):  # a link swapped in is replaced, not followed
+                _replaceable(folder, leaf, existing, name)
         # Write a sibling file and rename it over the target: a failure part way leaves
         # the old file intact instead of truncated. The rename replaces this name only,
         # so other hard links to the old file (inside the workspace or not) keep its

@@ -178,7 +178,8 @@ async def test_a_symlink_swapped_in_after_resolving_is_not_followed(
     with pytest.raises(HooklineError) as caught:
         await env.read_text("link")
     assert caught.value.kind is ErrorKind.temporary
-    assert "replaced by a symbolic link while being opened" in caught.value.message
+    assert "its path was changed to a symbolic link after it was resolved; try again" in (
+        caught.value.message)
     assert "secret" not in caught.value.message
 
 
@@ -200,8 +201,23 @@ async def test_a_folder_swapped_for_a_link_after_resolving_is_not_followed(
             await call
         assert caught.value.kind is ErrorKind.temporary
         assert str(outside) not in caught.value.message
-        assert "a folder of its path was replaced by a symbolic link" in caught.value.message
+        assert "its path was changed to a symbolic link after it was resolved" in (
+            caught.value.message)
     assert sorted(path.name for path in outside.iterdir()) == ["secret.txt"]
+
+
+@pytest.mark.anyio
+async def test_links_that_lead_in_a_loop_are_said_to_be_one(tmp_path: Path) -> None:
+    """No file is there, now or later: not a race to try again."""
+    (tmp_path / "self").symlink_to("self")
+    (tmp_path / "a").symlink_to("b")
+    (tmp_path / "b").symlink_to("a")
+    for path, name in [("self", "fs.read"), ("a", "fs.read"), ("self/x", "fs.read"),
+                       ("self/x", "fs.write")]:
+        arguments = {"content": "x"} if name == "fs.write" else {}
+        error = await refused(name, tmp_path, path=path, **arguments)
+        assert error.kind is ErrorKind.invalid_input, (path, error)
+        assert "its symbolic links lead in a loop" in error.message, (path, error.message)
 
 
 @pytest.mark.anyio
