@@ -445,10 +445,12 @@ ALWAYS_WARN = ("hookline.builtins.privacy.files", "hookline.builtins.host.instru
                "hookline.builtins.host.sandbox", "hookline.builtins.host.protection",
                "hookline.builtins.models.offline", "hookline.builtins.mcp.connection",
                "hookline.builtins.mcp.manager", "hookline.builtins.mcp.tools",
-               "hookline.builtins.telemetry.setup", AGENT_HOOK_LOG)
+               "hookline.builtins.telemetry.setup", "hookline.builtins.agent.loop",
+               AGENT_HOOK_LOG)
 """Loggers whose warnings are shown whatever ``level``: a file made private, an
 ``AGENTS.md`` kept from the model, a weakened sandbox, a repository commands made, the
-offline model answering, an MCP server that failed or a tool of it not offered,
+offline model answering, an MCP server that failed or a tool of it not offered, tools past
+what a request may offer,
 telemetry a collector did not take, a plugin's agent hook failing (rare lines the user
 must see)."""
 

@@ -36,6 +36,7 @@ from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent, StreamStat
 from hookline.kernel.tools import Tool
 from hookline.kernel.turn import RUNTIME_TOOL_NAMES
 
+from ..config.limits import MAX_REQUEST_TOOLS
 from ..models.base import ModelClient
 from ..models.failures import waiting_may_mend
 from ..models.options import MODEL_OPTIONS_STATE
@@ -131,9 +132,21 @@ class Agent:
 
 def offered_tools(tools: Iterable[Tool]) -> list[Tool]:
     """The tools the model is offered, in order: those whose exposure lets it call them
-    (``auto``, ``direct``). Comma commands are not offered; nor is anything loaded later:
+    (``auto``, ``direct``), the first `MAX_REQUEST_TOOLS` of them (one warning names how
+    many were left out). Comma commands are not offered; nor is anything loaded later:
     there is no deferred loading, a Bub ``deferred`` tool is offered like any other."""
-    return [tool for tool in tools if tool.exposure in ("auto", "direct")]
+    offered = [tool for tool in tools if tool.exposure in ("auto", "direct")]
+    if len(offered) > MAX_REQUEST_TOOLS and len(offered) not in _WARNED_TOOL_COUNTS:
+        _WARNED_TOOL_COUNTS.add(len(offered))
+        logger.warning("agent.too_many_tools offered=%d left_out=%d: a model request may "
+                       "offer %d tools; the last in priority order are not offered (an MCP "
+                       "server's tools.allow chooses fewer)", len(offered),
+                       len(offered) - MAX_REQUEST_TOOLS, MAX_REQUEST_TOOLS)
+    return offered[:MAX_REQUEST_TOOLS]
+
+
+_WARNED_TOOL_COUNTS: set[int] = set()
+"""Tool counts warned about already: every run collects its tools."""
 
 
 class _Run(CompactingRun):

@@ -17,8 +17,8 @@ from hookline.kernel._lazy import LazyExports as _LazyExports
 _PUBLIC = {
     "file": ("MAX_CONFIG_BYTES", "config_lock", "default_home", "merge_config", "parse_toml",
              "read_config_file", "update_config", "write_config"),
-    "limits": ("CONTEXT_WINDOW", "MAX_EDIT_BYTES", "MAX_SESSION_ID_LENGTH", "SESSION_FIELDS",
-               "check_session_fields", "session_id_problem"),
+    "limits": ("CONTEXT_WINDOW", "MAX_EDIT_BYTES", "MAX_REQUEST_TOOLS", "MAX_SESSION_ID_LENGTH",
+               "SESSION_FIELDS", "check_session_fields", "session_id_problem"),
     "load": ("load_settings", "parse_setting", "settings_from_config"),
     "parsers": ("API_FORMATS", "APPROVAL_POLICIES", "MIN_HTTP_TOKEN_LENGTH", "SANDBOX_MODES",
                 "TOOL_ENV_MODES", "ModelPrice"),

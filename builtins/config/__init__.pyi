@@ -16,6 +16,7 @@ from .file import update_config as update_config
 from .file import write_config as write_config
 from .limits import CONTEXT_WINDOW as CONTEXT_WINDOW
 from .limits import MAX_EDIT_BYTES as MAX_EDIT_BYTES
+from .limits import MAX_REQUEST_TOOLS as MAX_REQUEST_TOOLS
 from .limits import MAX_SESSION_ID_LENGTH as MAX_SESSION_ID_LENGTH
 from .limits import SESSION_FIELDS as SESSION_FIELDS
 from .limits import check_session_fields as check_session_fields

@@ -8,12 +8,16 @@ from typing import Any, Final
 from hookline.kernel.envelope import get_field
 from hookline.kernel.errors import ErrorKind, HooklineError
 
-__all__ = ["CONTEXT_WINDOW", "MAX_EDIT_BYTES", "MAX_SESSION_ID_LENGTH", "SESSION_FIELDS",
-           "check_session_fields", "session_id_problem"]
+__all__ = ["CONTEXT_WINDOW", "MAX_EDIT_BYTES", "MAX_REQUEST_TOOLS", "MAX_SESSION_ID_LENGTH",
+           "SESSION_FIELDS", "check_session_fields", "session_id_problem"]
 
 MAX_SESSION_ID_LENGTH: Final = 256
 """Longest session id or chat id accepted, in characters. Session ids name tapes, cache
 keys and log lines; an unbounded one lets a single request grow every one of them."""
+
+MAX_REQUEST_TOOLS: Final = 128
+"""Tools one model request offers at most (OpenAI's limit: a request with more is
+refused); past it, the rest of the tools, in priority order, are not offered."""
 
 MAX_EDIT_BYTES: Final = 16 * 1024 * 1024
 """Largest file `fs.edit` works on, in bytes (16 MiB). An edit holds the whole file in

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tools import Tool, ToolContext, check_schema, validate_arguments
 
+from ..config.limits import MAX_REQUEST_TOOLS
 from .config import NAME_SEPARATOR, ServerConfig
 
 if TYPE_CHECKING:
@@ -37,9 +38,9 @@ _MODEL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _ANNOTATIONS = ("$schema", "$id", "$comment")
 """Top-level schema keys that describe the schema and constrain nothing."""
 
-MAX_SERVER_TOOLS = 128
-"""Tools of one server offered at most (OpenAI's limit on a request's tools): past it the
-rest are not, with one warning (`tools.allow` chooses which)."""
+MAX_SERVER_TOOLS = MAX_REQUEST_TOOLS
+"""Tools of one server offered at most (as many as a request may offer): past it the rest
+are not, with one warning (`tools.allow` chooses which)."""
 MAX_DESCRIPTION = 4_000
 """Characters of a tool's description offered: every request carries each one."""
 

@@ -39,3 +39,23 @@ def test_a_huge_description_is_cut_with_what_was_left_out_counted() -> None:
     listed = [ListedTool("big", "x" * (MAX_DESCRIPTION + 1234), SCHEMA)]
     (tool,) = make_tools(parse_server("s", {"command": "x"}), listed, never, never, set())
     assert tool.description == "x" * MAX_DESCRIPTION + "... [1,234 more characters left out]"
+
+
+def test_a_request_offers_at_most_its_limit_of_tools_whatever_their_servers(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Each server within its bound, two of them and the builtin tools are still more
+    than a request may offer: the first in priority order are, one warning says so."""
+    from hookline.builtins.agent.loop import offered_tools
+    from hookline.builtins.config.limits import MAX_REQUEST_TOOLS
+    from hookline.builtins.host.tools import builtin_tools
+
+    listed = [ListedTool(f"t{index}", "d", SCHEMA) for index in range(100)]
+    servers = [make_tools(parse_server(name, {"command": "x"}), listed, never, never, set())
+               for name in ("one", "two")]
+    tools = [*builtin_tools(), *servers[0], *servers[1]]
+    with caplog.at_level(logging.WARNING):
+        offered = offered_tools(tools)
+        offered_tools(tools)  # every run collects them: said once
+    assert offered == tools[:MAX_REQUEST_TOOLS]
+    (said,) = [r.getMessage() for r in caplog.records if "too_many_tools" in r.getMessage()]
+    assert f"offered={len(tools)} left_out={len(tools) - MAX_REQUEST_TOOLS}" in said
