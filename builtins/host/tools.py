@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import io
 import re
+import shlex
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -330,11 +331,15 @@ async def _fs_read(
             argument="offset",
         )
     notes = []
-    if piece.truncated:
+    if piece.truncated and piece.first == piece.last:  # one line longer than a read
+        notes.append(
+            f"[truncated at {MAX_READ_CHARS} characters in line {piece.last}, which is longer "
+            f"than that: fs.read shows no more of it; read the rest with the shell tool "
+            f"(sed -n {piece.last}p {shlex.quote(path)} | cut -c {MAX_READ_CHARS + 1}-)]")
+    elif piece.truncated:
         notes.append(
             f"[truncated at {MAX_READ_CHARS} characters in line {piece.last}; read "
-            f"{path!r} with offset and limit to see the rest]"
-        )
+            f"{path!r} with offset {piece.last} to see the rest]")
     if piece.replaced:
         notes.append(f"[{piece.replaced} byte(s) that are not valid UTF-8 are shown as \ufffd]")
     if offset is not None or limit is not None:

@@ -256,8 +256,8 @@ async def test_read_of_an_empty_or_huge_file(
     monkeypatch.setattr(tools_module, "MAX_READ_CHARS", 5)
     (tmp_path / "big.txt").write_text("abcdefghij")
     assert await call("fs.read", tmp_path, path="big.txt") == (
-        "abcde\n[truncated at 5 characters in line 1; read 'big.txt' with offset and limit to "
-        "see the rest]"
+        "abcde\n[truncated at 5 characters in line 1, which is longer than that: fs.read shows "
+        "no more of it; read the rest with the shell tool (sed -n 1p big.txt | cut -c 6-)]"
     )
 
 

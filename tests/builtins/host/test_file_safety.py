@@ -322,8 +322,8 @@ async def test_a_cut_inside_a_long_line_says_which_line(
     monkeypatch.setattr(tools_module, "MAX_READ_CHARS", 8)
     (tmp_path / "long.txt").write_text("one\ntwo two two two\nthree\n")
     assert await tool("fs.read", tmp_path, path="long.txt", offset=1, limit=2) == (
-        "one\ntwo \n[truncated at 8 characters in line 2; read 'long.txt' with offset and "
-        "limit to see the rest]\n[lines 1-2 of 3 in 'long.txt']")
+        "one\ntwo \n[truncated at 8 characters in line 2; read 'long.txt' with offset 2 to "
+        "see the rest]\n[lines 1-2 of 3 in 'long.txt']")
 
 
 @pytest.mark.anyio
@@ -444,7 +444,7 @@ def measure(workspace: Path, name: str, **arguments: Any) -> dict[str, Any]:
     ("name", "arguments", "expected"),
     [
         ("fs.read", {"path": "sparse.bin", "limit": 1},
-         f"[truncated at {MAX_READ_CHARS} characters in line 1; read 'sparse.bin'"),
+         f"[truncated at {MAX_READ_CHARS} characters in line 1, which is longer than that"),
         ("fs.read", {"path": "sparse.bin"}, f"[truncated at {MAX_READ_CHARS} characters"),
         ("fs.read", {"path": "lines.txt", "limit": 2}, "[lines 1-2 of at least "),
         ("fs.read", {"path": "lines.txt", "offset": 400_000, "limit": 2},
