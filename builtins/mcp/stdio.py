@@ -16,7 +16,7 @@ import contextlib
 import logging
 import os
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +59,8 @@ class ServerProcess:
     stderr: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_LINES))
     ended: anyio.Event = field(default_factory=anyio.Event)
     """Set once the process has exited and its stderr has been read to the end."""
+    overflowed: bool = False
+    """It wrote a line longer than `MAX_LINE` to stdout: nothing after it was read."""
     _stderr_read: anyio.Event = field(default_factory=anyio.Event)
 
     async def exit_note(self) -> str:
@@ -68,7 +70,9 @@ class ServerProcess:
             await self.ended.wait()
         code = self.process.returncode
         status = "is still running" if code is None else f"exited with status {code}"
-        return f"the server process (pid {self.process.pid}) {status}"
+        why = (f"it sent a message over {MAX_LINE // 2**20} MiB (a result too large to "
+               f"take), after which its output is not read; " if self.overflowed else "")
+        return f"{why}the server process (pid {self.process.pid}) {status}"
 
     def stderr_tail(self) -> str:
         """The last lines of its stderr (credentials hidden, at most `STDERR_LINES` and
@@ -93,7 +97,7 @@ class ServerProcess:
 
         async def read_messages() -> None:
             async with incoming_send:
-                async for line in _lines(process, name):
+                async for line in _lines(process, name, overflowed=self._overflowed):
                     if not line.strip():
                         continue
                     try:
@@ -118,6 +122,9 @@ class ServerProcess:
                 yield incoming, outgoing
             finally:
                 group.cancel_scope.cancel()
+
+    def _overflowed(self) -> None:
+        self.overflowed = True
 
     async def _read_stderr(self) -> None:
         async for line in _lines(self.process, self.name, stderr=True):
@@ -192,8 +199,8 @@ async def _stop(process: LocalProcess, grace: float) -> None:
     await stop_processes([process], max(0.0, grace - (anyio.current_time() - began)))
 
 
-async def _lines(process: LocalProcess, name: str, stderr: bool = False
-                 ) -> AsyncIterator[bytes]:
+async def _lines(process: LocalProcess, name: str, stderr: bool = False,
+                 overflowed: Callable[[], None] = lambda: None) -> AsyncIterator[bytes]:
     stream = process.stderr if stderr else process.stdout
     buffer = b""
     while chunk := await stream.read(READ_CHUNK):
@@ -204,6 +211,7 @@ async def _lines(process: LocalProcess, name: str, stderr: bool = False
         if len(buffer) > MAX_LINE:
             logger.warning("mcp.line_too_long server=%s: a line over %d bytes; the rest of "
                            "its output is ignored", name, MAX_LINE)
+            overflowed()
             return
     if buffer:
         yield buffer

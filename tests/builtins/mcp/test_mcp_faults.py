@@ -63,6 +63,23 @@ async def test_a_crash_mid_call_fails_the_call_and_the_next_use_restarts_the_ser
     assert recovered != f"recovered in process {crashed}"
 
 
+async def test_a_result_too_large_to_take_is_said_to_be_one(
+        model: OpenAIServer, workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line over the reader's limit ends the reading: the call says so, not only that
+    the server is still running."""
+    from hookline.builtins.mcp import stdio
+
+    monkeypatch.setattr(stdio, "MAX_LINE", 2 * 1024 * 1024)  # 2 MiB: a quicker test
+    model.add(call("files__echo", {"text": "x" * 1024, "times": 3 * 1024}),
+              Reply(text="too big"))
+    framework, _ = build(workspace, model.base_url, {"files": stdio_server()})
+    async with framework.running():
+        await turn(framework, "big")
+    error = json.loads(tool_output(model.requests[1]))
+    assert "stopped during the call to 'echo': it sent a message over 2 MiB (a result too " \
+           "large to take)" in error["message"], error["message"]
+
+
 async def test_a_hanging_call_times_out_and_the_server_is_replaced(
         model: OpenAIServer, workspace: Path) -> None:
     model.add(call("files__pid", {}, "p1"), call("files__hang", {}), Reply(text="too slow"),
