@@ -24,7 +24,7 @@ import anyio
 from ...config import Settings
 from ...tape.requests import RequestRecords, running_elsewhere
 from .guard import IDEMPOTENCY_HEADER, HttpError
-from .kept import MAX_KEPT
+from .kept import MAX_KEPT, MAX_KEPT_CHARS, reply_chars
 from .reply import Reply
 
 __all__ = ["Idempotency", "idempotency_key"]
@@ -112,7 +112,11 @@ class Idempotency:
     def started(self, key: str, digest: str, reply: Reply) -> None:
         named = (reply.session_id, key)
         self._seen[named] = _Seen(digest, reply, self._clock())
-        while len(self._seen) > MAX_KEPT:  # each holds its reply: as many as are kept
+        # Each holds its reply, so as many, and as many characters, as are kept: the
+        # older ones are found in the store.
+        while len(self._seen) > MAX_KEPT or (len(self._seen) > 1 and sum(
+                reply_chars({"outbounds": seen.reply.outbounds}) for seen in self._seen.values())
+                > MAX_KEPT_CHARS):
             self._seen.popitem(last=False)
         self._let_go(named, self._claiming.get(named))
 

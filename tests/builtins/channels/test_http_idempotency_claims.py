@@ -82,3 +82,32 @@ async def test_a_second_request_waits_for_a_first_that_lets_go_then_claims_itsel
         assert later == [], "it waits while the first holds the key"
         await keys.release("k", "s")  # the first never ran (the gateway stopped)
     assert later == [None]
+
+
+def test_kept_answers_are_bounded_by_their_characters_too() -> None:
+    """A thousand long replies would hold hundreds of MiB: the oldest go once the kept
+    replies pass their character budget; the newest is kept whatever its size."""
+    from hookline.builtins.channels.http.kept import KeptReplies
+
+    kept = KeptReplies(max_chars=1000)
+    for index in range(5):
+        kept.keep(f"r{index}", 200, {"content": "x" * 300,
+                                     "outbounds": [{"content": "x" * 300}]})
+    assert [kept.get(f"r{index}") is not None for index in range(5)] == [
+        False, False, False, False, True]
+    kept.keep("huge", 200, {"content": "y" * 5000, "outbounds": []})
+    assert kept.get("huge") is not None and kept.get("r4") is None
+
+
+async def test_seen_keys_are_bounded_by_their_replies_characters(monkeypatch: Any) -> None:
+    """The older keys are still found in the store, so the process need not hold them."""
+    from hookline.builtins.channels.http import idempotency
+
+    monkeypatch.setattr(idempotency, "MAX_KEPT_CHARS", 1000)
+    keys = Idempotency(records=ReentrantRecords())  # type: ignore[arg-type]
+    for index in range(4):
+        assert await keys.prior(f"k{index}", "d", "s") is None
+        reply = Reply(f"r{index}", "s", False)
+        reply.outbounds.append({"content": "x" * 600})
+        keys.started(f"k{index}", "d", reply)
+    assert [named[1] for named in keys._seen] == ["k3"]
