@@ -253,6 +253,10 @@ class _Run(CompactingRun):
                         await self._record_step_messages(step)
                         raise HooklineError(exc.kind, f"{exc.message.rstrip('.')}. {UNANSWERED}",
                                             exc.details) from exc
+                    except BaseException:  # cancelled while summarising: the message stays
+                        with anyio.CancelScope(shield=True):
+                            await self._record_step_messages(step)
+                        raise
                     await self._restart_step(step)
                 await self._record_step_messages(step)
                 outcome = StepOutcome()

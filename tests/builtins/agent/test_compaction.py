@@ -265,3 +265,49 @@ async def test_a_plugin_may_answer_the_summary_call_or_turn_compaction_off(
         workspace.parent, [reply("a"), reply("b"), reply("c")], ["first", "second", "third"],
         NoCompaction())
     assert not any(e.kind == "anchor" and e.payload["name"] == "compaction" for e in entries)
+
+
+class SlowSummary:
+    """A summary call that takes its time: the turn is cancelled while it runs."""
+
+    def __init__(self) -> None:
+        import anyio
+
+        self.summarising = anyio.Event()
+
+    @hookimpl
+    async def before_llm_call(self, request: LLMCallRequest, state: dict[str, Any]
+                              ) -> LLMCallDecision | None:
+        import anyio
+
+        if state.get("compaction"):
+            self.summarising.set()
+            await anyio.sleep(60)
+        return None
+
+
+async def test_a_message_whose_compaction_is_cancelled_stays_on_the_tape(
+        workspace: Path) -> None:
+    """Ctrl-C while the context is summarised: the message that was waiting is recorded,
+    then the turn's cancellation, as when a model call or a tool is cancelled."""
+    import anyio
+
+    slow = SlowSummary()
+    framework, _builtin = build_builtin(workspace, [reply("a"), reply("b"), SUMMARY], slow,
+                                        context_window=WINDOW)
+    async with framework.running():
+        for text in ("first", "second"):
+            await framework.process_inbound({"content": text, "session_id": SESSION})
+        async with anyio.create_task_group() as group:
+            group.start_soon(framework.process_inbound,
+                             {"content": "third, note 4711", "session_id": SESSION})
+            await slow.summarising.wait()
+            group.cancel_scope.cancel()
+        tape = Tape(framework.get_tape_store(), session_tape_name(SESSION, workspace))
+        entries = await tape.entries()
+    said = [entry.payload.get("content") for entry in entries if entry.kind == "message"
+            and entry.payload.get("role") == "user"]
+    assert said == ["first", "second", "third, note 4711"]
+    (last_run,) = [e.payload["data"] for e in entries
+                   if e.kind == "event" and e.payload["name"] == "run"][-1:]
+    assert last_run["status"] == "cancelled"
