@@ -169,6 +169,9 @@ async def _handle_interrupts(manager: "ChannelManager", channel: Channel,
             manager.framework, lambda signum: held.format(signal.Signals(signum).name)) as taken:
         async for signum in signals:
             taken()
+            cancel_command = getattr(channel, "cancel_command", None)
+            if signum == signal.SIGINT and cancel_command is not None and cancel_command():
+                continue  # a command was running (`/compact`): the chat goes on
             if signum == signal.SIGTERM:
                 ended_by.append(signum)
                 stop.set()

@@ -48,6 +48,9 @@ def compact_command(framework: Framework) -> Any:
 
         try:
             typer.echo(anyio.run(run))
+        except KeyboardInterrupt:  # Ctrl-C: the anchor is written at the end, or not at all
+            fail(RuntimeError("compaction cancelled (Ctrl-C): nothing was written; the "
+                              "session is as it was"), 130)
         except Exception as exc:  # one clear line
             fail(exc)
 

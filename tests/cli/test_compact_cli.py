@@ -198,6 +198,33 @@ def test_chat_compact_in_a_terminal(workspace: Path) -> None:
 
 
 @pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+def test_ctrl_c_cancels_a_chat_s_compact_and_the_chat_goes_on(workspace: Path) -> None:
+    """The summary call hangs; Ctrl-C cancels `/compact`, not the chat (which used to end,
+    status 0), and the next line is answered."""
+    replies = [Reply(text="bananas " * 200), Reply(text=["SUMMARY "], hold=True),
+               Reply(text="typed after, answered")]
+    with OpenAIServer(replies) as server:
+        term = Terminal(workspace, {**clean_env(workspace.parent / "home"),
+                                    **{k: v for k, v in environ(workspace, server).items()
+                                       if k.startswith("HOOKLINE_")}})
+        try:
+            term.chat("compact-cancel", "--session", "long")
+            term.wait_for(lambda s: last_line(s) == "you>", "the prompt")
+            term.type("tell me about bananas")
+            term.wait_for(lambda s: "bananas bananas" in s and last_line(s) == "you>", "reply")
+            term.type("/compact")
+            term.wait_for(lambda s: "compacting: the model summarises" in s, "the summary call")
+            term.keys("C-c")
+            term.wait_for(lambda s: "(/compact cancelled with Ctrl-C)" in s
+                          and last_line(s) == "you>", "the cancelled command")
+            term.type("a line after it")
+            screen = term.wait_for(lambda s: "typed after, answered" in s, "the answer")
+            assert "compacted about" not in screen
+        finally:
+            term.close()
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
 def test_chat_shows_the_context_meter_in_its_status_line_and_usage(workspace: Path) -> None:
     used = {"prompt_tokens": 8_000, "completion_tokens": 5}
     slow = Reply(text=["a slow ", "reply"], usage=used, chunk_delay=3.0)
@@ -259,3 +286,26 @@ def test_hookline_compact_says_each_retry_of_its_summary_call(workspace: Path) -
     assert done.returncode == 0, done.stderr
     (retry,) = [line for line in done.stderr.splitlines() if line.startswith("[retry]")]
     assert "waiting 1.0 s, then attempt 2 of 3" in retry
+
+
+def test_ctrl_c_during_hookline_compact_is_one_line(workspace: Path) -> None:
+    import signal
+    import time
+
+    replies = [Reply(text="apples " * 300), Reply(text=["SUMMARY "], hold=True)]
+    with OpenAIServer(replies) as server:
+        env = environ(workspace, server)
+        assert hookline(workspace, env, "run", "tell me about apples").returncode == 0
+        proc = subprocess.Popen([str(HOOKLINE), "compact"], cwd=workspace, env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while len(server.requests) < 2:  # the summary call is waiting
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert stderr.splitlines()[-1] == ("error: compaction cancelled (Ctrl-C): nothing was "
+                                       "written; the session is as it was"), stderr
+    assert stdout == "" and "Traceback" not in stderr
