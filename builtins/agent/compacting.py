@@ -209,14 +209,18 @@ class CompactingRun:
     def _needs_compaction(self, system: str, conversation: list[ModelMessage]) -> str | None:
         """Why the context is compacted before the next request: `budget` when the request
         would pass the budget, `messages` when the context holds more messages since its
-        anchor than the window; None when it need not be."""
+        anchor than the window; None when it need not be, or when the system prompt and
+        the tools alone pass the budget: no summary makes room there, and compacting at
+        every turn would only lose the conversation (the model's refusal, if it comes,
+        says what takes the room)."""
         if not self._may_compact() or len(conversation) < 2:
             return None
         limit = self.agent.config.max_context_messages
         if limit is not None and len(conversation) > limit:
             return "messages"
-        over = self._estimate(system, conversation) > self.agent.meter.limit(self.model)
-        return "budget" if over else None
+        budget = self.agent.meter.limit(self.model)
+        over = self._estimate(system, conversation) > budget
+        return "budget" if over and self._estimate(system, []) <= budget else None
 
     def _estimate(self, system: str, conversation: list[ModelMessage]) -> int:
         """The tokens of a request holding `conversation`, estimated."""

@@ -235,6 +235,18 @@ async def test_a_request_whose_system_prompt_and_tools_pass_the_budget_says_so(
     assert "more than the 160 a request may use (0.8 of a 200-token window)" in run["error"]
 
 
+async def test_no_compaction_is_tried_where_the_system_prompt_and_tools_fill_the_budget(
+        workspace: Path) -> None:
+    """The window is too small for the fixed part of every request: summarising the
+    conversation at every turn would lose it and cost a call each time, for nothing."""
+    model, entries, statuses = await session(
+        workspace, [{"text": "one"}, {"text": "two"}, {"text": "three"}],
+        ["first", "second", "third"], context_window=1000)
+    assert not any(is_summary_call(call) for call in model.calls)
+    assert len(model.calls) == 3 and "auto_handoff" not in statuses
+    assert [e.payload["name"] for e in entries if e.kind == "anchor"] == ["session/start"]
+
+
 class OwnSummary:
     """A plugin that writes the summary itself, without a model call."""
 
