@@ -172,6 +172,8 @@ class _Run(CompactingRun):
         self.step_text_started = False
         self.first_meta: dict[str, Any] = {}
         """Meta for the next message the run records: the request's mark, on its first."""
+        self.running_calls: set[str] = set()
+        """Ids of the calls whose tool is running (`run_tool_call`)."""
 
     def _collect_tools(self) -> None:
         offered = offered_tools(self.agent.framework.get_tools())
@@ -215,7 +217,7 @@ class _Run(CompactingRun):
             finally:
                 with anyio.CancelScope(shield=True):
                     if status == "cancelled":
-                        await close_cut_calls(tape, self.run_id)
+                        await close_cut_calls(tape, self.run_id, self.running_calls)
                     await self._emit(RunFinished(
                         status=status, steps=self.steps, error=error, state=self.state,
                         tape=tape, elapsed_ms=(time.perf_counter() - started) * 1000))
@@ -273,7 +275,7 @@ class _Run(CompactingRun):
                     raise
             if outcome.tool_calls:
                 results = [await run_tool_call(call, step.run_id, self.tape, self.state,
-                                               self.bus, self._find_tool)
+                                               self.bus, self._find_tool, self.running_calls)
                            for call in outcome.tool_calls]
                 yield StreamEvent("tool_result", {"tool_results": results})
             yield StreamEvent("final", {"ok": True, "text": outcome.text,

@@ -22,9 +22,12 @@ __all__ = ["run_tool_call"]
 
 
 async def run_tool_call(spec: ToolCallSpec, run_id: str, tape: Tape, state: dict[str, Any],
-                        bus: EventBus, find_tool: Callable[[str], Tool | None]
-                        ) -> dict[str, Any]:
-    """Run `spec` and return the record written on the tape (`outcome.tool_record`)."""
+                        bus: EventBus, find_tool: Callable[[str], Tool | None],
+                        running: set[str] | None = None) -> dict[str, Any]:
+    """Run `spec` and return the record written on the tape (`outcome.tool_record`).
+    `running` holds its id while its tool is invoked (a cancellation then may have left
+    it half done; before, during its approval, it did not run)."""
+    running = set() if running is None else running
     started = time.perf_counter()
     arguments, invalid = requested_arguments(spec)
     state[RUNTIME_TAPE] = tape
@@ -45,7 +48,9 @@ async def run_tool_call(spec: ToolCallSpec, run_id: str, tape: Tape, state: dict
                 raise HooklineError(ErrorKind.not_found, f"Unknown tool name: {call.tool}")
             if invalid is not None and call.arguments == arguments:  # no hook fixed them
                 raise HooklineError(ErrorKind.invalid_input, f"{call.tool}: {invalid}")
+            running.add(spec.id)  # kept there by a cancellation, which closes the call
             value = await tool.invoke(dict(call.arguments), context)
+            running.discard(spec.id)
             result.result = tool.render(value)
         except HooklineError as exc:
             result.error = exc

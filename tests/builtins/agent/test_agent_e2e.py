@@ -401,7 +401,7 @@ async def test_a_call_cut_by_a_cancel_gets_a_result_and_the_next_request_says_so
     (cut,) = [e for e in entries if e.kind == "tool_result"]
     (result,) = cut.payload["results"]
     assert (result["outcome"], result["is_error"]) == ("cancelled", True)
-    assert "may have partly run" in result["output"]
+    assert "before this call ran" in result["output"] and "it did not run" in result["output"]
     sent = server.requests[1].messages
     assert [m["role"] for m in sent[1:]] == ["user", "assistant", "tool", "assistant", "user"]
     assert tool_message(server.requests[1])["content"] == result["output"]

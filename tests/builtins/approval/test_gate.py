@@ -402,3 +402,68 @@ def test_paging_a_spilled_output_is_a_read(tmp_path: Path) -> None:
         judged = gate.judge(tool, {"id": "s1", "offset": 2000}, "ask", settings, str(tmp_path))
         assert judged.need == "run", judged.reason
     assert gate.judge("fs_write", {"path": "a"}, "ask", settings, str(tmp_path)).need == "ask"
+
+
+class WaitingDeskbot(Deskbot):
+    """Asks, and waits for an answer that never comes: the turn is cancelled meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import anyio
+
+        self.asked = anyio.Event()
+
+    async def ask(self, question: Question) -> Answer:
+        import anyio
+
+        self.questions.append(question)
+        self.asked.set()
+        await anyio.sleep(60)
+        raise AssertionError("the turn was not cancelled")
+
+
+async def test_a_call_cancelled_at_its_question_is_said_not_to_have_run(
+        workspace: Path) -> None:
+    """Ctrl-C while the approval is asked: the call did not run, and the model is told so,
+    not to check what it may have changed."""
+    import anyio
+
+    from hookline.builtins.agent.interruption import NOT_STARTED_CALL
+
+    bot = WaitingDeskbot()
+    framework, _builtin = build_builtin(
+        workspace, [{"tool_calls": [shell("touch never-ran.txt")]}, {"text": "ok"}], bot,
+        approval="ask")
+    async with framework.running():
+        async with anyio.create_task_group() as group:
+            group.start_soon(framework.process_inbound, {"content": "go", "session_id": SESSION})
+            await bot.asked.wait()
+            group.cancel_scope.cancel()
+        tape = Tape(framework.get_tape_store(), session_tape_name(SESSION, workspace))
+        entries = await tape.entries()
+    (record,) = [record for entry in entries if entry.kind == "tool_result"
+                 for record in entry.payload["results"]]
+    assert record["outcome"] == "cancelled" and record["output"] == NOT_STARTED_CALL
+    assert not (workspace / "never-ran.txt").exists()
+
+
+async def test_a_call_cancelled_while_its_tool_runs_may_have_partly_run(
+        workspace: Path) -> None:
+    import anyio
+
+    from hookline.builtins.agent.interruption import CANCELLED_CALL
+
+    framework, _builtin = build_builtin(
+        workspace, [{"tool_calls": [shell("touch started.txt; sleep 30")]}, {"text": "ok"}])
+    async with framework.running():
+        async with anyio.create_task_group() as group:
+            group.start_soon(framework.process_inbound, {"content": "go", "session_id": SESSION})
+            with anyio.fail_after(30):
+                while not (workspace / "started.txt").exists():
+                    await anyio.sleep(0.02)
+            group.cancel_scope.cancel()
+        tape = Tape(framework.get_tape_store(), session_tape_name(SESSION, workspace))
+        entries = await tape.entries()
+    (record,) = [record for entry in entries if entry.kind == "tool_result"
+                 for record in entry.payload["results"]]
+    assert record["outcome"] == "cancelled" and record["output"] == CANCELLED_CALL
