@@ -77,7 +77,7 @@ class TerminalAsker:
                     return Answer("deny", "nobody answered (the input ended)", by="nobody")
                 answer = parse_answer(line)
                 if answer == "edit":
-                    if question.tool.replace(".", "_") != "shell":
+                    if not question.edits:
                         typer.echo("only a shell command can be edited", err=True,
                                    file=self.stderr)
                         continue

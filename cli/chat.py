@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 
     from hookline.builtins.channels import ChannelManager
 
+    from .chat_commands import ChatCommands
+
 CHANNEL = "cli"
 DOUBLE_PRESS_SECONDS = 1.5
 """A Ctrl-C this soon after one that cancelled a turn asks before leaving: a double press
@@ -134,7 +136,8 @@ async def run_chat(framework: Framework, session: str | None, model: str | None,
         if chat is not None and not new:
             await commands.recap(chosen)
         async with anyio.create_task_group() as task_group:
-            task_group.start_soon(_handle_interrupts, manager, channel, stop, ended_by, say)
+            task_group.start_soon(_handle_interrupts, manager, channel, stop, ended_by, say,
+                                  commands if chat is not None else None)
             await manager.run(stop)
             task_group.cancel_scope.cancel()
     if ended_by:
@@ -144,9 +147,11 @@ async def run_chat(framework: Framework, session: str | None, model: str | None,
 
 async def _handle_interrupts(manager: "ChannelManager", channel: Channel,
                              stop: "anyio.Event", ended_by: list[int],
-                             say: Callable[[str], None]) -> None:
-    """SIGINT cancels what has not answered yet (running turns, queued lines; a turn past
-    its answer is left to finish); with nothing such it ends the session, unless it came
+                             say: Callable[[str], None],
+                             commands: "ChatCommands | None" = None) -> None:
+    """SIGINT cancels a chat command that waits (`/compact`), else what has not answered
+    yet (running turns, queued lines; a turn past its answer is left to finish); with
+    nothing such it ends the session, unless it came
     right after one that cancelled a turn (then it asks for one more). SIGTERM
     ends the session now: its running turns are cancelled (the channel then reports the
     lines left without an answer); `ended_by` records it. The channel hears of cancelled
@@ -169,8 +174,7 @@ async def _handle_interrupts(manager: "ChannelManager", channel: Channel,
             manager.framework, lambda signum: held.format(signal.Signals(signum).name)) as taken:
         async for signum in signals:
             taken()
-            cancel_command = getattr(channel, "cancel_command", None)
-            if signum == signal.SIGINT and cancel_command is not None and cancel_command():
+            if signum == signal.SIGINT and commands is not None and commands.cancel_running():
                 continue  # a command was running (`/compact`): the chat goes on
             if signum == signal.SIGTERM:
                 ended_by.append(signum)

@@ -44,6 +44,16 @@ class ChatCommands:
         self.usage: dict[str, UsageTotals] = {}
         """Token usage of this chat's turns, by session."""
         self._price_table: Any = None
+        self._running: Any = None
+        """The cancel scope of a command that waits on the model (`/compact`), if any."""
+
+    def cancel_running(self) -> bool:
+        """Ctrl-C while a command waits on the model: it, not the chat, is cancelled.
+        True when one was running."""
+        if self._running is None:
+            return False
+        self._running.cancel()
+        return True
 
     def commands(self) -> list[ChatCommand]:
         from hookline.builtins.channels import ChatCommand
@@ -205,11 +215,19 @@ class ChatCommands:
         busy = getattr(self.framework.router, "busy_sessions", None)
         if busy is not None and self.session_id in busy():
             raise RuntimeError("a turn is running: /compact once it has answered")
-        said = await builtin.compact_session(
-            self.session_id, arguments.strip(), self.channel.model,
-            starting=lambda: self._say("compacting: the model summarises this session's "
-                                       "context ..."),
-            retrying=lambda data: self._say(turn_note("retry", data) or ""))
+        import anyio
+
+        said = None
+        with anyio.CancelScope() as self._running:
+            said = await builtin.compact_session(
+                self.session_id, arguments.strip(), self.channel.model,
+                starting=lambda: self._say("compacting: the model summarises this session's "
+                                           "context ..."),
+                retrying=lambda data: self._say(turn_note("retry", data) or ""))
+        cancelled, self._running = self._running.cancelled_caught, None
+        if cancelled:
+            self._say("(/compact cancelled with Ctrl-C: nothing was written)")
+            return
         for line in compaction_said(self.session_id, said, self._prices()):
             self._say(line)
         if said is not None:  # the summary call counts; the meter shows what is left

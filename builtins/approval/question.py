@@ -79,13 +79,21 @@ class Question:
 
     @property
     def answer_keys(self) -> str:
-        """The answers this question takes, said in words."""
-        return ANSWER_KEYS if self.always_allowed else ONCE_KEYS
+        """The answers this question takes, said in words (`e` for a command only: only
+        a command can be edited)."""
+        keys = ANSWER_KEYS if self.always_allowed else ONCE_KEYS
+        return keys if self.edits else keys.removesuffix(EDIT_KEY)
+
+    @property
+    def edits(self) -> bool:
+        """Whether the answer may be an edited command (the shell tool's question)."""
+        return self.tool.replace(".", "_") == "shell"
 
     @property
     def prompt(self) -> str:
         """What a terminal prompts with while this question waits."""
-        return f"approve? [{'y/n/a/e' if self.always_allowed else 'y/n/e'}] "
+        keys = "y/n/a" if self.always_allowed else "y/n"
+        return f"approve? [{keys}{'/e' if self.edits else ''}] "
 
     def lines(self, colour: bool = False) -> list[str]:
         """The question for a terminal, with its diff (coloured with `colour`). What the
@@ -186,10 +194,11 @@ _KEYS: dict[str, AnswerDecision] = {
     "y": "approve", "yes": "approve", "a": "approve_session", "always": "approve_session",
     "n": "deny", "no": "deny",
 }
-ANSWER_KEYS = "y = yes, n = no (n <message> tells the model why), a = always this session, " \
-              "e = edit the command"
-ONCE_KEYS = "y = yes (this once: a command that leaves the sandbox is asked each time), " \
-            "n = no (n <message> tells the model why), e = edit the command"
+EDIT_KEY = ", e = edit the command"
+ANSWER_KEYS = ("y = yes, n = no (n <message> tells the model why), a = always this session"
+               + EDIT_KEY)
+ONCE_KEYS = ("y = yes (this once: a command that leaves the sandbox is asked each time), "
+             "n = no (n <message> tells the model why)" + EDIT_KEY)
 
 
 def parse_answer(line: str) -> Answer | Literal["edit"] | None:

@@ -18,6 +18,8 @@ pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
 
 PROMPT = "you>"
 QUESTION = "approve? [y/n/a/e]"
+FILE_QUESTION = "approve? [y/n/a]"
+"""A file tool's question: only a command can be edited."""
 
 
 def at_prompt(screen: str) -> bool:
@@ -25,7 +27,7 @@ def at_prompt(screen: str) -> bool:
 
 
 def asking(screen: str) -> bool:
-    return last_line(screen) == QUESTION
+    return last_line(screen) in (QUESTION, FILE_QUESTION)
 
 
 def ask_terminal(tmp_path: Path, **env: str) -> Terminal:
@@ -119,6 +121,7 @@ def test_chat_shows_the_diff_of_an_edit_before_it_is_approved(asked: Terminal) -
     edit = {"path": "calc.py", "old": "a - b", "new": "a + b"}
     asked.type(f"/tool fs_edit {json.dumps(edit)}")
     screen = asked.wait_for(asking, "the question with its diff")
+    assert last_line(screen) == FILE_QUESTION
     question = screen[screen.index("approve fs_edit?"):]
     assert "    -    return a - b" in question and "    +    return a + b" in question
     assert "      why asked: this edit is fine" in question

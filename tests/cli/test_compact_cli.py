@@ -215,7 +215,7 @@ def test_ctrl_c_cancels_a_chat_s_compact_and_the_chat_goes_on(workspace: Path) -
             term.type("/compact")
             term.wait_for(lambda s: "compacting: the model summarises" in s, "the summary call")
             term.keys("C-c")
-            term.wait_for(lambda s: "(/compact cancelled with Ctrl-C)" in s
+            term.wait_for(lambda s: "(/compact cancelled with Ctrl-C: nothing was written)" in s
                           and last_line(s) == "you>", "the cancelled command")
             term.type("a line after it")
             screen = term.wait_for(lambda s: "typed after, answered" in s, "the answer")

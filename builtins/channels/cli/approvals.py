@@ -96,7 +96,7 @@ class ChatAsker:
             return False
         if answer == "edit":
             command = pending.question.arguments.get("command")
-            if pending.question.tool.replace(".", "_") != "shell" or not isinstance(command, str):
+            if not pending.question.edits or not isinstance(command, str):
                 self.screen.say("(only a shell command can be edited: y, n or a)")
                 return True
             pending.editing = True
