@@ -7,8 +7,10 @@ supports both) and retries with anyio, so republic's asyncio-only parts are neve
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import aclosing
 from typing import Any
@@ -378,6 +380,15 @@ async def test_429_after_retries_is_a_rate_limit_error(server: OpenAIServer) -> 
     error = await failure(model_for(server, max_retries=0))
     assert error.kind is ErrorKind.provider
     assert "rate limited" in error.message and "HOOKLINE_MODEL" in error.message
+
+
+async def test_a_wait_asked_as_a_date_is_said_in_whole_seconds(server: OpenAIServer) -> None:
+    from email.utils import formatdate
+
+    later = formatdate(time.time() + 300, usegmt=True)
+    server.add(Reply.failure(429, "slow down", headers={"Retry-After": later}))
+    error = await failure(model_for(server, max_retries=0))
+    assert re.search(r"it asks to wait (29\d|300) s,", error.message), error.message
 
 
 async def test_400_is_not_retried(server: OpenAIServer) -> None:
