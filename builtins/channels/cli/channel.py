@@ -119,8 +119,6 @@ class CliChannel(Interface):
         """The lines come from piped input: each is echoed after the prompt."""
         self._attached: tuple[str, list[Any]] = ("", [])
         self._asker: ChatAsker | None = None
-        self._command: anyio.CancelScope | None = None
-        """The scope of the command running (`/compact` waits on the model), if any."""
 
     def configure(self, **options: Any) -> None:
         """Set any of the constructor's keyword options (`ChatOptions`); `session_id` and
@@ -264,24 +262,11 @@ class CliChannel(Interface):
             command = next(command for command in self.options.commands
                            if command.name == typed.name)
             try:
-                with anyio.CancelScope() as self._command:
-                    await command.run(typed.text)
-                if self._command.cancelled_caught:
-                    self.say(self.screen.style(f"(/{typed.name} cancelled with Ctrl-C)", DIM))
+                await command.run(typed.text)
             except Exception as exc:  # a command's failure is one line; the chat goes on
                 self.show_error(f"/{typed.name}: {exc}")
-            finally:
-                self._command = None
         if not self.replies.busy:
             self.show_prompt()
-        return True
-
-    def cancel_command(self) -> bool:
-        """Ctrl-C while one of the chat's commands runs: it, not the chat, is cancelled.
-        True when one was running."""
-        if self._command is None:
-            return False
-        self._command.cancel()
         return True
 
     async def _leave(self) -> None:
