@@ -125,7 +125,7 @@ def _refusal(subject: Subject, exc: Any, tries: str) -> Problem:
         details["retry_after"] = asked
     if status == 429:
         # An HTTP date's wait is measured to the millisecond: said in whole seconds.
-        shown = f"{asked:g}" if asked is None or asked < 10 else f"{asked:.0f}"
+        shown = "" if asked is None else f"{asked:g}" if asked < 10 else f"{asked:.0f}"
         wait = f"; it asks to wait {shown} s" if asked is not None else ""
         longer = (f", more than retry_max_wait ({subject.max_retry_delay:g} s) allows"
                   if asked is not None and asked > subject.max_retry_delay else "")
