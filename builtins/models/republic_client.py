@@ -315,7 +315,12 @@ class RepublicModel:
     ) -> AsyncIterator[ModelEvent]:
         import anyio
         import httpx2
-        from republic.errors import APIConnectionError, APIStatusError, RepublicError
+        from republic.errors import (
+            APIConnectionError,
+            APIStatusError,
+            RepublicError,
+            StreamIncompleteError,
+        )
 
         try:
             republic_messages = to_republic_messages(messages)
@@ -345,11 +350,21 @@ class RepublicModel:
                 chat_model = self._provider(client).get_model(self.model)
                 attempt = 0
                 while True:  # retried here, each retry said as a `Retrying` event
-                    try:
-                        response_stream = await stack.enter_async_context(
-                            chat_model.stream(republic_messages, **chat_options))
+                    try:  # a stream cut before anything of it arrived is retried too
+                        async with AsyncExitStack() as call:
+                            response_stream = await call.enter_async_context(
+                                chat_model.stream(republic_messages, **chat_options))
+                            events = await call.enter_async_context(
+                                aclosing(response_stream.__aiter__()))
+                            translated = await call.enter_async_context(
+                                aclosing(self._translate(events)))
+                            async for event in translated:
+                                started = True
+                                yield event
                         break
-                    except (APIStatusError, APIConnectionError) as exc:
+                    except (APIStatusError, APIConnectionError, StreamIncompleteError) as exc:
+                        if started:
+                            raise
                         if self._refuses_breakpoint(exc):
                             self.cache_breakpoint = False  # for this model's later calls too
                             logger.warning(
@@ -364,11 +379,6 @@ class RepublicModel:
                         attempt += 1
                         yield Retrying(reason(exc), wait, attempt + 1, self.max_retries + 1)
                         await anyio.sleep(wait)
-                events = await stack.enter_async_context(aclosing(response_stream.__aiter__()))
-                translated = await stack.enter_async_context(aclosing(self._translate(events)))
-                async for event in translated:
-                    started = True
-                    yield event
         except HooklineError:
             raise
         except RepublicError as exc:

@@ -17,7 +17,11 @@ _BODY_LIMIT = 300
 
 def reason(exc: Any) -> str:
     """What failed, for the retry line: `HTTP 429`, `connection failed`."""
+    from republic.errors import StreamIncompleteError
+
     status = getattr(exc, "status_code", None)
+    if isinstance(exc, StreamIncompleteError):
+        return "the stream ended before anything arrived"
     return f"HTTP {status}" if status is not None else "connection failed"
 
 
@@ -60,8 +64,11 @@ def too_long(body: Any) -> bool:
 
 
 def retryable(exc: Any) -> bool:
+    """Whether trying again may succeed: a rate limit, an overloaded or failing server, a
+    dropped connection, or a stream cut (the caller retries one only before anything of
+    it arrived)."""
     import httpx2
-    from republic.errors import APIConnectionError, APIStatusError
+    from republic.errors import APIConnectionError, APIStatusError, StreamIncompleteError
 
     if isinstance(exc, APIStatusError):
         if out_of_quota(exc.body):
@@ -72,7 +79,7 @@ def retryable(exc: Any) -> bool:
         return cause is None or isinstance(
             cause, httpx2.TimeoutException | httpx2.NetworkError | httpx2.RemoteProtocolError
         )
-    return False
+    return isinstance(exc, StreamIncompleteError)
 
 
 def body_message(body: str) -> str:

@@ -416,6 +416,18 @@ async def test_incomplete_stream(server: OpenAIServer) -> None:
     assert "ended before it was complete" in error.message
 
 
+async def test_a_stream_cut_before_anything_arrived_is_retried(server: OpenAIServer) -> None:
+    """Headers, then nothing (a proxy's reset): nothing of the reply arrived, so trying
+    again is safe, and said as a retry."""
+    from hookline.builtins.models.base import Retrying
+
+    server.add(Reply(text="", finish=False), Reply(text="ok"))
+    events = await collect(model_for(server, retry_delay=0.01), [ModelMessage.user("hi")])
+    (retry,) = [event for event in events if isinstance(event, Retrying)]
+    assert retry.reason == "the stream ended before anything arrived"
+    assert events[-1].text == "ok" and len(server.requests) == 2
+
+
 def test_configuration_errors_surface_at_construction() -> None:
     with pytest.raises(HooklineError, match="is not 'provider:model'") as caught:
         RepublicModel("gpt-4o")
