@@ -137,6 +137,33 @@ def test_a_line_queued_behind_a_cancelled_turn_says_why_it_was_dropped(
     assert "session was quit" not in screen
 
 
+def test_a_line_steered_into_a_turn_then_cancelled_says_so_at_once(tmp_path: Path) -> None:
+    """The running turn took the steered line into its next model step; Ctrl-C cancels
+    that step: the line is said to be unanswered then, not at the end of the chat."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    tool = {"name": "shell", "arguments": {"command": f"touch {workspace / 'ran'}; sleep 2"}}
+    with OpenAIServer([Reply(tool_calls=[tool]), STALLED]) as server:
+        terminal = terminal_for(tmp_path, server)
+        try:
+            terminal.chat("c", "--session", "steered", "--plain")
+            terminal.wait_for(at_prompt, "the prompt")
+            terminal.type("first")
+            deadline = time.monotonic() + 30
+            while not (workspace / "ran").exists():
+                assert time.monotonic() < deadline, "the tool never ran"
+                time.sleep(0.05)
+            terminal.type(">> also note 8888")
+            terminal.wait_for(lambda s: "beta3" in s, "the step that took the steered line")
+            assert "also note 8888" in json.dumps(server.requests[1].messages)
+            terminal.keys("C-c")
+            screen = terminal.wait_for(lambda s: "(turn cancelled)" in s and at_prompt(s),
+                                       "the cancel")
+        finally:
+            terminal.close()
+    assert "(not answered (cancelled with Ctrl-C): >> also note 8888)" in screen, screen
+
+
 RECORDER = """
 import os
 from pathlib import Path

@@ -422,7 +422,8 @@ class CliChannel(Interface):
         """Tell the user the running turn was cancelled and give the prompt back."""
         cancelled = set(session_ids)
         if not self.ending.ending():  # else `stop` names the cancelled lines among the unanswered
-            self.lines.ledger.cancelled(cancelled)
+            for line in self.lines.ledger.cancelled(cancelled):
+                self._not_answered(line, "cancelled with Ctrl-C")
         self.replies.cancelled(cancelled)
         self.say(self.screen.style("(turn cancelled)", DIM))
         if self.ending.input_ended:  # Ctrl-C while leaving: leave now

@@ -121,12 +121,20 @@ class LineLedger:
         """The user was told about this line: it is settled."""
         line.state = "told"
 
-    def cancelled(self, session_ids: Iterable[str]) -> None:
-        """The running turns of these sessions were cancelled on the user's request."""
+    def cancelled(self, session_ids: Iterable[str]) -> list[Line]:
+        """The running turns of these sessions were cancelled on the user's request. The
+        lines steered into them that no other report will name (their turn had taken
+        them in already), for the caller to name."""
         sessions = set(session_ids)
+        steered = []
         for line in self._lines.values():
-            if line.state == "running" and line.session_id in sessions:
+            if line.session_id not in sessions:
+                continue
+            if line.state == "running":
                 line.state = "told"
+            elif line.state == "steered":
+                steered.append(line)
+        return steered
 
     def unanswered(self) -> list[Line]:
         """The lines neither answered nor told about, oldest first; they become told."""
