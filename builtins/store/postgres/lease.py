@@ -199,7 +199,9 @@ class PostgresLiveness(PostgresConnections):
         that this store claimed is held still, and was throughout. A lock lost meanwhile
         (a cut connection, a restarted server) let a peer take the key, find nothing of
         the request recorded and run it: this run must not. Asked on the lock's own
-        connection, whose session is the one that holds the lock."""
+        connection, whose session is the one that holds the lock. Not seen: a lock lost in
+        the instant between this question and the write's commit, during which a peer
+        would have to take the key and look it up."""
         sent = [(tape, key) for tape, _, entry in map(check_journal_op, ops)
                 if entry is not None for key in request_keys([entry])]
         for tape, key in sent:
