@@ -193,6 +193,19 @@ class ApprovalGate:
         if key in self._approved.get(session_id, ()):
             record.update(decision="approved", by="session")
             return self._grant(call, call.arguments, state, judgement)
+        if tool_key(call.tool) == "fs_edit":  # a diff that would never apply is not asked about
+            import anyio.to_thread
+
+            from ..terminal.tool_view import edit_problem
+
+            problem = await anyio.to_thread.run_sync(
+                edit_problem, workspace, call.arguments, state.get(RUNTIME_ENVIRONMENT))
+            if problem is not None:
+                message = (f"this edit cannot apply to the file as it is: {problem}. It was "
+                           f"not asked about: read the file and send an edit whose 'old' text "
+                           f"occurs exactly once (or set replace_all)")
+                record.update(decision="denied", by="gate", message=message)
+                return ToolCallDecision.deny(message)
         asked_about, shown_state = _looked_at(call.arguments, workspace)
         question = await self._question(call, session_id, workspace, judgement,
                                         state.get(RUNTIME_ENVIRONMENT))

@@ -221,29 +221,53 @@ def _from_arguments(record: dict[str, Any], arguments: dict[str, Any],
              else line) for line in lines]
 
 
-def proposed_change(workspace: str, tool: str, arguments: dict[str, Any],
-                    environment: object = None) -> list[str]:
-    """The diff a file tool's call would make, before it runs (what an approval shows):
-    the file read now, through the session's `environment` where it is a local one (so
-    with the tools' own limits), against the call's result; from the arguments alone when
-    the file cannot be read. Blocking, small: at most `MAX_SNAPSHOT_BYTES` read."""
+def _snapshot(workspace: str, path: str, environment: object) -> str | None:
+    """The file as a file tool would read it now, through the session's `environment`
+    where it is a local one (so with the tools' own limits): `_MISSING` when there is no
+    file, None when it cannot be read. At most `MAX_SNAPSHOT_BYTES`."""
     from hookline.kernel.errors import HooklineError
 
     from ..host import LocalEnvironment, read_file
 
-    name = tool.replace(".", "_")
-    path = str(arguments.get("path", "?"))
-    record = {"name": name}
     try:
         if not isinstance(environment, LocalEnvironment):
             environment = LocalEnvironment(workspace)  # resolves its workspace, as the path
         data = read_file(environment.resolve_path(path), path, MAX_SNAPSHOT_BYTES,
                          root=environment.workspace)
-        before: str | None = data.decode("utf-8")
+        return data.decode("utf-8")
     except FileNotFoundError:
-        before = _MISSING
+        return _MISSING
     except (HooklineError, OSError, UnicodeDecodeError):
-        before = None
+        return None
+
+
+def edit_problem(workspace: str, arguments: dict[str, Any],
+                 environment: object = None) -> str | None:
+    """Why an fs_edit call cannot apply to the file as it is now (its `old` text is not in
+    it, or is there several times without `replace_all`), or None: an approval is not
+    asked for an edit that would change nothing. A file that cannot be read here is left
+    to the tool, which says why."""
+    path, old = str(arguments.get("path", "?")), str(arguments.get("old", ""))
+    before = _snapshot(workspace, path, environment)
+    if before in (None, _MISSING) or not old:
+        return None
+    count = str(before).count(old)
+    if count == 0:
+        return f"its 'old' text is not in {path!r}"
+    if count > 1 and not arguments.get("replace_all"):
+        return f"its 'old' text occurs {count} times in {path!r} (and replace_all is not set)"
+    return None
+
+
+def proposed_change(workspace: str, tool: str, arguments: dict[str, Any],
+                    environment: object = None) -> list[str]:
+    """The diff a file tool's call would make, before it runs (what an approval shows):
+    the file read now (`_snapshot`), against the call's result; from the arguments alone
+    when the file cannot be read. Blocking, small: at most `MAX_SNAPSHOT_BYTES` read."""
+    name = tool.replace(".", "_")
+    path = str(arguments.get("path", "?"))
+    record = {"name": name}
+    before = _snapshot(workspace, path, environment)
     if name == "fs_write":
         if before is None:
             return _from_arguments(record, arguments, before)

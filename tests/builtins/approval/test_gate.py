@@ -467,3 +467,18 @@ async def test_a_call_cancelled_while_its_tool_runs_may_have_partly_run(
     (record,) = [record for entry in entries if entry.kind == "tool_result"
                  for record in entry.payload["results"]]
     assert record["outcome"] == "cancelled" and record["output"] == CANCELLED_CALL
+
+
+async def test_an_edit_that_cannot_apply_is_not_asked_about(workspace: Path) -> None:
+    """Its `old` text is twice in the file: approving its diff would change nothing (the
+    tool refuses it), so nobody is asked and the model is told why."""
+    (workspace / "dup.txt").write_text("x = 1\nx = 1\n")
+    bot = Deskbot(Answer("approve"))
+    edit = {"name": "fs_edit", "arguments": {"path": "dup.txt", "old": "x = 1", "new": "x = 2"}}
+    _r, records, events, _m = await turn(workspace, [{"tool_calls": [edit]}, {"text": "ok"}],
+                                         bot, approval="ask")
+    assert bot.questions == []
+    assert records[0]["outcome"] == "denied"
+    assert "its 'old' text occurs 2 times in 'dup.txt'" in records[0]["error"]
+    assert events[0]["by"] == "gate"
+    assert (workspace / "dup.txt").read_text() == "x = 1\nx = 1\n"
