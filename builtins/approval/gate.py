@@ -193,31 +193,21 @@ class ApprovalGate:
         if key in self._approved.get(session_id, ()):
             record.update(decision="approved", by="session")
             return self._grant(call, call.arguments, state, judgement)
-        if tool_key(call.tool) == "fs_edit":  # a diff that would never apply is not asked about
-            import anyio.to_thread
-
-            from ..terminal.tool_view import edit_problem
-
-            problem = await anyio.to_thread.run_sync(
-                edit_problem, workspace, call.arguments, state.get(RUNTIME_ENVIRONMENT))
-            if problem is not None:
-                message = (f"this edit cannot apply to the file as it is: {problem}. It was "
-                           f"not asked about: read the file and send an edit whose 'old' text "
-                           f"occurs exactly once (or set replace_all)")
-                record.update(decision="denied", by="gate", message=message)
-                return ToolCallDecision.deny(message)
         asked_about, shown_state = _looked_at(call.arguments, workspace)
-        question = await self._question(call, session_id, workspace, judgement,
-                                        state.get(RUNTIME_ENVIRONMENT))
+        question, problem = await self._question(call, session_id, workspace, judgement,
+                                                 state.get(RUNTIME_ENVIRONMENT))
+        if problem is not None:  # a diff that would never apply is not asked about
+            return _denied(record, "gate", (
+                f"this edit cannot apply to the file as it is: {problem}. It was not asked "
+                f"about: read the file and send an edit whose 'old' text occurs exactly once "
+                f"(or set replace_all)"))
         record["question"] = question.summary
         asker = state.get(APPROVAL_ASKER)
         if asker is None:
-            message = (f"this call needs a person's approval ({judgement.reason}), and nobody "
-                       f"can answer here (no terminal, or a request that does not take "
-                       f"questions): it was not run. Tell the user what you wanted to run "
-                       f"and why")
-            record.update(decision="denied", by="nobody", message=message)
-            return ToolCallDecision.deny(message)
+            return _denied(record, "nobody", (
+                f"this call needs a person's approval ({judgement.reason}), and nobody can "
+                f"answer here (no terminal, or a request that does not take questions): it "
+                f"was not run. Tell the user what you wanted to run and why"))
         try:
             answer = await asker.ask(question)
         except Exception as exc:  # a broken asker denies, never runs
@@ -243,11 +233,9 @@ class ApprovalGate:
         elif state_now != shown_state:  # the file shown in the diff was written meanwhile
             changed = "another program wrote to it, so the diff shown is not what would happen"
         if changed is not None:
-            message = (f"{call.arguments.get('path')!r} changed while the question waited "
-                       f"({changed}): the approval was for what was shown, so the call was "
-                       f"not run; ask again")
-            record.update(decision="denied", by="gate", message=message)
-            return ToolCallDecision.deny(message)
+            return _denied(record, "gate", (
+                f"{call.arguments.get('path')!r} changed while the question waited ({changed}): "
+                f"the approval was for what was shown, so the call was not run; ask again"))
         arguments = call.arguments
         if answer.command is not None and tool_key(call.tool) == "shell":
             arguments = {**arguments, "command": answer.command}
@@ -257,11 +245,15 @@ class ApprovalGate:
         return self._grant(call, arguments, state, judgement)
 
     async def _question(self, call: ToolCall, session_id: str, workspace: str,
-                        judgement: Judgement, environment: object = None) -> Question:
+                        judgement: Judgement, environment: object = None
+                        ) -> tuple[Question, str | None]:
+        """The question to ask, and, for an edit that cannot apply to the file as it is,
+        why (`proposed_change`): that one is not asked."""
         name = tool_key(call.tool)
         arguments = call.arguments
         reason = judgement.reason
         diff: tuple[str, ...] = ()
+        problem = None
         if name == "shell":
             command = str(arguments.get("command") or "")
             summary = command
@@ -277,13 +269,14 @@ class ApprovalGate:
 
             from ..terminal.tool_view import proposed_change
 
-            diff = tuple(await anyio.to_thread.run_sync(proposed_change, workspace, name,
-                                                        arguments, environment))
+            change, problem = await anyio.to_thread.run_sync(proposed_change, workspace, name,
+                                                             arguments, environment)
+            diff = tuple(change)
         else:
             summary = _arguments_summary(arguments)
         return Question(uuid.uuid4().hex[:12], session_id, call.tool, dict(arguments), summary,
                         reason, str(arguments.get("justification") or ""), judgement.escalate,
-                        diff)
+                        diff), problem
 
     def _remember(self, session_id: str, key: str) -> None:
         approved = self._approved.setdefault(session_id, OrderedDict())
@@ -358,6 +351,12 @@ def _session_key(tool: str, arguments: dict[str, Any], workspace: str) -> str:
     if "path" in arguments:
         return f"{name}\0{arguments['path']}"
     return name
+
+
+def _denied(record: dict[str, Any], by: str, message: str) -> ToolCallDecision:
+    """A call refused before or instead of its question, recorded as such."""
+    record.update(decision="denied", by=by, message=message)
+    return ToolCallDecision.deny(message)
 
 
 def _looked_at(arguments: dict[str, Any], workspace: str

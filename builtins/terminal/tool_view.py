@@ -241,44 +241,33 @@ def _snapshot(workspace: str, path: str, environment: object) -> str | None:
         return None
 
 
-def edit_problem(workspace: str, arguments: dict[str, Any],
-                 environment: object = None) -> str | None:
-    """Why an fs_edit call cannot apply to the file as it is now (its `old` text is not in
-    it, or is there several times without `replace_all`), or None: an approval is not
-    asked for an edit that would change nothing. A file that cannot be read here is left
-    to the tool, which says why."""
-    path, old = str(arguments.get("path", "?")), str(arguments.get("old", ""))
-    before = _snapshot(workspace, path, environment)
-    if before in (None, _MISSING) or not old:
-        return None
-    count = str(before).count(old)
-    if count == 0:
-        return f"its 'old' text is not in {path!r}"
-    if count > 1 and not arguments.get("replace_all"):
-        return f"its 'old' text occurs {count} times in {path!r} (and replace_all is not set)"
-    return None
-
-
 def proposed_change(workspace: str, tool: str, arguments: dict[str, Any],
-                    environment: object = None) -> list[str]:
+                    environment: object = None) -> tuple[list[str], str | None]:
     """The diff a file tool's call would make, before it runs (what an approval shows):
     the file read now (`_snapshot`), against the call's result; from the arguments alone
-    when the file cannot be read. Blocking, small: at most `MAX_SNAPSHOT_BYTES` read."""
+    when the file cannot be read. With it, for an edit that cannot apply to the file as it
+    is (its `old` text not in it, or there several times without `replace_all`), why:
+    approving it would change nothing. Blocking, small: at most `MAX_SNAPSHOT_BYTES` read."""
     name = tool.replace(".", "_")
     path = str(arguments.get("path", "?"))
     record = {"name": name}
     before = _snapshot(workspace, path, environment)
     if name == "fs_write":
         if before is None:
-            return _from_arguments(record, arguments, before)
-        return _unified(path, before, str(arguments.get("content", "")))
+            return _from_arguments(record, arguments, before), None
+        return _unified(path, before, str(arguments.get("content", ""))), None
     old, new = str(arguments.get("old", "")), str(arguments.get("new", ""))
-    if before in (None, _MISSING) or not old or old not in str(before):
-        return _from_arguments(record, arguments, before)
+    if before in (None, _MISSING) or not old:  # the tool says what is wrong
+        return _from_arguments(record, arguments, before), None
     assert before is not None
+    count = before.count(old)
+    if count == 0:
+        return _from_arguments(record, arguments, before), f"its 'old' text is not in {path!r}"
+    if count > 1 and not arguments.get("replace_all"):
+        return [], f"its 'old' text occurs {count} times in {path!r} (and replace_all is not set)"
     after = (before.replace(old, new) if arguments.get("replace_all")
              else before.replace(old, new, 1))
-    return _unified(path, before, after)
+    return _unified(path, before, after), None
 
 
 def _lines(text: str) -> list[str]:
