@@ -161,7 +161,7 @@ async def _handle_interrupts(manager: "ChannelManager", channel: Channel,
     (`watch_held_loop`)."""
     import anyio
 
-    from .signals import watch_held_loop
+    from .signals import held_note, watch_held_loop
 
     cancelled_at = -math.inf
 
@@ -169,9 +169,8 @@ async def _handle_interrupts(manager: "ChannelManager", channel: Channel,
         receiver = anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM)
     except NotImplementedError:  # no signal handling on this platform: Ctrl-C interrupts
         return
-    held = "error: {} received, but the event loop is held (a plugin's hook that blocks?)"
     with receiver as signals, watch_held_loop(
-            manager.framework, lambda signum: held.format(signal.Signals(signum).name)) as taken:
+            manager.framework, lambda signum: f"error: {held_note(signum)}") as taken:
         async for signum in signals:
             taken()
             if signum == signal.SIGINT and commands is not None and commands.cancel_running():

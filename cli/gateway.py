@@ -173,7 +173,7 @@ async def _handle_signals(manager: Any, stop: Any) -> None:
 
     import anyio
 
-    from .signals import force_exit, watch_held_loop
+    from .signals import force_exit, held_note, watch_held_loop
 
     def exit_now(signum: int, reason: str) -> None:
         force_exit(manager.framework, signum,
@@ -184,11 +184,9 @@ async def _handle_signals(manager: Any, stop: Any) -> None:
     except NotImplementedError:  # no signal handling on this platform: Ctrl-C interrupts
         return
     watchdog: threading.Timer | None = None
-    held = (f"{PREFIX} {{}} received, but the event loop is held (a plugin's hook that "
-            f"blocks?); exiting now with status {{}}")
-    with receiver as signals, watch_held_loop(
-            manager.framework, lambda signum: held.format(signal.Signals(signum).name,
-                                                          128 + signum), sys.stdout) as taken:
+    with receiver as signals, watch_held_loop(manager.framework, lambda signum: (
+            f"{PREFIX} {held_note(signum)}; exiting now with status {128 + signum}"),
+            sys.stdout) as taken:
         async for signum in signals:
             taken()
             name = signal.Signals(signum).name

@@ -343,17 +343,15 @@ async def _cancel_on_signal(framework: Framework, printer: TurnPrinter, answerin
     (`task_status`) once it takes signals: before the turn's first hook runs."""
     import anyio
 
-    from .signals import force_exit, watch_held_loop
+    from .signals import force_exit, held_note, watch_held_loop
 
     try:
         receiver = anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM)
     except NotImplementedError:  # no signal handling here: Ctrl-C interrupts as usual
         task_status.started()
         return
-    held = ("error: {} received, but the event loop is held (a plugin's hook that blocks?): "
-            "the message was not answered")
-    with receiver as signals, watch_held_loop(
-            framework, lambda signum: held.format(signal.Signals(signum).name)) as taken:
+    with receiver as signals, watch_held_loop(framework, lambda signum: (
+            f"error: {held_note(signum)}: the message was not answered")) as taken:
         task_status.started()
         async for signum in signals:
             taken()

@@ -17,12 +17,19 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-__all__ = ["HELD_SECONDS", "force_exit", "kill_background_groups", "watch_held_loop"]
+__all__ = ["HELD_SECONDS", "force_exit", "held_note", "kill_background_groups",
+           "watch_held_loop"]
 
 HELD_SECONDS = 3.0
 """How long a signal may wait for the event loop before the process ends without it."""
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def held_note(signum: int) -> str:
+    """What a forced exit for a held loop says (each command frames it its own way)."""
+    return (f"{signal.Signals(signum).name} received, but the event loop is held (a "
+            f"plugin's hook that blocks?)")
 
 
 def kill_background_groups(framework: Any) -> None:
