@@ -107,8 +107,7 @@ def add(
         raw["timeout"] = timeout
     if disabled:
         raw["enabled"] = False
-    path = _config_path()
-    with config_lock(path):  # another `mcp add` at once waits: neither loses the other's
+    with config_lock(_config_path()):  # another `mcp add` at once waits: neither loses the other's
         path, servers = _file_servers()
         if name in servers:
             fail(ValueError(f"MCP server {name!r} is already in {path}; remove it first "

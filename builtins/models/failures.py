@@ -64,9 +64,9 @@ class Subject:
 def waiting_may_mend(error: BaseException) -> bool:
     """A provider's refusal that a later try may get past: a 429 (rate limit) or a 503
     (overloaded), not out of quota (a 429 of kind `config`: waiting will not help)."""
-    details = (error.details if isinstance(error, HooklineError) else None) or {}
-    return (details.get("status") in (429, 503) and isinstance(error, HooklineError)
-            and error.kind is not ErrorKind.config)
+    if not isinstance(error, HooklineError) or error.kind is ErrorKind.config:
+        return False
+    return (error.details or {}).get("status") in (429, 503)
 
 
 def describe_failure(subject: Subject, exc: BaseException, *, attempts: int = 1,
