@@ -184,6 +184,32 @@ def test_refusals_match_the_old_routes_in_openais_shape(start: Any) -> None:
     assert "only text parts" in image.value.message
 
 
+def test_a_model_is_retrieved_and_other_openai_routes_are_refused_in_openais_shape(
+        start: Any) -> None:
+    gateway = start()  # the offline model
+    api = client(gateway)
+    try:
+        served = api.models.retrieve("offline")
+        with pytest.raises(openai.NotFoundError) as unserved:
+            api.models.retrieve("gpt-4o")
+        with pytest.raises(openai.NotFoundError) as embeddings:
+            api.embeddings.create(model="offline", input="hi")
+        post_model = call(gateway.url, "POST", "/v1/models/offline", {})
+        native = call(gateway.url, "GET", "/v1/messages/nothing?session_id=x")
+        elsewhere = call(gateway.url, "GET", "/nothing")
+    finally:
+        gateway.end()
+    assert (served.id, served.object) == ("offline", "model")
+    assert unserved.value.code == "model_not_found" and "offline" in unserved.value.message
+    assert embeddings.value.code == "not_found"
+    assert "no such endpoint: /v1/embeddings" in embeddings.value.message
+    assert post_model.status == 405 and post_model.headers["allow"] == "GET"
+    assert post_model.json()["error"]["type"] == "invalid_request_error"
+    assert native.status == elsewhere.status == 404
+    assert isinstance(native.json()["error"], str), "hookline's own routes keep their shape"
+    assert "no such endpoint: /nothing" in elsewhere.json()["error"]
+
+
 def test_a_failed_turn_is_an_openai_error_not_retried_and_logged(
         start: Any, tmp_path: Path) -> None:
     outage = {"error": {"kind": "provider", "message": "simulated outage"}}

@@ -28,7 +28,14 @@ from .kept import REQUEST_ID_HEADER
 from .limits import Limits
 from .match import REQUEST_ID_KEY
 from .media import body_limit
-from .openai_body import COMPLETIONS_PATH, MODELS_PATH, OPENAI_PATHS, models_list
+from .openai_body import (
+    COMPLETIONS_PATH,
+    MODELS_PATH,
+    model_in_path,
+    model_object,
+    models_list,
+    openai_path,
+)
 from .openai_face import OpenAIFace
 from .overrides import RequestOverrides
 from .payload import _json_object, _read_body
@@ -89,7 +96,7 @@ class HttpRoutes:
                 message = {**message, "headers": [*message.get("headers", ()), *extra]}
             await send(message)
 
-        face: Face = OpenAIFace() if scope.get("path") in OPENAI_PATHS else NativeFace()
+        face: Face = OpenAIFace() if openai_path(scope.get("path", "")) else NativeFace()
         try:
             headers = header_map(scope.get("headers", ()))
             origin = self._guard.check(headers, websocket=scope["type"] == "websocket")
@@ -107,7 +114,7 @@ class HttpRoutes:
         if path == "/v1/health" and method in ("GET", "HEAD"):
             await self._health(headers, send, scope.get("client"))
             return
-        if method == "OPTIONS" and origin is not None and path in ROUTES:
+        if method == "OPTIONS" and origin is not None and (path in ROUTES or model_in_path(path)):
             await send({"type": "http.response.start", "status": 204, "headers": []})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return
@@ -117,6 +124,10 @@ class HttpRoutes:
             return
         if path == MODELS_PATH and method == "GET":
             await send_json(send, 200, models_list(self._overrides.served))
+            return
+        if (name := model_in_path(path)) is not None and method in ("GET", "HEAD"):
+            self._overrides.check_model(name, field="model", status=404)
+            await send_json(send, 200, model_object(name))
             return
         if path.startswith(MESSAGES_PATH) and method == "GET":
             query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
@@ -128,12 +139,12 @@ class HttpRoutes:
             await send_json(send, 200, self.requests.approvals.answer(
                 path.removeprefix(APPROVALS_PATH), _json_object(body)))
             return
-        methods = ROUTES.get(path)
+        methods = ROUTES.get(path, ("GET",) if model_in_path(path) else None)
         if methods is None:
             raise HttpError(404, f"no such endpoint: {path} (the API is POST /v1/messages, "
                                  f"GET /v1/messages/ID, POST /v1/approvals/ID, "
-                                 f"GET /v1/health, and OpenAI's POST /v1/chat/completions "
-                                 f"and GET /v1/models)")
+                                 f"GET /v1/health, and OpenAI's POST /v1/chat/completions, "
+                                 f"GET /v1/models and GET /v1/models/ID)")
         if method not in methods:
             raise HttpError(405, f"method {method} is not allowed on {path}; use "
                                  f"{' or '.join(methods)}",

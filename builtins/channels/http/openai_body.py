@@ -20,12 +20,14 @@ __all__ = [
     "COMPLETIONS_PATH",
     "DEFAULT_SESSION",
     "MODELS_PATH",
-    "OPENAI_PATHS",
     "CompletionRequest",
     "chunk",
     "completion",
     "error_object",
+    "model_in_path",
+    "model_object",
     "models_list",
+    "openai_path",
     "problem",
     "read_completion",
     "sse_data",
@@ -33,7 +35,13 @@ __all__ = [
 
 COMPLETIONS_PATH = "/v1/chat/completions"
 MODELS_PATH = "/v1/models"
-OPENAI_PATHS = frozenset({COMPLETIONS_PATH, MODELS_PATH})
+MODEL_PATH = f"{MODELS_PATH}/"
+"""`GET /v1/models/{id}`: one model (the SDK's `models.retrieve`)."""
+OPENAI_RESOURCES = frozenset({
+    "assistants", "audio", "batches", "chat", "completions", "containers", "conversations",
+    "embeddings", "evals", "files", "fine_tuning", "images", "models", "moderations",
+    "realtime", "responses", "threads", "uploads", "vector_stores"})
+"""The first part of the paths of OpenAI's API after `/v1/`."""
 USER_PREFIX = "openai:"
 """A session made from the `user` field is `openai:<user>`."""
 DEFAULT_SESSION = f"{USER_PREFIX}default"
@@ -231,5 +239,20 @@ def sse_data(data: Any) -> bytes:
 def models_list(names: list[str]) -> dict[str, Any]:
     """`GET /v1/models`: the names a request may give, from the settings (no provider is
     asked: the route stays fast and works offline)."""
-    return {"object": "list", "data": [{"id": name, "object": "model", "created": 0,
-                                        "owned_by": "hookline"} for name in names]}
+    return {"object": "list", "data": [model_object(name) for name in names]}
+
+
+def openai_path(path: str) -> bool:
+    """Whether `path` is one of OpenAI's API, served here or not: its errors then take
+    OpenAI's shape, the only one an OpenAI SDK reads."""
+    parts = path.split("/", 3)
+    return len(parts) > 2 and parts[1] == "v1" and parts[2] in OPENAI_RESOURCES
+
+
+def model_in_path(path: str) -> str | None:
+    """The model `GET /v1/models/{id}` names; None for another path."""
+    return path.removeprefix(MODEL_PATH) or None if path.startswith(MODEL_PATH) else None
+
+
+def model_object(name: str) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "hookline"}
