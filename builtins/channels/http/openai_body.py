@@ -163,7 +163,7 @@ def _session(data: dict[str, Any], headers: Mapping[str, list[str]]) -> str:
         check_session_value("the X-Hookline-Session header", session)
         return session
     user = _field(data, "user", str)
-    if user is None:
+    if not user:  # front ends send "" for no user
         return DEFAULT_SESSION
     check_session_value("field user", user)
     session = USER_PREFIX + user

@@ -32,6 +32,7 @@ def test_the_session_is_the_header_else_the_user_else_the_default() -> None:
     assert read_completion(body(user="alice"), header, 1024).session_id == "notes"
     assert read_completion(body(user="alice"), {}, 1024).session_id == "openai:alice"
     assert read_completion(body(), {}, 1024).session_id == "openai:default"
+    assert read_completion(body(user=""), {}, 1024).session_id == "openai:default"
     with pytest.raises(HttpError, match="X-Hookline-Session header must not contain control"):
         read_completion(body(), {"x-hookline-session": ["a\x01b"]}, 1024)
     with pytest.raises(HttpError, match="made from field user is 263 characters long"):
