@@ -172,7 +172,7 @@ def config_lock(path: str | os.PathLike[str]) -> Iterator[None]:
         if depth == 0:
             make_private_dir(target.parent)  # a new home: the config comes with the lock
             fd = os.open(target.with_name(target.name + ".lock"),
-                         os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+                         os.O_CREAT | os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
             fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
