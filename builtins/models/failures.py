@@ -88,6 +88,7 @@ def describe_failure(subject: Subject, exc: BaseException, *, attempts: int = 1,
 def _refusal(subject: Subject, exc: Any, tries: str) -> Problem:
     """An HTTP status the provider answered with."""
     name, status, model_var = subject.name, exc.status_code, setting_env("model")
+    other_model = f"choose another model (--model, /model in the chat, or {model_var})"
     said = body_message(exc.body)
     said = f": {said}" if said else ""
     details: dict[str, Any] = {"status": status}
@@ -119,7 +120,7 @@ def _refusal(subject: Subject, exc: Any, tries: str) -> Problem:
         return (ErrorKind.config,
                 f"{name}: {subject.provider} says the account is out of quota or credit "
                 f"(HTTP 429{said}); waiting will not help: check the plan and billing of "
-                f"the key, or choose another model with --model or {model_var}.", details)
+                f"the key, or {other_model}.", details)
     asked = retry_after(exc)
     if asked is not None:
         details["retry_after"] = asked
@@ -131,8 +132,7 @@ def _refusal(subject: Subject, exc: Any, tries: str) -> Problem:
                   if asked is not None and asked > subject.max_retry_delay else "")
         return (ErrorKind.provider,
                 f"{name}: rate limited by {subject.provider} (HTTP 429{said}){tries}{wait}"
-                f"{longer}. Try again later, or choose another model with --model or "
-                f"{model_var}.", details)
+                f"{longer}. Try again later, or {other_model}.", details)
     if status == 400 and too_long(exc.body):
         return (ErrorKind.provider,
                 f"{name}: the request is longer than the model's context window (HTTP "
@@ -140,7 +140,7 @@ def _refusal(subject: Subject, exc: Any, tries: str) -> Problem:
     if status >= 500:
         return (ErrorKind.provider,
                 f"{name}: the provider failed (HTTP {status}{said}){tries}. Try again "
-                f"later, or choose another model with --model or {model_var}.", details)
+                f"later, or {other_model}.", details)
     return (ErrorKind.provider,
             f"{name}: the provider rejected the request (HTTP {status}{said}). Check what "
             f"the model supports: tools, {setting_env('max_tokens')}, "

@@ -379,7 +379,8 @@ async def test_429_after_retries_is_a_rate_limit_error(server: OpenAIServer) -> 
     server.add(Reply.failure(429, "quota"))
     error = await failure(model_for(server, max_retries=0))
     assert error.kind is ErrorKind.provider
-    assert "rate limited" in error.message and "HOOKLINE_MODEL" in error.message
+    assert "rate limited" in error.message
+    assert "(--model, /model in the chat, or HOOKLINE_MODEL)" in error.message
 
 
 async def test_a_wait_asked_as_a_date_is_said_in_whole_seconds(server: OpenAIServer) -> None:
