@@ -208,3 +208,21 @@ def test_ctrl_c_after_the_reply_leaves_and_lets_the_turn_finish(tmp_path: Path) 
             terminal.close()
     assert "CHAT-EXIT=0" in screen and "(turn cancelled)" not in screen, screen
     assert (tmp_path / "recorded").read_text() == "The whole reply."
+
+
+def test_a_retry_wait_shows_its_line_and_a_counting_status(tmp_path: Path) -> None:
+    limited = Reply.failure(429, "Rate limit reached", headers={"Retry-After": "4"})
+    with OpenAIServer([limited, Reply(text="after the wait")]) as server:
+        terminal = terminal_for(tmp_path, server)
+        try:
+            terminal.chat("c", "--session", "retry")
+            terminal.wait_for(at_prompt, "the prompt")
+            terminal.type("hello")
+            waiting = terminal.wait_for(
+                lambda s: "…waiting 4 s to retry 2s" in s, "the status line counting the wait")
+            screen = terminal.wait_for(lambda s: "after the wait" in s and at_prompt(s),
+                                       "the reply after the wait")
+        finally:
+            terminal.close()
+    assert "[retry] HTTP 429: waiting 4.0 s, then attempt 2 of 3" in waiting, waiting
+    assert "waiting 4 s to retry" not in screen, "the status goes when the reply comes"

@@ -97,6 +97,9 @@ class ReplyView:
                                                                           event.data)):
             self.finish_step()
             screen.show_lines([screen.style(note, DIM)])
+            if event.kind == "retry":  # the status line's clock counts the wait
+                screen.show_indicator(f"waiting {float(event.data.get('wait') or 0):g} s "
+                                      f"to retry")
         elif event.kind == "tool_result":
             records = list(event.data.get("tool_results") or [])
             colour = screen.is_interactive() and colour_allowed()
