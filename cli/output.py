@@ -163,11 +163,11 @@ class TurnPrinter:
             self._step += 1
             self.status.show(f"step {self._step}: thinking")
         elif event.kind in ("retry", "compaction"):
-            from hookline.builtins.terminal import turn_note
+            from hookline.builtins.terminal import retry_status, turn_note
 
             self.work.note(turn_note(event.kind, event.data))
-            if event.kind == "compaction":
-                self.status.show(f"step {self._step}: thinking")
+            self.status.show(f"step {self._step}: " + (
+                retry_status(event.data) if event.kind == "retry" else "thinking"))
 
     async def dispatch(self, message: Any) -> bool:
         if get_field(message, "kind") == "error":

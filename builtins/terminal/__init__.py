@@ -11,8 +11,8 @@ from hookline.kernel._lazy import LazyExports as _LazyExports
 
 _PUBLIC = {
     "markdown_view": ("markdown_text", "render_markdown"),
-    "tool_notes": ("call_line", "is_terminal", "result_lines", "terminal_text", "tool_notes",
-                   "turn_note"),
+    "tool_notes": ("call_line", "is_terminal", "result_lines", "retry_status", "terminal_text",
+                   "tool_notes", "turn_note"),
     "tool_view": ("FILE_TOOLS", "OUTPUT_LINES", "FileChanges", "ToolView", "colour_allowed",
                   "render_diff", "wants_colour"),
     "usage": ("UsageTotals", "meter_line"),

@@ -11,6 +11,7 @@ from .markdown_view import render_markdown as render_markdown
 from .tool_notes import call_line as call_line
 from .tool_notes import is_terminal as is_terminal
 from .tool_notes import result_lines as result_lines
+from .tool_notes import retry_status as retry_status
 from .tool_notes import terminal_text as terminal_text
 from .tool_notes import tool_notes as tool_notes
 from .tool_notes import turn_note as turn_note

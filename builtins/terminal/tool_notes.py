@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["call_line", "is_terminal", "result_lines", "terminal_text", "tool_notes", "turn_note"]
+__all__ = ["call_line", "is_terminal", "result_lines", "retry_status", "terminal_text",
+           "tool_notes", "turn_note"]
 
 
 def tool_notes(records: list[dict[str, Any]]) -> list[str]:
@@ -130,3 +131,8 @@ def turn_note(kind: str, data: dict[str, Any]) -> str | None:
                 f"{int(data.get('summary_chars') or 0):,} characters, about "
                 f"{int(data.get('tokens_after') or 0):,} tokens with the system prompt and tools")
     return None
+
+
+def retry_status(data: dict[str, Any]) -> str:
+    """What the status line says after a `retry` event, while its clock counts the wait."""
+    return f"waiting {float(data.get('wait') or 0):g} s to retry"

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from openai_server import OpenAIServer, Reply
 from terminal_support import TMUX, Terminal, clean_env
 from test_cli import hookline
 
@@ -62,3 +63,22 @@ def test_a_warning_said_mid_turn_starts_its_own_line(tmp_path: Path) -> None:
     lines = screen.splitlines()
     assert any(line.startswith("warning: no model is configured") for line in lines), screen
     assert not any("…step" in line for line in lines), screen
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+def test_a_retry_wait_shows_in_the_status_line(tmp_path: Path) -> None:
+    limited = Reply.failure(429, "Rate limit reached", headers={"Retry-After": "4"})
+    (tmp_path / "workspace").mkdir()
+    with OpenAIServer([limited, Reply(text="after the wait")]) as server:
+        terminal = Terminal(tmp_path / "workspace", {
+            **clean_env(tmp_path / "home"), "HOOKLINE_MODEL": "openai-compatible:test-model",
+            "HOOKLINE_API_BASE": server.base_url, "HOOKLINE_API_KEY": "sk-test"})
+        try:
+            terminal.start("retry", "run", "--no-stream", "--plain", "hello")
+            waiting = terminal.wait_for(lambda s: "…step 1: waiting 4 s to retry 2s" in s,
+                                        "the status line counting the wait")
+            screen = terminal.wait_for(lambda s: "EXIT=0" in s, "the end of the run")
+        finally:
+            terminal.close()
+    assert "[retry] HTTP 429: waiting 4.0 s, then attempt 2 of 3" in waiting, waiting
+    assert "after the wait" in screen and "to retry" not in screen, screen

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from hookline.kernel.envelope import get_field
 from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
-from ...terminal.tool_notes import terminal_text, turn_note
+from ...terminal.tool_notes import retry_status, terminal_text, turn_note
 from ...terminal.tool_view import ToolView, colour_allowed
 from .options import ChatOptions
 from .screen import DIM, Screen
@@ -98,8 +98,7 @@ class ReplyView:
             self.finish_step()
             screen.show_lines([screen.style(note, DIM)])
             if event.kind == "retry":  # the status line's clock counts the wait
-                screen.show_indicator(f"waiting {float(event.data.get('wait') or 0):g} s "
-                                      f"to retry")
+                screen.show_indicator(retry_status(event.data))
         elif event.kind == "tool_result":
             records = list(event.data.get("tool_results") or [])
             colour = screen.is_interactive() and colour_allowed()
