@@ -17,7 +17,6 @@ import contextlib
 import fcntl
 import logging
 import os
-import shutil
 import stat
 import tempfile
 import threading
@@ -459,28 +458,73 @@ def _remove_abandoned(root: str) -> None:
 
 
 def _remove_tree(path: str) -> None:
-    """Remove a private folder whatever its commands left: a folder they closed to
-    everyone (mode 000) is opened to its owner first (root needs no such step)."""
-    shutil.rmtree(path, ignore_errors=True)
-    if not os.path.lexists(path):
+    """Remove a private folder whatever its commands left: folders they closed to everyone
+    (mode 000: opened to their owner first; root needs no such step) and trees deeper than
+    a recursive walk or a path name allows (a removal that fails would keep what they
+    wrote on disk, and break every later start). Folder by folder through descriptors,
+    two held at a time, never following a link; each folder listed once."""
+    parent, name = os.path.split(path)
+    try:
+        folder = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
         return
-    folders = [path]
-    while folders:
-        folder = folders.pop()
-        try:  # through a descriptor of the folder itself, never a link's target
-            handle = os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
-            continue
-        try:
+    pending = [[name]]
+    """For each folder entered, from `parent` down: its subfolders still to remove, the
+    last one being the folder entered next."""
+    try:
+        while True:
+            if pending[-1]:
+                entered = _emptied_of_files(folder, pending[-1][-1])
+                if entered is None:  # gone, or not ours to open
+                    pending[-1].pop()
+                    continue
+                os.close(folder)
+                folder, subfolders = entered
+                pending.append(subfolders)
+                continue
+            pending.pop()
+            if not pending:
+                return
+            above = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=folder)
+            os.close(folder)
+            folder = above
+            with contextlib.suppress(OSError):
+                os.rmdir(pending[-1].pop(), dir_fd=folder)
+    except OSError:
+        logger.warning("sandbox.remove_failed path=%s", path, exc_info=True)
+    finally:
+        os.close(folder)
+
+
+def _emptied_of_files(folder: int, name: str) -> tuple[int, list[str]] | None:
+    """Open the folder `name` of `folder` (to its owner first), remove what in it is not
+    a folder, and return its descriptor and subfolders; None if it cannot be opened."""
+    try:
+        handle = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         dir_fd=folder)
+    except OSError:
+        return None
+    try:
+        with contextlib.suppress(OSError):
             os.chmod(f"/proc/self/fd/{handle}", 0o700)
-            with os.scandir(f"/proc/self/fd/{handle}") as entries:
-                folders += [os.path.join(folder, entry.name) for entry in entries
-                            if entry.is_dir(follow_symlinks=False)]
-        except OSError:
-            continue
-        finally:
-            os.close(handle)
-    shutil.rmtree(path, ignore_errors=True)
+        opened = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=handle)
+    except OSError:
+        return None
+    finally:
+        os.close(handle)
+    subfolders = []
+    try:
+        with os.scandir(opened) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    subfolders.append(entry.name)
+                else:
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.name, dir_fd=opened)
+    except OSError:
+        os.close(opened)
+        return None
+    return opened, subfolders
 
 
 def _resolved(paths: tuple[str, ...]) -> list[str]:

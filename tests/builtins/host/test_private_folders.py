@@ -104,3 +104,30 @@ def test_a_private_folder_whose_commands_closed_its_folders_is_removed(tmp_path:
         assert outside.stat().st_mode & 0o777 == 0o755
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_tree_deeper_than_a_path_name_is_removed_and_starts_stay_possible(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command that makes 3,000 nested folders in its TMPDIR (deeper than a recursive
+    removal or PATH_MAX allows) and dates the folder back: the next start removes it, and
+    the start itself does not fail."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    left = Path(sandbox.private_temp_root()) / "hookline-tool-deep"
+    left.mkdir()
+    folder = os.open(left, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(3000):
+        os.mkdir("a", dir_fd=folder)
+        os.close(os.open("f", os.O_CREAT | os.O_WRONLY, dir_fd=folder))
+        inner = os.open("a", os.O_RDONLY | os.O_DIRECTORY, dir_fd=folder)
+        os.close(folder)
+        folder = inner
+    os.close(os.open("secret", os.O_CREAT | os.O_WRONLY, dir_fd=folder))
+    os.close(folder)
+    old = time.time() - sandbox.ABANDONED_AFTER - 1
+    os.utime(left, (old, old))
+    made = sandbox.PrivateFolder("hookline-tool-")
+    try:
+        assert not left.exists()
+    finally:
+        made.remove()
+    assert not os.path.exists(made.path)
