@@ -4,7 +4,10 @@ An allow rule names a command prefix (`git status`), so a line may be allowed on
 is *plain*: simple commands of words, separators and harmless redirections, nothing through
 which it could run or change more than its words say. Any other line is still split as well
 as possible, for the deny rules. The scanner follows bash's quoting and tokenizing, not its
-grammar: it never raises, and when unsure it says "not plain".
+grammar: it never raises, and when unsure it says "not plain". Commands run through
+`/bin/sh`, which may be bash or another shell (dash): where the two split a line apart
+(`a &>/dev/null b` is one command to bash, `a &` and `>/dev/null b` to dash), the line is
+not plain, and it holds the commands of both readings, for the deny rules.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
 _DIGITS = re.compile(r"[0-9]+")
 _FD_VARIABLE = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
 _REDIRECTIONS = ("&>>", "&>", "<<<", "<<-", "<<", "<>", "<&", "<", ">>", ">|", ">&", ">")
-_TO_NULL = frozenset({">", ">>", ">|", ">&", "&>", "&>>"})
+_TO_NULL = frozenset({">", ">>", ">|", ">&"})
 _ANSI_C_BODY = re.compile(r"(?:[^'\\]|\\.)*", re.S)
 _QUOTED = "\0"
 """Stands in the skeleton of a word for a character that was quoted or expanded."""
@@ -54,14 +57,14 @@ class ShellCommands:
 def split_commands(line: str) -> ShellCommands:
     """The simple commands of `line` and whether it is plain; never raises."""
     scanner = _Scanner(line, [], {})
-    complete = True
-    try:
-        scanner.parse_list(False, 0)
-    except (_TooDeep, RecursionError):
-        scanner.reasons = {f"nesting deeper than {_MAX_DEPTH} levels": None, **scanner.reasons}
-        complete = False
+    complete = scanner.scan()
+    commands = scanner.commands
+    if "&>" in line:  # read as dash does too: `&` ends a command there
+        other = _Scanner(line, [], {}, bash=False)
+        complete = other.scan() and complete
+        commands += [command for command in other.commands if command not in commands]
     reasons = list(scanner.reasons)
-    return ShellCommands(tuple(scanner.commands), not reasons, ", ".join(reasons[:3]), complete)
+    return ShellCommands(tuple(commands), not reasons, ", ".join(reasons[:3]), complete)
 
 
 class _TooDeep(Exception):
@@ -74,9 +77,20 @@ class _Scanner:
     for an ordered set)."""
 
     def __init__(self, text: str, commands: list[tuple[str, ...]],
-                 reasons: dict[str, None]) -> None:
+                 reasons: dict[str, None], bash: bool = True) -> None:
         self.text, self.pos = text, 0
         self.commands, self.reasons = commands, reasons
+        self.bash = bash
+        """False: `&>` is `&` then `>`, as in dash."""
+
+    def scan(self) -> bool:
+        """Read the whole text; False when scanning stopped at the nesting limit."""
+        try:
+            self.parse_list(False, 0)
+        except (_TooDeep, RecursionError):
+            self.reasons = {f"nesting deeper than {_MAX_DEPTH} levels": None, **self.reasons}
+            return False
+        return True
 
     def flag(self, reason: str) -> None:
         self.reasons.setdefault(reason)
@@ -97,7 +111,7 @@ class _Scanner:
                 self.pos += 1 if char in " \t" else 2
             elif two in ("<(", ">("):
                 self.add_word(words, skeletons, depth)
-            elif char in "<>" or two == "&>":
+            elif char in "<>" or (two == "&>" and self.bash):
                 self.redirect("", depth)
             elif char in "\n;&|":
                 self.pos += 2 if two in ("&&", "||", "|&") else 1
@@ -169,6 +183,8 @@ class _Scanner:
                     or (op in _TO_NULL and value == "/dev/null"))
         if op.startswith("<<"):
             self.flag("here-string <<<" if op == "<<<" else f"here-document {op}")
+        elif op.startswith("&"):
+            self.flag(f"redirection {op}, which /bin/sh may read as & then >")
         elif not harmless:
             self.flag(f"redirection {fd}{op}")
 
@@ -315,5 +331,6 @@ class _Scanner:
             self.flag("unbalanced backquote")
         self.flag("command substitution `...`")
         self.pos += 1
-        _Scanner("".join(inner), self.commands, self.reasons).parse_list(False, depth + 1)
+        _Scanner("".join(inner), self.commands, self.reasons, self.bash).parse_list(
+            False, depth + 1)
         return self.text[start : min(self.pos, len(self.text))]

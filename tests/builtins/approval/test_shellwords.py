@@ -214,6 +214,7 @@ def test_constructs_that_make_a_line_not_plain(
     ("cat <<< hello", "here-string <<<"),
     ("> out", "redirection >"),
     ("ls {fd}>/dev/null", "redirection {fd}>"),
+    ("ls &>/dev/null", "redirection &>, which /bin/sh may read as & then >"),
 ])
 def test_redirections_make_a_line_not_plain(line: str, reason: str) -> None:
     not_plain(line, reason)
@@ -231,7 +232,6 @@ def test_a_here_document_s_body_is_scanned_as_commands() -> None:
     ("ls >& 2", ["ls"]),
     ("ls >/dev/null", ["ls"]),
     ("ls 2>/dev/null", ["ls"]),
-    ("ls &>/dev/null", ["ls"]),
     ("ls > /dev/null", ["ls"]),
     ("ls 2> /dev/null", ["ls"]),
     ("ls >>/dev/null 2>>/dev/null", ["ls"]),
@@ -393,6 +393,32 @@ shellish = st.text("ab \n\t;&|<>()$`'\"\\{},#=!*0123-/", max_size=40)
 def test_shell_like_text_never_raises(line: str) -> None:
     parsed = split_commands(line)
     assert (parsed.reason == "") == parsed.plain
+
+
+@pytest.mark.parametrize("line", ["aa &>/dev/null bb x", "aa &>>/dev/null bb x; cc"])
+def test_a_line_bash_and_dash_split_apart_holds_what_either_runs(
+        line: str, tmp_path: Path) -> None:
+    """`aa &>/dev/null bb` is one command to bash and two to dash (`aa &`, then `bb`):
+    never plain, and its commands are those of both, for the deny rules; among them,
+    each that `/bin/sh` of this machine runs."""
+    parsed = split_commands(line)
+    assert not parsed.plain and "/bin/sh may read as & then >" in parsed.reason
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    ran = tmp_path / "ran"
+    for name in ("aa", "bb", "cc"):
+        (folder / name).write_text(f'#!/bin/sh\necho {name} "$@" >> {ran}\n')
+        (folder / name).chmod(0o755)
+    subprocess.run(["/bin/sh", "-c", line + "\nwait"], env={"PATH": str(folder)},
+                   cwd=tmp_path, capture_output=True, timeout=20, check=False)
+    for command in ran.read_text().splitlines():
+        assert tuple(command.split()) in parsed.commands, (command, parsed.commands)
+    assert ("bb", "x") in parsed.commands
+
+
+@pytest.mark.parametrize("line", ["aa $(bb &>/dev/null cc)", "aa `bb &>x cc`"])
+def test_substitutions_are_read_both_ways_too(line: str) -> None:
+    assert {("bb", "cc"), ("bb",), ("cc",)} <= set(split_commands(line).commands)
 
 
 # What bash runs.

@@ -130,4 +130,6 @@ def test_a_tree_deeper_than_a_path_name_is_removed_and_starts_stay_possible(
         assert not left.exists()
     finally:
         made.remove()
+        if left.exists():  # pytest's own removal of tmp_path cannot
+            sandbox._remove_tree(str(left))
     assert not os.path.exists(made.path)
