@@ -443,6 +443,7 @@ class StatusLine:
 
 ALWAYS_WARN = ("hookline.builtins.privacy.files", "hookline.builtins.host.instructions",
                "hookline.builtins.host.sandbox", "hookline.builtins.host.protection",
+               "hookline.builtins.host.hardlinks",
                "hookline.builtins.models.offline", "hookline.builtins.mcp.connection",
                "hookline.builtins.mcp.manager", "hookline.builtins.mcp.tools",
                "hookline.builtins.telemetry.setup", "hookline.builtins.agent.loop",

@@ -145,8 +145,20 @@ def run_by_git(top: str, gitdir: str, workspace: str,
                 included = _resolved(entry.value, os.path.dirname(config))
                 found.append(included)
                 pending.append((included, depth + 1))
-    found += [*hooks[1:], *_read_by_hooks(list(dict.fromkeys(hooks)), top, budget)]
+    folders = list(dict.fromkeys(hooks))
+    found += [*hooks[1:], *_read_by_hooks(folders, top, budget),
+              *_led_to([*configs[len(users):], *folders,
+                        *(os.path.join(folder, hook) for folder in folders
+                          for hook in GIT_HOOKS)])]
     return list(dict.fromkeys(path for path in found if is_inside(path, workspace)))
+
+
+def _led_to(paths: list[str]) -> list[str]:
+    """Where each of `paths` that is a link leads: git follows a hooks folder, a hook or a
+    config file that is one (`.git/hooks` leading to a tracked `githooks` folder, a hook
+    leading to `scripts/pre-commit`), so what it leads to is what git runs or reads, and
+    the mount that keeps the repository read-only does not reach it."""
+    return [os.path.realpath(path) for path in paths if os.path.islink(path)]
 
 
 def _read_by_hooks(folders: list[str], top: str, budget: ReadBudget | None) -> list[str]:

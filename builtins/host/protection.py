@@ -34,6 +34,7 @@ from .changes import Fingerprint, changed, fingerprint
 from .direnv import ENVRC, loaded_by_envrc
 from .files import ReadBudget, file_start, is_inside, open_regular_file
 from .gitconfig import common_dir, is_git_folder, run_by_git, what_git_runs
+from .hardlinks import separate_hard_links
 from .mise import config_root, loaded_by_mise, may_be_config
 
 __all__ = ["MadeWatch", "in_repository", "protected_paths", "to_protect", "watch_for"]
@@ -391,6 +392,7 @@ class MadeWatch:
         """What there is to protect now (`to_protect`), for a new helper; a search cut
         short is said once. Blocking."""
         found, cut = to_protect(self.workspace, MAX_SEARCHED)
+        separate_hard_links([*self.protected, *found])
         with self._lock:
             if self._existing is None:
                 self._existing = self._existing_protected(found)
@@ -476,6 +478,7 @@ class MadeWatch:
             self._say_what_changed(changed(before, files), made)
         if not made:
             return
+        separate_hard_links(made)
         for protect in protectors:
             if protect is not None:
                 protect(made)

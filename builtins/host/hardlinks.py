@@ -1,0 +1,115 @@
+"""Protected files that have other names.
+
+A protected path is kept read-only by a mount on it. A hard link to the same file, made
+before the path was protected (by a command, in a repository or a `.hookline` it made), is
+another name outside that mount: writing it would change what git, a shell or hookline
+runs later outside the sandbox. A command cannot make such a link once the path is
+protected (a link never crosses a mount), so each file found with other names when
+protection starts is made a file of its own: a copy takes its place, and the other names
+keep the old file, which nothing reads any more.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+import stat
+
+from .gitconfig import GIT_HOOKS, is_git_folder
+
+__all__ = ["separate_hard_links"]
+
+logger = logging.getLogger(__name__)  # every command shows its warnings (cli ALWAYS_WARN)
+
+GIT_READ = ("config", "config.worktree", "commondir")
+"""A repository folder's files that git reads for what to run, besides its hooks."""
+
+MAX_FILES_IN_FOLDER = 1000
+"""Files of a protected folder (not a repository) looked at, at most: settings folders
+such as `.hookline` or `.vscode` hold a few."""
+
+MAX_COPIED = 16 * 1024 * 1024
+"""Bytes of a file copied to separate it, at most: what git and shells read is small."""
+
+
+def separate_hard_links(paths: list[str]) -> list[str]:
+    """Make each protected file among `paths` a file of its own where it has other names:
+    a regular file itself, a repository folder's config and hooks, another folder's files
+    (one level). Returns the files separated; a file that cannot be is logged."""
+    separated = [file for path in paths for file in _files_of(path) if _separated(file)]
+    if separated:
+        logger.warning("%s had other names (hard links) through which commands could change "
+                       "what runs later outside the sandbox: each is now a file of its own, "
+                       "and those names keep the old one, which nothing reads",
+                       ", ".join(separated))
+    return separated
+
+
+def _files_of(path: str) -> list[str]:
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return []
+    if stat.S_ISREG(mode):
+        return [path]
+    if not stat.S_ISDIR(mode):
+        return []
+    if is_git_folder(path):
+        hooks = os.path.join(path, "hooks")
+        return [*(os.path.join(path, name) for name in GIT_READ),
+                *(os.path.join(hooks, name) for name in GIT_HOOKS)]
+    try:
+        with os.scandir(path) as entries:
+            return [entry.path for _, entry in zip(range(MAX_FILES_IN_FOLDER), entries,
+                                                   strict=False)
+                    if entry.is_file(follow_symlinks=False)]
+    except OSError:
+        return []
+
+
+def _separated(path: str) -> bool:
+    """Put a copy of the file at `path` in its place, when the file has other names; never
+    follows a link. True when it did."""
+    folder_path, name = os.path.split(path)
+    try:
+        folder = os.open(folder_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        source = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                         dir_fd=folder)
+    except OSError:
+        os.close(folder)
+        return False
+    copy = f".{name}.hookline-{secrets.token_hex(4)}"
+    try:
+        info = os.fstat(source)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink < 2:
+            return False
+        if info.st_size > MAX_COPIED:
+            raise OSError(f"larger than {MAX_COPIED // 2**20} MiB")
+        target = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o600, dir_fd=folder)
+        try:
+            while chunk := os.read(source, 1 << 20):
+                while chunk:
+                    chunk = chunk[os.write(target, chunk):]
+            if os.geteuid() == 0:
+                os.fchown(target, info.st_uid, info.st_gid)
+            os.fchmod(target, stat.S_IMODE(info.st_mode))
+        finally:
+            os.close(target)
+        os.replace(copy, name, src_dir_fd=folder, dst_dir_fd=folder)
+        return True
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(copy, dir_fd=folder)
+        logger.warning("%s has other names (hard links) through which commands may change "
+                       "it, and it could not be made a file of its own (%s): look at it "
+                       "before you run git or a shell there", path, exc)
+        return False
+    finally:
+        os.close(source)
+        os.close(folder)
