@@ -3,7 +3,9 @@ the provider asks to wait (`Retry-After`), and its own words, for `republic_clie
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,18 +32,15 @@ def retry_after(exc: Any) -> float | None:
     for, in seconds; None without one."""
     headers = getattr(exc, "headers", None) or {}
     value = headers.get("retry-after-ms")
-    if value is not None:
-        try:
-            return max(0.0, float(value) / 1000)
-        except ValueError:
-            pass
+    with contextlib.suppress(ValueError):
+        if value is not None and _usable(milliseconds := float(value)):
+            return milliseconds / 1000
     value = headers.get("retry-after")
     if value is None:
         return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
+    with contextlib.suppress(ValueError):  # else a date
+        seconds = float(value)
+        return seconds if _usable(seconds) else None
     from datetime import UTC, datetime
     from email.utils import parsedate_to_datetime
 
@@ -52,6 +51,11 @@ def retry_after(exc: Any) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def _usable(seconds: float) -> bool:
+    """A wait as a number is finite and not negative (`inf`, `-5`: none was asked for)."""
+    return math.isfinite(seconds) and seconds >= 0
 
 
 def out_of_quota(body: Any) -> bool:
