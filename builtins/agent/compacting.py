@@ -254,6 +254,8 @@ class CompactingRun:
         meter = self.agent.meter
         system, schemas = self._system_prompt(), self._schemas()
         before = self._estimate(system, conversation)
+        session_tape = self.agent.tape_for(self.session_id, self.state)
+        end = await _last_id(session_tape)
         in_place = summary_in_place(system, conversation, instructions)
         fits = reason != "overflow" and (
             meter.estimate(self.model, request_chars(in_place, schemas))
@@ -292,6 +294,11 @@ class CompactingRun:
         if not summary:
             raise HooklineError(ErrorKind.provider, f"compacting the context failed: the model "
                                                     f"{self.model!r} returned an empty summary")
+        if await _last_id(session_tape) != end:  # the anchor would land after what it misses
+            raise HooklineError(ErrorKind.temporary, (
+                "compacting the context failed: the session went on while it was summarised "
+                "(another process ran a turn of it), and the summary would leave that turn "
+                "out; nothing was written, try again"))
         await self.tape.handoff(COMPACTION_ANCHOR, {"summary": summary, "reason": reason,
                                                     "tokens": before, "owner": "hookline"},
                                 run_id=self.run_id)
@@ -350,3 +357,9 @@ class CompactingRun:
     async def _emit(self, event: Any) -> Any:
         return await self.bus.emit(event)
 
+
+async def _last_id(tape: Tape) -> int | None:
+    """The id of the last entry on `tape` as the store holds it (other processes' runs
+    included, the current run's not)."""
+    last = await tape.entries(tape.query().tail(1))
+    return last[-1].id if last else None

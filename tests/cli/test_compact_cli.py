@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -309,3 +310,36 @@ def test_ctrl_c_during_hookline_compact_is_one_line(workspace: Path) -> None:
     assert stderr.splitlines()[-1] == ("error: compaction cancelled (Ctrl-C): nothing was "
                                        "written; the session is as it was"), stderr
     assert stdout == "" and "Traceback" not in stderr
+
+
+def test_a_turn_that_ends_while_hookline_compact_summarises_is_never_left_out(
+        workspace: Path) -> None:
+    """Another process runs a turn of the session while `hookline compact` waits for its
+    summary: the anchor would land after that turn, which the summary does not hold, and
+    the next request would lose it. Nothing is written; the turn stays in the context."""
+    slow_summary = Reply(text=SUMMARY, chunk_delay=0.5)
+    replies = [Reply(text="apples " * 300), slow_summary, Reply(text="noted"),
+               Reply(text="4711")]
+    with OpenAIServer(replies) as server:
+        env = environ(workspace, server)
+        assert hookline(workspace, env, "run", "tell me about apples").returncode == 0
+        compacting = subprocess.Popen([str(HOOKLINE), "compact"], cwd=workspace, env=env,
+                                      text=True, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 30
+            while not any(map(is_summary, server.requests)) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            other = hookline(workspace, env, "run", "-c", "REMEMBER: the code is 4711")
+            assert other.returncode == 0, other.stderr
+            _out, err = compacting.communicate(timeout=60)
+        finally:
+            compacting.kill()
+        assert compacting.returncode == 1, err
+        assert "the session went on while it was summarised" in err
+        assert "nothing was written" in err
+        asked = hookline(workspace, env, "run", "-c", "what is the code?")
+        assert asked.returncode == 0, asked.stderr
+        sent = [message["content"] for message in server.requests[-1].messages]
+    assert "REMEMBER: the code is 4711" in sent, sent
+    assert not any(SUMMARY in str(content) for content in sent), sent
