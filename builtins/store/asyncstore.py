@@ -38,6 +38,7 @@ __all__ = [
     "append_batch",
     "as_async_store",
     "journal_of",
+    "reset_through",
     "scope_store",
     "tape_pages",
 ]
@@ -238,6 +239,23 @@ def journal_of(store: AsyncTapeStore | TapeStore) -> AsyncJournal | None:
     if not callable(write) or not callable(commit):
         return None
     return AsyncJournal(write, commit)
+
+
+async def reset_through(store: AsyncTapeStore, tape: str, last_id: int) -> bool:
+    """Remove the tape's entries unless something was added after `last_id` (what was
+    read of it, archived, say); whether they were removed. At once where the store has
+    `reset_if_last` (`SQLiteTapeStore`), else a look at the last entry, then a reset."""
+    inner = store.store if isinstance(store, AsyncStoreAdapter) else store
+    at_once = getattr(inner, "reset_if_last", None)
+    if callable(at_once):
+        if inspect.iscoroutinefunction(at_once):
+            return bool(await at_once(tape, last_id))
+        return bool(await anyio.to_thread.run_sync(at_once, tape, last_id))
+    last = list(await store.fetch_all(TapeQuery(tape).tail(1)))
+    if (last[-1].id if last else 0) != last_id:
+        return False
+    await store.reset(tape)
+    return True
 
 
 def _native(store: Any, name: str) -> Any:

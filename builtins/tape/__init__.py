@@ -15,16 +15,15 @@ _PUBLIC = {
     "context": ("RESUMES", "STEERED", "ContextMessages", "answered_calls",
                 "messages_from_entries", "starts_turn"),
     "kept": ("KEPT_CONTEXTS", "KEPT_ENTRIES", "KeptContext", "kept_context"),
-    "archive": ("file_safe", "write_archive"),
+    "archive": ("archive_session", "delete_session", "file_safe", "write_archive"),
     "spill": ("SPILL_EVENT", "SPILL_READ_TOOLS", "SPILL_SIDECAR", "SpillSidecar", "find_spill",
               "spill_result"),
     "tools": ("SEARCH_LIMIT_MAX", "SPILL_READ_MAX", "spill_tools", "tape_tools"),
     "sessions": ("CURRENT_SESSIONS_FILE", "DEFAULT_SESSION", "MAX_CURRENT_SESSIONS", "MAX_TITLE",
                  "TITLE_EVENT", "SessionError", "SessionMatch", "SessionSummary",
-                 "archive_session", "checked_title", "current_session", "delete_session",
-                 "find_session", "last_turns", "list_sessions", "local_date", "new_session_id",
-                 "one_line", "rename_session", "search_sessions", "set_current_session",
-                 "transcript"),
+                 "checked_title", "current_session", "find_session", "last_turns",
+                 "list_sessions", "local_date", "new_session_id", "one_line", "rename_session",
+                 "search_sessions", "set_current_session", "transcript"),
 }
 """Module (relative to this package) -> the public names it defines."""
 

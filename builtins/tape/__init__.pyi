@@ -6,6 +6,8 @@ Generated from the table of its ``__init__.py`` by the kernel's ``_generate.py``
 edit the table, never this file.
 """
 
+from .archive import archive_session as archive_session
+from .archive import delete_session as delete_session
 from .archive import file_safe as file_safe
 from .archive import write_archive as write_archive
 from .context import RESUMES as RESUMES
@@ -32,10 +34,8 @@ from .sessions import TITLE_EVENT as TITLE_EVENT
 from .sessions import SessionError as SessionError
 from .sessions import SessionMatch as SessionMatch
 from .sessions import SessionSummary as SessionSummary
-from .sessions import archive_session as archive_session
 from .sessions import checked_title as checked_title
 from .sessions import current_session as current_session
-from .sessions import delete_session as delete_session
 from .sessions import find_session as find_session
 from .sessions import last_turns as last_turns
 from .sessions import list_sessions as list_sessions

@@ -28,14 +28,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from hookline.kernel.errors import ErrorKind, HooklineError
+from hookline.kernel.errors import HooklineError
 from hookline.kernel.tape import AsyncTapeStore, TapeEntry, TapeQuery, TapeStore
 
 from ..host.files import open_regular_file
 from ..privacy.files import write_private_file
-from ..store.asyncstore import as_async_store, tape_pages
-from ..store.entries import SIDECAR_MARKER, is_sidecar_tape
-from .archive import file_safe, write_archive
+from ..store.asyncstore import as_async_store
+from ..store.entries import is_sidecar_tape
 from .context import RESUMES, starts_turn
 from .naming import resolved_workspace, session_tape_name
 from .tape import BOOTSTRAP_ANCHOR
@@ -49,10 +48,8 @@ __all__ = [
     "SessionError",
     "SessionMatch",
     "SessionSummary",
-    "archive_session",
     "checked_title",
     "current_session",
-    "delete_session",
     "find_session",
     "last_turns",
     "list_sessions",
@@ -491,58 +488,6 @@ def local_date(date: str) -> str:
 
 
 # -- archive and delete ---------------------------------------------------------------------
-
-
-async def _session_tapes(store: AsyncTapeStore, tape: str,
-                         sidecars: Sequence[str]) -> list[str]:
-    """The tape and the sidecar tapes of the mounted sidecars that hold entries."""
-    names = [tape]
-    for sidecar in sidecars:
-        name = f"{tape}{SIDECAR_MARKER}{sidecar}"
-        if list(await store.fetch_all(TapeQuery(name).limit(1))):
-            names.append(name)
-    return names
-
-
-async def archive_session(store: TapeStore | AsyncTapeStore, tape: str, directory: Path,
-                          sidecars: Sequence[str] = (), label: str = "") -> list[Path]:
-    """Write the session's tape and sidecar tapes to JSON-lines files in `directory`
-    (`<label>__<tape>.<stamp>.jsonl`, mode 0600), then remove them from the store. Nothing
-    is removed unless every file was written. Returns the files."""
-    async_store = as_async_store(store)
-    stamp = datetime.now().astimezone().strftime("%Y%m%dT%H%M%S")
-    prefix = re.sub(r"[^A-Za-z0-9._-]", "_", label)[:60] + "__" if label else ""
-    written: list[tuple[str, Path]] = []
-    for name in await _session_tapes(async_store, tape, sidecars):
-        path = directory / f"{prefix}{file_safe(name)}.{stamp}.jsonl"  # a sidecar's "../"
-        try:
-            await write_archive(path, tape_pages(async_store, name))
-        except OSError as exc:  # a full disk, say: no half of an archive is left behind
-            for _, done in written:
-                done.unlink(missing_ok=True)
-            raise HooklineError(
-                ErrorKind.temporary,
-                f"could not write the archive {path} ({exc.strerror or exc}): the session "
-                f"is kept whole and no archive file is left; free disk space (or choose "
-                f"another home) and try again", {"path": str(path)}) from exc
-        written.append((name, path))
-    for name, _ in written:
-        await async_store.reset(name)
-    return [path for _, path in written]
-
-
-async def delete_session(store: TapeStore | AsyncTapeStore, tape: str,
-                         sidecars: Sequence[str] = ()) -> int:
-    """Remove the session's tape and sidecar tapes; returns the entries removed, counted by
-    each tape's last id (ids are gapless from 1), so that a tape of gigabytes of spilled
-    outputs is not read into memory only to be counted."""
-    async_store = as_async_store(store)
-    removed = 0
-    for name in await _session_tapes(async_store, tape, sidecars):
-        last = list(await async_store.fetch_all(TapeQuery(name).tail(1)))
-        removed += last[-1].id if last else 0
-        await async_store.reset(name)
-    return removed
 
 
 # -- the folder's current session ------------------------------------------------------------

@@ -351,6 +351,15 @@ class SQLiteTapeStore:
         check_tape_name(tape)
         self._run(lambda conn: conn.execute("DELETE FROM entries WHERE tape = ?", (tape,)))
 
+    def reset_if_last(self, tape: str, last_id: int) -> bool:
+        """Remove the tape's entries, in one statement, only while its last is `last_id`
+        (nothing was added since it was read); whether they were removed."""
+        check_tape_name(tape)
+        removed = self._run(lambda conn: conn.execute(
+            "DELETE FROM entries WHERE tape = ? AND (SELECT MAX(id) FROM entries WHERE "
+            "tape = ?) = ?", (tape, tape, last_id)).rowcount)
+        return removed > 0
+
     def append(self, tape: str, entry: TapeEntry) -> TapeEntry:
         return self.append_many(tape, [check_entry(entry)])[0]
 

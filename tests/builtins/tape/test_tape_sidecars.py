@@ -166,15 +166,15 @@ async def test_archiving_a_session_that_fails_part_way_leaves_no_file_and_keeps_
     session stays whole, and the error names the file and the fix."""
     import errno
 
+    from hookline.builtins.tape import archive as archive_module
     from hookline.builtins.tape import archive_session
-    from hookline.builtins.tape import sessions as sessions_module
     from hookline.kernel.errors import ErrorKind, HooklineError
     from hookline.kernel.tape import TapeEntry
 
     store = InMemoryTapeStore()
     store.append("s", TapeEntry.new("message", {"role": "user", "content": "keep me"}))
     store.append("s__sidecar__spill", TapeEntry.new("event", {"big": "x"}))
-    real = sessions_module.write_archive
+    real = archive_module.write_archive
     calls: list[Path] = []
 
     async def disk_fills(path: Path, entries: list[TapeEntry]) -> None:
@@ -183,7 +183,7 @@ async def test_archiving_a_session_that_fails_part_way_leaves_no_file_and_keeps_
             raise OSError(errno.ENOSPC, "No space left on device")
         await real(path, entries)
 
-    monkeypatch.setattr(sessions_module, "write_archive", disk_fills)
+    monkeypatch.setattr(archive_module, "write_archive", disk_fills)
     with pytest.raises(HooklineError) as caught:
         await archive_session(store, "s", tmp_path, sidecars=["spill"])
     assert caught.value.kind is ErrorKind.temporary
