@@ -352,7 +352,7 @@ def load_rules(config_tables: Any, config_path: Path, workspace: str,
     tables = read_rules_file(workspace_file)
     if tables is not None:
         rules = parse_rules(tables, str(workspace_file))
-        if not _trusted(workspace_file, home):
+        if not _trusted(workspace, home):
             allows = [rule for rule in rules if rule.action == "allow"]
             if allows:
                 ignored.append(
@@ -379,9 +379,16 @@ def _trust_table(home: Path) -> dict[str, str]:
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
-def _trusted(path: Path, home: Path) -> bool:
-    digest = _digest(path)
-    return digest is not None and _trust_table(home).get(str(path.resolve())) == digest
+def _trusted(workspace: str, home: Path) -> bool:
+    digest = _digest(Path(workspace) / WORKSPACE_RULES)
+    return digest is not None and _trust_table(home).get(_trust_key(workspace)) == digest
+
+
+def _trust_key(workspace: str) -> str:
+    """Where a trust is recorded: the workspace's own rules file, links in the workspace
+    not followed (a `.hookline` leading to another project's does not bring that project's
+    trust along)."""
+    return os.path.join(os.path.realpath(workspace), WORKSPACE_RULES)
 
 
 def trust_workspace_rules(workspace: str, home: Path) -> Path:
@@ -396,6 +403,6 @@ def trust_workspace_rules(workspace: str, home: Path) -> Path:
         raise RuleError(f"there is no rules file at {path}")
     secure_home(home)
     table = _trust_table(home)
-    table[str(path.resolve())] = digest
+    table[_trust_key(workspace)] = digest
     write_private_file(home / TRUST_FILE, json.dumps(table, indent=1, sort_keys=True))
     return path

@@ -154,6 +154,24 @@ def test_a_workspace_files_allow_rules_count_only_once_trusted(tmp_path: Path) -
     assert again.judge("shell", {"command": "make"}, str(workspace)).action is None
 
 
+def test_a_trust_stays_with_the_workspace_it_was_given_in(tmp_path: Path) -> None:
+    """Another workspace whose `.hookline` is a link to a trusted one (a command may make
+    one) does not get its allow rules; its deny rules count."""
+    trusted, other, home = tmp_path / "a", tmp_path / "b", tmp_path / "home"
+    (trusted / ".hookline").mkdir(parents=True)
+    (trusted / ".hookline" / "rules.toml").write_text(
+        '[[rules]]\naction = "allow"\ntool = "shell"\ncommand = "make"\n\n'
+        '[[rules]]\naction = "deny"\ntool = "shell"\ncommand = "rm"\n')
+    trust_workspace_rules(str(trusted), home)
+    other.mkdir()
+    (other / ".hookline").symlink_to(trusted / ".hookline")
+    linked = load_rules(None, home / "config.toml", str(other), home)
+    assert linked.judge("shell", {"command": "make"}, str(other)).action is None
+    assert linked.judge("shell", {"command": "rm x"}, str(other)).action == "deny"
+    own = load_rules(None, home / "config.toml", str(trusted), home)
+    assert own.judge("shell", {"command": "make"}, str(trusted)).action == "allow"
+
+
 def test_a_rules_file_that_is_not_toml_or_holds_other_tables_is_refused(tmp_path: Path) -> None:
     (tmp_path / ".hookline").mkdir()
     target = tmp_path / ".hookline" / "rules.toml"
