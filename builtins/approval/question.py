@@ -35,8 +35,8 @@ APPROVAL_ASKER = RUNTIME_PREFIX + "approval_asker"
 APPROVAL_RECORD = RUNTIME_PREFIX + "approval"
 """State key of the last tool call's decision record (for the tool's telemetry span)."""
 APPROVAL_POLICY = "approval_policy"
-"""State key of the turn's own policy (a gateway request's `context.approval`), over the
-`approval` setting."""
+"""State key of the turn's own policy, over the `approval` setting: a plugin's `load_state`
+sets it (docs/approvals.md); no request or channel does."""
 
 AnswerDecision: TypeAlias = Literal["approve", "approve_session", "deny"]
 ANSWER_DECISIONS: tuple[AnswerDecision, ...] = ("approve", "approve_session", "deny")
