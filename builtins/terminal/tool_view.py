@@ -217,8 +217,10 @@ def _from_arguments(record: dict[str, Any], arguments: dict[str, Any],
         return _unified(path, "", str(arguments.get("content", "")),
                         header=" (what was there before is not known)")
     lines = _unified(path, str(arguments.get("old", "")), str(arguments.get("new", "")))
-    return [("@@ the replaced text (line numbers not known) @@" if line.startswith("@@")
-             else line) for line in lines]
+    header = ("@@ the replaced text, at every place it occurs (replace_all: the places "
+              "are not known) @@" if arguments.get("replace_all")
+              else "@@ the replaced text (line numbers not known) @@")
+    return [header if line.startswith("@@") else line for line in lines]
 
 
 def _snapshot(workspace: str, path: str, environment: object) -> str | None:

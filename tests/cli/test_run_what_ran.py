@@ -274,6 +274,20 @@ async def test_a_path_outside_the_workspace_is_never_read(tmp_path: Path) -> Non
         in diffs[0], "only the arguments are shown, never the file outside"
 
 
+def test_a_question_about_every_occurrence_of_a_large_file_says_so(tmp_path: Path) -> None:
+    """A file too large to read for the question: the diff from the arguments says the
+    edit replaces every place the text occurs."""
+    from hookline.builtins.terminal.tool_view import MAX_SNAPSHOT_BYTES, proposed_change
+
+    (tmp_path / "big.cfg").write_text("allow_network = false\n" * (MAX_SNAPSHOT_BYTES // 10))
+    arguments = {"path": "big.cfg", "old": "allow_network = false",
+                 "new": "allow_network = true", "replace_all": True}
+    lines, refused = proposed_change(str(tmp_path), "fs_edit", arguments)
+    assert refused is None
+    assert "@@ the replaced text, at every place it occurs (replace_all: the places are " \
+           "not known) @@" in lines, lines
+
+
 def test_render_diff_colours_only_when_asked() -> None:
     lines = ["--- a", "+++ a", "@@ -1 +1 @@", "-old", "+new", " same"]
     assert render_diff(lines, colour=False) == lines
