@@ -12,6 +12,7 @@ from .asyncstore import AsyncStoreAdapter as AsyncStoreAdapter
 from .asyncstore import append_batch as append_batch
 from .asyncstore import as_async_store as as_async_store
 from .asyncstore import journal_of as journal_of
+from .asyncstore import recover_abandoned as recover_abandoned
 from .asyncstore import reset_through as reset_through
 from .asyncstore import scope_store as scope_store
 from .asyncstore import tape_pages as tape_pages

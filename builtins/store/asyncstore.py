@@ -38,6 +38,7 @@ __all__ = [
     "append_batch",
     "as_async_store",
     "journal_of",
+    "recover_abandoned",
     "reset_through",
     "scope_store",
     "tape_pages",
@@ -239,6 +240,14 @@ def journal_of(store: AsyncTapeStore | TapeStore) -> AsyncJournal | None:
     if not callable(write) or not callable(commit):
         return None
     return AsyncJournal(write, commit)
+
+
+async def recover_abandoned(store: AsyncTapeStore | TapeStore) -> list[str]:
+    """Have the store finish the runs of processes that died since it was opened, where it
+    can (`recover_abandoned_async`: the SQLite store); their tapes."""
+    inner = store.store if isinstance(store, AsyncStoreAdapter) else store
+    recover = getattr(inner, "recover_abandoned_async", None)
+    return list(await recover()) if callable(recover) else []
 
 
 async def reset_through(store: AsyncTapeStore, tape: str, last_id: int) -> bool:

@@ -51,7 +51,13 @@ from hookline.kernel.tape import (
     TapeStore,
 )
 
-from ..store.asyncstore import append_batch, as_async_store, journal_of, tape_pages
+from ..store.asyncstore import (
+    append_batch,
+    as_async_store,
+    journal_of,
+    recover_abandoned,
+    tape_pages,
+)
 from ..store.entries import SIDECAR_MARKER
 from .archive import file_safe, write_archive
 from .context import ContextMessages, messages_from_entries
@@ -471,6 +477,8 @@ class Tape:
         """
         tapes = {sidecar.name: self.sidecar_tape_name(sidecar.name) for sidecar in self._sidecars}
         journal = journal_of(self._store) if merge_back else None
+        if journal is not None:  # a run another process left is on the tape before this reads
+            await recover_abandoned(self._store)
         store = ForkStore(self._store, [*tapes.values(), self._name], self._name, journal)
         forked = Tape(store, self._name, self._context, self._sidecars, session=self._session)
         try:

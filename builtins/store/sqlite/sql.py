@@ -22,6 +22,7 @@ from .journal import JournalOp, check_journal_op
 
 __all__ = [
     "COLUMNS",
+    "SCHEMA_TABLES",
     "Row",
     "anchor_start",
     "apply_rows",
@@ -38,6 +39,38 @@ __all__ = [
     "select_since",
     "switch_to_wal",
 ]
+
+SCHEMA_TABLES: Final = (
+    """CREATE TABLE IF NOT EXISTS entries (
+        tape    TEXT    NOT NULL,
+        id      INTEGER NOT NULL,
+        kind    TEXT    NOT NULL,
+        payload TEXT    NOT NULL,
+        meta    TEXT    NOT NULL,
+        date    TEXT    NOT NULL,
+        PRIMARY KEY (tape, id)
+    ) WITHOUT ROWID""",
+    # Finding the last anchor (every context read) without scanning the tape.
+    "CREATE INDEX IF NOT EXISTS entries_by_kind ON entries (tape, kind, id)",
+    """CREATE TABLE IF NOT EXISTS journal_runs (
+        run     TEXT NOT NULL PRIMARY KEY,
+        tape    TEXT NOT NULL,
+        owner   TEXT NOT NULL,
+        started TEXT NOT NULL
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS journal (
+        run     TEXT    NOT NULL,
+        seq     INTEGER NOT NULL,
+        tape    TEXT    NOT NULL,
+        action  TEXT    NOT NULL,
+        kind    TEXT,
+        payload TEXT,
+        meta    TEXT,
+        date    TEXT,
+        PRIMARY KEY (run, seq)
+    ) WITHOUT ROWID""",
+)
+"""The tables and the index of a store file, made where missing."""
 
 COLUMNS: Final = "id, kind, payload, meta, date"
 

@@ -25,6 +25,7 @@ from hookline.kernel.tape import TapeEntry, TapeQuery, apply_query
 
 from ...privacy.files import secure_store
 from ..entries import SIDECAR_MARKER, check_batch, check_entry, check_tape_name
+from .claims import KeyClaims
 from .files import (
     FileIdentity,
     damaged_error,
@@ -35,6 +36,7 @@ from .files import (
 )
 from .journal import JournalOp, Owner
 from .sql import (
+    SCHEMA_TABLES,
     anchor_start,
     apply_rows,
     as_dict,
@@ -80,38 +82,6 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-_SCHEMA: Final = (
-    """CREATE TABLE IF NOT EXISTS entries (
-        tape    TEXT    NOT NULL,
-        id      INTEGER NOT NULL,
-        kind    TEXT    NOT NULL,
-        payload TEXT    NOT NULL,
-        meta    TEXT    NOT NULL,
-        date    TEXT    NOT NULL,
-        PRIMARY KEY (tape, id)
-    ) WITHOUT ROWID""",
-    # Finding the last anchor (every context read) without scanning the tape.
-    "CREATE INDEX IF NOT EXISTS entries_by_kind ON entries (tape, kind, id)",
-    """CREATE TABLE IF NOT EXISTS journal_runs (
-        run     TEXT NOT NULL PRIMARY KEY,
-        tape    TEXT NOT NULL,
-        owner   TEXT NOT NULL,
-        started TEXT NOT NULL
-    ) WITHOUT ROWID""",
-    """CREATE TABLE IF NOT EXISTS journal (
-        run     TEXT    NOT NULL,
-        seq     INTEGER NOT NULL,
-        tape    TEXT    NOT NULL,
-        action  TEXT    NOT NULL,
-        kind    TEXT,
-        payload TEXT,
-        meta    TEXT,
-        date    TEXT,
-        PRIMARY KEY (run, seq)
-    ) WITHOUT ROWID""",
-)
-
-
 class SQLiteTapeStore:
     """A synchronous BatchTapeStore over one SQLite file (created 0600, its parent 0700).
 
@@ -142,6 +112,7 @@ class SQLiteTapeStore:
         self._failed: set[str] = set()  # runs whose commit failed, ended at the next call
         self._journaled: dict[str, int] = {}  # rows of each run's journal known stored
         self._owner = Owner(self.path)
+        self._claims = KeyClaims(self.path)
         self.recovered: list[str] = []
         """Tapes on which opening the store finished an interrupted run."""
         # isolation_level=None: no implicit transactions; every transaction here is explicit.
@@ -185,7 +156,7 @@ class SQLiteTapeStore:
                     f"store path.",
                 )
             if version < SCHEMA_VERSION:
-                for statement in _SCHEMA:
+                for statement in SCHEMA_TABLES:
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute("COMMIT")
@@ -308,6 +279,7 @@ class SQLiteTapeStore:
             conn.close()
         self._readers.close()
         self._owner.release()
+        self._claims.close()
 
     def __enter__(self) -> SQLiteTapeStore:
         return self
@@ -554,15 +526,49 @@ class SQLiteTapeStore:
         """Finish the runs whose process is gone: their journal, then an interrupted marker."""
         if conn.execute("SELECT 1 FROM journal_runs LIMIT 1").fetchone() is None:
             return []
-        recovered = []
         with self._transaction(conn):
-            runs = conn.execute("SELECT run, tape, owner, started FROM journal_runs").fetchall()
-            for run, tape, owner, started in runs:
-                if owner == self._owner.name or Owner.alive(self.path, owner):
-                    continue
-                end_run(conn, run, tape, started, INTERRUPTED_ERROR)
-                recovered.append(tape)
+            return self._end_abandoned(conn)
+
+    def _end_abandoned(self, conn: sqlite3.Connection) -> list[str]:
+        recovered = []
+        runs = conn.execute("SELECT run, tape, owner, started FROM journal_runs").fetchall()
+        for run, tape, owner, started in runs:
+            if owner == self._owner.name or Owner.alive(self.path, owner):
+                continue
+            end_run(conn, run, tape, started, INTERRUPTED_ERROR)
+            recovered.append(tape)
         return recovered
+
+    async def recover_abandoned_async(self) -> list[str]:
+        """Finish now the runs of processes that died since the store was opened (a
+        `hookline run` killed beside a gateway that stays up); their tapes. A look at the
+        journal's owners first: the writer is asked only when one is gone."""
+        with self._connection() as conn:
+            owners = {row[0] for row in conn.execute(
+                "SELECT DISTINCT owner FROM journal_runs WHERE owner != ?",
+                (self._owner.name,))}
+        if all(Owner.alive(self.path, owner) for owner in owners):
+            return []
+        return await wait(self._start(self._end_abandoned))
+
+    async def journaled_meta(self, tape: str) -> list[dict[str, Any]]:
+        """The meta of the messages that runs not yet on the tape (this process's and
+        others') wrote to `tape`, once the runs of dead processes are finished: how a
+        gateway sees a request that another one took before it shows on the tape."""
+        await self.recover_abandoned_async()
+        check_tape_name(tape)
+        with self._connection() as conn:
+            rows = conn.execute(
+                "SELECT meta FROM journal WHERE tape = ? AND kind = 'message' AND meta IS "
+                "NOT NULL ORDER BY run, seq", (tape,)).fetchall()
+        return [loads(row[0]) for row in rows]
+
+    async def claim_request(self, tape: str, key: str) -> bool:
+        """Claim a request's key (`claims.py`): False while another process holds it."""
+        return self._claims.claim(tape, key)
+
+    async def release_request(self, tape: str, key: str) -> None:
+        self._claims.release(tape, key)
 
     def pending_runs(self) -> int:
         """How many run journals the file holds (running, or left by dead processes)."""
