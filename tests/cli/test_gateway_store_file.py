@@ -212,6 +212,35 @@ def test_a_temporary_store_failure_answers_503_with_retry_after_though_healthy_a
     assert rows[marker][0] == "event" and '"interrupted"' in rows[marker][1]
 
 
+def test_a_store_failure_after_a_tool_ran_is_no_invitation_to_send_it_again(
+        start: Any, tmp_path: Path) -> None:
+    """The run could not be saved, but its tool had run: a 500 that says so, without
+    `Retry-After` (and `x-should-retry: false` for the OpenAI SDK), since the message sent
+    again would run the tool again."""
+    import json
+
+    home = tmp_path / "home"
+    made = {"name": "shell", "arguments": {"command": "echo ran >> counter.txt"}}
+    script = tmp_path / "turns.json"
+    script.write_text(json.dumps({"turns": [{"tool_calls": [made]}, {"text": "done"}] * 2}))
+    gateway = start(PYTHONPATH=install_locking_plugin(tmp_path),
+                    HOOKLINE_MODEL=f"scripted:{script}")
+    (home / "lock-next-commit").write_text("")
+    failed = turn(gateway, "run it")
+    (home / "lock-next-commit").write_text("")
+    completion = call(gateway.url, "POST", "/v1/chat/completions", {
+        "model": f"scripted:{script}", "messages": [{"role": "user", "content": "again"}]})
+    assert failed.status == 500, (failed.status, failed.body)
+    assert "retry-after" not in failed.headers
+    assert "[temporary] Could not save the run" in failed.json()["error"]
+    assert "A tool of this turn had run: sending the message again would run it " \
+           "again" in failed.json()["error"]
+    assert completion.status == 500, completion.body
+    assert "retry-after" not in completion.headers
+    assert completion.headers["x-should-retry"] == "false"
+    assert (tmp_path / "work" / "counter.txt").read_text() == "ran\nran\n"
+
+
 def test_health_answers_while_the_store_check_hangs(start: Any, tmp_path: Path) -> None:
     home = tmp_path / "home"
     gateway = start(PYTHONPATH=install_locking_plugin(tmp_path))

@@ -262,7 +262,7 @@ class HttpRoutes:
                         # runs (a refusal before any tool ran: it does).
                         refused = (reply.upstream or {}).get("retryable") is True
                         again = reply.outcome == "refused" or (reply.finished.is_set() and (
-                            retry_worth(reply.errors) or refused))
+                            _worth_sending_again(reply) or refused))
                         await self.requests.idempotency.release(keyed[0], session_id,
                                                                 forget=again)
 
@@ -347,11 +347,17 @@ class HttpRoutes:
             return upstream_answer(reply.upstream, body)
         if status == 500 and client_fault(reply.errors):  # too long for the model, say
             return 400, body, headers
-        if status == 500 and reply.errors:
+        if status == 500 and reply.errors and reply.tool_called:
+            if retry_worth(reply.errors):  # the store failed after a tool ran: no 503
+                body = {**body, "error": f"{body.get('error')} A tool of this turn had run: "
+                                         f"sending the message again would run it again; "
+                                         f"look at what it did first."}
+        elif status == 500 and reply.errors:
             # A turn that failed for a temporary reason, or while the tape store cannot
-            # write (a database being restarted), is worth retrying: 503, not 500, with
-            # the store's reason when health has one. A temporary failure answers at
-            # once, with the last check's reason: its turn already waited its deadline.
+            # write (a database being restarted), before any tool ran, is worth retrying:
+            # 503, not 500, with the store's reason when health has one. A temporary
+            # failure answers at once, with the last check's reason: its turn already
+            # waited its deadline.
             temporary = retry_worth(reply.errors)
             reason = (self._health_state.last_reason if temporary
                       else await self._health_state.reason())
@@ -363,6 +369,12 @@ class HttpRoutes:
 
     def _session_of(self, payload: dict[str, Any]) -> str:
         return str(payload.get("session_id") or f"{self.name}:{payload.get('chat_id', 'default')}")
+
+
+def _worth_sending_again(reply: Reply) -> bool:
+    """A temporary failure (a store that could not write) before any tool of the turn ran:
+    sent again, the message runs as if for the first time."""
+    return retry_worth(reply.errors) and not reply.tool_called
 
 
 def _final_answer(reply: Reply) -> tuple[int, dict[str, Any]]:

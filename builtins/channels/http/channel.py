@@ -291,6 +291,7 @@ class HttpChannel(HttpRoutes, Lifecycle):
             async for event in stream:
                 if event.kind == "usage" and isinstance(event.data, dict):
                     reply.add_usage(event.data.get("usage"))
+                reply.tool_called = reply.tool_called or event.kind == "tool_call"
                 if event.kind in STREAMED_EVENTS:
                     data = event.data
                     if event.kind == "error":

@@ -84,6 +84,9 @@ class Reply:
     """The turn's token counts summed over its model calls (`token_counts` names), once
     one reported any."""
     streamed_error: bool = False
+    tool_called: bool = False
+    """A tool call of its turn was announced: a failure after it is no "send it again", as
+    the retry would run the tool once more."""
     turn_started: bool = False
     """A turn runs for the request (`turn_started` or `stream_events` named it)."""
     in_model_stage: bool = False
