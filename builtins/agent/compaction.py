@@ -13,7 +13,6 @@ else from the table below, else from what an overflow error said, else 128,000 t
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.messages import ModelMessage
 
-from ..models.base import OVERFLOW_TEXT, ToolSchema
+from ..models.base import OVERFLOW_TEXT, ToolSchema, stated_window
 
 __all__ = [
     "COMPACTION_ANCHOR",
@@ -76,10 +75,6 @@ CONTINUE_AFTER_COMPACTION = (
     "model's context. Continue the task you were working on.]")
 """The user message a compaction in the middle of a turn leaves for the next step."""
 
-_LIMIT = re.compile(r"(?:maximum context length|context (?:window|length)|limit)\D{0,20}"
-                    r"(\d[\d,]{2,})\s*tokens", re.I)
-
-
 def family_window(model: str) -> int | None:
     """The table's window for a `provider:model` spec, or None."""
     name = model.partition(":")[2].lower() or model.lower()
@@ -97,8 +92,8 @@ def overflow_limit(error: BaseException) -> int | None:
         return None
     if not OVERFLOW_TEXT.search(text):
         return None
-    found = _LIMIT.search(text)
-    return int(found.group(1).replace(",", "")) if found else 0
+    stated = (error.details or {}).get("stated_window")  # read from the whole error body
+    return stated if isinstance(stated, int) and stated > 0 else stated_window(text)
 
 
 MEDIA_CHARS = 6_000

@@ -55,13 +55,44 @@ __all__ = [
     "ToolCallSpec",
     "ToolSchema",
     "Usage",
+    "stated_window",
     "usage_dict",
 ]
 
 OVERFLOW_TEXT = re.compile(
     r"context[_ ]length[_ ]exceeded|maximum context length|context window|too many tokens|"
-    r"prompt is too long|input is too long|reduce the length", re.I)
-"""What providers say when a request is longer than the model's context window."""
+    r"prompt is too long|input is too long|reduce the length|exceeds? the available context "
+    r"size|exceed_context_size|exceeds the maximum number of tokens|prompt too long|"
+    r"exceeded max context length", re.I)
+"""What providers say when a request is longer than the model's context window (OpenAI's
+and the servers that copy it, Anthropic, Mistral, Gemini's OpenAI-compatible API,
+llama.cpp's server, Ollama, Bedrock, Groq, Cohere)."""
+
+_STATED_WINDOW = (
+    re.compile(r"(?:maximum context length|context (?:window|length)|limit)"
+               r"(?:(?!\bby\b)\D){0,20}(\d[\d,]{2,})\s*tokens", re.I),
+    re.compile(r">\s*(\d[\d,]{2,})\s*maximum", re.I),
+    re.compile(r"(\d[\d,]{2,})\s*maximum context length", re.I),
+    re.compile(r"maximum number of tokens allowed\s*\((\d[\d,]{2,})\)", re.I),
+    re.compile(r"\"n_ctx\"\s*:\s*(\d{3,})"),
+)
+"""Where an overflow error states the window: "maximum context length is 8192 tokens"
+(OpenAI, vLLM), "208000 tokens > 200000 maximum" (Anthropic), "too large for model with
+32768 maximum context length" (Mistral), "the maximum number of tokens allowed (1048576)"
+(Gemini), `"n_ctx": 4096` in llama.cpp's error body."""
+
+
+MIN_STATED_WINDOW = 512
+"""A smaller number an overflow error gives is not its window (by how much it passed it)."""
+
+
+def stated_window(text: str) -> int:
+    """The context window an overflow error's text states, 0 when it states none."""
+    for pattern in _STATED_WINDOW:
+        if (found := pattern.search(text)) and (
+                window := int(found.group(1).replace(",", ""))) >= MIN_STATED_WINDOW:
+            return window
+    return 0
 
 USAGE_FIELDS = (
     "input_tokens",

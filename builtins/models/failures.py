@@ -17,6 +17,7 @@ from hookline.kernel.errors import ErrorKind, HooklineError
 
 from ..config import setting_env
 from ..privacy.redact import redact_credentials
+from .base import stated_window
 from .retries import body_message, out_of_quota, retry_after, too_long
 
 __all__ = ["OVERFLOW_FIX", "Subject", "describe_failure", "waiting_may_mend"]
@@ -134,6 +135,8 @@ def _refusal(subject: Subject, exc: Any, tries: str) -> Problem:
                 f"{name}: rate limited by {subject.provider} (HTTP 429{said}){tries}{wait}"
                 f"{longer}. Try again later, or {other_model}.", details)
     if status == 400 and too_long(exc.body):
+        if window := stated_window(str(exc.body)):
+            details["stated_window"] = window
         return (ErrorKind.provider,
                 f"{name}: the request is longer than the model's context window (HTTP "
                 f"400{said}). {OVERFLOW_FIX}", details)

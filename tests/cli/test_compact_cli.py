@@ -247,20 +247,32 @@ def test_chat_shows_the_context_meter_in_its_status_line_and_usage(workspace: Pa
             term.close()
 
 
-def test_an_overflow_refusal_compacts_and_retries_over_http(workspace: Path) -> None:
-    refused = Reply.failure(400, "This model's maximum context length is 3000 tokens. "
-                                 "However, your messages resulted in 5100 tokens.")
-    replies = [Reply(text="b" * 3000), refused, Reply(text=SUMMARY), Reply(text="fits now")]
+LLAMA_CPP_OVERFLOW = {"code": 400, "type": "exceed_context_size_error",
+                      "message": "the request exceeds the available context size, try "
+                                 "increasing it", "n_prompt_tokens": 5100, "n_ctx": 3000}
+"""llama.cpp's server's refusal: its window is in the body, not in the message."""
+
+
+@pytest.mark.parametrize("refused", [
+    Reply.failure(400, "This model's maximum context length is 3000 tokens. However, your "
+                       "messages resulted in 5100 tokens."),
+    Reply(status=400, error=LLAMA_CPP_OVERFLOW)], ids=["openai", "llama.cpp"])
+def test_an_overflow_refusal_compacts_and_retries_over_http(
+        workspace: Path, refused: Reply) -> None:
+    replies = [Reply(text="b" * 3000), refused, Reply(text=SUMMARY), Reply(text="fits now"),
+               Reply(text="third answer", usage={"prompt_tokens": 600, "completion_tokens": 2})]
     with OpenAIServer(replies) as server:
         env = environ(workspace, server)
         assert hookline(workspace, env, "run", "first").returncode == 0
         done = hookline(workspace, env, "run", "-c", "second")
+        usage = hookline(workspace, env, "run", "-c", "--usage", "third")
         requests = server.requests
     assert done.returncode == 0, done.stderr
     assert done.stdout == "fits now\n"
     assert "[context] compacted (the model refused the request as too long" in done.stderr
     assert is_summary(requests[2])
     assert requests[3].messages[-1]["content"] == "second"
+    assert "of 3,000" in usage.stderr, "the window the refusal stated, learned"
 
 
 def test_consecutive_requests_share_their_start_byte_for_byte(workspace: Path) -> None:

@@ -97,3 +97,26 @@ def test_a_measured_ratio_may_be_one_of_chinese_text() -> None:
     assert meter.ratio["m"] == RATIO_BOUNDS[1]
     meter.recall("other", {"tokens_per_char": 99, "stated_window": True})
     assert meter.ratio["other"] == RATIO_BOUNDS[1] and "other" not in meter.learned
+
+
+@pytest.mark.parametrize(("said", "window"), [
+    ("This model's maximum context length is 8,192 tokens. However, you requested 9000", 8192),
+    ("prompt is too long: 208000 tokens > 200000 maximum", 200_000),
+    ("Prompt contains 40000 tokens and 0 draft tokens, too large for model with 32768 "
+     "maximum context length", 32_768),
+    ("The input token count (1234567) exceeds the maximum number of tokens allowed "
+     "(1048576).", 1_048_576),
+    ('{"message": "the request exceeds the available context size, try increasing it", '
+     '"type": "exceed_context_size_error", "n_prompt_tokens": 5000, "n_ctx": 4096}', 4096),
+    ("prompt too long; exceeded max context length by 100 tokens", 0),
+    ("Input is too long for requested model.", 0),
+], ids=["openai", "anthropic", "mistral", "gemini", "llama.cpp", "ollama", "bedrock"])
+def test_an_overflow_error_is_told_with_the_window_it_states(said: str, window: int) -> None:
+    """Each provider's words for a request too long are an overflow, and the window they
+    state is read (not by how much the request passed it)."""
+    from hookline.builtins.agent.compaction import overflow_limit
+    from hookline.kernel.errors import ErrorKind, HooklineError
+
+    error = HooklineError(ErrorKind.provider, f"openai-compatible:m: refused (HTTP 400: {said})")
+    assert overflow_limit(error) == window
+    assert overflow_limit(HooklineError(ErrorKind.provider, "HTTP 400: bad tool schema")) is None
