@@ -137,14 +137,18 @@ class CompactingRun:
         long and compacting may help (once, before anything was said); else the step
         fails with the error."""
         stated = overflow_limit(exc)
-        if step.reason == "overflow" and stated is not None:
-            exc = HooklineError(ErrorKind.provider, self._still_too_long(step, exc.message),
-                                exc.details)
-        if step.reason == "overflow" or stated is None or outcome.text \
-                or outcome.tool_calls or not self._may_compact():
+        if stated is not None and step.reason != "overflow":
+            self.agent.meter.overflowed(self.model, stated)
+        # The waiting messages come back after the summary: only the context before them
+        # makes room, and none where the system prompt and the tools alone fill it.
+        helps = (stated is not None and step.reason != "overflow" and bool(step.context)
+                 and self._estimate(step.system, []) <= self.agent.meter.limit(self.model))
+        if stated is not None and not helps:  # compacted already, or no summary makes room
+            exc = HooklineError(ErrorKind.provider, self._still_too_long(
+                step, exc.message, compacted=step.reason == "overflow"), exc.details)
+        if not helps or outcome.text or outcome.tool_calls or not self._may_compact():
             await self._step_failed(step.started, exc)
             raise exc from exc.__cause__
-        self.agent.meter.overflowed(self.model, stated)
         return "overflow"
 
     async def _start_step(self, prompt: list[Any] | None) -> float:
@@ -192,18 +196,19 @@ class CompactingRun:
         which reads no context and only echoes the last message."""
         return not self.model.startswith("offline")
 
-    def _still_too_long(self, step: StepRequest, said: str) -> str:
-        """The error of a request refused as too long once compacted: the provider's words,
-        what takes the room when the system prompt and tools alone pass the budget, and
-        the fix once."""
+    def _still_too_long(self, step: StepRequest, said: str, compacted: bool) -> str:
+        """The error of a request refused as too long that compacting did not or cannot
+        help: the provider's words, what takes the room when the system prompt and tools
+        alone pass the budget, and the fix once."""
         meter = self.agent.meter
         fixed, limit = self._estimate(step.system, []), meter.limit(self.model)
         alone = (f" The system prompt and the tools alone are about {fixed:,} tokens, more "
                  f"than the {limit:,} a request may use ({meter.budget:g} of a "
                  f"{meter.window(self.model):,}-token window): fewer tools (MCP servers) "
                  f"or a larger context_window may help." if fixed > limit else "")
-        return (f"the model refused the request as too long even after the context was "
-                f"compacted ({said.removesuffix(' ' + OVERFLOW_FIX).rstrip('.')}).{alone} "
+        after = " even after the context was compacted" if compacted else ""
+        return (f"the model refused the request as too long{after} "
+                f"({said.removesuffix(' ' + OVERFLOW_FIX).rstrip('.')}).{alone} "
                 f"{OVERFLOW_FIX}")
 
     def _needs_compaction(self, system: str, conversation: list[ModelMessage]) -> str | None:

@@ -212,25 +212,41 @@ async def test_an_overflow_error_compacts_once_and_retries(workspace: Path) -> N
 
 async def test_a_second_overflow_is_an_error_that_says_what_was_tried(workspace: Path) -> None:
     overflow = {"error": {"kind": "provider", "message": "HTTP 400: prompt is too long"}}
-    _model, entries, statuses = await session(workspace, [overflow, SUMMARY, overflow], ["hi"])
-    (run,) = [e.payload["data"] for e in entries
-              if e.kind == "event" and e.payload["name"] == "run"]
+    _model, entries, statuses = await session(
+        workspace, [{"text": "earlier"}, overflow, SUMMARY, overflow], ["before", "hi"])
+    *_, run = [e.payload["data"] for e in entries
+               if e.kind == "event" and e.payload["name"] == "run"]
     assert run["status"] == "error"
     assert "even after the context was compacted" in run["error"]
     assert "context_window" in run["error"] and "prompt is too long" in run["error"]
     assert run["error"].count("Set context_window") == 1, "the fix once"
     assert "the system prompt and the tools alone" not in run["error"].lower()
-    assert statuses == ["auto_handoff", "error"]
+    assert statuses[-2:] == ["auto_handoff", "error"]
+
+
+async def test_an_overflow_with_nothing_before_the_message_is_not_compacted(
+        workspace: Path) -> None:
+    """The message waiting comes back after a summary: with no context before it there is
+    nothing to summarise, so no call is paid for one."""
+    overflow = {"error": {"kind": "provider", "message": "HTTP 400: prompt is too long"}}
+    model, entries, statuses = await session(workspace, [overflow, SUMMARY], ["hi"])
+    (run,) = [e.payload["data"] for e in entries
+              if e.kind == "event" and e.payload["name"] == "run"]
+    assert len(model.calls) == 1 and statuses == ["error"]
+    assert run["error"].startswith("[provider] the model refused the request as too long "
+                                   "(HTTP 400: prompt is too long).")
 
 
 async def test_a_request_whose_system_prompt_and_tools_pass_the_budget_says_so(
         workspace: Path) -> None:
     """No compaction can make room that the fixed part of every request takes."""
     overflow = {"error": {"kind": "provider", "message": "HTTP 400: prompt is too long"}}
-    _model, entries, _statuses = await session(workspace, [overflow, SUMMARY, overflow],
-                                               ["hi"], context_window=200)
-    (run,) = [e.payload["data"] for e in entries
-              if e.kind == "event" and e.payload["name"] == "run"]
+    model, entries, _statuses = await session(
+        workspace, [{"text": "earlier"}, overflow, SUMMARY, overflow], ["before", "hi"],
+        context_window=200)
+    *_, run = [e.payload["data"] for e in entries
+               if e.kind == "event" and e.payload["name"] == "run"]
+    assert not any(is_summary_call(call) for call in model.calls), "no summary makes room"
     assert "The system prompt and the tools alone are about " in run["error"]
     assert "more than the 160 a request may use (0.8 of a 200-token window)" in run["error"]
 
