@@ -30,7 +30,6 @@ from ..tape.naming import should_merge_back
 from ..tape.tape import Tape
 from .compaction import (
     COMPACTION_ANCHOR,
-    MAX_SUMMARY_TOKENS,
     ContextMeter,
     bounded_summary,
     may_send_as_text,
@@ -38,6 +37,7 @@ from .compaction import (
     request_chars,
     summary_as_text,
     summary_in_place,
+    summary_tokens,
 )
 from .outcome import StepOutcome, StepRequest, as_hookline_error
 from .usage import COMPACT_EVENT, add_usage
@@ -265,7 +265,9 @@ class CompactingRun:
         fits = reason != "overflow" and (
             meter.estimate(self.model, request_chars(in_place, schemas))
             <= meter.limit(self.model))
-        room = max(1000, meter.limit(self.model) - MAX_SUMMARY_TOKENS - 1000)
+        fixed = self._estimate(system, [])
+        most = summary_tokens(meter.limit(self.model), fixed)
+        room = max(1000, meter.limit(self.model) - most - 1000)
         chars = meter.chars_for(self.model, room)
         summary = ""
         self.state[COMPACTION_STATE] = reason  # a before_llm_call may answer it instead
@@ -273,7 +275,7 @@ class CompactingRun:
             for attempt in range(3):
                 whole = fits and attempt == 0
                 request = LLMCallRequest(
-                    run_id=self.run_id, model=self.model, max_tokens=MAX_SUMMARY_TOKENS,
+                    run_id=self.run_id, model=self.model, max_tokens=most,
                     tool_names=tuple(self.tools) if whole else (),
                     messages=in_place if whole else summary_as_text(conversation, instructions,
                                                                     chars))
@@ -291,7 +293,7 @@ class CompactingRun:
                                                       f"{exc.message}", exc.details) from exc
                     chars //= 2
                     continue
-                summary = bounded_summary(outcome.text)
+                summary = bounded_summary(outcome.text, meter.chars_for(self.model, most))
                 if summary or not whole:
                     break
         finally:
@@ -299,6 +301,11 @@ class CompactingRun:
         if not summary:
             raise HooklineError(ErrorKind.provider, f"compacting the context failed: the model "
                                                     f"{self.model!r} returned an empty summary")
+        if reason == "user" and fixed + meter.estimate(self.model, len(summary)) >= before:
+            raise HooklineError(ErrorKind.invalid_input, (
+                f"compacting the context failed: the summary (about "
+                f"{meter.estimate(self.model, len(summary)):,} tokens) would not make the "
+                f"context of about {before:,} tokens shorter; nothing was written"))
         if await _last_id(session_tape) != end:  # the anchor would land after what it misses
             raise HooklineError(ErrorKind.temporary, (
                 "compacting the context failed: the session went on while it was summarised "

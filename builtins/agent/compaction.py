@@ -29,11 +29,13 @@ __all__ = [
     "DEFAULT_WINDOW",
     "MAX_SUMMARY_CHARS",
     "MAX_SUMMARY_TOKENS",
+    "MIN_SUMMARY_TOKENS",
     "ContextMeter",
     "may_send_as_text",
     "overflow_limit",
     "summary_as_text",
     "summary_in_place",
+    "summary_tokens",
 ]
 
 DEFAULT_WINDOW = 128_000
@@ -58,6 +60,8 @@ character): a provider that under-reports cannot make every request look small."
 MAX_SUMMARY_TOKENS = 2_000
 MAX_SUMMARY_CHARS = 12_000
 """A summary is asked for in at most this many tokens and kept to this many characters."""
+MIN_SUMMARY_TOKENS = 200
+"""What a summary may take however small the window (`summary_tokens`)."""
 
 COMPACTION_ANCHOR = "compaction"
 """The name of the anchor a compaction writes (its state: `summary`, `reason`, `tokens`)."""
@@ -249,7 +253,14 @@ def _as_text(message: ModelMessage) -> str:
     return f"{message.role}: {content}{calls}"
 
 
-def bounded_summary(text: str) -> str:
-    """The summary as kept: stripped, and cut to `MAX_SUMMARY_CHARS`."""
-    text = text.strip()
-    return text if len(text) <= MAX_SUMMARY_CHARS else text[:MAX_SUMMARY_CHARS] + " [...]"
+def bounded_summary(text: str, chars: int = MAX_SUMMARY_CHARS) -> str:
+    """The summary as kept: stripped, and cut to `chars` (at most `MAX_SUMMARY_CHARS`)."""
+    text, chars = text.strip(), min(chars, MAX_SUMMARY_CHARS)
+    return text if len(text) <= chars else text[:chars] + " [...]"
+
+
+def summary_tokens(limit: int, fixed: int) -> int:
+    """What a summary may take: `MAX_SUMMARY_TOKENS`, or half of what the budget (`limit`
+    tokens) leaves beside the system prompt and the tools (`fixed`), if less (a small
+    window), so that the summary always makes room; `MIN_SUMMARY_TOKENS` at least."""
+    return max(MIN_SUMMARY_TOKENS, min(MAX_SUMMARY_TOKENS, (limit - fixed) // 2))

@@ -140,6 +140,21 @@ def test_hookline_compact_refuses_what_it_cannot_compact(workspace: Path) -> Non
     assert other.returncode == 1 and "belongs to another folder" in other.stderr
 
 
+def test_a_summary_no_shorter_than_the_context_is_not_written(workspace: Path) -> None:
+    replies = [Reply(text="ok"), Reply(text="a long summary of a short talk " * 40),
+               Reply(text="still here")]
+    with OpenAIServer(replies) as server:
+        env = environ(workspace, server)
+        assert hookline(workspace, env, "run", "hi").returncode == 0
+        done = hookline(workspace, env, "compact")
+        after = hookline(workspace, env, "run", "-c", "and now?")
+        sent = [message["content"] for message in server.requests[-1].messages[1:]]
+    assert done.returncode == 1 and done.stdout == "", done.stdout
+    assert "would not make the context of about" in done.stderr
+    assert "shorter; nothing was written" in done.stderr
+    assert after.returncode == 0 and sent == ["hi", "ok", "and now?"], sent
+
+
 def test_a_server_refusing_the_repeated_request_gets_the_conversation_as_a_text(
         workspace: Path) -> None:
     """A server that refuses `tool_choice` (HTTP 400) still compacts: the summary call is

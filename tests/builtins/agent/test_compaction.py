@@ -339,3 +339,21 @@ async def test_a_message_whose_compaction_is_cancelled_stays_on_the_tape(
     (last_run,) = [e.payload["data"] for e in entries
                    if e.kind == "event" and e.payload["name"] == "run"][-1:]
     assert last_run["status"] == "cancelled"
+
+
+async def test_a_summary_is_kept_to_what_makes_room_in_a_small_window(
+        workspace: Path) -> None:
+    """A summary asked for in half of what the budget leaves beside the system prompt and
+    the tools, and cut there when the model writes more (one that ignores `max_tokens`):
+    the next requests fit, and the session is not compacted at every turn."""
+    huge = {"text": "summary " * 5000}
+    model, entries, statuses = await session(
+        workspace, [{"text": "a" * 6000}, huge, {"text": "b"}, {"text": "c"}],
+        ["one", "two", "three"])
+    (summary_call,) = [call for call in model.calls if is_summary_call(call)]
+    assert 200 <= summary_call.max_tokens < 1000, summary_call.max_tokens
+    (anchor,) = [e for e in entries if e.kind == "anchor" and e.payload["name"] == "compaction"]
+    assert len(anchor.payload["state"]["summary"]) < 4000
+    assert statuses.count("auto_handoff") == 1
+    assert [e.payload["data"]["status"] for e in entries
+            if e.kind == "event" and e.payload["name"] == "run"] == ["ok"] * 3
