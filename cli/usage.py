@@ -93,7 +93,9 @@ def long_session(session_id: str, turns: int, last_input: tuple[str | None, int]
     conversation every time."""
     tokens = last_input[1] if last_input is not None else 0
     limit = limit_of(last_input[0]) if last_input is not None else 0
-    if turns <= LONG_SESSION_TURNS and not (limit and tokens > limit / 2):
+    # One turn since the last anchor (the first, or the one after a compaction): what fills
+    # the request is the system prompt, the tools or the message, which neither helps.
+    if turns <= LONG_SESSION_TURNS and not (turns > 1 and limit and tokens > limit / 2):
         return None
     held = (f"; its last request held {tokens:,} tokens, {100 * tokens / limit:.0f}% of the "
             f"{limit:,} the context budget allows" if limit and tokens else "")

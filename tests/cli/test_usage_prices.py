@@ -87,8 +87,12 @@ def test_a_summary_call_does_not_say_how_full_the_context_is() -> None:
     assert totals.last_input == ("m", 900)
 
 
-def test_the_long_session_warning_counts_one_turn_as_one() -> None:
+def test_the_long_session_warning_needs_more_than_one_turn() -> None:
+    """One turn since the last anchor (the first, or right after a compaction) that fills
+    the request: the system prompt, the tools or the message do, which a new session or a
+    compaction would not mend."""
     from hookline.cli.usage import long_session
 
-    said = long_session("s", 1, ("m", 900), lambda model: 1000)
-    assert said is not None and "(1 turn in its context;" in said
+    assert long_session("s", 1, ("m", 900), lambda model: 1000) is None
+    said = long_session("s", 2, ("m", 900), lambda model: 1000)
+    assert said is not None and "(2 turns in its context;" in said
