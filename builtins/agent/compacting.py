@@ -299,8 +299,10 @@ class CompactingRun:
         finally:
             self.state.pop(COMPACTION_STATE, None)
         if not summary:
+            what = ("called a tool instead of writing a summary" if outcome.tool_calls
+                    else "returned an empty summary")
             raise HooklineError(ErrorKind.provider, f"compacting the context failed: the model "
-                                                    f"{self.model!r} returned an empty summary")
+                                                    f"{self.model!r} {what}")
         if reason == "user" and fixed + meter.estimate(self.model, len(summary)) >= before:
             raise HooklineError(ErrorKind.invalid_input, (
                 f"compacting the context failed: the summary (about "

@@ -357,3 +357,14 @@ async def test_a_summary_is_kept_to_what_makes_room_in_a_small_window(
     assert statuses.count("auto_handoff") == 1
     assert [e.payload["data"]["status"] for e in entries
             if e.kind == "event" and e.payload["name"] == "run"] == ["ok"] * 3
+
+
+async def test_a_summary_call_answered_with_a_tool_call_says_so(workspace: Path) -> None:
+    called = {"tool_calls": [{"name": "shell", "arguments": {"command": "ls"}}]}
+    framework, builtin = build_builtin(workspace, [reply("a"), reply("b"), called, called],
+                                       context_window=WINDOW * 4)
+    async with framework.running():
+        for text in ("one", "two"):
+            await framework.process_inbound({"content": text, "session_id": SESSION})
+        with pytest.raises(HooklineError, match="called a tool instead of writing a summary"):
+            await builtin.compact_session(SESSION)
