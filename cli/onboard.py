@@ -393,7 +393,7 @@ def _validated(config: Mapping[str, Any], home: Path, answers: Mapping[str, Any]
     the test call is about the answers."""
     from hookline.builtins.config import settings_from_config
 
-    shadowed = {key for key, value in answers.items() if value is not None}
+    shadowed = set(answers)  # an answer left blank too: the provider's own endpoint, say
     if shadowed & {"api_key", "api_key_env"}:
         shadowed |= {"api_key", "api_key_env"}
     environ = dict(os.environ)

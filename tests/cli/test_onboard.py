@@ -114,6 +114,22 @@ def test_api_key_env_keeps_the_key_out_of_the_file(
         assert len(server.requests) == 2
 
 
+def test_an_endpoint_left_to_the_provider_is_not_the_environments(
+        env: dict[str, str], config: Path) -> None:
+    """No `--api-base` (or Enter at its question): the provider's own endpoint is the
+    answer, so HOOKLINE_API_BASE in the environment is named, and the test call does not
+    go there."""
+    env["MY_ONBOARD_KEY"] = "sk-from-env"
+    with OpenAIServer([Reply(text="OK")]) as elsewhere:
+        env["HOOKLINE_API_BASE"] = elsewhere.base_url
+        out = hookline("onboard", "-m", "openai:gpt-4o-mini", "--api-key-env",
+                       "MY_ONBOARD_KEY", "--save-anyway", env=env)
+        assert elsewhere.requests == [], "the test call went to the environment's endpoint"
+    assert ("note: HOOKLINE_API_BASE is set in this environment and overrides api_base from "
+            "the file when hookline runs") in out.stderr
+    assert "api_base" not in tomllib.loads(config.read_text())
+
+
 def test_openai_compatible_without_an_api_base_is_refused(
         env: dict[str, str], config: Path) -> None:
     line = one_error_line(hookline("onboard", "--model", SPEC, env=env))
