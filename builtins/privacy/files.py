@@ -247,9 +247,29 @@ def secure_store(database: str | os.PathLike[str]) -> None:
     """Before SQLite opens a tape store: tighten the file and its -wal and -shm when they
     exist, else create the database file 0600 (in a 0700 folder when that is new)."""
     target = Path(database)
+    if _holds_other_data(target):  # a mistyped tape_store: SQLite refuses it, unchanged
+        return
     for suffix in ("", *SQLITE_SIDE_FILES):
         tighten(target.with_name(target.name + suffix), "the tape store")
     create_private_file(target)
+
+
+SQLITE_HEADER = b"SQLite format 3\0"
+
+
+def _holds_other_data(target: Path) -> bool:
+    """Whether the file is there, not empty, and no SQLite database (a mistyped
+    `tape_store` naming someone's notes): its mode is not hookline's to change."""
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False  # missing, a link, unreadable: the checks that follow say what
+    try:
+        info = os.fstat(fd)
+        head = os.read(fd, len(SQLITE_HEADER)) if stat.S_ISREG(info.st_mode) else b""
+    finally:
+        os.close(fd)
+    return bool(head) and head != SQLITE_HEADER
 
 
 # -- secrets in the config file ------------------------------------------------------------
