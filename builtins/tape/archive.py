@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import time
 from collections.abc import AsyncGenerator, AsyncIterable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -87,6 +90,7 @@ async def archive_session(store: TapeStore | AsyncTapeStore, tape: str, director
     is removed unless every file was written, nor while a turn that ended meanwhile is not
     in them: the session is then archived again. Returns the files."""
     async_store = as_async_store(store)
+    _remove_abandoned(directory)
     prefix = re.sub(r"[^A-Za-z0-9._-]", "_", label)[:60] + "__" if label else ""
     stamp = datetime.now().astimezone().strftime("%Y%m%dT%H%M%S")
     for _attempt in range(ARCHIVE_ATTEMPTS):
@@ -123,6 +127,24 @@ async def _noting_last(pages: AsyncGenerator[list[TapeEntry], None], last: list[
     async for page in pages:
         last[0] = page[-1].id
         yield page
+
+
+ABANDONED_AFTER = 600.0
+"""Seconds without a write after which an archive's temporary file is abandoned: an
+archive killed before its rename (SIGKILL) leaves one, with a whole session in it."""
+
+
+def _remove_abandoned(directory: Path) -> None:
+    """Remove the temporary files of archives killed part way (an archive being written
+    meanwhile writes its own at every page, so it is never this old)."""
+    now = time.time()
+    with contextlib.suppress(OSError), os.scandir(directory) as entries:
+        for entry in entries:
+            name = entry.name
+            if name.startswith(".") and ".jsonl." in name and name.endswith(".tmp"):
+                with contextlib.suppress(OSError):
+                    if now - entry.stat(follow_symlinks=False).st_mtime > ABANDONED_AFTER:
+                        os.unlink(entry.path)
 
 
 def _remove(written: list[tuple[str, Path, int]]) -> None:

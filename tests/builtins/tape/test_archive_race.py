@@ -83,3 +83,24 @@ async def test_a_session_that_goes_on_at_every_attempt_is_kept_whole(
     assert list(folder.iterdir()) == []
     kept = [entry.payload["content"] for entry in store.fetch_all(TapeQuery("s"))]
     assert kept == ["first", "again", "again", "again"]
+
+
+async def test_what_an_archive_killed_part_way_left_is_removed_by_the_next(
+        tmp_path: Path) -> None:
+    """SIGKILL before its rename leaves a temporary file holding a whole session: the next
+    archive removes it once nothing has written it for ten minutes, not one being written."""
+    import os
+    import time
+
+    folder = tmp_path / "archive"
+    folder.mkdir()
+    left = folder / ".old__s.20261205T101010.jsonl.k3j2h1.tmp"
+    left.write_text('{"id": 1}\n')
+    old = time.time() - archive_module.ABANDONED_AFTER - 1
+    os.utime(left, (old, old))
+    writing = folder / ".other__t.20261206T101010.jsonl.a1b2c3.tmp"
+    writing.write_text('{"id": 1}\n')
+    store = InMemoryTapeStore()
+    store.append("s", said("first"))
+    await archive_session(store, "s", folder)
+    assert not left.exists() and writing.exists()
