@@ -20,8 +20,8 @@ REFUSED = ("Permission denied", "Read-only file system")
 def environment(workspace: Path, home: Path, processes: BackgroundProcesses | None = None,
                 **policy: object) -> LocalEnvironment:
     """The workspace's environment, sandboxed by `policy`, with `home` hidden."""
-    return LocalEnvironment(workspace, processes=processes,
-                            sandbox=SandboxPolicy(hidden=(str(home),), **policy))  # type: ignore[arg-type]
+    return LocalEnvironment(workspace, processes=processes, sandbox=SandboxPolicy(
+        hidden=(str(home),), home=str(home), **policy))  # type: ignore[arg-type]
 
 
 def made_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:

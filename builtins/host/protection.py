@@ -27,6 +27,7 @@ import sysconfig
 import threading
 import weakref
 from collections.abc import Callable
+from pathlib import Path
 
 from hookline.kernel.errors import HooklineError
 
@@ -36,6 +37,7 @@ from .files import ReadBudget, file_start, is_inside, open_regular_file
 from .gitconfig import common_dir, is_git_folder, run_by_git, what_git_runs
 from .hardlinks import separate_hard_links
 from .mise import config_root, loaded_by_mise, may_be_config
+from .remembered import remember
 
 __all__ = ["MadeWatch", "in_repository", "protected_paths", "to_protect", "watch_for"]
 
@@ -360,9 +362,11 @@ class MadeWatch:
     helpers."""
 
     def __init__(self, workspace: str, protected: tuple[str, ...],
-                 extra: tuple[str, ...] = ()) -> None:
+                 extra: tuple[str, ...] = (), home: Path | None = None) -> None:
         self.workspace = workspace
         self.protected = protected
+        self._home = home
+        """Where what the searches found is kept (`remembered.py`); None: nowhere."""
         self._lock = threading.Lock()
         self._existing: dict[str, tuple[int, int] | None] | None = None
         """What there was at the first search, and what was said since, with the identity
@@ -391,7 +395,7 @@ class MadeWatch:
     def search(self) -> list[str]:
         """What there is to protect now (`to_protect`), for a new helper; a search cut
         short is said once. Blocking."""
-        found, cut = to_protect(self.workspace, MAX_SEARCHED)
+        found, cut = self._searched()
         separate_hard_links([*self.protected, *found])
         with self._lock:
             if self._existing is None:
@@ -399,6 +403,13 @@ class MadeWatch:
             self._missing = _absent(found)
         self._say_cut(cut)
         return found
+
+    def _searched(self) -> tuple[list[str], bool]:
+        """`to_protect`, with what earlier searches found when this one was cut short."""
+        found, cut = to_protect(self.workspace, MAX_SEARCHED)
+        if self._home is not None:
+            found = remember(self._home, self.workspace, found, whole=not cut)
+        return found, cut
 
     def _say_cut(self, cut: bool) -> None:
         """A search cut short, said once: at the start, or after the turn whose commands
@@ -411,9 +422,10 @@ class MadeWatch:
                 "the workspace %s is too large to search whole (more than %s entries, or "
                 "%s MB of git config, hooks, .envrc and mise files), so what runs later from "
                 "it (nested git repositories, what direnv and mise load) is looked for in the "
-                "first part only: a command may change one not found, and what commands make "
-                "past that part is not named. Add each to sandbox_protect, or start hookline "
-                "in a smaller folder", self.workspace, f"{MAX_SEARCHED:,}",
+                "first part only (and kept where an earlier search found it): a command may "
+                "change one no search found, and what commands make past that part is not "
+                "named. Add each to sandbox_protect, or start hookline in a smaller folder",
+                self.workspace, f"{MAX_SEARCHED:,}",
                 MAX_CONFIGS_READ // 2**20)
 
     def started(self) -> None:
@@ -460,7 +472,7 @@ class MadeWatch:
                 return
             self._started = False
             seen = self._existing
-        found, cut = to_protect(self.workspace, MAX_SEARCHED)
+        found, cut = self._searched()
         self._say_cut(cut)
         now = self._existing_protected(found)
         files = fingerprint([*found, *self._run_later]) if self._unkept is not None else None
@@ -558,7 +570,8 @@ _watches: weakref.WeakValueDictionary[tuple[str, tuple[str, ...]], MadeWatch] = 
 _watches_lock = threading.Lock()
 
 
-def watch_for(workspace: str, extra: tuple[str, ...] = ()) -> MadeWatch:
+def watch_for(workspace: str, extra: tuple[str, ...] = (), home: Path | None = None
+              ) -> MadeWatch:
     """The watch of `workspace` in this process, with `extra` (`sandbox_protect`), shared
     by every sandbox that writes it; it goes with the last of them. Its protected paths
     are found once, when it is made: keyed by what they were found from, not by what was
@@ -567,5 +580,5 @@ def watch_for(workspace: str, extra: tuple[str, ...] = ()) -> MadeWatch:
         watch = _watches.get((workspace, extra))
         if watch is None:
             watch = _watches[(workspace, extra)] = MadeWatch(
-                workspace, protected_paths(workspace, extra), extra)
+                workspace, protected_paths(workspace, extra), extra, home)
         return watch

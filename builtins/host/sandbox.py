@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hookline.kernel.errors import ErrorKind, HooklineError
@@ -95,6 +96,8 @@ class SandboxPolicy:
     without: tuple[str, ...] = ()
     """Layers to leave out (`sandbox_without`): what a system lacking them gets, to try
     the fallback; warned like a lack."""
+    home: str | None = None
+    """The hookline home, where what the workspace's searches found is kept."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SandboxPolicy:
@@ -112,7 +115,7 @@ class SandboxPolicy:
         return cls(settings.sandbox, settings.sandbox_network, tuple(hidden), environment,
                    settings.sandbox_deny_read, settings.sandbox_protect,
                    settings.sandbox_max_processes, settings.sandbox_max_file_bytes,
-                   settings.sandbox_without)
+                   settings.sandbox_without, str(settings.home))
 
     @property
     def confined(self) -> bool:
@@ -179,7 +182,8 @@ class Confinement:
         self.services = () if policy.network else tuple(_resolved(("/run", *SERVICE_SOCKETS)))
         """What the sandbox masks with the network closed: `/run` (services' sockets, a
         container's secrets) and the container engines' folders (a VM's ssh key)."""
-        self.watch = watch_for(self.workspace, policy.protect)
+        self.watch = watch_for(self.workspace, policy.protect,
+                               Path(policy.home) if policy.home else None)
         """What commands made, shared with every other sandbox of the workspace here."""
         self.protected = self.watch.protected
         self.watch.join(self._protect_in_place)

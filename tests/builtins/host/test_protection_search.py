@@ -41,6 +41,31 @@ async def test_a_search_cut_short_is_said_once_with_the_fix(
     assert "sandbox_protect" in said[0]
 
 
+@pytest.mark.anyio
+async def test_what_an_earlier_search_found_stays_protected_when_a_later_one_is_cut(
+        layout: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command fills the workspace with files: the next process's search stops before
+    the repository past them, which the first process's search found and the home kept."""
+    workspace, home, _ = layout
+    monkeypatch.setattr(protection, "MAX_SEARCHED", 5)
+    (workspace / "sub" / "lib" / ".git").mkdir(parents=True)
+    first = environment(workspace, home)
+    try:
+        assert "written" not in (await first.run("touch sub/lib/.git/x && echo written")).stdout
+    finally:
+        await first.close()
+    for number in range(10):
+        (workspace / f"file{number}").write_text("")
+    monkeypatch.setattr(protection, "_watches", type(protection._watches)())  # a new process
+    later = environment(workspace, home)
+    try:
+        result = await later.run("touch sub/lib/.git/config && echo written")
+    finally:
+        await later.close()
+    assert "written" not in result.stdout and "Read-only file system" in result.stderr
+    assert not (workspace / "sub" / "lib" / ".git" / "config").exists()
+
+
 @pytest.mark.parametrize("kind", [".envrc", "git config", "git include"])
 def test_a_search_reads_a_bounded_amount_of_config(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
