@@ -86,6 +86,14 @@ def test_quit_and_help_take_no_arguments_as_every_command_without_any(
     assert said(transcript(env, workspace, "q")) == ["after"]
 
 
+def test_the_input_after_quit_is_said_not_read(env: dict[str, str], workspace: Path) -> None:
+    done = hookline("chat", "--session", "after-quit", input="first\n/quit\nnever read\n",
+                    env=env, cwd=workspace)
+    assert done.returncode == 0, done.stderr
+    assert "(the input after /quit is not read)" in done.stdout + done.stderr
+    assert said(transcript(env, workspace, "after-quit")) == ["first"]
+
+
 def test_tool_lines_still_reach_the_offline_model(env: dict[str, str], workspace: Path) -> None:
     out = chat(['/tool shell {"command": "echo made > made.txt"}'], env, workspace)
     assert (workspace / "made.txt").read_text() == "made\n"

@@ -204,6 +204,9 @@ class CliChannel(Interface):
             if not self._echo:  # a terminal echoed the line and its newline
                 screen.prompt_shown, screen.at_line_start = False, True
             if line is None or not await self._handle(line):  # end of input, /quit
+                if line is not None and reader.fd is not None and reader.read(0) not in (
+                        None, NO_LINE):  # what a script sent after its /quit
+                    self.say("(the input after /quit is not read)")
                 await self._leave()
                 return
 
