@@ -60,22 +60,29 @@ def keyed(url: str, key: str, **kwargs: Any) -> Response:
                 headers={"Idempotency-Key": key}, timeout=60, **kwargs)
 
 
-def test_a_retry_to_the_other_gateway_waits_for_the_first_and_replays_it(
-        tmp_path: Path, model: OpenAIServer) -> None:
+@pytest.fixture
+def gateways(tmp_path: Path, model: OpenAIServer) -> Iterator[tuple[Path, Any, Any]]:
+    """The workspace, and two gateways on one home serving it."""
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     env = environment(tmp_path, model)
     first, second = (start_gateway_process(["--port", "0"], env, workspace) for _ in range(2))
-    answers: list[Response] = []
     try:
-        thread = threading.Thread(target=lambda: answers.append(keyed(first.url, "k1")))
-        thread.start()
-        wait_for(workspace / "started")
-        retry = keyed(second.url, "k1")
-        thread.join(60)
+        yield workspace, first, second
     finally:
         first.end()
         second.end()
+
+
+def test_a_retry_to_the_other_gateway_waits_for_the_first_and_replays_it(
+        gateways: tuple[Path, Any, Any]) -> None:
+    workspace, first, second = gateways
+    answers: list[Response] = []
+    thread = threading.Thread(target=lambda: answers.append(keyed(first.url, "k1")))
+    thread.start()
+    wait_for(workspace / "started")
+    retry = keyed(second.url, "k1")
+    thread.join(60)
     assert answers[0].status == retry.status == 200, retry.body
     assert retry.headers["idempotent-replayed"] == "true"
     assert retry.json()["content"] == answers[0].json()["content"] == "done"
@@ -83,11 +90,8 @@ def test_a_retry_to_the_other_gateway_waits_for_the_first_and_replays_it(
 
 
 def test_a_retry_to_the_other_gateway_after_the_first_was_killed_runs_nothing_twice(
-        tmp_path: Path, model: OpenAIServer) -> None:
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-    env = environment(tmp_path, model)
-    first, second = (start_gateway_process(["--port", "0"], env, workspace) for _ in range(2))
+        gateways: tuple[Path, Any, Any]) -> None:
+    workspace, first, second = gateways
     cut: list[BaseException] = []
 
     def first_attempt() -> None:
@@ -96,17 +100,13 @@ def test_a_retry_to_the_other_gateway_after_the_first_was_killed_runs_nothing_tw
         except (ConnectionError, http.client.HTTPException) as exc:
             cut.append(exc)
 
-    try:
-        thread = threading.Thread(target=first_attempt, daemon=True)
-        thread.start()
-        wait_for(workspace / "started")
-        os.kill(first.proc.pid, signal.SIGKILL)
-        first.proc.wait(10)
-        thread.join(30)
-        retry = keyed(second.url, "k2")
-    finally:
-        first.end()
-        second.end()
+    thread = threading.Thread(target=first_attempt, daemon=True)
+    thread.start()
+    wait_for(workspace / "started")
+    os.kill(first.proc.pid, signal.SIGKILL)
+    first.proc.wait(10)
+    thread.join(30)
+    retry = keyed(second.url, "k2")
     assert cut, "the first attempt's connection was cut with its gateway"
     assert retry.status == 200 and retry.headers["idempotent-replayed"] == "true", retry.body
     assert retry.json()["status"] == "interrupted"
