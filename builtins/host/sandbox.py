@@ -48,7 +48,10 @@ __all__ = ["Confinement", "SandboxPolicy", "check_exposure", "private_temp_root"
 
 logger = logging.getLogger(__name__)  # every command shows its warnings (cli ALWAYS_WARN)
 
-_STORE_SUFFIXES = ("", "-wal", "-shm", "-journal")
+_STORE_SUFFIXES = ("", "-wal", "-shm", "-journal", "-owners", "-claims")
+"""The SQLite store's file and those beside it: SQLite's, and the folders of its writers'
+locks (a command that held or removed one would stop a dead run's recovery or end a live
+one) and of request keys' claims."""
 SERVICE_SOCKETS = ("~/.docker/desktop", "~/.colima", "~/.lima", "~/.rd", "/var/snap/lxd/common/lxd",
                    "/var/lib/lxd", "/var/lib/incus")
 """Folders outside /run and /tmp where a service keeps the socket of a container engine

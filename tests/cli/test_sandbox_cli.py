@@ -93,6 +93,19 @@ def test_the_hookline_home_cannot_be_read(places: dict[str, Path]) -> None:
     assert "sk-config-secret" not in done.stdout
 
 
+def test_a_tape_store_outside_the_home_is_hidden_with_what_lies_beside_it(
+        places: dict[str, Path]) -> None:
+    """Its `-wal`, and the folders of its writers' locks and of keys' claims: a command
+    holding a dead writer's lock would keep its run from being recovered."""
+    store = places["other"] / "tapes.db"
+    shell(places, "true", HOOKLINE_TAPE_STORE=str(store))
+    (store.parent / "tapes.db-claims").mkdir(exist_ok=True)
+    assert (store.parent / "tapes.db-owners").is_dir()
+    done = shell(places, f"ls {store}-owners {store}-claims; cat {store}",
+                 HOOKLINE_TAPE_STORE=str(store))
+    assert done.stdout.count("Permission denied") >= 3, done.stdout
+
+
 def test_a_private_temporary_folder_is_the_commands_tmpdir(places: dict[str, Path]) -> None:
     probe = f"hookline-sandbox-probe-{os.getpid()}"
     done = shell(places, f'echo data > "$TMPDIR/scratch" && cat "$TMPDIR/scratch" && '
