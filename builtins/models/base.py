@@ -55,7 +55,6 @@ __all__ = [
     "ToolCallSpec",
     "ToolSchema",
     "Usage",
-    "stated_window",
     "usage_dict",
 ]
 

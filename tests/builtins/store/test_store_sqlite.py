@@ -7,7 +7,6 @@ import logging
 import os
 import signal
 import sqlite3
-import stat
 import subprocess
 import sys
 import textwrap
@@ -402,18 +401,6 @@ def test_a_damaged_file_is_refused_naming_it_and_left_untouched(
     assert "\n" not in error.message, "one line"
     assert error.details == {"path": str(path)}
     assert path.read_bytes() == damaged, "nothing was written into the damaged file"
-
-
-def test_a_file_that_is_no_database_keeps_its_mode(tmp_path: Path) -> None:
-    """A mistyped `tape_store` naming someone's notes: refused, and not made private (it
-    is not hookline's)."""
-    notes = tmp_path / "notes.txt"
-    notes.write_text("my notes\n")
-    notes.chmod(0o644)
-    with pytest.raises(HooklineError, match="is damaged: file is not a database"):
-        SQLiteTapeStore(notes)
-    assert stat.S_IMODE(notes.stat().st_mode) == 0o644
-    assert notes.read_text() == "my notes\n"
 
 
 def test_a_damaged_entry_found_later_stops_the_store(tmp_path: Path) -> None:

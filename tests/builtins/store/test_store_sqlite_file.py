@@ -11,6 +11,7 @@ import contextlib
 import os
 import shutil
 import sqlite3
+import stat
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -260,3 +261,15 @@ def test_a_sound_store_in_a_folder_the_user_may_not_write_checks_sound() -> None
     finally:
         base.chmod(0o755)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_file_that_is_no_database_keeps_its_mode(tmp_path: Path) -> None:
+    """A mistyped `tape_store` naming someone's notes: refused, and not made private (it
+    is not hookline's)."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    notes.chmod(0o644)
+    with pytest.raises(HooklineError, match="is damaged: file is not a database"):
+        SQLiteTapeStore(notes)
+    assert stat.S_IMODE(notes.stat().st_mode) == 0o644
+    assert notes.read_text() == "my notes\n"
