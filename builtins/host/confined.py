@@ -44,6 +44,8 @@ HELPER = os.path.join(os.path.dirname(__file__), "jail", "__main__.py")
 
 START_TIMEOUT = 30.0
 """Seconds the helper may take to confine itself and report."""
+ENDED_WAIT = 2.0
+"""Seconds a closed helper is waited for to end, with its commands."""
 
 _ENDED = ("the sandbox helper ended (killed: out of memory, or by a signal) with every "
           "process it ran; run the command again, in a new sandbox")
@@ -186,9 +188,17 @@ class Spawner:
         return all(process.returncode is not None for process in list(self._started))
 
     def close(self) -> None:
-        """End the helper: with its pid namespace every process in it is killed."""
-        self._channel.close()
-        self._keeper.close()
+        """End the helper: with its pid namespace every process in it is killed. Waits (a
+        moment at most) for its parent to hang up, which it does once the helper and every
+        process of the namespace are gone: nothing of the sandbox still runs, to move
+        things about, when its private folder is removed."""
+        with self._lock:
+            self._channel.close()
+            with contextlib.suppress(OSError):
+                self._keeper.settimeout(ENDED_WAIT)
+                while self._keeper.recv(4096):
+                    pass
+            self._keeper.close()
 
 
 class _Template:

@@ -469,7 +469,10 @@ def _remove_tree(path: str) -> None:
     (mode 000: opened to their owner first; root needs no such step) and trees deeper than
     a recursive walk or a path name allows (a removal that fails would keep what they
     wrote on disk, and break every later start). Folder by folder through descriptors,
-    two held at a time, never following a link; each folder listed once."""
+    two held at a time, never following a link; each folder listed once. Going up, the
+    folder reached must be the one come down from: a process still running may have moved
+    the folder being emptied, and the names left to remove must never be applied to
+    another folder (`/tmp`, say), so the removal stops there."""
     parent, name = os.path.split(path)
     try:
         folder = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -478,6 +481,8 @@ def _remove_tree(path: str) -> None:
     pending = [[name]]
     """For each folder entered, from `parent` down: its subfolders still to remove, the
     last one being the folder entered next."""
+    entered_ids = [_identity(folder)]
+    """The device and inode of each folder entered, from `parent` down."""
     try:
         while True:
             if pending[-1]:
@@ -488,19 +493,30 @@ def _remove_tree(path: str) -> None:
                 os.close(folder)
                 folder, subfolders = entered
                 pending.append(subfolders)
+                entered_ids.append(_identity(folder))
                 continue
             pending.pop()
+            entered_ids.pop()
             if not pending:
                 return
             above = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=folder)
             os.close(folder)
             folder = above
+            if _identity(folder) != entered_ids[-1]:
+                logger.warning("sandbox.remove_moved path=%s: a folder in it was moved while "
+                               "it was removed; what is left stays", path)
+                return
             with contextlib.suppress(OSError):
                 os.rmdir(pending[-1].pop(), dir_fd=folder)
     except OSError:
         logger.warning("sandbox.remove_failed path=%s", path, exc_info=True)
     finally:
         os.close(folder)
+
+
+def _identity(folder: int) -> tuple[int, int]:
+    info = os.fstat(folder)
+    return info.st_dev, info.st_ino
 
 
 def _emptied_of_files(folder: int, name: str) -> tuple[int, list[str]] | None:

@@ -133,3 +133,35 @@ def test_a_tree_deeper_than_a_path_name_is_removed_and_starts_stay_possible(
         if left.exists():  # pytest's own removal of tmp_path cannot
             sandbox._remove_tree(str(left))
     assert not os.path.exists(made.path)
+
+
+def test_a_folder_moved_while_it_is_removed_stops_the_removal_there(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process still running moves the folder being emptied two levels up: going up from
+    it would reach other folders, and the names left to remove (queued from the folders
+    above it) must never be applied there."""
+    private = tmp_path / "hookline-tool-x"
+    deep = private / "a" / "b" / "f"
+    deep.mkdir(parents=True)
+    (deep / "file").write_text("x")
+    for sibling in (private / "a" / "victim", private / "victim", tmp_path / "victim"):
+        sibling.mkdir(exist_ok=True)
+        (sibling / "kept").write_text("kept")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "victim").mkdir()
+    (tmp_path / "a" / "victim" / "kept").write_text("kept")
+    real = sandbox._emptied_of_files
+
+    def moved_meanwhile(folder: int, name: str) -> tuple[int, list[str]] | None:
+        entered = real(folder, name)
+        if entered is None:
+            return None
+        if name == "f" and deep.exists():
+            os.rename(deep, private / "f")  # now `..` of it is `private`, not `b`
+        opened, subfolders = entered  # each `victim` queued behind the way down to `f`
+        return opened, sorted(subfolders, key=lambda sub: sub != "victim")
+
+    monkeypatch.setattr(sandbox, "_emptied_of_files", moved_meanwhile)
+    sandbox._remove_tree(str(private))
+    assert (tmp_path / "victim" / "kept").read_text() == "kept"
+    assert (tmp_path / "a" / "victim" / "kept").read_text() == "kept"
