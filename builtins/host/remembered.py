@@ -32,13 +32,16 @@ MAX_PATHS = 2_000
 def remember(home: Path, workspace: str, found: list[str], whole: bool) -> list[str]:
     """Keep what a search of `workspace` found (all of it when the search was `whole`, else
     added to what was kept), and return what to protect: `found`, and for a search cut
-    short what earlier ones found that is still there."""
+    short what earlier ones found that is still there. What was kept before stays first,
+    so that what a command makes a search find (thousands of paths in a repository's
+    config, say) is what the bound leaves out, never what an earlier search found."""
     kept = _read(home)
     before = [path for path in kept.pop(workspace, []) if isinstance(path, str)]
-    earlier = [] if whole else [path for path in before if is_inside(path, workspace)
-                                and os.path.lexists(path)]
-    paths = list(dict.fromkeys([*found, *earlier]))
-    if paths != before:
+    seen = set(found)
+    earlier = [path for path in before if path in seen] if whole else [
+        path for path in before if is_inside(path, workspace) and os.path.lexists(path)]
+    paths = list(dict.fromkeys([*earlier, *found]))
+    if paths[:MAX_PATHS] != before:
         kept[workspace] = paths[:MAX_PATHS]
         while len(kept) > MAX_WORKSPACES:
             kept.pop(next(iter(kept)))

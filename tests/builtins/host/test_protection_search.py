@@ -320,3 +320,21 @@ def test_a_commondir_is_read_as_git_reads_it(tmp_path: Path, commondir: str) -> 
     found = protection.to_protect(str(workspace), 10_000)[0]
     assert {str(workspace / "src"), str(workspace / "src" / named)} <= set(found), found
 
+
+
+def test_what_a_command_makes_a_search_find_never_pushes_out_what_was_kept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kept list is bounded: what earlier searches found stays first, and what a later
+    one adds (thousands of paths a command's repository names) is what the bound drops."""
+    from hookline.builtins.host import remembered
+
+    monkeypatch.setattr(remembered, "MAX_PATHS", 3)
+    workspace, home = tmp_path / "ws", tmp_path / "home"
+    (workspace / "deep" / ".git").mkdir(parents=True)
+    home.mkdir()
+    first = [str(workspace / "deep" / ".git")]
+    assert remembered.remember(home, str(workspace), first, whole=True) == first
+    made = [str(workspace / f"p{number}") for number in range(5)]
+    remembered.remember(home, str(workspace), [*made, *first], whole=True)
+    cut = remembered.remember(home, str(workspace), [], whole=False)
+    assert cut == first, "kept first, though the whole search found it last"
