@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import time
 from collections.abc import AsyncGenerator, AsyncIterable, Sequence
 from datetime import datetime
@@ -20,7 +21,7 @@ from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import AsyncTapeStore, TapeEntry, TapeQuery, TapeStore
 
 from ..privacy.files import replacing_private_file
-from ..store.asyncstore import as_async_store, reset_through, tape_pages
+from ..store.asyncstore import AsyncStoreAdapter, as_async_store, reset_through, tape_pages
 from ..store.entries import SIDECAR_MARKER
 
 __all__ = ["archive_session", "delete_session", "file_safe", "write_archive"]
@@ -92,8 +93,18 @@ async def archive_session(store: TapeStore | AsyncTapeStore, tape: str, director
     async_store = as_async_store(store)
     _remove_abandoned(directory)
     prefix = re.sub(r"[^A-Za-z0-9._-]", "_", label)[:60] + "__" if label else ""
-    stamp = datetime.now().astimezone().strftime("%Y%m%dT%H%M%S")
+    # Unique to this archive: another one of the session at the same second must neither
+    # replace its files nor remove them.
+    stamp = f"{datetime.now().astimezone():%Y%m%dT%H%M%S}-{secrets.token_hex(2)}"
     for _attempt in range(ARCHIVE_ATTEMPTS):
+        if await _running_on(async_store, tape):
+            raise HooklineError(ErrorKind.temporary, (
+                f"a turn of the session {tape} is running (in another process): the "
+                f"session is kept whole; archive it once that turn has ended"))
+        if not list(await async_store.fetch_all(TapeQuery(tape).limit(1))):
+            raise HooklineError(ErrorKind.invalid_input, (
+                f"the session {tape} holds nothing (archived or deleted meanwhile, by "
+                f"another process?): no archive was written"))
         written: list[tuple[str, Path, int]] = []
         for name in await _session_tapes(async_store, tape, sidecars):
             path = directory / f"{prefix}{file_safe(name)}.{stamp}.jsonl"  # a sidecar's "../"
@@ -119,6 +130,14 @@ async def archive_session(store: TapeStore | AsyncTapeStore, tape: str, director
     raise HooklineError(ErrorKind.temporary, (
         f"the session {tape} went on while it was archived, {ARCHIVE_ATTEMPTS} times: it "
         f"is kept whole and no archive file is left; archive it when no turn of it runs"))
+
+
+async def _running_on(store: AsyncTapeStore, tape: str) -> bool:
+    """Whether a run of another process is writing `tape` now: its entries land on it
+    when it ends, which an archive made meanwhile would never hold."""
+    inner = store.store if isinstance(store, AsyncStoreAdapter) else store
+    journaled = getattr(inner, "journaled_meta", None)
+    return journaled is not None and bool(await journaled(tape))
 
 
 async def _noting_last(pages: AsyncGenerator[list[TapeEntry], None], last: list[int]

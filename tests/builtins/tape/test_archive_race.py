@@ -104,3 +104,37 @@ async def test_what_an_archive_killed_part_way_left_is_removed_by_the_next(
     store.append("s", said("first"))
     await archive_session(store, "s", folder)
     assert not left.exists() and writing.exists()
+
+
+async def test_a_session_with_a_turn_running_elsewhere_is_not_archived(tmp_path: Path) -> None:
+    """Its turn's entries would land on the emptied tape when it ends, in no archive."""
+    with SQLiteTapeStore(tmp_path / "tapes.db") as store:
+        store.append("s", said("first"))
+        store.journal_write("other-process-run", "s", [("s", "append", said("deploy"))])
+        with pytest.raises(HooklineError, match="a turn of the session s is running"):
+            await archive_session(store, "s", tmp_path)
+        assert [e.payload["content"] for e in store.fetch_all(TapeQuery("s"))] == ["first"]
+
+
+async def test_two_archives_of_one_session_at_once_lose_nothing(tmp_path: Path) -> None:
+    import anyio
+
+    folder = tmp_path / "archive"
+    folder.mkdir()
+    with SQLiteTapeStore(tmp_path / "tapes.db") as store:
+        store.append_many("s", [said(f"m{n}") for n in range(3000)])
+        outcomes: list[object] = []
+
+        async def archive() -> None:
+            try:
+                outcomes.append(await archive_session(store, "s", folder))
+            except HooklineError as exc:
+                outcomes.append(exc)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(archive)
+            group.start_soon(archive)
+        kept = list(store.fetch_all(TapeQuery("s")))
+    files = [path for outcome in outcomes if isinstance(outcome, list) for path in outcome]
+    assert len(archived(files)) + len(kept) == 3000, outcomes
+    assert sorted(folder.iterdir()) == sorted(files)
