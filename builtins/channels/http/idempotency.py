@@ -95,13 +95,18 @@ class Idempotency:
             until = self._clock() + wait
             while True:
                 found = await self.records.recall(session_id, "key", key, self.seconds)
+                if found is None and await self.records.claim(session_id, key):
+                    # Looked at again, claimed: the first may have ended and let go of its
+                    # claim while the look above read the store.
+                    found = await self.records.recall(session_id, "key", key, self.seconds)
+                    if found is None:
+                        claimed = True
+                        return None
+                    await self.records.release(session_id, key)
                 if found is not None:
                     _check(found[0], digest)
                     if found[2].get("status") != "running":
                         return found[1], found[2]
-                elif await self.records.claim(session_id, key):
-                    claimed = True
-                    return None
                 if self._clock() >= until:
                     return found[1:] if found is not None else running_elsewhere(session_id)
                 await anyio.sleep(POLL)

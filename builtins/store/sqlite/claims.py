@@ -29,15 +29,20 @@ class KeyClaims:
         self.folder = database.with_name(database.name + "-claims")
         self._held: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._swept = False
 
     def claim(self, tape: str, key: str) -> bool:
-        """Claim the key of `tape`: True when this process holds it now (or already did),
-        False while another process does."""
+        """Claim the key of `tape`: True when this process holds it now; False while
+        another process does, or this one does already (for a request of the key not
+        ended yet, queued behind another turn, say)."""
         name = self._name(tape, key)
         with self._lock:
             if name in self._held:
-                return True
+                return False
             make_private_dir(self.folder)
+            if not self._swept:
+                self._swept = True
+                self._remove_lapsed()
             path = self.folder / name
             while True:
                 fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
@@ -67,6 +72,23 @@ class KeyClaims:
             with suppress(OSError):
                 os.unlink(self.folder / name)  # while locked: no one holds it meanwhile
             os.close(fd)
+
+    def _remove_lapsed(self) -> None:
+        """Remove the files of claims that lapsed with their process (a killed gateway's):
+        each that no one holds, taken first so that no one takes it meanwhile."""
+        with suppress(OSError), os.scandir(self.folder) as entries:
+            for entry in entries:
+                try:
+                    fd = os.open(entry.path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+                except OSError:
+                    continue
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    os.unlink(entry.path)
+                except OSError:
+                    pass  # held: a live claim
+                finally:
+                    os.close(fd)
 
     def close(self) -> None:
         with self._lock:

@@ -65,7 +65,32 @@ async def test_a_request_told_to_send_it_again_leaves_its_key_to_the_store() -> 
     keys.started("k", "digest", Reply("first", "s", False))
     await keys.release("k", "s", forget=True)
     assert await keys.prior("k", "digest", "s") is None, "the store says it never ran"
-    assert records.recalls == 2
+    assert records.recalls == 4, "each looks at the store again once it claimed the key"
+
+
+class EndsMeanwhile(ReentrantRecords):
+    """A first request, on another gateway, ends and lets go of its claim while the
+    retry's first look reads the store: the second look finds what it came to."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.released = 0
+
+    async def recall(self, session_id: str, mark: str, value: str, max_age: float) -> Any:
+        await super().recall(session_id, mark, value, max_age)
+        return ("digest", 200, {"status": "ok", "content": "ran once"}) \
+            if self.recalls > 1 else None
+
+    async def release(self, session_id: str, key: str) -> None:
+        self.released += 1
+
+
+async def test_a_key_claimed_after_its_first_request_ended_answers_what_it_came_to() -> None:
+    records = EndsMeanwhile()
+    keys = Idempotency(records=records)  # type: ignore[arg-type]
+    assert await keys.prior("k", "digest", "s") == (200, {"status": "ok",
+                                                          "content": "ran once"})
+    assert (records.claims, records.released) == (1, 1), "the claim taken is let go"
 
 
 async def test_a_second_request_waits_for_a_first_that_lets_go_then_claims_itself() -> None:
