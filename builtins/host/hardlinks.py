@@ -26,9 +26,13 @@ logger = logging.getLogger(__name__)  # every command shows its warnings (cli AL
 GIT_READ = ("config", "config.worktree", "commondir")
 """A repository folder's files that git reads for what to run, besides its hooks."""
 
-MAX_FILES_IN_FOLDER = 1000
-"""Files of a protected folder (not a repository) looked at, at most: settings folders
-such as `.hookline` or `.vscode` hold a few."""
+MAX_FILES_IN_FOLDER = 10_000
+"""Files of a protected folder (not a repository) looked at, at every depth, at most:
+settings folders such as `.hookline`, `.vscode` or `.jj` hold a few."""
+
+STORES = frozenset({"objects", "store"})
+"""Folders of repositories' contents (git's, Mercurial's and Jujutsu's), whose files a
+local clone shares by hard links on purpose, and which nothing runs."""
 
 MAX_COPIED = 16 * 1024 * 1024
 """Bytes of a file copied to separate it, at most: what git and shells read is small."""
@@ -37,7 +41,8 @@ MAX_COPIED = 16 * 1024 * 1024
 def separate_hard_links(paths: list[str]) -> list[str]:
     """Make each protected file among `paths` a file of its own where it has other names:
     a regular file itself, a repository folder's config and hooks, another folder's files
-    (one level). Returns the files separated; a file that cannot be is logged."""
+    (at every depth, but for its `STORES`). Returns the files separated; a file that
+    cannot be is logged."""
     separated = [file for path in paths for file in _files_of(path) if _separated(file)]
     if separated:
         logger.warning("%s had other names (hard links) through which commands could change "
@@ -60,13 +65,19 @@ def _files_of(path: str) -> list[str]:
         hooks = os.path.join(path, "hooks")
         return [*(os.path.join(path, name) for name in GIT_READ),
                 *(os.path.join(hooks, name) for name in GIT_HOOKS)]
-    try:
-        with os.scandir(path) as entries:
-            return [entry.path for _, entry in zip(range(MAX_FILES_IN_FOLDER), entries,
-                                                   strict=False)
-                    if entry.is_file(follow_symlinks=False)]
-    except OSError:
-        return []
+    files: list[str] = []
+    folders = [path]
+    while folders and len(files) < MAX_FILES_IN_FOLDER:
+        try:
+            with os.scandir(folders.pop()) as entries:
+                for entry in entries:
+                    if entry.is_file(follow_symlinks=False):
+                        files.append(entry.path)
+                    elif entry.is_dir(follow_symlinks=False) and entry.name not in STORES:
+                        folders.append(entry.path)
+        except OSError:
+            continue
+    return files[:MAX_FILES_IN_FOLDER]
 
 
 def _separated(path: str) -> bool:

@@ -106,10 +106,13 @@ def test_what_a_link_in_a_repository_leads_to_stays_the_users(
         f"printf '{MONITOR.format(proof=places['proof'])}' >> linked/repository.gitconfig",
         # A repository and a protected file made now, each with a second name.
         "git init -q made", "ln made/.git/config made-config.txt",
-        "echo '{}' > .mcp.json", "ln .mcp.json mcp-copy.json"]), runner)
+        "echo '{}' > .mcp.json", "ln .mcp.json mcp-copy.json",
+        "mkdir -p .jj/repo", "echo '[ui]' > .jj/repo/config.toml",
+        "ln .jj/repo/config.toml jj-config.toml"]), runner)
     run_shell(places, " ; ".join([
         f"printf '{MONITOR.format(proof=places['proof'])}' >> made-config.txt",
-        """printf '{"mcpServers": {"x": {"command": "sh"}}}' > mcp-copy.json"""]), runner)
+        """printf '{"mcpServers": {"x": {"command": "sh"}}}' > mcp-copy.json""",
+        "echo '[aliases]' >> jj-config.toml"]), runner)
     workspace = places["workspace"]
     assert (workspace / "tracked" / "githooks" / "pre-commit").exists() is False
     assert "planted" not in (workspace / "linked" / "scripts" / "pre-commit").read_text()
@@ -117,6 +120,7 @@ def test_what_a_link_in_a_repository_leads_to_stays_the_users(
     assert "fsmonitor" in (workspace / "made-config.txt").read_text(), "the command wrote"
     assert "fsmonitor" not in (workspace / "made" / ".git" / "config").read_text()
     assert (workspace / ".mcp.json").read_text() == "{}\n"
+    assert (workspace / ".jj" / "repo" / "config.toml").read_text() == "[ui]\n", "a level down"
     assert "had other names (hard links)" in first, first
     for repository in ("tracked", "linked", "made"):
         users_git(places, repository, user)
