@@ -89,6 +89,9 @@ names another (`hook-impl --config=...`): its `repo: local` hooks run any comman
 
 _PRE_COMMIT_NAMED = re.compile(rb"--config=([^\s)\"']+)")
 
+MAX_LINKS = 40
+"""Links followed to resolve one path, at most (the kernel's own bound)."""
+
 MAX_SHOWN = 80
 """Characters of a config value a warning quotes, at most."""
 
@@ -138,27 +141,55 @@ def run_by_git(top: str, gitdir: str, workspace: str,
         entries = _user_entries(config) if config in users else config_entries(config, budget)
         for entry in entries:
             if _names_hooks(entry):
-                hooks.append(_resolved(entry.value, top))
+                hooks.append(os.path.join(top, os.path.expanduser(entry.value)))
             elif programs := _programs(_command(entry)):
                 found.extend(_resolved(program, top) for program in programs)
             elif _includes(entry):
                 included = _resolved(entry.value, os.path.dirname(config))
                 found.append(included)
                 pending.append((included, depth + 1))
-    folders = list(dict.fromkeys(hooks))
-    found += [*hooks[1:], *_read_by_hooks(folders, top, budget),
-              *_led_to([*configs[len(users):], *folders,
-                        *(os.path.join(folder, hook) for folder in folders
-                          for hook in GIT_HOOKS)])]
+    folders = list(dict.fromkeys(os.path.realpath(folder) for folder in hooks))
+    found += [*folders[1:], *_read_by_hooks(folders, top, budget)]
+    for path in [*configs[len(users):], *dict.fromkeys(hooks),
+                 *(os.path.join(folder, hook) for folder in dict.fromkeys(hooks)
+                   for hook in GIT_HOOKS)]:
+        found += _followed(path, top, os.path.realpath(gitdir))
     return list(dict.fromkeys(path for path in found if is_inside(path, workspace)))
 
 
-def _led_to(paths: list[str]) -> list[str]:
-    """Where each of `paths` that is a link leads: git follows a hooks folder, a hook or a
-    config file that is one (`.git/hooks` leading to a tracked `githooks` folder, a hook
-    leading to `scripts/pre-commit`), so what it leads to is what git runs or reads, and
-    the mount that keeps the repository read-only does not reach it."""
-    return [os.path.realpath(path) for path in paths if os.path.islink(path)]
+def _followed(path: str, top: str, gitdir: str) -> list[str]:
+    """What git follows to reach `path` when links lead there (`.git/hooks` to a tracked
+    `githooks`, a hook to `scripts/pre-commit`, and links to links): where they end, and
+    each folder holding one of them, since a command that replaced the link there would
+    have git run something else and a mount cannot hold a link itself; a link in the
+    worktree's top folder or above it (whose folder cannot be kept read-only) is given
+    as the link, for the watch to name when it changes. Resolved as git resolves it:
+    `/proc/self/cwd` is the top folder, where git runs hooks and programs. Nothing when
+    no link leads there."""
+    pending = [part for part in path.split("/") if part]
+    at, held, links = "/", [], 0
+    while pending and links <= MAX_LINKS:
+        part = pending.pop(0)
+        if part == "..":
+            at = os.path.dirname(at)
+            continue
+        here = os.path.join(at, part)
+        if here in ("/proc/self", "/proc/thread-self") and pending[:1] == ["cwd"]:
+            pending.pop(0)
+            here = at = top  # git's own working folder, not hookline's
+            continue
+        try:
+            target = os.readlink(here)
+        except OSError:  # not a link, or not there (yet)
+            at = here if part != "." else at
+            continue
+        links += 1
+        held.append(here if is_inside(top, at) or is_inside(at, gitdir) else at)
+        at = "/" if target.startswith("/") else at
+        pending = [part for part in target.split("/") if part] + pending
+    if not held:
+        return []
+    return [*(folder for folder in held if not is_inside(folder, gitdir)), at]
 
 
 def _read_by_hooks(folders: list[str], top: str, budget: ReadBudget | None) -> list[str]:

@@ -34,6 +34,7 @@ from hookline.kernel.errors import HooklineError
 from .changes import Fingerprint, changed, fingerprint
 from .direnv import ENVRC, loaded_by_envrc
 from .files import ReadBudget, file_start, is_inside, open_regular_file
+from .followed import FollowedLinks
 from .gitconfig import common_dir, is_git_folder, run_by_git, what_git_runs
 from .hardlinks import separate_hard_links
 from .mise import config_root, loaded_by_mise, may_be_config
@@ -367,6 +368,7 @@ class MadeWatch:
         self.protected = protected
         self._home = home
         """Where what the searches found is kept (`remembered.py`); None: nowhere."""
+        self._followed = FollowedLinks()
         self._lock = threading.Lock()
         self._existing: dict[str, tuple[int, int] | None] | None = None
         """What there was at the first search, and what was said since, with the identity
@@ -409,7 +411,7 @@ class MadeWatch:
         found, cut = to_protect(self.workspace, MAX_SEARCHED)
         if self._home is not None:
             found = remember(self._home, self.workspace, found, whole=not cut)
-        return found, cut
+        return self._followed.take(found), cut
 
     def _say_cut(self, cut: bool) -> None:
         """A search cut short, said once: at the start, or after the turn whose commands
@@ -488,6 +490,12 @@ class MadeWatch:
                       if path not in seen or seen[path] != identity)
         if before is not None and files is not None:
             self._say_what_changed(changed(before, files), made)
+        if relinked := self._followed.changed():
+            logger.warning("commands changed the link %s, which git follows to run hooks "
+                           "or read config (no mount can keep a link in the worktree's top "
+                           "folder): unless you changed them yourself, look where each leads "
+                           "before you run git there",
+                           _listed([self._shown(path) for path in relinked], ", "))
         if not made:
             return
         separate_hard_links(made)

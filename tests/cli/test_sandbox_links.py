@@ -125,3 +125,48 @@ def test_what_a_link_in_a_repository_leads_to_stays_the_users(
     for repository in ("tracked", "linked", "made"):
         users_git(places, repository, user)
     assert not places["proof"].exists(), places["proof"].read_text()
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_links_to_links_are_followed_as_git_follows_them(
+        places: dict[str, Path], user: str, nobody_python: list[str]) -> None:
+    """A hook leading through a second link (`scripts/pre-commit` to `../tools/...`): the
+    folder of that link is kept too; a hook leading through `/proc/self/cwd` (git's folder,
+    not hookline's) is resolved as git resolves it; a link in the worktree's top folder,
+    which nothing can keep, is named once a command changed it."""
+    workspace = places["workspace"]
+    for name in ("chained", "toplink", "viaproc"):
+        subprocess.run(["git", "init", "-q", str(workspace / name)], check=True)
+    chained = workspace / "chained"
+    (chained / "tools").mkdir()
+    (chained / "tools" / "pre-commit").write_text("#!/bin/sh\nexit 0\n")
+    (chained / "tools" / "pre-commit").chmod(0o755)
+    (chained / "scripts").mkdir()
+    (chained / "scripts" / "pre-commit").symlink_to("../tools/pre-commit")
+    (chained / ".git" / "hooks" / "pre-commit").symlink_to("../../scripts/pre-commit")
+    toplink = workspace / "toplink"
+    (toplink / "real-hooks").mkdir()
+    (toplink / "hk").symlink_to("real-hooks")
+    subprocess.run(["git", "-C", str(toplink), "config", "core.hooksPath", "hk"], check=True)
+    viaproc = workspace / "viaproc"
+    (workspace / "payload").write_text("#!/bin/sh\nexit 0\n")
+    (workspace / "payload").chmod(0o755)
+    (viaproc / ".git" / "hooks" / "pre-commit").symlink_to("/proc/self/cwd/../payload")
+    runner = nobody_python if user == "nobody" else [str(HOOKLINE)]
+    if user == "nobody":
+        for path in (places["workspace"], places["home"], places["user"]):
+            subprocess.run(["chown", "-R", "nobody:nogroup", str(path)], check=True)
+        places["proof"].parent.chmod(0o777)
+    hook = HOOK.format(proof=places["proof"])
+    stderr = run_shell(places, " ; ".join([
+        f"printf '{hook}' > chained/evil", "chmod +x chained/evil",
+        "ln -sfn ../evil chained/scripts/pre-commit",
+        f"printf '{hook}' >> payload",
+        "mkdir toplink/evil", f"printf '{hook}' > toplink/evil/pre-commit",
+        "chmod +x toplink/evil/pre-commit", "rm toplink/hk", "ln -s evil toplink/hk"]), runner)
+    assert os.readlink(chained / "scripts" / "pre-commit") == "../tools/pre-commit"
+    assert "planted" not in (workspace / "payload").read_text()
+    assert "commands changed the link toplink/hk, which git follows" in stderr, stderr
+    users_git(places, "chained", user)
+    users_git(places, "viaproc", user)
+    assert not places["proof"].exists(), places["proof"].read_text()
