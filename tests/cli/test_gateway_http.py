@@ -493,3 +493,21 @@ def test_http_busy_session_drop_answers_202(start_gateway: Any) -> None:
         assert "http_busy_session = drop" in dropped.json()["reason"]
         assert running.result().status == 200
     assert post(gateway.url, {"content": "now idle", "session_id": "D"}).status == 200
+
+
+def test_http_busy_session_steer_never_steers_a_keyed_message(start_gateway: Any) -> None:
+    """Steered, a message gets no turn of its own and leaves no mark a retry could find
+    (it would run again): with an Idempotency-Key it waits for its own turn instead."""
+    gateway = start_gateway(extra_env={"HOOKLINE_HTTP_BUSY_SESSION": "steer"})
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(post, gateway.url, {"content": "long", "session_id": "K",
+                                                  "context": {"started": "K1", "sleep": 1}})
+        gateway.wait_for_gate("K1")
+        keyed = call(gateway.url, "POST", "/v1/messages",
+                     {"content": "keyed", "session_id": "K"},
+                     headers={"Idempotency-Key": "steer-key"})
+        assert running.result().status == 200
+    assert keyed.status == 200 and keyed.json().get("status") != "steered", keyed.body
+    again = call(gateway.url, "POST", "/v1/messages", {"content": "keyed", "session_id": "K"},
+                 headers={"Idempotency-Key": "steer-key"})
+    assert again.headers["idempotent-replayed"] == "true", again.body

@@ -29,7 +29,7 @@ from hookline.kernel.streaming import AsyncStreamEvents, StreamEvent
 
 from ...host.sandbox import check_exposure
 from ...privacy.redact import redact_credentials
-from ...tape.requests import RequestRecords
+from ...tape.requests import REQUEST_CONTEXT, RequestRecords
 from ..envelopes import UPSTREAM_KEY
 from .approvals import HttpAsker
 from .asgi import HttpRoutes
@@ -319,6 +319,9 @@ class HttpChannel(HttpRoutes, Lifecycle):
         action = self.limits.busy_action
         if not turn.is_running or action == "process":
             return None
+        marks = (get_field(message, "context") or {}).get(REQUEST_CONTEXT)
+        if action == "steer" and isinstance(marks, dict) and "key" in marks:
+            return None  # steered, it leaves no mark for a retry to find: it waits instead
         return AdmitDecision(action, _BUSY_REASONS[action])  # type: ignore[arg-type]
 
     # -- what the manager tells the channel ----------------------------------------------
