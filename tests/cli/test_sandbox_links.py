@@ -76,6 +76,16 @@ def run_shell(places: dict[str, Path], command: str, runner: list[str]) -> str:
     return done.stderr
 
 
+def runner_for(places: dict[str, Path], user: str, nobody_python: list[str]) -> list[str]:
+    """How `user` runs hookline; for `nobody`, the places handed to it first."""
+    if user == "root":
+        return [str(HOOKLINE)]
+    for path in (places["workspace"], places["home"], places["user"]):
+        subprocess.run(["chown", "-R", "nobody:nogroup", str(path)], check=True)
+    places["proof"].parent.chmod(0o777)
+    return nobody_python
+
+
 def users_git(places: dict[str, Path], repository: str, user: str) -> None:
     """The user commits in `repository`, outside the sandbox, as `user`."""
     as_user = [] if user == "root" else [
@@ -93,11 +103,7 @@ def users_git(places: dict[str, Path], repository: str, user: str) -> None:
 @pytest.mark.parametrize("user", ["root", "nobody"])
 def test_what_a_link_in_a_repository_leads_to_stays_the_users(
         places: dict[str, Path], user: str, nobody_python: list[str]) -> None:
-    runner = nobody_python if user == "nobody" else [str(HOOKLINE)]
-    if user == "nobody":
-        for path in (places["workspace"], places["home"], places["user"]):
-            subprocess.run(["chown", "-R", "nobody:nogroup", str(path)], check=True)
-        places["proof"].parent.chmod(0o777)
+    runner = runner_for(places, user, nobody_python)
     hook = HOOK.format(proof=places["proof"])
     first = run_shell(places, " ; ".join([
         f"printf '{hook}' > tracked/githooks/pre-commit",
@@ -152,11 +158,7 @@ def test_links_to_links_are_followed_as_git_follows_them(
     (workspace / "payload").write_text("#!/bin/sh\nexit 0\n")
     (workspace / "payload").chmod(0o755)
     (viaproc / ".git" / "hooks" / "pre-commit").symlink_to("/proc/self/cwd/../payload")
-    runner = nobody_python if user == "nobody" else [str(HOOKLINE)]
-    if user == "nobody":
-        for path in (places["workspace"], places["home"], places["user"]):
-            subprocess.run(["chown", "-R", "nobody:nogroup", str(path)], check=True)
-        places["proof"].parent.chmod(0o777)
+    runner = runner_for(places, user, nobody_python)
     hook = HOOK.format(proof=places["proof"])
     stderr = run_shell(places, " ; ".join([
         f"printf '{hook}' > chained/evil", "chmod +x chained/evil",
