@@ -94,7 +94,9 @@ async def run_gateway(framework: Framework, settings: Any, host: str | None = No
     from hookline.builtins.channels import ChannelManager
 
     names = channel_selection(channels, settings)
-    manager = ChannelManager(framework, stream_output=settings.stream, enabled_channels=names,
+    # Always streamed: a turn's errors, usage and tool calls reach the channels only
+    # through its stream (without one a failed turn would answer as if it had succeeded).
+    manager = ChannelManager(framework, stream_output=True, enabled_channels=names,
                              store_deadline=settings.store_turn_deadline)
     selected = manager.enabled(names)
     if not selected:

@@ -322,14 +322,18 @@ def test_a_failed_turn_answers_500_with_the_error(start_gateway: Any) -> None:
     assert post(gateway.url, {"content": "still alive?"}).status == 200
 
 
+@pytest.mark.parametrize("stream", ["true", "false"])
 def test_a_model_error_answers_500_after_the_whole_turn(start_gateway: Any,
-                                                        tmp_path: Path) -> None:
+                                                        tmp_path: Path, stream: str) -> None:
+    """Whatever `stream` says (it is `hookline run`'s): the gateway's turns stream, or
+    their errors would never reach the answer."""
     turns = tmp_path / "turns.json"
     turns.write_text(json.dumps({"turns": [
         {"text": "partial ", "error": {"kind": "provider", "message": "simulated outage"}},
         {"error": {"kind": "provider", "message": "second outage"}},
     ]}))
-    gateway = start_gateway(extra_env={"HOOKLINE_MODEL": f"scripted:{turns}"})
+    gateway = start_gateway(extra_env={"HOOKLINE_MODEL": f"scripted:{turns}",
+                                       "HOOKLINE_STREAM": stream})
     whole = post(gateway.url, {"content": "hello"})
     assert whole.status == 500
     data = whole.json()
