@@ -189,13 +189,14 @@ class EventStream:
 
 def post_stream(url: str, payload: dict[str, Any], timeout: float = 60.0,
                 token: str | None = TEST_TOKEN,
-                ssl_context: ssl.SSLContext | None = None) -> EventStream:
+                ssl_context: ssl.SSLContext | None = None,
+                headers: Mapping[str, str] | None = None) -> EventStream:
     """POST with `"stream": true` and read Server-Sent Events until the server ends."""
     conn = connect(url, timeout, ssl_context)
     try:
         body = json.dumps({**payload, "stream": True}).encode()
         conn.request("POST", "/v1/messages", body=body,
-                     headers=request_headers(body, token, None))
+                     headers=request_headers(body, token, headers))
         response = conn.getresponse()
         headers = {k.lower(): v for k, v in response.getheaders()}
         if not headers.get("content-type", "").startswith("text/event-stream"):

@@ -507,11 +507,11 @@ def test_http_busy_session_steer_never_steers_a_keyed_message(start_gateway: Any
         running = pool.submit(post, gateway.url, {"content": "long", "session_id": "K",
                                                   "context": {"started": "K1", "sleep": 1}})
         gateway.wait_for_gate("K1")
-        keyed = call(gateway.url, "POST", "/v1/messages",
-                     {"content": "keyed", "session_id": "K"},
-                     headers={"Idempotency-Key": "steer-key"})
+        keyed = post_stream(gateway.url, {"content": "keyed", "session_id": "K"},
+                            headers={"Idempotency-Key": "steer-key"})
         assert running.result().status == 200
-    assert keyed.status == 200 and keyed.json().get("status") != "steered", keyed.body
-    again = call(gateway.url, "POST", "/v1/messages", {"content": "keyed", "session_id": "K"},
-                 headers={"Idempotency-Key": "steer-key"})
-    assert again.headers["idempotent-replayed"] == "true", again.body
+    assert keyed.status == 200 and keyed.events[-1][0] == "done", keyed.events
+    assert any("queued" in comment for comment in keyed.comments), "after the running turn"
+    again = post_stream(gateway.url, {"content": "keyed", "session_id": "K"},
+                        headers={"Idempotency-Key": "steer-key"})
+    assert again.headers.get("idempotent-replayed") == "true", (again.status, again.events)

@@ -321,7 +321,8 @@ class HttpChannel(HttpRoutes, Lifecycle):
             return None
         marks = (get_field(message, "context") or {}).get(REQUEST_CONTEXT)
         if action == "steer" and isinstance(marks, dict) and "key" in marks:
-            return None  # steered, it leaves no mark for a retry to find: it waits instead
+            # Steered, it would leave no mark for a retry to find: it waits for its turn.
+            return AdmitDecision.follow_up("a keyed message waits for its own turn")
         return AdmitDecision(action, _BUSY_REASONS[action])  # type: ignore[arg-type]
 
     # -- what the manager tells the channel ----------------------------------------------
