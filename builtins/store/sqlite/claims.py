@@ -84,7 +84,10 @@ class KeyClaims:
                     continue
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    os.unlink(entry.path)
+                    # Still the file at the path: not one released, removed and made
+                    # anew (and claimed) by others meanwhile.
+                    if os.path.samestat(os.fstat(fd), os.stat(entry.path)):
+                        os.unlink(entry.path)
                 except OSError:
                     pass  # held: a live claim
                 finally:
