@@ -91,6 +91,10 @@ _PRE_COMMIT_NAMED = re.compile(rb"--config=([^\s)\"']+)")
 
 MAX_LINKS = 40
 """Links followed to resolve one path, at most (the kernel's own bound)."""
+MAX_WALK_STEPS = 4096
+"""Parts of a path, with what its links add, looked at to resolve it, at most."""
+MAX_HOOK_FOLDERS = 8
+"""Hooks folders looked at for one repository, at most (git uses one: the last set)."""
 
 MAX_SHOWN = 80
 """Characters of a config value a warning quotes, at most."""
@@ -143,16 +147,19 @@ def run_by_git(top: str, gitdir: str, workspace: str,
             if _names_hooks(entry):
                 hooks.append(os.path.join(top, os.path.expanduser(entry.value)))
             elif programs := _programs(_command(entry)):
-                found.extend(_resolved(program, top) for program in programs)
+                found.extend(_resolved(program, top, top) for program in programs)
             elif _includes(entry):
-                included = _resolved(entry.value, os.path.dirname(config))
+                included = _resolved(entry.value, os.path.dirname(config), top)
                 found.append(included)
                 pending.append((included, depth + 1))
-    folders = list(dict.fromkeys(os.path.realpath(folder) for folder in hooks))
-    found += [*folders[1:], *_read_by_hooks(folders, top, budget)]
-    for path in [*configs[len(users):], *dict.fromkeys(hooks),
-                 *(os.path.join(folder, hook) for folder in dict.fromkeys(hooks)
-                   for hook in GIT_HOOKS)]:
+    hooks = list(dict.fromkeys(hooks))[:MAX_HOOK_FOLDERS]  # git takes one: the last set
+    folders = list(dict.fromkeys(_resolved(folder, top, top) for folder in hooks))
+    for folder in folders[1:]:  # the work itself as hooks folder: its hooks, not it
+        found += ([os.path.join(folder, hook) for hook in GIT_HOOKS]
+                  if is_inside(top, folder) else [folder])
+    found += _read_by_hooks(folders, top, budget)
+    for path in [*configs[len(users):], *hooks,
+                 *(os.path.join(folder, hook) for folder in hooks for hook in GIT_HOOKS)]:
         found += _followed(path, top, os.path.realpath(gitdir))
     return list(dict.fromkeys(path for path in found if is_inside(path, workspace)))
 
@@ -163,12 +170,31 @@ def _followed(path: str, top: str, gitdir: str) -> list[str]:
     each folder holding one of them, since a command that replaced the link there would
     have git run something else and a mount cannot hold a link itself; a link in the
     worktree's top folder or above it (whose folder cannot be kept read-only) is given
-    as the link, for the watch to name when it changes. Resolved as git resolves it:
-    `/proc/self/cwd` is the top folder, where git runs hooks and programs. Nothing when
-    no link leads there."""
-    pending = [part for part in path.split("/") if part]
-    at, held, links = "/", [], 0
-    while pending and links <= MAX_LINKS:
+    as the link, for the watch to name when it changes, and so are a hooks folder's hooks
+    where it ends there. Nothing when no link leads there, or they lead round in a loop
+    (git cannot follow them either)."""
+    walked = _walk(path, top)
+    if walked is None or not walked[0]:
+        return []
+    links, end = walked
+    found = [link if is_inside(top, folder) else folder for link, folder in links
+             if not is_inside(folder, gitdir)]
+    if is_inside(top, end):  # the work itself: only the hooks git would run from it
+        return [*found, *(os.path.join(end, hook) for hook in GIT_HOOKS)]
+    return [*found, end]
+
+
+def _walk(path: str, top: str) -> tuple[list[tuple[str, str]], str] | None:
+    """Resolve `path` as the kernel does for git running in `top` (`/proc/self/cwd` is
+    `top`, not hookline's own folder): each link met on the way with the folder holding
+    it, and where it ends; None for a loop or a path too long to resolve."""
+    pending = [part for part in path.split("/") if part not in ("", ".")]
+    at, steps = "/", 0
+    links: list[tuple[str, str]] = []
+    while pending:
+        steps += 1
+        if steps > MAX_WALK_STEPS:
+            return None
         part = pending.pop(0)
         if part == "..":
             at = os.path.dirname(at)
@@ -176,20 +202,21 @@ def _followed(path: str, top: str, gitdir: str) -> list[str]:
         here = os.path.join(at, part)
         if here in ("/proc/self", "/proc/thread-self") and pending[:1] == ["cwd"]:
             pending.pop(0)
-            here = at = top  # git's own working folder, not hookline's
+            at = top
             continue
         try:
             target = os.readlink(here)
-        except OSError:  # not a link, or not there (yet)
-            at = here if part != "." else at
+        except FileNotFoundError:  # nothing beyond a missing folder is a link
+            return links, os.path.normpath(os.path.join(here, *pending))
+        except OSError:  # not a link
+            at = here
             continue
-        links += 1
-        held.append(here if is_inside(top, at) or is_inside(at, gitdir) else at)
+        links.append((here, at))
+        if len(links) > MAX_LINKS:
+            return None
         at = "/" if target.startswith("/") else at
-        pending = [part for part in target.split("/") if part] + pending
-    if not held:
-        return []
-    return [*(folder for folder in held if not is_inside(folder, gitdir)), at]
+        pending = [part for part in target.split("/") if part not in ("", ".")] + pending
+    return links, at
 
 
 def _read_by_hooks(folders: list[str], top: str, budget: ReadBudget | None) -> list[str]:
@@ -301,8 +328,11 @@ def _shown(value: str) -> str:
     return repr(value if len(value) <= MAX_SHOWN else value[:MAX_SHOWN] + "...")
 
 
-def _resolved(value: str, base: str) -> str:
-    return os.path.realpath(os.path.join(base, os.path.expanduser(value)))
+def _resolved(value: str, base: str, top: str) -> str:
+    """`value` (relative to `base`) where git, running in `top`, reaches it (`_walk`)."""
+    path = os.path.join(base, os.path.expanduser(value))
+    walked = _walk(path, top)
+    return walked[1] if walked is not None else os.path.normpath(path)
 
 
 def common_dir(gitdir: str) -> str | None:

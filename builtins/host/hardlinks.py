@@ -34,8 +34,11 @@ STORES = frozenset({"objects", "store"})
 """Folders of repositories' contents (git's, Mercurial's and Jujutsu's), whose files a
 local clone shares by hard links on purpose, and which nothing runs."""
 
-MAX_COPIED = 16 * 1024 * 1024
+MAX_COPIED = 1024 * 1024
 """Bytes of a file copied to separate it, at most: what git and shells read is small."""
+MAX_SEPARATED = 64
+"""Files separated in one pass, at most: a command that hard-linked thousands of files in
+a protected folder must not have hookline fill the disk with copies (the rest are named)."""
 
 
 def separate_hard_links(paths: list[str]) -> list[str]:
@@ -43,7 +46,20 @@ def separate_hard_links(paths: list[str]) -> list[str]:
     a regular file itself, a repository folder's config and hooks, another folder's files
     (at every depth, but for its `STORES`). Returns the files separated; a file that
     cannot be is logged."""
-    separated = [file for path in paths for file in _files_of(path) if _separated(file)]
+    separated: list[str] = []
+    left: list[str] = []
+    for file in (file for path in paths for file in _files_of(path)):
+        if len(separated) < MAX_SEPARATED:
+            if _separated(file):
+                separated.append(file)
+        elif _has_other_names(file):
+            left.append(file)
+    if left:
+        logger.warning("%s have other names (hard links) through which commands may change "
+                       "them, past the %d files separated at once: look at them before you "
+                       "run git or a shell there", ", ".join(left[:20]) + (
+                           f" and {len(left) - 20:,} more" if len(left) > 20 else ""),
+                       MAX_SEPARATED)
     if separated:
         logger.warning("%s had other names (hard links) through which commands could change "
                        "what runs later outside the sandbox: each is now a file of its own, "
@@ -78,6 +94,14 @@ def _files_of(path: str) -> list[str]:
         except OSError:
             continue
     return files[:MAX_FILES_IN_FOLDER]
+
+
+def _has_other_names(path: str) -> bool:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_nlink > 1
 
 
 def _separated(path: str) -> bool:

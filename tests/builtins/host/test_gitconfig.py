@@ -4,6 +4,7 @@ sections, quotes, escapes, comments, continued lines and includes."""
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 from pathlib import Path
 
@@ -215,3 +216,38 @@ def test_the_config_pre_commit_s_hooks_read_is_found(tmp_path: Path) -> None:
     (git / "hooks" / "pre-push").write_text("#!/bin/sh\nexec pre-commit hook-impl\n")
     found = run_by_git(str(workspace), str(git), str(workspace))
     assert [os.path.relpath(path, workspace) for path in found] == [".pre-commit-config.yaml"]
+
+
+def links_of(tmp_path: Path, hooks_path: str) -> tuple[Path, list[str]]:
+    """A workspace holding a repository `sub` with `core.hooksPath = hooks_path`; what
+    `run_by_git` finds to protect for it."""
+    workspace = tmp_path / "ws"
+    sub = workspace / "sub"
+    subprocess.run(["git", "init", "-q", str(sub)], check=True)
+    subprocess.run(["git", "-C", str(sub), "config", "core.hooksPath", hooks_path], check=True)
+    return workspace, run_by_git(str(sub), str(sub / ".git"), str(workspace))
+
+
+def test_links_in_a_loop_protect_nothing(tmp_path: Path) -> None:
+    """A command's loop (`x -> y`, `y -> x`) that a hook leads into: git cannot follow it
+    either, and the workspace must not become read-only for it."""
+    workspace, _ = links_of(tmp_path, "hk")
+    (workspace / "x").symlink_to("y")
+    (workspace / "y").symlink_to("x")
+    (workspace / "sub" / ".git" / "hooks" / "pre-commit").symlink_to("../../../x")
+    found = run_by_git(str(workspace / "sub"), str(workspace / "sub" / ".git"),
+                       str(workspace))
+    assert str(workspace) not in found and str(workspace / "sub") not in found, found
+
+
+def test_a_hooks_folder_through_proc_self_cwd_is_where_git_finds_it(tmp_path: Path) -> None:
+    """`/proc/self/cwd` is git's working folder, the repository's top, not hookline's."""
+    workspace, found = links_of(tmp_path, "/proc/self/cwd/hk")
+    assert str(workspace / "sub" / "hk") in found, found
+
+
+def test_a_hooks_folder_that_is_the_work_itself_keeps_only_its_hooks(tmp_path: Path) -> None:
+    """`core.hooksPath = .`: the top folder is not made read-only, its hooks are."""
+    workspace, found = links_of(tmp_path, "/proc/self/cwd")
+    assert str(workspace / "sub") not in found and str(workspace) not in found, found
+    assert str(workspace / "sub" / "pre-commit") in found, found
