@@ -94,7 +94,8 @@ MAX_LINKS = 40
 MAX_WALK_STEPS = 4096
 """Parts of a path, with what its links add, looked at to resolve it, at most."""
 MAX_HOOK_FOLDERS = 8
-"""Hooks folders looked at for one repository, at most (git uses one: the last set)."""
+"""Hooks folders whose hooks are looked at as links, at most (git uses one: the last set),
+besides the repository's own."""
 
 MAX_SHOWN = 80
 """Characters of a config value a warning quotes, at most."""
@@ -152,14 +153,17 @@ def run_by_git(top: str, gitdir: str, workspace: str,
                 included = _resolved(entry.value, os.path.dirname(config), top)
                 found.append(included)
                 pending.append((included, depth + 1))
-    hooks = list(dict.fromkeys(hooks))[:MAX_HOOK_FOLDERS]  # git takes one: the last set
+    hooks = list(dict.fromkeys(hooks))
     folders = list(dict.fromkeys(_resolved(folder, top, top) for folder in hooks))
     for folder in folders[1:]:  # the work itself as hooks folder: its hooks, not it
         found += ([os.path.join(folder, hook) for hook in GIT_HOOKS]
                   if is_inside(top, folder) else [folder])
     found += _read_by_hooks(folders, top, budget)
+    # The hooks that are links, in the repository's own folder and the last hooks folders
+    # set (git takes the last; a config naming thousands must not cost minutes).
+    linked = [hooks[0], *hooks[1:][-MAX_HOOK_FOLDERS:]]
     for path in [*configs[len(users):], *hooks,
-                 *(os.path.join(folder, hook) for folder in hooks for hook in GIT_HOOKS)]:
+                 *(os.path.join(folder, hook) for folder in linked for hook in GIT_HOOKS)]:
         found += _followed(path, top, os.path.realpath(gitdir))
     return list(dict.fromkeys(path for path in found if is_inside(path, workspace)))
 
