@@ -543,6 +543,7 @@ class SQLiteTapeStore:
         """Finish now the runs of processes that died since the store was opened (a
         `hookline run` killed beside a gateway that stays up); their tapes. A look at the
         journal's owners first: the writer is asked only when one is gone."""
+        await self._failed_ended()  # as every read: never the writer waited for on the loop
         with self._connection() as conn:
             owners = {row[0] for row in conn.execute(
                 "SELECT DISTINCT owner FROM journal_runs WHERE owner != ?",
