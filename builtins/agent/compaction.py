@@ -79,6 +79,7 @@ CONTINUE_AFTER_COMPACTION = (
     "model's context. Continue the task you were working on.]")
 """The user message a compaction in the middle of a turn leaves for the next step."""
 
+
 def family_window(model: str) -> int | None:
     """The table's window for a `provider:model` spec, or None."""
     name = model.partition(":")[2].lower() or model.lower()

@@ -79,8 +79,6 @@ _STATED_WINDOW = (
 (OpenAI, vLLM), "208000 tokens > 200000 maximum" (Anthropic), "too large for model with
 32768 maximum context length" (Mistral), "the maximum number of tokens allowed (1048576)"
 (Gemini), `"n_ctx": 4096` in llama.cpp's error body."""
-
-
 MIN_STATED_WINDOW = 512
 """A smaller number an overflow error gives is not its window (by how much it passed it)."""
 
@@ -92,6 +90,7 @@ def stated_window(text: str) -> int:
                 window := int(found.group(1).replace(",", ""))) >= MIN_STATED_WINDOW:
             return window
     return 0
+
 
 USAGE_FIELDS = (
     "input_tokens",

@@ -10,8 +10,8 @@ from hookline.kernel._lazy import LazyExports as _LazyExports
 
 _PUBLIC = {
     "asyncstore": ("PAGE_ENTRIES", "AsyncJournal", "AsyncStoreAdapter", "append_batch",
-                   "as_async_store", "journal_of", "recover_abandoned", "reset_through",
-                   "scope_store", "tape_pages"),
+                   "as_async_store", "inner_store", "journal_of", "recover_abandoned",
+                   "reset_through", "scope_store", "tape_pages"),
     "entries": ("LONE_SURROGATE", "SIDECAR_MARKER", "is_sidecar_tape", "open_call_results"),
     "memory": ("InMemoryTapeStore",),
     "sqlite.store": ("COMMIT_FAILED_ERROR", "INTERRUPTED_ERROR", "SCHEMA_VERSION",

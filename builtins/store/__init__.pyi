@@ -11,6 +11,7 @@ from .asyncstore import AsyncJournal as AsyncJournal
 from .asyncstore import AsyncStoreAdapter as AsyncStoreAdapter
 from .asyncstore import append_batch as append_batch
 from .asyncstore import as_async_store as as_async_store
+from .asyncstore import inner_store as inner_store
 from .asyncstore import journal_of as journal_of
 from .asyncstore import recover_abandoned as recover_abandoned
 from .asyncstore import reset_through as reset_through

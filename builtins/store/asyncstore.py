@@ -37,6 +37,7 @@ __all__ = [
     "AsyncStoreAdapter",
     "append_batch",
     "as_async_store",
+    "inner_store",
     "journal_of",
     "recover_abandoned",
     "reset_through",
@@ -206,7 +207,7 @@ async def tape_pages(store: AsyncTapeStore, tape: str, size: int = PAGE_ENTRIES,
 
 def has_batch(store: AsyncTapeStore | TapeStore) -> bool:
     """Whether the store has its own `append_many` (for an adapter: its sync store)."""
-    inner = store.store if isinstance(store, AsyncStoreAdapter) else store
+    inner = inner_store(store)
     return callable(getattr(inner, "append_many", None))
 
 
@@ -232,9 +233,15 @@ async def _call(function: Callable[..., Any], *args: Any) -> Any:
     return await anyio.to_thread.run_sync(partial(function, *args))
 
 
+def inner_store(store: Any) -> Any:
+    """The store itself: an adapter's sync store, else `store` (what its optional abilities
+    are looked up on)."""
+    return store.store if isinstance(store, AsyncStoreAdapter) else store
+
+
 def journal_of(store: AsyncTapeStore | TapeStore) -> AsyncJournal | None:
     """The store's run journal, or None when it has none (see the module doc)."""
-    inner = store.store if isinstance(store, AsyncStoreAdapter) else store
+    inner = inner_store(store)
     write = _native(inner, "journal_write")
     commit = _native(inner, "journal_commit")
     if not callable(write) or not callable(commit):
@@ -245,7 +252,7 @@ def journal_of(store: AsyncTapeStore | TapeStore) -> AsyncJournal | None:
 async def recover_abandoned(store: AsyncTapeStore | TapeStore) -> list[str]:
     """Have the store finish the runs of processes that died since it was opened, where it
     can (`recover_abandoned_async`: the SQLite store); their tapes."""
-    inner = store.store if isinstance(store, AsyncStoreAdapter) else store
+    inner = inner_store(store)
     recover = getattr(inner, "recover_abandoned_async", None)
     return list(await recover()) if callable(recover) else []
 
@@ -254,7 +261,7 @@ async def reset_through(store: AsyncTapeStore, tape: str, last_id: int) -> bool:
     """Remove the tape's entries unless something was added after `last_id` (what was
     read of it, archived, say); whether they were removed. At once where the store has
     `reset_if_last` (`SQLiteTapeStore`), else a look at the last entry, then a reset."""
-    inner = store.store if isinstance(store, AsyncStoreAdapter) else store
+    inner = inner_store(store)
     at_once = getattr(inner, "reset_if_last", None)
     if callable(at_once):
         if inspect.iscoroutinefunction(at_once):

@@ -21,7 +21,7 @@ from hookline.kernel.errors import ErrorKind, HooklineError
 from hookline.kernel.tape import AsyncTapeStore, TapeEntry, TapeQuery, TapeStore
 
 from ..privacy.files import replacing_private_file
-from ..store.asyncstore import AsyncStoreAdapter, as_async_store, reset_through, tape_pages
+from ..store.asyncstore import as_async_store, inner_store, reset_through, tape_pages
 from ..store.entries import SIDECAR_MARKER
 
 __all__ = ["archive_session", "delete_session", "file_safe", "write_archive"]
@@ -135,8 +135,7 @@ async def archive_session(store: TapeStore | AsyncTapeStore, tape: str, director
 async def _running_on(store: AsyncTapeStore, tape: str) -> bool:
     """Whether a run of another process is writing `tape` now: its entries land on it
     when it ends, which an archive made meanwhile would never hold."""
-    inner = store.store if isinstance(store, AsyncStoreAdapter) else store
-    journaled = getattr(inner, "journaled_meta", None)
+    journaled = getattr(inner_store(store), "journaled_meta", None)
     return journaled is not None and bool(await journaled(tape))
 
 

@@ -17,7 +17,7 @@ from weakref import WeakKeyDictionary
 from hookline.kernel.tape import LAST_ANCHOR, AsyncTapeStore, TapeEntry, TapeQuery, apply_query
 
 from ..config.limits import CONTEXT_WINDOW
-from ..store.asyncstore import AsyncStoreAdapter, fetch_since, has_fetch_since
+from ..store.asyncstore import fetch_since, has_fetch_since, inner_store
 from .context import ContextMessages
 
 __all__ = ["KEPT_CONTEXTS", "KEPT_ENTRIES", "KeptContext", "kept_context"]
@@ -101,7 +101,7 @@ def kept_context(store: AsyncTapeStore, tape: str) -> KeptContext:
     """The kept context of `tape` in `store` (a new one when none is kept), now the most
     recent; the oldest are dropped past `KEPT_CONTEXTS` or `KEPT_ENTRIES`."""
     # A tape wraps a sync store in an adapter of its own: the store is what lasts.
-    lasting = store.store if isinstance(store, AsyncStoreAdapter) else store
+    lasting = inner_store(store)
     try:
         kept = _kept.setdefault(lasting, {})
     except TypeError:  # a store that cannot be weakly referenced keeps none

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from ..store.asyncstore import AsyncStoreAdapter
+from ..store.asyncstore import inner_store
 from ..store.entries import REQUEST_META
 from .context import starts_turn
 from .tape import Tape
@@ -130,8 +130,7 @@ async def _journaled_marks(tape: Tape, mark: Mark, value: str) -> dict[str, Any]
 
 def _inner(tape: Tape) -> Any:
     """The tape's store itself (a sync store's, not its async adapter)."""
-    store = tape.store
-    return store.store if isinstance(store, AsyncStoreAdapter) else store
+    return inner_store(tape.store)
 
 
 def running_elsewhere(session_id: str) -> tuple[int, dict[str, Any]]:

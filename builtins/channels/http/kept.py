@@ -30,9 +30,10 @@ hundreds of MiB."""
 def reply_chars(body: dict[str, Any]) -> int:
     """The characters an answer holds: its content, and its outbounds' (the same again)."""
     outbounds = body.get("outbounds")
-    return len(str(body.get("content") or "")) + sum(
+    return len(str(body.get("content") or "")) + (sum(
         len(str(item.get("content") or "")) for item in outbounds
-        if isinstance(item, dict)) if isinstance(outbounds, list) else 0
+        if isinstance(item, dict)) if isinstance(outbounds, list) else 0)
+
 
 class KeptReplies:
     """Finished answers by request id: `(status, body)`, for `seconds`."""
