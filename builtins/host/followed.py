@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import threading
 
-__all__ = ["FollowedLinks"]
+__all__ = ["FollowedLinks", "link_target"]
 
 
 class FollowedLinks:
@@ -30,19 +30,20 @@ class FollowedLinks:
                 kept.append(path)
                 continue
             with self._lock:
-                self._read.setdefault(path, _target(path))
+                self._read.setdefault(path, link_target(path))
         return kept
 
     def changed(self) -> list[str]:
         """The links that read otherwise now, or are gone; each said once per change."""
         with self._lock:
-            changed = [path for path, target in self._read.items() if _target(path) != target]
+            changed = [path for path, target in self._read.items() if link_target(path) != target]
             for path in changed:
-                self._read[path] = _target(path)
+                self._read[path] = link_target(path)
         return changed
 
 
-def _target(path: str) -> str:
+def link_target(path: str) -> str:
+    """What the link at `path` reads; empty for anything but a link."""
     try:
         return os.readlink(path)
     except OSError:

@@ -34,7 +34,7 @@ from hookline.kernel.errors import HooklineError
 from .changes import Fingerprint, changed, fingerprint
 from .direnv import ENVRC, loaded_by_envrc
 from .files import ReadBudget, file_start, is_inside, open_regular_file
-from .followed import FollowedLinks
+from .followed import FollowedLinks, link_target
 from .gitconfig import common_dir, is_git_folder, run_by_git, what_git_runs
 from .hardlinks import separate_hard_links
 from .mise import config_root, loaded_by_mise, may_be_config
@@ -169,7 +169,7 @@ def _home_links(workspace: str) -> dict[str, str]:
     """The hidden entries of the home folder the workspace holds that are links (dotfiles
     kept with stow), with what each reads: a mount cannot be put on a link, so a command
     may replace one, which the watch looks for."""
-    return {path: _link(path) for home in _held_homes(workspace) for path in _hidden(home)
+    return {path: link_target(path) for home in _held_homes(workspace) for path in _hidden(home)
             if os.path.islink(path)}
 
 
@@ -193,14 +193,6 @@ def _hidden(folder: str) -> list[str]:
             return [entry.path for entry in entries if entry.name.startswith(".")]
     except OSError:
         return []
-
-
-def _link(path: str) -> str:
-    """What the link at `path` reads; empty for anything but a link."""
-    try:
-        return os.readlink(path)
-    except OSError:
-        return ""
 
 
 def in_repository(target: str, workspace: str) -> str | None:
@@ -331,7 +323,7 @@ def _is_git_dir(folder: str, names: set[str]) -> bool:
 def _valid_head(path: str) -> bool:
     """A `HEAD` git takes: a link into `refs/`, `ref:` then `refs/...` (spaces between or
     not), or a commit id."""
-    target = _link(path)
+    target = link_target(path)
     if target:
         return target.startswith("refs/")
     head = file_start(path, 256)
@@ -369,6 +361,8 @@ class MadeWatch:
         self._home = home
         """Where what the searches found is kept (`remembered.py`); None: nowhere."""
         self._followed = FollowedLinks()
+        self._separated: set[str] = set()
+        """What `separate_hard_links` looked at already: a protected file keeps one name."""
         self._lock = threading.Lock()
         self._existing: dict[str, tuple[int, int] | None] | None = None
         """What there was at the first search, and what was said since, with the identity
@@ -398,13 +392,21 @@ class MadeWatch:
         """What there is to protect now (`to_protect`), for a new helper; a search cut
         short is said once. Blocking."""
         found, cut = self._searched()
-        separate_hard_links([*self.protected, *found])
+        self._separate([*self.protected, *found])
         with self._lock:
             if self._existing is None:
                 self._existing = self._existing_protected(found)
             self._missing = _absent(found)
         self._say_cut(cut)
         return found
+
+    def _separate(self, paths: list[str]) -> None:
+        """`separate_hard_links` for what no look separated yet (each helper's start would
+        walk the same folders again: once protected, a file gets no other name)."""
+        with self._lock:
+            fresh = [path for path in dict.fromkeys(paths) if path not in self._separated]
+            self._separated.update(fresh)
+        separate_hard_links(fresh)
 
     def _searched(self) -> tuple[list[str], bool]:
         """`to_protect`, with what earlier searches found when this one was cut short."""
@@ -498,7 +500,7 @@ class MadeWatch:
                            _listed([self._shown(path) for path in relinked], ", "))
         if not made:
             return
-        separate_hard_links(made)
+        self._separate(made)
         for protect in protectors:
             if protect is not None:
                 protect(made)
@@ -547,7 +549,7 @@ class MadeWatch:
         return os.path.relpath(path, self.workspace) if is_inside(path, self.workspace) else path
 
     def _existing_protected(self, found: list[str]) -> dict[str, tuple[int, int] | None]:
-        replaced = [path for path, target in self._links.items() if _link(path) != target]
+        replaced = [path for path, target in self._links.items() if link_target(path) != target]
         existing = {}
         for path in [*self.protected, *found, *replaced]:
             with contextlib.suppress(OSError):
