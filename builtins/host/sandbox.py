@@ -478,36 +478,33 @@ def _remove_tree(path: str) -> None:
         folder = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         return
-    pending = [[name]]
-    """For each folder entered, from `parent` down: its subfolders still to remove, the
-    last one being the folder entered next."""
-    entered_ids = [_identity(folder)]
-    """The device and inode of each folder entered, from `parent` down."""
+    levels = [(_identity(folder), [name])]
+    """For each folder entered, from `parent` down: its device and inode, and its
+    subfolders still to remove, the last one being the folder entered next."""
     try:
         while True:
-            if pending[-1]:
-                entered = _emptied_of_files(folder, pending[-1][-1])
+            if levels[-1][1]:
+                entered = _emptied_of_files(folder, levels[-1][1][-1])
                 if entered is None:  # gone, or not ours to open
-                    pending[-1].pop()
+                    levels[-1][1].pop()
                     continue
                 os.close(folder)
                 folder, subfolders = entered
-                pending.append(subfolders)
-                entered_ids.append(_identity(folder))
+                levels.append((_identity(folder), subfolders))
                 continue
-            pending.pop()
-            entered_ids.pop()
-            if not pending:
+            levels.pop()
+            if not levels:
                 return
             above = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=folder)
             os.close(folder)
             folder = above
-            if _identity(folder) != entered_ids[-1]:
+            identity, names = levels[-1]
+            if _identity(folder) != identity:
                 logger.warning("sandbox.remove_moved path=%s: a folder in it was moved while "
                                "it was removed; what is left stays", path)
                 return
             with contextlib.suppress(OSError):
-                os.rmdir(pending[-1].pop(), dir_fd=folder)
+                os.rmdir(names.pop(), dir_fd=folder)
     except OSError:
         logger.warning("sandbox.remove_failed path=%s", path, exc_info=True)
     finally:
