@@ -254,7 +254,7 @@ def secure_store(database: str | os.PathLike[str]) -> None:
     create_private_file(target)
 
 
-SQLITE_HEADER = b"SQLite format 3\0"
+_SQLITE_HEADER = b"SQLite format 3\0"
 
 
 def _holds_other_data(target: Path) -> bool:
@@ -266,10 +266,10 @@ def _holds_other_data(target: Path) -> bool:
         return False  # missing, a link, unreadable: the checks that follow say what
     try:
         info = os.fstat(fd)
-        head = os.read(fd, len(SQLITE_HEADER)) if stat.S_ISREG(info.st_mode) else b""
+        head = os.read(fd, len(_SQLITE_HEADER)) if stat.S_ISREG(info.st_mode) else b""
     finally:
         os.close(fd)
-    return bool(head) and head != SQLITE_HEADER
+    return bool(head) and head != _SQLITE_HEADER
 
 
 # -- secrets in the config file ------------------------------------------------------------
